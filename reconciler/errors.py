@@ -1,0 +1,55 @@
+"""The one exception hierarchy of the project.
+
+Every error we raise derives from :class:`ReconcilerError` and says whether trying again can
+help::
+
+    ReconcilerError
+     +-- PermanentError            retrying will not help; a person must change something
+     |    +-- ConfigError           the config repo is invalid (carries every diagnostic)
+     |    +-- SourceError           the config repo cannot be read (missing dir, permissions)
+     |    +-- NotFoundError         a named thing (runtime, module) does not exist
+     +-- TransientError            may succeed later; carries ``retry_after`` seconds
+
+Library exceptions are translated into these once, at the adapter that calls the library.
+Messages never contain secret values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from reconciler.diagnostics import Diagnostic
+
+
+class ReconcilerError(Exception):
+    """Root of every error the project raises on purpose."""
+
+
+class PermanentError(ReconcilerError):
+    """An error that retrying cannot fix."""
+
+
+class TransientError(ReconcilerError):
+    """An error that may go away; try again after ``retry_after`` seconds."""
+
+    def __init__(self, message: str, retry_after: float = 5.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ConfigError(PermanentError):
+    """The config repo is invalid; ``diagnostics`` lists every reason, sorted."""
+
+    def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
+        super().__init__(f"the config repo has {len(diagnostics)} error(s)")
+        self.diagnostics = tuple(diagnostics)
+
+
+class SourceError(PermanentError):
+    """The config repo (or a source it names) cannot be read at all."""
+
+
+class NotFoundError(PermanentError):
+    """A runtime, module or other named item does not exist."""

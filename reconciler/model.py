@@ -1,0 +1,156 @@
+"""The config repo as typed, frozen values (pure).
+
+Built by the validator from documents that passed their schema; read by the resolver, the renderer
+and everything after them. Field names follow the YAML (camelCase there, snake_case here). Nothing
+here does I/O or knows about files beyond the source path kept for messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+API_VERSION = "reconciler.dev/v1alpha1"
+DEFAULT_SYSTEM_NAMESPACE = "reconciler-system"
+
+#: Labels and annotations put on every object we apply (DESIGN.md §3).
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE = "reconciler"
+LABEL_RUNTIME = "reconciler.dev/runtime"
+LABEL_MODULE = "reconciler.dev/module"
+ANNOTATION_MODULE_VERSION = "reconciler.dev/module-version"
+ANNOTATION_DEFAULT_CONFIGURATION = "reconciler.dev/default-configuration"
+#: The label an operator workload carries with its running version.
+LABEL_APP_VERSION = "app.kubernetes.io/version"
+
+
+class Strategy(StrEnum):
+    """What happens to a module's objects when it leaves a runtime (L7, L8)."""
+
+    CREATE_AND_DELETE = "CreateAndDelete"
+    IGNORE = "Ignore"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterAccess:
+    """How to reach a runtime's cluster: exactly one of the fields is set."""
+
+    kubeconfig_secret: str | None = None
+    kubeconfig_secret_key: str = "config"
+    kubeconfig_file: str | None = None
+    context: str | None = None
+    in_cluster: bool = False
+
+    def describe(self) -> str:
+        """A short human description that never contains a credential."""
+        if self.kubeconfig_secret is not None:
+            return f"secret {self.kubeconfig_secret}[{self.kubeconfig_secret_key}]"
+        if self.kubeconfig_file is not None:
+            return f"kubeconfig file {self.kubeconfig_file}"
+        if self.context is not None:
+            return f"context {self.context}"
+        return "in-cluster"
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleRef:
+    """One entry of a runtime's ``spec.modules``."""
+
+    name: str
+    channel: str | None = None
+    version: str | None = None
+    strategy: Strategy = Strategy.CREATE_AND_DELETE
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceWindow:
+    """Weekly window in which upgrades that need downtime may run (L10)."""
+
+    days: tuple[str, ...]
+    start: str
+    duration_minutes: int
+    timezone: str = "UTC"
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """A cluster of the fleet and the modules it should run."""
+
+    name: str
+    channel: str
+    cluster: ClusterAccess
+    modules: tuple[ModuleRef, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    maintenance_window: MaintenanceWindow | None = None
+    suspend: bool = False
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedKind:
+    """A kind whose instances block a module's deletion."""
+
+    group: str
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleVersion:
+    """One version folder of a module: its manifest objects and default configuration."""
+
+    version: str
+    objects: tuple[Mapping[str, Any], ...]
+    default_configuration: Mapping[str, Any] | None = None
+    requires_downtime: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Module:
+    """An installable unit with its versions."""
+
+    name: str
+    namespace: str
+    operator_kind: str
+    operator_name: str
+    versions: Mapping[str, ModuleVersion]
+    depends_on: tuple[str, ...] = ()
+    mandatory: bool = False
+    managed_resources: tuple[ManagedKind, ...] = ()
+    description: str = ""
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Channel:
+    """A release ring: module name -> version."""
+
+    name: str
+    modules: Mapping[str, str]
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Fleet-wide settings from ``reconciler.yaml`` (all optional)."""
+
+    system_namespace: str = DEFAULT_SYSTEM_NAMESPACE
+    channels_path: str | None = None
+    channels_git: str | None = None
+    channels_ref: str = "main"
+    channels_sub_path: str = "channels"
+    max_deletions_per_sync: int = 5
+    allow_deletions: bool = False
+    poll_interval: str = "60s"
+    resync_interval: str = "10m"
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRepo:
+    """A whole, valid config repo."""
+
+    settings: Settings
+    runtimes: Mapping[str, Runtime]
+    modules: Mapping[str, Module]
+    channels: Mapping[str, Channel]

@@ -1,0 +1,207 @@
+"""Rendering: the exact objects a runtime should run (pure).
+
+For each resolved module, the objects of its version's manifest and its default configuration,
+each with our labels and annotation (DESIGN.md §3), namespaced objects that name no namespace
+put in the module's namespace, in a deterministic apply order: modules in dependency order;
+inside a module CRDs and Namespaces first, then the other kinds in a fixed order, custom
+resources after built-in kinds, the default configuration last; ties by namespace and name.
+The module's objects are prepared once per (module, version) and only stamped per runtime.
+Callers: the CLI ``render`` command; later the planner.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.model import (
+    ANNOTATION_DEFAULT_CONFIGURATION,
+    ANNOTATION_MODULE_VERSION,
+    LABEL_MANAGED_BY,
+    LABEL_MODULE,
+    LABEL_RUNTIME,
+    MANAGED_BY_VALUE,
+    ConfigRepo,
+    Module,
+)
+from reconciler.resolve import Resolution, ResolvedModule
+
+#: Apply order of built-in kinds; unknown kinds (custom resources) come after all of them.
+KIND_ORDER: tuple[str, ...] = (
+    "CustomResourceDefinition",
+    "Namespace",
+    "ResourceQuota",
+    "LimitRange",
+    "PriorityClass",
+    "ServiceAccount",
+    "Secret",
+    "ConfigMap",
+    "StorageClass",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+    "Service",
+    "DaemonSet",
+    "Pod",
+    "ReplicaSet",
+    "Deployment",
+    "HorizontalPodAutoscaler",
+    "StatefulSet",
+    "Job",
+    "CronJob",
+    "PodDisruptionBudget",
+    "NetworkPolicy",
+    "IngressClass",
+    "Ingress",
+    "APIService",
+    "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration",
+)
+_RANK = {kind: rank for rank, kind in enumerate(KIND_ORDER)}
+
+#: Built-in kinds that have no namespace; CRDs with ``scope: Cluster`` are added per repo.
+CLUSTER_SCOPED_KINDS = frozenset(
+    {
+        "Namespace",
+        "Node",
+        "PersistentVolume",
+        "StorageClass",
+        "CSIDriver",
+        "CSINode",
+        "VolumeAttachment",
+        "CustomResourceDefinition",
+        "APIService",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "PriorityClass",
+        "RuntimeClass",
+        "IngressClass",
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "CertificateSigningRequest",
+        "FlowSchema",
+        "PriorityLevelConfiguration",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedObject:
+    """One object to apply, with the module and version it belongs to."""
+
+    module: str
+    version: str
+    body: Mapping[str, Any]
+    default_configuration: bool = False
+
+    @property
+    def subject(self) -> str:
+        """``Kind/namespace/name`` (``Kind/name`` for cluster-scoped objects)."""
+        return subject_of(self.body)
+
+
+def subject_of(body: Mapping[str, Any]) -> str:
+    """The one subject format used everywhere: ``Kind/namespace/name`` or ``Kind/name``."""
+    metadata = body.get("metadata", {})
+    namespace = metadata.get("namespace")
+    parts = (body.get("kind", "?"), namespace, metadata.get("name", "?"))
+    return "/".join(str(p) for p in parts if p)
+
+
+@dataclass(slots=True)
+class Renderer:
+    """Renders runtimes of one repo; caches each (module, version)'s prepared objects."""
+
+    repo: ConfigRepo
+    _prepared: dict[tuple[str, str], list[RenderedObject]] = field(default_factory=dict)
+    _cluster_kinds: frozenset[tuple[str, str]] | None = None
+
+    def render(self, resolution: Resolution, modules: Iterable[str] = ()) -> list[RenderedObject]:
+        """The objects of ``resolution``'s runtime, in apply order; ``modules`` narrows."""
+        wanted = set(modules)
+        rendered: list[RenderedObject] = []
+        for resolved in resolution.modules:
+            if wanted and resolved.name not in wanted:
+                continue
+            rendered.extend(self._stamp(o, resolution.runtime.name) for o in self.prepare(resolved))
+        return rendered
+
+    def prepare(self, resolved: ResolvedModule) -> list[RenderedObject]:
+        """A module version's objects with everything but the runtime label, sorted."""
+        key = (resolved.name, resolved.version)
+        prepared = self._prepared.get(key)
+        if prepared is None:
+            prepared = self._prepared[key] = self._prepare(self.repo.modules[resolved.name],
+                                                           resolved.version)
+        return prepared
+
+    def _prepare(self, module: Module, version: str) -> list[RenderedObject]:
+        content = module.versions[version]
+        objects = [
+            RenderedObject(module.name, version, self._object(o, module, version))
+            for o in content.objects
+        ]
+        objects.sort(key=lambda o: apply_order_key(o.body))
+        if content.default_configuration is not None:
+            body = self._object(content.default_configuration, module, version)
+            body["metadata"]["annotations"][ANNOTATION_DEFAULT_CONFIGURATION] = "true"
+            objects.append(RenderedObject(module.name, version, body, default_configuration=True))
+        return objects
+
+    def _object(self, source: Mapping[str, Any], module: Module, version: str) -> dict[str, Any]:
+        body = copy.deepcopy(dict(source))
+        metadata = body.setdefault("metadata", {})
+        if not self._cluster_scoped(body) and not metadata.get("namespace"):
+            metadata["namespace"] = module.namespace
+        labels = metadata.setdefault("labels", {})
+        labels[LABEL_MANAGED_BY] = MANAGED_BY_VALUE
+        labels[LABEL_MODULE] = module.name
+        metadata.setdefault("annotations", {})[ANNOTATION_MODULE_VERSION] = version
+        return body
+
+    def _stamp(self, rendered: RenderedObject, runtime: str) -> RenderedObject:
+        body = dict(rendered.body)
+        metadata = dict(body["metadata"])
+        metadata["labels"] = {**metadata["labels"], LABEL_RUNTIME: runtime}
+        body["metadata"] = metadata
+        return RenderedObject(rendered.module, rendered.version, body,
+                              rendered.default_configuration)
+
+    def _cluster_scoped(self, body: Mapping[str, Any]) -> bool:
+        kind = str(body.get("kind", ""))
+        if kind in CLUSTER_SCOPED_KINDS:
+            return True
+        group = str(body.get("apiVersion", "")).rpartition("/")[0]
+        return (group, kind) in self.cluster_scoped_custom_kinds()
+
+    def cluster_scoped_custom_kinds(self) -> frozenset[tuple[str, str]]:
+        """(group, kind) of every CRD in the repo declared with ``scope: Cluster``."""
+        if self._cluster_kinds is None:
+            self._cluster_kinds = frozenset(_cluster_scoped_crds(self.repo))
+        return self._cluster_kinds
+
+
+def apply_order_key(body: Mapping[str, Any]) -> tuple[int, str, str, str]:
+    """Sort key of the apply order; deletion uses the reverse."""
+    kind = str(body.get("kind", ""))
+    metadata = body.get("metadata", {})
+    rank = _RANK.get(kind, len(KIND_ORDER))
+    return rank, kind, str(metadata.get("namespace", "")), str(metadata.get("name", ""))
+
+
+def _cluster_scoped_crds(repo: ConfigRepo) -> Iterable[tuple[str, str]]:
+    for module in repo.modules.values():
+        for version in module.versions.values():
+            for obj in version.objects:
+                if obj.get("kind") != "CustomResourceDefinition":
+                    continue
+                spec = obj.get("spec", {})
+                if spec.get("scope") == "Cluster":
+                    yield str(spec.get("group", "")), str(spec.get("names", {}).get("kind", ""))

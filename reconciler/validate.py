@@ -1,0 +1,536 @@
+"""Validation of a whole config repo in one pass (rules C1-C6; C7 follows from it) (pure).
+
+Input is a :class:`RawRepo`: every file of the repo already read and parsed by the loader, with
+the problems met while reading. Output is a :class:`Validation`: the typed
+:class:`~reconciler.model.ConfigRepo` when there is no error, and every diagnostic, sorted. A
+file that is broken (unreadable, or failing its schema) still counts as existing, so that one
+mistake gives one error and not a cascade in the files that refer to it. Callers: the loader's
+``load_repo`` (CLI, daemon, tests, benchmark).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from reconciler.credentials import find_inline_credentials
+from reconciler.diagnostics import Diagnostic, Pointer, did_you_mean, sort_diagnostics
+from reconciler.model import (
+    Channel,
+    ClusterAccess,
+    ConfigRepo,
+    MaintenanceWindow,
+    ManagedKind,
+    Module,
+    ModuleRef,
+    ModuleVersion,
+    Runtime,
+    Settings,
+    Strategy,
+)
+from reconciler.resolve import resolve_runtime
+from reconciler.schema import SchemaChecker
+from reconciler.versions import is_version
+from reconciler.yamlsafe import Document
+
+
+@dataclass(frozen=True, slots=True)
+class RawFile:
+    """One file as read: its display path and documents. ``broken`` when reading failed."""
+
+    path: str
+    documents: tuple[Document, ...] = ()
+    broken: bool = False
+
+    @property
+    def stem(self) -> str:
+        """The file name without folder and ``.yaml``."""
+        name = self.path.rsplit("/", 1)[-1]
+        return name.removesuffix(".yaml")
+
+    def at(self, rule: str, message: str) -> Diagnostic:
+        """A diagnostic about the file as a whole (line 1, column 1)."""
+        return Diagnostic(self.path, 1, 1, rule, message)
+
+
+@dataclass(frozen=True, slots=True)
+class RawVersion:
+    """A version folder of a module."""
+
+    name: str
+    path: str
+    manifest: RawFile | None = None
+    default: RawFile | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RawModule:
+    """A module folder: its ``module.yaml`` and version folders."""
+
+    name: str
+    path: str
+    module: RawFile | None = None
+    versions: tuple[RawVersion, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RawRepo:
+    """Everything the loader read, before any check."""
+
+    settings: RawFile | None = None
+    runtimes: tuple[RawFile, ...] = ()
+    modules: tuple[RawModule, ...] = ()
+    channels: tuple[RawFile, ...] = ()
+    problems: tuple[Diagnostic, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Validation:
+    """The verdict on a repo: the typed repo when valid, and every diagnostic."""
+
+    repo: ConfigRepo | None
+    diagnostics: tuple[Diagnostic, ...]
+    files: int = 0
+
+    @property
+    def valid(self) -> bool:
+        """No diagnostic at all."""
+        return not self.diagnostics
+
+
+def validate_repo(raw: RawRepo, checker: SchemaChecker) -> Validation:
+    """Check ``raw`` against every config rule; see the module docstring."""
+    run = _Run(checker, list(raw.problems))
+    settings = run.settings(raw.settings)
+    modules = {m.name: run.module(m) for m in raw.modules}
+    run.dependencies(modules, {m.name: m for m in raw.modules})
+    channels = {f.stem: run.channel(f, modules) for f in raw.channels}
+    repo = ConfigRepo(
+        settings,
+        {},
+        modules,
+        {name: c for name, c in channels.items() if c is not None},
+    )
+    runtimes = {f.stem: run.runtime(f, repo) for f in raw.runtimes}
+    diagnostics = tuple(sort_diagnostics(run.diagnostics))
+    files = _count_files(raw)
+    if diagnostics:
+        return Validation(None, diagnostics, files)
+    valid_runtimes = {name: r for name, r in runtimes.items() if r is not None}
+    return Validation(ConfigRepo(settings, valid_runtimes, modules, repo.channels), (), files)
+
+
+def _count_files(raw: RawRepo) -> int:
+    count = len(raw.runtimes) + len(raw.channels) + (raw.settings is not None)
+    for module in raw.modules:
+        count += module.module is not None
+        count += sum((v.manifest is not None) + (v.default is not None) for v in module.versions)
+    return count
+
+
+_K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?$")
+
+
+@dataclass(slots=True)
+class _Run:
+    """State of one validation pass: the checker and the diagnostics found so far."""
+
+    checker: SchemaChecker
+    diagnostics: list[Diagnostic]
+    broken_channels: set[str] = field(default_factory=set)
+    bad_channel_entries: set[tuple[str, str]] = field(default_factory=set)
+
+    # -- single documents ------------------------------------------------------------------
+
+    def single(self, file: RawFile, kind: str) -> Document | None:
+        """The one document of ``file`` if it passes its schema, else ``None`` (reported)."""
+        if file.broken:
+            return None
+        if not file.documents:
+            self.diagnostics.append(file.at("C1", f"file is empty; expected one {kind} document"))
+            return None
+        if len(file.documents) > 1:
+            extra = file.documents[1]
+            message = f"expected one {kind} document, found {len(file.documents)}"
+            self.diagnostics.append(extra.diagnostic("C1", message, ()))
+            return None
+        document = file.documents[0]
+        found = self.checker.check(kind, document)
+        credentials = find_inline_credentials(document)
+        if credentials:  # a credential explains its own unknown-field error
+            places = {(d.line, d.column) for d in credentials}
+            found = [d for d in found if (d.line, d.column) not in places]
+        self.diagnostics.extend(found)
+        self.diagnostics.extend(credentials)
+        return None if found or credentials else document
+
+    def name_matches(self, document: Document, expected: str, what: str) -> bool:
+        name = document.data["metadata"]["name"]
+        if name == expected:
+            return True
+        message = f"metadata.name '{name}' must equal the {what} '{expected}'"
+        self.diagnostics.append(document.diagnostic("C4", message, ("metadata", "name")))
+        return False
+
+    # -- settings ----------------------------------------------------------------------------
+
+    def settings(self, file: RawFile | None) -> Settings:
+        document = self.single(file, "Settings") if file is not None else None
+        if document is None:
+            return Settings()
+        return settings_from(document.data.get("spec", {}))
+
+    # -- modules -----------------------------------------------------------------------------
+
+    def module(self, raw: RawModule) -> Module:
+        versions = {v.name: self.version(v) for v in raw.versions if self.version_name_ok(v)}
+        if raw.module is None:
+            self.diagnostics.append(
+                Diagnostic(raw.path + "/module.yaml", 1, 1, "C2", "module folder has no module.yaml")
+            )
+            return _placeholder_module(raw.name, versions)
+        document = self.single(raw.module, "Module")
+        if document is None or not self.name_matches(document, raw.name, "module folder name"):
+            return _placeholder_module(raw.name, versions)
+        module = module_from(document.data, versions, raw.module.path)
+        self.module_versions_metadata(document, versions)
+        self.operators(module, raw, document)
+        return module
+
+    def version_name_ok(self, raw: RawVersion) -> bool:
+        if is_version(raw.name):
+            return True
+        message = f"version folder '{raw.name}' is not a semantic version (e.g. 1.2.3)"
+        self.diagnostics.append(Diagnostic(raw.path, 1, 1, "C4", message))
+        return False
+
+    def version(self, raw: RawVersion) -> ModuleVersion:
+        if raw.manifest is None:
+            message = "version folder has no manifest.yaml"
+            self.diagnostics.append(Diagnostic(raw.path + "/manifest.yaml", 1, 1, "C2", message))
+            return ModuleVersion(raw.name, ())
+        objects = [d.data for d in raw.manifest.documents if self.kubernetes_object(d)]
+        if not raw.manifest.broken and not raw.manifest.documents:
+            self.diagnostics.append(raw.manifest.at("C1", "manifest has no objects"))
+        default = self.default_configuration(raw.default)
+        return ModuleVersion(raw.name, tuple(objects), default)
+
+    def kubernetes_object(self, document: Document) -> bool:
+        problems = list(_object_problems(document))
+        problems.extend(find_inline_credentials(document))
+        self.diagnostics.extend(problems)
+        return not problems
+
+    def default_configuration(self, file: RawFile | None) -> Mapping[str, Any] | None:
+        if file is None or file.broken:
+            return None
+        if len(file.documents) != 1:
+            at = file.documents[1] if len(file.documents) > 1 else None
+            message = f"default configuration must be one document, found {len(file.documents)}"
+            self.diagnostics.append(
+                at.diagnostic("C1", message, ()) if at else file.at("C1", message)
+            )
+            return None
+        document = file.documents[0]
+        return document.data if self.kubernetes_object(document) else None
+
+    def module_versions_metadata(self, document: Document, versions: Mapping[str, Any]) -> None:
+        declared = document.data["spec"].get("versions", {})
+        for version in declared:
+            if version not in versions:
+                message = f"version {version} has no folder" + did_you_mean(version, versions)
+                pointer: Pointer = ("spec", "versions", version)
+                self.diagnostics.append(document.diagnostic("C4", message, pointer, key=True))
+
+    def operators(self, module: Module, raw: RawModule, document: Document) -> None:
+        by_version = {v.name: v for v in raw.versions}
+        for name, version in sorted(module.versions.items()):
+            raw_version = by_version[name]
+            if raw_version.manifest is None or raw_version.manifest.broken or not version.objects:
+                continue
+            if not any(_is_operator(o, module) for o in version.objects):
+                message = (
+                    f"the manifest of version {name} has no {module.operator_kind} "
+                    f"'{module.operator_name}' (the module's operator)"
+                )
+                pointer: Pointer = ("spec", "operator", "name")
+                self.diagnostics.append(document.diagnostic("C2", message, pointer))
+
+    def dependencies(self, modules: Mapping[str, Module], raw: Mapping[str, RawModule]) -> None:
+        for name, module in sorted(modules.items()):
+            document = _module_document(raw[name])
+            for index, dep in enumerate(module.depends_on):
+                if dep not in modules:
+                    message = f"dependsOn names module '{dep}', which does not exist" + (
+                        did_you_mean(dep, modules)
+                    )
+                    pointer: Pointer = ("spec", "dependsOn", index)
+                    self.diagnostics.append(_diag(document, raw[name], "C5", message, pointer))
+        for cycle in _cycles(modules):
+            first = cycle[0]
+            index = modules[first].depends_on.index(cycle[1])
+            message = "dependency cycle: " + " -> ".join((*cycle, first))
+            pointer = ("spec", "dependsOn", index)
+            self.diagnostics.append(
+                _diag(_module_document(raw[first]), raw[first], "C5", message, pointer)
+            )
+
+    # -- channels ----------------------------------------------------------------------------
+
+    def channel(self, file: RawFile, modules: Mapping[str, Module]) -> Channel | None:
+        document = self.single(file, "Channel")
+        if document is None or not self.name_matches(document, file.stem, "file name"):
+            self.broken_channels.add(file.stem)
+            return None
+        channel = Channel(file.stem, dict(document.data["spec"]["modules"]), file.path)
+        for module_name, version in channel.modules.items():
+            problem = _channel_entry_problem(module_name, version, modules)
+            if problem is not None:
+                self.bad_channel_entries.add((channel.name, module_name))
+                pointer: Pointer = ("spec", "modules", module_name)
+                key = problem.startswith("module")
+                self.diagnostics.append(document.diagnostic("C3", problem, pointer, key=key))
+        return channel
+
+    # -- runtimes ----------------------------------------------------------------------------
+
+    def runtime(self, file: RawFile, repo: ConfigRepo) -> Runtime | None:
+        document = self.single(file, "Runtime")
+        if document is None or not self.name_matches(document, file.stem, "file name"):
+            return None
+        runtime = runtime_from(document.data, file.path)
+        found = self.runtime_fields(document, runtime)
+        resolution = resolve_runtime(repo, runtime)
+        for problem in resolution.problems:
+            if problem.channel in self.broken_channels or problem.rule == "C3":
+                continue
+            if (problem.channel, problem.module) in self.bad_channel_entries:
+                continue
+            found.append(document.diagnostic(problem.rule, problem.message, problem.pointer))
+        self.diagnostics.extend(found)
+        return runtime if not found else None
+
+    def runtime_fields(self, document: Document, runtime: Runtime) -> list[Diagnostic]:
+        found: list[Diagnostic] = []
+        first_line: dict[str, int] = {}
+        for index, ref in enumerate(runtime.modules):
+            pointer: Pointer = ("spec", "modules", index, "name")
+            if ref.name in first_line:
+                message = f"module '{ref.name}' is listed twice (first on line {first_line[ref.name]})"
+                found.append(document.diagnostic("C4", message, pointer))
+            else:
+                first_line[ref.name] = document.position(pointer).line
+        window = document.data["spec"].get("maintenanceWindow")
+        if window is not None:
+            found.extend(_window_problems(document, window))
+        return found
+
+
+def _channel_entry_problem(name: str, version: str, modules: Mapping[str, Module]) -> str | None:
+    module = modules.get(name)
+    if module is None:
+        return f"module '{name}' does not exist" + did_you_mean(name, modules)
+    if version not in module.versions:
+        known = ", ".join(sorted(module.versions)) or "none"
+        return f"module '{name}' has no version {version} (versions: {known})"
+    return None
+
+
+def _window_problems(document: Document, window: Mapping[str, Any]) -> Iterator[Diagnostic]:
+    minutes = duration_minutes(window["duration"])
+    if minutes == 0 or minutes > 24 * 60:
+        message = f"duration {window['duration']!r} must be more than 0 and at most 24h"
+        yield document.diagnostic("C1", message, ("spec", "maintenanceWindow", "duration"))
+    zone = window.get("timezone", "UTC")
+    if not _known_zone(zone):
+        message = f"timezone '{zone}' is not a known IANA time zone (e.g. Europe/Berlin)"
+        yield document.diagnostic("C1", message, ("spec", "maintenanceWindow", "timezone"))
+
+
+_ZONES: dict[str, bool] = {}
+
+
+def _known_zone(name: str) -> bool:
+    known = _ZONES.get(name)
+    if known is None:
+        try:
+            ZoneInfo(name)
+            known = True
+        except (ZoneInfoNotFoundError, ValueError):
+            known = False
+        _ZONES[name] = known
+    return known
+
+
+def duration_minutes(text: str) -> int:
+    """Minutes of a ``4h``/``90m``/``1h30m`` duration (schema-checked before)."""
+    match = _DURATION.match(text)
+    if match is None:
+        return 0
+    hours, minutes = match.groups()
+    return int(hours or 0) * 60 + int(minutes or 0)
+
+
+def _object_problems(document: Document) -> Iterator[Diagnostic]:
+    data = document.data
+    if not isinstance(data, dict):
+        yield document.diagnostic("C1", "a manifest document must be a Kubernetes object", ())
+        return
+    for key in ("apiVersion", "kind"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            yield document.diagnostic("C1", f"Kubernetes object has no '{key}'", ())
+    metadata = data.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    if not isinstance(name, str) or not _K8S_NAME.match(name):
+        yield document.diagnostic(
+            "C1", "Kubernetes object needs metadata.name (a DNS-1123 name)", ("metadata", "name")
+        )
+
+
+def _is_operator(obj: Mapping[str, Any], module: Module) -> bool:
+    return (
+        obj.get("kind") == module.operator_kind
+        and str(obj.get("apiVersion", "")).startswith("apps/")
+        and obj.get("metadata", {}).get("name") == module.operator_name
+    )
+
+
+def _module_document(raw: RawModule) -> Document | None:
+    if raw.module is None or not raw.module.documents:
+        return None
+    return raw.module.documents[0]
+
+
+def _diag(
+    document: Document | None, raw: RawModule, rule: str, message: str, pointer: Pointer
+) -> Diagnostic:
+    if document is not None:
+        return document.diagnostic(rule, message, pointer)
+    return Diagnostic(raw.path + "/module.yaml", 1, 1, rule, message)
+
+
+def _cycles(modules: Mapping[str, Module]) -> list[tuple[str, ...]]:
+    """Each dependency cycle once, rotated to start at its smallest name."""
+    found: set[tuple[str, ...]] = set()
+    for start in sorted(modules):
+        _walk_cycles(modules, start, (start,), found)
+    return sorted(found)
+
+
+def _walk_cycles(
+    modules: Mapping[str, Module], node: str, path: tuple[str, ...], found: set[tuple[str, ...]]
+) -> None:
+    for dep in modules[node].depends_on:
+        if dep not in modules:
+            continue
+        if dep == path[0]:
+            smallest = path.index(min(path))
+            found.add(path[smallest:] + path[:smallest])
+        elif dep not in path and dep > path[0]:
+            _walk_cycles(modules, dep, (*path, dep), found)
+
+
+def _placeholder_module(name: str, versions: Mapping[str, ModuleVersion]) -> Module:
+    """Stands in for a module whose module.yaml is broken, so references to it still resolve."""
+    return Module(name, "", "", "", versions)
+
+
+# -- building typed values from schema-valid data -------------------------------------------
+
+
+def settings_from(spec: Mapping[str, Any]) -> Settings:
+    """Typed settings from a valid Settings ``spec``."""
+    channels = spec.get("channelsFrom", {})
+    brake = spec.get("deletionBrake", {})
+    intervals = spec.get("intervals", {})
+    defaults = Settings()
+    return Settings(
+        system_namespace=spec.get("systemNamespace", defaults.system_namespace),
+        channels_path=channels.get("path"),
+        channels_git=channels.get("git"),
+        channels_ref=channels.get("ref", defaults.channels_ref),
+        channels_sub_path=channels.get("subPath", defaults.channels_sub_path),
+        max_deletions_per_sync=brake.get("maxDeletionsPerSync", defaults.max_deletions_per_sync),
+        allow_deletions=brake.get("allow", defaults.allow_deletions),
+        poll_interval=intervals.get("poll", defaults.poll_interval),
+        resync_interval=intervals.get("resync", defaults.resync_interval),
+    )
+
+
+def module_from(data: Mapping[str, Any], versions: Mapping[str, ModuleVersion], source: str) -> Module:
+    """A typed module from a valid Module document and its version folders."""
+    spec = data["spec"]
+    metadata = spec.get("versions", {})
+    with_metadata = {
+        name: _with_downtime(v, bool(metadata.get(name, {}).get("requiresDowntime", False)))
+        for name, v in versions.items()
+    }
+    return Module(
+        name=data["metadata"]["name"],
+        namespace=spec["namespace"],
+        operator_kind=spec["operator"]["kind"],
+        operator_name=spec["operator"]["name"],
+        versions=with_metadata,
+        depends_on=tuple(spec.get("dependsOn", ())),
+        mandatory=bool(spec.get("mandatory", False)),
+        managed_resources=tuple(
+            ManagedKind(m["group"], m["kind"]) for m in spec.get("managedResources", ())
+        ),
+        description=spec.get("description", ""),
+        source=source,
+    )
+
+
+def _with_downtime(version: ModuleVersion, requires_downtime: bool) -> ModuleVersion:
+    if not requires_downtime:
+        return version
+    return ModuleVersion(version.version, version.objects, version.default_configuration, True)
+
+
+def runtime_from(data: Mapping[str, Any], source: str) -> Runtime:
+    """A typed runtime from a valid Runtime document."""
+    spec = data["spec"]
+    window = spec.get("maintenanceWindow")
+    return Runtime(
+        name=data["metadata"]["name"],
+        channel=spec["channel"],
+        cluster=_cluster(spec["cluster"]),
+        modules=tuple(_module_ref(m) for m in spec.get("modules", ())),
+        labels=dict(data["metadata"].get("labels", {})),
+        maintenance_window=_window(window) if window is not None else None,
+        suspend=bool(spec.get("suspend", False)),
+        source=source,
+    )
+
+
+def _cluster(cluster: Mapping[str, Any]) -> ClusterAccess:
+    secret = cluster.get("kubeconfigSecret")
+    return ClusterAccess(
+        kubeconfig_secret=secret["name"] if secret else None,
+        kubeconfig_secret_key=secret.get("key", "config") if secret else "config",
+        kubeconfig_file=cluster.get("kubeconfigFile"),
+        context=cluster.get("context"),
+        in_cluster=bool(cluster.get("inCluster", False)),
+    )
+
+
+def _module_ref(entry: Mapping[str, Any]) -> ModuleRef:
+    return ModuleRef(
+        name=entry["name"],
+        channel=entry.get("channel"),
+        version=entry.get("version"),
+        strategy=Strategy(entry.get("strategy", Strategy.CREATE_AND_DELETE.value)),
+    )
+
+
+def _window(window: Mapping[str, Any]) -> MaintenanceWindow:
+    return MaintenanceWindow(
+        days=tuple(window["days"]),
+        start=window["start"],
+        duration_minutes=duration_minutes(window["duration"]),
+        timezone=window.get("timezone", "UTC"),
+    )
