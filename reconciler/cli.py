@@ -199,8 +199,9 @@ def _fail(error: ReconcilerError) -> NoReturn:
 
 
 def _print_diagnostic_summary(diagnostics: Sequence[Diagnostic]) -> None:
-    click.echo(f"the config repo is invalid ({len(diagnostics)} errors); nothing rendered",
-               err=True)
+    click.echo(
+        f"the config repo is invalid ({len(diagnostics)} errors); nothing rendered", err=True
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

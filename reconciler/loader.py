@@ -165,14 +165,18 @@ class _Reader:
         assert text is not None
         loader = self.options.yaml_loader
         documents, problems = (
-            parse_yaml(text, shown) if loader is None else parse_yaml(text, shown, loader_class=loader)
+            parse_yaml(text, shown)
+            if loader is None
+            else parse_yaml(text, shown, loader_class=loader)
         )
         if problems:
             self.problems.extend(problems)
             return RawFile(shown, broken=True)
         return RawFile(shown, tuple(documents))
 
-    def read_text(self, path: Path, boundary: Path, shown: str) -> tuple[str | None, Diagnostic | None]:
+    def read_text(
+        self, path: Path, boundary: Path, shown: str
+    ) -> tuple[str | None, Diagnostic | None]:
         if path.is_symlink() and not self.inside(path, boundary):
             return None, Diagnostic(shown, 1, 1, "C6", "symbolic link pointing outside the repo")
         try:

@@ -38,7 +38,7 @@ class ClusterAccess:
     """How to reach a runtime's cluster: exactly one of the fields is set."""
 
     kubeconfig_secret: str | None = None
-    kubeconfig_secret_key: str = "config"
+    kubeconfig_secret_key: str = "config"  # noqa: S105 (a key name, not a secret)
     kubeconfig_file: str | None = None
     context: str | None = None
     in_cluster: bool = False

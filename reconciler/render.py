@@ -138,8 +138,9 @@ class Renderer:
         key = (resolved.name, resolved.version)
         prepared = self._prepared.get(key)
         if prepared is None:
-            prepared = self._prepared[key] = self._prepare(self.repo.modules[resolved.name],
-                                                           resolved.version)
+            prepared = self._prepared[key] = self._prepare(
+                self.repo.modules[resolved.name], resolved.version
+            )
         return prepared
 
     def _prepare(self, module: Module, version: str) -> list[RenderedObject]:
@@ -171,8 +172,9 @@ class Renderer:
         metadata = dict(body["metadata"])
         metadata["labels"] = {**metadata["labels"], LABEL_RUNTIME: runtime}
         body["metadata"] = metadata
-        return RenderedObject(rendered.module, rendered.version, body,
-                              rendered.default_configuration)
+        return RenderedObject(
+            rendered.module, rendered.version, body, rendered.default_configuration
+        )
 
     def _cluster_scoped(self, body: Mapping[str, Any]) -> bool:
         kind = str(body.get("kind", ""))

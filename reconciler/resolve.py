@@ -141,7 +141,7 @@ class _Resolver:
             problem = ResolveProblem("C2", message, ("spec", "channel"), "", self.runtime.channel)
             self.problems.append(problem)
         listed = {ref.name: (index, ref) for index, ref in enumerate(self.runtime.modules)}
-        for name, (index, ref) in listed.items():
+        for index, ref in listed.values():
             self._listed(index, ref)
         for name in sorted(n for n, m in self.repo.modules.items() if m.mandatory):
             if name not in listed:
@@ -181,8 +181,11 @@ class _Resolver:
             if ref.version not in module.versions:
                 self._no_version(module, ref.version, (*at, "version"))
                 return
-            self._add(ResolvedModule(name, ref.version, VersionSource.PIN, None, inclusion,
-                                     ref.strategy, required_by))
+            self._add(
+                ResolvedModule(
+                    name, ref.version, VersionSource.PIN, None, inclusion, ref.strategy, required_by
+                )
+            )
             return
         source = VersionSource.MODULE_CHANNEL if ref.channel else VersionSource.RUNTIME_CHANNEL
         channel_name = ref.channel or self.runtime.channel
@@ -191,8 +194,11 @@ class _Resolver:
             return
         version = self._channel_version(channel, module, at, inclusion, required_by)
         if version is not None:
-            self._add(ResolvedModule(name, version, source, channel_name, inclusion, ref.strategy,
-                                     required_by))
+            self._add(
+                ResolvedModule(
+                    name, version, source, channel_name, inclusion, ref.strategy, required_by
+                )
+            )
 
     def _channel_version(
         self,
@@ -216,9 +222,15 @@ class _Resolver:
             self.problems.append(ResolveProblem("C2", message, at, module.name, channel.name))
             return None
         if version not in module.versions:  # the channel's own error (C3)
-            self.problems.append(ResolveProblem(
-                "C3", f"channel '{channel.name}' names a missing version", at, module.name,
-                channel.name))
+            self.problems.append(
+                ResolveProblem(
+                    "C3",
+                    f"channel '{channel.name}' names a missing version",
+                    at,
+                    module.name,
+                    channel.name,
+                )
+            )
             return None
         return version
 
@@ -250,7 +262,12 @@ class _Resolver:
         current = self.resolved[dep]
         if current.inclusion is Inclusion.DEPENDENCY and by not in current.required_by:
             updated = ResolvedModule(
-                current.name, current.version, current.source, current.channel,
-                current.inclusion, current.strategy, tuple(sorted((*current.required_by, by))),
+                current.name,
+                current.version,
+                current.source,
+                current.channel,
+                current.inclusion,
+                current.strategy,
+                tuple(sorted((*current.required_by, by))),
             )
             self.resolved[dep] = updated

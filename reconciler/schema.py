@@ -93,7 +93,7 @@ def _diagnostics(error: jsonschema.ValidationError, document: Document) -> Itera
     pointer: Pointer = tuple(error.absolute_path)
     validator = error.validator
     if validator == "additionalProperties" and isinstance(error.instance, dict):
-        allowed = list(error.schema.get("properties", {}))
+        allowed = list(_schema_of(error).get("properties", {}))
         for key in (k for k in error.instance if k not in allowed):
             hint = did_you_mean(key, allowed)
             message = f"unknown field '{key}'{hint}"
@@ -102,8 +102,15 @@ def _diagnostics(error: jsonschema.ValidationError, document: Document) -> Itera
     yield document.diagnostic("C1", _message(error), pointer, key=validator == "propertyNames")
 
 
+def _schema_of(error: jsonschema.ValidationError) -> Mapping[str, Any]:
+    schema = error.schema
+    return schema if isinstance(schema, Mapping) else {}
+
+
 def _message(error: jsonschema.ValidationError) -> str:
-    validator, expected, value = error.validator, error.validator_value, error.instance
+    validator, value = error.validator, error.instance
+    expected: Any = error.validator_value
+    schema = _schema_of(error)
     if validator == "required":
         missing = [k for k in expected if isinstance(value, dict) and k not in value]
         return f"missing required field '{missing[0] if missing else expected}'"
@@ -113,11 +120,13 @@ def _message(error: jsonschema.ValidationError) -> str:
         return f"must be {expected!r}, not {_show(value)}"
     if validator == "enum":
         options = ", ".join(str(o) for o in expected)
-        return f"{_show(value)} is not one of: {options}{did_you_mean(str(value), map(str, expected))}"
+        return (
+            f"{_show(value)} is not one of: {options}{did_you_mean(str(value), map(str, expected))}"
+        )
     if validator == "pattern":
         return f"{_show(value)} {_pattern_phrase(str(expected))}"
-    if validator in ("minProperties", "maxProperties") and error.schema.get("maxProperties") == 1:
-        options = ", ".join(error.schema.get("properties", {}))
+    if validator in ("minProperties", "maxProperties") and schema.get("maxProperties") == 1:
+        options = ", ".join(schema.get("properties", {}))
         return f"needs exactly one of: {options}"
     if validator == "uniqueItems":
         return "has duplicate entries"
@@ -128,15 +137,25 @@ def _message(error: jsonschema.ValidationError) -> str:
 
 def _pattern_phrase(pattern: str) -> str:
     if pattern == _DNS_LABEL:
-        return "is not a DNS-1123 label (lower-case letters, digits and '-', starting and ending with a letter or digit)"
+        return (
+            "is not a DNS-1123 label (lower-case letters, digits and '-', "
+            "starting and ending with a letter or digit)"
+        )
     if pattern.startswith(_SEMVER_PREFIX):
         return "is not a semantic version (e.g. 1.2.3 or 1.3.0-rc.1)"
     return f"does not match the pattern {pattern}"
 
 
 def _type_phrase(expected: Any) -> str:
-    names = {"object": "a mapping", "array": "a list", "string": "a string", "boolean": "a boolean",
-             "integer": "an integer", "number": "a number", "null": "null"}
+    names = {
+        "object": "a mapping",
+        "array": "a list",
+        "string": "a string",
+        "boolean": "a boolean",
+        "integer": "an integer",
+        "number": "a number",
+        "null": "null",
+    }
     if isinstance(expected, list):
         return " or ".join(names.get(str(t), str(t)) for t in expected)
     return names.get(str(expected), str(expected))

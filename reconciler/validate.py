@@ -190,7 +190,9 @@ class _Run:
         versions = {v.name: self.version(v) for v in raw.versions if self.version_name_ok(v)}
         if raw.module is None:
             self.diagnostics.append(
-                Diagnostic(raw.path + "/module.yaml", 1, 1, "C2", "module folder has no module.yaml")
+                Diagnostic(
+                    raw.path + "/module.yaml", 1, 1, "C2", "module folder has no module.yaml"
+                )
             )
             return _placeholder_module(raw.name, versions)
         document = self.single(raw.module, "Module")
@@ -320,7 +322,9 @@ class _Run:
         for index, ref in enumerate(runtime.modules):
             pointer: Pointer = ("spec", "modules", index, "name")
             if ref.name in first_line:
-                message = f"module '{ref.name}' is listed twice (first on line {first_line[ref.name]})"
+                message = (
+                    f"module '{ref.name}' is listed twice (first on line {first_line[ref.name]})"
+                )
                 found.append(document.diagnostic("C4", message, pointer))
             else:
                 first_line[ref.name] = document.position(pointer).line
@@ -461,7 +465,9 @@ def settings_from(spec: Mapping[str, Any]) -> Settings:
     )
 
 
-def module_from(data: Mapping[str, Any], versions: Mapping[str, ModuleVersion], source: str) -> Module:
+def module_from(
+    data: Mapping[str, Any], versions: Mapping[str, ModuleVersion], source: str
+) -> Module:
     """A typed module from a valid Module document and its version folders."""
     spec = data["spec"]
     metadata = spec.get("versions", {})

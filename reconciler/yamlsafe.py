@@ -82,13 +82,15 @@ class Document:
         node = self.source.node(self.index) if self.source is not None else None
         return _position(node, pointer, key=key)
 
-    def diagnostic(self, rule: str, message: str, pointer: Pointer, *, key: bool = False) -> Diagnostic:
+    def diagnostic(
+        self, rule: str, message: str, pointer: Pointer, *, key: bool = False
+    ) -> Diagnostic:
         """A diagnostic for ``pointer`` in this document, with its line and column."""
         pos = self.position(pointer, key=key)
         return Diagnostic(self.path, pos.line, pos.column, rule, message, format_pointer(pointer))
 
 
-class YamlProblem(Exception):
+class YamlProblemError(Exception):
     """Raised inside construction; becomes a C6 diagnostic."""
 
     def __init__(self, message: str, node: yaml.Node) -> None:
@@ -121,7 +123,7 @@ def parse_yaml(
                 continue
             data = _construct(node, _Budget(), 0)
             documents.append(Document(path, index, data, source))
-    except YamlProblem as problem:
+    except YamlProblemError as problem:
         mark = problem.node.start_mark
         return documents, [_at(path, mark, problem.message)]
     except yaml.MarkedYAMLError as err:
@@ -153,22 +155,22 @@ def _at(path: str, mark: Any, message: str) -> Diagnostic:
 def _construct(node: yaml.Node, budget: _Budget, depth: int) -> Any:
     budget.nodes += 1
     if budget.nodes > MAX_EXPANDED_NODES:
-        raise YamlProblem(
+        raise YamlProblemError(
             f"document expands to more than {MAX_EXPANDED_NODES:,} nodes (alias bomb?)", node
         )
     if depth > MAX_DEPTH:
-        raise YamlProblem(f"nesting deeper than {MAX_DEPTH} levels (recursive alias?)", node)
+        raise YamlProblemError(f"nesting deeper than {MAX_DEPTH} levels (recursive alias?)", node)
     if isinstance(node, yaml.ScalarNode):
         return _scalar(node)
     if isinstance(node, yaml.SequenceNode):
         if node.tag != _SEQ:
-            raise YamlProblem(f"unsupported tag {node.tag}", node)
+            raise YamlProblemError(f"unsupported tag {node.tag}", node)
         return [_construct(child, budget, depth + 1) for child in node.value]
     if isinstance(node, yaml.MappingNode):
         if node.tag != _MAP:
-            raise YamlProblem(f"unsupported tag {node.tag}", node)
+            raise YamlProblemError(f"unsupported tag {node.tag}", node)
         return _mapping(node, budget, depth)
-    raise YamlProblem("unsupported YAML node", node)
+    raise YamlProblemError("unsupported YAML node", node)
 
 
 def _scalar(node: yaml.ScalarNode) -> Any:
@@ -185,7 +187,7 @@ def _scalar(node: yaml.ScalarNode) -> Any:
         return _SCALARS.construct_yaml_float(node)
     if tag == _TIMESTAMP:
         return node.value  # kept as written: JSON has no dates, Kubernetes wants strings
-    raise YamlProblem(f"unsupported tag {tag}", node)
+    raise YamlProblemError(f"unsupported tag {tag}", node)
 
 
 def _mapping(node: yaml.MappingNode, budget: _Budget, depth: int) -> dict[str, Any]:
@@ -196,20 +198,37 @@ def _mapping(node: yaml.MappingNode, budget: _Budget, depth: int) -> dict[str, A
             _merge_into(merged, _construct(value_node, budget, depth + 1), value_node)
             continue
         if not isinstance(key_node, yaml.ScalarNode):
-            raise YamlProblem("mapping keys must be plain scalars", key_node)
+            raise YamlProblemError("mapping keys must be plain scalars", key_node)
         key = str(key_node.value)
         if key in result:
             first = _key_line(node, key)
-            raise YamlProblem(f"duplicate key '{key}' (first defined on line {first})", key_node)
-        result[key] = _construct(value_node, budget, depth + 1)
+            raise YamlProblemError(
+                f"duplicate key '{key}' (first defined on line {first})", key_node
+            )
+        result[key] = _construct_entry(key_node, value_node, budget, depth)
     return {**merged, **result} if merged else result
+
+
+def _construct_entry(
+    key_node: yaml.Node, value_node: yaml.Node, budget: _Budget, depth: int
+) -> Any:
+    """A mapping value; an alias bomb in a top-level entry is reported at that entry's key,
+    not deep inside the anchor it repeats."""
+    if depth > 0:
+        return _construct(value_node, budget, depth + 1)
+    try:
+        return _construct(value_node, budget, depth + 1)
+    except YamlProblemError as problem:
+        if problem.node is not value_node and budget.nodes > MAX_EXPANDED_NODES:
+            raise YamlProblemError(problem.message, key_node) from problem
+        raise
 
 
 def _merge_into(merged: dict[str, Any], value: Any, node: yaml.Node) -> None:
     sources = value if isinstance(value, list) else [value]
     for source in reversed(sources):
         if not isinstance(source, dict):
-            raise YamlProblem("a merge key (<<) needs a mapping or a list of mappings", node)
+            raise YamlProblemError("a merge key (<<) needs a mapping or a list of mappings", node)
         merged.update(source)
 
 
