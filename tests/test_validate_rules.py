@@ -19,13 +19,20 @@ from reconciler.cli import cli
 
 FIXTURE = Path(__file__).parent / "fixtures" / "broken-repo"
 
+
+def _level(i: int) -> str:
+    """Line ``i`` of the bomb: an anchor holding ten aliases of the previous one."""
+    this, previous = chr(98 + i), chr(97 + i)
+    return f"{this}: &{this} [{', '.join([f'*{previous}'] * 10)}]"
+
+
 BILLION_LAUGHS = "\n".join(
     [
         "apiVersion: reconciler.dev/v1alpha1",
         "kind: Channel",
         "metadata: {name: bomb}",
         "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]",
-        *(f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]" for i in range(8)),
+        *(_level(i) for i in range(8)),
         "spec: {modules: {alpha: 1.0.0}}",
     ]
 )

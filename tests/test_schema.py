@@ -1,0 +1,195 @@
+"""The schema checker: the compiled fast path and jsonschema agree, and messages read well.
+
+The fast path (fastjsonschema) only answers "valid?"; a wrong "yes" would hide errors. So every
+document of the sample repo and many mutations of each (a field removed, a value of every other
+type, an unknown field) must get the same verdict from both validators.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.schema import SchemaChecker
+from reconciler.schemafiles import load_schemas
+from reconciler.yamlsafe import Document, parse_yaml
+
+ROOT = Path(__file__).parent.parent
+SAMPLE_FILES = {
+    "Runtime": sorted((ROOT / "sample-repo" / "runtimes").glob("*.yaml")),
+    "Module": sorted((ROOT / "sample-repo" / "modules").glob("*/module.yaml")),
+    "Channel": sorted((ROOT / "channels").glob("*.yaml")),
+    "Settings": [ROOT / "sample-repo" / "reconciler.yaml"],
+}
+ODD_VALUES: list[Any] = [None, True, 0, -1, 1.5, "", "Not A Name", "x" * 300, [], {}, ["a"]]
+
+
+def _documents() -> Iterator[tuple[str, Any]]:
+    for kind, files in SAMPLE_FILES.items():
+        for file in files:
+            documents, problems = parse_yaml(file.read_text(encoding="utf-8"), str(file))
+            assert not problems
+            yield kind, documents[0].data
+
+
+def _mutations(data: Any) -> Iterator[Any]:
+    for path in _paths(data, ()):
+        yield _without(data, path)
+        for value in ODD_VALUES:
+            yield _replaced(data, path, value)
+    for path in (*_mapping_paths(data, ()),):
+        yield _replaced(data, (*path, "unexpected"), "x")
+
+
+def _paths(value: Any, path: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
+    if path:
+        yield path
+    if isinstance(value, dict):
+        for key, child in value.items():
+            yield from _paths(child, (*path, key))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            yield from _paths(child, (*path, index))
+
+
+def _mapping_paths(value: Any, path: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
+    if isinstance(value, dict):
+        yield path
+        for key, child in value.items():
+            yield from _mapping_paths(child, (*path, key))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            yield from _mapping_paths(child, (*path, index))
+
+
+def _without(data: Any, path: tuple[Any, ...]) -> Any:
+    result = copy.deepcopy(data)
+    parent = result
+    for step in path[:-1]:
+        parent = parent[step]
+    del parent[path[-1]]
+    return result
+
+
+def _replaced(data: Any, path: tuple[Any, ...], value: Any) -> Any:
+    result = copy.deepcopy(data)
+    parent = result
+    for step in path[:-1]:
+        parent = parent[step]
+    parent[path[-1]] = value
+    return result
+
+
+def test_fast_and_full_validators_agree_on_every_mutation() -> None:
+    schemas = load_schemas()
+    fast, full = SchemaChecker(schemas), SchemaChecker(schemas, fast=False)
+    checked = disagreements = 0
+    invalid = 0
+    for kind, data in _documents():
+        assert full.is_valid(kind, data), kind
+        for mutated in _mutations(data):
+            verdict = full.is_valid(kind, mutated)
+            invalid += not verdict
+            checked += 1
+            disagreements += fast.is_valid(kind, mutated) != verdict
+    assert checked > 1000
+    assert invalid > checked // 2  # the mutations do exercise the schemas
+    assert disagreements == 0
+
+
+def _check(kind: str, text: str) -> list[str]:
+    documents, problems = parse_yaml(text, "f.yaml")
+    assert not problems
+    checker = SchemaChecker(load_schemas())
+    return [d.format() for d in checker.check(kind, documents[0])]
+
+
+RUNTIME = """\
+apiVersion: reconciler.dev/v1alpha1
+kind: Runtime
+metadata:
+  name: {name}
+spec:
+  channel: regular
+  cluster: {cluster}
+  modules:
+    - name: serverless
+      strategy: {strategy}
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "cluster", "strategy", "expected"),
+    [
+        (
+            "prod",
+            "{context: a}",
+            "CreateAndDeleet",
+            "f.yaml:10:17: C1 'CreateAndDeleet' is not one of: CreateAndDelete, Ignore; "
+            "did you mean 'CreateAndDelete'? (/spec/modules/0/strategy)",
+        ),
+        (
+            "Prod_EU",
+            "{context: a}",
+            "Ignore",
+            "f.yaml:4:9: C1 'Prod_EU' is not a DNS-1123 label (lower-case letters, digits and "
+            "'-', starting and ending with a letter or digit) (/metadata/name)",
+        ),
+        (
+            "prod",
+            "{context: a, inCluster: true}",
+            "Ignore",
+            "f.yaml:7:12: C1 needs exactly one of: kubeconfigSecret, kubeconfigFile, context, "
+            "inCluster (/spec/cluster)",
+        ),
+        (
+            "prod",
+            "{}",
+            "Ignore",
+            "f.yaml:7:12: C1 needs exactly one of: kubeconfigSecret, kubeconfigFile, context, "
+            "inCluster (/spec/cluster)",
+        ),
+        (
+            "prod",
+            "{contxt: a}",
+            "Ignore",
+            "f.yaml:7:13: C1 unknown field 'contxt'; did you mean 'context'? "
+            "(/spec/cluster/contxt)",
+        ),
+    ],
+)
+def test_messages_read_like_a_compiler(
+    name: str, cluster: str, strategy: str, expected: str
+) -> None:
+    text = RUNTIME.format(name=name, cluster=cluster, strategy=strategy)
+
+    assert expected in _check("Runtime", text)
+
+
+def test_missing_field_and_wrong_type_are_named() -> None:
+    text = "apiVersion: reconciler.dev/v1alpha1\nkind: Channel\nmetadata: {name: a}\nspec: []\n"
+
+    assert _check("Channel", text) == [
+        "f.yaml:4:7: C1 must be a mapping, not a list (/spec)",
+    ]
+    text = "apiVersion: reconciler.dev/v1alpha1\nkind: Channel\nmetadata: {name: a}\n"
+    assert _check("Channel", text) == ["f.yaml:1:1: C1 missing required field 'spec'"]
+
+
+def test_long_values_are_not_repeated_in_messages() -> None:
+    secret = "s3cr3t-" * 20
+    text = RUNTIME.format(name="prod", cluster="{context: a}", strategy=secret)
+
+    messages = _check("Runtime", text)
+    assert messages
+    assert all(secret not in m for m in messages)
+
+
+def test_a_valid_document_has_no_diagnostics() -> None:
+    document = Document("x", 0, next(d for k, d in _documents() if k == "Runtime"))
+
+    assert SchemaChecker(load_schemas()).check("Runtime", document) == []
