@@ -10,6 +10,7 @@ value. Callers: the validator.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,8 +51,14 @@ class SchemaChecker:
         """Every schema violation of ``document`` read as a ``kind``, sorted by place."""
         if self.fast and self._quick_valid(kind, document.data):
             return []
-        validator = self._validator(kind)
-        found = [d for e in validator.iter_errors(document.data) for d in _diagnostics(e, document)]
+        errors = list(self._validator(kind).iter_errors(document.data))
+        misspelled = _misspelled_required(errors)
+        found = [
+            d
+            for e in errors
+            if not _explained_by_misspelling(e, misspelled)
+            for d in _diagnostics(e, document, misspelled)
+        ]
         return sorted(found)
 
     def is_valid(self, kind: str, data: Any) -> bool:
@@ -89,14 +96,58 @@ def _draft7_view(schema: Mapping[str, Any]) -> dict[str, Any]:
     return view
 
 
-def _diagnostics(error: jsonschema.ValidationError, document: Document) -> Iterator[Diagnostic]:
+_Misspellings = dict[tuple[Pointer, str], str]
+
+
+def _misspelled_required(errors: list[jsonschema.ValidationError]) -> _Misspellings:
+    """(object pointer, unknown key) -> the missing required field it is a misspelling of.
+
+    A misspelled required field is one mistake; it should give one error, not "unknown field"
+    plus "missing required field".
+    """
+    missing: dict[Pointer, set[str]] = {}
+    for error in errors:
+        if error.validator == "required" and isinstance(error.instance, dict):
+            names = {str(k) for k in error.validator_value if k not in error.instance}
+            missing.setdefault(tuple(error.absolute_path), set()).update(names)
+    found: _Misspellings = {}
+    for error in errors:
+        pointer = tuple(error.absolute_path)
+        if error.validator != "additionalProperties" or pointer not in missing:
+            continue
+        for key in _unknown_keys(error):
+            close = difflib.get_close_matches(key, sorted(missing[pointer]), n=1, cutoff=0.6)
+            if close:
+                found[(pointer, key)] = close[0]
+    return found
+
+
+def _explained_by_misspelling(error: jsonschema.ValidationError, misspelled: _Misspellings) -> bool:
+    if error.validator != "required":
+        return False
+    pointer = tuple(error.absolute_path)
+    names = {n for (p, _), n in misspelled.items() if p == pointer}
+    missing = {str(k) for k in error.validator_value if k not in error.instance}
+    return bool(missing) and missing <= names
+
+
+def _unknown_keys(error: jsonschema.ValidationError) -> list[str]:
+    allowed = _schema_of(error).get("properties", {})
+    instance = error.instance if isinstance(error.instance, dict) else {}
+    return [str(k) for k in instance if k not in allowed]
+
+
+def _diagnostics(
+    error: jsonschema.ValidationError, document: Document, misspelled: _Misspellings
+) -> Iterator[Diagnostic]:
     pointer: Pointer = tuple(error.absolute_path)
     validator = error.validator
     if validator == "additionalProperties" and isinstance(error.instance, dict):
         allowed = list(_schema_of(error).get("properties", {}))
-        for key in (k for k in error.instance if k not in allowed):
-            hint = did_you_mean(key, allowed)
-            message = f"unknown field '{key}'{hint}"
+        for key in _unknown_keys(error):
+            meant = misspelled.get((pointer, key))
+            hint = f"; did you mean '{meant}'? (a required field)" if meant else ""
+            message = f"unknown field '{key}'{hint or did_you_mean(key, allowed)}"
             yield document.diagnostic("C1", message, (*pointer, key), key=True)
         return
     yield document.diagnostic("C1", _message(error), pointer, key=validator == "propertyNames")

@@ -162,8 +162,8 @@ class _Run:
         found = self.checker.check(kind, document)
         credentials = find_inline_credentials(document)
         if credentials:  # a credential explains its own unknown-field error
-            places = {(d.line, d.column) for d in credentials}
-            found = [d for d in found if (d.line, d.column) not in places]
+            places = {d.pointer for d in credentials}
+            found = [d for d in found if d.pointer not in places]
         self.diagnostics.extend(found)
         self.diagnostics.extend(credentials)
         return None if found or credentials else document

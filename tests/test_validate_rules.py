@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import cli
+from reconciler.loader import load_repo
 
 FIXTURE = Path(__file__).parent / "fixtures" / "broken-repo"
 
@@ -116,3 +117,192 @@ def test_the_fixture_without_file_level_mistakes_has_only_its_own_errors() -> No
 def _place(line: str, repo: Path) -> tuple[str, int, int]:
     path, row, column, _ = line.split(":", 3)
     return path, int(row), int(column)
+
+
+# -- single rules on small repos ----------------------------------------------------------------
+
+MODULE = """\
+apiVersion: reconciler.dev/v1alpha1
+kind: Module
+metadata: {name: alpha}
+spec:
+  namespace: example-system
+  operator: {kind: Deployment, name: alpha-operator}
+"""
+MANIFEST = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: alpha-operator, labels: {app.kubernetes.io/version: "1.0.0"}}
+"""
+CHANNEL = """\
+apiVersion: reconciler.dev/v1alpha1
+kind: Channel
+metadata: {name: regular}
+spec: {modules: {alpha: 1.0.0}}
+"""
+RUNTIME_TEMPLATE = """\
+apiVersion: reconciler.dev/v1alpha1
+kind: Runtime
+metadata: {{name: {name}}}
+spec:
+  channel: regular
+  cluster: {{context: c}}
+  modules: [{{name: alpha}}]
+"""
+
+
+def _write_repo(root: Path, files: dict[str, str]) -> Path:
+    base = {
+        "modules/alpha/module.yaml": MODULE,
+        "modules/alpha/1.0.0/manifest.yaml": MANIFEST,
+        "channels/regular.yaml": CHANNEL,
+        "runtimes/one.yaml": RUNTIME_TEMPLATE.format(name="one"),
+        "runtimes/two.yaml": RUNTIME_TEMPLATE.format(name="two"),
+    }
+    for relative, text in {**base, **files}.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+def _errors(root: Path) -> list[str]:
+    validation = load_repo(root)
+    return [
+        f"{Path(d.path).relative_to(root)}:{d.line} {d.rule} {d.message}"
+        for d in validation.diagnostics
+    ]
+
+
+def test_the_small_repo_is_valid(tmp_path: Path) -> None:
+    validation = load_repo(_write_repo(tmp_path, {}))
+
+    assert validation.valid
+    assert validation.repo is not None
+    assert sorted(validation.repo.runtimes) == ["one", "two"]
+
+
+def test_one_invalid_file_refuses_the_whole_repo(tmp_path: Path) -> None:
+    """C7: a repo is accepted or refused as a whole; no partial ConfigRepo."""
+    broken = RUNTIME_TEMPLATE.format(name="two").replace("channel: regular", "channel: 7")
+    validation = load_repo(_write_repo(tmp_path, {"runtimes/two.yaml": broken}))
+
+    assert not validation.valid
+    assert validation.repo is None
+    assert len(validation.diagnostics) == 1
+
+
+def test_broken_module_file_does_not_cascade_into_runtimes(tmp_path: Path) -> None:
+    files = {"modules/alpha/module.yaml": MODULE.replace("namespace:", "namespaec:")}
+
+    errors = _errors(_write_repo(tmp_path, files))
+
+    assert errors == [
+        "modules/alpha/module.yaml:5 C1 unknown field 'namespaec'; did you mean 'namespace'? "
+        "(a required field)"
+    ]
+
+
+def test_broken_channel_file_does_not_cascade_into_runtimes(tmp_path: Path) -> None:
+    files = {"channels/regular.yaml": CHANNEL.replace("modules:", "mods:")}
+
+    errors = _errors(_write_repo(tmp_path, files))
+
+    assert errors == [
+        "channels/regular.yaml:4 C1 unknown field 'mods'; did you mean 'modules'? (a required field)"
+    ]
+
+
+def test_unparsable_runtime_reports_only_the_parse_error(tmp_path: Path) -> None:
+    errors = _errors(_write_repo(tmp_path, {"runtimes/two.yaml": "spec: [unclosed\n"}))
+
+    assert len(errors) == 1
+    assert errors[0].startswith("runtimes/two.yaml:2 C6 invalid YAML")
+
+
+def test_operator_missing_from_a_manifest(tmp_path: Path) -> None:
+    other = MANIFEST.replace("alpha-operator", "alpha-controller")
+    files = {"modules/alpha/1.0.0/manifest.yaml": other}
+
+    errors = _errors(_write_repo(tmp_path, files))
+
+    assert errors == [
+        "modules/alpha/module.yaml:6 C2 the manifest of version 1.0.0 has no Deployment "
+        "'alpha-operator' (the module's operator)"
+    ]
+
+
+def test_version_metadata_without_folder(tmp_path: Path) -> None:
+    module = MODULE + "  versions: {1.1.0: {requiresDowntime: true}}\n"
+
+    errors = _errors(_write_repo(tmp_path, {"modules/alpha/module.yaml": module}))
+
+    assert errors == [
+        "modules/alpha/module.yaml:7 C4 version 1.1.0 has no folder; did you mean '1.0.0'?"
+    ]
+
+
+def test_version_folder_without_manifest(tmp_path: Path) -> None:
+    root = _write_repo(tmp_path, {})
+    (root / "modules/alpha/2.0.0").mkdir()
+
+    assert _errors(root) == [
+        "modules/alpha/2.0.0/manifest.yaml:1 C2 version folder has no manifest.yaml"
+    ]
+
+
+def test_dependency_without_version_in_the_runtime_channel(tmp_path: Path) -> None:
+    beta = MODULE.replace("name: alpha", "name: beta") + "  dependsOn: [alpha]\n"
+    channel = CHANNEL.replace("{alpha: 1.0.0}", "{beta: 1.0.0}")
+    runtime = RUNTIME_TEMPLATE.format(name="one").replace("{name: alpha}", "{name: beta}")
+    files = {
+        "modules/beta/module.yaml": beta,
+        "modules/beta/1.0.0/manifest.yaml": MANIFEST.replace("alpha", "beta"),
+        "channels/regular.yaml": channel,
+        "runtimes/one.yaml": runtime,
+        "runtimes/two.yaml": runtime.replace("name: one", "name: two"),
+    }
+
+    errors = _errors(_write_repo(tmp_path, files))
+
+    assert errors == [
+        f"runtimes/{name}.yaml:5 C2 channel 'regular' serves no version of module 'alpha' "
+        "(a dependency of beta); pin a version or choose a channel that serves it"
+        for name in ("one", "two")
+    ]
+
+
+def test_module_listed_twice(tmp_path: Path) -> None:
+    runtime = RUNTIME_TEMPLATE.format(name="one").replace(
+        "[{name: alpha}]", "\n    - name: alpha\n    - name: alpha\n      strategy: Ignore"
+    )
+
+    errors = _errors(_write_repo(tmp_path, {"runtimes/one.yaml": runtime}))
+
+    assert errors == ["runtimes/one.yaml:9 C4 module 'alpha' is listed twice (first on line 8)"]
+
+
+def test_maintenance_window_checks(tmp_path: Path) -> None:
+    window = "  maintenanceWindow: {days: [Sat], start: '02:00', duration: 25h, timezone: Europe/Berln}\n"
+    runtime = RUNTIME_TEMPLATE.format(name="one") + window
+
+    errors = _errors(_write_repo(tmp_path, {"runtimes/one.yaml": runtime}))
+
+    assert errors == [
+        "runtimes/one.yaml:8 C1 duration '25h' must be more than 0 and at most 24h",
+        "runtimes/one.yaml:8 C1 timezone 'Europe/Berln' is not a known IANA time zone (e.g. Europe/Berlin)",
+    ]
+
+
+def test_inline_kubeconfig_in_a_runtime_is_a_credential_error_not_an_unknown_field(
+    tmp_path: Path,
+) -> None:
+    runtime = RUNTIME_TEMPLATE.format(name="one").replace(
+        "{context: c}", "\n    token: abcdef0123456789"
+    )
+
+    errors = _errors(_write_repo(tmp_path, {"runtimes/one.yaml": runtime}))
+
+    assert len(errors) == 1
+    assert errors[0].startswith("runtimes/one.yaml:7 C6 inline credential 'token'")
+    assert "abcdef0123456789" not in errors[0]
