@@ -108,7 +108,7 @@ def _misspelled_required(errors: list[jsonschema.ValidationError]) -> _Misspelli
     missing: dict[Pointer, set[str]] = {}
     for error in errors:
         if error.validator == "required" and isinstance(error.instance, dict):
-            names = {str(k) for k in error.validator_value if k not in error.instance}
+            names = _missing(error)
             missing.setdefault(tuple(error.absolute_path), set()).update(names)
     found: _Misspellings = {}
     for error in errors:
@@ -127,8 +127,17 @@ def _explained_by_misspelling(error: jsonschema.ValidationError, misspelled: _Mi
         return False
     pointer = tuple(error.absolute_path)
     names = {n for (p, _), n in misspelled.items() if p == pointer}
-    missing = {str(k) for k in error.validator_value if k not in error.instance}
+    missing = _missing(error)
     return bool(missing) and missing <= names
+
+
+def _missing(error: jsonschema.ValidationError) -> set[str]:
+    """The required fields a ``required`` error's object lacks."""
+    required: Any = error.validator_value
+    instance: Any = error.instance
+    if not isinstance(instance, dict):
+        return set()
+    return {str(k) for k in required if k not in instance}
 
 
 def _unknown_keys(error: jsonschema.ValidationError) -> list[str]:

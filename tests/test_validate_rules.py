@@ -209,7 +209,8 @@ def test_broken_channel_file_does_not_cascade_into_runtimes(tmp_path: Path) -> N
     errors = _errors(_write_repo(tmp_path, files))
 
     assert errors == [
-        "channels/regular.yaml:4 C1 unknown field 'mods'; did you mean 'modules'? (a required field)"
+        "channels/regular.yaml:4 C1 unknown field 'mods'; did you mean 'modules'? "
+        "(a required field)"
     ]
 
 
@@ -283,14 +284,18 @@ def test_module_listed_twice(tmp_path: Path) -> None:
 
 
 def test_maintenance_window_checks(tmp_path: Path) -> None:
-    window = "  maintenanceWindow: {days: [Sat], start: '02:00', duration: 25h, timezone: Europe/Berln}\n"
+    window = (
+        "  maintenanceWindow: "
+        "{days: [Sat], start: '02:00', duration: 25h, timezone: Europe/Berln}\n"
+    )
     runtime = RUNTIME_TEMPLATE.format(name="one") + window
 
     errors = _errors(_write_repo(tmp_path, {"runtimes/one.yaml": runtime}))
 
     assert errors == [
         "runtimes/one.yaml:8 C1 duration '25h' must be more than 0 and at most 24h",
-        "runtimes/one.yaml:8 C1 timezone 'Europe/Berln' is not a known IANA time zone (e.g. Europe/Berlin)",
+        "runtimes/one.yaml:8 C1 timezone 'Europe/Berln' is not a known IANA time zone "
+        "(e.g. Europe/Berlin)",
     ]
 
 
