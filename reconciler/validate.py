@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from reconciler.credentials import find_inline_credentials
 from reconciler.diagnostics import Diagnostic, Pointer, did_you_mean, sort_diagnostics
@@ -351,7 +351,8 @@ def _window_problems(document: Document, window: Mapping[str, Any]) -> Iterator[
         yield document.diagnostic("C1", message, ("spec", "maintenanceWindow", "duration"))
     zone = window.get("timezone", "UTC")
     if not _known_zone(zone):
-        message = f"timezone '{zone}' is not a known IANA time zone (e.g. Europe/Berlin)"
+        hint = did_you_mean(zone, available_timezones()) or " (e.g. Europe/Berlin)"
+        message = f"timezone '{zone}' is not a known IANA time zone{hint}"
         yield document.diagnostic("C1", message, ("spec", "maintenanceWindow", "timezone"))
 
 
