@@ -21,8 +21,8 @@ import jsonschema
 from reconciler.diagnostics import Diagnostic, Pointer, did_you_mean
 from reconciler.yamlsafe import Document
 
-_DNS_LABEL = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-_SEMVER_PREFIX = "^(0|[1-9]\\d*)\\.(0|[1-9]\\d*)\\.(0|[1-9]\\d*)"
+DNS_LABEL_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+SEMVER_PATTERN_PREFIX = "^(0|[1-9]\\d*)\\.(0|[1-9]\\d*)\\.(0|[1-9]\\d*)"
 _TYPE_NAMES = {
     dict: "a mapping",
     list: "a list",
@@ -196,12 +196,12 @@ def _message(error: jsonschema.ValidationError) -> str:
 
 
 def _pattern_phrase(pattern: str) -> str:
-    if pattern == _DNS_LABEL:
+    if pattern == DNS_LABEL_PATTERN:
         return (
             "is not a DNS-1123 label (lower-case letters, digits and '-', "
             "starting and ending with a letter or digit)"
         )
-    if pattern.startswith(_SEMVER_PREFIX):
+    if pattern.startswith(SEMVER_PATTERN_PREFIX):
         return "is not a semantic version (e.g. 1.2.3 or 1.3.0-rc.1)"
     return f"does not match the pattern {pattern}"
 
