@@ -51,15 +51,7 @@ class SchemaChecker:
         """Every schema violation of ``document`` read as a ``kind``, sorted by place."""
         if self.fast and self._quick_valid(kind, document.data):
             return []
-        errors = list(self._validator(kind).iter_errors(document.data))
-        misspelled = _misspelled_required(errors)
-        found = [
-            d
-            for e in errors
-            if not _explained_by_misspelling(e, misspelled)
-            for d in _diagnostics(e, document, misspelled)
-        ]
-        return sorted(found)
+        return diagnostics_of(list(self._validator(kind).iter_errors(document.data)), document)
 
     def is_valid(self, kind: str, data: Any) -> bool:
         """The verdict alone (used by tests to compare both validators)."""
@@ -83,6 +75,20 @@ class SchemaChecker:
             schema = self.schemas[kind]
             validator = self._full[kind] = jsonschema.Draft202012Validator(schema)
         return validator
+
+
+def diagnostics_of(
+    errors: list[jsonschema.ValidationError], document: Document
+) -> list[Diagnostic]:
+    """The diagnostics of ``errors`` found in ``document``, sorted by place."""
+    misspelled = _misspelled_required(errors)
+    found = [
+        d
+        for e in errors
+        if not _explained_by_misspelling(e, misspelled)
+        for d in _diagnostics(e, document, misspelled)
+    ]
+    return sorted(found)
 
 
 def _draft7_view(schema: Mapping[str, Any]) -> dict[str, Any]:

@@ -318,16 +318,14 @@ class _Run:
 
     def runtime_fields(self, document: Document, runtime: Runtime) -> list[Diagnostic]:
         found: list[Diagnostic] = []
-        first_line: dict[str, int] = {}
+        first_index: dict[str, int] = {}
         for index, ref in enumerate(runtime.modules):
-            pointer: Pointer = ("spec", "modules", index, "name")
-            if ref.name in first_line:
-                message = (
-                    f"module '{ref.name}' is listed twice (first on line {first_line[ref.name]})"
-                )
-                found.append(document.diagnostic("C4", message, pointer))
-            else:
-                first_line[ref.name] = document.position(pointer).line
+            if ref.name not in first_index:
+                first_index[ref.name] = index
+                continue
+            first = document.position(("spec", "modules", first_index[ref.name], "name")).line
+            message = f"module '{ref.name}' is listed twice (first on line {first})"
+            found.append(document.diagnostic("C4", message, ("spec", "modules", index, "name")))
         window = document.data["spec"].get("maintenanceWindow")
         if window is not None:
             found.extend(_window_problems(document, window))
