@@ -25,7 +25,7 @@ CREDENTIAL_KEYS = frozenset(
     {"client-key-data", "token", "id-token", "refresh-token", "password", "auth-provider-token"}
 )
 _PEM_MARKER = "PRIVATE KEY-----"
-_ADVICE = "credentials never go in the config repo; keep them in a Secret (kubeconfigSecret)"
+_ADVICE = "credentials never go in the config repo; create them in the cluster and refer to them"
 
 
 def find_inline_credentials(document: Document) -> list[Diagnostic]:
