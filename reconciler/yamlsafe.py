@@ -42,6 +42,7 @@ class _BaseLoader(_SafeLoader):  # type: ignore[misc]
             _PLAIN_TAGS[value] = tag
         return tag
 
+
 #: Expanded nodes allowed per document: aliases may repeat content, but not without bound.
 MAX_EXPANDED_NODES = 1_000_000
 #: Nesting depth allowed per document (also stops recursive aliases).
