@@ -217,10 +217,15 @@ def _channels_from(settings: RawFile | None) -> dict[str, Any] | None:
 
 
 def _too_big(size: int, options: ReadOptions) -> str:
-    return (
-        f"file is {size / 1048576:.1f} MiB, over the {options.max_file_size / 1048576:.1f} MiB "
-        "limit (--max-file-size)"
-    )
+    limit = _size(options.max_file_size)
+    return f"file is {_size(size)}, over the {limit} limit (--max-file-size)"
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} bytes"
 
 
 def _decode(data: bytes, shown: str) -> tuple[str | None, Diagnostic | None]:
