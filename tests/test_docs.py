@@ -45,3 +45,23 @@ def test_check_flags_a_stale_page_and_passes_after_regeneration(tmp_path: Path) 
     assert main(["--check", "--output", str(page)]) == 1
     assert main(["--output", str(page)]) == 0
     assert main(["--check", "--output", str(page)]) == 0
+
+
+def _nodes(schema: Mapping[str, Any], path: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    for name, child in schema.get("properties", {}).items():
+        yield f"{path}.{name}", child
+        yield from _nodes(child, f"{path}.{name}")
+    for key in ("items", "additionalProperties"):
+        child = schema.get(key)
+        if isinstance(child, Mapping):
+            yield f"{path}[{key}]", child
+            yield from _nodes(child, f"{path}[{key}]")
+
+
+def test_schemas_describe_every_field_and_refuse_unknown_ones() -> None:
+    for kind, schema in load_schemas().items():
+        assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+        for path, node in _nodes(schema, kind):
+            assert node.get("description"), f"{path} has no description"
+            if node.get("type") == "object" and "properties" in node:
+                assert node.get("additionalProperties") is False, f"{path} allows unknown fields"
