@@ -7,8 +7,15 @@ help::
      +-- PermanentError            retrying will not help; a person must change something
      |    +-- ConfigError           the config repo is invalid (carries every diagnostic)
      |    +-- SourceError           the config repo cannot be read (missing dir, permissions)
-     |    +-- NotFoundError         a named thing (runtime, module) does not exist
+     |    +-- NotFoundError         a named thing (runtime, module, object) does not exist
+     |    +-- InvalidObjectError    the API server refused an object as invalid (422)
+     |    +-- ForbiddenError        the credentials may not do this (401, 403)
+     |    +-- AccessError           no way to reach a cluster (no kubeconfig, bad context)
      +-- TransientError            may succeed later; carries ``retry_after`` seconds
+          +-- ConflictError         a concurrent change or a field owned by another manager (409)
+          +-- UnknownKindError      the API server does not serve this kind (yet: a new CRD)
+          +-- ThrottledError        too many requests (429); ``retry_after`` from the server
+          +-- ServerError           the API server failed or could not be reached (5xx, network)
 
 Library exceptions are translated into these once, at the adapter that calls the library.
 Messages never contain secret values.
@@ -53,3 +60,31 @@ class SourceError(PermanentError):
 
 class NotFoundError(PermanentError):
     """A runtime, module or other named item does not exist."""
+
+
+class InvalidObjectError(PermanentError):
+    """The API server refused an object as invalid."""
+
+
+class ForbiddenError(PermanentError):
+    """The cluster credentials do not allow the request."""
+
+
+class AccessError(PermanentError):
+    """A cluster cannot be reached at all: no kubeconfig, unknown context, missing Secret."""
+
+
+class ConflictError(TransientError):
+    """The object changed underneath, or another field manager owns a field."""
+
+
+class UnknownKindError(TransientError):
+    """The kind is not served (yet): its CRD is missing or not Established."""
+
+
+class ThrottledError(TransientError):
+    """The API server asked us to slow down."""
+
+
+class ServerError(TransientError):
+    """The API server failed, timed out or could not be reached."""

@@ -1,0 +1,527 @@
+"""An in-memory Kubernetes API server, behind the same :class:`~reconciler.cluster.api.Cluster`
+interface as the real adapter.
+
+It behaves like an API server where the product depends on it: resource versions that change only
+when an object changes, generation bumped by spec changes, uids, namespaces that must exist,
+kinds refused until their CRD is applied (and Established), finalizers and deletion timestamps,
+server-side apply that tracks the fields each manager owns and removes those a manager stopped
+applying, cascading deletion of a CRD's instances and a namespace's objects. Tests can set
+status, and inject faults (errors, latency). Operator workloads become available at once unless
+``auto_ready`` is off. It can be saved to and loaded from a snapshot (a list of objects, with
+field owners kept in ``metadata.managedFields``). Used by tests, benchmarks and offline plans.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from reconciler.cluster.api import Body, KindInfo, ObjectRef, crd_kind
+from reconciler.errors import (
+    ConflictError,
+    InvalidObjectError,
+    NotFoundError,
+    UnknownKindError,
+)
+
+FieldPath = tuple[str, ...]
+
+BUILTIN_KINDS: tuple[KindInfo, ...] = (
+    KindInfo("", "v1", "Namespace", "namespaces", False),
+    KindInfo("", "v1", "ConfigMap", "configmaps", True),
+    KindInfo("", "v1", "Secret", "secrets", True),
+    KindInfo("", "v1", "ServiceAccount", "serviceaccounts", True),
+    KindInfo("", "v1", "Service", "services", True),
+    KindInfo("", "v1", "Pod", "pods", True),
+    KindInfo("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True),
+    KindInfo("apps", "v1", "Deployment", "deployments", True),
+    KindInfo("apps", "v1", "StatefulSet", "statefulsets", True),
+    KindInfo("apps", "v1", "DaemonSet", "daemonsets", True),
+    KindInfo("batch", "v1", "Job", "jobs", True),
+    KindInfo("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False),
+    KindInfo("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False),
+    KindInfo("rbac.authorization.k8s.io", "v1", "Role", "roles", True),
+    KindInfo("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True),
+    KindInfo("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False),
+    KindInfo("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True),
+    KindInfo("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True),
+    KindInfo(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingWebhookConfiguration",
+        "validatingwebhookconfigurations",
+        False,
+    ),
+    KindInfo(
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingWebhookConfiguration",
+        "mutatingwebhookconfigurations",
+        False,
+    ),
+    KindInfo(
+        "apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False
+    ),
+)
+_SERVER_FIELDS = (
+    "resourceVersion",
+    "uid",
+    "generation",
+    "creationTimestamp",
+    "managedFields",
+    "deletionTimestamp",
+    "selfLink",
+)
+_WORKLOADS = ("Deployment", "StatefulSet")
+
+
+@dataclass(slots=True)
+class Fault:
+    """An injected failure: ``operation`` ("get", "list", "apply", "patch", "delete" or "*")
+    raises ``error`` for the next ``times`` calls that ``match`` (all when ``match`` is None)."""
+
+    operation: str
+    error: Exception
+    times: int = 1
+    match: Callable[[ObjectRef | None], bool] | None = None
+
+
+@dataclass(slots=True)
+class _Stored:
+    body: Body
+    owners: dict[str, set[FieldPath]] = field(default_factory=dict)
+
+
+class InMemoryCluster:
+    """See the module docstring. ``writes`` counts calls that changed something."""
+
+    def __init__(
+        self,
+        *,
+        auto_ready: bool = True,
+        auto_establish: bool = True,
+        clock: Callable[[], datetime] | None = None,
+        latency: float = 0.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.auto_ready = auto_ready
+        self.auto_establish = auto_establish
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.latency = latency
+        self.sleep = sleep
+        self.faults: list[Fault] = []
+        self.writes = 0
+        self.calls: dict[str, int] = {}
+        self._objects: dict[tuple[str, str, str, str], _Stored] = {}
+        self._kinds: dict[tuple[str, str], KindInfo] = {(k.group, k.kind): k for k in BUILTIN_KINDS}
+        self._resource_version = 0
+        self._uids = 0
+
+    # -- the Cluster interface ---------------------------------------------------------------
+
+    def get(self, ref: ObjectRef) -> Body | None:
+        """See :meth:`reconciler.cluster.api.Cluster.get`."""
+        self._enter("get", ref)
+        self._served(ref.api_version, ref.kind)
+        stored = self._objects.get(self._key(ref))
+        return copy.deepcopy(stored.body) if stored else None
+
+    def list_objects(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        namespace: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> list[Body]:
+        """See :meth:`reconciler.cluster.api.Cluster.list_objects`."""
+        self._enter("list", None)
+        info = self._served(api_version, kind)
+        found = []
+        for (group, kind_, ns, _), stored in sorted(self._objects.items()):
+            if (group, kind_) != (info.group, info.kind):
+                continue
+            if namespace is not None and ns != namespace:
+                continue
+            if _labels_match(stored.body, labels or {}):
+                found.append(copy.deepcopy(stored.body))
+        return found
+
+    def apply(
+        self,
+        body: Mapping[str, Any],
+        *,
+        field_manager: str,
+        force: bool = True,
+        dry_run: bool = False,
+    ) -> Body:
+        """See :meth:`reconciler.cluster.api.Cluster.apply`."""
+        ref = ObjectRef.of(body)
+        self._enter("apply", ref)
+        info = self._served(ref.api_version, ref.kind)
+        config = _config_of(body, info)
+        ref = ObjectRef.of(config)
+        if not ref.name:
+            raise InvalidObjectError(f"{ref.kind}: metadata.name is required")
+        self._namespace_exists(info, ref)
+        key = self._key(ref)
+        existing = self._objects.get(key)
+        result = self._applied(existing, config, field_manager, force)
+        if dry_run:
+            return copy.deepcopy(result.body)
+        if existing is not None and existing.body == result.body:
+            existing.owners = result.owners
+            return copy.deepcopy(existing.body)
+        self._store(key, result, existing)
+        return copy.deepcopy(result.body)
+
+    def patch(self, ref: ObjectRef, merge_patch: Mapping[str, Any]) -> Body:
+        """See :meth:`reconciler.cluster.api.Cluster.patch`."""
+        self._enter("patch", ref)
+        self._served(ref.api_version, ref.kind)
+        key = self._key(ref)
+        existing = self._objects.get(key)
+        if existing is None:
+            raise NotFoundError(f"{ref.subject} not found")
+        body = _merge_patch(copy.deepcopy(existing.body), merge_patch)
+        if body != existing.body:
+            self._store(key, _Stored(body, existing.owners), existing)
+            self._finish_deletion(key)
+        stored = self._objects.get(key)
+        return copy.deepcopy(stored.body if stored else body)
+
+    def delete(self, ref: ObjectRef, *, propagation: str = "Background") -> bool:
+        """See :meth:`reconciler.cluster.api.Cluster.delete`."""
+        self._enter("delete", ref)
+        self._served(ref.api_version, ref.kind)
+        key = self._key(ref)
+        stored = self._objects.get(key)
+        if stored is None:
+            return False
+        metadata = stored.body["metadata"]
+        if metadata.get("finalizers"):
+            if "deletionTimestamp" not in metadata:
+                metadata["deletionTimestamp"] = self._now()
+                self._bump(stored.body)
+                self.writes += 1
+            return True
+        self._remove(key)
+        self.writes += 1
+        return True
+
+    def kind_info(self, api_version: str, kind: str) -> KindInfo | None:
+        """See :meth:`reconciler.cluster.api.Cluster.kind_info`."""
+        return self._kinds.get((api_version.rpartition("/")[0], kind))
+
+    def kinds_in_group(self, group: str, kind: str) -> KindInfo | None:
+        """See :meth:`reconciler.cluster.api.Cluster.kinds_in_group`."""
+        return self._kinds.get((group, kind))
+
+    # -- for tests and benchmarks ------------------------------------------------------------
+
+    def set_status(self, ref: ObjectRef, status: Mapping[str, Any]) -> None:
+        """Replace an object's status, as its controller would (not counted as our write)."""
+        stored = self._objects[self._key(ref)]
+        stored.body["status"] = copy.deepcopy(dict(status))
+        self._bump(stored.body)
+
+    def remove_finalizers(self, ref: ObjectRef) -> None:
+        """What a controller does when it has cleaned up; finishes a pending deletion."""
+        key = self._key(ref)
+        self._objects[key].body["metadata"].pop("finalizers", None)
+        self._finish_deletion(key)
+
+    def objects(self) -> list[Body]:
+        """Every object, sorted by group, kind, namespace and name."""
+        return [copy.deepcopy(s.body) for _, s in sorted(self._objects.items())]
+
+    def snapshot(self) -> list[Body]:
+        """Every object with its field owners in ``metadata.managedFields``."""
+        return [_with_managed_fields(s) for _, s in sorted(self._objects.items())]
+
+    def load(self, objects: list[Mapping[str, Any]]) -> None:
+        """Add objects from a snapshot: CRDs and Namespaces first, as an API server needs."""
+        ordered: list[Mapping[str, Any]] = sorted(
+            objects,
+            key=lambda o: (
+                o.get("kind") != "CustomResourceDefinition",
+                o.get("kind") != "Namespace",
+            ),
+        )
+        for body in ordered:
+            self._load_one(body)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _enter(self, operation: str, ref: ObjectRef | None) -> None:
+        self.calls[operation] = self.calls.get(operation, 0) + 1
+        if self.latency:
+            self.sleep(self.latency)
+        for fault in self.faults:
+            wanted = fault.operation in (operation, "*") and fault.times > 0
+            if wanted and (fault.match is None or fault.match(ref)):
+                fault.times -= 1
+                raise fault.error
+
+    def _served(self, api_version: str, kind: str) -> KindInfo:
+        info = self.kind_info(api_version, kind)
+        if info is None:
+            raise UnknownKindError(f"the server does not serve {kind} in {api_version}")
+        return info
+
+    def _key(self, ref: ObjectRef) -> tuple[str, str, str, str]:
+        info = self.kind_info(ref.api_version, ref.kind)
+        namespace = ref.namespace if info is None or info.namespaced else ""
+        return ref.group, ref.kind, namespace, ref.name
+
+    def _namespace_exists(self, info: KindInfo, ref: ObjectRef) -> None:
+        if not info.namespaced:
+            return
+        if not ref.namespace:
+            raise InvalidObjectError(f"{ref.subject}: a namespace is required")
+        if ("", "Namespace", "", ref.namespace) not in self._objects:
+            raise NotFoundError(f'namespaces "{ref.namespace}" not found')
+
+    def _applied(
+        self, existing: _Stored | None, config: Body, manager: str, force: bool
+    ) -> _Stored:
+        paths = _leaf_paths(config)
+        if existing is None:
+            return _Stored(config, {manager: paths})
+        owners = {m: set(p) for m, p in existing.owners.items()}
+        body = copy.deepcopy(existing.body)
+        for other, owned in owners.items():
+            if other == manager:
+                continue
+            contested = {p for p in owned & paths if _get(body, p) != _get(config, p)}
+            if contested and not force:
+                fields = ", ".join(".".join(p) for p in sorted(contested)[:3])
+                raise ConflictError(f"{ObjectRef.of(body).subject}: {fields} owned by {other}")
+            owned -= paths
+        for path in owners.get(manager, set()) - paths:
+            if not any(path in owned for m, owned in owners.items() if m != manager):
+                _delete(body, path)
+        _merge(body, config)
+        owners[manager] = paths
+        return _Stored(body, {m: p for m, p in owners.items() if p})
+
+    def _store(self, key: tuple[str, str, str, str], new: _Stored, old: _Stored | None) -> None:
+        body = new.body
+        metadata = body["metadata"]
+        if old is None:
+            self._uids += 1
+            metadata["uid"] = f"00000000-0000-4000-8000-{self._uids:012d}"
+            metadata["creationTimestamp"] = self._now()
+            metadata["generation"] = 1
+        else:
+            for name in ("uid", "creationTimestamp", "generation", "deletionTimestamp"):
+                if name in old.body["metadata"]:
+                    metadata[name] = old.body["metadata"][name]
+            if _spec_of(body) != _spec_of(old.body):
+                metadata["generation"] = int(metadata.get("generation", 1)) + 1
+        self._bump(body)
+        self._objects[key] = new
+        self.writes += 1
+        self._react(key, body)
+
+    def _react(self, key: tuple[str, str, str, str], body: Body) -> None:
+        """What controllers would do: serve a new CRD's kind, run a workload."""
+        if body["kind"] == "CustomResourceDefinition":
+            self._serve_crd(body)
+        elif body["kind"] in _WORKLOADS and self.auto_ready:
+            replicas = int(body.get("spec", {}).get("replicas", 1))
+            body["status"] = {
+                "observedGeneration": body["metadata"]["generation"],
+                "replicas": replicas,
+                "readyReplicas": replicas,
+                "availableReplicas": replicas,
+                "updatedReplicas": replicas,
+            }
+
+    def _serve_crd(self, crd: Body) -> None:
+        group, kind = crd_kind(crd)
+        spec = crd.get("spec", {})
+        versions = spec.get("versions", [])
+        version = next((v["name"] for v in versions if v.get("storage")), None)
+        if version is None and versions:
+            version = versions[0]["name"]
+        plural = str(spec.get("names", {}).get("plural", kind.lower() + "s"))
+        if self.auto_establish and version:
+            crd["status"] = {
+                "conditions": [
+                    {"type": "Established", "status": "True", "reason": "InitialNamesAccepted"}
+                ],
+                "acceptedNames": spec.get("names", {}),
+            }
+            namespaced = spec.get("scope", "Namespaced") == "Namespaced"
+            self._kinds[(group, kind)] = KindInfo(group, version, kind, plural, namespaced)
+
+    def _remove(self, key: tuple[str, str, str, str]) -> None:
+        stored = self._objects.pop(key)
+        body = stored.body
+        if body["kind"] == "CustomResourceDefinition":
+            group, kind = crd_kind(body)
+            self._kinds.pop((group, kind), None)
+            for other in [k for k in self._objects if (k[0], k[1]) == (group, kind)]:
+                self._objects.pop(other)
+        elif body["kind"] == "Namespace":
+            name = body["metadata"]["name"]
+            for other in [k for k in self._objects if k[2] == name]:
+                self._objects.pop(other)
+
+    def _finish_deletion(self, key: tuple[str, str, str, str]) -> None:
+        stored = self._objects.get(key)
+        if stored is None:
+            return
+        metadata = stored.body["metadata"]
+        if "deletionTimestamp" in metadata and not metadata.get("finalizers"):
+            self._remove(key)
+            self.writes += 1
+
+    def _bump(self, body: Body) -> None:
+        self._resource_version += 1
+        body["metadata"]["resourceVersion"] = str(self._resource_version)
+
+    def _now(self) -> str:
+        return self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def _load_one(self, body: Mapping[str, Any]) -> None:
+        data = copy.deepcopy(dict(body))
+        metadata = data.setdefault("metadata", {})
+        managed = metadata.pop("managedFields", None) or []
+        owners = {str(e["manager"]): _paths_of_fields(e.get("fieldsV1", {})) for e in managed}
+        ref = ObjectRef.of(data)
+        info = self._served(ref.api_version, ref.kind)
+        if not info.namespaced:
+            metadata.pop("namespace", None)
+        self._resource_version += 1
+        metadata.setdefault("resourceVersion", str(self._resource_version))
+        metadata.setdefault("generation", 1)
+        self._uids += 1
+        metadata.setdefault("uid", f"00000000-0000-4000-8000-{self._uids:012d}")
+        self._objects[self._key(ObjectRef.of(data))] = _Stored(data, owners)
+        if data["kind"] == "CustomResourceDefinition":
+            self._serve_crd(data)
+
+
+def _config_of(body: Mapping[str, Any], info: KindInfo) -> Body:
+    """What an apply sets: the body without status and server-owned metadata."""
+    config = copy.deepcopy(dict(body))
+    config.pop("status", None)
+    metadata = config.setdefault("metadata", {})
+    for name in _SERVER_FIELDS:
+        metadata.pop(name, None)
+    if not info.namespaced:
+        metadata.pop("namespace", None)
+    return config
+
+
+def _labels_match(body: Mapping[str, Any], wanted: Mapping[str, str]) -> bool:
+    labels = body.get("metadata", {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in wanted.items())
+
+
+def _leaf_paths(value: Any, prefix: FieldPath = ()) -> set[FieldPath]:
+    """Paths of every leaf of a JSON value; lists are atomic (one leaf)."""
+    if isinstance(value, dict) and value:
+        paths: set[FieldPath] = set()
+        for key, child in value.items():
+            paths |= _leaf_paths(child, (*prefix, str(key)))
+        return paths
+    return {prefix} if prefix else set()
+
+
+_MISSING = object()
+
+
+def _get(body: Any, path: FieldPath) -> Any:
+    for step in path:
+        if not isinstance(body, dict) or step not in body:
+            return _MISSING
+        body = body[step]
+    return body
+
+
+def _delete(body: Body, path: FieldPath) -> None:
+    """Remove the field at ``path`` and any map it leaves empty."""
+    parents: list[tuple[Body, str]] = []
+    node: Any = body
+    for step in path[:-1]:
+        if not isinstance(node, dict) or step not in node:
+            return
+        parents.append((node, step))
+        node = node[step]
+    if isinstance(node, dict):
+        node.pop(path[-1], None)
+    for parent, step in reversed(parents):
+        if parent[step] == {}:
+            del parent[step]
+
+
+def _merge(target: Body, source: Mapping[str, Any]) -> None:
+    for key, value in source.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict) and value:
+            _merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+def _merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    result = target if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = _merge_patch(result.get(key), value)
+    return result
+
+
+def _spec_of(body: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if k not in ("metadata", "status")}
+
+
+def _with_managed_fields(stored: _Stored) -> Body:
+    body = copy.deepcopy(stored.body)
+    body["metadata"]["managedFields"] = [
+        {
+            "manager": manager,
+            "operation": "Apply",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": _fields_of_paths(paths),
+        }
+        for manager, paths in sorted(stored.owners.items())
+    ]
+    return body
+
+
+def _fields_of_paths(paths: set[FieldPath]) -> dict[str, Any]:
+    """Field paths in the API server's ``fieldsV1`` form: ``{"f:spec": {"f:replicas": {}}}``."""
+    tree: dict[str, Any] = {}
+    for path in sorted(paths):
+        node = tree
+        for step in path:
+            node = node.setdefault(f"f:{step}", {})
+    return tree
+
+
+def _paths_of_fields(fields: Mapping[str, Any], prefix: FieldPath = ()) -> set[FieldPath]:
+    paths: set[FieldPath] = set()
+    for key, child in fields.items():
+        if not key.startswith("f:"):
+            continue
+        path = (*prefix, key[2:])
+        inner = _paths_of_fields(child, path) if isinstance(child, Mapping) and child else set()
+        paths |= inner or {path}
+    return paths
+
+
+def iter_kinds(cluster: InMemoryCluster) -> Iterator[KindInfo]:
+    """Every kind the cluster serves (for tests)."""
+    return iter(sorted(cluster._kinds.values(), key=lambda k: (k.group, k.kind)))

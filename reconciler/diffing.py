@@ -1,0 +1,112 @@
+"""Field-level differences between a desired object and the live one (pure).
+
+Only the fields we set count: a desired object is unchanged when every field it sets has the same
+value live (what a server-side apply would leave alone); fields others own, status and
+server-managed metadata are ignored. Values of a Secret's ``data`` and ``stringData`` are masked
+(rule S4). Callers: the planner and everything that prints a plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+MASK = "***"
+_IGNORED_METADATA = frozenset(
+    {"resourceVersion", "uid", "generation", "creationTimestamp", "managedFields", "selfLink"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FieldChange:
+    """One field: its dotted path, the live value (``None`` when absent) and the desired one."""
+
+    path: str
+    old: Any
+    new: Any
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"path": self.path, "old": self.old, "new": self.new}
+
+    def format(self) -> str:
+        """``path: old -> new``."""
+        return f"{self.path}: {_show(self.old)} -> {_show(self.new)}"
+
+
+def field_diff(
+    desired: Mapping[str, Any], live: Mapping[str, Any] | None
+) -> tuple[FieldChange, ...]:
+    """The fields of ``desired`` whose live value differs, masked for Secrets."""
+    secret = desired.get("kind") == "Secret"
+    live_body: Mapping[str, Any] = live or {}
+    changes = [
+        _masked(change, secret) for change in _walk(desired, live_body, ()) if change is not None
+    ]
+    return tuple(changes)
+
+
+def removed_fields(
+    live: Mapping[str, Any], paths: list[tuple[str, ...]]
+) -> tuple[FieldChange, ...]:
+    """Changes that remove the fields at ``paths`` from ``live`` (e.g. our labels)."""
+    changes = []
+    for path in paths:
+        value: Any = live
+        for step in path:
+            value = value.get(step) if isinstance(value, Mapping) else None
+        if value is not None:
+            changes.append(FieldChange(".".join(path), value, None))
+    return tuple(changes)
+
+
+def _walk(desired: Any, live: Any, path: tuple[str, ...]) -> Iterator[FieldChange | None]:
+    if isinstance(desired, Mapping) and desired:
+        live_map = live if isinstance(live, Mapping) else {}
+        for key, value in desired.items():
+            child = (*path, str(key))
+            if _ignored(child):
+                continue
+            yield from _walk(value, live_map.get(key), child)
+        return
+    if not _equal(desired, live):
+        yield FieldChange(".".join(path), live, desired)
+
+
+def _ignored(path: tuple[str, ...]) -> bool:
+    return path[0] == "status" or (
+        len(path) == 2 and path[0] == "metadata" and path[1] in _IGNORED_METADATA
+    )
+
+
+def _equal(desired: Any, live: Any) -> bool:
+    if isinstance(desired, bool) or isinstance(live, bool):
+        return desired is live or (desired == live and type(desired) is type(live))
+    if isinstance(desired, int | float) and isinstance(live, int | float):
+        return desired == live
+    if isinstance(desired, list) and isinstance(live, list):
+        return len(desired) == len(live) and all(
+            _subset(d, v) for d, v in zip(desired, live, strict=True)
+        )
+    return bool(desired == live)
+
+
+def _subset(desired: Any, live: Any) -> bool:
+    """Inside lists, live objects may carry defaulted fields we did not set."""
+    if isinstance(desired, Mapping) and isinstance(live, Mapping):
+        return all(k in live and _subset(v, live[k]) for k, v in desired.items())
+    return _equal(desired, live)
+
+
+def _masked(change: FieldChange, secret: bool) -> FieldChange:
+    if secret and change.path.split(".")[0] in ("data", "stringData"):
+        return FieldChange(change.path, MASK if change.old is not None else None, MASK)
+    return change
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "(none)"
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,104 @@
+"""The inventory: what we applied for one module on one runtime (DESIGN.md §3) (pure).
+
+Kept in the target cluster as a ConfigMap per module in the system namespace, so that it travels
+with the cluster: the version, the strategy, the objects applied (in apply order), the kinds whose
+instances block deletion, the default configuration we created, and the commit. Prune and
+removal trust only the inventory (rule S1); the strategy used at removal is the one recorded here
+(L9). Callers: the lifecycle executor (reads and writes it through the cluster), the planner.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.cluster.api import Body, ObjectRef
+from reconciler.model import (
+    LABEL_MANAGED_BY,
+    LABEL_MODULE,
+    LABEL_RUNTIME,
+    MANAGED_BY_VALUE,
+    Strategy,
+)
+
+LABEL_INVENTORY = "reconciler.dev/inventory"
+DATA_KEY = "inventory.json"
+NAME_PREFIX = "inventory-"
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """One module's record on one runtime."""
+
+    runtime: str
+    module: str
+    version: str
+    strategy: Strategy
+    objects: tuple[ObjectRef, ...]
+    managed_kinds: tuple[tuple[str, str], ...] = ()
+    default_configuration: ObjectRef | None = None
+    default_configuration_done: bool = False
+    commit: str = ""
+
+    def to_configmap(self, namespace: str) -> Body:
+        """The ConfigMap that stores this inventory in ``namespace``."""
+        data = {
+            "version": self.version,
+            "strategy": str(self.strategy),
+            "objects": [ref.to_json() for ref in self.objects],
+            "managedKinds": [{"group": g, "kind": k} for g, k in self.managed_kinds],
+            "defaultConfiguration": (
+                self.default_configuration.to_json() if self.default_configuration else None
+            ),
+            "defaultConfigurationDone": self.default_configuration_done,
+            "commit": self.commit,
+        }
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": inventory_name(self.module),
+                "namespace": namespace,
+                "labels": {
+                    LABEL_MANAGED_BY: MANAGED_BY_VALUE,
+                    LABEL_RUNTIME: self.runtime,
+                    LABEL_MODULE: self.module,
+                    LABEL_INVENTORY: "true",
+                },
+            },
+            "data": {DATA_KEY: json.dumps(data, indent=1, sort_keys=True)},
+        }
+
+
+def inventory_name(module: str) -> str:
+    """Name of a module's inventory ConfigMap."""
+    return NAME_PREFIX + module
+
+
+def inventory_ref(namespace: str, module: str) -> ObjectRef:
+    """Reference of a module's inventory ConfigMap."""
+    return ObjectRef("v1", "ConfigMap", namespace, inventory_name(module))
+
+
+def inventory_from_configmap(body: Mapping[str, Any]) -> Inventory:
+    """Read an inventory back; raises ``ValueError`` when the ConfigMap is not one."""
+    labels = body.get("metadata", {}).get("labels", {})
+    try:
+        data = json.loads(body.get("data", {})[DATA_KEY])
+        default = data.get("defaultConfiguration")
+        return Inventory(
+            runtime=str(labels[LABEL_RUNTIME]),
+            module=str(labels[LABEL_MODULE]),
+            version=str(data["version"]),
+            strategy=Strategy(data["strategy"]),
+            objects=tuple(ObjectRef.from_json(o) for o in data["objects"]),
+            managed_kinds=tuple((m["group"], m["kind"]) for m in data.get("managedKinds", ())),
+            default_configuration=ObjectRef.from_json(default) if default else None,
+            default_configuration_done=bool(data.get("defaultConfigurationDone", False)),
+            commit=str(data.get("commit", "")),
+        )
+    except (KeyError, TypeError, json.JSONDecodeError) as error:
+        name = body.get("metadata", {}).get("name", "?")
+        raise ValueError(f"ConfigMap {name} is not a valid inventory: {error!r}") from error

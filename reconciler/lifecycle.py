@@ -1,0 +1,531 @@
+"""Module lifecycle on one runtime: observe the cluster, plan, carry the plan out (L1-L11).
+
+:class:`Lifecycle` works through the :class:`~reconciler.cluster.api.Cluster` interface only.
+``observe`` reads inventories, the desired and recorded objects, the running versions and, for
+modules being removed, the instances that block their deletion; a failing read raises before
+anything is changed (S2). The pure :func:`reconciler.plan.plan` decides; ``execute`` applies with
+server-side apply (one field manager, force), CRDs and Namespaces first and Established before
+the rest, modules after their dependencies are Ready, the inventory written before objects so a
+crash never loses track of them, prune and deletion in reverse order with CRDs last, and only of
+objects the inventory lists and that carry our label (S1). A failure in one module is that
+module's Error state; the others go on. Callers: ``reconciler sync`` and ``diff``; later the
+operations engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from reconciler.cluster.api import Body, Cluster, ObjectRef, is_established
+from reconciler.errors import PermanentError, ReconcilerError, UnknownKindError
+from reconciler.inventory import (
+    LABEL_INVENTORY,
+    Inventory,
+    inventory_from_configmap,
+    inventory_ref,
+)
+from reconciler.model import (
+    ANNOTATION_MODULE_VERSION,
+    LABEL_APP_VERSION,
+    LABEL_MANAGED_BY,
+    LABEL_MODULE,
+    LABEL_RUNTIME,
+    MANAGED_BY_VALUE,
+    ConfigRepo,
+    Module,
+    Strategy,
+)
+from reconciler.plan import (
+    OUR_MARKS,
+    Context,
+    DesiredModule,
+    LiveModule,
+    ModuleAction,
+    ModulePlan,
+    ObjectAction,
+    Plan,
+    plan,
+)
+from reconciler.render import Renderer
+from reconciler.resolve import Resolution, resolve_runtime
+
+FIELD_MANAGER = "reconciler"
+BLOCKING_KEPT = 20
+
+
+class ModuleState(StrEnum):
+    """L11 states, worst last."""
+
+    UNMANAGED = "Unmanaged"
+    READY = "Ready"
+    PROCESSING = "Processing"
+    DELETING = "Deleting"
+    WARNING = "Warning"
+    ERROR = "Error"
+
+
+_SEVERITY = {state: rank for rank, state in enumerate(ModuleState)}
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleStatus:
+    """A module's state after a sync, with a reason code and a message for people.
+
+    ``state`` is ``None`` for a module whose removal finished: it is no longer there.
+    """
+
+    module: str
+    state: ModuleState | None
+    reason: str
+    message: str
+    version: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "module": self.module,
+            "state": str(self.state) if self.state else None,
+            "reason": self.reason,
+            "message": self.message,
+            "version": self.version,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SyncResult:
+    """What one sync of a runtime planned and how each module ended."""
+
+    runtime: str
+    plan: Plan
+    modules: tuple[ModuleStatus, ...]
+    dry_run: bool = False
+
+    @property
+    def state(self) -> ModuleState:
+        """The runtime's state: its worst module's (Ready when it has none)."""
+        states = [m.state for m in self.modules if m.state is not None]
+        return max(states, key=_SEVERITY.__getitem__, default=ModuleState.READY)
+
+
+def desired_modules(
+    repo: ConfigRepo, resolution: Resolution, renderer: Renderer
+) -> list[DesiredModule]:
+    """The runtime's modules with their rendered objects, in dependency order."""
+    rendered = renderer.render(resolution)
+    result = []
+    for resolved in resolution.modules:
+        objects = [o for o in rendered if o.module == resolved.name]
+        default = next((o for o in objects if o.default_configuration), None)
+        manifest = tuple(o for o in objects if not o.default_configuration)
+        result.append(DesiredModule(resolved, repo.modules[resolved.name], manifest, default))
+    return result
+
+
+class Lifecycle:
+    """Observe, plan and carry out module changes on one cluster."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        system_namespace: str,
+        field_manager: str = FIELD_MANAGER,
+        commit: str = "",
+    ) -> None:
+        self.cluster = cluster
+        self.system_namespace = system_namespace
+        self.field_manager = field_manager
+        self.commit = commit
+        self._namespaces: set[str] = set()
+
+    # -- the whole sync ------------------------------------------------------------------------
+
+    def sync(
+        self, context: Context, desired: Sequence[DesiredModule], *, dry_run: bool = False
+    ) -> SyncResult:
+        """Observe, plan and (unless ``dry_run``) carry the plan out."""
+        live = self.observe(context.runtime, desired)
+        the_plan = plan(context, desired, live)
+        if dry_run or the_plan.suspended:
+            return SyncResult(context.runtime, the_plan, (), dry_run=dry_run)
+        statuses = self.execute(context.runtime, the_plan, desired, live)
+        return SyncResult(context.runtime, the_plan, statuses)
+
+    # -- observation ---------------------------------------------------------------------------
+
+    def observe(self, runtime: str, desired: Sequence[DesiredModule]) -> dict[str, LiveModule]:
+        """What the cluster shows for every desired or recorded module; raises on a failed read."""
+        inventories = self.read_inventories(runtime)
+        live: dict[str, LiveModule] = {}
+        for module in desired:
+            live[module.name] = self._observe_desired(runtime, module, inventories.get(module.name))
+        for name, inventory in inventories.items():
+            if name not in live:
+                live[name] = self._observe_removed(inventory)
+        return live
+
+    def read_inventories(self, runtime: str) -> dict[str, Inventory]:
+        """Every inventory of ``runtime`` in the system namespace."""
+        labels = {LABEL_INVENTORY: "true", LABEL_RUNTIME: runtime}
+        found = self.cluster.list_objects(
+            "v1", "ConfigMap", namespace=self.system_namespace, labels=labels
+        )
+        inventories = {}
+        for body in found:
+            try:
+                inventory = inventory_from_configmap(body)
+            except ValueError as error:
+                raise PermanentError(str(error)) from error
+            inventories[inventory.module] = inventory
+        return inventories
+
+    def _observe_desired(
+        self, runtime: str, module: DesiredModule, inventory: Inventory | None
+    ) -> LiveModule:
+        refs = [ObjectRef.of(o.body) for o in module.objects]
+        if module.default_configuration is not None:
+            refs.append(ObjectRef.of(module.default_configuration.body))
+        if inventory is not None:
+            refs += [r for r in inventory.objects if r not in refs]
+        objects = self._get_all(refs)
+        running = _running_version(module.module, objects) or (
+            inventory.version if inventory else None
+        )
+        if inventory is None:
+            rebuilt = _rebuilt_inventory(runtime, module, objects, running)
+            return LiveModule(rebuilt, objects, running, inventory_stored=False)
+        return LiveModule(inventory, objects, running)
+
+    def _observe_removed(self, inventory: Inventory) -> LiveModule:
+        refs = list(inventory.objects)
+        if inventory.default_configuration is not None:
+            refs.append(inventory.default_configuration)
+        objects = self._get_all(refs)
+        if inventory.strategy is Strategy.IGNORE:
+            return LiveModule(inventory, objects, inventory.version)
+        blocking, total = self._blocking(inventory)
+        return LiveModule(inventory, objects, inventory.version, blocking, total)
+
+    def _get_all(self, refs: Sequence[ObjectRef]) -> dict[ObjectRef, Body]:
+        found = {}
+        for ref in refs:
+            try:
+                body = self.cluster.get(ref)
+            except UnknownKindError:  # its CRD is not there (yet): nothing of that kind exists
+                body = None
+            if body is not None:
+                found[ref] = body
+        return found
+
+    def _blocking(self, inventory: Inventory) -> tuple[tuple[ObjectRef, ...], int]:
+        """Instances of the module's kinds, except the default configuration we delete first."""
+        found: list[ObjectRef] = []
+        for group, kind in inventory.managed_kinds:
+            info = self.cluster.kinds_in_group(group, kind)
+            if info is None:
+                continue
+            for body in self.cluster.list_objects(info.api_version, kind):
+                ref = ObjectRef.of(body)
+                if ref != inventory.default_configuration:
+                    found.append(ref)
+        found.sort()
+        return tuple(found[:BLOCKING_KEPT]), len(found)
+
+    # -- execution -------------------------------------------------------------------------------
+
+    def execute(
+        self,
+        runtime: str,
+        the_plan: Plan,
+        desired: Sequence[DesiredModule],
+        live: Mapping[str, LiveModule],
+    ) -> tuple[ModuleStatus, ...]:
+        """Carry ``the_plan`` out, module by module; returns each module's status."""
+        by_name = {d.name: d for d in desired}
+        statuses: dict[str, ModuleStatus] = {}
+        for entry in the_plan.modules:
+            module_live = live.get(entry.module, LiveModule())
+            try:
+                if entry.module in by_name:
+                    status = self._desired(
+                        runtime, entry, by_name[entry.module], module_live, statuses
+                    )
+                else:
+                    status = self._removal(entry, module_live)
+            except ReconcilerError as error:
+                status = _failed(entry, error)
+            statuses[entry.module] = status
+        return tuple(statuses.values())
+
+    def _desired(
+        self,
+        runtime: str,
+        entry: ModulePlan,
+        module: DesiredModule,
+        live: LiveModule,
+        statuses: Mapping[str, ModuleStatus],
+    ) -> ModuleStatus:
+        if entry.action is ModuleAction.BLOCKED_DOWNGRADE:
+            return _status(entry, ModuleState.WARNING, entry.from_version)
+        if entry.action is ModuleAction.DEFERRED_WINDOW:
+            return _status(entry, ModuleState.READY, entry.from_version)
+        waiting = [
+            d
+            for d in module.module.depends_on
+            if d in statuses and statuses[d].state is not ModuleState.READY
+        ]
+        if waiting:
+            message = f"waits for {', '.join(waiting)} to be Ready"
+            return ModuleStatus(
+                entry.module,
+                ModuleState.PROCESSING,
+                "WaitingForDependency",
+                message,
+                entry.from_version,
+            )
+        return self._install(runtime, entry, module, live)
+
+    def _install(
+        self, runtime: str, entry: ModulePlan, module: DesiredModule, live: LiveModule
+    ) -> ModuleStatus:
+        bodies = {ObjectRef.of(o.body): o.body for o in module.objects}
+        if module.default_configuration is not None:
+            bodies[ObjectRef.of(module.default_configuration.body)] = (
+                module.default_configuration.body
+            )
+        stored = live.inventory if live.inventory_stored else None
+        intent = _intent(runtime, module, live.inventory, self.commit)
+        if entry.changes_anything or intent != stored:
+            self._ensure_namespace(self.system_namespace)
+            self._write_inventory(intent, stored)
+        applies = [c for c in entry.changes if c.action is not ObjectAction.DELETE]
+        first = [c for c in applies if c.ref.kind in ("CustomResourceDefinition", "Namespace")]
+        for change in first:
+            self._apply(bodies[change.ref])
+        pending = self._unestablished(module)
+        if pending:
+            message = f"waiting for CRD {', '.join(pending)} to be Established"
+            return ModuleStatus(
+                entry.module, ModuleState.PROCESSING, "WaitingForCRD", message, entry.to_version
+            )
+        for change in applies:
+            if change not in first:
+                self._apply(bodies[change.ref])
+        for change in entry.changes:
+            if change.action is ObjectAction.DELETE:
+                self.cluster.delete(change.ref)
+        final = _final_inventory(intent, module, entry)
+        self._write_inventory(final, intent)  # the cluster now holds the intent
+        return self._readiness(entry, module)
+
+    def _removal(self, entry: ModulePlan, live: LiveModule) -> ModuleStatus:
+        inventory = live.inventory
+        assert inventory is not None
+        ref = inventory_ref(self.system_namespace, entry.module)
+        if entry.action is ModuleAction.REMOVE_IGNORE:
+            unmark = _unmark_patch()
+            for change in entry.changes:
+                self.cluster.patch(change.ref, unmark)
+            self.cluster.delete(ref)
+            return _status(entry, ModuleState.UNMANAGED, inventory.version)
+        for change in entry.changes:
+            self.cluster.delete(change.ref)
+        if entry.action is ModuleAction.BLOCKED_DELETION:
+            if inventory.default_configuration is not None:
+                cleared = replace(inventory, default_configuration=None)
+                self._write_inventory(cleared, inventory)
+            return _status(entry, ModuleState.DELETING, inventory.version)
+        self.cluster.delete(ref)
+        return ModuleStatus(entry.module, None, entry.reason, entry.message, inventory.version)
+
+    # -- small steps -----------------------------------------------------------------------------
+
+    def _apply(self, body: Mapping[str, Any]) -> None:
+        namespace = body.get("metadata", {}).get("namespace")
+        if namespace:
+            self._ensure_namespace(str(namespace))
+        self.cluster.apply(body, field_manager=self.field_manager, force=True)
+
+    def _ensure_namespace(self, name: str) -> None:
+        """Create a namespace that is missing; never labelled ours, so never deleted (S1)."""
+        if name in self._namespaces:
+            return
+        ref = ObjectRef("v1", "Namespace", "", name)
+        if self.cluster.get(ref) is None:
+            body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+            self.cluster.apply(body, field_manager=self.field_manager, force=True)
+        self._namespaces.add(name)
+
+    def _write_inventory(self, inventory: Inventory, current: Inventory | None) -> None:
+        if inventory != current:
+            body = inventory.to_configmap(self.system_namespace)
+            self.cluster.apply(body, field_manager=self.field_manager, force=True)
+
+    def _unestablished(self, module: DesiredModule) -> list[str]:
+        pending = []
+        for rendered in module.objects:
+            if rendered.body.get("kind") != "CustomResourceDefinition":
+                continue
+            live = self.cluster.get(ObjectRef.of(rendered.body))
+            if live is None or not is_established(live):
+                pending.append(str(rendered.body["metadata"]["name"]))
+        return pending
+
+    def _readiness(self, entry: ModulePlan, module: DesiredModule) -> ModuleStatus:
+        """L2: every CRD Established and the operator workload available."""
+        spec = module.module
+        operator = next(
+            (
+                o.body
+                for o in module.objects
+                if o.body.get("kind") == spec.operator_kind
+                and o.body["metadata"]["name"] == spec.operator_name
+            ),
+            None,
+        )
+        live = self.cluster.get(ObjectRef.of(operator)) if operator else None
+        if live is None or not workload_available(live):
+            message = f"{spec.operator_kind} {spec.operator_name} is not available yet"
+            return ModuleStatus(
+                entry.module,
+                ModuleState.PROCESSING,
+                "WaitingForOperator",
+                message,
+                entry.to_version,
+            )
+        reason = entry.reason if entry.action is not ModuleAction.UNCHANGED else "Ready"
+        message = f"{entry.module} {entry.to_version} is Ready"
+        return ModuleStatus(entry.module, ModuleState.READY, reason, message, entry.to_version)
+
+
+def workload_available(body: Mapping[str, Any]) -> bool:
+    """A Deployment/StatefulSet/DaemonSet has caught up with its spec and is available."""
+    metadata, status = body.get("metadata", {}), body.get("status") or {}
+    if int(status.get("observedGeneration", 0)) < int(metadata.get("generation", 1)):
+        return False
+    if body.get("kind") == "DaemonSet":
+        wanted = int(status.get("desiredNumberScheduled", 0))
+        return wanted > 0 and int(status.get("numberAvailable", 0)) >= wanted
+    replicas = int(body.get("spec", {}).get("replicas", 1))
+    return int(status.get("availableReplicas", 0)) >= replicas
+
+
+def _running_version(module: Module, objects: Mapping[ObjectRef, Body]) -> str | None:
+    """L5: the version label of the live operator workload."""
+    for ref, body in objects.items():
+        if ref.kind == module.operator_kind and ref.name == module.operator_name:
+            version = body.get("metadata", {}).get("labels", {}).get(LABEL_APP_VERSION)
+            return str(version) if version else None
+    return None
+
+
+def _rebuilt_inventory(
+    runtime: str, module: DesiredModule, objects: Mapping[ObjectRef, Body], running: str | None
+) -> Inventory | None:
+    """An inventory that was deleted, rebuilt from our labels on the objects the module's
+    manifest names (a copied label on another object does not count)."""
+    ours = [
+        ObjectRef.of(o.body)
+        for o in module.objects
+        if _labelled(objects.get(ObjectRef.of(o.body)), runtime, module.name)
+    ]
+    if not ours:
+        return None
+    first = objects[ours[0]]
+    version = first["metadata"].get("annotations", {}).get(ANNOTATION_MODULE_VERSION) or running
+    default = module.default_configuration
+    default_ref = ObjectRef.of(default.body) if default else None
+    default_ours = default_ref is not None and _labelled(
+        objects.get(default_ref), runtime, module.name
+    )
+    return Inventory(
+        runtime,
+        module.name,
+        str(version),
+        module.strategy,
+        tuple(ours),
+        module.managed_kinds(),
+        default_ref if default_ours else None,
+        default_configuration_done=default_ours,
+    )
+
+
+def _labelled(body: Body | None, runtime: str, module: str) -> bool:
+    labels = (body or {}).get("metadata", {}).get("labels") or {}
+    return (
+        labels.get(LABEL_MANAGED_BY) == MANAGED_BY_VALUE
+        and labels.get(LABEL_RUNTIME) == runtime
+        and labels.get(LABEL_MODULE) == module
+    )
+
+
+def _intent(
+    runtime: str, module: DesiredModule, current: Inventory | None, commit: str
+) -> Inventory:
+    """The inventory written before applying: the new objects plus every old one still to prune."""
+    wanted = [ObjectRef.of(o.body) for o in module.objects]
+    old = [r for r in (current.objects if current else ()) if r not in wanted]
+    fresh = Inventory(
+        runtime,
+        module.name,
+        module.resolved.version,
+        module.strategy,
+        tuple(wanted + old),
+        module.managed_kinds(),
+        current.default_configuration if current else None,
+        current.default_configuration_done if current else False,
+        current.commit if current else commit,
+    )
+    if current is not None and fresh != current:
+        fresh = replace(fresh, commit=commit or current.commit)
+    return fresh
+
+
+def _final_inventory(intent: Inventory, module: DesiredModule, entry: ModulePlan) -> Inventory:
+    wanted = tuple(ObjectRef.of(o.body) for o in module.objects)
+    default_ref, done = intent.default_configuration, intent.default_configuration_done
+    if module.strategy is Strategy.CREATE_AND_DELETE and module.default_configuration and not done:
+        created = [c.ref for c in entry.changes if c.default_configuration]
+        default_ref, done = (created[0] if created else None), True
+    return replace(
+        intent, objects=wanted, default_configuration=default_ref, default_configuration_done=done
+    )
+
+
+def _unmark_patch() -> dict[str, Any]:
+    patch: dict[str, Any] = {"metadata": {"labels": {}, "annotations": {}}}
+    for path in OUR_MARKS:
+        patch["metadata"][path[1]][path[2]] = None
+    return patch
+
+
+def _status(entry: ModulePlan, state: ModuleState, version: str | None) -> ModuleStatus:
+    return ModuleStatus(entry.module, state, entry.reason, entry.message, version)
+
+
+def _failed(entry: ModulePlan, error: ReconcilerError) -> ModuleStatus:
+    reason = "Retrying" if not isinstance(error, PermanentError) else "Failed"
+    return ModuleStatus(entry.module, ModuleState.ERROR, reason, str(error), entry.from_version)
+
+
+def sync_runtime(
+    cluster: Cluster,
+    repo: ConfigRepo,
+    runtime_name: str,
+    *,
+    now: datetime,
+    commit: str = "",
+    dry_run: bool = False,
+    renderer: Renderer | None = None,
+) -> SyncResult:
+    """Resolve, render, observe, plan and (unless ``dry_run``) carry out one runtime."""
+    runtime = repo.runtimes[runtime_name]
+    resolution = resolve_runtime(repo, runtime)
+    desired = desired_modules(repo, resolution, renderer or Renderer(repo))
+    context = Context(runtime.name, now, runtime.maintenance_window, runtime.suspend)
+    lifecycle = Lifecycle(cluster, system_namespace=repo.settings.system_namespace, commit=commit)
+    return lifecycle.sync(context, desired, dry_run=dry_run)

@@ -1,0 +1,458 @@
+"""The planner: desired modules + what the cluster shows -> a Plan (pure).
+
+``plan()`` decides, per module, one action of a closed vocabulary (install, upgrade, reconfigure,
+unchanged, remove-ignore, remove-delete, blocked-downgrade, blocked-deletion, deferred-window)
+with a reason code, and the object changes it implies (create, update with field-level diffs,
+delete). It applies the lifecycle rules that are decisions rather than I/O: no downgrade against
+the running version (L5), adoption (L6), default configuration created once (L3), prune from the
+inventory only (L4, S1), strategy from the inventory at removal (L9), blocking deletion (L8),
+maintenance windows (L10). Plans are frozen data: printable, serialisable, comparable. Callers:
+the lifecycle executor, ``reconciler diff``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from reconciler.cluster.api import Body, ObjectRef
+from reconciler.diffing import FieldChange, field_diff, removed_fields
+from reconciler.inventory import Inventory
+from reconciler.model import (
+    ANNOTATION_MODULE_VERSION,
+    LABEL_MANAGED_BY,
+    LABEL_MODULE,
+    LABEL_RUNTIME,
+    MANAGED_BY_VALUE,
+    MaintenanceWindow,
+    Module,
+    Strategy,
+)
+from reconciler.render import RenderedObject, apply_order_key
+from reconciler.resolve import ResolvedModule
+from reconciler.versions import version_key
+
+#: Labels and annotation dropped when a module is released with strategy Ignore (L7).
+OUR_MARKS: tuple[tuple[str, ...], ...] = (
+    ("metadata", "labels", LABEL_MANAGED_BY),
+    ("metadata", "labels", LABEL_RUNTIME),
+    ("metadata", "labels", LABEL_MODULE),
+    ("metadata", "annotations", ANNOTATION_MODULE_VERSION),
+)
+#: How many blocking objects a message names.
+BLOCKING_SHOWN = 5
+
+
+class ModuleAction(StrEnum):
+    """What happens to a module."""
+
+    INSTALL = "install"
+    UPGRADE = "upgrade"
+    RECONFIGURE = "reconfigure"
+    UNCHANGED = "unchanged"
+    REMOVE_IGNORE = "remove-ignore"
+    REMOVE_DELETE = "remove-delete"
+    BLOCKED_DOWNGRADE = "blocked-downgrade"
+    BLOCKED_DELETION = "blocked-deletion"
+    DEFERRED_WINDOW = "deferred-window"
+
+
+class ObjectAction(StrEnum):
+    """What happens to an object."""
+
+    CREATE = "create"
+    UPDATE = "update"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectChange:
+    """One object's change, with the fields that change (masked for Secrets)."""
+
+    action: ObjectAction
+    ref: ObjectRef
+    fields: tuple[FieldChange, ...] = ()
+    default_configuration: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "action": str(self.action),
+            "subject": self.ref.subject,
+            "apiVersion": self.ref.api_version,
+            "defaultConfiguration": self.default_configuration,
+            "fields": [f.to_json() for f in self.fields],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ModulePlan:
+    """One module's action, why, and its object changes."""
+
+    module: str
+    action: ModuleAction
+    reason: str
+    message: str
+    from_version: str | None = None
+    to_version: str | None = None
+    strategy: Strategy = Strategy.CREATE_AND_DELETE
+    changes: tuple[ObjectChange, ...] = ()
+    blocking: tuple[ObjectRef, ...] = ()
+    blocking_total: int = 0
+
+    @property
+    def changes_anything(self) -> bool:
+        """Whether carrying it out writes to the cluster."""
+        return bool(self.changes) or self.action in (
+            ModuleAction.REMOVE_IGNORE,
+            ModuleAction.REMOVE_DELETE,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "module": self.module,
+            "action": str(self.action),
+            "reason": self.reason,
+            "message": self.message,
+            "fromVersion": self.from_version,
+            "toVersion": self.to_version,
+            "strategy": str(self.strategy),
+            "changes": [c.to_json() for c in self.changes],
+            "blocking": [r.subject for r in self.blocking],
+            "blockingTotal": self.blocking_total,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A runtime's plan: one entry per module, installs in dependency order, removals after."""
+
+    runtime: str
+    modules: tuple[ModulePlan, ...]
+    suspended: bool = False
+
+    @property
+    def has_changes(self) -> bool:
+        """Whether carrying the plan out would change the cluster."""
+        return any(m.changes_anything for m in self.modules)
+
+    def module(self, name: str) -> ModulePlan | None:
+        """The entry of module ``name``, if any."""
+        return next((m for m in self.modules if m.module == name), None)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "runtime": self.runtime,
+            "suspended": self.suspended,
+            "hasChanges": self.has_changes,
+            "modules": [m.to_json() for m in self.modules],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class DesiredModule:
+    """A module the runtime should run: its resolution, its definition and its objects."""
+
+    resolved: ResolvedModule
+    module: Module
+    objects: tuple[RenderedObject, ...]
+    default_configuration: RenderedObject | None = None
+
+    @property
+    def name(self) -> str:
+        """The module's name."""
+        return self.resolved.name
+
+    @property
+    def strategy(self) -> Strategy:
+        """The strategy git asks for."""
+        return self.resolved.strategy
+
+    def managed_kinds(self) -> tuple[tuple[str, str], ...]:
+        """(group, kind) whose instances block deletion: the manifest's CRDs plus
+        ``managedResources``."""
+        kinds = {
+            (str(o.body["spec"]["group"]), str(o.body["spec"]["names"]["kind"]))
+            for o in self.objects
+            if o.body.get("kind") == "CustomResourceDefinition"
+        }
+        kinds |= {(m.group, m.kind) for m in self.module.managed_resources}
+        return tuple(sorted(kinds))
+
+
+@dataclass(frozen=True, slots=True)
+class LiveModule:
+    """What the cluster shows for one module: inventory, objects, running version, blockers."""
+
+    inventory: Inventory | None = None
+    objects: Mapping[ObjectRef, Body] = field(default_factory=dict)
+    running_version: str | None = None
+    blocking: tuple[ObjectRef, ...] = ()
+    blocking_total: int = 0
+    inventory_stored: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """Facts the planner needs besides the modules: the runtime and the time."""
+
+    runtime: str
+    now: datetime
+    window: MaintenanceWindow | None = None
+    suspended: bool = False
+
+
+def plan(
+    context: Context, desired: Sequence[DesiredModule], live: Mapping[str, LiveModule]
+) -> Plan:
+    """The plan for one runtime; see the module docstring."""
+    if context.suspended:
+        return Plan(context.runtime, (), suspended=True)
+    wanted = {d.name for d in desired}
+    entries = [_plan_desired(context, d, live.get(d.name, LiveModule())) for d in desired]
+    removed = sorted((n for n in live if n not in wanted and live[n].inventory), reverse=True)
+    entries += [_plan_removal(live[n]) for n in removed]
+    return Plan(context.runtime, tuple(entries))
+
+
+def _plan_desired(context: Context, desired: DesiredModule, live: LiveModule) -> ModulePlan:
+    version = desired.resolved.version
+    running = live.running_version
+    base = ModulePlan(
+        desired.name, ModuleAction.UNCHANGED, "", "", running, version, desired.strategy
+    )
+    if running is not None and version_key(version) < version_key(running):
+        message = (
+            f"{desired.name} {running} runs; the resolved version {version} is lower and "
+            "is not installed (no downgrades)"
+        )
+        return replace(
+            base,
+            action=ModuleAction.BLOCKED_DOWNGRADE,
+            reason="DowngradeNotSupported",
+            message=message,
+        )
+    upgrade = running is not None and version_key(version) > version_key(running)
+    content = desired.module.versions[version]
+    if upgrade and content.requires_downtime and not in_window(context.window, context.now):
+        message = (
+            f"upgrade {running} -> {version} requires downtime; it waits for the "
+            f"maintenance window{_next_window_text(context)}"
+        )
+        return replace(
+            base,
+            action=ModuleAction.DEFERRED_WINDOW,
+            reason="WaitingForMaintenanceWindow",
+            message=message,
+        )
+    changes = _object_changes(desired, live)
+    action, reason, message = _classify(desired, live, running, upgrade, changes)
+    return replace(base, action=action, reason=reason, message=message, changes=changes)
+
+
+def _classify(
+    desired: DesiredModule,
+    live: LiveModule,
+    running: str | None,
+    upgrade: bool,
+    changes: tuple[ObjectChange, ...],
+) -> tuple[ModuleAction, str, str]:
+    version = desired.resolved.version
+    if running is None:
+        return ModuleAction.INSTALL, "Install", f"install {desired.name} {version}"
+    if live.inventory is None:
+        verb = ModuleAction.UPGRADE if upgrade else ModuleAction.INSTALL
+        return verb, "Adopted", f"take over {desired.name} {running} found in the cluster"
+    if upgrade:
+        return ModuleAction.UPGRADE, "Upgrade", f"upgrade {desired.name} {running} -> {version}"
+    if live.inventory.strategy != desired.strategy:
+        text = f"strategy {live.inventory.strategy} -> {desired.strategy}"
+        return ModuleAction.RECONFIGURE, "StrategyChanged", text
+    if changes:
+        return ModuleAction.RECONFIGURE, "Drift", f"{len(changes)} object(s) differ from git"
+    return ModuleAction.UNCHANGED, "UpToDate", f"{desired.name} {version} is up to date"
+
+
+def _object_changes(desired: DesiredModule, live: LiveModule) -> tuple[ObjectChange, ...]:
+    changes: list[ObjectChange] = []
+    wanted: set[ObjectRef] = set()
+    for rendered in desired.objects:
+        ref = ObjectRef.of(rendered.body)
+        wanted.add(ref)
+        current = live.objects.get(ref)
+        if current is None:
+            changes.append(ObjectChange(ObjectAction.CREATE, ref, field_diff(rendered.body, None)))
+            continue
+        fields = field_diff(rendered.body, current)
+        if fields:
+            changes.append(ObjectChange(ObjectAction.UPDATE, ref, fields))
+    default = _default_configuration_change(desired, live)
+    if default is not None:
+        changes.append(default)
+    changes.extend(_prune(live, wanted))
+    return tuple(changes)
+
+
+def _default_configuration_change(desired: DesiredModule, live: LiveModule) -> ObjectChange | None:
+    """L3: created once, only with CreateAndDelete, never re-created or reverted."""
+    rendered = desired.default_configuration
+    if rendered is None or desired.strategy is not Strategy.CREATE_AND_DELETE:
+        return None
+    if live.inventory is not None and live.inventory.default_configuration_done:
+        return None
+    ref = ObjectRef.of(rendered.body)
+    if ref in live.objects:  # someone made it already: keep theirs
+        return None
+    fields = field_diff(rendered.body, None)
+    return ObjectChange(ObjectAction.CREATE, ref, fields, default_configuration=True)
+
+
+def _prune(live: LiveModule, wanted: set[ObjectRef]) -> list[ObjectChange]:
+    """L4: what the inventory lists and the new version lacks, in reverse apply order."""
+    if live.inventory is None:
+        return []
+    stale = [r for r in live.inventory.objects if r not in wanted and _ours(live.objects.get(r))]
+    return [ObjectChange(ObjectAction.DELETE, r) for r in reversed(stale)]
+
+
+def _ours(body: Body | None) -> bool:
+    """S1: only objects that still carry our label are ever deleted (absent ones need nothing)."""
+    if body is None:
+        return False
+    labels = body.get("metadata", {}).get("labels") or {}
+    return bool(labels.get(LABEL_MANAGED_BY) == MANAGED_BY_VALUE)
+
+
+def _plan_removal(live: LiveModule) -> ModulePlan:
+    inventory = live.inventory
+    assert inventory is not None
+    base = ModulePlan(
+        inventory.module,
+        ModuleAction.UNCHANGED,
+        "",
+        "",
+        inventory.version,
+        None,
+        inventory.strategy,
+    )
+    if inventory.strategy is Strategy.IGNORE:
+        changes = tuple(
+            ObjectChange(
+                ObjectAction.UPDATE, ref, removed_fields(live.objects[ref], list(OUR_MARKS))
+            )
+            for ref in inventory.objects
+            if _ours(live.objects.get(ref))
+        )
+        message = f"stop managing {inventory.module}; its objects stay, without our labels"
+        return replace(
+            base,
+            action=ModuleAction.REMOVE_IGNORE,
+            reason="StrategyIgnore",
+            message=message,
+            changes=changes,
+        )
+    default = _created_default(inventory, live)
+    if live.blocking_total:
+        return replace(
+            base,
+            action=ModuleAction.BLOCKED_DELETION,
+            reason="WaitingForResources",
+            message=_blocking_message(inventory.module, live),
+            changes=default,
+            blocking=live.blocking,
+            blocking_total=live.blocking_total,
+        )
+    deletions = tuple(
+        ObjectChange(ObjectAction.DELETE, ref)
+        for ref in deletion_order(inventory.objects)
+        if _ours(live.objects.get(ref))
+    )
+    message = f"delete {inventory.module} {inventory.version}"
+    return replace(
+        base,
+        action=ModuleAction.REMOVE_DELETE,
+        reason="Removed",
+        message=message,
+        changes=default + deletions,
+    )
+
+
+def _created_default(inventory: Inventory, live: LiveModule) -> tuple[ObjectChange, ...]:
+    ref = inventory.default_configuration
+    if ref is None or ref not in live.objects:
+        return ()
+    return (ObjectChange(ObjectAction.DELETE, ref, default_configuration=True),)
+
+
+def _blocking_message(module: str, live: LiveModule) -> str:
+    shown = ", ".join(r.subject for r in live.blocking[:BLOCKING_SHOWN])
+    more = live.blocking_total - min(len(live.blocking), BLOCKING_SHOWN)
+    tail = f" and {more} more" if more > 0 else ""
+    return (
+        f"deletion of {module} waits for {live.blocking_total} object(s) of its kinds: "
+        f"{shown}{tail}; the operator keeps running until they are gone"
+    )
+
+
+def deletion_order(refs: Sequence[ObjectRef]) -> list[ObjectRef]:
+    """Reverse apply order: workloads first, RBAC after, CRDs and Namespaces last."""
+    as_bodies = [(apply_order_key(_stub(r)), r) for r in refs]
+    return [r for _, r in sorted(as_bodies, key=lambda pair: pair[0], reverse=True)]
+
+
+def _stub(ref: ObjectRef) -> dict[str, Any]:
+    return {"kind": ref.kind, "metadata": {"namespace": ref.namespace, "name": ref.name}}
+
+
+# -- maintenance windows --------------------------------------------------------------------------
+
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
+def in_window(window: MaintenanceWindow | None, now: datetime) -> bool:
+    """Whether ``now`` (aware) falls in the weekly ``window``; no window means never."""
+    if window is None:
+        return False
+    return any(
+        start <= now < start + timedelta(minutes=window.duration_minutes)
+        for start in _recent_starts(window, now)
+    )
+
+
+def next_window_start(window: MaintenanceWindow, now: datetime) -> datetime:
+    """When the window opens next after ``now``."""
+    zone = ZoneInfo(window.timezone)
+    local = now.astimezone(zone)
+    hour, minute = (int(p) for p in window.start.split(":"))
+    for offset in range(8):
+        day = local + timedelta(days=offset)
+        start = day.replace(hour=hour, minute=minute, second=0, microsecond=0)
+        if _DAYS[start.weekday()] in window.days and start > local:
+            return start
+    raise ValueError("a maintenance window needs at least one day")
+
+
+def _recent_starts(window: MaintenanceWindow, now: datetime) -> list[datetime]:
+    zone = ZoneInfo(window.timezone)
+    local = now.astimezone(zone)
+    hour, minute = (int(p) for p in window.start.split(":"))
+    starts = []
+    for offset in range(-2, 1):
+        day = local + timedelta(days=offset)
+        start = day.replace(hour=hour, minute=minute, second=0, microsecond=0)
+        if _DAYS[start.weekday()] in window.days:
+            starts.append(start)
+    return starts
+
+
+def _next_window_text(context: Context) -> str:
+    if context.window is None:
+        return ", and the runtime has none"
+    start = next_window_start(context.window, context.now)
+    return f" (next: {start.strftime('%a %Y-%m-%d %H:%M')} {context.window.timezone})"
