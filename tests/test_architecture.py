@@ -6,6 +6,7 @@ plain `pytest` catches a broken layer, not only CI.
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -34,3 +35,28 @@ def test_every_pure_module_is_under_contract() -> None:
     assert {"os", "pathlib", "subprocess", "socket", "kubernetes", "git", "click"} <= set(
         contract["forbidden_modules"]
     )
+
+
+#: Libraries that only one module may import (DESIGN.md §5).
+SOLE_IMPORTERS = {
+    "kubernetes": "reconciler/cluster/kube.py",
+    "git": "reconciler/source/git.py",
+}
+
+
+def _imported_roots(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    roots: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            roots |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def test_only_the_adapters_import_their_libraries() -> None:
+    for path in sorted((ROOT / "reconciler").rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        for library in _imported_roots(path) & set(SOLE_IMPORTERS):
+            assert relative == SOLE_IMPORTERS[library], f"{relative} imports {library}"

@@ -1,0 +1,1 @@
+"""The test suite, grouped by concept (see each module docstring)."""
