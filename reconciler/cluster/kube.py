@@ -1,0 +1,312 @@
+"""The real cluster adapter: the official ``kubernetes`` client behind the Cluster interface.
+
+The only module that imports ``kubernetes``. It uses the dynamic client (any kind, discovered),
+server-side apply with our field manager (``force`` on conflicts), JSON merge patches and
+deletion with a propagation policy. Discovery is cached and refreshed once when a kind is not
+found (a CRD was just added). Every library exception is translated here, once, into the errors
+of :mod:`reconciler.errors`; messages carry the status and the server's reason, never a
+credential or an object's content. :func:`connect` builds a client from a Runtime's
+``spec.cluster``: a kubeconfig file in ``--kubeconfig-dir``, a context of the local kubeconfig,
+the in-cluster service account, or a kubeconfig kept in a Secret of the daemon's namespace (read
+into memory, never written anywhere).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client as _k8s_client
+from kubernetes import config as _k8s_config
+from kubernetes.config.config_exception import ConfigException
+from kubernetes.dynamic import DynamicClient as _DynamicClient
+from kubernetes.dynamic import exceptions as dyn
+from urllib3.exceptions import HTTPError
+
+from reconciler.cluster.api import Body, KindInfo, ObjectRef
+from reconciler.errors import (
+    AccessError,
+    ConflictError,
+    ForbiddenError,
+    InvalidObjectError,
+    NotFoundError,
+    ReconcilerError,
+    ServerError,
+    ThrottledError,
+    UnknownKindError,
+)
+from reconciler.model import ClusterAccess
+
+MERGE_PATCH = "application/merge-patch+json"
+
+# The client's typing is partial; we hold it as Any at this edge and type our own interface.
+k8s_client: Any = _k8s_client
+k8s_config: Any = _k8s_config
+DynamicClient: Any = _DynamicClient
+
+
+class KubeCluster:
+    """A Kubernetes API server reached through ``api_client``."""
+
+    def __init__(self, api_client: Any, *, name: str = "cluster") -> None:
+        self.name = name
+        with _translated(f"{name}: discovery"):
+            self._dynamic: Any = DynamicClient(api_client)
+
+    def get(self, ref: ObjectRef) -> Body | None:
+        """See :meth:`reconciler.cluster.api.Cluster.get`."""
+        resource = self._resource(ref.api_version, ref.kind)
+        try:
+            with _translated(f"get {ref.subject}"):
+                found = resource.get(name=ref.name, namespace=ref.namespace or None)
+        except NotFoundError:
+            return None
+        return _as_dict(found)
+
+    def list_objects(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        namespace: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> list[Body]:
+        """See :meth:`reconciler.cluster.api.Cluster.list_objects`."""
+        resource = self._resource(api_version, kind)
+        selector = ",".join(f"{k}={v}" for k, v in sorted((labels or {}).items())) or None
+        with _translated(f"list {kind}"):
+            found = resource.get(namespace=namespace, label_selector=selector)
+        items = _as_dict(found).get("items", [])
+        for item in items:  # list items carry neither apiVersion nor kind
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", kind)
+        return list(items)
+
+    def apply(
+        self,
+        body: Mapping[str, Any],
+        *,
+        field_manager: str,
+        force: bool = True,
+        dry_run: bool = False,
+    ) -> Body:
+        """See :meth:`reconciler.cluster.api.Cluster.apply`."""
+        ref = ObjectRef.of(body)
+        resource = self._resource(ref.api_version, ref.kind)
+        with _translated(f"apply {ref.subject}"):
+            applied = self._dynamic.server_side_apply(
+                resource,
+                body=dict(body),
+                namespace=ref.namespace or None,
+                field_manager=field_manager,
+                force_conflicts=force,
+                dry_run="All" if dry_run else None,
+            )
+        return _as_dict(applied)
+
+    def patch(self, ref: ObjectRef, merge_patch: Mapping[str, Any]) -> Body:
+        """See :meth:`reconciler.cluster.api.Cluster.patch`."""
+        resource = self._resource(ref.api_version, ref.kind)
+        with _translated(f"patch {ref.subject}"):
+            patched = self._dynamic.patch(
+                resource,
+                body=dict(merge_patch),
+                name=ref.name,
+                namespace=ref.namespace or None,
+                content_type=MERGE_PATCH,
+            )
+        return _as_dict(patched)
+
+    def delete(self, ref: ObjectRef, *, propagation: str = "Background") -> bool:
+        """See :meth:`reconciler.cluster.api.Cluster.delete`."""
+        resource = self._resource(ref.api_version, ref.kind)
+        try:
+            with _translated(f"delete {ref.subject}"):
+                resource.delete(
+                    name=ref.name, namespace=ref.namespace or None, propagation_policy=propagation
+                )
+        except NotFoundError:
+            return False
+        return True
+
+    def kind_info(self, api_version: str, kind: str) -> KindInfo | None:
+        """See :meth:`reconciler.cluster.api.Cluster.kind_info`."""
+        resource = self._find(api_version=api_version, kind=kind)
+        return _info(resource) if resource is not None else None
+
+    def kinds_in_group(self, group: str, kind: str) -> KindInfo | None:
+        """See :meth:`reconciler.cluster.api.Cluster.kinds_in_group`."""
+        resource = self._find(group=group, kind=kind)
+        return _info(resource) if resource is not None else None
+
+    # -- discovery -----------------------------------------------------------------------------
+
+    def _resource(self, api_version: str, kind: str) -> Any:
+        resource = self._find(api_version=api_version, kind=kind)
+        if resource is None:
+            raise UnknownKindError(f"{self.name} does not serve {kind} in {api_version}")
+        return resource
+
+    def _find(self, **query: str) -> Any:
+        """A resource by query; the discovery cache is refreshed once on a miss."""
+        for attempt in range(2):
+            try:
+                with _translated(f"{self.name}: discovery"):
+                    found = self._dynamic.resources.search(**query)
+            except ReconcilerError:
+                raise
+            top = [r for r in found if "/" not in getattr(r, "name", "")]
+            if top:
+                return _preferred(top)
+            if attempt == 0:
+                self._dynamic.resources.invalidate_cache()
+        return None
+
+
+def _preferred(resources: list[Any]) -> Any:
+    """The resource in the group's preferred version when several versions serve the kind."""
+    preferred = [r for r in resources if getattr(r, "preferred", False)]
+    return (preferred or resources)[0]
+
+
+def _info(resource: Any) -> KindInfo:
+    return KindInfo(
+        group=str(resource.group or ""),
+        version=str(resource.api_version),
+        kind=str(resource.kind),
+        plural=str(resource.name),
+        namespaced=bool(resource.namespaced),
+    )
+
+
+def _as_dict(found: Any) -> Body:
+    if hasattr(found, "to_dict"):
+        return dict(found.to_dict())
+    return dict(found)
+
+
+_BY_STATUS: dict[int, type[ReconcilerError]] = {
+    400: InvalidObjectError,
+    401: ForbiddenError,
+    403: ForbiddenError,
+    404: NotFoundError,
+    409: ConflictError,
+    410: ConflictError,
+    422: InvalidObjectError,
+    429: ThrottledError,
+}
+
+
+@contextmanager
+def _translated(what: str) -> Iterator[None]:
+    """Turn the client's exceptions into ours, once, here; no bodies or headers in messages."""
+    try:
+        yield
+    except dyn.ResourceNotFoundError as error:
+        raise UnknownKindError(f"{what}: kind not served") from error
+    except dyn.DynamicApiError as error:
+        raise _api_error(what, error) from error
+    except (HTTPError, OSError) as error:
+        raise ServerError(
+            f"{what}: cannot reach the API server ({type(error).__name__})"
+        ) from error
+
+
+def _api_error(what: str, error: Any) -> ReconcilerError:
+    status = int(getattr(error, "status", 0) or 0)
+    reason = _server_message(error)
+    message = f"{what}: {status} {reason}".strip()
+    kind = _BY_STATUS.get(status)
+    if kind is ThrottledError:
+        return ThrottledError(message, retry_after=_retry_after(error))
+    if kind is not None:
+        return kind(message)
+    return ServerError(message, retry_after=10.0)
+
+
+def _server_message(error: Any) -> str:
+    """The ``message`` of the server's Status response, bounded in length."""
+    try:
+        status = json.loads(getattr(error, "body", "") or "{}")
+        text = str(status.get("message", "")) or str(getattr(error, "reason", ""))
+    except (ValueError, TypeError, AttributeError):
+        text = str(getattr(error, "reason", ""))
+    return text[:300]
+
+
+def _retry_after(error: Any) -> float:
+    headers = getattr(error, "headers", None) or {}
+    try:
+        return max(1.0, float(headers.get("Retry-After", 5)))
+    except (TypeError, ValueError):
+        return 5.0
+
+
+# -- connecting --------------------------------------------------------------------------------
+
+
+def connect(
+    access: ClusterAccess,
+    *,
+    name: str,
+    kubeconfig_dir: Path | None = None,
+    secret_namespace: str = "reconciler-system",  # noqa: S107 (a namespace, not a secret)
+) -> KubeCluster:
+    """A :class:`KubeCluster` for a Runtime's ``spec.cluster``; :class:`AccessError` when the
+    credentials cannot be found or read."""
+    try:
+        api_client = _api_client(access, kubeconfig_dir, secret_namespace)
+    except (ConfigException, OSError, yaml.YAMLError, binascii.Error, UnicodeDecodeError) as error:
+        raise AccessError(
+            f"{name}: cannot use {access.describe()}: {type(error).__name__}"
+        ) from error
+    return KubeCluster(api_client, name=name)
+
+
+def _api_client(access: ClusterAccess, kubeconfig_dir: Path | None, secret_namespace: str) -> Any:
+    if access.kubeconfig_file is not None:
+        if kubeconfig_dir is None:
+            raise AccessError(f"{access.describe()} needs --kubeconfig-dir")
+        path = kubeconfig_dir / access.kubeconfig_file
+        if not path.is_file():
+            raise AccessError(f"{access.describe()}: no such file in {kubeconfig_dir}")
+        return k8s_config.new_client_from_config(config_file=str(path))
+    if access.context is not None:
+        return k8s_config.new_client_from_config(context=access.context)
+    if access.in_cluster:
+        configuration = k8s_client.Configuration()
+        k8s_config.load_incluster_config(client_configuration=configuration)
+        return k8s_client.ApiClient(configuration)
+    return _client_from_secret(access, secret_namespace)
+
+
+def _client_from_secret(access: ClusterAccess, namespace: str) -> Any:
+    """Read the kubeconfig from a Secret of the cluster the reconciler runs against."""
+    name = access.kubeconfig_secret or ""
+    core = k8s_client.CoreV1Api(_home_client())
+    with _translated(f"read Secret {namespace}/{name}"):
+        secret = core.read_namespaced_secret(name, namespace)
+    data = (secret.data or {}).get(access.kubeconfig_secret_key)
+    if data is None:
+        raise AccessError(
+            f"Secret {namespace}/{access.kubeconfig_secret} has no key "
+            f"'{access.kubeconfig_secret_key}'"
+        )
+    config = yaml.safe_load(base64.b64decode(data).decode("utf-8"))
+    return k8s_config.new_client_from_config_dict(config)
+
+
+def _home_client() -> Any:
+    """The cluster the reconciler itself runs in (in-cluster), else the local kubeconfig's."""
+    try:
+        configuration = k8s_client.Configuration()
+        k8s_config.load_incluster_config(client_configuration=configuration)
+        return k8s_client.ApiClient(configuration)
+    except ConfigException:
+        return k8s_config.new_client_from_config()

@@ -1,0 +1,1 @@
+"""The cluster contract: behaviours the product relies on, run against every Cluster."""

@@ -1,0 +1,228 @@
+"""What every Cluster implementation must do the way an API server does.
+
+Runs against the in-memory cluster always and against a real cluster when
+RECONCILER_TEST_KUBECONFIG is set (see conftest.py). Waiting on a real cluster (a CRD becoming
+Established, a deletion finishing) is done by polling the condition with a deadline.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from reconciler.cluster.api import ObjectRef, is_established
+from reconciler.errors import ConflictError, NotFoundError, UnknownKindError
+from tests.contract.conftest import Target
+
+MANAGER = "reconciler-contract"
+
+
+def _until(condition: Callable[[], bool], seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.2)
+
+
+def _namespace(target: Target, base: str = "ns") -> str:
+    name = target.namespace(base)
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    target.cluster.apply(body, field_manager=MANAGER)
+    target.created.append(ObjectRef.of(body))
+    return name
+
+
+def _configmap(namespace: str, name: str = "cm", **data: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"team": "a"}},
+        "data": data,
+    }
+
+
+def _crd(target: Target) -> dict[str, Any]:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"gizmos.{target.group}"},
+        "spec": {
+            "group": target.group,
+            "scope": "Namespaced",
+            "names": {
+                "kind": "Gizmo",
+                "plural": "gizmos",
+                "singular": "gizmo",
+                "listKind": "GizmoList",
+            },
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def test_namespaced_objects_need_their_namespace(target: Target) -> None:
+    with pytest.raises(NotFoundError):
+        target.cluster.apply(_configmap(target.namespace("missing")), field_manager=MANAGER)
+
+
+def test_apply_creates_and_an_identical_apply_changes_nothing(target: Target) -> None:
+    namespace = _namespace(target)
+    created = target.cluster.apply(_configmap(namespace, a="1"), field_manager=MANAGER)
+
+    again = target.cluster.apply(_configmap(namespace, a="1"), field_manager=MANAGER)
+
+    assert created["metadata"]["uid"]
+    assert again["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    found = target.cluster.get(ObjectRef.of(created))
+    assert found is not None
+    assert found["data"] == {"a": "1"}
+
+
+def test_a_change_bumps_resource_version_and_generation(target: Target) -> None:
+    namespace = _namespace(target)
+    sa = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d", "namespace": namespace},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "d"}},
+            "template": {
+                "metadata": {"labels": {"app": "d"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox:1"}]},
+            },
+        },
+    }
+    first = target.cluster.apply(sa, field_manager=MANAGER)
+    sa["spec"]["replicas"] = 2
+
+    second = target.cluster.apply(sa, field_manager=MANAGER)
+
+    assert second["metadata"]["resourceVersion"] != first["metadata"]["resourceVersion"]
+    assert second["metadata"]["generation"] == first["metadata"]["generation"] + 1
+
+
+def test_server_side_apply_removes_what_the_manager_stopped_applying(target: Target) -> None:
+    namespace = _namespace(target)
+    target.cluster.apply(_configmap(namespace, a="1", b="2"), field_manager=MANAGER)
+    ref = ObjectRef("v1", "ConfigMap", namespace, "cm")
+    target.cluster.patch(ref, {"data": {"theirs": "x"}})  # another writer's field
+
+    result = target.cluster.apply(_configmap(namespace, a="1"), field_manager=MANAGER)
+
+    assert result["data"] == {"a": "1", "theirs": "x"}
+
+
+def test_conflicts_without_force(target: Target) -> None:
+    namespace = _namespace(target)
+    target.cluster.apply(_configmap(namespace, a="1"), field_manager="someone-else")
+
+    with pytest.raises(ConflictError):
+        target.cluster.apply(_configmap(namespace, a="2"), field_manager=MANAGER, force=False)
+    forced = target.cluster.apply(_configmap(namespace, a="2"), field_manager=MANAGER, force=True)
+    assert forced["data"]["a"] == "2"
+
+
+def test_dry_run_changes_nothing(target: Target) -> None:
+    namespace = _namespace(target)
+
+    result = target.cluster.apply(_configmap(namespace, a="1"), field_manager=MANAGER, dry_run=True)
+
+    assert result["data"] == {"a": "1"}
+    assert target.cluster.get(ObjectRef("v1", "ConfigMap", namespace, "cm")) is None
+
+
+def test_unknown_kinds_are_refused_until_their_crd_is_established(target: Target) -> None:
+    namespace = _namespace(target)
+    gizmo = {
+        "apiVersion": f"{target.group}/v1",
+        "kind": "Gizmo",
+        "metadata": {"name": "g", "namespace": namespace},
+        "spec": {"size": 1},
+    }
+    with pytest.raises(UnknownKindError):
+        target.cluster.apply(gizmo, field_manager=MANAGER)
+
+    crd = target.cluster.apply(_crd(target), field_manager=MANAGER)
+    target.created.insert(0, ObjectRef.of(crd))
+    _until(lambda: is_established(target.cluster.get(ObjectRef.of(crd)) or {}))
+    _until(lambda: target.cluster.kind_info(f"{target.group}/v1", "Gizmo") is not None)
+
+    created = target.cluster.apply(gizmo, field_manager=MANAGER)
+    assert created["spec"] == {"size": 1}
+    info = target.cluster.kinds_in_group(target.group, "Gizmo")
+    assert info is not None
+    assert info.namespaced
+
+
+def test_list_by_labels_across_namespaces(target: Target) -> None:
+    one, two = _namespace(target, "one"), _namespace(target, "two")
+    target.cluster.apply(_configmap(one, "a"), field_manager=MANAGER)
+    target.cluster.apply(_configmap(two, "b"), field_manager=MANAGER)
+    other = _configmap(two, "c")
+    other["metadata"]["labels"] = {"team": "b"}
+    target.cluster.apply(other, field_manager=MANAGER)
+
+    found = target.cluster.list_objects("v1", "ConfigMap", labels={"team": "a"})
+    mine = {
+        (o["metadata"]["namespace"], o["metadata"]["name"])
+        for o in found
+        if o["metadata"]["namespace"] in (one, two)
+    }
+
+    assert mine == {(one, "a"), (two, "b")}
+    assert all(o["kind"] == "ConfigMap" for o in found)
+    in_one = target.cluster.list_objects("v1", "ConfigMap", namespace=one, labels={"team": "a"})
+    assert [o["metadata"]["name"] for o in in_one] == ["a"]
+
+
+def test_finalizers_hold_deletion_until_removed(target: Target) -> None:
+    namespace = _namespace(target)
+    body = _configmap(namespace)
+    body["metadata"]["finalizers"] = ["contract.reconciler.dev/hold"]
+    target.cluster.apply(body, field_manager=MANAGER)
+    ref = ObjectRef.of(body)
+
+    assert target.cluster.delete(ref) is True
+    held = target.cluster.get(ref)
+    assert held is not None
+    assert held["metadata"]["deletionTimestamp"]
+
+    target.cluster.patch(ref, {"metadata": {"finalizers": None}})
+    _until(lambda: target.cluster.get(ref) is None)
+    assert target.cluster.delete(ref) is False
+
+
+def test_merge_patch_removes_a_label(target: Target) -> None:
+    namespace = _namespace(target)
+    target.cluster.apply(_configmap(namespace), field_manager=MANAGER)
+
+    patched = target.cluster.patch(
+        ObjectRef("v1", "ConfigMap", namespace, "cm"), {"metadata": {"labels": {"team": None}}}
+    )
+
+    assert "team" not in (patched["metadata"].get("labels") or {})
+
+
+def test_patch_of_a_missing_object(target: Target) -> None:
+    namespace = _namespace(target)
+
+    with pytest.raises(NotFoundError):
+        target.cluster.patch(
+            ObjectRef("v1", "ConfigMap", namespace, "nothing"), {"data": {"a": "b"}}
+        )
