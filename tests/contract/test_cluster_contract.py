@@ -95,7 +95,7 @@ def test_apply_creates_and_an_identical_apply_changes_nothing(target: Target) ->
 
 def test_a_change_bumps_resource_version_and_generation(target: Target) -> None:
     namespace = _namespace(target)
-    sa = {
+    sa: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": "d", "namespace": namespace},
