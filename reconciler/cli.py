@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -18,11 +19,16 @@ import click
 import yaml
 
 from reconciler import __version__
+from reconciler.cluster.api import Cluster
+from reconciler.cluster.memory import InMemoryCluster
+from reconciler.cluster.snapshot import load_snapshot, save_snapshot
 from reconciler.diagnostics import Diagnostic, did_you_mean
 from reconciler.errors import ConfigError, NotFoundError, ReconcilerError
+from reconciler.lifecycle import ModuleState, sync_runtime
 from reconciler.loader import DEFAULT_MAX_FILE_SIZE, ReadOptions, load_repo
 from reconciler.model import ConfigRepo
 from reconciler.render import Renderer
+from reconciler.report import plan_text, plans_json, result_text, results_json
 from reconciler.resolve import Resolution, resolve_runtime
 from reconciler.validate import Validation
 
@@ -54,7 +60,8 @@ def cli() -> None:
     """Declarative GitOps for Kubernetes modules across a fleet of clusters.
 
     A config repo declares runtimes (clusters), modules (one folder per version) and release
-    channels. These commands check such a repo and show what each runtime should run.
+    channels. validate checks such a repo, render shows what each runtime should run, diff
+    shows what would change in the clusters and sync makes it so.
     """
 
 
@@ -127,6 +134,193 @@ def render(
             + f" (it runs: {', '.join(names)})"
         )
     click.echo(render_stream(config, resolution, modules), nl=False)
+
+
+snapshot_option = click.option(
+    "--snapshot",
+    type=click.Path(path_type=Path),
+    help="Use a recorded cluster instead of a live one: a YAML file of objects (one runtime) or "
+    "a folder of <runtime>.yaml files. sync writes the result back (not with --dry-run).",
+)
+kubeconfig_dir_option = click.option(
+    "--kubeconfig-dir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    envvar="RECONCILER_KUBECONFIG_DIR",
+    help="Folder of the kubeconfig files that runtimes name in spec.cluster.kubeconfigFile.",
+)
+secret_namespace_option = click.option(
+    "--secret-namespace",
+    default="reconciler-system",
+    show_default=True,
+    help="Namespace of the Secrets that runtimes name in spec.cluster.kubeconfigSecret.",
+)
+runtimes_option = click.option(
+    "--runtime",
+    "runtime_names",
+    multiple=True,
+    help="Only this runtime (repeat for several; default: every runtime).",
+)
+format_option = click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+)
+
+
+@cli.command()
+@repo_argument
+@runtimes_option
+@snapshot_option
+@kubeconfig_dir_option
+@secret_namespace_option
+@format_option
+@click.option(
+    "--details/--no-details",
+    default=True,
+    show_default=True,
+    help="Show field-level diffs of updated objects.",
+)
+@channels_option
+@max_size_option
+def diff(
+    repo: Path,
+    runtime_names: Sequence[str],
+    snapshot: Path | None,
+    kubeconfig_dir: Path | None,
+    secret_namespace: str,
+    output_format: str,
+    details: bool,
+    channels_dir: Path | None,
+    max_file_size: int,
+) -> None:
+    """Show what a sync would change in each runtime's cluster, changing nothing.
+
+    Per runtime, per module (install, upgrade, reconfigure, unchanged, removal, blocked or
+    deferred, with a reason), per object (+ create, ~ update with field diffs, - delete);
+    Secret values are masked. Exit status like kubectl diff: 0 no changes, 1 changes,
+    2 an error (a runtime that could not be read is reported and the others still shown).
+    """
+    config = _valid_repo(repo, channels_dir, max_file_size)
+    targets = _targets(config, runtime_names, snapshot)
+    access = _Access(kubeconfig_dir, secret_namespace)
+    plans, errors = [], {}
+    for name in targets:
+        try:
+            cluster = access.cluster(config, name, snapshot)
+            plans.append(sync_runtime(cluster, config, name, now=_now(), dry_run=True).plan)
+        except ReconcilerError as error:
+            errors[name] = str(error)
+    if output_format == "json":
+        click.echo(json.dumps(plans_json(plans, errors), indent=2, sort_keys=True))
+    else:
+        for the_plan in plans:
+            click.echo(plan_text(the_plan, details=details), nl=False)
+        for name, message in sorted(errors.items()):
+            click.echo(f"runtime {name}: error: {message}", err=True)
+    if errors:
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_INVALID if any(p.has_changes for p in plans) else EXIT_OK)
+
+
+@cli.command()
+@repo_argument
+@runtimes_option
+@click.option("--dry-run", is_flag=True, help="Plan and print, change nothing.")
+@snapshot_option
+@kubeconfig_dir_option
+@secret_namespace_option
+@format_option
+@channels_option
+@max_size_option
+def sync(
+    repo: Path,
+    runtime_names: Sequence[str],
+    dry_run: bool,
+    snapshot: Path | None,
+    kubeconfig_dir: Path | None,
+    secret_namespace: str,
+    output_format: str,
+    channels_dir: Path | None,
+    max_file_size: int,
+) -> None:
+    """Carry each runtime's plan out once and print what was done and every module's state.
+
+    Modules are applied in dependency order and removed by their recorded strategy; a module
+    that fails is reported in state Error and the others go on. Exit status: 0 done (states may
+    still be Processing, Deleting or Warning), 1 a module or runtime ended in Error, 2 a usage,
+    config or access error.
+    """
+    config = _valid_repo(repo, channels_dir, max_file_size)
+    targets = _targets(config, runtime_names, snapshot)
+    access = _Access(kubeconfig_dir, secret_namespace)
+    results, errors = [], {}
+    for name in targets:
+        try:
+            cluster = access.cluster(config, name, snapshot)
+            result = sync_runtime(cluster, config, name, now=_now(), dry_run=dry_run)
+        except ReconcilerError as error:
+            errors[name] = str(error)
+            continue
+        results.append(result)
+        if snapshot is not None and not dry_run and isinstance(cluster, InMemoryCluster):
+            save_snapshot(cluster, _snapshot_file(snapshot, name))
+    if output_format == "json":
+        click.echo(json.dumps(results_json(results, errors), indent=2, sort_keys=True))
+    else:
+        for result in results:
+            text = plan_text(result.plan) if dry_run else result_text(result)
+            click.echo(text, nl=False)
+        for name, message in sorted(errors.items()):
+            click.echo(f"runtime {name}: error: {message}", err=True)
+    failed = any(r.state is ModuleState.ERROR for r in results)
+    sys.exit(
+        EXIT_ERROR if errors and not results else EXIT_INVALID if failed or errors else EXIT_OK
+    )
+
+
+def _targets(config: ConfigRepo, names: Sequence[str], snapshot: Path | None) -> list[str]:
+    for name in names:
+        if name not in config.runtimes:
+            raise NotFoundError(
+                f"runtime '{name}' does not exist" + did_you_mean(name, config.runtimes)
+            )
+    chosen = list(dict.fromkeys(names)) or sorted(config.runtimes)
+    if snapshot is not None and not snapshot.is_dir() and len(chosen) > 1:
+        raise click.UsageError(
+            "--snapshot FILE holds one cluster: name one --runtime, or give a folder of "
+            "<runtime>.yaml files"
+        )
+    return chosen
+
+
+class _Access:
+    """How the CLI reaches each runtime's cluster."""
+
+    def __init__(self, kubeconfig_dir: Path | None, secret_namespace: str) -> None:
+        self.kubeconfig_dir = kubeconfig_dir
+        self.secret_namespace = secret_namespace
+
+    def cluster(self, config: ConfigRepo, name: str, snapshot: Path | None) -> Cluster:
+        if snapshot is not None:
+            return load_snapshot(_snapshot_file(snapshot, name))
+        from reconciler.cluster.kube import connect  # the client is imported only when needed
+
+        return connect(
+            config.runtimes[name].cluster,
+            name=name,
+            kubeconfig_dir=self.kubeconfig_dir,
+            secret_namespace=self.secret_namespace,
+        )
+
+
+def _snapshot_file(snapshot: Path, runtime: str) -> Path:
+    return snapshot / f"{runtime}.yaml" if snapshot.is_dir() else snapshot
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 def render_stream(config: ConfigRepo, resolution: Resolution, modules: Sequence[str]) -> str:

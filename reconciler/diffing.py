@@ -70,8 +70,28 @@ def _walk(desired: Any, live: Any, path: tuple[str, ...]) -> Iterator[FieldChang
                 continue
             yield from _walk(value, live_map.get(key), child)
         return
+    if isinstance(desired, list) and isinstance(live, list) and desired and live:
+        pairs = _list_pairs(desired, live)
+        if pairs is not None:
+            for label, mine, theirs in pairs:
+                yield from _walk(mine, theirs, (*path[:-1], f"{path[-1]}[{label}]"))
+            return
     if not _equal(desired, live):
         yield FieldChange(".".join(path), live, desired)
+
+
+def _list_pairs(desired: list[Any], live: list[Any]) -> list[tuple[str, Any, Any]] | None:
+    """Elements to compare one by one: by ``name`` when every element has one (containers,
+    ports, env), else by position when the lengths agree; ``None`` compares the lists whole."""
+    if all(isinstance(x, Mapping) and "name" in x for x in (*desired, *live)):
+        names = [str(x["name"]) for x in desired]
+        theirs = {str(x["name"]): x for x in live}
+        if len(set(names)) == len(names) and set(names) == set(theirs):
+            return [(n, d, theirs[n]) for n, d in zip(names, desired, strict=True)]
+        return None
+    if len(desired) == len(live) and all(isinstance(x, Mapping) for x in desired):
+        return [(str(i), d, v) for i, (d, v) in enumerate(zip(desired, live, strict=True))]
+    return None
 
 
 def _ignored(path: tuple[str, ...]) -> bool:
