@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 import yaml
@@ -22,7 +22,7 @@ from reconciler import __version__
 from reconciler.cluster.api import Cluster
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.cluster.snapshot import load_snapshot, save_snapshot
-from reconciler.diagnostics import Diagnostic, did_you_mean
+from reconciler.diagnostics import did_you_mean
 from reconciler.errors import ConfigError, NotFoundError, ReconcilerError
 from reconciler.lifecycle import ModuleState, sync_runtime
 from reconciler.loader import DEFAULT_MAX_FILE_SIZE, ReadOptions, load_repo
@@ -54,7 +54,20 @@ max_size_option = click.option(
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _Group(click.Group):
+    """Maps our errors to messages and exit codes, for every command, in one place."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ReconcilerError as error:
+            ctx.exit(_report(error))
+
+
+@click.group(
+    cls=_Group,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, "--version", prog_name="reconciler")
 def cli() -> None:
     """Declarative GitOps for Kubernetes modules across a fleet of clusters.
@@ -382,33 +395,18 @@ def _validation_json(repo: Path, validation: Validation) -> dict[str, Any]:
     return result
 
 
-def _fail(error: ReconcilerError) -> NoReturn:
+def _report(error: ReconcilerError) -> int:
+    """Print ``error`` for people; the exit status its type carries."""
     if isinstance(error, ConfigError):
         for diagnostic in error.diagnostics:
             click.echo(diagnostic.format(), err=True)
-        _print_diagnostic_summary(error.diagnostics)
-        sys.exit(EXIT_INVALID)
+        count = len(error.diagnostics)
+        click.echo(f"the config repo is invalid ({count} errors); nothing done", err=True)
+        return EXIT_INVALID
     click.echo(f"error: {error}", err=True)
-    sys.exit(EXIT_ERROR)
-
-
-def _print_diagnostic_summary(diagnostics: Sequence[Diagnostic]) -> None:
-    click.echo(
-        f"the config repo is invalid ({len(diagnostics)} errors); nothing rendered", err=True
-    )
+    return EXIT_ERROR
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point: run the CLI and map our errors to exit codes."""
-    try:
-        cli.main(args=list(argv) if argv is not None else None, standalone_mode=False)
-    except click.exceptions.Exit as done:
-        sys.exit(done.exit_code)
-    except click.ClickException as error:
-        error.show()
-        sys.exit(EXIT_ERROR)
-    except click.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(EXIT_ERROR)
-    except ReconcilerError as error:
-        _fail(error)
+    """Console-script entry point."""
+    cli.main(args=list(argv) if argv is not None else None, prog_name="reconciler")
