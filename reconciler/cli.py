@@ -151,9 +151,10 @@ def render(
 
 snapshot_option = click.option(
     "--snapshot",
-    type=click.Path(path_type=Path),
+    type=click.Path(),
     help="Use a recorded cluster instead of a live one: a YAML file of objects (one runtime) or "
-    "a folder of <runtime>.yaml files. sync writes the result back (not with --dry-run).",
+    "a folder of <runtime>.yaml files (an existing folder, or a path ending in /). sync writes "
+    "the result back (not with --dry-run).",
 )
 kubeconfig_dir_option = click.option(
     "--kubeconfig-dir",
@@ -200,7 +201,7 @@ format_option = click.option(
 def diff(
     repo: Path,
     runtime_names: Sequence[str],
-    snapshot: Path | None,
+    snapshot: str | None,
     kubeconfig_dir: Path | None,
     secret_namespace: str,
     output_format: str,
@@ -251,7 +252,7 @@ def sync(
     repo: Path,
     runtime_names: Sequence[str],
     dry_run: bool,
-    snapshot: Path | None,
+    snapshot: str | None,
     kubeconfig_dir: Path | None,
     secret_namespace: str,
     output_format: str,
@@ -293,14 +294,14 @@ def sync(
     )
 
 
-def _targets(config: ConfigRepo, names: Sequence[str], snapshot: Path | None) -> list[str]:
+def _targets(config: ConfigRepo, names: Sequence[str], snapshot: str | None) -> list[str]:
     for name in names:
         if name not in config.runtimes:
             raise NotFoundError(
                 f"runtime '{name}' does not exist" + did_you_mean(name, config.runtimes)
             )
     chosen = list(dict.fromkeys(names)) or sorted(config.runtimes)
-    if snapshot is not None and not snapshot.is_dir() and len(chosen) > 1:
+    if snapshot is not None and not _is_folder(snapshot) and len(chosen) > 1:
         raise click.UsageError(
             "--snapshot FILE holds one cluster: name one --runtime, or give a folder of "
             "<runtime>.yaml files"
@@ -315,7 +316,7 @@ class _Access:
         self.kubeconfig_dir = kubeconfig_dir
         self.secret_namespace = secret_namespace
 
-    def cluster(self, config: ConfigRepo, name: str, snapshot: Path | None) -> Cluster:
+    def cluster(self, config: ConfigRepo, name: str, snapshot: str | None) -> Cluster:
         if snapshot is not None:
             return load_snapshot(_snapshot_file(snapshot, name))
         from reconciler.cluster.kube import connect  # the client is imported only when needed
@@ -328,8 +329,12 @@ class _Access:
         )
 
 
-def _snapshot_file(snapshot: Path, runtime: str) -> Path:
-    return snapshot / f"{runtime}.yaml" if snapshot.is_dir() else snapshot
+def _is_folder(snapshot: str) -> bool:
+    return snapshot.endswith("/") or Path(snapshot).is_dir()
+
+
+def _snapshot_file(snapshot: str, runtime: str) -> Path:
+    return Path(snapshot) / f"{runtime}.yaml" if _is_folder(snapshot) else Path(snapshot)
 
 
 def _now() -> datetime:

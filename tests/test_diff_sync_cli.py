@@ -156,3 +156,21 @@ def test_secret_values_are_masked_in_field_diffs() -> None:
 
     assert [(c.path, c.old, c.new) for c in changes] == [("data.k", MASK, MASK)]
     assert "bmV3" not in changes[0].format()
+
+
+def test_a_new_snapshot_folder_is_named_with_a_trailing_slash(fleet: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "new-clusters"
+
+    result = _run(
+        "sync",
+        str(fleet),
+        "--runtime",
+        "prod-eu-1",
+        "--runtime",
+        "dev-sandbox",
+        "--snapshot",
+        f"{folder}/",
+    )
+
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in folder.iterdir()) == ["dev-sandbox.yaml", "prod-eu-1.yaml"]
