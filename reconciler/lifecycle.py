@@ -152,7 +152,7 @@ class Lifecycle:
         the_plan = plan(context, desired, live)
         if dry_run or the_plan.suspended:
             return SyncResult(context.runtime, the_plan, (), dry_run=dry_run)
-        statuses = self.execute(context.runtime, the_plan, desired, live)
+        statuses = self.execute(context.runtime, the_plan, desired, live, context.dependencies)
         return SyncResult(context.runtime, the_plan, statuses)
 
     # -- observation ---------------------------------------------------------------------------
@@ -243,14 +243,21 @@ class Lifecycle:
         the_plan: Plan,
         desired: Sequence[DesiredModule],
         live: Mapping[str, LiveModule],
+        dependencies: Mapping[str, tuple[str, ...]] | None = None,
     ) -> tuple[ModuleStatus, ...]:
-        """Carry ``the_plan`` out, module by module; returns each module's status."""
+        """Carry ``the_plan`` out, module by module; returns each module's status.
+
+        ``dependencies`` (module -> the modules it depends on) holds a removal back while a
+        module that depends on it is still being removed."""
         by_name = {d.name: d for d in desired}
         statuses: dict[str, ModuleStatus] = {}
         for entry in the_plan.modules:
             module_live = live.get(entry.module, LiveModule())
             try:
-                if entry.module in by_name:
+                waiting = _dependents_left(entry, dependencies or {}, statuses, by_name)
+                if waiting:
+                    status = _waiting_for_dependents(entry, waiting)
+                elif entry.module in by_name:
                     status = self._desired(
                         runtime, entry, by_name[entry.module], module_live, statuses
                     )
@@ -402,6 +409,32 @@ class Lifecycle:
         return ModuleStatus(entry.module, ModuleState.READY, reason, message, entry.to_version)
 
 
+def _dependents_left(
+    entry: ModulePlan,
+    dependencies: Mapping[str, tuple[str, ...]],
+    statuses: Mapping[str, ModuleStatus],
+    desired: Mapping[str, DesiredModule],
+) -> list[str]:
+    """Modules removed in this plan that depend on ``entry``'s module and are not gone yet."""
+    if entry.module in desired or entry.action is ModuleAction.REMOVE_IGNORE:
+        return []
+    return [
+        name
+        for name, status in statuses.items()
+        if name not in desired
+        and status.state is not None
+        and status.state is not ModuleState.UNMANAGED
+        and entry.module in dependencies.get(name, ())
+    ]
+
+
+def _waiting_for_dependents(entry: ModulePlan, waiting: list[str]) -> ModuleStatus:
+    message = f"deletion of {entry.module} waits until {', '.join(waiting)} is gone"
+    return ModuleStatus(
+        entry.module, ModuleState.DELETING, "WaitingForDependents", message, entry.from_version
+    )
+
+
 def workload_available(body: Mapping[str, Any]) -> bool:
     """A Deployment/StatefulSet/DaemonSet has caught up with its spec and is available."""
     metadata, status = body.get("metadata", {}), body.get("status") or {}
@@ -526,6 +559,7 @@ def sync_runtime(
     runtime = repo.runtimes[runtime_name]
     resolution = resolve_runtime(repo, runtime)
     desired = desired_modules(repo, resolution, renderer or Renderer(repo))
-    context = Context(runtime.name, now, runtime.maintenance_window, runtime.suspend)
+    dependencies = {name: m.depends_on for name, m in repo.modules.items()}
+    context = Context(runtime.name, now, runtime.maintenance_window, runtime.suspend, dependencies)
     lifecycle = Lifecycle(cluster, system_namespace=repo.settings.system_namespace, commit=commit)
     return lifecycle.sync(context, desired, dry_run=dry_run)

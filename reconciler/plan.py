@@ -206,6 +206,7 @@ class Context:
     now: datetime
     window: MaintenanceWindow | None = None
     suspended: bool = False
+    dependencies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def plan(
@@ -216,8 +217,8 @@ def plan(
         return Plan(context.runtime, (), suspended=True)
     wanted = {d.name for d in desired}
     entries = [_plan_desired(context, d, live.get(d.name, LiveModule())) for d in desired]
-    removed = sorted((n for n in live if n not in wanted and live[n].inventory), reverse=True)
-    entries += [_plan_removal(live[n]) for n in removed]
+    removed = [n for n in live if n not in wanted and live[n].inventory]
+    entries += [_plan_removal(live[n]) for n in removal_order(removed, context.dependencies)]
     return Plan(context.runtime, tuple(entries))
 
 
@@ -398,6 +399,19 @@ def _blocking_message(module: str, live: LiveModule) -> str:
         f"deletion of {module} waits for {live.blocking_total} object(s) of its kinds: "
         f"{shown}{tail}; the operator keeps running until they are gone"
     )
+
+
+def removal_order(names: Sequence[str], dependencies: Mapping[str, tuple[str, ...]]) -> list[str]:
+    """Modules to remove, each before the modules it depends on; ties by name."""
+    pending = set(names)
+    ordered: list[str] = []
+    while pending:
+        # a module can go when no other pending module depends on it
+        free = sorted(n for n in pending if not any(n in dependencies.get(o, ()) for o in pending))
+        batch = free or sorted(pending)[:1]
+        ordered.extend(batch)
+        pending -= set(batch)
+    return ordered
 
 
 def deletion_order(refs: Sequence[ObjectRef]) -> list[ObjectRef]:

@@ -21,7 +21,7 @@ from reconciler.model import (
     ModuleRef,
     Strategy,
 )
-from reconciler.plan import ModuleAction
+from reconciler.plan import ModuleAction, Plan
 from tests.lifecycle_helpers import NAMESPACE, NOW, repo, sync
 
 DEPLOYMENT = ObjectRef("apps/v1", "Deployment", NAMESPACE, "widget-operator")
@@ -340,3 +340,47 @@ def test_suspended_runtime_changes_nothing(cluster: InMemoryCluster) -> None:
 
     assert result.plan.suspended
     assert cluster.writes == 0
+
+
+def test_a_dependency_is_removed_after_its_dependents(cluster: InMemoryCluster) -> None:
+    sync(cluster, repo(ModuleRef("gadget")))
+    mine = {
+        "apiVersion": "example.io/v1",
+        "kind": "Gadget",
+        "metadata": {"name": "mine", "namespace": NAMESPACE},
+    }
+    cluster.apply(mine, field_manager="kubectl")
+
+    blocked = sync(cluster, repo())
+
+    assert [m.module for m in blocked.plan.modules] == ["gadget", "widget"]
+    assert _status(blocked, "gadget") == (ModuleState.DELETING, "WaitingForResources")
+    assert _status(blocked, "widget") == (ModuleState.DELETING, "WaitingForDependents")
+    assert cluster.get(DEPLOYMENT) is not None
+
+    cluster.delete(ObjectRef.of(mine))
+    done = sync(cluster, repo())
+    assert _status(done, "gadget") == (None, "Removed")
+    assert _status(done, "widget") == (None, "Removed")
+    assert cluster.get(DEPLOYMENT) is None
+
+
+def test_plans_are_comparable_serialisable_data(cluster: InMemoryCluster) -> None:
+    import json
+
+    first = sync_dry(cluster)
+    second = sync_dry(cluster)
+
+    assert first == second
+    assert json.dumps(first.to_json(), sort_keys=True) == json.dumps(
+        second.to_json(), sort_keys=True
+    )
+    widget = next(m for m in first.to_json()["modules"] if m["module"] == "widget")
+    assert widget["action"] == "install"
+    assert {c["action"] for c in widget["changes"]} == {"create"}
+
+
+def sync_dry(cluster: InMemoryCluster) -> Plan:
+    from reconciler.lifecycle import sync_runtime
+
+    return sync_runtime(cluster, repo(ModuleRef("widget")), "rt", now=NOW, dry_run=True).plan

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.errors import SourceError
+from reconciler.errors import ReconcilerError, SourceError
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -34,6 +34,8 @@ def load_snapshot(path: Path) -> InMemoryCluster:
         cluster.load(list(_objects(documents)))
     except (KeyError, TypeError, ValueError) as error:
         raise SourceError(f"{path}: not a snapshot of Kubernetes objects: {error!r}") from error
+    except ReconcilerError as error:  # e.g. a custom resource whose CRD is not in the snapshot
+        raise SourceError(f"{path}: {error}") from error
     cluster.writes = 0
     return cluster
 
