@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,7 +68,7 @@ def test_snapshot_round_trip_keeps_objects_and_field_owners(tmp_path: Path) -> N
     cluster.apply(
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}}, field_manager="m"
     )
-    config = {
+    config: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": "c", "namespace": "ns"},
