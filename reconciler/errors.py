@@ -7,6 +7,7 @@ help::
      +-- PermanentError            retrying will not help; a person must change something
      |    +-- ConfigError           the config repo is invalid (carries every diagnostic)
      |    +-- SourceError           the config repo cannot be read (missing dir, permissions)
+     |    |    +-- UnreadableError  one file of it cannot be read
      |    +-- NotFoundError         a named thing (runtime, module, object) does not exist
      |    +-- InvalidObjectError    the API server refused an object as invalid (422)
      |    +-- ForbiddenError        the credentials may not do this (401, 403)
@@ -56,6 +57,10 @@ class ConfigError(PermanentError):
 
 class SourceError(PermanentError):
     """The config repo (or a source it names) cannot be read at all."""
+
+
+class UnreadableError(SourceError):
+    """A file exists but cannot be read (permissions, I/O)."""
 
 
 class NotFoundError(PermanentError):

@@ -5,7 +5,7 @@ and the channels folder), reads each file safely (rule C6: size limit, strict UT
 leaving the repo), parses it with :mod:`reconciler.yamlsafe` and hands the result to the pure
 :func:`reconciler.validate.validate_repo`. Paths in diagnostics are shown as the user reaches them
 from the current directory (``sample-repo/runtimes/prod-eu-1.yaml``). Callers: the CLI, tests and
-the benchmark; later the git source, on each commit's snapshot.
+the benchmark, and the git source (a revision's tree, see :mod:`reconciler.source.git`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.diagnostics import Diagnostic
-from reconciler.errors import SourceError
+from reconciler.errors import SourceError, UnreadableError
 from reconciler.schema import SchemaChecker
 from reconciler.schemafiles import load_schemas
+from reconciler.tree import Entry, SourceTree
 from reconciler.validate import RawFile, RawModule, RawRepo, RawVersion, Validation, validate_repo
 from reconciler.yamlsafe import parse_yaml
 
@@ -41,123 +42,215 @@ def load_repo(
     path: str | os.PathLike[str],
     options: ReadOptions | None = None,
     checker: SchemaChecker | None = None,
+    *,
+    tree: SourceTree | None = None,
+    cache: ParseCache | None = None,
 ) -> Validation:
     """Read and validate the config repo at ``path``. Raises :class:`SourceError` when the repo
     cannot be read at all (missing folder); every problem *in* it is a diagnostic instead."""
-    raw = read_repo(path, options or ReadOptions())
+    raw = read_repo(path, options or ReadOptions(), tree=tree, cache=cache)
     return validate_repo(raw, checker or SchemaChecker(load_schemas()))
 
 
-def read_repo(path: str | os.PathLike[str], options: ReadOptions) -> RawRepo:
-    """Every file of the repo at ``path``, read and parsed, with the problems met."""
-    root = Path(path)
-    if not root.is_dir():
-        raise SourceError(f"{root}: not a directory (expected a config repo)")
-    reader = _Reader(root, str(path), options)
-    settings = reader.file(root / SETTINGS_FILE, root) if (root / SETTINGS_FILE).exists() else None
-    channels_root, channels_display = reader.channels_location(settings)
+def read_repo(
+    path: str | os.PathLike[str],
+    options: ReadOptions,
+    *,
+    tree: SourceTree | None = None,
+    cache: ParseCache | None = None,
+) -> RawRepo:
+    """Every file of the repo at ``path``, read and parsed, with the problems met.
+
+    ``tree`` reads from somewhere else than the folder ``path`` (a git revision; ``path`` is then
+    only the prefix of displayed paths); ``cache`` keeps parsed files by content id across reads.
+    """
+    if tree is None:
+        root = Path(path)
+        if not root.is_dir():
+            raise SourceError(f"{root}: not a directory (expected a config repo)")
+        tree = FolderTree(root)
+    reader = _Reader(tree, str(path), options, cache)
+    settings = reader.file(SETTINGS_FILE, "") if tree.is_file(SETTINGS_FILE) else None
+    channels_tree, channels_root, channels_display = reader.channels_location(settings)
+    channels: tuple[RawFile, ...] = ()
+    if channels_root is not None:
+        channels = _Reader(
+            channels_tree, channels_display, options, cache, reader.problems
+        ).yaml_files("", "channel", "")
     return RawRepo(
         settings=settings,
         runtimes=reader.runtimes(),
         modules=reader.modules(),
-        channels=reader.yaml_files(channels_root, channels_display, "channel", channels_root)
-        if channels_root is not None
-        else (),
+        channels=channels,
         problems=tuple(reader.problems),
     )
 
 
-class _Reader:
-    """One read of one repo; collects problems."""
+#: Parsed files by (content id, displayed path).
+ParseCache = dict[tuple[str, str], RawFile]
 
-    def __init__(self, root: Path, display_root: str, options: ReadOptions) -> None:
+
+class FolderTree:
+    """A folder on disk as a :class:`~reconciler.tree.SourceTree`."""
+
+    def __init__(self, root: Path) -> None:
         self.root = root
+
+    def _path(self, path: str) -> Path:
+        return self.root / path if path else self.root
+
+    def entries(self, folder: str) -> list[Entry]:
+        """See :class:`reconciler.tree.SourceTree`."""
+        try:
+            with os.scandir(self._path(folder)) as found:
+                return sorted(
+                    (Entry(e.name, e.is_dir(), e.is_symlink()) for e in found),
+                    key=lambda e: e.name,
+                )
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def is_dir(self, path: str) -> bool:
+        """See :class:`reconciler.tree.SourceTree`."""
+        return self._path(path).is_dir()
+
+    def is_file(self, path: str) -> bool:
+        """See :class:`reconciler.tree.SourceTree`."""
+        return self._path(path).is_file()
+
+    def size(self, path: str) -> int:
+        """See :class:`reconciler.tree.SourceTree`."""
+        return self._path(path).stat().st_size
+
+    def read(self, path: str) -> bytes:
+        """See :class:`reconciler.tree.SourceTree`."""
+        try:
+            return self._path(path).read_bytes()
+        except OSError as error:
+            raise UnreadableError(error.strerror or type(error).__name__) from error
+
+    def escapes(self, path: str, boundary: str) -> bool:
+        """See :class:`reconciler.tree.SourceTree`."""
+        full = self._path(path)
+        if not full.is_symlink():
+            return False
+        return not full.resolve().is_relative_to(self._path(boundary).resolve())
+
+    def identity(self, path: str) -> str | None:
+        """Files on disk have no content id: nothing is cached."""
+        return None
+
+
+class _Reader:
+    """One read of one repo (or channels folder) from a tree; collects problems."""
+
+    def __init__(
+        self,
+        tree: SourceTree,
+        display_root: str,
+        options: ReadOptions,
+        cache: ParseCache | None,
+        problems: list[Diagnostic] | None = None,
+    ) -> None:
+        self.tree = tree
         self.display_root = display_root
         self.options = options
-        self.problems: list[Diagnostic] = []
+        self.cache = cache
+        self.problems: list[Diagnostic] = problems if problems is not None else []
 
-    def show(self, path: Path) -> str:
+    def show(self, path: str) -> str:
         """``path`` as the user reaches it from the current directory."""
-        relative = os.path.relpath(path, self.root)
-        return os.path.normpath(os.path.join(self.display_root, relative))
+        return os.path.normpath(os.path.join(self.display_root, path))
 
     # -- layout ------------------------------------------------------------------------------
 
     def runtimes(self) -> tuple[RawFile, ...]:
-        folder = self.root / "runtimes"
-        return self.yaml_files(folder, self.show(folder), "runtime", self.root)
+        return self.yaml_files("runtimes", "runtime", "")
 
-    def yaml_files(
-        self, folder: Path, display: str, what: str, boundary: Path
-    ) -> tuple[RawFile, ...]:
+    def yaml_files(self, folder: str, what: str, boundary: str) -> tuple[RawFile, ...]:
         """The ``*.yaml`` files of ``folder``, by name; ``*.yml`` files are reported."""
         files: list[RawFile] = []
-        for entry in _entries(folder):
+        for entry in self.tree.entries(folder):
+            path = _join(folder, entry.name)
             if entry.name.endswith(".yml"):
                 message = f"{what} files are named <name>.yaml, not .yml"
-                self.problems.append(Diagnostic(f"{display}/{entry.name}", 1, 1, "C4", message))
-            elif entry.name.endswith(".yaml") and not entry.is_dir():
-                shown = f"{display}/{entry.name}"
-                files.append(self.file(Path(entry.path), boundary, shown))
+                self.problems.append(Diagnostic(self.show(path), 1, 1, "C4", message))
+            elif entry.name.endswith(".yaml") and not entry.is_dir:
+                files.append(self.file(path, boundary))
         return tuple(files)
 
     def modules(self) -> tuple[RawModule, ...]:
-        folder = self.root / "modules"
-        return tuple(
-            self.module(Path(e.path)) for e in _entries(folder) if self.is_folder(e, self.root)
-        )
+        return tuple(self.module(f) for f in self.folders("modules"))
 
-    def module(self, folder: Path) -> RawModule:
-        module_file = folder / "module.yaml"
-        versions = tuple(
-            self.version(Path(e.path)) for e in _entries(folder) if self.is_folder(e, self.root)
-        )
-        module = self.file(module_file, self.root) if module_file.exists() else None
-        return RawModule(folder.name, self.show(folder), module, versions)
+    def folders(self, folder: str) -> list[str]:
+        """Sub-folders of ``folder`` (not hidden, not links leading out of the repo)."""
+        return [
+            _join(folder, e.name)
+            for e in self.tree.entries(folder)
+            if e.is_dir
+            and not e.name.startswith(".")
+            and not self.tree.escapes(_join(folder, e.name), "")
+        ]
 
-    def version(self, folder: Path) -> RawVersion:
-        manifest, default = folder / "manifest.yaml", folder / "default.yaml"
+    def module(self, folder: str) -> RawModule:
+        module_file = _join(folder, "module.yaml")
+        versions = tuple(self.version(v) for v in self.folders(folder))
+        module = self.file(module_file, "") if self.tree.is_file(module_file) else None
+        return RawModule(folder.rsplit("/", 1)[-1], self.show(folder), module, versions)
+
+    def version(self, folder: str) -> RawVersion:
+        manifest, default = _join(folder, "manifest.yaml"), _join(folder, "default.yaml")
         return RawVersion(
-            folder.name,
+            folder.rsplit("/", 1)[-1],
             self.show(folder),
-            self.file(manifest, self.root) if manifest.exists() else None,
-            self.file(default, self.root) if default.exists() else None,
+            self.file(manifest, "") if self.tree.is_file(manifest) else None,
+            self.file(default, "") if self.tree.is_file(default) else None,
         )
 
-    def is_folder(self, entry: os.DirEntry[str], boundary: Path) -> bool:
-        if entry.name.startswith(".") or not entry.is_dir():
-            return False
-        return not entry.is_symlink() or self.inside(Path(entry.path), boundary)
+    def channels_location(self, settings: RawFile | None) -> tuple[SourceTree, str | None, str]:
+        """Where channels are read from: ``--channels``, ``channelsFrom.path`` or ``channels/``.
 
-    def channels_location(self, settings: RawFile | None) -> tuple[Path | None, str]:
-        """Where channels are read from: ``--channels``, ``channelsFrom.path`` or ``channels/``."""
+        Returns the tree to read them from, the folder in that tree (``None`` when missing) and
+        how to display it."""
         if self.options.channels_dir is not None:
-            folder = self.options.channels_dir
-            return folder, os.path.normpath(str(folder))
+            override = self.options.channels_dir
+            return FolderTree(override), "", os.path.normpath(str(override))
         configured = _channels_from(settings)
         if configured is None:
-            folder = self.root / "channels"
-            return folder, self.show(folder)
+            return _SubTree(self.tree, "channels"), "", self.show("channels")
         if "git" in configured:
             raise SourceError(
                 f"{settings.path if settings else SETTINGS_FILE}: channels come from git "
                 f"({configured['git']}); pass --channels DIR with a checkout of them"
             )
-        folder = self.root / str(configured["path"])
-        if not folder.is_dir():
+        folder = os.path.normpath(str(configured["path"]))
+        if not self.tree.is_dir(folder):
             assert settings is not None
             document = settings.documents[0]
             message = f"channels folder '{configured['path']}' does not exist"
             pointer = ("spec", "channelsFrom", "path")
             self.problems.append(document.diagnostic("C2", message, pointer))
-            return None, ""
-        return folder, self.show(folder)
+            return self.tree, None, ""
+        return _SubTree(self.tree, folder), "", self.show(folder)
 
     # -- files -------------------------------------------------------------------------------
 
-    def file(self, path: Path, boundary: Path, display: str | None = None) -> RawFile:
+    def file(self, path: str, boundary: str) -> RawFile:
         """Read and parse one YAML file; a problem makes it ``broken`` and is recorded."""
-        shown = display or self.show(path)
+        shown = self.show(path)
+        identity = self.tree.identity(path)
+        key = (identity, shown) if identity is not None else None
+        if key is not None and self.cache is not None and key in self.cache:
+            cached = self.cache[key]
+            if cached.broken:  # its problems must be reported again in this read
+                return self._parse(path, boundary, shown)
+            return cached
+        parsed = self._parse(path, boundary, shown)
+        if key is not None and self.cache is not None:
+            self.cache[key] = parsed
+        return parsed
+
+    def _parse(self, path: str, boundary: str, shown: str) -> RawFile:
         text, problem = self.read_text(path, boundary, shown)
         if problem is not None:
             self.problems.append(problem)
@@ -175,32 +268,54 @@ class _Reader:
         return RawFile(shown, tuple(documents))
 
     def read_text(
-        self, path: Path, boundary: Path, shown: str
+        self, path: str, boundary: str, shown: str
     ) -> tuple[str | None, Diagnostic | None]:
-        if path.is_symlink() and not self.inside(path, boundary):
+        if self.tree.escapes(path, boundary):
             return None, Diagnostic(shown, 1, 1, "C6", "symbolic link pointing outside the repo")
         try:
-            with path.open("rb") as handle:
-                size = os.fstat(handle.fileno()).st_size
-                if size > self.options.max_file_size:
-                    return None, Diagnostic(shown, 1, 1, "C6", _too_big(size, self.options))
-                data = handle.read()
-        except OSError as error:
-            return None, Diagnostic(shown, 1, 1, "C6", f"cannot read: {error.strerror}")
+            size = self.tree.size(path)
+            if size > self.options.max_file_size:
+                return None, Diagnostic(shown, 1, 1, "C6", _too_big(size, self.options))
+            data = self.tree.read(path)
+        except (UnreadableError, OSError) as error:
+            return None, Diagnostic(shown, 1, 1, "C6", f"cannot read: {error}")
         return _decode(data, shown)
 
-    def inside(self, path: Path, boundary: Path) -> bool:
-        return path.resolve().is_relative_to(boundary.resolve())
+
+class _SubTree:
+    """A folder of another tree, seen as a tree of its own (the channels folder)."""
+
+    def __init__(self, tree: SourceTree, folder: str) -> None:
+        self.tree = tree
+        self.folder = folder
+
+    def _path(self, path: str) -> str:
+        return os.path.normpath(_join(self.folder, path)) if path else self.folder
+
+    def entries(self, folder: str) -> list[Entry]:
+        return self.tree.entries(self._path(folder))
+
+    def is_dir(self, path: str) -> bool:
+        return self.tree.is_dir(self._path(path))
+
+    def is_file(self, path: str) -> bool:
+        return self.tree.is_file(self._path(path))
+
+    def size(self, path: str) -> int:
+        return self.tree.size(self._path(path))
+
+    def read(self, path: str) -> bytes:
+        return self.tree.read(self._path(path))
+
+    def escapes(self, path: str, boundary: str) -> bool:
+        return self.tree.escapes(self._path(path), self._path(boundary))
+
+    def identity(self, path: str) -> str | None:
+        return self.tree.identity(self._path(path))
 
 
-def _entries(folder: Path) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(folder) as entries:
-            return sorted(entries, key=lambda e: e.name)
-    except FileNotFoundError:
-        return []
-    except NotADirectoryError:
-        return []
+def _join(folder: str, name: str) -> str:
+    return f"{folder}/{name}" if folder else name
 
 
 def _channels_from(settings: RawFile | None) -> dict[str, Any] | None:

@@ -1,0 +1,47 @@
+"""Read-only file trees the loader walks: a folder on disk, or a git revision (pure).
+
+Paths are POSIX paths relative to the tree's root (the config repo's folder); they may climb out
+of it with ``..`` (channels kept beside the repo) when the tree can serve that. ``identity`` names
+a file's content (a git blob id) so that a file unchanged between two revisions is parsed once.
+Callers: the loader; implementations: :class:`reconciler.loader.FolderTree` and
+:class:`reconciler.source.git.GitTree`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One entry of a folder."""
+
+    name: str
+    is_dir: bool
+    is_link: bool = False
+
+
+class SourceTree(Protocol):
+    """A tree of files, read-only."""
+
+    def entries(self, folder: str) -> list[Entry]:
+        """The entries of ``folder``, sorted by name; empty when it does not exist."""
+
+    def is_dir(self, path: str) -> bool:
+        """Whether ``path`` is a folder."""
+
+    def is_file(self, path: str) -> bool:
+        """Whether ``path`` is a file (or a link to one)."""
+
+    def size(self, path: str) -> int:
+        """Size of a file in bytes."""
+
+    def read(self, path: str) -> bytes:
+        """The bytes of a file; raises :class:`~reconciler.errors.UnreadableError`."""
+
+    def escapes(self, path: str, boundary: str) -> bool:
+        """Whether ``path`` is a symbolic link that leads out of the folder ``boundary``."""
+
+    def identity(self, path: str) -> str | None:
+        """An id of the file's content (equal ids, equal bytes), or ``None`` when unknown."""
