@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,12 +25,22 @@ from reconciler.cluster.memory import InMemoryCluster
 from reconciler.cluster.snapshot import load_snapshot, save_snapshot
 from reconciler.diagnostics import did_you_mean
 from reconciler.errors import ConfigError, NotFoundError, ReconcilerError
-from reconciler.lifecycle import ModuleState, sync_runtime
+from reconciler.fleetdiff import FleetDiff
+from reconciler.lifecycle import Lifecycle, ModuleState, sync_runtime
 from reconciler.loader import DEFAULT_MAX_FILE_SIZE, ReadOptions, load_repo
 from reconciler.model import ConfigRepo
 from reconciler.render import Renderer
-from reconciler.report import plan_text, plans_json, result_text, results_json
+from reconciler.report import (
+    Style,
+    fleet_markdown,
+    fleet_text,
+    plan_text,
+    plans_json,
+    result_text,
+    results_json,
+)
 from reconciler.resolve import Resolution, resolve_runtime
+from reconciler.review import Review, Side
 from reconciler.validate import Validation
 
 EXIT_OK, EXIT_INVALID, EXIT_ERROR = 0, 1, 2
@@ -186,44 +197,135 @@ format_option = click.option(
 @cli.command()
 @repo_argument
 @runtimes_option
+@click.option(
+    "--base",
+    "base_rev",
+    metavar="REV",
+    help="Compare the whole fleet with this git revision of the repository holding REPO "
+    "(a branch, tag, commit or HEAD~1); no cluster needed.",
+)
+@click.option(
+    "--head",
+    "head_rev",
+    metavar="REV",
+    help="With --base/--base-path: the revision to compare (default: the working tree).",
+)
+@click.option(
+    "--base-path",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Compare with the config repo in this folder (e.g. a separate checkout of the target "
+    "branch) instead of a git revision.",
+)
+@click.option(
+    "--live",
+    is_flag=True,
+    help="With --base/--base-path: plan against each runtime's live cluster instead of "
+    "assuming the base revision is what runs (running versions, blocking objects).",
+)
 @snapshot_option
 @kubeconfig_dir_option
 @secret_namespace_option
-@format_option
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+    help="markdown (fleet diffs only) fits a pull-request comment.",
+)
 @click.option(
     "--details/--no-details",
-    default=True,
-    show_default=True,
-    help="Show field-level diffs of updated objects.",
+    default=None,
+    help="Object changes and field diffs (default: on for live diffs, off for fleet diffs).",
 )
+@click.option("--color/--no-color", default=None, help="Colour (default: when on a terminal).")
+@click.option(
+    "--now",
+    type=click.DateTime(formats=["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d"]),
+    help="Judge maintenance windows at this UTC time instead of now (e.g. the planned merge).",
+)
+@click.option("--timings", is_flag=True, help="Print the time of each phase to stderr.")
 @channels_option
 @max_size_option
 def diff(
     repo: Path,
     runtime_names: Sequence[str],
+    base_rev: str | None,
+    head_rev: str | None,
+    base_path: Path | None,
+    live: bool,
     snapshot: str | None,
     kubeconfig_dir: Path | None,
     secret_namespace: str,
     output_format: str,
-    details: bool,
+    details: bool | None,
+    color: bool | None,
+    now: datetime | None,
+    timings: bool,
     channels_dir: Path | None,
     max_file_size: int,
 ) -> None:
-    """Show what a sync would change in each runtime's cluster, changing nothing.
+    """Show what would change, changing nothing: in live clusters, or across the whole fleet
+    between two revisions.
 
-    Per runtime, per module (install, upgrade, reconfigure, unchanged, removal, blocked or
-    deferred, with a reason), per object (+ create, ~ update with field diffs, - delete);
-    Secret values are masked. Exit status like kubectl diff: 0 no changes, 1 changes,
-    2 an error (a runtime that could not be read is reported and the others still shown).
+    Without --base: per runtime, per module (install, upgrade, reconfigure, unchanged, removal,
+    blocked or deferred, with a reason), per object (+ create, ~ update with field diffs,
+    - delete) against each runtime's cluster; Secret values are masked. Exit status like kubectl
+    diff: 0 no changes, 1 changes, 2 an error.
+
+    With --base REV (or --base-path DIR): the fleet-wide plan of a pull request, no cluster
+    needed: a summary per module change ("serverless 1.2.0 -> 1.3.0 upgrade on 37 runtimes: 30
+    now, 5 in their maintenance window, 2 held: downgrade"), then every runtime's changes, each
+    with its cause (the file and field that made it). Exit status: 0 no change, 1 changes,
+    2 error (e.g. an invalid head), 3 changes that delete modules or runtimes or are held.
     """
+    when = now.replace(tzinfo=UTC) if now else _now()
+    if base_rev is not None or base_path is not None:
+        options = ReadOptions(max_file_size=max_file_size, channels_dir=channels_dir)
+        access = _Access(kubeconfig_dir, secret_namespace) if live or snapshot else None
+        style = _style(color)
+        _fleet_diff(
+            _FleetRequest(repo, base_rev, head_rev, base_path, runtime_names, snapshot, when),
+            options,
+            access,
+            output_format,
+            bool(details),
+            style,
+            timings,
+        )
+    if output_format == "markdown":
+        raise click.UsageError("--format markdown needs --base or --base-path")
+    _live_diff(
+        repo,
+        runtime_names,
+        snapshot,
+        _Access(kubeconfig_dir, secret_namespace),
+        output_format,
+        details is not False,
+        when,
+        channels_dir,
+        max_file_size,
+    )
+
+
+def _live_diff(
+    repo: Path,
+    runtime_names: Sequence[str],
+    snapshot: str | None,
+    access: _Access,
+    output_format: str,
+    details: bool,
+    now: datetime,
+    channels_dir: Path | None,
+    max_file_size: int,
+) -> None:
     config = _valid_repo(repo, channels_dir, max_file_size)
     targets = _targets(config, runtime_names, snapshot)
-    access = _Access(kubeconfig_dir, secret_namespace)
     plans, errors = [], {}
     for name in targets:
         try:
             cluster = access.cluster(config, name, snapshot)
-            plans.append(sync_runtime(cluster, config, name, now=_now(), dry_run=True).plan)
+            plans.append(sync_runtime(cluster, config, name, now=now, dry_run=True).plan)
         except ReconcilerError as error:
             errors[name] = str(error)
     if output_format == "json":
@@ -236,6 +338,81 @@ def diff(
     if errors:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_INVALID if any(p.has_changes for p in plans) else EXIT_OK)
+
+
+EXIT_SECOND_LOOK = 3
+
+
+@dataclass(frozen=True, slots=True)
+class _FleetRequest:
+    repo: Path
+    base_rev: str | None
+    head_rev: str | None
+    base_path: Path | None
+    runtimes: Sequence[str]
+    snapshot: str | None
+    now: datetime
+
+
+def _fleet_diff(
+    request: _FleetRequest,
+    options: ReadOptions,
+    access: _Access | None,
+    output_format: str,
+    details: bool,
+    style: Style,
+    timings: bool,
+) -> None:
+    review = Review(options)
+    try:
+        if request.base_path is not None:
+            base = review.load(Side(request.repo, folder=request.base_path), "base")
+        else:
+            base = review.load(Side(request.repo, request.base_rev), "base")
+        head = review.load(Side(request.repo, request.head_rev), "head")
+    except ConfigError as error:
+        _report(error)
+        sys.exit(EXIT_ERROR)
+    live = None
+    if access is not None:
+        snapshot = request.snapshot
+        live = review.observe(
+            head[0],
+            lambda config, name: Lifecycle(
+                access.cluster(config, name, snapshot),
+                system_namespace=config.settings.system_namespace,
+            ),
+        )
+    fleet = _only(review.compare(base, head, request.now, live), request.runtimes)
+    with review.timings.phase("render"):
+        if output_format == "json":
+            text = json.dumps(fleet.to_json(), indent=2, sort_keys=True) + "\n"
+        elif output_format == "markdown":
+            text = fleet_markdown(fleet)
+        else:
+            text = fleet_text(fleet, details=details, style=style)
+    click.echo(text, nl=False)
+    if timings:
+        click.echo(f"timings: {review.timings.format()}", err=True)
+    if not fleet.has_changes:
+        sys.exit(EXIT_OK)
+    sys.exit(EXIT_SECOND_LOOK if fleet.needs_second_look else EXIT_INVALID)
+
+
+def _only(fleet: FleetDiff, names: Sequence[str]) -> FleetDiff:
+    if not names:
+        return fleet
+    kept = tuple(r for r in fleet.runtimes if r.runtime in names)
+    return FleetDiff(fleet.base, fleet.head, kept, fleet.unchanged)
+
+
+def _style(color: bool | None) -> Style:
+    enabled = sys.stdout.isatty() if color is None else color
+    if not enabled:
+        return lambda text, colour: text
+    return lambda text, colour: click.style(
+        text, fg=None if colour == "bold" else colour, bold=colour == "bold"
+    )
 
 
 @cli.command()
@@ -406,7 +583,8 @@ def _report(error: ReconcilerError) -> int:
         for diagnostic in error.diagnostics:
             click.echo(diagnostic.format(), err=True)
         count = len(error.diagnostics)
-        click.echo(f"the config repo is invalid ({count} errors); nothing done", err=True)
+        where = f" at {error.side}" if error.side else ""
+        click.echo(f"the config repo{where} is invalid ({count} errors); nothing done", err=True)
         return EXIT_INVALID
     click.echo(f"error: {error}", err=True)
     return EXIT_ERROR

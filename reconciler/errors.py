@@ -50,9 +50,11 @@ class TransientError(ReconcilerError):
 class ConfigError(PermanentError):
     """The config repo is invalid; ``diagnostics`` lists every reason, sorted."""
 
-    def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
-        super().__init__(f"the config repo has {len(diagnostics)} error(s)")
+    def __init__(self, diagnostics: Sequence[Diagnostic], side: str = "") -> None:
+        where = f" at {side}" if side else ""
+        super().__init__(f"the config repo{where} has {len(diagnostics)} error(s)")
         self.diagnostics = tuple(diagnostics)
+        self.side = side
 
 
 class SourceError(PermanentError):

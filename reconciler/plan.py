@@ -216,13 +216,14 @@ def plan(
     if context.suspended:
         return Plan(context.runtime, (), suspended=True)
     wanted = {d.name for d in desired}
-    entries = [_plan_desired(context, d, live.get(d.name, LiveModule())) for d in desired]
+    entries = [plan_module(context, d, live.get(d.name, LiveModule())) for d in desired]
     removed = [n for n in live if n not in wanted and live[n].inventory]
-    entries += [_plan_removal(live[n]) for n in removal_order(removed, context.dependencies)]
+    entries += [plan_removal(live[n]) for n in removal_order(removed, context.dependencies)]
     return Plan(context.runtime, tuple(entries))
 
 
-def _plan_desired(context: Context, desired: DesiredModule, live: LiveModule) -> ModulePlan:
+def plan_module(context: Context, desired: DesiredModule, live: LiveModule) -> ModulePlan:
+    """One desired module's entry of the plan."""
     version = desired.resolved.version
     running = live.running_version
     base = ModulePlan(
@@ -330,7 +331,8 @@ def _ours(body: Body | None) -> bool:
     return bool(labels.get(LABEL_MANAGED_BY) == MANAGED_BY_VALUE)
 
 
-def _plan_removal(live: LiveModule) -> ModulePlan:
+def plan_removal(live: LiveModule) -> ModulePlan:
+    """The entry of a module that left git, by the strategy in its inventory (L9)."""
     inventory = live.inventory
     assert inventory is not None
     base = ModulePlan(

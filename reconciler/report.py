@@ -7,9 +7,10 @@ already masked in the plan. Callers: ``reconciler diff`` and ``reconciler sync``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from reconciler.fleetdiff import HELD, FleetDiff, ModuleChange, Outcome, RuntimeChange, SummaryLine
 from reconciler.lifecycle import ModuleStatus, SyncResult
 from reconciler.plan import ModuleAction, ModulePlan, ObjectAction, ObjectChange, Plan
 
@@ -118,3 +119,132 @@ def results_json(results: Sequence[SyncResult], errors: dict[str, str]) -> dict[
         ],
         "errors": [{"runtime": r, "error": e} for r, e in sorted(errors.items())],
     }
+
+
+# -- fleet diffs between revisions ---------------------------------------------------------------
+
+Style = Callable[[str, str], str]
+MARKDOWN_LIMIT = 60_000
+_OUTCOME_COLOURS = {
+    Outcome.NOW: "green",
+    Outcome.WINDOW: "cyan",
+    Outcome.HELD_DOWNGRADE: "yellow",
+    Outcome.HELD_SUSPENDED: "yellow",
+    Outcome.HELD_BLOCKED: "yellow",
+}
+
+
+def _plain(text: str, colour: str) -> str:
+    return text
+
+
+def fleet_text(diff: FleetDiff, *, details: bool = False, style: Style = _plain) -> str:
+    """Summary first, then each changed runtime's module changes with causes, then (with
+    ``details``) object changes and field diffs."""
+    lines = [style(_headline(diff), "bold")]
+    for line in diff.summary():
+        lines.append(f"  {line.format()}")
+    for runtime in diff.runtimes:
+        lines.append("")
+        lines.append(
+            style(f"runtime {runtime.runtime} ({runtime.channel}): {runtime.status}", "bold")
+        )
+        for change in runtime.modules:
+            outcome = style(str(change.outcome), _OUTCOME_COLOURS[change.outcome])
+            symbol = _MODULE_SYMBOLS[change.plan.action]
+            lines.append(f"  {symbol} {_fleet_module(change)} [{outcome}]")
+            lines.extend(f"      because {c.format()}" for c in change.causes)
+            if details:
+                lines.extend(_change_lines(change.plan.changes, True))
+    return "\n".join(lines) + "\n"
+
+
+def _headline(diff: FleetDiff) -> str:
+    if not diff.has_changes:
+        return f"fleet diff {diff.base} -> {diff.head}: no changes ({diff.unchanged} runtimes)"
+    second = "; needs a second look (deletions or held changes)" if diff.needs_second_look else ""
+    return (
+        f"fleet diff {diff.base} -> {diff.head}: {len(diff.runtimes)} runtimes change, "
+        f"{diff.unchanged} unchanged{second}"
+    )
+
+
+def _fleet_module(change: ModuleChange) -> str:
+    plan = change.plan
+    counts = _counts(plan.changes)
+    return f"{plan.module} {plan.action}{_versions(plan)}: {plan.message}{counts}"
+
+
+def fleet_markdown(diff: FleetDiff, *, limit: int = MARKDOWN_LIMIT) -> str:
+    """A PR comment: headline, summary table, one collapsible section per runtime; cut to fit
+    ``limit`` characters with a note of what was left out."""
+    head = [f"### Fleet diff `{diff.base}` → `{diff.head}`", "", _md_headline(diff), ""]
+    summary = diff.summary()
+    if summary:
+        head += [
+            "| module | change | runtimes | now | in window | held |",
+            "|---|---|---|---|---|---|",
+        ]
+        head += [_md_summary_row(line) for line in summary]
+        head.append("")
+    text = "\n".join(head) + "\n"
+    note_room = 400
+    shown = 0
+    for runtime in diff.runtimes:
+        section = _md_runtime(runtime)
+        if len(text) + len(section) + note_room > limit:
+            break
+        text += section
+        shown += 1
+    left = len(diff.runtimes) - shown
+    if left:
+        text += (
+            f"\n_{left} more changed runtime(s) not shown to keep this comment short; "
+            "`reconciler diff --base … --format json` lists every one._\n"
+        )
+    return text
+
+
+def _md_headline(diff: FleetDiff) -> str:
+    if not diff.has_changes:
+        return f"No changes ({diff.unchanged} runtimes)."
+    text = f"**{len(diff.runtimes)} runtimes change**, {diff.unchanged} unchanged."
+    if diff.needs_second_look:
+        text += " :warning: **Needs a second look**: deletions or held changes."
+    return text
+
+
+def _md_summary_row(line: SummaryLine) -> str:
+    counts = dict(line.outcomes)
+    held = sum(n for o, n in line.outcomes if o in HELD)
+    versions = (
+        f"{line.from_version} → {line.to_version}"
+        if line.from_version and line.to_version and line.from_version != line.to_version
+        else line.to_version or line.from_version or ""
+    )
+    return (
+        f"| {_md_escape(line.module)} | {line.action} {versions} | {line.runtimes} "
+        f"| {counts.get(Outcome.NOW, 0)} | {counts.get(Outcome.WINDOW, 0)} | {held} |"
+    )
+
+
+def _md_runtime(runtime: RuntimeChange) -> str:
+    count = len(runtime.modules)
+    title = f"{runtime.runtime} ({runtime.channel}): {runtime.status}, {count} module change(s)"
+    lines = [f"<details><summary>{_html_escape(title)}</summary>", ""]
+    for change in runtime.modules:
+        plan = change.plan
+        causes = "; ".join(f"`{c.format()}`" for c in change.causes)
+        what = f"**{_md_escape(plan.module)}** {plan.action}{_versions(plan)}"
+        how = f"_{change.outcome}_{_counts(plan.changes)}: {_md_escape(plan.message)}"
+        lines.append(f"- {what}, {how} (because {causes})")
+    lines += ["", "</details>", ""]
+    return "\n".join(lines) + "\n"
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _html_escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

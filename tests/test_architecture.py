@@ -41,6 +41,7 @@ def test_every_pure_module_is_under_contract() -> None:
 SOLE_IMPORTERS = {
     "kubernetes": "reconciler/cluster/kube.py",
     "git": "reconciler/source/git.py",
+    "gitdb": "reconciler/source/git.py",
 }
 
 

@@ -1,0 +1,511 @@
+"""The fleet-wide plan between two revisions of the config repo (pure).
+
+For every runtime at either revision: which modules it gets or loses, which change version or
+strategy, and what each change does under the lifecycle rules, as the planner decides it when
+the base revision is what runs (or what a live cluster shows, when one is given): upgrade now,
+wait for the maintenance window, held as a downgrade, held because the runtime is suspended,
+install, removal by strategy, blocked deletion. Every change names its cause: the file and
+field that made it (``channels/regular.yaml: spec.modules.serverless``). A module version's
+planning is done once per distinct situation, not once per runtime. Callers: ``reconciler diff
+--base``, the benchmark.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from reconciler.cluster.api import ObjectRef
+from reconciler.inventory import Inventory
+from reconciler.model import ConfigRepo, Module, Runtime, Strategy
+from reconciler.plan import (
+    Context,
+    DesiredModule,
+    LiveModule,
+    ModuleAction,
+    ModulePlan,
+    ObjectAction,
+    in_window,
+    plan_module,
+    plan_removal,
+    removal_order,
+)
+from reconciler.render import Renderer
+from reconciler.resolve import Inclusion, Resolution, ResolvedModule, VersionSource, resolve_runtime
+
+
+class Outcome(StrEnum):
+    """How a change lands, for the summary."""
+
+    NOW = "now"
+    WINDOW = "in their maintenance window"
+    HELD_DOWNGRADE = "held: downgrade"
+    HELD_SUSPENDED = "held: suspended"
+    HELD_BLOCKED = "held: deletion blocked"
+
+
+HELD = frozenset({Outcome.HELD_DOWNGRADE, Outcome.HELD_SUSPENDED, Outcome.HELD_BLOCKED})
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    """The file and field whose change made a change happen, and at which revision."""
+
+    path: str
+    field: str
+    revision: str
+
+    def format(self) -> str:
+        """``channels/regular.yaml: spec.modules.serverless``."""
+        return f"{self.path}: {self.field}"
+
+    def to_json(self) -> dict[str, str]:
+        """JSON form."""
+        return {"path": self.path, "field": self.field, "revision": self.revision}
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleChange:
+    """One module's change on one runtime."""
+
+    module: str
+    plan: ModulePlan
+    outcome: Outcome
+    causes: tuple[Cause, ...]
+
+    @property
+    def deletes(self) -> bool:
+        """Whether the change deletes the module."""
+        return self.plan.action in (ModuleAction.REMOVE_DELETE, ModuleAction.BLOCKED_DELETION)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            **self.plan.to_json(),
+            "outcome": str(self.outcome),
+            "causes": [c.to_json() for c in self.causes],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeChange:
+    """One runtime's changes; ``status`` is added, removed or changed."""
+
+    runtime: str
+    status: str
+    channel: str
+    modules: tuple[ModuleChange, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "runtime": self.runtime,
+            "status": self.status,
+            "channel": self.channel,
+            "modules": [m.to_json() for m in self.modules],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryLine:
+    """Runtimes sharing one module change, counted by outcome."""
+
+    module: str
+    action: str
+    from_version: str | None
+    to_version: str | None
+    outcomes: tuple[tuple[Outcome, int], ...]
+
+    @property
+    def runtimes(self) -> int:
+        """How many runtimes it concerns."""
+        return sum(n for _, n in self.outcomes)
+
+    def format(self) -> str:
+        """``serverless 1.2.0 -> 1.3.0 on 37 runtimes: 30 now, 5 in their maintenance window``."""
+        if self.from_version and self.to_version and self.from_version != self.to_version:
+            what = f"{self.module} {self.from_version} -> {self.to_version}"
+        else:
+            what = f"{self.module} {self.to_version or self.from_version or ''}".strip()
+        counts = ", ".join(f"{n} {outcome}" for outcome, n in self.outcomes)
+        plural = "s" if self.runtimes != 1 else ""
+        return f"{what} {self.action} on {self.runtimes} runtime{plural}: {counts}"
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "module": self.module,
+            "action": self.action,
+            "fromVersion": self.from_version,
+            "toVersion": self.to_version,
+            "runtimes": self.runtimes,
+            "outcomes": {str(o): n for o, n in self.outcomes},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class FleetDiff:
+    """The whole fleet's changes between two revisions."""
+
+    base: str
+    head: str
+    runtimes: tuple[RuntimeChange, ...]
+    unchanged: int
+
+    @property
+    def has_changes(self) -> bool:
+        """Whether anything changes anywhere."""
+        return bool(self.runtimes)
+
+    @property
+    def needs_second_look(self) -> bool:
+        """Whether a change deletes a module or a runtime, or is held (exit code 3)."""
+        return any(
+            r.status == "removed" or any(m.deletes or m.outcome in HELD for m in r.modules)
+            for r in self.runtimes
+        )
+
+    def summary(self) -> list[SummaryLine]:
+        """Module changes grouped by module, versions and action; biggest first."""
+        groups: dict[tuple[str, str, str | None, str | None], Counter[Outcome]] = {}
+        for runtime in self.runtimes:
+            for change in runtime.modules:
+                plan = change.plan
+                key = (change.module, _verb(plan), plan.from_version, plan.to_version)
+                groups.setdefault(key, Counter())[change.outcome] += 1
+        lines = [
+            SummaryLine(
+                m, a, f, t, tuple(sorted(c.items(), key=lambda i: list(Outcome).index(i[0])))
+            )
+            for (m, a, f, t), c in groups.items()
+        ]
+        return sorted(lines, key=lambda s: (-s.runtimes, s.module, s.action, str(s.to_version)))
+
+    def to_json(self) -> dict[str, Any]:
+        """The documented JSON form (docs/fleet-diff.md)."""
+        added = sum(1 for r in self.runtimes if r.status == "added")
+        removed = sum(1 for r in self.runtimes if r.status == "removed")
+        return {
+            "schemaVersion": 1,
+            "base": self.base,
+            "head": self.head,
+            "hasChanges": self.has_changes,
+            "needsSecondLook": self.needs_second_look,
+            "counts": {
+                "runtimesChanged": len(self.runtimes),
+                "runtimesUnchanged": self.unchanged,
+                "runtimesAdded": added,
+                "runtimesRemoved": removed,
+            },
+            "summary": [line.to_json() for line in self.summary()],
+            "runtimes": [r.to_json() for r in self.runtimes],
+        }
+
+
+def _verb(plan: ModulePlan) -> str:
+    return {
+        ModuleAction.DEFERRED_WINDOW: "upgrade",
+        ModuleAction.BLOCKED_DOWNGRADE: "downgrade",
+        ModuleAction.BLOCKED_DELETION: "remove-delete",
+    }.get(plan.action, str(plan.action))
+
+
+@dataclass(slots=True)
+class FleetDiffer:
+    """Compares the fleet at ``base`` and ``head``; ``live`` (runtime -> module -> what its
+    cluster shows) replaces the assumption that the base revision is what runs."""
+
+    base: ConfigRepo
+    head: ConfigRepo
+    now: datetime
+    base_label: str = "base"
+    head_label: str = "head"
+    live: Mapping[str, Mapping[str, LiveModule]] | None = None
+    _base_renderer: Renderer = field(init=False)
+    _head_renderer: Renderer = field(init=False)
+    _plans: dict[tuple[Any, ...], ModulePlan] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self._base_renderer = Renderer(self.base)
+        self._head_renderer = Renderer(self.head)
+
+    def diff(self) -> FleetDiff:
+        """The fleet diff."""
+        names = sorted(set(self.base.runtimes) | set(self.head.runtimes))
+        changes = [c for c in (self._runtime(n) for n in names) if c is not None]
+        return FleetDiff(
+            self.base_label, self.head_label, tuple(changes), len(names) - len(changes)
+        )
+
+    # -- one runtime -----------------------------------------------------------------------------
+
+    def _runtime(self, name: str) -> RuntimeChange | None:
+        old, new = self.base.runtimes.get(name), self.head.runtimes.get(name)
+        before = resolve_runtime(self.base, old) if old else None
+        after = resolve_runtime(self.head, new) if new else None
+        runtime = new or old
+        assert runtime is not None
+        modules = self._modules(runtime, before, after)
+        if old is not None and new is not None and not modules:
+            return None
+        status = "added" if old is None else "removed" if new is None else "changed"
+        return RuntimeChange(name, status, runtime.channel, tuple(modules))
+
+    def _modules(
+        self, runtime: Runtime, before: Resolution | None, after: Resolution | None
+    ) -> list[ModuleChange]:
+        old = {m.name: m for m in before.modules} if before else {}
+        new = {m.name: m for m in after.modules} if after else {}
+        live = self.live.get(runtime.name) if self.live is not None else None
+        changes = []
+        for resolved in after.modules if after else ():
+            change = self._desired(runtime, before, after, old.get(resolved.name), resolved, live)
+            if change is not None:
+                changes.append(change)
+        gone = [n for n in old if n not in new]
+        dependencies = {n: m.depends_on for n, m in self.base.modules.items()}
+        for name in removal_order(gone, dependencies):
+            changes.append(self._removed(runtime, before, after, old[name], live))
+        return changes
+
+    def _desired(
+        self,
+        runtime: Runtime,
+        before: Resolution | None,
+        after: Resolution | None,
+        old: ResolvedModule | None,
+        new: ResolvedModule,
+        live: Mapping[str, LiveModule] | None,
+    ) -> ModuleChange | None:
+        if live is None and old is not None and self._same(old, new):
+            return None
+        desired = self._desired_module(new)
+        module_live = (live or {}).get(new.name) if live is not None else self._assumed(old)
+        context = Context(runtime.name, self.now, runtime.maintenance_window, runtime.suspend)
+        if live is not None:
+            the_plan = plan_module(context, desired, module_live or LiveModule())
+        else:
+            the_plan = self._cached_plan(context, desired, module_live or LiveModule(), old, new)
+        if (
+            live is not None
+            and not the_plan.changes_anything
+            and the_plan.action in (ModuleAction.UNCHANGED,)
+        ):
+            return None
+        causes = _causes_desired(
+            self.base, self.head, runtime, before, after, old, new, self.head_label
+        )
+        return ModuleChange(new.name, the_plan, _outcome(the_plan, runtime), causes)
+
+    def _removed(
+        self,
+        runtime: Runtime,
+        before: Resolution | None,
+        after: Resolution | None,
+        old: ResolvedModule,
+        live: Mapping[str, LiveModule] | None,
+    ) -> ModuleChange:
+        module_live = (live or {}).get(old.name) if live is not None else None
+        if module_live is None or module_live.inventory is None:
+            module_live = self._assumed(old)
+        assert module_live is not None
+        the_plan = plan_removal(module_live)
+        causes = _causes_removed(self.base, self.head, runtime, before, after, old, self.head_label)
+        return ModuleChange(old.name, the_plan, _outcome(the_plan, runtime), causes)
+
+    # -- planning, once per situation ---------------------------------------------------------
+
+    def _same(self, old: ResolvedModule, new: ResolvedModule) -> bool:
+        if (old.version, old.strategy) != (new.version, new.strategy):
+            return False
+        before = self.base.modules[old.name].versions[old.version]
+        after = self.head.modules[new.name].versions[new.version]
+        return _same_content(before.objects, after.objects) and _same_content(
+            (before.default_configuration,), (after.default_configuration,)
+        )
+
+    def _desired_module(self, resolved: ResolvedModule) -> DesiredModule:
+        prepared = self._head_renderer.prepare(resolved)
+        default = next((o for o in prepared if o.default_configuration), None)
+        objects = tuple(o for o in prepared if not o.default_configuration)
+        return DesiredModule(resolved, self.head.modules[resolved.name], objects, default)
+
+    def _assumed(self, old: ResolvedModule | None) -> LiveModule | None:
+        """What runs when the base revision is deployed: its objects and inventory."""
+        if old is None:
+            return None
+        module = self.base.modules[old.name]
+        prepared = self._base_renderer.prepare(old)
+        objects = {ObjectRef.of(o.body): dict(o.body) for o in prepared}
+        manifest = tuple(ObjectRef.of(o.body) for o in prepared if not o.default_configuration)
+        default = next((ObjectRef.of(o.body) for o in prepared if o.default_configuration), None)
+        ours = default if old.strategy is Strategy.CREATE_AND_DELETE else None
+        kinds = _managed_kinds(module, prepared_bodies=[o.body for o in prepared])
+        inventory = Inventory("", old.name, old.version, old.strategy, manifest, kinds, ours, True)
+        return LiveModule(inventory, objects, old.version)
+
+    def _cached_plan(
+        self,
+        context: Context,
+        desired: DesiredModule,
+        live: LiveModule,
+        old: ResolvedModule | None,
+        new: ResolvedModule,
+    ) -> ModulePlan:
+        window = context.window
+        key = (
+            new.name,
+            old.version if old else None,
+            old.strategy if old else None,
+            new.version,
+            new.strategy,
+            window,
+            in_window(window, context.now),
+        )
+        cached = self._plans.get(key)
+        if cached is None:
+            cached = self._plans[key] = plan_module(context, desired, live)
+        return cached
+
+
+def _same_content(before: tuple[Any, ...], after: tuple[Any, ...]) -> bool:
+    """Objects parsed from the same blob are the same Python objects; else compare values."""
+    if len(before) != len(after):
+        return False
+    return all(a is b or a == b for a, b in zip(before, after, strict=True))
+
+
+def _managed_kinds(module: Module, prepared_bodies: list[Any]) -> tuple[tuple[str, str], ...]:
+    kinds = {
+        (str(b["spec"]["group"]), str(b["spec"]["names"]["kind"]))
+        for b in prepared_bodies
+        if b.get("kind") == "CustomResourceDefinition"
+    }
+    kinds |= {(m.group, m.kind) for m in module.managed_resources}
+    return tuple(sorted(kinds))
+
+
+def _outcome(plan: ModulePlan, runtime: Runtime) -> Outcome:
+    if runtime.suspend:
+        return Outcome.HELD_SUSPENDED
+    return {
+        ModuleAction.DEFERRED_WINDOW: Outcome.WINDOW,
+        ModuleAction.BLOCKED_DOWNGRADE: Outcome.HELD_DOWNGRADE,
+        ModuleAction.BLOCKED_DELETION: Outcome.HELD_BLOCKED,
+    }.get(plan.action, Outcome.NOW)
+
+
+# -- causes ---------------------------------------------------------------------------------------
+
+
+def _causes_desired(
+    base: ConfigRepo,
+    head: ConfigRepo,
+    runtime: Runtime,
+    before: Resolution | None,
+    after: Resolution | None,
+    old: ResolvedModule | None,
+    new: ResolvedModule,
+    revision: str,
+) -> tuple[Cause, ...]:
+    if before is None:
+        return (Cause(runtime.source, "(new runtime)", revision),)
+    if old is None:
+        return _why_included(base, head, runtime, new, revision)
+    causes = []
+    if old.version != new.version:
+        causes.append(_why_version(base, head, runtime, old, new, revision))
+    if old.strategy != new.strategy:
+        causes.append(Cause(runtime.source, _entry(runtime, new.name, "strategy"), revision))
+    if not causes:
+        module = head.modules[new.name]
+        folder = module.source.rsplit("/", 1)[0]
+        causes.append(Cause(f"{folder}/{new.version}", "manifest.yaml or default.yaml", revision))
+    return tuple(causes)
+
+
+def _causes_removed(
+    base: ConfigRepo,
+    head: ConfigRepo,
+    runtime: Runtime,
+    before: Resolution | None,
+    after: Resolution | None,
+    old: ResolvedModule,
+    revision: str,
+) -> tuple[Cause, ...]:
+    if after is None:
+        return (Cause(runtime.source, "(runtime removed)", revision),)
+    if old.name not in head.modules:
+        return (Cause(base.modules[old.name].source, "(module removed)", revision),)
+    return _why_included(head, base, runtime, old, revision, removed=True)
+
+
+def _why_included(
+    was: ConfigRepo,
+    now: ConfigRepo,
+    runtime: Runtime,
+    module: ResolvedModule,
+    revision: str,
+    removed: bool = False,
+) -> tuple[Cause, ...]:
+    """Why a module joined (or, with ``removed``, left) a runtime."""
+    if module.inclusion is Inclusion.LISTED:
+        return (
+            Cause(
+                runtime.source, "spec.modules" + (" (entry removed)" if removed else ""), revision
+            ),
+        )
+    if module.inclusion is Inclusion.MANDATORY:
+        return (
+            Cause(
+                now.modules[module.name].source
+                if module.name in now.modules
+                else was.modules[module.name].source,
+                "spec.mandatory",
+                revision,
+            ),
+        )
+    causes = []
+    for requirer in module.required_by:
+        source = (now.modules.get(requirer) or was.modules[requirer]).source
+        old_deps = was.modules[requirer].depends_on if requirer in was.modules else ()
+        new_deps = now.modules[requirer].depends_on if requirer in now.modules else ()
+        if (module.name in old_deps) != (module.name in new_deps):
+            causes.append(Cause(source, "spec.dependsOn", revision))
+        else:
+            causes.append(Cause(runtime.source, f"spec.modules ({requirer} needs it)", revision))
+    return tuple(causes)
+
+
+def _why_version(
+    base: ConfigRepo,
+    head: ConfigRepo,
+    runtime: Runtime,
+    old: ResolvedModule,
+    new: ResolvedModule,
+    revision: str,
+) -> Cause:
+    name = new.name
+    if new.source is VersionSource.PIN or old.source is VersionSource.PIN:
+        return Cause(runtime.source, _entry(runtime, name, "version"), revision)
+    if new.channel != old.channel:
+        if VersionSource.MODULE_CHANNEL in (new.source, old.source):
+            return Cause(runtime.source, _entry(runtime, name, "channel"), revision)
+        return Cause(runtime.source, "spec.channel", revision)
+    channel = head.channels.get(new.channel or "") or base.channels[old.channel or ""]
+    return Cause(channel.source, f"spec.modules.{name}", revision)
+
+
+def _entry(runtime: Runtime, module: str, field_name: str) -> str:
+    index = next((i for i, ref in enumerate(runtime.modules) if ref.name == module), None)
+    return f"spec.modules[{index}].{field_name}" if index is not None else "spec.modules"
+
+
+def object_counts(change: ModuleChange) -> dict[str, int]:
+    """How many objects the change creates, updates and deletes."""
+    counts = Counter(str(c.action) for c in change.plan.changes)
+    return {str(a): counts.get(str(a), 0) for a in ObjectAction}

@@ -1,0 +1,1 @@
+"""Sources of config: git revisions (``git``); the only package that imports ``git``."""
