@@ -72,7 +72,7 @@ class Review:
     def load(self, side: Side, what: str) -> tuple[ConfigRepo, str]:
         """The valid repo of ``side`` and its label; :class:`ConfigError` names the side."""
         tree: SourceTree | None = None
-        label = "working tree"
+        label = str(side.folder) if side.folder is not None else "working tree"
         display = str(side.folder or side.repo)
         if side.revision is not None:
             with self.timings.phase("git"):

@@ -62,7 +62,9 @@ class SchemaChecker:
     def _quick_valid(self, kind: str, data: Any) -> bool:
         quick = self._quick.get(kind)
         if quick is None:
-            quick = self._quick[kind] = fastjsonschema.compile(_draft7_view(self.schemas[kind]))
+            view = _draft7_view(self.schemas[kind])
+            # use_default=False: validation must never write defaults into the documents
+            quick = self._quick[kind] = fastjsonschema.compile(view, use_default=False)
         try:
             quick(data)
         except fastjsonschema.JsonSchemaException:

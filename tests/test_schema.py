@@ -193,3 +193,14 @@ def test_a_valid_document_has_no_diagnostics() -> None:
     document = Document("x", 0, next(d for k, d in _documents() if k == "Runtime"))
 
     assert SchemaChecker(load_schemas()).check("Runtime", document) == []
+
+
+def test_validation_never_changes_the_documents() -> None:
+    """A parsed file may be shared by two revisions; checking it must not fill in defaults."""
+    checker = SchemaChecker(load_schemas())
+    for kind, data in _documents():
+        before = copy.deepcopy(data)
+        document = Document("x", 0, data)
+        checker.check(kind, document)
+        checker.check(kind, document)
+        assert data == before, kind
