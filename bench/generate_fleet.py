@@ -277,9 +277,7 @@ spec:
 """
 
 
-def fleet_files(
-    rng: random.Random, runtimes: int, modules: int, versions: int
-) -> dict[str, str]:
+def fleet_files(rng: random.Random, runtimes: int, modules: int, versions: int) -> dict[str, str]:
     """Every file of the valid fleet, by path relative to the repo."""
     names, tags = module_names(modules), versions_of(versions)
     files = {"reconciler.yaml": SETTINGS}

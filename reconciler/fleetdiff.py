@@ -233,6 +233,11 @@ class FleetDiffer:
         self._base_renderer = Renderer(self.base)
         self._head_renderer = Renderer(self.head)
 
+    @property
+    def planned_situations(self) -> int:
+        """How many distinct module changes were planned (the rest reused a plan)."""
+        return len(self._plans)
+
     def diff(self) -> FleetDiff:
         """The fleet diff."""
         names = sorted(set(self.base.runtimes) | set(self.head.runtimes))

@@ -10,6 +10,7 @@ the benchmark, and the git source (a revision's tree, see :mod:`reconciler.sourc
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +96,7 @@ class FolderTree:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._last: tuple[str, bytes] | None = None
 
     def _path(self, path: str) -> Path:
         return self.root / path if path else self.root
@@ -124,10 +126,14 @@ class FolderTree:
 
     def read(self, path: str) -> bytes:
         """See :class:`reconciler.tree.SourceTree`."""
+        if self._last is not None and self._last[0] == path:
+            return self._last[1]
         try:
-            return self._path(path).read_bytes()
+            data = self._path(path).read_bytes()
         except OSError as error:
             raise UnreadableError(error.strerror or type(error).__name__) from error
+        self._last = (path, data)
+        return data
 
     def escapes(self, path: str, boundary: str) -> bool:
         """See :class:`reconciler.tree.SourceTree`."""
@@ -137,8 +143,13 @@ class FolderTree:
         return not full.resolve().is_relative_to(self._path(boundary).resolve())
 
     def identity(self, path: str) -> str | None:
-        """Files on disk have no content id: nothing is cached."""
-        return None
+        """The id git would give the file's content (so a working tree file unchanged since a
+        revision is not parsed again), or ``None`` when it cannot be read."""
+        try:
+            data = self.read(path)
+        except UnreadableError:
+            return None
+        return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
 class _Reader:
@@ -238,7 +249,7 @@ class _Reader:
     def file(self, path: str, boundary: str) -> RawFile:
         """Read and parse one YAML file; a problem makes it ``broken`` and is recorded."""
         shown = self.show(path)
-        identity = self.tree.identity(path)
+        identity = self.tree.identity(path) if self.cache is not None else None
         key = (identity, shown) if identity is not None else None
         if key is not None and self.cache is not None and key in self.cache:
             cached = self.cache[key]

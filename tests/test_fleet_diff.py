@@ -419,3 +419,39 @@ def test_live_view_from_snapshots(history: Path, tmp_path: Path) -> None:
     assert result.exit_code == 3
     assert "held: deletion blocked" in result.stdout
     assert "Gadget/gadget-system/mine" in result.stdout
+
+
+def test_each_blob_is_parsed_once_and_each_situation_planned_once(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from bench.generate_fleet import generate_fleet
+    from reconciler.loader import ReadOptions
+    from reconciler.review import Review, Side
+
+    generate_fleet(tmp_path, runtimes=300, modules=6, versions=2)
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-qm", "fleet")
+    channel = tmp_path / "channels" / "regular.yaml"
+    channel.write_text(channel.read_text().replace("mod-03: 1.0.0", "mod-03: 1.1.0"))
+    files = len([p for p in tmp_path.rglob("*.yaml") if ".git" not in p.parts])
+
+    review = Review(ReadOptions())
+    base = review.load(Side(tmp_path, "HEAD"), "base")
+    head = review.load(Side(tmp_path), "head")
+    # working-tree files get the id git would give them: unchanged ones are not parsed again
+    assert len(review.cache) == files + 1
+    both = Review(ReadOptions())
+    both.load(Side(tmp_path, "HEAD"), "base")
+    _git(tmp_path, "commit", "-qam", "bump")
+    both.load(Side(tmp_path, "HEAD"), "head")
+    assert len(both.cache) == files + 1  # only the changed channel is parsed again
+
+    from reconciler.fleetdiff import FleetDiffer
+
+    differ = FleetDiffer(base[0], head[0], datetime(2026, 11, 20, 10, tzinfo=UTC))
+    diff = differ.diff()
+    upgraded = sum(1 for r in diff.runtimes for m in r.modules if m.module == "mod-03")
+    assert upgraded > 20
+    windows = {r.maintenance_window for r in head[0].runtimes.values()}
+    assert differ.planned_situations <= len(windows)

@@ -11,6 +11,7 @@ Callers: ``reconciler diff --base``; later the daemon's git source.
 from __future__ import annotations
 
 import posixpath
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,8 @@ class GitTree:
         self._prefix = prefix
         self._children: dict[str, dict[str, Any]] = {}
         self._data: dict[str, bytes] = {}
+        #: Seconds spent reading git objects (for ``--timings``).
+        self.io_seconds = 0.0
 
     def _full(self, path: str) -> str | None:
         joined = posixpath.normpath(posixpath.join(self._prefix, path)) if path else self._prefix
@@ -74,7 +77,9 @@ class GitTree:
     def _listing(self, tree: Any) -> dict[str, Any]:
         listing = self._children.get(tree.hexsha)
         if listing is None:
+            started = time.perf_counter()
             listing = self._children[tree.hexsha] = {item.name: item for item in tree}
+            self.io_seconds += time.perf_counter() - started
         return listing
 
     def entries(self, folder: str) -> list[Entry]:
@@ -130,7 +135,9 @@ class GitTree:
         blob = self._blob(path)
         if blob is None:
             raise UnreadableError(f"{path}: not a file at this revision")
+        started = time.perf_counter()
         data: bytes = blob.data_stream.read()
+        self.io_seconds += time.perf_counter() - started
         self._data.clear()
         self._data[path] = data  # size() then read() reads once
         return data
