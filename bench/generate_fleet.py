@@ -345,7 +345,11 @@ def _channel_missing_module(text: str, rng: random.Random) -> tuple[str, str] | 
 
 
 def _channel_missing_version(text: str, rng: random.Random) -> tuple[str, str] | None:
-    entries = [line for line in text.splitlines() if line.startswith("    mod-")]
+    entries = [
+        line
+        for line in text.splitlines()
+        if line.startswith("    mod-") and not line.startswith("    mod-ghost")
+    ]
     if not entries:
         return None
     line = rng.choice(entries)
