@@ -145,11 +145,21 @@ class Lifecycle:
     # -- the whole sync ------------------------------------------------------------------------
 
     def sync(
-        self, context: Context, desired: Sequence[DesiredModule], *, dry_run: bool = False
+        self,
+        context: Context,
+        desired: Sequence[DesiredModule],
+        *,
+        dry_run: bool = False,
+        part: str = "all",
     ) -> SyncResult:
-        """Observe, plan and (unless ``dry_run``) carry the plan out."""
+        """Observe, plan and (unless ``dry_run``) carry the plan out; ``part`` "desired" or
+        "removals" carries out only the modules git wants, or only those it dropped."""
         live = self.observe(context.runtime, desired)
         the_plan = plan(context, desired, live)
+        if part != "all":
+            wanted = {d.name for d in desired}
+            kept = tuple(m for m in the_plan.modules if (m.module in wanted) == (part == "desired"))
+            the_plan = Plan(the_plan.runtime, kept, the_plan.suspended)
         if dry_run or the_plan.suspended:
             return SyncResult(context.runtime, the_plan, (), dry_run=dry_run)
         statuses = self.execute(context.runtime, the_plan, desired, live, context.dependencies)
@@ -307,7 +317,7 @@ class Lifecycle:
         stored = live.inventory if live.inventory_stored else None
         intent = _intent(runtime, module, live.inventory, self.commit)
         if entry.changes_anything or intent != stored:
-            self._ensure_namespace(self.system_namespace)
+            self.ensure_namespace(self.system_namespace)
             self._write_inventory(intent, stored)
         applies = [c for c in entry.changes if c.action is not ObjectAction.DELETE]
         first = [c for c in applies if c.ref.kind in ("CustomResourceDefinition", "Namespace")]
@@ -354,10 +364,10 @@ class Lifecycle:
     def _apply(self, body: Mapping[str, Any]) -> None:
         namespace = body.get("metadata", {}).get("namespace")
         if namespace:
-            self._ensure_namespace(str(namespace))
+            self.ensure_namespace(str(namespace))
         self.cluster.apply(body, field_manager=self.field_manager, force=True)
 
-    def _ensure_namespace(self, name: str) -> None:
+    def ensure_namespace(self, name: str) -> None:
         """Create a namespace that is missing; never labelled ours, so never deleted (S1)."""
         if name in self._namespaces:
             return

@@ -144,6 +144,8 @@ class Settings:
     allow_deletions: bool = False
     poll_interval: str = "60s"
     resync_interval: str = "10m"
+    disabled_steps: tuple[str, ...] = ()
+    operation_timeouts: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -461,6 +461,8 @@ def settings_from(spec: Mapping[str, Any]) -> Settings:
         allow_deletions=brake.get("allow", defaults.allow_deletions),
         poll_interval=intervals.get("poll", defaults.poll_interval),
         resync_interval=intervals.get("resync", defaults.resync_interval),
+        disabled_steps=tuple(spec.get("operations", {}).get("disabledSteps", ())),
+        operation_timeouts=dict(spec.get("operations", {}).get("timeouts", {})),
     )
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -243,7 +243,7 @@ class InMemoryCluster:
         """Every object with its field owners in ``metadata.managedFields``."""
         return [_with_managed_fields(s) for _, s in sorted(self._objects.items())]
 
-    def load(self, objects: list[Mapping[str, Any]]) -> None:
+    def load(self, objects: Sequence[Mapping[str, Any]]) -> None:
         """Add objects from a snapshot: CRDs and Namespaces first, as an API server needs."""
         ordered: list[Mapping[str, Any]] = sorted(
             objects,

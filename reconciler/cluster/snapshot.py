@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from reconciler.cluster.api import ObjectRef
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.errors import ReconcilerError, SourceError
 
@@ -57,3 +58,48 @@ def _objects(documents: list[Any]) -> Iterator[Mapping[str, Any]]:
             yield from document.get("items", [])
         else:
             yield document
+
+
+class SnapshotFileCluster(InMemoryCluster):
+    """An in-memory cluster saved to its snapshot file after every change, so that a process
+    that dies leaves the file as the cluster was (offline rehearsals survive a crash)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+        self.load(load_snapshot(path).snapshot())
+        self.writes = 0
+
+    def apply(
+        self,
+        body: Mapping[str, Any],
+        *,
+        field_manager: str,
+        force: bool = True,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Apply, then save the file if anything changed."""
+        before = self.writes
+        result = super().apply(body, field_manager=field_manager, force=force, dry_run=dry_run)
+        self._save_if_changed(before)
+        return result
+
+    def patch(self, ref: ObjectRef, merge_patch: Mapping[str, Any]) -> dict[str, Any]:
+        """Patch, then save the file if anything changed."""
+        before = self.writes
+        result = super().patch(ref, merge_patch)
+        self._save_if_changed(before)
+        return result
+
+    def delete(self, ref: ObjectRef, *, propagation: str = "Background") -> bool:
+        """Delete, then save the file if anything changed."""
+        before = self.writes
+        result = super().delete(ref, propagation=propagation)
+        self._save_if_changed(before)
+        return result
+
+    def _save_if_changed(self, before: int) -> None:
+        if self.writes != before:
+            temporary = self.path.with_name(self.path.name + ".tmp")
+            save_snapshot(self, temporary)
+            temporary.replace(self.path)

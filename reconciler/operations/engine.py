@@ -1,0 +1,307 @@
+"""The operations engine: runs an operation's stages and steps by the rules O1-O5.
+
+- O1 a step returns a :class:`StepResult`: an error fails the operation; ``retry_after`` ends this
+  run, and the stage starts again from its first step when the operation runs next (at or after
+  the recorded time); otherwise the next step runs. A step's transient error is a retry, a
+  permanent one an error.
+- O2 a finished stage is recorded and never repeated, also after a crash: the next run resumes
+  at the first unfinished stage. The step context (and so the cluster credentials) is rebuilt
+  for every stage and never stored.
+- O3 the ``Starting`` step claims the runtime in the store; an operation whose owner died is
+  taken over and resumed.
+- O4 past its deadline (provision/deprovision 24h, update 3h by default) an operation fails,
+  naming the step that kept it waiting.
+- O5 a step marked "retry without fail" that keeps asking to retry past its own limit is skipped
+  and recorded; :meth:`Engine.retrigger` starts a new operation for runtimes with skipped work.
+
+Every change of state is saved before the next step runs. Callers: ``reconciler sync``,
+``reconciler operations``; later the daemon.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from importlib.metadata import entry_points
+
+from reconciler.errors import PermanentError, TransientError
+from reconciler.operations.model import (
+    Operation,
+    OperationState,
+    OperationType,
+    StageRecord,
+    StepRecord,
+    StepResult,
+    StepState,
+)
+from reconciler.operations.steps import BUILTIN_STAGES, Step, StepContext, transient_retry
+from reconciler.operations.store import StateStore
+
+ENTRY_POINT_GROUP = "reconciler.steps"
+DEFAULT_LIMITS = {
+    OperationType.PROVISION: timedelta(hours=24),
+    OperationType.UPDATE: timedelta(hours=3),
+    OperationType.DEPROVISION: timedelta(hours=24),
+}
+LEASE_SECONDS = 120.0
+
+Stages = list[tuple[str, list[type[Step]]]]
+
+
+def this_owner() -> str:
+    """``host:pid`` of this process."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether an owner could still be running: a process on this host that exists, or any
+    process elsewhere (its lease decides)."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def plugin_steps() -> list[type[Step]]:
+    """Step classes that installed packages offer through the ``reconciler.steps`` entry point."""
+    found: list[type[Step]] = []
+    for entry in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        step = entry.load()
+        if not (isinstance(step, type) and issubclass(step, Step)):
+            raise PermanentError(f"entry point {entry.name} ({entry.value}) is not a Step class")
+        found.append(step)
+    return found
+
+
+def stages_for(
+    kind: OperationType, plugins: list[type[Step]], disabled: frozenset[str] = frozenset()
+) -> Stages:
+    """The built-in stages of ``kind`` with plugin steps inserted and optional steps switched
+    off; the order is checked (every plugin names an existing stage and step)."""
+    stages = [(name, list(steps)) for name, steps in BUILTIN_STAGES[kind]]
+    for plugin in plugins:
+        if kind not in plugin.operations:
+            continue
+        stage = next((steps for name, steps in stages if name == plugin.stage), None)
+        if stage is None:
+            known = ", ".join(n for n, _ in stages)
+            raise PermanentError(
+                f"step {plugin.name}: no stage '{plugin.stage}' in {kind} ({known})"
+            )
+        position = len(stage)
+        if plugin.after is not None:
+            names = [s.name for s in stage]
+            if plugin.after not in names:
+                raise PermanentError(
+                    f"step {plugin.name}: no step '{plugin.after}' in stage {plugin.stage}"
+                )
+            position = names.index(plugin.after) + 1
+        stage.insert(position, plugin)
+    return [
+        (n, [s for s in steps if not (s.optional and s.name in disabled)]) for n, steps in stages
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """How one run of an operation ended: finished, or waiting until ``retry_at``."""
+
+    operation: Operation
+    retry_at: datetime | None = None
+
+
+class Engine:
+    """Creates and runs operations against a store."""
+
+    def __init__(
+        self,
+        store: StateStore,
+        *,
+        clock: Callable[[], datetime],
+        plugins: list[type[Step]] | None = None,
+        disabled: frozenset[str] = frozenset(),
+        limits: Mapping[OperationType, timedelta] | None = None,
+        owner: str | None = None,
+        alive: Callable[[str], bool] = owner_alive,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.plugins = plugins if plugins is not None else plugin_steps()
+        self.disabled = disabled
+        self.limits = {**DEFAULT_LIMITS, **(limits or {})}
+        self.owner = owner or this_owner()
+        self.alive = alive
+
+    def stages(self, kind: OperationType) -> Stages:
+        """The stages an operation of ``kind`` runs."""
+        return stages_for(kind, self.plugins, self.disabled)
+
+    def create(
+        self,
+        runtime: str,
+        kind: OperationType,
+        *,
+        commit: str = "",
+        data: dict[str, object] | None = None,
+        retrigger_of: str = "",
+    ) -> Operation:
+        """A new pending operation, saved."""
+        now = self.clock()
+        stages = [
+            StageRecord(name, [StepRecord(step.name) for step in steps])
+            for name, steps in self.stages(kind)
+        ]
+        operation = Operation(
+            id=uuid.uuid4().hex[:12],
+            runtime=runtime,
+            type=kind,
+            state=OperationState.PENDING,
+            created=now,
+            deadline=now + self.limits[kind],
+            stages=stages,
+            commit=commit,
+            updated=now,
+            retrigger_of=retrigger_of,
+            data=dict(data or {}),
+        )
+        self.store.save(operation)
+        return operation
+
+    def run(self, operation: Operation, context_for: Callable[[], StepContext]) -> RunOutcome:
+        """Run ``operation`` from its first unfinished stage until it finishes or must wait."""
+        steps = dict(self.stages(operation.type))
+        for stage in operation.stages:
+            if stage.done:
+                continue
+            context = context_for()
+            outcome = self._stage(operation, stage, steps.get(stage.name, []), context)
+            if outcome is not None:
+                return outcome
+            stage.done, stage.finished = True, self.clock()
+            self._save(operation)
+        operation.state = OperationState.SUCCEEDED
+        skipped = operation.skipped_steps()
+        operation.message = (
+            "succeeded, skipped: " + ", ".join(t.name for _, t in skipped)
+            if skipped
+            else "succeeded"
+        )
+        self._save(operation)
+        return RunOutcome(operation)
+
+    def _stage(
+        self,
+        operation: Operation,
+        stage: StageRecord,
+        classes: list[type[Step]],
+        context: StepContext,
+    ) -> RunOutcome | None:
+        by_name = {cls.name: cls for cls in classes}
+        for record in stage.steps:
+            cls = by_name.get(record.name)
+            if record.state is StepState.SKIPPED or cls is None:
+                continue
+            if self.clock() > operation.deadline:
+                return self._fail(operation, record, self._timeout_message(operation, record))
+            result = self._attempt(operation, record, cls, context)
+            if result.error is not None:
+                record.state, record.finished = StepState.FAILED, self.clock()
+                return self._fail(operation, record, f"step {record.name} failed: {result.error}")
+            if result.retry_after is not None:
+                if self._past_own_limit(cls, record):
+                    record.state, record.finished = StepState.SKIPPED, self.clock()
+                    record.message = (
+                        f"skipped after {cls.retry_without_fail:.0f}s: {record.message}"
+                    )
+                    self._save(operation)
+                    continue
+                return self._wait(operation, stage, record, result.retry_after)
+            record.state, record.finished, record.retry_at = StepState.DONE, self.clock(), None
+            self._save(operation)
+        return None
+
+    def _attempt(
+        self, operation: Operation, record: StepRecord, cls: type[Step], context: StepContext
+    ) -> StepResult:
+        now = self.clock()
+        record.attempts += 1
+        record.state, record.started = StepState.RUNNING, now
+        record.first_started = record.first_started or now
+        operation.lease_until = now + timedelta(seconds=LEASE_SECONDS)
+        self._save(operation)
+        try:
+            result = cls().run(operation, context)
+        except TransientError as error:
+            result = transient_retry(error)
+        except PermanentError as error:
+            result = StepResult(error=str(error))
+        record.message = result.error or result.message
+        return result
+
+    def _past_own_limit(self, cls: type[Step], record: StepRecord) -> bool:
+        limit = cls.retry_without_fail
+        if limit is None or record.first_started is None:
+            return False
+        return (self.clock() - record.first_started).total_seconds() >= limit
+
+    def _wait(
+        self, operation: Operation, stage: StageRecord, record: StepRecord, delay: float
+    ) -> RunOutcome:
+        retry_at = self.clock() + timedelta(seconds=delay)
+        record.state, record.retry_at = StepState.RETRYING, retry_at
+        for other in stage.steps:  # O1: the stage starts again from its first step
+            if other is not record and other.state is StepState.DONE:
+                other.state = StepState.PENDING
+        operation.message = f"waiting in {stage.name}/{record.name}: {record.message}"
+        self._save(operation)
+        return RunOutcome(operation, retry_at)
+
+    def _fail(self, operation: Operation, record: StepRecord, message: str) -> RunOutcome:
+        operation.state, operation.message = OperationState.FAILED, message
+        record.state = StepState.FAILED
+        self._save(operation)
+        return RunOutcome(operation)
+
+    def _timeout_message(self, operation: Operation, record: StepRecord) -> str:
+        limit = self.limits[operation.type]
+        waiting = next(
+            (t for s in operation.stages for t in s.steps if t.state is StepState.RETRYING), record
+        )
+        return (
+            f"timed out after {limit}: step {waiting.name} still asking to retry "
+            f"({waiting.message or 'no message'})"
+        )
+
+    def _save(self, operation: Operation) -> None:
+        operation.updated = self.clock()
+        self.store.save(operation)
+
+    def retrigger(self) -> list[Operation]:
+        """O5: a new operation for every runtime whose latest operation finished with skipped
+        steps (their work is tried again, idempotently)."""
+        created = []
+        latest: dict[str, Operation] = {}
+        for operation in self.store.operations(limit=10_000):
+            latest.setdefault(operation.runtime, operation)
+        for operation in latest.values():
+            if operation.state is OperationState.SUCCEEDED and operation.skipped_steps():
+                created.append(
+                    self.create(
+                        operation.runtime,
+                        operation.type,
+                        commit=operation.commit,
+                        data=dict(operation.data),
+                        retrigger_of=operation.id,
+                    )
+                )
+        return created

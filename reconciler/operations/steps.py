@@ -1,0 +1,414 @@
+"""Steps: small, idempotent, named units of an operation (O1), and the built-in ones.
+
+A step is a class with a ``name``, a ``domain`` and a ``description`` (the docs' table is made
+from them) and a ``run(operation, context) -> StepResult``. It may ask to be retried (the stage
+then starts again from its first step after the delay) or fail the operation. Steps that touch
+the cluster get it from the context; ``Resolve_Kubeconfig`` opens it at the start of each stage
+that needs it, and it lives only in memory, only within that stage (O2). Plugins add steps
+through the ``reconciler.steps`` entry point (see docs/runtime-operations.md). Callers: the
+engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, ClassVar
+
+from reconciler.cluster.api import Cluster, ObjectRef
+from reconciler.errors import PermanentError, TransientError
+from reconciler.lifecycle import Lifecycle, ModuleState, SyncResult
+from reconciler.model import ClusterAccess, ConfigRepo
+from reconciler.operations.model import Operation, OperationType, RuntimeRecord, StepResult
+from reconciler.operations.store import StateStore
+from reconciler.plan import Context, DesiredModule
+
+RETRY_PROCESSING = 10.0
+RETRY_DELETING = 30.0
+
+
+@dataclass(slots=True)
+class StepContext:
+    """What steps of one stage share: inputs from git and the clock, and the cluster once
+    ``Resolve_Kubeconfig`` opened it. Rebuilt for every stage, never stored."""
+
+    store: StateStore
+    now: Callable[[], datetime]
+    owner: str
+    lease_seconds: float
+    alive: Callable[[str], bool]
+    connect: Callable[[ClusterAccess, str], Cluster]
+    access: ClusterAccess
+    desired: Sequence[DesiredModule]
+    planning: Context
+    system_namespace: str
+    repo: ConfigRepo | None = None
+    cluster: Cluster | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def lifecycle(self, operation: Operation) -> Lifecycle:
+        """The lifecycle executor on this stage's cluster."""
+        if self.cluster is None:
+            raise PermanentError("no cluster in this stage: Resolve_Kubeconfig must run first")
+        return Lifecycle(
+            self.cluster, system_namespace=self.system_namespace, commit=operation.commit
+        )
+
+
+class Step:
+    """Base class of steps. Subclasses set the class attributes and implement :meth:`run`."""
+
+    name: ClassVar[str] = ""
+    domain: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    #: Optional steps can be switched off in Settings (``spec.operations.disabledSteps``).
+    optional: ClassVar[bool] = False
+    #: O5: seconds after which a step that keeps asking to retry is skipped instead of failing.
+    retry_without_fail: ClassVar[float | None] = None
+    #: For plugins: the operations, the stage and the step to come after.
+    operations: ClassVar[tuple[OperationType, ...]] = ()
+    stage: ClassVar[str] = ""
+    after: ClassVar[str | None] = None
+
+    def run(self, operation: Operation, context: StepContext) -> StepResult:
+        """Do this step's work once."""
+        raise NotImplementedError
+
+
+def _module_statuses(result: SyncResult) -> list[dict[str, Any]]:
+    return [s.to_json() for s in result.modules]
+
+
+class Starting(Step):
+    """O3: moves the operation to in progress when no other runs on the runtime."""
+
+    name = "Starting"
+    domain = "operations"
+    description = (
+        "Moves the operation from pending to in progress when no other operation is in "
+        "progress on the runtime."
+    )
+
+    def run(self, operation: Operation, context: StepContext) -> StepResult:
+        now = context.now()
+        lease = now.timestamp() + context.lease_seconds
+        holder = context.store.claim(
+            operation.id,
+            context.owner,
+            now,
+            datetime.fromtimestamp(lease, now.tzinfo),
+            context.alive,
+        )
+        if holder is not None:
+            return StepResult(
+                f"waiting: {holder} is in progress on {operation.runtime}", retry_after=5.0
+            )
+        return StepResult("in progress")
+
+
+class ResolveKubeconfig(Step):
+    """Opens the cluster for the rest of the stage; credentials stay in memory."""
+
+    name = "Resolve_Kubeconfig"
+    domain = "cluster access"
+    description = (
+        "Reads the runtime's cluster credentials (kubeconfig file, context, Secret or in-"
+        "cluster) into memory for this stage only."
+    )
+
+    def run(self, operation: Operation, context: StepContext) -> StepResult:
+        context.cluster = context.connect(context.access, operation.runtime)
+        return StepResult(f"using {context.access.describe()}")
+
+
+class CheckClusterAccess(Step):
+    """A cheap read proves the credentials work."""
+
+    name = "Check_Cluster_Access"
+    domain = "cluster access"
+    description = (
+        "Reads the kube-system namespace to prove the API server answers and the "
+        "credentials are accepted."
+    )
+
+    def run(self, operation: Operation, context: StepContext) -> StepResult:
+        assert context.cluster is not None
+        context.cluster.get(ObjectRef("v1", "Namespace", "", "kube-system"))
+        return StepResult("the API server answers")
+
+
+class PlanChanges(Step):
+    """Observes the cluster and records what will change (no write)."""
+
+    name = "Plan_Changes"
+    domain = "lifecycle"
+    description = (
+        "Observes the cluster and plans each module (install, upgrade, no downgrade, "
+        "windows, removals); records the plan in the operation."
+    )
+
+    def run(self, operation: Operation, context: StepContext) -> StepResult:
+        result = context.lifecycle(operation).sync(context.planning, context.desired, dry_run=True)
+        operation.data["plan"] = [
+            {
+                "module": m.module,
+                "action": str(m.action),
+                "reason": m.reason,
+                "from": m.from_version,
+                "to": m.to_version,
+            }
+            for m in result.plan.modules
+        ]
+        changing = sum(1 for m in result.plan.modules if m.changes_anything)
+        return StepResult(f"{changing} of {len(result.plan.modules)} modules change")
+
+
+class EnsureSystemNamespace(Step):
+    """The namespace that holds the inventories."""
+
+    name = "Ensure_System_Namespace"
+    domain = "cluster"
+    description = "Creates the system namespace (inventories live there) when it is missing."
+
+    def run(self, operation: Operation, context: StepContext) -> StepResult:
+        context.lifecycle(operation).ensure_namespace(context.system_namespace)
+        return StepResult(f"namespace {context.system_namespace} exists")
+
+
+class ApplyModules(Step):
+    """L1, L3-L6, L10: every desired module, in dependency order."""
+
+    name = "Apply_Modules"
+    domain = "lifecycle"
+    description = (
+        "Applies each module in dependency order (CRDs first, then the rest, then its "
+        "default configuration once); upgrades prune from the inventory."
+    )
+
+    def run(self, operation: Operation, context: StepContext) -> StepResult:
+        result = context.lifecycle(operation).sync(
+            context.planning, context.desired, part="desired"
+        )
+        operation.data["modules"] = _module_statuses(result)
+        failed = [s for s in result.modules if s.state is ModuleState.ERROR]
+        if any(s.reason == "Failed" for s in failed):
+            return StepResult(error="; ".join(f"{s.module}: {s.message}" for s in failed))
+        if failed:
+            text = "; ".join(f"{s.module}: {s.message}" for s in failed)
+            return StepResult(f"retrying: {text}", retry_after=RETRY_PROCESSING)
+        return StepResult(f"{len(result.modules)} modules applied")
+
+
+class CheckModulesReady(Step):
+    """L2: waits until every module is Ready (or deliberately held)."""
+
+    name = "Check_Modules_Ready"
+    domain = "lifecycle"
+    description = (
+        "Waits until every module is Ready: CRDs Established and the operator workload "
+        "available (the default configuration's status does not count)."
+    )
+
+    def run(self, operation: Operation, context: StepContext) -> StepResult:
+        waiting = [
+            m
+            for m in operation.data.get("modules", [])
+            if m["state"] == str(ModuleState.PROCESSING)
+        ]
+        if waiting:
+            text = ", ".join(f"{m['module']} ({m['reason']})" for m in waiting)
+            return StepResult(f"waiting for {text}", retry_after=RETRY_PROCESSING)
+        return StepResult("every module is Ready or held")
+
+
+class RemoveModules(Step):
+    """L7-L9: modules that left git, by the strategy in their inventory."""
+
+    name = "Remove_Modules"
+    domain = "lifecycle"
+    description = (
+        "Removes modules that left git by their recorded strategy: Ignore releases them, "
+        "CreateAndDelete waits for their custom resources, then deletes them in reverse "
+        "order."
+    )
+
+    def run(self, operation: Operation, context: StepContext) -> StepResult:
+        result = context.lifecycle(operation).sync(
+            context.planning, context.desired, part="removals"
+        )
+        operation.data["removals"] = _module_statuses(result)
+        deleting = [s for s in result.modules if s.state is ModuleState.DELETING]
+        if deleting:
+            return StepResult("; ".join(s.message for s in deleting), retry_after=RETRY_DELETING)
+        return StepResult(f"{len(result.modules)} modules removed or released")
+
+
+class RecordStatus(Step):
+    """Writes the runtime's state for ``reconciler status``."""
+
+    name = "Record_Status"
+    domain = "operations"
+    description = (
+        "Records each module's state and the runtime's (its worst module's) with the commit."
+    )
+
+    def run(self, operation: Operation, context: StepContext) -> StepResult:
+        modules = list(operation.data.get("modules", [])) + [
+            m for m in operation.data.get("removals", []) if m["state"]
+        ]
+        order = [str(s) for s in ModuleState]
+        worst = max(
+            (m["state"] for m in modules if m["state"]),
+            key=order.index,
+            default=str(ModuleState.READY),
+        )
+        reason = next((m["reason"] for m in modules if m["state"] == worst), "Ready")
+        context.store.put_runtime(
+            RuntimeRecord(
+                operation.runtime,
+                worst,
+                reason,
+                f"{len(modules)} modules",
+                operation.commit,
+                context.now(),
+                modules,
+            )
+        )
+        return StepResult(f"runtime {worst}")
+
+
+class DeleteDefaultConfigurations(Step):
+    """Deprovision: the default configurations we created go first."""
+
+    name = "Delete_Default_Configurations"
+    domain = "lifecycle"
+    description = "Deletes the default configuration resources the reconciler created (only those)."
+
+    def run(self, operation: Operation, context: StepContext) -> StepResult:
+        lifecycle = context.lifecycle(operation)
+        count = 0
+        for inventory in lifecycle.read_inventories(operation.runtime).values():
+            if inventory.default_configuration is not None:
+                count += bool(lifecycle.cluster.delete(inventory.default_configuration))
+        return StepResult(f"{count} default configuration(s) deleted")
+
+
+class WaitForManagedResources(Step):
+    """Deprovision: waits for users' resources of the modules' kinds; skipped after 5 min."""
+
+    name = "Wait_For_Managed_Resources"
+    domain = "lifecycle"
+    description = (
+        "Waits while custom resources of the modules' kinds exist (names them); skipped "
+        "after its own 5-minute limit and retried by the re-trigger."
+    )
+    retry_without_fail = 300.0
+
+    def run(self, operation: Operation, context: StepContext) -> StepResult:
+        live = context.lifecycle(operation).observe(operation.runtime, [])
+        blocked = [(name, m) for name, m in sorted(live.items()) if m.blocking_total]
+        if blocked:
+            text = "; ".join(
+                f"{name}: {m.blocking_total} object(s), e.g. "
+                + ", ".join(r.subject for r in m.blocking[:3])
+                for name, m in blocked
+            )
+            operation.data["blocking"] = text
+            return StepResult(f"waiting for {text}", retry_after=RETRY_DELETING)
+        return StepResult("no managed resources left")
+
+
+class DeleteModuleManifests(Step):
+    """Deprovision: every module's objects in reverse order, CRDs last, where nothing blocks."""
+
+    name = "Delete_Module_Manifests"
+    domain = "lifecycle"
+    description = (
+        "Deletes each module's objects in reverse apply order, CRDs last, for modules "
+        "nothing blocks any more; releases Ignore modules."
+    )
+
+    def run(self, operation: Operation, context: StepContext) -> StepResult:
+        result = context.lifecycle(operation).sync(context.planning, [], part="removals")
+        operation.data["removals"] = _module_statuses(result)
+        left = [s.module for s in result.modules if s.state is ModuleState.DELETING]
+        if left:
+            return StepResult(f"still blocked, left for the re-trigger: {', '.join(left)}")
+        return StepResult(f"{len(result.modules)} modules deleted or released")
+
+
+class DeleteInventory(Step):
+    """Deprovision: inventories of modules that are gone (the rest stay for the re-trigger)."""
+
+    name = "Delete_Inventory"
+    domain = "lifecycle"
+    description = (
+        "Checks that the inventories of deleted modules are gone; those of modules still "
+        "blocked are kept for the re-trigger."
+    )
+
+    def run(self, operation: Operation, context: StepContext) -> StepResult:
+        left = sorted(context.lifecycle(operation).read_inventories(operation.runtime))
+        operation.data["inventoriesLeft"] = left
+        return StepResult(f"inventories left: {', '.join(left)}" if left else "no inventory left")
+
+
+class RemoveRuntimeRecord(Step):
+    """Deprovision: forgets the runtime once nothing of it is left."""
+
+    name = "Remove_Runtime_Record"
+    domain = "operations"
+    description = (
+        "Removes the runtime's record from the state store when nothing is left in its "
+        "cluster; otherwise records it as Deleting."
+    )
+
+    def run(self, operation: Operation, context: StepContext) -> StepResult:
+        left = operation.data.get("inventoriesLeft", [])
+        if not left:
+            context.store.forget_runtime(operation.runtime)
+            return StepResult("runtime record removed")
+        context.store.put_runtime(
+            RuntimeRecord(
+                operation.runtime,
+                str(ModuleState.DELETING),
+                "WaitingForResources",
+                f"left: {', '.join(left)}",
+                operation.commit,
+                context.now(),
+            )
+        )
+        return StepResult(f"runtime kept as Deleting: {', '.join(left)}")
+
+
+def transient_retry(error: TransientError) -> StepResult:
+    """A transient error of a step: try the stage again after the error's delay."""
+    return StepResult(f"retrying: {error}", retry_after=error.retry_after)
+
+
+_LIFECYCLE_STEPS = (ResolveKubeconfig, EnsureSystemNamespace, ApplyModules, CheckModulesReady)
+
+#: Operation type -> its stages, each a list of step classes, in order (the docs' table).
+BUILTIN_STAGES: dict[OperationType, list[tuple[str, list[type[Step]]]]] = {
+    OperationType.PROVISION: [
+        ("starting", [Starting]),
+        ("plan", [ResolveKubeconfig, CheckClusterAccess, PlanChanges]),
+        ("apply", list(_LIFECYCLE_STEPS)),
+        ("finish", [RecordStatus]),
+    ],
+    OperationType.UPDATE: [
+        ("starting", [Starting]),
+        ("plan", [ResolveKubeconfig, CheckClusterAccess, PlanChanges]),
+        ("apply", list(_LIFECYCLE_STEPS)),
+        ("remove", [ResolveKubeconfig, RemoveModules]),
+        ("finish", [RecordStatus]),
+    ],
+    OperationType.DEPROVISION: [
+        ("starting", [Starting]),
+        ("configurations", [ResolveKubeconfig, CheckClusterAccess, DeleteDefaultConfigurations]),
+        ("resources", [ResolveKubeconfig, WaitForManagedResources]),
+        ("modules", [ResolveKubeconfig, DeleteModuleManifests, DeleteInventory]),
+        ("finish", [RemoveRuntimeRecord]),
+    ],
+}
