@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +22,24 @@ import yaml
 
 from reconciler import __version__
 from reconciler.cluster.api import Cluster
-from reconciler.cluster.memory import InMemoryCluster
-from reconciler.cluster.snapshot import load_snapshot, save_snapshot
+from reconciler.cluster.snapshot import SnapshotFileCluster, load_snapshot
 from reconciler.diagnostics import did_you_mean
 from reconciler.errors import ConfigError, NotFoundError, ReconcilerError
 from reconciler.fleetdiff import FleetDiff
 from reconciler.lifecycle import Lifecycle, ModuleState, sync_runtime
 from reconciler.loader import DEFAULT_MAX_FILE_SIZE, ReadOptions, load_repo
-from reconciler.model import ConfigRepo
+from reconciler.model import ClusterAccess, ConfigRepo
+from reconciler.operations.engine import Engine
+from reconciler.operations.model import Operation, OperationState, OperationType
+from reconciler.operations.report import (
+    operation_json,
+    operation_line,
+    operation_text,
+    operation_tree,
+    status_lines,
+)
+from reconciler.operations.runner import Runner
+from reconciler.operations.store import default_state_url, open_store
 from reconciler.render import Renderer
 from reconciler.report import (
     Style,
@@ -36,12 +47,11 @@ from reconciler.report import (
     fleet_text,
     plan_text,
     plans_json,
-    result_text,
     results_json,
 )
 from reconciler.resolve import Resolution, resolve_runtime
 from reconciler.review import Review, Side
-from reconciler.validate import Validation
+from reconciler.validate import Validation, parse_duration
 
 EXIT_OK, EXIT_INVALID, EXIT_ERROR = 0, 1, 2
 
@@ -415,13 +425,32 @@ def _style(color: bool | None) -> Style:
     )
 
 
+state_option = click.option(
+    "--state",
+    "state_url",
+    envvar="RECONCILER_STATE",
+    default=default_state_url,
+    show_default="sqlite:///~/.local/state/reconciler/state.db",
+    help="The state store of operations and runtime states (RECONCILER_STATE).",
+)
+
+
 @cli.command()
 @repo_argument
 @runtimes_option
-@click.option("--dry-run", is_flag=True, help="Plan and print, change nothing.")
+@click.option("--dry-run", is_flag=True, help="Plan and print; no operation, nothing changed.")
 @snapshot_option
 @kubeconfig_dir_option
 @secret_namespace_option
+@state_option
+@click.option(
+    "--wait",
+    type=click.FloatRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seconds to keep retrying operations that wait (modules not Ready yet, deletions "
+    "blocked); 0 returns at once and the next sync resumes them.",
+)
 @format_option
 @channels_option
 @max_size_option
@@ -432,43 +461,187 @@ def sync(
     snapshot: str | None,
     kubeconfig_dir: Path | None,
     secret_namespace: str,
+    state_url: str,
+    wait: float,
     output_format: str,
     channels_dir: Path | None,
     max_file_size: int,
 ) -> None:
-    """Carry each runtime's plan out once and print what was done and every module's state.
+    """Run one operation per runtime: provision, update, or deprovision for runtimes that left
+    git; an unfinished operation (say, after a crash) is resumed where it stopped.
 
-    Modules are applied in dependency order and removed by their recorded strategy; a module
-    that fails is reported in state Error and the others go on. Exit status: 0 done (states may
-    still be Processing, Deleting or Warning), 1 a module or runtime ended in Error, 2 a usage,
-    config or access error.
+    Each operation is recorded in the state store with its stages and steps (see `reconciler
+    operations`). Exit status: 0 every operation succeeded or is waiting to retry, 1 one failed
+    or a module is in Error, 2 a usage, config or access error.
     """
     config = _valid_repo(repo, channels_dir, max_file_size)
     targets = _targets(config, runtime_names, snapshot)
-    access = _Access(kubeconfig_dir, secret_namespace)
+    access = _Access(kubeconfig_dir, secret_namespace, snapshot)
+    if dry_run:
+        _dry_run(config, targets, access, output_format)
+        return
+    store = open_store(state_url)
+    engine = Engine(
+        store,
+        clock=_now,
+        disabled=frozenset(config.settings.disabled_steps),
+        limits=_limits(config),
+    )
+    runner = Runner(store, engine, config, access.connect, _now)
+    if not runtime_names:
+        targets += runner.removed_runtimes()
+    operations, errors = [], {}
+    for name in targets:
+        try:
+            operations.append(_run_with_wait(runner, runner.operation_for(name), wait))
+        except ReconcilerError as error:
+            errors[name] = str(error)
+    if output_format == "json":
+        document = {
+            "operations": [operation_json(o) for o in operations],
+            "errors": [{"runtime": r, "error": e} for r, e in sorted(errors.items())],
+        }
+        click.echo(json.dumps(document, indent=2, sort_keys=True))
+    else:
+        for operation in operations:
+            click.echo(operation_text(operation), nl=False)
+        for name, message in sorted(errors.items()):
+            click.echo(f"runtime {name}: error: {message}", err=True)
+    failed = any(o.state is OperationState.FAILED or _has_error(o) for o in operations)
+    sys.exit(
+        EXIT_ERROR if errors and not operations else EXIT_INVALID if failed or errors else EXIT_OK
+    )
+
+
+def _dry_run(config: ConfigRepo, targets: Sequence[str], access: _Access, fmt: str) -> None:
     results, errors = [], {}
     for name in targets:
         try:
-            cluster = access.cluster(config, name, snapshot)
-            result = sync_runtime(cluster, config, name, now=_now(), dry_run=dry_run)
+            cluster = access.connect(config.runtimes[name].cluster, name)
+            results.append(sync_runtime(cluster, config, name, now=_now(), dry_run=True))
         except ReconcilerError as error:
             errors[name] = str(error)
-            continue
-        results.append(result)
-        if snapshot is not None and not dry_run and isinstance(cluster, InMemoryCluster):
-            save_snapshot(cluster, _snapshot_file(snapshot, name))
-    if output_format == "json":
+    if fmt == "json":
         click.echo(json.dumps(results_json(results, errors), indent=2, sort_keys=True))
     else:
         for result in results:
-            text = plan_text(result.plan) if dry_run else result_text(result)
-            click.echo(text, nl=False)
+            click.echo(plan_text(result.plan), nl=False)
         for name, message in sorted(errors.items()):
             click.echo(f"runtime {name}: error: {message}", err=True)
-    failed = any(r.state is ModuleState.ERROR for r in results)
-    sys.exit(
-        EXIT_ERROR if errors and not results else EXIT_INVALID if failed or errors else EXIT_OK
-    )
+    sys.exit(EXIT_ERROR if errors else EXIT_OK)
+
+
+def _run_with_wait(runner: Runner, operation: Operation, wait: float) -> Operation:
+    deadline = time.monotonic() + wait
+    outcome = runner.run(operation)
+    while outcome.retry_at is not None:
+        delay = (outcome.retry_at - _now()).total_seconds()
+        if time.monotonic() + max(delay, 0) > deadline:
+            break
+        time.sleep(max(delay, 0))
+        outcome = runner.run(outcome.operation)
+    return outcome.operation
+
+
+def _has_error(operation: Operation) -> bool:
+    modules = operation.data.get("modules", []) + operation.data.get("removals", [])
+    return any(m.get("state") == str(ModuleState.ERROR) for m in modules)
+
+
+def _limits(config: ConfigRepo) -> dict[OperationType, timedelta]:
+    limits = {}
+    for kind, text in config.settings.operation_timeouts.items():
+        limits[OperationType(kind)] = timedelta(seconds=parse_duration(text))
+    return limits
+
+
+@cli.group()
+def operations() -> None:
+    """Operations recorded in the state store: list, show, re-trigger."""
+
+
+@operations.command("list")
+@click.option("--runtime", "runtime_name", help="Only this runtime's operations.")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@state_option
+@format_option
+def operations_list(
+    runtime_name: str | None, limit: int, state_url: str, output_format: str
+) -> None:
+    """Operations, newest first: id, runtime, type, state, created, message."""
+    found = open_store(state_url).operations(runtime=runtime_name, limit=limit)
+    if output_format == "json":
+        click.echo(json.dumps([operation_json(o) for o in found], indent=2, sort_keys=True))
+        return
+    for operation in found:
+        click.echo(operation_line(operation))
+    if not found:
+        click.echo("no operations", err=True)
+
+
+@operations.command("show")
+@click.argument("operation_id")
+@state_option
+@format_option
+def operations_show(operation_id: str, state_url: str, output_format: str) -> None:
+    """One operation as a tree: stages, steps, attempts, times, the last message of each step
+    (what a blocked deletion waits for), the error that failed it. ID may be a unique prefix."""
+    operation = open_store(state_url).get(operation_id)
+    if operation is None:
+        raise NotFoundError(f"no operation with id (prefix) '{operation_id}'")
+    if output_format == "json":
+        click.echo(json.dumps(operation_json(operation), indent=2, sort_keys=True))
+    else:
+        click.echo(operation_tree(operation), nl=False)
+
+
+@operations.command("retrigger")
+@state_option
+def operations_retrigger(state_url: str) -> None:
+    """Start a new operation for runtimes whose last one skipped steps past their own time
+    limit (O5); `reconciler sync` then runs it."""
+    store = open_store(state_url)
+    created = Engine(store, clock=_now, plugins=[]).retrigger()
+    for operation in created:
+        click.echo(
+            f"{operation.id} {operation.type} {operation.runtime} (re-trigger of "
+            f"{operation.retrigger_of})"
+        )
+    if not created:
+        click.echo("nothing to re-trigger")
+
+
+@cli.command()
+@click.option("--runtime", "runtime_names", multiple=True, help="Only these runtimes.")
+@state_option
+@format_option
+def status(runtime_names: Sequence[str], state_url: str, output_format: str) -> None:
+    """Each runtime's and module's state, reason, version, last commit and age, as the last
+    operation recorded it."""
+    records = [
+        r
+        for r in open_store(state_url).runtimes()
+        if not runtime_names or r.runtime in runtime_names
+    ]
+    if output_format == "json":
+        document = [
+            {
+                "runtime": r.runtime,
+                "state": r.state,
+                "reason": r.reason,
+                "message": r.message,
+                "commit": r.commit,
+                "updated": r.updated.isoformat(),
+                "modules": r.modules,
+            }
+            for r in records
+        ]
+        click.echo(json.dumps(document, indent=2, sort_keys=True))
+        return
+    for line in status_lines(records, _now()):
+        click.echo(line)
+    if not records:
+        click.echo("no runtime recorded yet (run reconciler sync)", err=True)
 
 
 def _targets(config: ConfigRepo, names: Sequence[str], snapshot: str | None) -> list[str]:
@@ -487,19 +660,28 @@ def _targets(config: ConfigRepo, names: Sequence[str], snapshot: str | None) -> 
 
 
 class _Access:
-    """How the CLI reaches each runtime's cluster."""
+    """How the CLI reaches each runtime's cluster: a live one, or a snapshot file."""
 
-    def __init__(self, kubeconfig_dir: Path | None, secret_namespace: str) -> None:
+    def __init__(
+        self, kubeconfig_dir: Path | None, secret_namespace: str, snapshot: str | None = None
+    ) -> None:
         self.kubeconfig_dir = kubeconfig_dir
         self.secret_namespace = secret_namespace
+        self.snapshot = snapshot
 
     def cluster(self, config: ConfigRepo, name: str, snapshot: str | None) -> Cluster:
         if snapshot is not None:
             return load_snapshot(_snapshot_file(snapshot, name))
+        return self.connect(config.runtimes[name].cluster, name)
+
+    def connect(self, access: ClusterAccess, name: str) -> Cluster:
+        """The cluster of runtime ``name``; with a snapshot, its file, saved after each change."""
+        if self.snapshot is not None:
+            return SnapshotFileCluster(_snapshot_file(self.snapshot, name))
         from reconciler.cluster.kube import connect  # the client is imported only when needed
 
         return connect(
-            config.runtimes[name].cluster,
+            access,
             name=name,
             kubeconfig_dir=self.kubeconfig_dir,
             secret_namespace=self.secret_namespace,

@@ -378,6 +378,18 @@ def duration_minutes(text: str) -> int:
     return int(hours or 0) * 60 + int(minutes or 0)
 
 
+_SECONDS = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds of a ``24h``/``90m``/``1h30m``/``45s`` duration (schema-checked before)."""
+    match = _SECONDS.match(text)
+    if match is None:
+        raise ValueError(f"not a duration: {text!r}")
+    hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    return hours * 3600.0 + minutes * 60.0 + seconds
+
+
 def _object_problems(document: Document) -> Iterator[Diagnostic]:
     data = document.data
     if not isinstance(data, dict):

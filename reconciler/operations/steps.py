@@ -264,18 +264,14 @@ class RecordStatus(Step):
             default=str(ModuleState.READY),
         )
         reason = next((m["reason"] for m in modules if m["state"] == worst), "Ready")
-        context.store.put_runtime(
-            RuntimeRecord(
-                operation.runtime,
-                worst,
-                reason,
-                f"{len(modules)} modules",
-                operation.commit,
-                context.now(),
-                modules,
-            )
+        message = f"{len(modules)} modules"
+        if context.planning.suspended:
+            reason, message = "Suspended", "suspended in git: nothing is changed"
+        record = RuntimeRecord(
+            operation.runtime, worst, reason, message, operation.commit, context.now(), modules
         )
-        return StepResult(f"runtime {worst}")
+        context.store.put_runtime(record)
+        return StepResult(f"runtime {worst}: {message}")
 
 
 class DeleteDefaultConfigurations(Step):

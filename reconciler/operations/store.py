@@ -174,7 +174,9 @@ class SqliteStore:
                     f"({SCHEMA_VERSION}); upgrade reconciler"
                 )
             for version in range(current + 1, SCHEMA_VERSION + 1):
-                db.executescript("SAVEPOINT migrate;" + MIGRATIONS[version] + "RELEASE migrate;")
+                for statement in MIGRATIONS[version].split(";"):  # in this transaction
+                    if statement.strip():
+                        db.execute(statement)
                 db.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
 
     def schema_version(self) -> int:

@@ -1,0 +1,153 @@
+"""Operations and runtime states as text and JSON (pure).
+
+``operation_text`` is what ``sync`` prints per runtime; ``operation_tree`` is ``reconciler
+operations show``: stages, steps, attempts, times, the last message (blocking objects included)
+as a tree. Callers: the CLI.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from reconciler.operations.model import Operation, OperationState, RuntimeRecord, StepRecord
+
+_MARKS = {
+    "pending": " ",
+    "running": ">",
+    "retrying": "~",
+    "done": "x",
+    "skipped": "-",
+    "failed": "!",
+}
+
+
+def operation_text(operation: Operation) -> str:
+    """One runtime's operation: headline, then each module's state."""
+    lines = [f"runtime {operation.runtime}: {operation.type} {operation.id} {_state(operation)}"]
+    for module in operation.data.get("modules", []) + operation.data.get("removals", []):
+        state = module.get("state") or "Removed"
+        lines.append(
+            f"    {module['module']:<16} {state:<10} {module.get('version') or '-':<8} "
+            f"{module['reason']}: {module['message']}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _state(operation: Operation) -> str:
+    if operation.state is OperationState.IN_PROGRESS:
+        return f"in progress: {operation.message}"
+    return f"{operation.state}: {operation.message}" if operation.message else str(operation.state)
+
+
+def operation_line(operation: Operation) -> str:
+    """One line of ``reconciler operations list``."""
+    return (
+        f"{operation.id}  {operation.runtime:<20} {operation.type!s:<12} {operation.state!s:<12} "
+        f"{_time(operation.created)}  {operation.message[:80]}"
+    )
+
+
+def operation_tree(operation: Operation) -> str:
+    """``reconciler operations show``: the operation, its stages and steps as a tree."""
+    lines = [
+        f"operation {operation.id} ({operation.type}) of runtime {operation.runtime}",
+        f"  state:    {operation.state}" + (f": {operation.message}" if operation.message else ""),
+        f"  created:  {_time(operation.created)}, deadline {_time(operation.deadline)}",
+        f"  commit:   {operation.commit or '-'}"
+        + (f", re-trigger of {operation.retrigger_of}" if operation.retrigger_of else ""),
+    ]
+    if operation.owner:
+        lines.append(f"  owner:    {operation.owner}")
+    for index, stage in enumerate(operation.stages):
+        last = index == len(operation.stages) - 1
+        done = f" (finished {_time(stage.finished)})" if stage.done else ""
+        lines.append(f"  {'└' if last else '├'}─ stage {stage.name}{done}")
+        for position, step in enumerate(stage.steps):
+            branch = "   " if last else "│  "
+            tip = "└" if position == len(stage.steps) - 1 else "├"
+            lines.append(f"  {branch}{tip}─ [{_MARKS[str(step.state)]}] {_step(step)}")
+    blocking = operation.data.get("blocking")
+    if blocking:
+        lines.append(f"  blocking: {blocking}")
+    return "\n".join(lines) + "\n"
+
+
+def _step(step: StepRecord) -> str:
+    parts = [f"{step.name} {step.state}", f"attempts {step.attempts}"]
+    if step.started:
+        parts.append(f"started {_time(step.started)}")
+    if step.finished:
+        parts.append(f"finished {_time(step.finished)}")
+    if step.retry_at:
+        parts.append(f"retry at {_time(step.retry_at)}")
+    text = ", ".join(parts)
+    return f"{text}: {step.message}" if step.message else text
+
+
+def _time(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
+
+
+def operation_json(operation: Operation) -> dict[str, Any]:
+    """JSON of an operation with its stages and steps."""
+    return {
+        "id": operation.id,
+        "runtime": operation.runtime,
+        "type": str(operation.type),
+        "state": str(operation.state),
+        "message": operation.message,
+        "created": _iso(operation.created),
+        "deadline": _iso(operation.deadline),
+        "commit": operation.commit,
+        "retriggerOf": operation.retrigger_of,
+        "stages": [
+            {
+                "name": stage.name,
+                "done": stage.done,
+                "steps": [
+                    {
+                        "name": step.name,
+                        "state": str(step.state),
+                        "attempts": step.attempts,
+                        "started": _iso(step.started),
+                        "finished": _iso(step.finished),
+                        "retryAt": _iso(step.retry_at),
+                        "message": step.message,
+                    }
+                    for step in stage.steps
+                ],
+            }
+            for stage in operation.stages
+        ],
+        "modules": operation.data.get("modules", []) + operation.data.get("removals", []),
+    }
+
+
+def status_lines(records: list[RuntimeRecord], now: datetime) -> list[str]:
+    """``reconciler status``: each runtime and module with state, reason, version, commit, age."""
+    lines = []
+    for record in records:
+        age = _age(now, record.updated)
+        lines.append(
+            f"{record.runtime:<20} {record.state:<10} {record.reason:<24} "
+            f"commit {record.commit[:8] or '-':<8} {age} ago"
+        )
+        for module in record.modules:
+            lines.append(
+                f"  {module['module']:<18} {module.get('state') or 'Removed':<10} "
+                f"{module.get('version') or '-':<8} {module['reason']}: {module['message']}"
+            )
+    return lines
+
+
+def _age(now: datetime, then: datetime) -> str:
+    seconds = int((now - then).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
