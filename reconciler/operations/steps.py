@@ -20,7 +20,13 @@ from reconciler.cluster.api import Cluster, ObjectRef
 from reconciler.errors import PermanentError, TransientError
 from reconciler.lifecycle import Lifecycle, ModuleState, SyncResult
 from reconciler.model import ClusterAccess, ConfigRepo
-from reconciler.operations.model import Operation, OperationType, RuntimeRecord, StepResult
+from reconciler.operations.model import (
+    Operation,
+    OperationState,
+    OperationType,
+    RuntimeRecord,
+    StepResult,
+)
 from reconciler.operations.store import StateStore
 from reconciler.plan import Context, DesiredModule
 
@@ -101,9 +107,10 @@ class Starting(Step):
             context.alive,
         )
         if holder is not None:
-            return StepResult(
-                f"waiting: {holder} is in progress on {operation.runtime}", retry_after=5.0
-            )
+            message = f"waiting: {holder} is in progress on {operation.runtime}"
+            return StepResult(message, retry_after=5.0)
+        operation.state = OperationState.IN_PROGRESS
+        operation.owner = context.owner
         return StepResult("in progress")
 
 

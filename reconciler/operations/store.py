@@ -189,10 +189,14 @@ class SqliteStore:
     def save(self, operation: Operation) -> None:
         """See :class:`StateStore`."""
         with self._transaction() as db:
+            columns = (
+                "runtime, type, state, created, updated, deadline, commit_id, message, "
+                "owner, lease_until, retrigger_of, data"
+            )
+            updates = ", ".join(f"{c.strip()} = excluded.{c.strip()}" for c in columns.split(","))
             db.execute(
-                "INSERT OR REPLACE INTO operations (id, runtime, type, state, created, updated, "
-                "deadline, commit_id, message, owner, lease_until, retrigger_of, data) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO operations (id, {columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                f"?, ?) ON CONFLICT (id) DO UPDATE SET {updates}",
                 (
                     operation.id,
                     operation.runtime,
@@ -250,11 +254,11 @@ class SqliteStore:
         """See :class:`StateStore`."""
         if runtime is None:
             rows = self._db.execute(
-                "SELECT * FROM operations ORDER BY created DESC, id LIMIT ?", (limit,)
+                "SELECT * FROM operations ORDER BY created DESC, rowid DESC LIMIT ?", (limit,)
             ).fetchall()
         else:
             rows = self._db.execute(
-                "SELECT * FROM operations WHERE runtime = ? ORDER BY created DESC, id LIMIT ?",
+                "SELECT * FROM operations WHERE runtime = ? ORDER BY created DESC, rowid DESC LIMIT ?",
                 (runtime, limit),
             ).fetchall()
         return [self._operation(row) for row in rows]
