@@ -3,9 +3,9 @@ fake clock (no sleeping) and a real SQLite store."""
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-import shutil
 from pathlib import Path
 
 import pytest
@@ -230,7 +230,8 @@ def test_no_secret_reaches_the_store(store: SqliteStore, tmp_path: Path) -> None
 
     raw = b"".join(p.read_bytes() for p in tmp_path.glob("state.db*"))
     assert b"rt-kc" in raw  # the Secret's name, a reference
-    assert b"BEGIN" not in raw and b"token" not in raw
+    assert b"BEGIN" not in raw
+    assert b"token" not in raw
 
 
 def test_blocked_deletion_is_named_by_operations_show(tmp_path: Path) -> None:

@@ -31,6 +31,17 @@ from reconciler.operations.model import (
 )
 
 SCHEMA_VERSION = 1
+_UPSERT_OPERATION = """
+    INSERT INTO operations (id, runtime, type, state, created, updated, deadline, commit_id,
+                            message, owner, lease_until, retrigger_of, data)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (id) DO UPDATE SET
+        runtime = excluded.runtime, type = excluded.type, state = excluded.state,
+        created = excluded.created, updated = excluded.updated, deadline = excluded.deadline,
+        commit_id = excluded.commit_id, message = excluded.message, owner = excluded.owner,
+        lease_until = excluded.lease_until, retrigger_of = excluded.retrigger_of,
+        data = excluded.data
+"""
 MIGRATIONS: dict[int, str] = {
     1: """
     CREATE TABLE operations (
@@ -189,14 +200,8 @@ class SqliteStore:
     def save(self, operation: Operation) -> None:
         """See :class:`StateStore`."""
         with self._transaction() as db:
-            columns = (
-                "runtime, type, state, created, updated, deadline, commit_id, message, "
-                "owner, lease_until, retrigger_of, data"
-            )
-            updates = ", ".join(f"{c.strip()} = excluded.{c.strip()}" for c in columns.split(","))
             db.execute(
-                f"INSERT INTO operations (id, {columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                f"?, ?) ON CONFLICT (id) DO UPDATE SET {updates}",
+                _UPSERT_OPERATION,
                 (
                     operation.id,
                     operation.runtime,
@@ -258,7 +263,8 @@ class SqliteStore:
             ).fetchall()
         else:
             rows = self._db.execute(
-                "SELECT * FROM operations WHERE runtime = ? ORDER BY created DESC, rowid DESC LIMIT ?",
+                "SELECT * FROM operations WHERE runtime = ? "
+                "ORDER BY created DESC, rowid DESC LIMIT ?",
                 (runtime, limit),
             ).fetchall()
         return [self._operation(row) for row in rows]
