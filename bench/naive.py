@@ -1,13 +1,25 @@
 """The naive baseline of the validation benchmark.
 
 The same validation rules as ``reconciler validate`` (so both must find the same errors), with the
-parts a straightforward implementation would use: PyYAML's pure-Python ``SafeLoader`` and, for
-every document, what ``jsonschema.validate()`` does on each call (check the schema, build a
-validator), collecting every error rather than the first.
+parts a straightforward implementation would use:
+
+- PyYAML's pure-Python ``yaml.SafeLoader`` instead of the libyaml parser (and no memo of
+  plain-scalar tags: that lives in the default loader class only);
+- for every document, what ``jsonschema.validate()`` does on each call: pick the validator class
+  for the schema's ``$schema``, check the schema itself, build a validator, and then (unlike
+  ``validate()``, which raises the best error only) list every error. No compiled fast path.
+
+Errors become diagnostics through the same conversion as ours
+(:func:`reconciler.schema.diagnostics_of`, which wraps the private ``_diagnostics`` and merges a
+misspelled required field into one error), so any difference in the error sets is a bug.
+
+    python bench/naive.py REPO      # prints the errors like ``reconciler validate``, and the time
 """
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +39,34 @@ class NaiveSchemaChecker(SchemaChecker):
 
     def check(self, kind: str, document: Document) -> list[Diagnostic]:
         schema: Any = self.schemas[kind]
-        validator_class: Any = jsonschema.validators.validator_for(schema)
-        validator_class.check_schema(schema)
-        errors = list(validator_class(schema).iter_errors(document.data))
+        cls: Any = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
+        validator = cls(schema)
+        errors = list(validator.iter_errors(document.data))
         return diagnostics_of(errors, document)
 
 
-def load_repo_naive(path: Path) -> Validation:
+def load_repo_naive(path: str | Path) -> Validation:
     """Validate the repo at ``path`` the naive way."""
     options = ReadOptions(yaml_loader=yaml.SafeLoader)
     return load_repo(path, options, NaiveSchemaChecker(load_schemas(), fast=False))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python bench/naive.py REPO``: exit 0 valid, 1 invalid."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python bench/naive.py REPO", file=sys.stderr)
+        return 2
+    started = time.perf_counter()
+    validation = load_repo_naive(args[0])
+    elapsed = time.perf_counter() - started
+    for diagnostic in validation.diagnostics:
+        print(diagnostic.format())
+    state = "valid" if validation.valid else f"{len(validation.diagnostics)} errors"
+    print(f"{args[0]}: {state}, {validation.files} files, {elapsed:.2f}s", file=sys.stderr)
+    return 0 if validation.valid else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
