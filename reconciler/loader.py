@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,8 +122,11 @@ class FolderTree:
         return self._path(path).is_file()
 
     def size(self, path: str) -> int:
-        """See :class:`reconciler.tree.SourceTree`."""
-        return self._path(path).stat().st_size
+        """See :class:`reconciler.tree.SourceTree`; a FIFO or device is refused, not read."""
+        status = self._path(path).stat()
+        if not stat.S_ISREG(status.st_mode):
+            raise UnreadableError("not a regular file")
+        return status.st_size
 
     def read(self, path: str) -> bytes:
         """See :class:`reconciler.tree.SourceTree`."""
@@ -249,6 +253,10 @@ class _Reader:
     def file(self, path: str, boundary: str) -> RawFile:
         """Read and parse one YAML file; a problem makes it ``broken`` and is recorded."""
         shown = self.show(path)
+        problem = self.check_limits(path, boundary, shown)
+        if problem is not None:  # before anything reads the file (identity hashes it)
+            self.problems.append(problem)
+            return RawFile(shown, broken=True)
         identity = self.tree.identity(path) if self.cache is not None else None
         key = (identity, shown) if identity is not None else None
         if key is not None and self.cache is not None and key in self.cache:
@@ -278,18 +286,27 @@ class _Reader:
             return RawFile(shown, broken=True)
         return RawFile(shown, tuple(documents))
 
+    def check_limits(self, path: str, boundary: str, shown: str) -> Diagnostic | None:
+        """C6 checks that need no reading: links out of the repo, size."""
+        if self.tree.escapes(path, boundary):
+            return Diagnostic(shown, 1, 1, "C6", "symbolic link pointing outside the repo")
+        try:
+            size = self.tree.size(path)
+        except (UnreadableError, OSError) as error:
+            return Diagnostic(shown, 1, 1, "C6", f"cannot read: {error}")
+        if size > self.options.max_file_size:
+            return Diagnostic(shown, 1, 1, "C6", _too_big(size, self.options))
+        return None
+
     def read_text(
         self, path: str, boundary: str, shown: str
     ) -> tuple[str | None, Diagnostic | None]:
-        if self.tree.escapes(path, boundary):
-            return None, Diagnostic(shown, 1, 1, "C6", "symbolic link pointing outside the repo")
         try:
-            size = self.tree.size(path)
-            if size > self.options.max_file_size:
-                return None, Diagnostic(shown, 1, 1, "C6", _too_big(size, self.options))
             data = self.tree.read(path)
         except (UnreadableError, OSError) as error:
             return None, Diagnostic(shown, 1, 1, "C6", f"cannot read: {error}")
+        if len(data) > self.options.max_file_size:  # it grew since it was measured
+            return None, Diagnostic(shown, 1, 1, "C6", _too_big(len(data), self.options))
         return _decode(data, shown)
 
 

@@ -135,9 +135,12 @@ def parse_yaml(
     ``loader_class`` chooses the parser: the libyaml one by default, ``yaml.SafeLoader`` for the
     pure-Python baseline of the benchmark.
     """
-    loader = loader_class(text)
     source = SourceText(text, loader_class)
     documents: list[Document] = []
+    try:
+        loader = loader_class(text)
+    except yaml.reader.ReaderError as err:  # the pure-Python reader checks characters at once
+        return documents, [_reader_problem(path, text, err)]
     try:
         for index, node in enumerate(_nodes(loader)):
             if node is None or _is_empty(node):
@@ -147,15 +150,29 @@ def parse_yaml(
     except YamlProblemError as problem:
         mark = problem.node.start_mark
         return documents, [_at(path, mark, problem.message)]
+    except yaml.reader.ReaderError as err:
+        return documents, [_reader_problem(path, text, err)]
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         message = " ".join(p for p in (err.context, err.problem) if p) or "invalid YAML"
         return documents, [_at(path, mark, f"invalid YAML: {message}")]
     except yaml.YAMLError as err:
-        return documents, [Diagnostic(path, 1, 1, "C6", f"invalid YAML: {err}")]
+        first_line = str(err).splitlines()[0] if str(err) else "invalid YAML"
+        return documents, [Diagnostic(path, 1, 1, "C6", f"invalid YAML: {first_line}")]
     finally:
         loader.dispose()
     return documents, []
+
+
+def _reader_problem(path: str, text: str, err: yaml.reader.ReaderError) -> Diagnostic:
+    """A character YAML does not allow, at its line and column (the error has no mark)."""
+    position = int(err.position)
+    before = text[:position]
+    line = before.count("\n") + 1
+    column = position - (before.rfind("\n") + 1) + 1
+    character = err.character
+    code = ord(character) if isinstance(character, str) else int(character)
+    return Diagnostic(path, line, column, "C6", f"character #x{code:04x} is not allowed in YAML")
 
 
 def _nodes(loader: Any) -> Iterator[yaml.Node | None]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -297,3 +298,34 @@ def test_private_keys_are_flagged_anywhere() -> None:
     assert len(found) == 1
     assert "a PEM private key" in found[0]
     assert "MIIB" not in found[0]
+
+
+@pytest.mark.parametrize("loader", [None, "pure"])
+def test_control_characters_are_one_c6_error_at_their_place(loader: str | None) -> None:
+    import yaml
+
+    text = "a: 1\nchannel: regular\x07\n"
+    if loader is None:
+        _, problems = parse_yaml(text, "f.yaml")
+    else:
+        _, problems = parse_yaml(text, "f.yaml", loader_class=yaml.SafeLoader)
+
+    assert [p.format() for p in problems] == [
+        "f.yaml:2:17: C6 character #x0007 is not allowed in YAML"
+    ]
+
+
+def test_limits_are_checked_before_anything_reads_a_file(tmp_path: Path) -> None:
+    root = _repo(tmp_path / "repo", {"channels/regular.yaml": CHANNEL})
+    (root / "runtimes").mkdir()
+    outside = tmp_path / "huge.yaml"
+    outside.write_bytes(b"#" * 2048)
+    (root / "runtimes" / "a.yaml").symlink_to(outside)
+    os.mkfifo(root / "runtimes" / "b.yaml")  # reading it would block forever
+
+    raw = read_repo(root, ReadOptions(), cache={})
+
+    assert sorted(p.format() for p in raw.problems) == [
+        f"{root}/runtimes/a.yaml:1:1: C6 symbolic link pointing outside the repo",
+        f"{root}/runtimes/b.yaml:1:1: C6 cannot read: not a regular file",
+    ]

@@ -178,7 +178,15 @@ class Engine:
         return operation
 
     def run(self, operation: Operation, context_for: Callable[[], StepContext]) -> RunOutcome:
-        """Run ``operation`` from its first unfinished stage until it finishes or must wait."""
+        """Run ``operation`` from its first unfinished stage until it finishes or must wait.
+
+        A started operation is claimed again first (O3): while another live owner holds it,
+        nothing runs and the outcome says when to look again."""
+        if operation.state is not OperationState.PENDING:
+            holder = self._claim(operation)
+            if holder is not None:
+                operation.message = f"waiting: {holder} is in progress on {operation.runtime}"
+                return RunOutcome(operation, self.clock() + timedelta(seconds=5))
         steps = dict(self.stages(operation.type))
         for stage in operation.stages:
             if stage.done:
@@ -198,6 +206,18 @@ class Engine:
         )
         self._save(operation)
         return RunOutcome(operation)
+
+    def _claim(self, operation: Operation) -> str | None:
+        now = self.clock()
+        lease = now + timedelta(seconds=LEASE_SECONDS)
+        holder = self.store.claim(operation.id, self.owner, now, lease, self.alive)
+        if holder is None:
+            operation.state, operation.owner, operation.lease_until = (
+                OperationState.IN_PROGRESS,
+                self.owner,
+                lease,
+            )
+        return holder
 
     def _stage(
         self,

@@ -297,7 +297,7 @@ class SqliteStore:
             ).fetchall()
             for holder in holders:
                 lease = _parse(holder["lease_until"])
-                if holder["owner"] == owner:
+                if holder["owner"] == owner or holder["owner"] == "":
                     continue
                 if lease is not None and lease > now and alive(holder["owner"]):
                     return f"operation {holder['id']} of {holder['owner']}"
