@@ -65,3 +65,14 @@ def test_schemas_describe_every_field_and_refuse_unknown_ones() -> None:
             assert node.get("description"), f"{path} has no description"
             if node.get("type") == "object" and "properties" in node:
                 assert node.get("additionalProperties") is False, f"{path} allows unknown fields"
+
+
+def test_runtime_operations_page_lists_every_stage_and_step() -> None:
+    from reconciler.operations.steps import BUILTIN_STAGES
+
+    page = (DEFAULT_OUTPUT.parent / "runtime-operations.md").read_text(encoding="utf-8")
+    for kind, stages in BUILTIN_STAGES.items():
+        assert f"### {str(kind).capitalize()}" in page
+        for stage, steps in stages:
+            for step in steps:
+                assert f"| {stage} | `{step.name}` | {step.domain} | {step.description}" in page
