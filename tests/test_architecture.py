@@ -42,6 +42,7 @@ SOLE_IMPORTERS = {
     "kubernetes": "reconciler/cluster/kube.py",
     "git": "reconciler/source/git.py",
     "gitdb": "reconciler/source/git.py",
+    "sqlite3": "reconciler/operations/store.py",
 }
 
 
