@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -152,9 +153,12 @@ class SqliteStore:
         self.path = path
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path, timeout=30, isolation_level=None)
+            self._db = sqlite3.connect(
+                path, timeout=30, isolation_level=None, check_same_thread=False
+            )
         except (OSError, sqlite3.Error) as error:
             raise SourceError(f"cannot open the state store {path}: {error}") from error
+        self._lock = threading.RLock()
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA foreign_keys=ON")
@@ -166,13 +170,14 @@ class SqliteStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+        with self._lock:  # one connection, shared by the daemon's worker threads
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     def _migrate(self) -> None:
         with self._transaction() as db:
@@ -189,6 +194,10 @@ class SqliteStore:
                     if statement.strip():
                         db.execute(statement)
                 db.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+
+    def _query(self, sql: str, parameters: tuple[object, ...] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._db.execute(sql, parameters).fetchall()
 
     def schema_version(self) -> int:
         """The schema version of the file."""
@@ -248,9 +257,9 @@ class SqliteStore:
 
     def get(self, operation_id: str) -> Operation | None:
         """See :class:`StateStore`."""
-        rows = self._db.execute(
+        rows = self._query(
             "SELECT * FROM operations WHERE id LIKE ? ORDER BY created", (operation_id + "%",)
-        ).fetchall()
+        )
         if len(rows) != 1:
             return None
         return self._operation(rows[0])
@@ -258,25 +267,25 @@ class SqliteStore:
     def operations(self, runtime: str | None = None, limit: int = 50) -> list[Operation]:
         """See :class:`StateStore`."""
         if runtime is None:
-            rows = self._db.execute(
+            rows = self._query(
                 "SELECT * FROM operations ORDER BY created DESC, rowid DESC LIMIT ?", (limit,)
-            ).fetchall()
+            )
         else:
-            rows = self._db.execute(
+            rows = self._query(
                 "SELECT * FROM operations WHERE runtime = ? "
                 "ORDER BY created DESC, rowid DESC LIMIT ?",
                 (runtime, limit),
-            ).fetchall()
+            )
         return [self._operation(row) for row in rows]
 
     def unfinished(self, runtime: str) -> Operation | None:
         """See :class:`StateStore`."""
-        row = self._db.execute(
+        rows = self._query(
             "SELECT * FROM operations WHERE runtime = ? AND state IN (?, ?) "
             "ORDER BY created LIMIT 1",
             (runtime, str(OperationState.PENDING), str(OperationState.IN_PROGRESS)),
-        ).fetchone()
-        return self._operation(row) if row else None
+        )
+        return self._operation(rows[0]) if rows else None
 
     def claim(
         self,
@@ -294,7 +303,7 @@ class SqliteStore:
             holders = db.execute(
                 "SELECT id, owner, lease_until FROM operations WHERE runtime = ? AND state = ?",
                 (row["runtime"], str(OperationState.IN_PROGRESS)),
-            ).fetchall()
+            )
             for holder in holders:
                 lease = _parse(holder["lease_until"])
                 if holder["owner"] == owner or holder["owner"] == "":
@@ -316,7 +325,7 @@ class SqliteStore:
 
     def _operation(self, row: sqlite3.Row) -> Operation:
         stages: list[StageRecord] = []
-        for stage in self._db.execute(
+        for stage in self._query(
             "SELECT * FROM stages WHERE operation_id = ? ORDER BY position", (row["id"],)
         ):
             steps = [
@@ -330,7 +339,7 @@ class SqliteStore:
                     retry_at=_parse(step["retry_at"]),
                     message=step["message"],
                 )
-                for step in self._db.execute(
+                for step in self._query(
                     "SELECT * FROM steps WHERE operation_id = ? AND stage_position = ? "
                     "ORDER BY position",
                     (row["id"], stage["position"]),
@@ -380,7 +389,7 @@ class SqliteStore:
 
     def runtimes(self) -> list[RuntimeRecord]:
         """See :class:`StateStore`."""
-        rows = self._db.execute("SELECT * FROM runtimes ORDER BY runtime").fetchall()
+        rows = self._query("SELECT * FROM runtimes ORDER BY runtime")
         records = []
         for row in rows:
             updated = _parse(row["updated"])

@@ -11,6 +11,7 @@ Callers: ``reconciler diff --base``; later the daemon's git source.
 from __future__ import annotations
 
 import posixpath
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 import git
 from gitdb.exc import BadName, BadObject
 
-from reconciler.errors import SourceError, UnreadableError
+from reconciler.errors import SourceError, TransientError, UnreadableError
 from reconciler.tree import Entry
 
 _LINK_MODE = 0o120000
@@ -175,3 +176,98 @@ def open_revision(folder: Path, revision: str) -> Revision:
         raise SourceError(f"unknown revision '{revision}' in {top}") from error
     tree = GitTree(commit.tree, "" if prefix == "." else prefix)
     return Revision(tree, str(commit.hexsha), revision)
+
+
+class RemoteSource:
+    """A branch, tag or fixed commit of a repository (a URL or a local path), fetched into a
+    bare cache; ``check`` is the cheap "anything new?" question (``git ls-remote``), asked once
+    per poll for the whole source. Credentials come from the environment given (e.g. a token in
+    ``http.extraHeader``, an ``ssh -i`` command) and never appear in messages."""
+
+    def __init__(
+        self,
+        url: str,
+        ref: str,
+        path: str,
+        cache_dir: Path,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.url = url
+        self.ref = ref
+        self.path = path.strip("/")
+        self.cache_dir = cache_dir
+        self.env = dict(env or {})
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        self._repo = git.Repo.init(cache_dir, bare=True)
+        self.checks = 0
+
+    @property
+    def shown(self) -> str:
+        """The URL without credentials, for logs and messages."""
+        return redact(self.url)
+
+    def _git(self, *args: str) -> str:
+        try:
+            with self._repo.git.custom_environment(**self.env):
+                output: str = self._repo.git.execute(["git", *args])
+        except git.GitCommandError as error:
+            reason = redact(
+                str(error.stderr or "").strip().splitlines()[-1:][0]
+                if error.stderr
+                else str(error.status)
+            )
+            raise TransientError(
+                f"{self.shown}: git {args[0]} failed: {reason}", retry_after=30.0
+            ) from error
+        return output
+
+    def check(self) -> str:
+        """The commit the ref points to at the remote now."""
+        self.checks += 1
+        if _is_commit_id(self.ref):
+            return self.ref
+        output = self._git(
+            "ls-remote",
+            self.url,
+            f"refs/heads/{self.ref}",
+            f"refs/tags/{self.ref}",
+            f"refs/tags/{self.ref}^{{}}",
+        )
+        found: dict[str, str] = {}
+        for line in output.splitlines():
+            sha, _, name = line.partition("\t")
+            found[name] = sha
+        for name in (
+            f"refs/tags/{self.ref}^{{}}",
+            f"refs/heads/{self.ref}",
+            f"refs/tags/{self.ref}",
+        ):
+            if name in found:
+                return str(found[name])
+        raise SourceError(f"{self.shown}: no branch or tag '{self.ref}'")
+
+    def revision(self, commit: str) -> Revision:
+        """The config repo at ``commit``, fetched if the cache lacks it; an immutable tree."""
+        if not self._has(commit):
+            target = self.ref if not _is_commit_id(self.ref) else commit
+            self._git("fetch", "--quiet", "--no-tags", self.url, target)
+        if not self._has(commit):
+            raise SourceError(f"{self.shown}: commit {commit[:12]} not found after fetching")
+        tree = self._repo.commit(commit).tree
+        return Revision(GitTree(tree, self.path), commit, commit[:12])
+
+    def _has(self, commit: str) -> bool:
+        try:
+            self._repo.commit(commit)
+        except (BadName, BadObject, ValueError):
+            return False
+        return True
+
+
+def redact(text: str) -> str:
+    """``https://user:token@host/x`` -> ``https://***@host/x`` wherever it appears."""
+    return re.sub(r"(\w+://)[^/@\s]+@", r"\1***@", text)
+
+
+def _is_commit_id(ref: str) -> bool:
+    return re.fullmatch(r"[0-9a-f]{40}", ref) is not None
