@@ -1,0 +1,386 @@
+"""The daemon: follow a git ref, keep every runtime converged, report health and metrics.
+
+:class:`Daemon` holds the wiring; its ticks are plain methods that tests call directly:
+
+- :meth:`Daemon.poll` asks the source whether the ref moved (one ``ls-remote`` per poll for the
+  whole fleet), reads and validates a new commit as a whole (C7) and either refuses it (the last
+  good commit stays in force and ``/status`` says which file and why), holds it (deletion brake,
+  S5), or accepts it and reconciles every runtime. An unreachable remote changes nothing (S3).
+- :meth:`Daemon.reconcile_all` (after a commit and on the resync interval) runs each runtime's
+  operation on a bounded worker pool; one runtime never runs twice at once, slow clusters do not
+  hold up the others, and operations that wait are retried at the time their step asked for.
+
+:func:`start_scheduler` puts the ticks on apscheduler 3 (no overlapping runs, coalesced);
+``reconciler.daemon_http`` serves the endpoints. Callers: ``reconciler daemon``, tests, bench.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
+
+from reconciler.diagnostics import Diagnostic
+from reconciler.errors import ReconcilerError, TransientError
+from reconciler.loader import ReadOptions, load_repo
+from reconciler.metrics import Metrics
+from reconciler.model import ConfigRepo
+from reconciler.operations.engine import Engine
+from reconciler.operations.model import Operation, OperationState
+from reconciler.operations.runner import Connect, Runner
+from reconciler.operations.store import StateStore
+from reconciler.resolve import resolve_runtime
+from reconciler.source.git import Revision
+
+log = logging.getLogger("reconciler.daemon")
+
+
+class Source(Protocol):
+    """Where commits come from (:class:`reconciler.source.git.RemoteSource`)."""
+
+    path: str
+
+    @property
+    def shown(self) -> str:
+        """The source's URL without credentials."""
+
+    def check(self) -> str:
+        """The commit the followed ref points to now."""
+
+    def revision(self, commit: str) -> Revision:
+        """The tree of ``commit``."""
+
+
+@dataclass(slots=True)
+class SourceState:
+    """What the daemon knows of its source."""
+
+    commit: str = ""
+    repo: ConfigRepo | None = None
+    last_poll: datetime | None = None
+    last_success: datetime | None = None
+    error: str = ""
+    refused: dict[str, Any] | None = None
+    held: dict[str, Any] | None = None
+    pending_since: datetime | None = None
+
+
+@dataclass(slots=True)
+class DaemonOptions:
+    """Settings given on the command line."""
+
+    workers: int = 4
+    allow_deletions: bool = False
+    read: ReadOptions = field(default_factory=ReadOptions)
+
+
+class Daemon:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        source: Source,
+        store: StateStore,
+        connect: Connect,
+        clock: Callable[[], datetime],
+        options: DaemonOptions | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.source = source
+        self.store = store
+        self.connect = connect
+        self.clock = clock
+        self.options = options or DaemonOptions()
+        self.metrics = metrics or Metrics()
+        self.state = SourceState()
+        self.scheduler: BackgroundScheduler | None = None
+        self._pool = ThreadPoolExecutor(
+            max_workers=self.options.workers, thread_name_prefix="reconcile"
+        )
+        self._running: dict[str, Future[None]] = {}
+        self._lock = threading.Lock()
+        self._poll_lock = threading.Lock()
+        self.runtime_errors: dict[str, str] = {}
+
+    @property
+    def ready(self) -> bool:
+        """Ready once a valid commit is loaded."""
+        return self.state.repo is not None
+
+    # -- polling ---------------------------------------------------------------------------------
+
+    def poll(self) -> bool:
+        """One poll; True when a new commit was accepted and the fleet reconciled."""
+        with self._poll_lock:
+            return self._poll()
+
+    def _poll(self) -> bool:
+        now = self.clock()
+        self.state.last_poll = now
+        try:
+            head = self.source.check()
+        except (TransientError, ReconcilerError) as error:
+            self.state.error = str(error)
+            log.warning("source unreachable, keeping commit %s: %s", self.state.commit[:12], error)
+            self.metrics.poll(ok=False)
+            return False
+        self.state.error = ""
+        self.state.last_success = now
+        self.metrics.poll(ok=True, now=now)
+        if head == self.state.commit or self._already_judged(head):
+            self._update_lag(head)
+            return False
+        self.state.pending_since = self.state.pending_since or now
+        return self._consider(head)
+
+    def _already_judged(self, head: str) -> bool:
+        refused = self.state.refused or {}
+        held = self.state.held or {}
+        return head in (refused.get("commit"), held.get("commit")) and not (
+            held.get("commit") == head and self.options.allow_deletions
+        )
+
+    def _consider(self, head: str) -> bool:
+        try:
+            revision = self.source.revision(head)
+            validation = load_repo(self.source.path or ".", self.options.read, tree=revision.tree)
+        except ReconcilerError as error:
+            self.state.error = str(error)
+            log.warning("cannot read commit %s: %s", head[:12], error)
+            return False
+        if validation.repo is None:
+            self._refuse(head, validation.diagnostics)
+            return False
+        held = self._brake(validation.repo)
+        if held is not None:
+            self.state.held = {"commit": head, **held}
+            log.warning("commit %s held by the deletion brake: %s", head[:12], held["message"])
+            self._update_lag(head)
+            return False
+        self._accept(head, validation.repo)
+        return True
+
+    def _refuse(self, head: str, diagnostics: tuple[Diagnostic, ...]) -> None:
+        self.state.refused = {
+            "commit": head,
+            "errors": [d.to_json() for d in diagnostics],
+            "message": f"commit {head[:12]} refused: {len(diagnostics)} error(s); "
+            f"still on {self.state.commit[:12] or 'nothing'}",
+        }
+        for diagnostic in diagnostics:
+            log.error("commit %s refused: %s", head[:12], diagnostic.format())
+        self._update_lag(head)
+
+    def _accept(self, head: str, repo: ConfigRepo) -> None:
+        log.info("commit %s accepted (was %s)", head[:12], self.state.commit[:12] or "nothing")
+        self.state.commit, self.state.repo = head, repo
+        self.state.refused = self.state.held = None
+        self.state.pending_since = None
+        self._update_lag(head)
+        self.reconcile_all(wait=False)
+
+    def _brake(self, repo: ConfigRepo) -> dict[str, Any] | None:
+        """S5: a commit that removes more modules or runtimes than allowed is held."""
+        current = self.state.repo
+        if current is None or self.options.allow_deletions or repo.settings.allow_deletions:
+            return None
+        removed_runtimes = sorted(set(current.runtimes) - set(repo.runtimes))
+        removed_modules = []
+        for name in sorted(set(current.runtimes) & set(repo.runtimes)):
+            before = {m.name for m in resolve_runtime(current, current.runtimes[name]).modules}
+            after = {m.name for m in resolve_runtime(repo, repo.runtimes[name]).modules}
+            removed_modules += [f"{name}/{m}" for m in sorted(before - after)]
+        count = len(removed_runtimes) + len(removed_modules)
+        limit = repo.settings.max_deletions_per_sync
+        every = bool(current.runtimes) and not repo.runtimes
+        if count <= limit and not every:
+            return None
+        shown = ", ".join((removed_runtimes + removed_modules)[:10])
+        return {
+            "removals": count,
+            "limit": limit,
+            "runtimes": removed_runtimes,
+            "modules": removed_modules,
+            "message": (
+                "removes every runtime"
+                if every
+                else f"removes {count} runtimes or modules (limit {limit})"
+            )
+            + f": {shown}; allow with "
+            "spec.deletionBrake.allow in reconciler.yaml or --allow-deletions",
+        }
+
+    def _update_lag(self, head: str) -> None:
+        since = self.state.pending_since
+        behind = head != self.state.commit and since is not None
+        seconds = (self.clock() - since).total_seconds() if behind and since else 0.0
+        self.metrics.source_lag(seconds)
+
+    # -- reconciling -----------------------------------------------------------------------------
+
+    def targets(self) -> list[str]:
+        """Runtimes in git and runtimes the store knows that git dropped."""
+        repo = self.state.repo
+        if repo is None:
+            return []
+        known = {r.runtime for r in self.store.runtimes()}
+        return sorted(set(repo.runtimes) | known)
+
+    def reconcile_all(self, wait: bool = False) -> list[Future[None]]:
+        """Submit every runtime to the worker pool; a runtime already running is not submitted
+        again (its run is waited for with ``wait``)."""
+        futures = [self.submit(name) for name in self.targets()]
+        if wait:
+            for future in futures:
+                future.result()
+        return futures
+
+    def submit(self, runtime: str) -> Future[None]:
+        """Reconcile ``runtime`` on the pool, or the run already under way."""
+        with self._lock:
+            running = self._running.get(runtime)
+            if running is not None:
+                return running
+            future = self._pool.submit(self._reconcile, runtime)
+            self._running[runtime] = future
+            return future
+
+    def _reconcile(self, runtime: str) -> None:
+        started = self.clock()
+        try:
+            operation = self.reconcile(runtime)
+            self.runtime_errors.pop(runtime, None)
+            if operation is not None:
+                self.metrics.operation(operation, self.clock() - started)
+        except ReconcilerError as error:
+            self.runtime_errors[runtime] = str(error)
+            log.error("runtime %s: %s", runtime, error, extra={"runtime": runtime})
+        finally:
+            with self._lock:
+                self._running.pop(runtime, None)
+
+    def reconcile(self, runtime: str) -> Operation | None:
+        """Run (or resume) ``runtime``'s operation once; schedule a retry if it waits."""
+        repo = self.state.repo
+        if repo is None:
+            return None
+        engine = Engine(
+            self.store, clock=self.clock, disabled=frozenset(repo.settings.disabled_steps)
+        )
+        runner = Runner(self.store, engine, repo, self.connect, self.clock, self.state.commit)
+        outcome = runner.run(runner.operation_for(runtime))
+        operation = outcome.operation
+        log.info(
+            "runtime %s: %s %s %s",
+            runtime,
+            operation.type,
+            operation.state,
+            operation.message,
+            extra={"runtime": runtime, "operation": operation.id},
+        )
+        self.metrics.modules(runtime, operation)
+        if outcome.retry_at is not None:
+            self._retry(runtime, outcome.retry_at)
+        elif operation.state is OperationState.FAILED:
+            log.error(
+                "runtime %s: operation %s failed: %s",
+                runtime,
+                operation.id,
+                operation.message,
+                extra={"runtime": runtime, "operation": operation.id},
+            )
+        return operation
+
+    def _retry(self, runtime: str, when: datetime) -> None:
+        if self.scheduler is None:
+            return
+        self.scheduler.add_job(
+            self.submit,
+            "date",
+            run_date=when,
+            args=[runtime],
+            id=f"retry:{runtime}",
+            replace_existing=True,
+        )
+
+    # -- status ----------------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """``/status``: the source, and every runtime and module with state and reason."""
+        runtimes = []
+        for record in self.store.runtimes():
+            runtimes.append(
+                {
+                    "runtime": record.runtime,
+                    "state": record.state,
+                    "reason": record.reason,
+                    "message": record.message,
+                    "commit": record.commit,
+                    "updated": record.updated.isoformat(),
+                    "modules": record.modules,
+                    "error": self.runtime_errors.get(record.runtime, ""),
+                }
+            )
+        source = self.state
+        return {
+            "source": {
+                "url": self.source.shown,
+                "path": self.source.path,
+                "commit": source.commit,
+                "lastPoll": source.last_poll.isoformat() if source.last_poll else None,
+                "lastSuccessfulPoll": source.last_success.isoformat()
+                if source.last_success
+                else None,
+                "error": source.error,
+                "refused": source.refused,
+                "held": source.held,
+            },
+            "ready": self.ready,
+            "runtimes": runtimes,
+        }
+
+    def close(self) -> None:
+        """Let running reconciles finish, then stop the pool."""
+        self._pool.shutdown(wait=True)
+
+
+def start_scheduler(daemon: Daemon, interval: float, resync: float) -> BackgroundScheduler:
+    """Polls every ``interval`` seconds and resyncs every runtime every ``resync`` seconds (with
+    up to 10% jitter); jobs never overlap and missed runs are coalesced."""
+    scheduler = BackgroundScheduler(
+        job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None}
+    )
+    scheduler.add_job(
+        daemon.poll, "interval", seconds=interval, id="poll", next_run_time=daemon.clock()
+    )
+    scheduler.add_job(
+        daemon.reconcile_all,
+        "interval",
+        seconds=resync,
+        id="resync",
+        jitter=max(1, int(resync * 0.1)),
+        next_run_time=daemon.clock() + timedelta(seconds=resync),
+    )
+    daemon.scheduler = scheduler
+    scheduler.start()
+    return scheduler
+
+
+def poll_now(daemon: Daemon) -> None:
+    """Start a poll at once (a webhook, or ``sync`` asking a running daemon)."""
+    if daemon.scheduler is not None:
+        daemon.scheduler.modify_job("poll", next_run_time=daemon.clock())
+    else:
+        threading.Thread(target=daemon.poll, daemon=True).start()
+
+
+def jitter(seconds: float) -> float:
+    """A random share of up to 10% of ``seconds``."""
+    return random.uniform(0, seconds * 0.1)  # noqa: S311 (scheduling, not security)

@@ -1,0 +1,86 @@
+"""Prometheus metrics of the daemon (prometheus_client), on a registry of its own.
+
+- reconciler_reconcile_duration_seconds (histogram),
+- reconciler_operations_total{type,result},
+- reconciler_module_state{runtime,module,state} (1 for the current state),
+- reconciler_source_lag_seconds (how long the remote has had a commit not in force),
+- reconciler_last_successful_poll_timestamp_seconds, reconciler_polls_total{result}.
+
+Callers: the daemon and its HTTP server.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from reconciler.operations.model import Operation
+
+STATES = ("Ready", "Processing", "Warning", "Error", "Deleting", "Unmanaged")
+
+
+class Metrics:
+    """The daemon's metrics."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self._duration = Histogram(
+            "reconciler_reconcile_duration_seconds",
+            "Time of one runtime's reconcile.",
+            registry=self.registry,
+        )
+        self._operations = Counter(
+            "reconciler_operations",
+            "Operation runs by type and result.",
+            ["type", "result"],
+            registry=self.registry,
+        )
+        self._modules = Gauge(
+            "reconciler_module_state",
+            "1 for each module's current state.",
+            ["runtime", "module", "state"],
+            registry=self.registry,
+        )
+        self._lag = Gauge(
+            "reconciler_source_lag_seconds",
+            "How long the remote has had a commit that is not in force (0: up to date).",
+            registry=self.registry,
+        )
+        self._last_poll = Gauge(
+            "reconciler_last_successful_poll_timestamp_seconds",
+            "Unix time of the last poll that reached the source.",
+            registry=self.registry,
+        )
+        self._polls = Counter(
+            "reconciler_polls",
+            "Polls of the source by result.",
+            ["result"],
+            registry=self.registry,
+        )
+
+    def poll(self, ok: bool, now: datetime | None = None) -> None:
+        """Count a poll."""
+        self._polls.labels("ok" if ok else "unreachable").inc()
+        if ok and now is not None:
+            self._last_poll.set(now.timestamp())
+
+    def source_lag(self, seconds: float) -> None:
+        """Set the source lag."""
+        self._lag.set(seconds)
+
+    def operation(self, operation: Operation, took: timedelta) -> None:
+        """Count an operation run and its duration."""
+        self._duration.observe(took.total_seconds())
+        self._operations.labels(str(operation.type), str(operation.state)).inc()
+
+    def modules(self, runtime: str, operation: Operation) -> None:
+        """Module states reported by an operation."""
+        for module in operation.data.get("modules", []) + operation.data.get("removals", []):
+            for state in STATES:
+                value = 1.0 if module.get("state") == state else 0.0
+                self._modules.labels(runtime, module["module"], state).set(value)
+
+    def exposition(self) -> bytes:
+        """The text format for ``/metrics``."""
+        return bytes(generate_latest(self.registry))

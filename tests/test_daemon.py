@@ -1,0 +1,316 @@
+"""The daemon against a real git server (`git daemon` on 127.0.0.1) and in-memory clusters.
+
+Commits are pushed to a bare repository that `git daemon` serves; the daemon follows its `main`
+branch. Most tests call the daemon's tick (`poll`) directly; one runs the real scheduler and
+webhook and waits for the condition (with a deadline), never for a fixed time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.cluster.api import ObjectRef
+from reconciler.cluster.memory import InMemoryCluster
+from reconciler.daemon import Daemon, start_scheduler
+from reconciler.daemon_http import serve
+from reconciler.model import ClusterAccess
+from reconciler.operations.store import SqliteStore
+from reconciler.source.git import RemoteSource
+from tests.test_fleet_diff import BASE_FILES, _channel, _git, _runtime, _write
+
+WIDGET = ObjectRef("apps/v1", "Deployment", "widget-system", "widget-operator")
+MESH = ObjectRef("apps/v1", "Deployment", "mesh-system", "mesh-operator")
+SECRET = b"s3cret-for-tests"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _until(condition: Callable[[], bool], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+class GitServer:
+    """`git daemon` serving a folder of bare repositories on 127.0.0.1."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.port = _free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"git://127.0.0.1:{self.port}/remote.git"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [
+                "git",
+                "daemon",
+                "--reuseaddr",
+                "--export-all",
+                f"--base-path={self.base}",
+                "--listen=127.0.0.1",
+                f"--port={self.port}",
+                str(self.base),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its per-connection children die with it
+        )
+        _until(self._answers)
+
+    def _answers(self) -> bool:
+        done = subprocess.run(["git", "ls-remote", self.url], capture_output=True, check=False)
+        return done.returncode == 0
+
+    def stop(self) -> None:
+        if self.process is not None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=30)
+            self.process = None
+
+
+class Fleet:
+    """A working copy whose commits are pushed to the served bare repository."""
+
+    def __init__(self, root: Path) -> None:
+        self.work = root / "work"
+        self.work.mkdir()
+        subprocess.run(["git", "init", "-q", "--bare", str(root / "remote.git")], check=True)
+        _write(self.work, dict(BASE_FILES))
+        _git(self.work, "init", "-q", "-b", "main")
+        self.commit("base")
+
+    def commit(self, message: str, files: dict[str, str | None] | None = None) -> str:
+        if files:
+            _write(self.work, files)
+        _git(self.work, "add", "-A")
+        _git(self.work, "commit", "-qm", message, "--allow-empty")
+        _git(self.work, "push", "-q", str(self.work.parent / "remote.git"), "HEAD:refs/heads/main")
+        return _git(self.work, "rev-parse", "HEAD").strip()
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[tuple[Fleet, GitServer, Daemon, dict[str, InMemoryCluster]]]:
+    fleet = Fleet(tmp_path)
+    server = GitServer(tmp_path)
+    server.start()
+    clusters: dict[str, InMemoryCluster] = {}
+
+    def connect(access: ClusterAccess, name: str) -> InMemoryCluster:
+        return clusters.setdefault(name, InMemoryCluster())
+
+    source = RemoteSource(server.url, "main", "fleet", tmp_path / "cache")
+    daemon = Daemon(source, SqliteStore(tmp_path / "state.db"), connect, lambda: datetime.now(UTC))
+    try:
+        yield fleet, server, daemon, clusters
+    finally:
+        if daemon.scheduler is not None:
+            daemon.scheduler.shutdown(wait=True)
+        daemon.close()
+        server.stop()
+
+
+def _poll(daemon: Daemon) -> bool:
+    changed = daemon.poll()
+    daemon.reconcile_all(wait=True)
+    return changed
+
+
+def _version(cluster: InMemoryCluster, ref: ObjectRef) -> str | None:
+    body = cluster.get(ref)
+    return None if body is None else str(body["metadata"]["labels"]["app.kubernetes.io/version"])
+
+
+def test_commits_reach_the_clusters(setup: Any) -> None:
+    fleet, _, daemon, clusters = setup
+    assert not daemon.ready
+
+    assert _poll(daemon)
+    assert daemon.ready
+    assert _version(clusters["a"], WIDGET) == "1.0.0"
+    assert not _poll(daemon)  # nothing new: one remote check, no reconcile
+
+    fleet.commit(
+        "add mesh",
+        {
+            "fleet/runtimes/a.yaml": _runtime(
+                "a", "regular", "[{name: widget}, {name: gadget}, {name: mesh}]"
+            )
+        },
+    )
+    assert _poll(daemon)
+    assert _version(clusters["a"], MESH) == "1.0.0"
+
+    fleet.commit(
+        "bump",
+        {
+            "channels/regular.yaml": _channel(
+                "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
+            )
+        },
+    )
+    assert _poll(daemon)
+    assert _version(clusters["a"], WIDGET) == "2.0.0"
+
+    fleet.commit(
+        "drop mesh",
+        {"fleet/runtimes/a.yaml": _runtime("a", "regular", "[{name: widget}, {name: gadget}]")},
+    )
+    assert _poll(daemon)
+    assert clusters["a"].get(MESH) is None
+    status = daemon.status()
+    assert status["source"]["commit"] == _git(fleet.work, "rev-parse", "HEAD").strip()
+    assert {r["runtime"] for r in status["runtimes"]} == {"a", "b", "c"}
+
+
+def test_an_invalid_commit_changes_nothing_and_the_next_valid_one_applies(setup: Any) -> None:
+    fleet, _, daemon, clusters = setup
+    _poll(daemon)
+    good = daemon.state.commit
+    writes = {name: c.writes for name, c in clusters.items()}
+
+    bad = fleet.commit(
+        "typo", {"fleet/runtimes/a.yaml": _runtime("a", "reguler", "[{name: widget}]")}
+    )
+    assert not _poll(daemon)
+
+    assert daemon.state.commit == good
+    assert {name: c.writes for name, c in clusters.items()} == writes
+    refused = daemon.status()["source"]["refused"]
+    assert refused["commit"] == bad
+    assert refused["errors"][0]["path"] == "fleet/runtimes/a.yaml"
+    assert "channel 'reguler' does not exist" in refused["errors"][0]["message"]
+
+    fleet.commit("fix", {"fleet/runtimes/a.yaml": _runtime("a", "fast", "[{name: widget}]")})
+    assert _poll(daemon)
+    assert daemon.status()["source"]["refused"] is None
+    assert _version(clusters["a"], WIDGET) == "2.0.0"
+
+
+def test_an_unreachable_remote_changes_nothing_and_polling_resumes(setup: Any) -> None:
+    fleet, server, daemon, clusters = setup
+    _poll(daemon)
+    good = daemon.state.commit
+    server.stop()
+
+    assert not _poll(daemon)
+    assert daemon.state.commit == good
+    assert "git ls-remote failed" in daemon.status()["source"]["error"]
+    assert _version(clusters["a"], WIDGET) == "1.0.0"
+
+    server.start()
+    fleet.commit(
+        "bump",
+        {
+            "channels/regular.yaml": _channel(
+                "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
+            )
+        },
+    )
+    assert _poll(daemon)
+    assert daemon.status()["source"]["error"] == ""
+    assert _version(clusters["a"], WIDGET) == "2.0.0"
+
+
+def test_removing_every_runtime_is_held_by_the_brake(setup: Any) -> None:
+    fleet, _, daemon, clusters = setup
+    _poll(daemon)
+    good = daemon.state.commit
+
+    held = fleet.commit("remove all", {f"fleet/runtimes/{n}.yaml": None for n in "abc"})
+    assert not _poll(daemon)
+
+    assert daemon.state.commit == good
+    brake = daemon.status()["source"]["held"]
+    assert brake["commit"] == held
+    assert brake["runtimes"] == ["a", "b", "c"]
+    assert "limit 5" not in brake["message"] or brake["removals"] > brake["limit"]
+    assert all(c.get(WIDGET) is not None for c in clusters.values())
+
+
+def test_scheduler_and_webhook(setup: Any) -> None:
+    fleet, _, daemon, clusters = setup
+    start_scheduler(daemon, interval=1.0, resync=3600)
+    server = serve(daemon, "127.0.0.1", 0, SECRET)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        _until(lambda: "a" in clusters and _version(clusters["a"], WIDGET) == "1.0.0")
+        assert _get(base + "/readyz")[0] == 200
+        fleet.commit(
+            "bump",
+            {
+                "channels/regular.yaml": _channel(
+                    "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
+                )
+            },
+        )
+        _until(lambda: _version(clusters["a"], WIDGET) == "2.0.0", seconds=10)  # one interval
+
+        daemon.scheduler.reschedule_job("poll", trigger="interval", seconds=3600)
+        fleet.commit(
+            "mesh",
+            {
+                "fleet/runtimes/a.yaml": _runtime(
+                    "a", "regular", "[{name: widget}, {name: gadget}, {name: mesh}]"
+                )
+            },
+        )
+        body = json.dumps({"ref": "refs/heads/main"}).encode()
+        assert (
+            _post(base + "/hooks/git", body, {"X-Hub-Signature-256": "sha256=" + "0" * 64})[0]
+            == 403
+        )
+        signature = "sha256=" + hmac.new(SECRET, body, hashlib.sha256).hexdigest()
+        assert _post(base + "/hooks/git", body, {"X-Hub-Signature-256": signature})[0] == 202
+        _until(lambda: _version(clusters["a"], MESH) == "1.0.0", seconds=10)
+        gitlab = _post(base + "/hooks/git", b"{}", {"X-Gitlab-Token": SECRET.decode()})
+        assert gitlab[0] == 202
+
+        status, text = _get(base + "/metrics")
+        assert status == 200
+        assert "reconciler_last_successful_poll_timestamp_seconds" in text
+        assert 'reconciler_module_state{module="widget",runtime="a",state="Ready"} 1.0' in text
+        assert json.loads(_get(base + "/status")[1])["ready"] is True
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, str]:
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
