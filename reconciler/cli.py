@@ -9,7 +9,9 @@ invalid (:class:`~reconciler.errors.ConfigError`), 2 a usage or I/O error (every
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +26,7 @@ from reconciler import __version__
 from reconciler.cluster.api import Cluster
 from reconciler.cluster.snapshot import SnapshotFileCluster, load_snapshot
 from reconciler.diagnostics import did_you_mean
-from reconciler.errors import ConfigError, NotFoundError, ReconcilerError
+from reconciler.errors import AccessError, ConfigError, NotFoundError, ReconcilerError
 from reconciler.fleetdiff import FleetDiff
 from reconciler.lifecycle import Lifecycle, ModuleState, sync_runtime
 from reconciler.loader import DEFAULT_MAX_FILE_SIZE, ReadOptions, load_repo
@@ -451,6 +453,17 @@ state_option = click.option(
     help="Seconds to keep retrying operations that wait (modules not Ready yet, deletions "
     "blocked); 0 returns at once and the next sync resumes them.",
 )
+@click.option(
+    "--daemon",
+    "daemon_url",
+    metavar="URL",
+    help="Ask a running daemon (http://host:8080) to poll and reconcile now, instead.",
+)
+@click.option(
+    "--secret-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="With --daemon: the daemon's webhook secret.",
+)
 @format_option
 @channels_option
 @max_size_option
@@ -463,6 +476,8 @@ def sync(
     secret_namespace: str,
     state_url: str,
     wait: float,
+    daemon_url: str | None,
+    secret_file: Path | None,
     output_format: str,
     channels_dir: Path | None,
     max_file_size: int,
@@ -474,6 +489,9 @@ def sync(
     operations`). Exit status: 0 every operation succeeded or is waiting to retry, 1 one failed
     or a module is in Error, 2 a usage, config or access error.
     """
+    if daemon_url is not None:
+        _ask_daemon(daemon_url, secret_file)
+        return
     config = _valid_repo(repo, channels_dir, max_file_size)
     targets = _targets(config, runtime_names, snapshot)
     access = _Access(kubeconfig_dir, secret_namespace, snapshot)
@@ -642,6 +660,196 @@ def status(runtime_names: Sequence[str], state_url: str, output_format: str) -> 
         click.echo(line)
     if not records:
         click.echo("no runtime recorded yet (run reconciler sync)", err=True)
+
+
+@cli.command()
+@click.option(
+    "--repo",
+    "repo_url",
+    required=True,
+    envvar="RECONCILER_REPO",
+    help="Git URL (https, ssh, git://) or local path of the config repository.",
+)
+@click.option(
+    "--branch",
+    default="main",
+    show_default=True,
+    envvar="RECONCILER_BRANCH",
+    help="Branch, tag or commit id to follow.",
+)
+@click.option(
+    "--path",
+    "repo_path",
+    default=".",
+    show_default=True,
+    envvar="RECONCILER_PATH",
+    help="Folder of the config repo inside the git repository.",
+)
+@click.option(
+    "--interval",
+    default="60s",
+    show_default=True,
+    envvar="RECONCILER_INTERVAL",
+    help="How often to ask the remote whether the ref moved.",
+)
+@click.option(
+    "--resync-interval",
+    default="10m",
+    show_default=True,
+    envvar="RECONCILER_RESYNC_INTERVAL",
+    help="How often every runtime is reconciled against drift (10% jitter).",
+)
+@click.option(
+    "--listen",
+    default="0.0.0.0:8080",
+    show_default=True,
+    envvar="RECONCILER_LISTEN",
+    help="Address of /healthz, /readyz, /metrics, /status and /hooks/git.",
+)
+@kubeconfig_dir_option
+@secret_namespace_option
+@state_option
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    envvar="RECONCILER_WORKERS",
+    help="Runtimes reconciled at once.",
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="RECONCILER_CACHE_DIR",
+    help="Where fetched commits are kept (default: next to the state store).",
+)
+@click.option(
+    "--webhook-secret-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    envvar="RECONCILER_WEBHOOK_SECRET_FILE",
+    help="Secret of /hooks/git signatures (GitHub) or tokens (GitLab) and of /sync.",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    envvar="RECONCILER_TOKEN_FILE",
+    help="Token for an https remote (never logged).",
+)
+@click.option(
+    "--ssh-key-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    envvar="RECONCILER_SSH_KEY_FILE",
+    help="Private key for an ssh remote.",
+)
+@snapshot_option
+@click.option(
+    "--allow-deletions",
+    is_flag=True,
+    envvar="RECONCILER_ALLOW_DELETIONS",
+    help="Apply commits over the deletion brake this once (see spec.deletionBrake).",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    envvar="RECONCILER_LOG_FORMAT",
+)
+def daemon(
+    repo_url: str,
+    branch: str,
+    repo_path: str,
+    interval: str,
+    resync_interval: str,
+    listen: str,
+    kubeconfig_dir: Path | None,
+    secret_namespace: str,
+    state_url: str,
+    workers: int,
+    cache_dir: Path | None,
+    webhook_secret_file: Path | None,
+    token_file: Path | None,
+    ssh_key_file: Path | None,
+    allow_deletions: bool,
+    snapshot: str | None,
+    log_format: str,
+) -> None:
+    """Follow a git ref and keep every runtime converged until SIGTERM.
+
+    Polls the remote (one cheap check per interval), validates each new commit as a whole
+    (an invalid one is refused and the last good one stays in force), holds commits over the
+    deletion brake, and runs each runtime's operation on a pool of workers; resyncs every
+    runtime for drift. Every option can be set from the environment (RECONCILER_REPO, ...).
+    """
+    from reconciler.daemon import Daemon, DaemonOptions, start_scheduler
+    from reconciler.daemon_http import serve
+    from reconciler.logs import setup_logging
+    from reconciler.source.git import RemoteSource
+
+    setup_logging(log_format)
+    store = open_store(state_url)
+    cache = cache_dir or Path(getattr(store, "path", Path("."))).parent / "git-cache"
+    source = RemoteSource(repo_url, branch, repo_path, cache, _git_env(token_file, ssh_key_file))
+    access = _Access(kubeconfig_dir, secret_namespace, snapshot)
+    options = DaemonOptions(workers=workers, allow_deletions=allow_deletions)
+    the_daemon = Daemon(source, store, access.connect, _now, options)
+    secret = webhook_secret_file.read_bytes().strip() if webhook_secret_file else None
+    host, _, port = listen.rpartition(":")
+    server = serve(the_daemon, host or "0.0.0.0", int(port), secret)  # noqa: S104 (a server)
+    scheduler = start_scheduler(
+        the_daemon, parse_duration(interval), parse_duration(resync_interval)
+    )
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    click.echo(
+        f"reconciler daemon following {source.shown} {branch} ({repo_path}); listening on {listen}",
+        err=True,
+    )
+    stop.wait()
+    click.echo("stopping: letting running steps finish", err=True)
+    scheduler.shutdown(wait=True)
+    the_daemon.close()
+    server.shutdown()
+    server.server_close()
+
+
+def _ask_daemon(url: str, secret_file: Path | None) -> None:
+    """POST /sync to a running daemon."""
+    import urllib.error
+    import urllib.request
+
+    headers = {}
+    if secret_file is not None:
+        headers["Authorization"] = "Bearer " + secret_file.read_text().strip()
+    if not url.startswith(("http://", "https://")):
+        raise click.UsageError("--daemon needs an http:// or https:// URL")
+    request = urllib.request.Request(  # noqa: S310 (http and https only, checked above)
+        url.rstrip("/") + "/sync", data=b"", headers=headers, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (http only)
+            click.echo(f"daemon at {url}: reconcile requested ({response.status})")
+    except (urllib.error.URLError, OSError) as error:
+        raise AccessError(f"cannot reach the daemon at {url}: {error}") from error
+    sys.exit(EXIT_OK)
+
+
+def _git_env(token_file: Path | None, ssh_key_file: Path | None) -> dict[str, str]:
+    """Environment for git: a bearer token header for https, a key for ssh; never logged."""
+    env: dict[str, str] = {"GIT_TERMINAL_PROMPT": "0"}
+    if token_file is not None:
+        token = token_file.read_text().strip()
+        env.update(
+            {
+                "GIT_CONFIG_COUNT": "1",
+                "GIT_CONFIG_KEY_0": "http.extraHeader",
+                "GIT_CONFIG_VALUE_0": f"Authorization: Bearer {token}",
+            }
+        )
+    if ssh_key_file is not None:
+        env["GIT_SSH_COMMAND"] = f"ssh -i {ssh_key_file} -o IdentitiesOnly=yes"
+    return env
 
 
 def _targets(config: ConfigRepo, names: Sequence[str], snapshot: str | None) -> list[str]:

@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -314,3 +315,90 @@ def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, str]:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
+
+
+def test_the_daemon_command_serves_reconciles_and_stops_on_sigterm(tmp_path: Path) -> None:
+    fleet = Fleet(tmp_path)
+    server = GitServer(tmp_path)
+    server.start()
+    port = _free_port()
+    secret = tmp_path / "secret"
+    secret.write_text("hook-secret\n")
+    clusters = tmp_path / "clusters"
+    env = {
+        **os.environ,
+        "RECONCILER_REPO": server.url,
+        "RECONCILER_PATH": "fleet",
+        "RECONCILER_STATE": f"sqlite:///{tmp_path / 'state.db'}",
+    }
+    daemon = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "reconciler",
+            "daemon",
+            "--interval",
+            "1s",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--snapshot",
+            f"{clusters}/",
+            "--webhook-secret-file",
+            str(secret),
+            "--log-format",
+            "json",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _until(lambda: _reachable(base) and _get(base + "/readyz")[0] == 200)
+        _until(
+            lambda: (
+                (clusters / "a.yaml").exists()
+                and "widget-operator" in (clusters / "a.yaml").read_text()
+            )
+        )
+        fleet.commit(
+            "bump",
+            {
+                "channels/regular.yaml": _channel(
+                    "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
+                )
+            },
+        )
+        asked = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "reconciler",
+                "sync",
+                "--daemon",
+                base,
+                "--secret-file",
+                str(secret),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert asked.returncode == 0, asked.stderr
+        _until(lambda: "app.kubernetes.io/version: 2.0.0" in (clusters / "a.yaml").read_text())
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        _, errors = daemon.communicate(timeout=60)
+        server.stop()
+    assert daemon.returncode == 0
+    lines = [json.loads(line) for line in errors.splitlines() if line.startswith("{")]
+    assert any(line.get("runtime") == "a" and "operation" in line for line in lines)
+    assert "stopping: letting running steps finish" in errors
+
+
+def _reachable(base: str) -> bool:
+    try:
+        return _get(base + "/healthz")[0] == 200
+    except OSError:
+        return False

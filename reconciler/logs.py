@@ -1,0 +1,44 @@
+"""Log setup for the daemon: plain text, or one JSON object per line (``--log-format json``)
+with the runtime, module and operation a message is about. Messages never carry credentials:
+URLs are redacted where they are made. Callers: ``reconciler daemon``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+
+CONTEXT_FIELDS = ("runtime", "module", "operation")
+
+
+class JsonFormatter(logging.Formatter):
+    """``{"time", "level", "logger", "message", "runtime"?, "module"?, "operation"?}``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        document = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name in CONTEXT_FIELDS:
+            value = getattr(record, name, None)
+            if value is not None:
+                document[name] = value
+        if record.exc_info:
+            document["error"] = self.formatException(record.exc_info)
+        return json.dumps(document, sort_keys=True)
+
+
+def setup_logging(log_format: str, level: int = logging.INFO) -> None:
+    """Send logs to stderr in ``log_format`` ("text" or "json")."""
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
