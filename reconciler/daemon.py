@@ -29,6 +29,7 @@ from apscheduler.schedulers.background import BackgroundScheduler  # type: ignor
 
 from reconciler.diagnostics import Diagnostic
 from reconciler.errors import ReconcilerError, TransientError
+from reconciler.fleetdiff import FleetDiffer
 from reconciler.loader import ReadOptions, load_repo
 from reconciler.metrics import Metrics
 from reconciler.model import ConfigRepo
@@ -180,11 +181,18 @@ class Daemon:
 
     def _accept(self, head: str, repo: ConfigRepo) -> None:
         log.info("commit %s accepted (was %s)", head[:12], self.state.commit[:12] or "nothing")
+        previous = self.state.repo
         self.state.commit, self.state.repo = head, repo
         self.state.refused = self.state.held = None
         self.state.pending_since = None
         self._update_lag(head)
-        self.reconcile_all(wait=False)
+        if previous is None:
+            self.reconcile_all(wait=False)
+            return
+        # only the runtimes this commit changes; drift elsewhere is the resync's job
+        changed = FleetDiffer(previous, repo, self.clock()).diff()
+        for runtime in changed.runtimes:
+            self.submit(runtime.runtime)
 
     def _brake(self, repo: ConfigRepo) -> dict[str, Any] | None:
         """S5: a commit that removes more modules or runtimes than allowed is held."""
@@ -251,6 +259,16 @@ class Daemon:
             future = self._pool.submit(self._reconcile, runtime)
             self._running[runtime] = future
             return future
+
+    def wait_idle(self) -> None:
+        """Wait until no reconcile is running (tests, benchmarks, shutdown)."""
+        while True:
+            with self._lock:
+                running = list(self._running.values())
+            if not running:
+                return
+            for future in running:
+                future.result()
 
     def _reconcile(self, runtime: str) -> None:
         started = self.clock()

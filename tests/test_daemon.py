@@ -402,3 +402,25 @@ def _reachable(base: str) -> bool:
         return _get(base + "/healthz")[0] == 200
     except OSError:
         return False
+
+
+def test_a_commit_reconciles_only_the_runtimes_it_changes(setup: Any) -> None:
+    fleet, _, daemon, clusters = setup
+    _poll(daemon)
+    before = {n: len(daemon.store.operations(runtime=n)) for n in "abc"}
+    writes = clusters["c"].writes
+
+    fleet.commit(
+        "bump regular",
+        {
+            "channels/regular.yaml": _channel(
+                "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
+            )
+        },
+    )
+    assert daemon.poll()
+    daemon.wait_idle()
+
+    after = {n: len(daemon.store.operations(runtime=n)) for n in "abc"}
+    assert after == {"a": before["a"] + 1, "b": before["b"] + 1, "c": before["c"]}  # c is on fast
+    assert clusters["c"].writes == writes

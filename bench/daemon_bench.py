@@ -1,0 +1,126 @@
+"""Daemon benchmark: a generated fleet on in-memory clusters with injected API latency.
+
+Generates N runtimes x 10 modules in a git repository, serves it as a local remote, and drives
+the daemon's ticks: a first poll and full sync of every runtime, a poll when nothing changed,
+and a poll after one channel bump. Reports times, API writes, remote checks and the process's
+peak resident memory.
+
+    python bench/daemon_bench.py --runtimes 1000 --latency 0.002 --workers 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.generate_fleet import generate_fleet  # noqa: E402
+from reconciler.cluster.memory import InMemoryCluster  # noqa: E402
+from reconciler.daemon import Daemon, DaemonOptions  # noqa: E402
+from reconciler.fleetdiff import FleetDiffer  # noqa: E402
+from reconciler.model import ClusterAccess  # noqa: E402
+from reconciler.operations.store import SqliteStore  # noqa: E402
+from reconciler.source.git import RemoteSource  # noqa: E402
+
+GIT = ["git", "-c", "user.email=bench@example.io", "-c", "user.name=bench"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; results also go to ``<workdir>/daemon.json``."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runtimes", type=int, default=1000)
+    parser.add_argument("--modules", type=int, default=10)
+    parser.add_argument("--latency", type=float, default=0.002, help="seconds per API call")
+    parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / "out")
+    args = parser.parse_args(argv)
+    work = args.workdir / f"daemon-{args.runtimes}"
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    fleet = work / "fleet"
+    generate_fleet(fleet, args.runtimes, modules=args.modules)
+    subprocess.run([*GIT, "init", "-q", "-b", "main"], cwd=fleet, check=True)
+    subprocess.run([*GIT, "add", "-A"], cwd=fleet, check=True)
+    subprocess.run([*GIT, "commit", "-qm", "fleet"], cwd=fleet, check=True)
+
+    clusters: dict[str, InMemoryCluster] = {}
+
+    def connect(access: ClusterAccess, name: str) -> InMemoryCluster:
+        return clusters.setdefault(name, InMemoryCluster(latency=args.latency))
+
+    source = RemoteSource(str(fleet), "main", ".", work / "cache")
+
+    def clock() -> datetime:
+        return datetime.now(UTC)
+
+    daemon = Daemon(
+        source, SqliteStore(work / "state.db"), connect, clock, DaemonOptions(workers=args.workers)
+    )
+
+    def writes() -> int:
+        return sum(c.writes for c in clusters.values())
+
+    started = time.perf_counter()
+    daemon.poll()
+    daemon.reconcile_all(wait=True)
+    full = time.perf_counter() - started
+    full_writes = writes()
+
+    checks, before = source.checks, writes()
+    started = time.perf_counter()
+    changed = daemon.poll()
+    noop = time.perf_counter() - started
+    noop_checks, noop_writes = source.checks - checks, writes() - before
+
+    old = daemon.state.repo
+    channel = fleet / "channels" / "regular.yaml"
+    channel.write_text(channel.read_text().replace("mod-03: 1.0.0", "mod-03: 1.1.0"))
+    subprocess.run([*GIT, "commit", "-qam", "bump"], cwd=fleet, check=True)
+    before = writes()
+    started = time.perf_counter()
+    daemon.poll()
+    daemon.wait_idle()  # only the runtimes the commit changes were submitted
+    bump = time.perf_counter() - started
+    bump_writes = writes() - before
+    assert old is not None
+    assert daemon.state.repo is not None
+    planned = FleetDiffer(old, daemon.state.repo, clock()).diff()
+    object_changes = sum(len(m.plan.changes) for r in planned.runtimes for m in r.modules)
+    module_changes = sum(len(r.modules) for r in planned.runtimes)
+    daemon.close()
+
+    result = {
+        "runtimes": args.runtimes,
+        "modules": args.modules,
+        "latency_s": args.latency,
+        "workers": args.workers,
+        "full_sync_s": full,
+        "full_sync_writes": full_writes,
+        "noop_poll_s": noop,
+        "noop_poll_share_of_full": noop / full,
+        "noop_poll_writes": noop_writes,
+        "noop_poll_remote_checks": noop_checks,
+        "noop_poll_accepted": changed,
+        "bump_cycle_s": bump,
+        "bump_writes": bump_writes,
+        "bump_planned_object_changes": object_changes,
+        "bump_changed_modules": module_changes,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+    print(json.dumps(result, indent=2))
+    (args.workdir / "daemon.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
