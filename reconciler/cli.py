@@ -792,7 +792,12 @@ def daemon(
     source = RemoteSource(repo_url, branch, repo_path, cache, _git_env(token_file, ssh_key_file))
     access = _Access(kubeconfig_dir, secret_namespace, snapshot)
     options = DaemonOptions(workers=workers, allow_deletions=allow_deletions)
-    the_daemon = Daemon(source, store, access.connect, _now, options)
+    git_env = _git_env(token_file, ssh_key_file)
+
+    def second_source(url: str, ref: str, path: str) -> RemoteSource:
+        return RemoteSource(url, ref, path, cache.with_name(cache.name + "-channels"), git_env)
+
+    the_daemon = Daemon(source, store, access.connect, _now, options, make_source=second_source)
     secret = webhook_secret_file.read_bytes().strip() if webhook_secret_file else None
     host, _, port = listen.rpartition(":")
     server = serve(the_daemon, host or "0.0.0.0", int(port), secret)  # noqa: S104 (a server)

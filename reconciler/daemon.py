@@ -21,7 +21,7 @@ import random
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -30,7 +30,7 @@ from apscheduler.schedulers.background import BackgroundScheduler  # type: ignor
 from reconciler.diagnostics import Diagnostic
 from reconciler.errors import ReconcilerError, TransientError
 from reconciler.fleetdiff import FleetDiffer
-from reconciler.loader import ReadOptions, load_repo
+from reconciler.loader import ChannelsRepository, ReadOptions, channels_repository, load_repo
 from reconciler.metrics import Metrics
 from reconciler.model import ConfigRepo
 from reconciler.operations.engine import Engine
@@ -93,8 +93,12 @@ class Daemon:
         clock: Callable[[], datetime],
         options: DaemonOptions | None = None,
         metrics: Metrics | None = None,
+        make_source: Callable[[str, str, str], Source] | None = None,
     ) -> None:
         self.source = source
+        self.make_source = make_source or _no_second_source
+        self.channels: Source | None = None
+        self._channels_key: tuple[str, str, str] | None = None
         self.store = store
         self.connect = connect
         self.clock = clock
@@ -126,7 +130,7 @@ class Daemon:
         now = self.clock()
         self.state.last_poll = now
         try:
-            head = self.source.check()
+            head = self._head()
         except (TransientError, ReconcilerError) as error:
             self.state.error = str(error)
             log.warning("source unreachable, keeping commit %s: %s", self.state.commit[:12], error)
@@ -150,8 +154,9 @@ class Daemon:
 
     def _consider(self, head: str) -> bool:
         try:
-            revision = self.source.revision(head)
-            validation = load_repo(self.source.path or ".", self.options.read, tree=revision.tree)
+            revision = self.source.revision(head.split("+", 1)[0])
+            options, head = self._read_options(revision, head)
+            validation = load_repo(self.source.path or ".", options, tree=revision.tree)
         except ReconcilerError as error:
             self.state.error = str(error)
             log.warning("cannot read commit %s: %s", head[:12], error)
@@ -167,6 +172,35 @@ class Daemon:
             return False
         self._accept(head, validation.repo)
         return True
+
+    def _read_options(self, revision: Revision, head: str) -> tuple[ReadOptions, str]:
+        """With ``channelsFrom.git``, the channels come from that repository's commit; the
+        head then names both commits (``config+channels``)."""
+        wanted = channels_repository(self.source.path or ".", revision.tree)
+        if wanted is None:
+            self.channels = None
+            return self.options.read, head.split("+", 1)[0]
+        channels = self._channels_source(wanted)
+        commit = head.split("+", 1)[1] if "+" in head else channels.check()
+        tree = channels.revision(commit).tree
+        label = f"{channels.shown}@{commit[:12]}"
+        options = replace(self.options.read, channels_tree=tree, channels_label=label)
+        return options, f"{head.split('+', 1)[0]}+{commit}"
+
+    def _channels_source(self, wanted: ChannelsRepository) -> Source:
+        key = (wanted.url, wanted.ref, wanted.sub_path)
+        if self.channels is None or self._channels_key != key:
+            self.channels = self.make_source(wanted.url, wanted.ref, wanted.sub_path)
+            self._channels_key = key
+        return self.channels
+
+    def _head(self) -> str:
+        """The commit to be in force: the config repo's, and the channels repository's when
+        channels live apart (one remote check per source)."""
+        head = self.source.check()
+        if self.channels is not None:
+            head = f"{head}+{self.channels.check()}"
+        return head
 
     def _refuse(self, head: str, diagnostics: tuple[Diagnostic, ...]) -> None:
         self.state.refused = {
@@ -367,6 +401,10 @@ class Daemon:
     def close(self) -> None:
         """Let running reconciles finish, then stop the pool."""
         self._pool.shutdown(wait=True)
+
+
+def _no_second_source(url: str, ref: str, path: str) -> Source:
+    raise TransientError(f"channels come from {url}, but this daemon cannot fetch a second source")
 
 
 def start_scheduler(daemon: Daemon, interval: float, resync: float) -> BackgroundScheduler:

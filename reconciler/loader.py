@@ -38,6 +38,9 @@ class ReadOptions:
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     channels_dir: Path | None = None
     yaml_loader: type[Any] | None = None
+    #: Channels from another source (``channelsFrom.git``, fetched by the caller).
+    channels_tree: SourceTree | None = None
+    channels_label: str = "channels"
 
 
 def load_repo(
@@ -230,6 +233,8 @@ class _Reader:
         if self.options.channels_dir is not None:
             override = self.options.channels_dir
             return FolderTree(override), "", os.path.normpath(str(override))
+        if self.options.channels_tree is not None:
+            return self.options.channels_tree, "", self.options.channels_label
         configured = _channels_from(settings)
         if configured is None:
             return _SubTree(self.tree, "channels"), "", self.show("channels")
@@ -344,6 +349,32 @@ class _SubTree:
 
 def _join(folder: str, name: str) -> str:
     return f"{folder}/{name}" if folder else name
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelsRepository:
+    """``channelsFrom.git``: channels kept in a repository of their own."""
+
+    url: str
+    ref: str
+    sub_path: str
+
+
+def channels_repository(
+    path: str | os.PathLike[str], tree: SourceTree | None = None
+) -> ChannelsRepository | None:
+    """The channels repository the repo's ``reconciler.yaml`` names, if any (read leniently:
+    validation reports a broken settings file)."""
+    source = tree if tree is not None else FolderTree(Path(path))
+    if not source.is_file(SETTINGS_FILE):
+        return None
+    reader = _Reader(source, str(path), ReadOptions(), None)
+    found = _channels_from(reader.file(SETTINGS_FILE, ""))
+    if found is None or "git" not in found:
+        return None
+    return ChannelsRepository(
+        str(found["git"]), str(found.get("ref", "main")), str(found.get("subPath", "channels"))
+    )
 
 
 def _channels_from(settings: RawFile | None) -> dict[str, Any] | None:

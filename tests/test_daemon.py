@@ -424,3 +424,69 @@ def test_a_commit_reconciles_only_the_runtimes_it_changes(setup: Any) -> None:
     after = {n: len(daemon.store.operations(runtime=n)) for n in "abc"}
     assert after == {"a": before["a"] + 1, "b": before["b"] + 1, "c": before["c"]}  # c is on fast
     assert clusters["c"].writes == writes
+
+
+def test_channels_from_a_second_repository(tmp_path: Path) -> None:
+    fleet = Fleet(tmp_path)
+    server = GitServer(tmp_path)
+    server.start()
+    channels_work = tmp_path / "channels-work"
+    subprocess.run(["git", "init", "-q", "--bare", str(tmp_path / "channels.git")], check=True)
+    channel_files = {
+        k.removeprefix("channels/"): v for k, v in BASE_FILES.items() if k.startswith("channels/")
+    }
+    _write(channels_work / "channels", channel_files)
+    _git(channels_work, "init", "-q", "-b", "main")
+
+    def push_channels(message: str) -> None:
+        _git(channels_work, "add", "-A")
+        _git(channels_work, "commit", "-qm", message)
+        _git(channels_work, "push", "-q", str(tmp_path / "channels.git"), "HEAD:refs/heads/main")
+
+    push_channels("channels")
+    url = server.url.replace("remote.git", "channels.git")
+    settings = (
+        "apiVersion: reconciler.dev/v1alpha1\nkind: Settings\nmetadata: {name: fleet}\n"
+        f"spec: {{channelsFrom: {{git: '{url}', ref: main, subPath: channels}}}}\n"
+    )
+    fleet.commit("channels apart", {"fleet/reconciler.yaml": settings, "channels": None})
+    clusters: dict[str, InMemoryCluster] = {}
+
+    def connect(access: ClusterAccess, name: str) -> InMemoryCluster:
+        return clusters.setdefault(name, InMemoryCluster())
+
+    def second(url: str, ref: str, path: str) -> RemoteSource:
+        return RemoteSource(url, ref, path, tmp_path / "channels-cache")
+
+    source = RemoteSource(server.url, "main", "fleet", tmp_path / "cache")
+    daemon = Daemon(
+        source,
+        SqliteStore(tmp_path / "state.db"),
+        connect,
+        lambda: datetime.now(UTC),
+        make_source=second,
+    )
+    try:
+        assert _poll(daemon)
+        assert _version(clusters["a"], WIDGET) == "1.0.0"
+        assert "+" in daemon.state.commit
+        channels = daemon.channels
+        assert isinstance(channels, RemoteSource)
+        checks = (source.checks, channels.checks)
+        assert not _poll(daemon)  # nothing new in either: one check per source
+        assert (source.checks, channels.checks) == (checks[0] + 1, checks[1] + 1)
+
+        _write(
+            channels_work / "channels",
+            {
+                "regular.yaml": _channel(
+                    "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
+                )
+            },
+        )
+        push_channels("bump")
+        assert _poll(daemon)
+        assert _version(clusters["a"], WIDGET) == "2.0.0"
+    finally:
+        daemon.close()
+        server.stop()

@@ -1,0 +1,490 @@
+"""The command line as a user meets it (reconciler.cli): validate, render, exit codes, help."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+
+from reconciler import __version__
+from reconciler.cli import cli, main
+from reconciler.model import (
+    ANNOTATION_DEFAULT_CONFIGURATION,
+    ANNOTATION_MODULE_VERSION,
+    LABEL_MANAGED_BY,
+    LABEL_MODULE,
+    LABEL_RUNTIME,
+)
+from tests.conftest import RepoFactory, channel_file, module_files, runtime_file, small_repo
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "sample-repo"
+RUNTIMES = sorted(p.stem for p in (SAMPLE / "runtimes").glob("*.yaml"))
+#: Compiler-style diagnostic: path:line:col: RULE message (pointer)
+DIAGNOSTIC = re.compile(
+    r"^(?P<path>[^:\s]+):(?P<line>[1-9]\d*):(?P<column>[1-9]\d*): (?P<rule>C[1-7]) "
+    r"(?P<message>.+?)(?: \((?P<pointer>/[^()]*)\))?$"
+)
+SECRET = "hunter2-s3cr3t-Zq9"
+
+
+def _invoke(*args: str | Path) -> Result:
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def _exit_code(*args: str | Path) -> int:
+    with pytest.raises(SystemExit) as done:
+        main([str(a) for a in args])
+    code = done.value.code
+    return code if isinstance(code, int) else 0 if code is None else 1
+
+
+def _load(path: Path) -> Any:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def _where(text: str, needle: str, occurrence: int = 1) -> tuple[int, int]:
+    """1-based line and column of the ``occurrence``-th ``needle`` in ``text``."""
+    index = -1
+    for _ in range(occurrence):
+        index = text.index(needle, index + 1)
+    before = text[:index]
+    return before.count("\n") + 1, index - (before.rfind("\n") + 1) + 1
+
+
+# -- the sample repo, read independently of the code under test ----------------------------------
+
+
+def _sample_channels() -> dict[str, dict[str, str]]:
+    settings = _load(SAMPLE / "reconciler.yaml")
+    folder = (SAMPLE / settings["spec"]["channelsFrom"]["path"]).resolve()
+    return {p.stem: _load(p)["spec"]["modules"] for p in sorted(folder.glob("*.yaml"))}
+
+
+def _sample_modules() -> dict[str, dict[str, Any]]:
+    return {p.parent.name: _load(p)["spec"] for p in (SAMPLE / "modules").glob("*/module.yaml")}
+
+
+def _expected_modules(runtime: str) -> dict[str, str]:
+    """Module -> version the runtime should run, by DESIGN.md §2 (C2, C5)."""
+    spec = _load(SAMPLE / "runtimes" / f"{runtime}.yaml")["spec"]
+    channels, modules = _sample_channels(), _sample_modules()
+    default = channels[spec["channel"]]
+    wanted: dict[str, str] = {}
+    for entry in spec.get("modules", []):
+        served = channels[entry.get("channel", spec["channel"])]
+        wanted[entry["name"]] = entry.get("version") or served[entry["name"]]
+    for name, module in modules.items():
+        if module.get("mandatory") and name not in wanted:
+            wanted[name] = default[name]
+    pending = list(wanted)
+    while pending:
+        for dep in modules[pending.pop()].get("dependsOn", []):
+            if dep not in wanted:
+                wanted[dep] = default[dep]
+                pending.append(dep)
+    return wanted
+
+
+def _object_count(module: str, version: str) -> int:
+    folder = SAMPLE / "modules" / module / version
+    text = (folder / "manifest.yaml").read_text(encoding="utf-8")
+    documents = [d for d in yaml.safe_load_all(text) if d is not None]
+    return len(documents) + (folder / "default.yaml").is_file()
+
+
+# -- validate ------------------------------------------------------------------------------------
+
+
+def _sample_counts() -> tuple[int, int, int, int, int]:
+    modules = [p for p in (SAMPLE / "modules").iterdir() if p.is_dir()]
+    versions = [v for m in modules for v in m.iterdir() if v.is_dir()]
+    channels = len(_sample_channels())
+    files = (
+        1  # reconciler.yaml
+        + len(RUNTIMES)
+        + len(modules)
+        + sum((v / "manifest.yaml").is_file() + (v / "default.yaml").is_file() for v in versions)
+        + channels
+    )
+    return len(RUNTIMES), len(modules), len(versions), channels, files
+
+
+def test_validate_sample_repo_prints_its_summary(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    runtimes, modules, versions, channels, files = _sample_counts()
+
+    result = _invoke("validate", "sample-repo")
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        f"sample-repo: valid: {runtimes} runtimes, {modules} modules ({versions} versions), "
+        f"{channels} channels, {files} files\n"
+    )
+    assert result.stderr == ""
+
+
+def test_validate_defaults_to_the_current_directory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(SAMPLE)
+
+    result = _invoke("validate")
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(".: valid: ")
+
+
+def test_validate_json_has_the_documented_keys() -> None:
+    result = _invoke("validate", SAMPLE, "--format", "json")
+
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert {"repo", "valid", "files", "errors"} <= document.keys()
+    assert document["repo"] == str(SAMPLE)
+    assert document["valid"] is True
+    assert document["errors"] == []
+    assert document["files"] == _sample_counts()[4]
+    assert document["runtimes"] == RUNTIMES
+    assert document["channels"] == sorted(_sample_channels())
+    assert {m: sorted(v) for m, v in document["modules"].items()} == {
+        p.name: sorted(v.name for v in p.iterdir() if v.is_dir())
+        for p in (SAMPLE / "modules").iterdir()
+    }
+
+
+def _invalid_repo(make_repo: RepoFactory) -> tuple[Path, list[str]]:
+    """A repo with three mistakes in three files, and the lines validate must print."""
+    files = small_repo()
+    runtime = files["runtimes/one.yaml"].replace("channel: regular", "channel: regualr")
+    fast = files["channels/fast.yaml"] + "    gamma: 1.0.0\n"
+    beta = files["modules/beta/module.yaml"] + "kind: Module\n"
+    repo = make_repo(
+        {
+            **files,
+            "runtimes/one.yaml": runtime,
+            "channels/fast.yaml": fast,
+            "modules/beta/module.yaml": beta,
+        }
+    )
+    channel_at, gamma_at = _where(runtime, "regualr"), _where(fast, "gamma")
+    first_kind, second_kind = _where(beta, "kind: Module"), _where(beta, "kind: Module", 2)
+    expected = [
+        f"{repo}/channels/fast.yaml:{gamma_at[0]}:{gamma_at[1]}: C3 module 'gamma' does not "
+        "exist (/spec/modules/gamma)",
+        f"{repo}/modules/beta/module.yaml:{second_kind[0]}:{second_kind[1]}: C6 duplicate key "
+        f"'kind' (first defined on line {first_kind[0]})",
+        f"{repo}/runtimes/one.yaml:{channel_at[0]}:{channel_at[1]}: C2 channel 'regualr' does "
+        "not exist; did you mean 'regular'? (/spec/channel)",
+    ]
+    return repo, expected
+
+
+def test_validate_invalid_repo_prints_compiler_style_lines(make_repo: RepoFactory) -> None:
+    repo, expected = _invalid_repo(make_repo)
+
+    result = _invoke("validate", repo)
+
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == expected
+    for line in result.stdout.splitlines():
+        assert DIAGNOSTIC.match(line), line
+    assert result.stderr == f"{repo}: 3 errors in 3 files\n"
+
+
+def test_validate_invalid_repo_as_json(make_repo: RepoFactory) -> None:
+    repo, expected = _invalid_repo(make_repo)
+
+    result = _invoke("validate", repo, "--format", "json")
+
+    assert result.exit_code == 1
+    document = json.loads(result.stdout)
+    assert document["valid"] is False
+    assert "runtimes" not in document
+    errors = document["errors"]
+    assert [set(e) for e in errors] == [
+        {"path", "line", "column", "rule", "message", "pointer"}
+    ] * 3
+    rebuilt = [
+        f"{e['path']}:{e['line']}:{e['column']}: {e['rule']} {e['message']}"
+        + (f" ({e['pointer']})" if e["pointer"] else "")
+        for e in errors
+    ]
+    assert rebuilt == expected
+
+
+def test_validate_missing_folder_exits_2(tmp_path: Path) -> None:
+    result = _invoke("validate", tmp_path / "nowhere")
+
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert "nowhere: not a directory" in result.stderr
+
+
+def test_validate_options_reach_the_loader(make_repo: RepoFactory, tmp_path: Path) -> None:
+    repo = make_repo(small_repo())
+    override = tmp_path / "override"
+    override.mkdir()
+    (override / "regular.yaml").write_text(
+        channel_file("regular", {"alpha": "1.0.0", "beta": "1.0.0"})["channels/regular.yaml"],
+        encoding="utf-8",
+    )
+
+    small = _invoke("validate", repo, "--max-file-size", "50")
+    only_regular = _invoke("validate", repo, "--channels", override, "--format", "json")
+
+    assert small.exit_code == 1
+    assert all(" C6 file is " in line for line in small.stdout.splitlines())
+    assert len(small.stdout.splitlines()) == 9  # every file is over 50 bytes
+    assert only_regular.exit_code == 0, only_regular.output
+    assert json.loads(only_regular.stdout)["channels"] == ["regular"]
+
+
+def test_validate_never_prints_a_credential(make_repo: RepoFactory) -> None:
+    files = small_repo()
+    manifest = "modules/alpha/1.0.0/manifest.yaml"
+    secret = f"apiVersion: v1\nkind: Secret\nmetadata: {{name: s}}\nstringData: {{pw: {SECRET}}}\n"
+    runtime = files["runtimes/one.yaml"].replace("kind: Runtime", f"kind: Runtime\ntoken: {SECRET}")
+    repo = make_repo(
+        {**files, manifest: secret + "---\n" + files[manifest], "runtimes/one.yaml": runtime}
+    )
+
+    for args in (("validate", repo), ("validate", repo, "--format", "json")):
+        result = _invoke(*args)
+        assert result.exit_code == 1
+        assert "C6" in result.stdout
+        assert SECRET not in result.output
+    rendered = _invoke("render", repo, "--runtime", "one")
+    assert rendered.exit_code == 1
+    assert SECRET not in rendered.output
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: a 200 kB runtime file of nested '[' (under the 5 MiB limit) kills "
+    "'reconciler validate' with SIGSEGV: yamlsafe.parse_yaml lets libyaml's recursive composer "
+    "overflow the C stack before its MAX_DEPTH check (C6: excessive nesting must be refused)",
+)
+def test_validate_survives_a_deeply_nested_file(make_repo: RepoFactory) -> None:
+    depth = 100_000
+    repo = make_repo({**small_repo(), "runtimes/deep.yaml": "a: " + "[" * depth + "]" * depth})
+
+    done = subprocess.run(
+        [sys.executable, "-m", "reconciler", "validate", str(repo)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+
+    assert done.returncode == 1, f"exit status {done.returncode}: {done.stderr[-300:]}"
+    assert f"{repo}/runtimes/deep.yaml:1:" in done.stdout
+    assert " C6 nesting deeper than" in done.stdout
+
+
+# -- render --------------------------------------------------------------------------------------
+
+
+def _headers(stdout: str) -> Iterator[tuple[str, str, str]]:
+    """(module, version, the rest) of each ``# module`` comment."""
+    for line in stdout.splitlines():
+        match = re.fullmatch(r"# module (\S+) (\S+): (.*)", line)
+        if match:
+            yield match.group(1), match.group(2), match.group(3)
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_render_every_sample_runtime(runtime: str) -> None:
+    expected = _expected_modules(runtime)
+
+    result = _invoke("render", SAMPLE, "--runtime", runtime)
+
+    assert result.exit_code == 0, result.output
+    objects = [d for d in yaml.safe_load_all(result.stdout) if d is not None]
+    assert objects
+    seen: dict[str, int] = {}
+    for obj in objects:
+        metadata = obj["metadata"]
+        module = metadata["labels"][LABEL_MODULE]
+        assert metadata["labels"][LABEL_MANAGED_BY] == "reconciler"
+        assert metadata["labels"][LABEL_RUNTIME] == runtime
+        assert metadata["annotations"][ANNOTATION_MODULE_VERSION] == expected[module]
+        seen[module] = seen.get(module, 0) + 1
+    assert seen == {m: _object_count(m, v) for m, v in expected.items()}
+    headers = list(_headers(result.stdout))
+    assert {(m, v) for m, v, _ in headers} == set(expected.items())
+    assert result.stdout.startswith(f"# runtime {runtime} (channel ")
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_render_puts_dependencies_first_and_defaults_last(runtime: str) -> None:
+    result = _invoke("render", SAMPLE, "--runtime", runtime)
+    modules = _sample_modules()
+
+    order = [m for m, _, _ in _headers(result.stdout)]
+
+    for position, name in enumerate(order):
+        for dep in modules[name].get("dependsOn", []):
+            assert order.index(dep) < position
+    objects = [d for d in yaml.safe_load_all(result.stdout) if d is not None]
+    for module in order:
+        mine = [o for o in objects if o["metadata"]["labels"][LABEL_MODULE] == module]
+        defaults = [
+            i
+            for i, o in enumerate(mine)
+            if o["metadata"]["annotations"].get(ANNOTATION_DEFAULT_CONFIGURATION) == "true"
+        ]
+        assert defaults in ([], [len(mine) - 1])
+
+
+def test_render_heads_modules_with_version_origin_and_strategy() -> None:
+    spec = _load(SAMPLE / "runtimes" / "prod-us-1.yaml")["spec"]
+    pinned = next(m for m in spec["modules"] if "version" in m)
+    ignored = next(m for m in spec["modules"] if m.get("strategy") == "Ignore")
+
+    result = _invoke("render", SAMPLE, "--runtime", "prod-us-1")
+
+    headers = {m: (v, rest) for m, v, rest in _headers(result.stdout)}
+    assert headers[pinned["name"]] == (
+        pinned["version"],
+        "pinned, listed, strategy CreateAndDelete",
+    )
+    assert headers[ignored["name"]][1].endswith("listed, strategy Ignore")
+    istio_version = _sample_channels()[spec["channel"]]["istio"]
+    assert headers["istio"] == (
+        istio_version,
+        f"channel {spec['channel']}, mandatory, strategy CreateAndDelete",
+    )
+
+
+def test_render_one_module() -> None:
+    result = _invoke("render", SAMPLE, "--runtime", "prod-eu-1", "--module", "istio")
+
+    assert result.exit_code == 0, result.output
+    objects = [d for d in yaml.safe_load_all(result.stdout) if d is not None]
+    assert {o["metadata"]["labels"][LABEL_MODULE] for o in objects} == {"istio"}
+    assert [m for m, _, _ in _headers(result.stdout)] == ["istio"]
+
+
+def test_render_unknown_runtime_suggests_a_name() -> None:
+    result = _invoke("render", SAMPLE, "--runtime", "prod-us-2")
+
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr == (
+        "error: runtime 'prod-us-2' does not exist; did you mean 'prod-us-1'?\n"
+    )
+
+
+def test_render_a_module_the_runtime_does_not_run() -> None:
+    result = _invoke("render", SAMPLE, "--runtime", "control-plane", "--module", "kdea")
+
+    assert result.exit_code == 2
+    assert "runtime 'control-plane' does not run module 'kdea'" in result.stderr
+
+
+def test_render_invalid_repo_prints_errors_and_nothing_else(make_repo: RepoFactory) -> None:
+    repo, expected = _invalid_repo(make_repo)
+
+    result = _invoke("render", repo, "--runtime", "one")
+
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr.splitlines()[:-1] == expected
+    assert "nothing done" in result.stderr.splitlines()[-1]
+
+
+def test_render_requires_a_runtime() -> None:
+    result = _invoke("render", SAMPLE)
+
+    assert result.exit_code == 2
+    assert "--runtime" in result.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: render of a valid repo whose manifest has 'labels:' left empty crashes with "
+    "TypeError (Renderer._object) and a traceback instead of rendering",
+    raises=TypeError,
+)
+def test_render_objects_with_empty_labels(make_repo: RepoFactory) -> None:
+    config_map = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  labels:\n"
+    files = {
+        **module_files("solo"),
+        **channel_file("regular", {"solo": "1.0.0"}),
+        **runtime_file("one", "regular", [{"name": "solo"}]),
+    }
+    manifest = "modules/solo/1.0.0/manifest.yaml"
+    repo = make_repo({**files, manifest: config_map + "---\n" + files[manifest]})
+    assert _exit_code("validate", repo) == 0
+
+    assert _exit_code("render", repo, "--runtime", "one") == 0
+
+
+# -- exit codes through main() -------------------------------------------------------------------
+
+
+def test_main_exit_codes(make_repo: RepoFactory, tmp_path: Path) -> None:
+    invalid, _ = _invalid_repo(make_repo)
+
+    assert _exit_code("validate", SAMPLE) == 0
+    assert _exit_code("validate", invalid) == 1
+    assert _exit_code("validate", tmp_path / "nowhere") == 2
+    assert _exit_code("validate", SAMPLE, "--format", "yaml") == 2
+    assert _exit_code("render", SAMPLE, "--runtime", RUNTIMES[0]) == 0
+    assert _exit_code("render", invalid, "--runtime", "one") == 1
+    assert _exit_code("render", SAMPLE, "--runtime", "nope") == 2
+    assert _exit_code("no-such-command") == 2
+
+
+# -- version and help ----------------------------------------------------------------------------
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _exit_code("--version") == 0
+    assert capsys.readouterr().out == f"reconciler, version {__version__}\n"
+
+
+def _commands(group: click.Group, path: Sequence[str] = ()) -> Iterator[tuple[list[str], Any]]:
+    for name, command in sorted(group.commands.items()):
+        yield [*path, name], command
+        if isinstance(command, click.Group):
+            yield from _commands(command, [*path, name])
+
+
+COMMANDS: Mapping[str, Any] = {" ".join(path): command for path, command in _commands(cli)}
+
+
+def test_the_documented_commands_exist() -> None:
+    assert {"validate", "render", "diff", "sync", "status", "operations list"} <= COMMANDS.keys()
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_help_of_every_command_mentions_its_options(name: str) -> None:
+    command = COMMANDS[name]
+
+    result = _invoke(*name.split(), "--help")
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"Usage: cli {name} ")
+    for parameter in command.params:
+        if isinstance(parameter, click.Option) and not parameter.hidden:
+            for option in [*parameter.opts, *parameter.secondary_opts]:
+                assert option in result.stdout, f"{name} --help does not mention {option}"
+    assert "-h, --help" in result.stdout
+
+
+def test_top_level_help_lists_the_commands() -> None:
+    result = _invoke("--help")
+
+    assert result.exit_code == 0
+    for name, _ in _commands(cli):
+        if len(name) == 1:
+            assert name[0] in result.stdout
