@@ -43,6 +43,11 @@ def _findings(data: Any) -> Iterator[tuple[Pointer, str]]:
     if data.get("kind") == "Config" and "users" in data:
         yield (), "a kubeconfig with users"
         return
+    if str(data.get("kind", "")).endswith("List") and isinstance(data.get("items"), list):
+        for index, item in enumerate(data["items"]):
+            for pointer, what in _findings(item):
+                yield ("items", index, *pointer), what
+        return
     secret_fields = ("data", "stringData") if data.get("kind") == "Secret" else ()
     for key, child in data.items():
         if key in secret_fields and child:
@@ -51,10 +56,17 @@ def _findings(data: Any) -> Iterator[tuple[Pointer, str]]:
             yield from _walk({key: child}, ())
 
 
+def _has_value(value: Any) -> bool:
+    """A credential value: a non-empty string or a number (``password: 84736251``)."""
+    if isinstance(value, str):
+        return bool(value.strip())
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _walk(value: Any, pointer: Pointer) -> Iterator[tuple[Pointer, str]]:
     if isinstance(value, dict):
         for key, child in value.items():
-            if key in CREDENTIAL_KEYS and isinstance(child, str) and child.strip():
+            if key in CREDENTIAL_KEYS and _has_value(child):
                 yield (*pointer, key), f"inline credential '{key}'"
             else:
                 yield from _walk(child, (*pointer, key))

@@ -408,7 +408,8 @@ def _decode(data: bytes, shown: str) -> tuple[str | None, Diagnostic | None]:
     except UnicodeDecodeError as error:
         before = data[: error.start]
         line = before.count(b"\n") + 1
-        column = error.start - (before.rfind(b"\n") + 1) + 1
+        line_start = before.rfind(b"\n") + 1
+        column = len(data[line_start : error.start].decode("utf-8", "replace")) + 1
         byte = data[error.start]
         message = f"not UTF-8: byte 0x{byte:02x} cannot be decoded (files must be UTF-8)"
         return None, Diagnostic(shown, line, column, "C6", message)

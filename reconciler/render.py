@@ -161,10 +161,11 @@ class Renderer:
         metadata = body.setdefault("metadata", {})
         if not self._cluster_scoped(body) and not metadata.get("namespace"):
             metadata["namespace"] = module.namespace
-        labels = metadata.setdefault("labels", {})
+        labels = metadata["labels"] = dict(metadata.get("labels") or {})
         labels[LABEL_MANAGED_BY] = MANAGED_BY_VALUE
         labels[LABEL_MODULE] = module.name
-        metadata.setdefault("annotations", {})[ANNOTATION_MODULE_VERSION] = version
+        annotations = metadata["annotations"] = dict(metadata.get("annotations") or {})
+        annotations[ANNOTATION_MODULE_VERSION] = version
         return body
 
     def _stamp(self, rendered: RenderedObject, runtime: str) -> RenderedObject:

@@ -52,6 +52,7 @@ _TAG = "tag:yaml.org,2002:"
 _STR, _INT, _FLOAT, _BOOL, _NULL = (_TAG + t for t in ("str", "int", "float", "bool", "null"))
 _TIMESTAMP, _MAP, _SEQ, _MERGE = (_TAG + t for t in ("timestamp", "map", "seq", "merge"))
 _SCALARS = yaml.constructor.SafeConstructor()
+_KEY_TAGS = frozenset({_STR, _INT, _FLOAT, _BOOL, _NULL, _TIMESTAMP})
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +76,16 @@ class SourceText:
     def node(self, index: int) -> yaml.Node | None:
         """The node tree of document ``index`` (as counted by :func:`parse_yaml`)."""
         if self._nodes is None:
+            composed: list[yaml.Node | None] = []
             loader = self._loader_class(self.text)
             try:
-                self._nodes = list(_nodes(loader))
+                for node in _nodes(loader):
+                    composed.append(node)
             except yaml.YAMLError:  # a later document is broken; earlier ones were composed
-                self._nodes = []
+                pass
             finally:
                 loader.dispose()
+            self._nodes = composed
         return self._nodes[index] if index < len(self._nodes) else None
 
 
@@ -137,6 +141,9 @@ def parse_yaml(
     """
     source = SourceText(text, loader_class)
     documents: list[Document] = []
+    too_deep = _too_deep(text, path)
+    if too_deep is not None:
+        return documents, [too_deep]
     try:
         loader = loader_class(text)
     except yaml.reader.ReaderError as err:  # the pure-Python reader checks characters at once
@@ -159,9 +166,34 @@ def parse_yaml(
     except yaml.YAMLError as err:
         first_line = str(err).splitlines()[0] if str(err) else "invalid YAML"
         return documents, [Diagnostic(path, 1, 1, "C6", f"invalid YAML: {first_line}")]
+    except RecursionError:
+        message = f"nesting deeper than {MAX_DEPTH} levels"
+        return documents, [Diagnostic(path, 1, 1, "C6", message)]
     finally:
         loader.dispose()
     return documents, []
+
+
+def _too_deep(text: str, path: str) -> Diagnostic | None:
+    """Refuse flow nesting deeper than :data:`MAX_DEPTH` before composing: the composers build
+    node trees recursively and a few kilobytes of ``[[[[`` would exhaust the C stack. Only
+    texts with that many brackets at all are scanned (event by event, without recursion)."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return None
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_SafeLoader):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1  # the document's root collection is level 0, as in _construct
+                if depth > MAX_DEPTH + 1:
+                    mark = event.start_mark
+                    message = f"nesting deeper than {MAX_DEPTH} levels"
+                    return _at(path, mark, message)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError:
+        return None  # the real parse reports it
+    return None
 
 
 def _reader_problem(path: str, text: str, err: yaml.reader.ReaderError) -> Diagnostic:
@@ -237,6 +269,8 @@ def _mapping(node: yaml.MappingNode, budget: _Budget, depth: int) -> dict[str, A
             continue
         if not isinstance(key_node, yaml.ScalarNode):
             raise YamlProblemError("mapping keys must be plain scalars", key_node)
+        if key_node.tag not in _KEY_TAGS:
+            raise YamlProblemError(f"unsupported tag {key_node.tag}", key_node)
         key = str(key_node.value)
         if key in result:
             first = _key_line(node, key)

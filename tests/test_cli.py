@@ -266,12 +266,6 @@ def test_validate_never_prints_a_credential(make_repo: RepoFactory) -> None:
     assert SECRET not in rendered.output
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a 200 kB runtime file of nested '[' (under the 5 MiB limit) kills "
-    "'reconciler validate' with SIGSEGV: yamlsafe.parse_yaml lets libyaml's recursive composer "
-    "overflow the C stack before its MAX_DEPTH check (C6: excessive nesting must be refused)",
-)
 def test_validate_survives_a_deeply_nested_file(make_repo: RepoFactory) -> None:
     depth = 100_000
     repo = make_repo({**small_repo(), "runtimes/deep.yaml": "a: " + "[" * depth + "]" * depth})
@@ -408,12 +402,6 @@ def test_render_requires_a_runtime() -> None:
     assert "--runtime" in result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: render of a valid repo whose manifest has 'labels:' left empty crashes with "
-    "TypeError (Renderer._object) and a traceback instead of rendering",
-    raises=TypeError,
-)
 def test_render_objects_with_empty_labels(make_repo: RepoFactory) -> None:
     config_map = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  labels:\n"
     files = {

@@ -83,11 +83,6 @@ def test_data_of_a_config_map_is_not_a_secret() -> None:
     assert _find("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: b}\n") == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: credentials._findings checks kind: Secret only at the top of a document; a "
-    "Secret with data inside a kind: List (which the manifest check accepts) is not flagged",
-)
 def test_secret_inside_a_list_is_flagged() -> None:
     text = (
         "apiVersion: v1\nkind: List\nmetadata: {name: bundle}\nitems:\n"
@@ -148,11 +143,6 @@ def test_credential_keys_without_a_string_value_are_fine(value: str) -> None:
     assert _find(f"kind: Backend\nmetadata: {{name: b}}\nspec:\n  password: {value}\n") == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: credentials._walk flags a credential key only when its value is a str; a "
-    "numeric password/token (YAML reads 12345678 as an int) passes the scan",
-)
 def test_a_numeric_password_is_flagged() -> None:
     found = _find("kind: Backend\nmetadata: {name: b}\nspec:\n  password: 84736251\n")
 

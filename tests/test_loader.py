@@ -137,11 +137,6 @@ def test_a_non_utf8_file_is_refused_at_the_bad_byte(make_repo: RepoFactory) -> N
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: loader._decode counts the column of an undecodable byte in bytes, not in "
-    "characters as every other diagnostic does, so UTF-8 text before it shifts the column",
-)
 def test_the_column_of_a_bad_byte_counts_characters(make_repo: RepoFactory) -> None:
     runtime = small_repo()["runtimes/one.yaml"].encode()
     bad = runtime.replace(

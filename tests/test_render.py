@@ -282,14 +282,6 @@ def test_modules_narrow_the_output(repo: ConfigRepo) -> None:
 # -- unusual but valid metadata ------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Renderer._object uses metadata.setdefault('labels', {}) / "
-    "setdefault('annotations', {}); a manifest object with 'labels:' or 'annotations:' left "
-    "empty (null, as templating often leaves them; the validator accepts it) makes render "
-    "raise TypeError",
-    raises=TypeError,
-)
 def test_null_labels_and_annotations_are_filled(make_repo: RepoFactory) -> None:
     objects = [_obj("v1", "ConfigMap", "c", metadata={"labels": None, "annotations": None})]
     files = {

@@ -140,13 +140,6 @@ def test_deep_nesting_is_refused_at_the_first_level_too_deep() -> None:
 DEEP = 100_000
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: parse_yaml composes the whole node tree with PyYAML's recursive composer "
-    "before _construct checks MAX_DEPTH; with the libyaml loader ~30,000 nested '[' (a 60 kB "
-    "file) overflow the C stack and the process dies with SIGSEGV instead of getting a C6 "
-    "diagnostic",
-)
 def test_very_deep_nesting_is_refused_without_crashing_the_process() -> None:
     script = (
         "from reconciler.yamlsafe import parse_yaml\n"
@@ -164,13 +157,6 @@ def test_very_deep_nesting_is_refused_without_crashing_the_process() -> None:
     assert "C6 nesting deeper than" in done.stdout
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: with loader_class=yaml.SafeLoader (the pure-Python loader that "
-    "ReadOptions.yaml_loader selects) a few thousand nested '[' raise RecursionError out of "
-    "parse_yaml instead of a C6 diagnostic",
-    raises=RecursionError,
-)
 def test_deep_nesting_with_the_pure_python_loader_is_a_diagnostic() -> None:
     depth = 5000
 
@@ -210,11 +196,6 @@ def test_standard_tags_are_accepted() -> None:
     assert data == {"a": "123", "b": 7, "c": {"x": 1}, "d": [1], "e": None}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: yamlsafe._mapping reads a key's raw text and never looks at its tag, so an "
-    "unsupported tag on a mapping key is silently accepted instead of refused",
-)
 @pytest.mark.parametrize(
     "text", ["!vault k: 1\n", "? !!python/name:os.system key\n: 1\n"], ids=["local", "python"]
 )
@@ -409,12 +390,6 @@ def test_a_document_without_source_text_points_at_the_start() -> None:
     assert Document("f.yaml", 0, {"a": 1}).position(("a",)) == Position(1, 1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: SourceText.node sets _nodes = [] when a later document of the file does not "
-    "compose, so the documents parse_yaml returned before the problem lose their positions "
-    "(the comment says 'earlier ones were composed')",
-)
 def test_documents_before_a_broken_one_keep_their_positions() -> None:
     documents, problems = parse_yaml("a: 1\n---\nb: [\n", "f.yaml")
     assert len(problems) == 1
