@@ -101,6 +101,7 @@ class FolderTree:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._last: tuple[str, bytes] | None = None
+        self._resolved: dict[str, str] = {}
 
     def _path(self, path: str) -> Path:
         return self.root / path if path else self.root
@@ -143,11 +144,19 @@ class FolderTree:
         return data
 
     def escapes(self, path: str, boundary: str) -> bool:
-        """See :class:`reconciler.tree.SourceTree`."""
-        full = self._path(path)
-        if not full.is_symlink():
-            return False
-        return not full.resolve().is_relative_to(self._path(boundary).resolve())
+        """See :class:`reconciler.tree.SourceTree`; a link anywhere on the way counts (a linked
+        ``runtimes/`` folder too)."""
+        inside = self._real(boundary)
+        parent, _, name = path.rpartition("/")
+        full = os.path.join(self._real(parent), name)  # folders resolved once each
+        real = os.path.realpath(full) if os.path.islink(full) else full
+        return not (real == inside or real.startswith(inside + os.sep))
+
+    def _real(self, folder: str) -> str:
+        real = self._resolved.get(folder)
+        if real is None:
+            real = self._resolved[folder] = os.path.realpath(self._path(folder))
+        return real
 
     def identity(self, path: str) -> str | None:
         """The id git would give the file's content (so a working tree file unchanged since a
@@ -202,13 +211,17 @@ class _Reader:
 
     def folders(self, folder: str) -> list[str]:
         """Sub-folders of ``folder`` (not hidden, not links leading out of the repo)."""
-        return [
-            _join(folder, e.name)
-            for e in self.tree.entries(folder)
-            if e.is_dir
-            and not e.name.startswith(".")
-            and not self.tree.escapes(_join(folder, e.name), "")
-        ]
+        found = []
+        for entry in self.tree.entries(folder):
+            path = _join(folder, entry.name)
+            if not entry.is_dir or entry.name.startswith("."):
+                continue
+            if self.tree.escapes(path, ""):
+                message = "symbolic link pointing outside the repo"
+                self.problems.append(Diagnostic(self.show(path), 1, 1, "C6", message))
+                continue
+            found.append(path)
+        return found
 
     def module(self, folder: str) -> RawModule:
         module_file = _join(folder, "module.yaml")
@@ -341,7 +354,9 @@ class _SubTree:
         return self.tree.read(self._path(path))
 
     def escapes(self, path: str, boundary: str) -> bool:
-        return self.tree.escapes(self._path(path), self._path(boundary))
+        # a channels folder inside the repo may link anywhere inside the repo
+        inside = "" if not boundary and not self.folder.startswith("..") else self._path(boundary)
+        return self.tree.escapes(self._path(path), inside)
 
     def identity(self, path: str) -> str | None:
         return self.tree.identity(self._path(path))

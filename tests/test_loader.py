@@ -197,12 +197,6 @@ def test_a_link_inside_the_repo_is_followed(make_repo: RepoFactory) -> None:
     assert validation.repo.runtimes["two"].channel == "fast"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: read_repo checks links in the repo's own channels/ folder against that folder "
-    "(_SubTree.escapes maps the boundary '' to 'channels'), not against the repo, so a channel "
-    "file linked to another place inside the repo is refused as 'pointing outside the repo'",
-)
 def test_a_channel_linked_inside_the_repo_is_followed(make_repo: RepoFactory) -> None:
     repo = make_repo(small_repo())
     (repo / "channels" / "fast.yaml").rename(repo / "fast-channel.yaml")
@@ -211,12 +205,6 @@ def test_a_channel_linked_inside_the_repo_is_followed(make_repo: RepoFactory) ->
     assert _lines(load_repo("repo")) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: FolderTree.escapes only looks at the last path component, so when the "
-    "runtimes/ folder itself is a link out of the repo its files are read as if they were "
-    "inside (C6 says links that leave the repo are refused)",
-)
 def test_a_runtimes_folder_linked_from_outside_is_refused(
     make_repo: RepoFactory, tmp_path: Path
 ) -> None:
@@ -231,12 +219,6 @@ def test_a_runtimes_folder_linked_from_outside_is_refused(
     assert validation.repo is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: _Reader.folders silently drops a module (or version) folder that links out "
-    "of the repo; the repo validates as if the module did not exist instead of being refused "
-    "with a C6 diagnostic like a linked file",
-)
 def test_a_module_folder_linked_from_outside_is_refused(
     make_repo: RepoFactory, tmp_path: Path
 ) -> None:
