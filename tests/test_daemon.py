@@ -187,7 +187,9 @@ def test_commits_reach_the_clusters(setup: Any) -> None:
     assert {r["runtime"] for r in status["runtimes"]} == {"a", "b", "c"}
 
 
-def test_an_invalid_commit_changes_nothing_and_the_next_valid_one_applies(setup: Any) -> None:
+def test_an_invalid_commit_changes_nothing_and_the_next_valid_one_applies(
+    setup: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     fleet, _, daemon, clusters = setup
     _poll(daemon)
     good = daemon.state.commit
@@ -204,6 +206,8 @@ def test_an_invalid_commit_changes_nothing_and_the_next_valid_one_applies(setup:
     assert refused["commit"] == bad
     assert refused["errors"][0]["path"] == "fleet/runtimes/a.yaml"
     assert "channel 'reguler' does not exist" in refused["errors"][0]["message"]
+    logged = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert any("fleet/runtimes/a.yaml:5:12: C2 channel 'reguler'" in m for m in logged)
 
     fleet.commit("fix", {"fleet/runtimes/a.yaml": _runtime("a", "fast", "[{name: widget}]")})
     assert _poll(daemon)
