@@ -54,6 +54,7 @@ from reconciler.report import (
 from reconciler.resolve import Resolution, resolve_runtime
 from reconciler.review import Review, Side
 from reconciler.validate import Validation, parse_duration
+from reconciler.versions import sorted_versions
 
 EXIT_OK, EXIT_INVALID, EXIT_ERROR = 0, 1, 2
 
@@ -966,7 +967,8 @@ def _validation_json(repo: Path, validation: Validation) -> dict[str, Any]:
     if validation.repo is not None:
         result["runtimes"] = sorted(validation.repo.runtimes)
         result["modules"] = {
-            name: sorted(m.versions) for name, m in sorted(validation.repo.modules.items())
+            name: sorted_versions(list(m.versions))
+            for name, m in sorted(validation.repo.modules.items())
         }
         result["channels"] = sorted(validation.repo.channels)
     return result

@@ -88,6 +88,7 @@ def read_repo(
         modules=reader.modules(),
         channels=channels,
         problems=tuple(reader.problems),
+        channels_unavailable=channels_root is None,
     )
 
 

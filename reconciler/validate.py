@@ -33,7 +33,7 @@ from reconciler.model import (
 )
 from reconciler.resolve import resolve_runtime
 from reconciler.schema import SchemaChecker
-from reconciler.versions import is_version
+from reconciler.versions import is_version, sorted_versions
 from reconciler.yamlsafe import Document
 
 
@@ -85,6 +85,8 @@ class RawRepo:
     modules: tuple[RawModule, ...] = ()
     channels: tuple[RawFile, ...] = ()
     problems: tuple[Diagnostic, ...] = ()
+    #: The channels folder could not be read (reported once); runtimes do not repeat it.
+    channels_unavailable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +105,7 @@ class Validation:
 
 def validate_repo(raw: RawRepo, checker: SchemaChecker) -> Validation:
     """Check ``raw`` against every config rule; see the module docstring."""
-    run = _Run(checker, list(raw.problems))
+    run = _Run(checker, list(raw.problems), channels_unavailable=raw.channels_unavailable)
     settings = run.settings(raw.settings)
     modules = {m.name: run.module(m) for m in raw.modules}
     run.dependencies(modules, {m.name: m for m in raw.modules})
@@ -142,6 +144,7 @@ class _Run:
     checker: SchemaChecker
     diagnostics: list[Diagnostic]
     broken_channels: set[str] = field(default_factory=set)
+    channels_unavailable: bool = False
     bad_channel_entries: set[tuple[str, str]] = field(default_factory=set)
 
     # -- single documents ------------------------------------------------------------------
@@ -310,6 +313,8 @@ class _Run:
         for problem in resolution.problems:
             if problem.channel in self.broken_channels or problem.rule == "C3":
                 continue
+            if self.channels_unavailable and problem.channel is not None:
+                continue
             if (problem.channel, problem.module) in self.bad_channel_entries:
                 continue
             found.append(document.diagnostic(problem.rule, problem.message, problem.pointer))
@@ -337,7 +342,7 @@ def _channel_entry_problem(name: str, version: str, modules: Mapping[str, Module
     if module is None:
         return f"module '{name}' does not exist" + did_you_mean(name, modules)
     if version not in module.versions:
-        known = ", ".join(sorted(module.versions)) or "none"
+        known = ", ".join(sorted_versions(list(module.versions))) or "none"
         return f"module '{name}' has no version {version} (versions: {known})"
     return None
 

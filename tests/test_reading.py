@@ -329,3 +329,17 @@ def test_limits_are_checked_before_anything_reads_a_file(tmp_path: Path) -> None
         f"{root}/runtimes/a.yaml:1:1: C6 symbolic link pointing outside the repo",
         f"{root}/runtimes/b.yaml:1:1: C6 cannot read: not a regular file",
     ]
+
+
+def test_a_missing_channels_folder_is_one_error_not_one_per_runtime(tmp_path: Path) -> None:
+    settings = (
+        "apiVersion: reconciler.dev/v1alpha1\nkind: Settings\nmetadata: {name: s}\n"
+        "spec:\n  channelsFrom: {path: ../nowhere}\n"
+    )
+    runtimes = {f"runtimes/r{i}.yaml": RUNTIME.replace("NAME", f"r{i}") for i in range(5)}
+    root = _repo(tmp_path, {"reconciler.yaml": settings, **runtimes})
+
+    messages = _messages(root)
+
+    assert len(messages) == 1
+    assert "channels folder '../nowhere' does not exist" in messages[0]
