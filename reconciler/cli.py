@@ -52,7 +52,6 @@ from reconciler.report import (
     results_json,
 )
 from reconciler.resolve import Resolution, resolve_runtime
-from reconciler.review import Review, Side
 from reconciler.validate import Validation, parse_duration
 from reconciler.versions import sorted_versions
 
@@ -376,6 +375,8 @@ def _fleet_diff(
     style: Style,
     timings: bool,
 ) -> None:
+    from reconciler.review import Review, Side  # imports git: only for fleet diffs
+
     review = Review(options)
     try:
         if request.base_path is not None:
