@@ -249,7 +249,9 @@ def test_the_documented_plugin_works_as_written(tmp_path: Path) -> None:
     for name in ("announce_step.py", "pyproject.toml"):
         assert (example / name).read_text().strip() in page, f"{name} differs from the docs"
     plugins = tmp_path / "plugins"
-    _install(example, plugins)
+    copy = tmp_path / "example"  # building writes build/ next to the sources: not in the repo
+    shutil.copytree(example, copy)
+    _install(copy, plugins)
     announcements = tmp_path / "announcements.log"
 
     done = _sync(tmp_path, plugins, {"RECONCILER_ANNOUNCE_FILE": str(announcements)})
