@@ -9,12 +9,13 @@ invalid (:class:`~reconciler.errors.ConfigError`), 2 a usage or I/O error (every
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from reconciler.diagnostics import did_you_mean
 from reconciler.errors import AccessError, ConfigError, NotFoundError, ReconcilerError
 from reconciler.fleetdiff import FleetDiff
 from reconciler.lifecycle import Lifecycle, ModuleState, sync_runtime
-from reconciler.loader import DEFAULT_MAX_FILE_SIZE, ReadOptions, load_repo
+from reconciler.loader import DEFAULT_MAX_FILE_SIZE, ReadOptions, channels_repository, load_repo
 from reconciler.model import ClusterAccess, ConfigRepo
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import Operation, OperationState, OperationType
@@ -935,7 +936,32 @@ def render_stream(config: ConfigRepo, resolution: Resolution, modules: Sequence[
 
 def _load(repo: Path, channels_dir: Path | None, max_file_size: int) -> Validation:
     options = ReadOptions(max_file_size=max_file_size, channels_dir=channels_dir)
+    if channels_dir is None and repo.is_dir():
+        options = _with_git_channels(repo, options)
     return load_repo(repo, options)
+
+
+def _with_git_channels(repo: Path, options: ReadOptions) -> ReadOptions:
+    """``channelsFrom.git``: fetch the channels repository's ref into the user's cache."""
+    wanted = channels_repository(repo)
+    if wanted is None:
+        return options
+    import hashlib
+
+    from reconciler.source.git import RemoteSource  # imports git: only when needed
+
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    key = hashlib.sha256(wanted.url.encode()).hexdigest()[:16]
+    source = RemoteSource(
+        wanted.url,
+        wanted.ref,
+        wanted.sub_path,
+        Path(base) / "reconciler" / f"channels-{key}",
+        {"GIT_TERMINAL_PROMPT": "0"},
+    )
+    commit = source.check()
+    tree = source.revision(commit).tree
+    return replace(options, channels_tree=tree, channels_label=f"{source.shown}@{commit[:12]}")
 
 
 def _valid_repo(repo: Path, channels_dir: Path | None, max_file_size: int) -> ConfigRepo:

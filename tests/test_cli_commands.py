@@ -122,3 +122,31 @@ def test_version_and_help() -> None:
         result = runner.invoke(cli, [command, "--help"])
         assert result.exit_code == 0
         assert option in result.stdout
+
+
+def test_validate_fetches_channels_kept_in_a_git_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+    import subprocess
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    channels = tmp_path / "channels-repo"
+    shutil.copytree(ROOT / "channels", channels / "channels")
+    git = ["git", "-c", "user.email=t@example.io", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=channels, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=channels, check=True)
+    subprocess.run([*git, "commit", "-qm", "channels"], cwd=channels, check=True)
+    fleet = tmp_path / "fleet"
+    shutil.copytree(SAMPLE, fleet)
+    settings = fleet / "reconciler.yaml"
+    settings.write_text(
+        settings.read_text().replace(
+            "    path: ../channels", f"    git: {channels}\n    ref: main\n    subPath: channels"
+        )
+    )
+
+    result = CliRunner().invoke(cli, ["validate", str(fleet)])
+
+    assert result.exit_code == 0, result.output
+    assert "3 channels" in result.stdout
