@@ -25,7 +25,7 @@ import yaml
 
 from reconciler import __version__
 from reconciler.cluster.api import Cluster
-from reconciler.cluster.snapshot import SnapshotFileCluster, load_snapshot
+from reconciler.cluster.snapshot import SnapshotFileCluster
 from reconciler.diagnostics import did_you_mean
 from reconciler.errors import AccessError, ConfigError, NotFoundError, ReconcilerError
 from reconciler.fleetdiff import FleetDiff
@@ -295,7 +295,7 @@ def diff(
     when = now.replace(tzinfo=UTC) if now else _now()
     if base_rev is not None or base_path is not None:
         options = ReadOptions(max_file_size=max_file_size, channels_dir=channels_dir)
-        access = _Access(kubeconfig_dir, secret_namespace) if live or snapshot else None
+        access = _Access(kubeconfig_dir, secret_namespace, snapshot) if live or snapshot else None
         style = _style(color)
         _fleet_diff(
             _FleetRequest(repo, base_rev, head_rev, base_path, runtime_names, snapshot, when),
@@ -312,7 +312,7 @@ def diff(
         repo,
         runtime_names,
         snapshot,
-        _Access(kubeconfig_dir, secret_namespace),
+        _Access(kubeconfig_dir, secret_namespace, snapshot),
         output_format,
         details is not False,
         when,
@@ -337,7 +337,7 @@ def _live_diff(
     plans, errors = [], {}
     for name in targets:
         try:
-            cluster = access.cluster(config, name, snapshot)
+            cluster = access.connect(config.runtimes[name].cluster, name)
             plans.append(sync_runtime(cluster, config, name, now=now, dry_run=True).plan)
         except ReconcilerError as error:
             errors[name] = str(error)
@@ -390,11 +390,10 @@ def _fleet_diff(
         sys.exit(EXIT_ERROR)
     live = None
     if access is not None:
-        snapshot = request.snapshot
         live = review.observe(
             head[0],
             lambda config, name: Lifecycle(
-                access.cluster(config, name, snapshot),
+                access.connect(config.runtimes[name].cluster, name),
                 system_namespace=config.settings.system_namespace,
             ),
         )
@@ -884,11 +883,6 @@ class _Access:
         self.kubeconfig_dir = kubeconfig_dir
         self.secret_namespace = secret_namespace
         self.snapshot = snapshot
-
-    def cluster(self, config: ConfigRepo, name: str, snapshot: str | None) -> Cluster:
-        if snapshot is not None:
-            return load_snapshot(_snapshot_file(snapshot, name))
-        return self.connect(config.runtimes[name].cluster, name)
 
     def connect(self, access: ClusterAccess, name: str) -> Cluster:
         """The cluster of runtime ``name``; with a snapshot, its file, saved after each change."""

@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import logging
-import random
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -435,8 +434,3 @@ def poll_now(daemon: Daemon) -> None:
         daemon.scheduler.modify_job("poll", next_run_time=daemon.clock())
     else:
         threading.Thread(target=daemon.poll, daemon=True).start()
-
-
-def jitter(seconds: float) -> float:
-    """A random share of up to 10% of ``seconds``."""
-    return random.uniform(0, seconds * 0.1)  # noqa: S311 (scheduling, not security)

@@ -21,14 +21,13 @@ from typing import Any
 
 from reconciler.cluster.api import ObjectRef
 from reconciler.inventory import Inventory
-from reconciler.model import ConfigRepo, Module, Runtime, Strategy
+from reconciler.model import ConfigRepo, Runtime, Strategy
 from reconciler.plan import (
     Context,
     DesiredModule,
     LiveModule,
     ModuleAction,
     ModulePlan,
-    ObjectAction,
     in_window,
     plan_module,
     plan_removal,
@@ -335,22 +334,25 @@ class FleetDiffer:
 
     def _desired_module(self, resolved: ResolvedModule) -> DesiredModule:
         prepared = self._head_renderer.prepare(resolved)
-        default = next((o for o in prepared if o.default_configuration), None)
-        objects = tuple(o for o in prepared if not o.default_configuration)
-        return DesiredModule(resolved, self.head.modules[resolved.name], objects, default)
+        return DesiredModule.of(resolved, self.head.modules[resolved.name], prepared)
 
     def _assumed(self, old: ResolvedModule | None) -> LiveModule | None:
         """What runs when the base revision is deployed: its objects and inventory."""
         if old is None:
             return None
-        module = self.base.modules[old.name]
         prepared = self._base_renderer.prepare(old)
+        base = DesiredModule.of(old, self.base.modules[old.name], prepared)
         objects = {ObjectRef.of(o.body): dict(o.body) for o in prepared}
-        manifest = tuple(ObjectRef.of(o.body) for o in prepared if not o.default_configuration)
-        default = next((ObjectRef.of(o.body) for o in prepared if o.default_configuration), None)
-        ours = default if old.strategy is Strategy.CREATE_AND_DELETE else None
-        kinds = _managed_kinds(module, prepared_bodies=[o.body for o in prepared])
-        inventory = Inventory("", old.name, old.version, old.strategy, manifest, kinds, ours, True)
+        manifest = tuple(ObjectRef.of(o.body) for o in base.objects)
+        default = base.default_configuration
+        ours = (
+            ObjectRef.of(default.body)
+            if default is not None and old.strategy is Strategy.CREATE_AND_DELETE
+            else None
+        )
+        inventory = Inventory(
+            "", old.name, old.version, old.strategy, manifest, base.managed_kinds(), ours, True
+        )
         return LiveModule(inventory, objects, old.version)
 
     def _cached_plan(
@@ -382,16 +384,6 @@ def _same_content(before: tuple[Any, ...], after: tuple[Any, ...]) -> bool:
     if len(before) != len(after):
         return False
     return all(a is b or a == b for a, b in zip(before, after, strict=True))
-
-
-def _managed_kinds(module: Module, prepared_bodies: list[Any]) -> tuple[tuple[str, str], ...]:
-    kinds = {
-        (str(b["spec"]["group"]), str(b["spec"]["names"]["kind"]))
-        for b in prepared_bodies
-        if b.get("kind") == "CustomResourceDefinition"
-    }
-    kinds |= {(m.group, m.kind) for m in module.managed_resources}
-    return tuple(sorted(kinds))
 
 
 def _outcome(plan: ModulePlan, runtime: Runtime) -> Outcome:
@@ -508,9 +500,3 @@ def _why_version(
 def _entry(runtime: Runtime, module: str, field_name: str) -> str:
     index = next((i for i, ref in enumerate(runtime.modules) if ref.name == module), None)
     return f"spec.modules[{index}].{field_name}" if index is not None else "spec.modules"
-
-
-def object_counts(change: ModuleChange) -> dict[str, int]:
-    """How many objects the change creates, updates and deletes."""
-    counts = Counter(str(c.action) for c in change.plan.changes)
-    return {str(a): counts.get(str(a), 0) for a in ObjectAction}

@@ -116,13 +116,14 @@ def desired_modules(
 ) -> list[DesiredModule]:
     """The runtime's modules with their rendered objects, in dependency order."""
     rendered = renderer.render(resolution)
-    result = []
-    for resolved in resolution.modules:
-        objects = [o for o in rendered if o.module == resolved.name]
-        default = next((o for o in objects if o.default_configuration), None)
-        manifest = tuple(o for o in objects if not o.default_configuration)
-        result.append(DesiredModule(resolved, repo.modules[resolved.name], manifest, default))
-    return result
+    return [
+        DesiredModule.of(
+            resolved,
+            repo.modules[resolved.name],
+            [o for o in rendered if o.module == resolved.name],
+        )
+        for resolved in resolution.modules
+    ]
 
 
 class Lifecycle:

@@ -164,6 +164,15 @@ class DesiredModule:
     objects: tuple[RenderedObject, ...]
     default_configuration: RenderedObject | None = None
 
+    @classmethod
+    def of(
+        cls, resolved: ResolvedModule, module: Module, rendered: Sequence[RenderedObject]
+    ) -> DesiredModule:
+        """Split a module's rendered objects into its manifest and its default configuration."""
+        default = next((o for o in rendered if o.default_configuration), None)
+        objects = tuple(o for o in rendered if not o.default_configuration)
+        return cls(resolved, module, objects, default)
+
     @property
     def name(self) -> str:
         """The module's name."""

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.cluster.api import ObjectRef
 from reconciler.model import (
     ANNOTATION_DEFAULT_CONFIGURATION,
     ANNOTATION_MODULE_VERSION,
@@ -104,15 +105,7 @@ class RenderedObject:
     @property
     def subject(self) -> str:
         """``Kind/namespace/name`` (``Kind/name`` for cluster-scoped objects)."""
-        return subject_of(self.body)
-
-
-def subject_of(body: Mapping[str, Any]) -> str:
-    """The one subject format used everywhere: ``Kind/namespace/name`` or ``Kind/name``."""
-    metadata = body.get("metadata", {})
-    namespace = metadata.get("namespace")
-    parts = (body.get("kind", "?"), namespace, metadata.get("name", "?"))
-    return "/".join(str(p) for p in parts if p)
+        return ObjectRef.of(self.body).subject
 
 
 @dataclass(slots=True)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from reconciler.fleetdiff import HELD, FleetDiff, ModuleChange, Outcome, RuntimeChange, SummaryLine
-from reconciler.lifecycle import ModuleStatus, SyncResult
+from reconciler.lifecycle import SyncResult
 from reconciler.plan import ModuleAction, ModulePlan, ObjectAction, ObjectChange, Plan
 
 _SYMBOLS = {ObjectAction.CREATE: "+", ObjectAction.UPDATE: "~", ObjectAction.DELETE: "-"}
@@ -67,32 +67,12 @@ def _change_lines(changes: Sequence[ObjectChange], details: bool) -> list[str]:
     return lines
 
 
-def result_text(result: SyncResult) -> str:
-    """What a sync did and each module's state, then the runtime's state."""
-    if result.plan.suspended:
-        return f"runtime {result.runtime}: suspended, nothing changed\n"
-    lines = [f"runtime {result.runtime}: {result.state}"]
-    for module in result.plan.modules:
-        counts = _counts(module.changes)
-        lines.append(f"  {_MODULE_SYMBOLS[module.action]} {module_line(module)}{counts}")
-    lines.append("  states:")
-    lines.extend(f"    {status_line(s)}" for s in result.modules)
-    return "\n".join(lines) + "\n"
-
-
 def _counts(changes: Sequence[ObjectChange]) -> str:
     if not changes:
         return ""
     tally = {action: sum(1 for c in changes if c.action is action) for action in ObjectAction}
     parts = [f"{_SYMBOLS[a]}{n}" for a, n in tally.items() if n]
     return f" ({' '.join(parts)} objects)"
-
-
-def status_line(status: ModuleStatus) -> str:
-    """``serverless  Ready  1.2.0  Upgrade: message``."""
-    state = str(status.state) if status.state else "Removed"
-    version = status.version or "-"
-    return f"{status.module:<16} {state:<10} {version:<8} {status.reason}: {status.message}"
 
 
 def plans_json(plans: Sequence[Plan], errors: dict[str, str]) -> dict[str, Any]:

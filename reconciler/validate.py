@@ -134,7 +134,6 @@ def _count_files(raw: RawRepo) -> int:
 
 
 _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?$")
 
 
 @dataclass(slots=True)
@@ -376,11 +375,7 @@ def _known_zone(name: str) -> bool:
 
 def duration_minutes(text: str) -> int:
     """Minutes of a ``4h``/``90m``/``1h30m`` duration (schema-checked before)."""
-    match = _DURATION.match(text)
-    if match is None:
-        return 0
-    hours, minutes = match.groups()
-    return int(hours or 0) * 60 + int(minutes or 0)
+    return int(parse_duration(text) // 60)
 
 
 _SECONDS = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")

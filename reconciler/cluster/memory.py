@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -228,12 +228,6 @@ class InMemoryCluster:
         stored = self._objects[self._key(ref)]
         stored.body["status"] = copy.deepcopy(dict(status))
         self._bump(stored.body)
-
-    def remove_finalizers(self, ref: ObjectRef) -> None:
-        """What a controller does when it has cleaned up; finishes a pending deletion."""
-        key = self._key(ref)
-        self._objects[key].body["metadata"].pop("finalizers", None)
-        self._finish_deletion(key)
 
     def objects(self) -> list[Body]:
         """Every object, sorted by group, kind, namespace and name."""
@@ -520,8 +514,3 @@ def _paths_of_fields(fields: Mapping[str, Any], prefix: FieldPath = ()) -> set[F
         inner = _paths_of_fields(child, path) if isinstance(child, Mapping) and child else set()
         paths |= inner or {path}
     return paths
-
-
-def iter_kinds(cluster: InMemoryCluster) -> Iterator[KindInfo]:
-    """Every kind the cluster serves (for tests)."""
-    return iter(sorted(cluster._kinds.values(), key=lambda k: (k.group, k.kind)))
