@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,12 +24,19 @@ import click
 import yaml
 
 from reconciler import __version__
+from reconciler.brake import Allowance, Verdict, count_deletions, judge
 from reconciler.cluster.api import Cluster
 from reconciler.cluster.snapshot import SnapshotFileCluster
 from reconciler.diagnostics import did_you_mean
-from reconciler.errors import AccessError, ConfigError, NotFoundError, ReconcilerError
+from reconciler.errors import (
+    AccessError,
+    ConfigError,
+    HeldByBrakeError,
+    NotFoundError,
+    ReconcilerError,
+)
 from reconciler.fleetdiff import FleetDiff
-from reconciler.lifecycle import Lifecycle, ModuleState, sync_runtime
+from reconciler.lifecycle import Lifecycle, ModuleState, SyncResult, sync_runtime
 from reconciler.loader import DEFAULT_MAX_FILE_SIZE, ReadOptions, channels_repository, load_repo
 from reconciler.model import ClusterAccess, ConfigRepo
 from reconciler.operations.engine import Engine
@@ -41,8 +48,9 @@ from reconciler.operations.report import (
     operation_tree,
     status_lines,
 )
-from reconciler.operations.runner import Runner
-from reconciler.operations.store import default_state_url, open_store
+from reconciler.operations.runner import Runner, deployed, recorded_access
+from reconciler.operations.store import SqliteStore, default_state_url, open_store
+from reconciler.plan import Context
 from reconciler.render import Renderer
 from reconciler.report import (
     Style,
@@ -56,7 +64,7 @@ from reconciler.resolve import Resolution, resolve_runtime
 from reconciler.validate import Validation, parse_duration
 from reconciler.versions import sorted_versions
 
-EXIT_OK, EXIT_INVALID, EXIT_ERROR = 0, 1, 2
+EXIT_OK, EXIT_INVALID, EXIT_ERROR, EXIT_HELD = 0, 1, 2, 3
 
 _Dumper: type[Any] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
@@ -198,6 +206,24 @@ runtimes_option = click.option(
     multiple=True,
     help="Only this runtime (repeat for several; default: every runtime).",
 )
+state_option = click.option(
+    "--state",
+    "state_url",
+    envvar="RECONCILER_STATE",
+    default=default_state_url,
+    show_default="sqlite:///~/.local/state/reconciler/state.db; with --snapshot, "
+    "reconciler-state.db beside the snapshot",
+    help="The state store of operations and runtime states (RECONCILER_STATE). Rehearsals "
+    "with --snapshot keep a store of their own unless this is given.",
+)
+allow_option = click.option(
+    "--allow-deletions",
+    "allow_deletions",
+    multiple=True,
+    metavar="COUNT|RUNTIME",
+    help="Let this run delete over the deletion brake: up to COUNT runtimes, modules and CRDs, "
+    "or those of the RUNTIMEs named (repeat for several).",
+)
 format_option = click.option(
     "--format",
     "output_format",
@@ -258,9 +284,13 @@ format_option = click.option(
     help="Judge maintenance windows at this UTC time instead of now (e.g. the planned merge).",
 )
 @click.option("--timings", is_flag=True, help="Print the time of each phase to stderr.")
+@state_option
+@allow_option
 @channels_option
 @max_size_option
+@click.pass_context
 def diff(
+    ctx: click.Context,
     repo: Path,
     runtime_names: Sequence[str],
     base_rev: str | None,
@@ -275,6 +305,8 @@ def diff(
     color: bool | None,
     now: datetime | None,
     timings: bool,
+    state_url: str,
+    allow_deletions: Sequence[str],
     channels_dir: Path | None,
     max_file_size: int,
 ) -> None:
@@ -283,8 +315,9 @@ def diff(
 
     Without --base: per runtime, per module (install, upgrade, reconfigure, unchanged, removal,
     blocked or deferred, with a reason), per object (+ create, ~ update with field diffs,
-    - delete) against each runtime's cluster; Secret values are masked. Exit status like kubectl
-    diff: 0 no changes, 1 changes, 2 an error.
+    - delete) against each runtime's cluster; Secret values are masked. Runtimes the state store
+    knows that left git are shown as deprovisions, with the deletion brake's verdict. Exit status
+    like kubectl diff: 0 no changes, 1 changes, 2 an error, 3 changes the deletion brake holds.
 
     With --base REV (or --base-path DIR): the fleet-wide plan of a pull request, no cluster
     needed: a summary per module change ("serverless 1.2.0 -> 1.3.0 upgrade on 37 runtimes: 30
@@ -308,49 +341,100 @@ def diff(
         )
     if output_format == "markdown":
         raise click.UsageError("--format markdown needs --base or --base-path")
-    _live_diff(
-        repo,
-        runtime_names,
-        snapshot,
-        _Access(kubeconfig_dir, secret_namespace, snapshot),
-        output_format,
-        details is not False,
-        when,
-        channels_dir,
-        max_file_size,
-    )
-
-
-def _live_diff(
-    repo: Path,
-    runtime_names: Sequence[str],
-    snapshot: str | None,
-    access: _Access,
-    output_format: str,
-    details: bool,
-    now: datetime,
-    channels_dir: Path | None,
-    max_file_size: int,
-) -> None:
     config = _valid_repo(repo, channels_dir, max_file_size)
-    targets = _targets(config, runtime_names, snapshot)
-    plans, errors = [], {}
-    for name in targets:
-        try:
-            cluster = access.connect(config.runtimes[name].cluster, name)
-            plans.append(sync_runtime(cluster, config, name, now=now, dry_run=True).plan)
-        except ReconcilerError as error:
-            errors[name] = str(error)
+    store = open_store(_state_url(ctx, state_url, snapshot))
+    scope = _scope(config, runtime_names, snapshot, store, allow_deletions)
+    access = _Access(kubeconfig_dir, secret_namespace, snapshot)
+    results, errors = _plan_all(scope, access, when)
+    plans = [r.plan for r in results]
     if output_format == "json":
-        click.echo(json.dumps(plans_json(plans, errors), indent=2, sort_keys=True))
+        document = plans_json(plans, errors) | {"deletionBrake": scope.verdict.to_json()}
+        click.echo(json.dumps(document, indent=2, sort_keys=True))
     else:
         for the_plan in plans:
-            click.echo(plan_text(the_plan, details=details), nl=False)
+            click.echo(plan_text(the_plan, details=details is not False), nl=False)
+        _report_brake(scope.verdict)
         for name, message in sorted(errors.items()):
             click.echo(f"runtime {name}: error: {message}", err=True)
     if errors:
         sys.exit(EXIT_ERROR)
+    if scope.verdict.held:
+        sys.exit(EXIT_HELD)
     sys.exit(EXIT_INVALID if any(p.has_changes for p in plans) else EXIT_OK)
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """What one run covers: runtimes in git, runtimes that left it, the brake's verdict."""
+
+    config: ConfigRepo
+    store: SqliteStore
+    targets: list[str]
+    removed: list[str]
+    verdict: Verdict
+
+
+def _scope(
+    config: ConfigRepo,
+    names: Sequence[str],
+    snapshot: str | None,
+    store: SqliteStore,
+    allow: Sequence[str],
+) -> _Scope:
+    """The runtimes to plan or sync and what deleting them means for the brake (S5): runtimes
+    the store knows and git dropped are deprovisioned (all of them, or those named)."""
+    known = deployed(store)
+    chosen = _targets(config, names, snapshot, known)
+    targets = [n for n in chosen if n in config.runtimes]
+    removed = [n for n in chosen if n not in config.runtimes]
+    if not names:
+        removed = sorted(set(known) - set(config.runtimes))
+    deletions = count_deletions(known, config, only=chosen if names else None)
+    verdict = judge(deletions, config.settings, Allowance.parse(allow))
+    return _Scope(config, store, targets, removed, verdict)
+
+
+def _plan_all(
+    scope: _Scope, access: _Access, now: datetime
+) -> tuple[list[SyncResult], dict[str, str]]:
+    """Every runtime's plan against its cluster (changing nothing), deprovisions included."""
+    results, errors = [], {}
+    for name in scope.targets + scope.removed:
+        try:
+            results.append(_plan_one(scope, access, name, now))
+        except ReconcilerError as error:
+            errors[name] = str(error)
+    return results, errors
+
+
+def _plan_one(scope: _Scope, access: _Access, name: str, now: datetime) -> SyncResult:
+    config = scope.config
+    if name in config.runtimes:
+        cluster = access.connect(config.runtimes[name].cluster, name)
+        return sync_runtime(cluster, config, name, now=now, dry_run=True)
+    recorded = ClusterAccess(**recorded_access(scope.store, name))  # type: ignore[arg-type]
+    lifecycle = Lifecycle(
+        access.connect(recorded, name), system_namespace=config.settings.system_namespace
+    )
+    dependencies = {n: m.depends_on for n, m in config.modules.items()}
+    result = lifecycle.sync(Context(name, now, dependencies=dependencies), [], dry_run=True)
+    return replace(result, plan=replace(result.plan, deprovision=True))
+
+
+def _report_brake(verdict: Verdict) -> None:
+    if verdict.deletions.count:
+        click.echo(verdict.message, err=verdict.held)
+
+
+def _state_url(ctx: click.Context, state_url: str, snapshot: str | None) -> str:
+    """Rehearsals never share a store with real runs: with ``--snapshot`` and no ``--state``
+    (nor RECONCILER_STATE), the store lives beside the snapshot."""
+    explicit = ctx.get_parameter_source("state_url") is not click.core.ParameterSource.DEFAULT
+    if snapshot is None or explicit:
+        return state_url
+    if _is_folder(snapshot):
+        return f"sqlite:///{Path(snapshot).resolve() / 'reconciler-state.db'}"
+    return f"sqlite:///{Path(snapshot).resolve().with_suffix('.state.db')}"
 
 
 EXIT_SECOND_LOOK = 3
@@ -429,16 +513,6 @@ def _style(color: bool | None) -> Style:
     )
 
 
-state_option = click.option(
-    "--state",
-    "state_url",
-    envvar="RECONCILER_STATE",
-    default=default_state_url,
-    show_default="sqlite:///~/.local/state/reconciler/state.db",
-    help="The state store of operations and runtime states (RECONCILER_STATE).",
-)
-
-
 @cli.command()
 @repo_argument
 @runtimes_option
@@ -466,10 +540,19 @@ state_option = click.option(
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     help="With --daemon: the daemon's webhook secret.",
 )
+@allow_option
+@click.option(
+    "--allow-access-change",
+    is_flag=True,
+    help="Deprovision runtimes through a different cluster access than the one they were "
+    "synced with (a snapshot instead of a real cluster, another API server).",
+)
 @format_option
 @channels_option
 @max_size_option
+@click.pass_context
 def sync(
+    ctx: click.Context,
     repo: Path,
     runtime_names: Sequence[str],
     dry_run: bool,
@@ -480,6 +563,8 @@ def sync(
     wait: float,
     daemon_url: str | None,
     secret_file: Path | None,
+    allow_deletions: Sequence[str],
+    allow_access_change: bool,
     output_format: str,
     channels_dir: Path | None,
     max_file_size: int,
@@ -488,30 +573,36 @@ def sync(
     git; an unfinished operation (say, after a crash) is resumed where it stopped.
 
     Each operation is recorded in the state store with its stages and steps (see `reconciler
-    operations`). Exit status: 0 every operation succeeded or is waiting to retry, 1 one failed
-    or a module is in Error, 2 a usage, config or access error.
+    operations`). Deletions (runtimes that left git, modules that left a runtime, CRDs an upgrade
+    drops) pass the deletion brake first: over spec.deletionBrake.maxDeletionsPerSync, or every
+    runtime at once, nothing is done without --allow-deletions. Exit status: 0 every operation
+    succeeded or is waiting to retry, 1 one failed or a module is in Error, 2 a usage, config or
+    access error, 3 held by the deletion brake.
     """
     if daemon_url is not None:
         _ask_daemon(daemon_url, secret_file)
         return
     config = _valid_repo(repo, channels_dir, max_file_size)
-    targets = _targets(config, runtime_names, snapshot)
+    store = open_store(_state_url(ctx, state_url, snapshot))
+    scope = _scope(config, runtime_names, snapshot, store, allow_deletions)
     access = _Access(kubeconfig_dir, secret_namespace, snapshot)
     if dry_run:
-        _dry_run(config, targets, access, output_format)
+        _dry_run(scope, access, output_format)
         return
-    store = open_store(state_url)
+    if scope.verdict.held:
+        raise HeldByBrakeError(scope.verdict.message)
+    _report_brake(scope.verdict)
     engine = Engine(
         store,
         clock=_now,
         disabled=frozenset(config.settings.disabled_steps),
         limits=_limits(config),
     )
-    runner = Runner(store, engine, config, access.connect, _now)
-    if not runtime_names:
-        targets += runner.removed_runtimes()
+    runner = Runner(
+        store, engine, config, access.connect, _now, allow_access_change=allow_access_change
+    )
     operations, errors = [], {}
-    for name in targets:
+    for name in scope.targets + scope.removed:
         try:
             operations.append(_run_with_wait(runner, runner.operation_for(name), wait))
         except ReconcilerError as error:
@@ -533,22 +624,18 @@ def sync(
     )
 
 
-def _dry_run(config: ConfigRepo, targets: Sequence[str], access: _Access, fmt: str) -> None:
-    results, errors = [], {}
-    for name in targets:
-        try:
-            cluster = access.connect(config.runtimes[name].cluster, name)
-            results.append(sync_runtime(cluster, config, name, now=_now(), dry_run=True))
-        except ReconcilerError as error:
-            errors[name] = str(error)
+def _dry_run(scope: _Scope, access: _Access, fmt: str) -> None:
+    results, errors = _plan_all(scope, access, _now())
     if fmt == "json":
-        click.echo(json.dumps(results_json(results, errors), indent=2, sort_keys=True))
+        document = results_json(results, errors) | {"deletionBrake": scope.verdict.to_json()}
+        click.echo(json.dumps(document, indent=2, sort_keys=True))
     else:
         for result in results:
             click.echo(plan_text(result.plan), nl=False)
+        _report_brake(scope.verdict)
         for name, message in sorted(errors.items()):
             click.echo(f"runtime {name}: error: {message}", err=True)
-    sys.exit(EXIT_ERROR if errors else EXIT_OK)
+    sys.exit(EXIT_ERROR if errors else EXIT_HELD if scope.verdict.held else EXIT_OK)
 
 
 def _run_with_wait(runner: Runner, operation: Operation, wait: float) -> Operation:
@@ -859,9 +946,15 @@ def _git_env(token_file: Path | None, ssh_key_file: Path | None) -> dict[str, st
     return env
 
 
-def _targets(config: ConfigRepo, names: Sequence[str], snapshot: str | None) -> list[str]:
+def _targets(
+    config: ConfigRepo,
+    names: Sequence[str],
+    snapshot: str | None,
+    known: Mapping[str, object] | None = None,
+) -> list[str]:
+    """The runtimes named (in git, or known to the state store: a removed one), else all in git."""
     for name in names:
-        if name not in config.runtimes:
+        if name not in config.runtimes and name not in (known or {}):
             raise NotFoundError(
                 f"runtime '{name}' does not exist" + did_you_mean(name, config.runtimes)
             )
@@ -1004,6 +1097,9 @@ def _report(error: ReconcilerError) -> int:
         where = f" at {error.side}" if error.side else ""
         click.echo(f"the config repo{where} is invalid ({count} errors); nothing done", err=True)
         return EXIT_INVALID
+    if isinstance(error, HeldByBrakeError):
+        click.echo(str(error), err=True)
+        return EXIT_HELD
     click.echo(f"error: {error}", err=True)
     return EXIT_ERROR
 

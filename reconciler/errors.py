@@ -12,6 +12,7 @@ help::
      |    +-- InvalidObjectError    the API server refused an object as invalid (422)
      |    +-- ForbiddenError        the credentials may not do this (401, 403)
      |    +-- AccessError           no way to reach a cluster (no kubeconfig, bad context)
+     |    +-- HeldByBrakeError      the deletion brake holds a sync (S5): allow it explicitly
      +-- TransientError            may succeed later; carries ``retry_after`` seconds
           +-- ConflictError         a concurrent change or a field owned by another manager (409)
           +-- UnknownKindError      the API server does not serve this kind (yet: a new CRD)
@@ -37,6 +38,10 @@ class ReconcilerError(Exception):
 
 class PermanentError(ReconcilerError):
     """An error that retrying cannot fix."""
+
+
+class HeldByBrakeError(PermanentError):
+    """The deletion brake (S5) holds a sync: more deletions than allowed, nothing done."""
 
 
 class TransientError(ReconcilerError):

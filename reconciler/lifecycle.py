@@ -160,7 +160,7 @@ class Lifecycle:
         if part != "all":
             wanted = {d.name for d in desired}
             kept = tuple(m for m in the_plan.modules if (m.module in wanted) == (part == "desired"))
-            the_plan = Plan(the_plan.runtime, kept, the_plan.suspended)
+            the_plan = replace(the_plan, modules=kept)
         if dry_run or the_plan.suspended:
             return SyncResult(context.runtime, the_plan, (), dry_run=dry_run)
         statuses = self.execute(context.runtime, the_plan, desired, live, context.dependencies)

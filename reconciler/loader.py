@@ -74,6 +74,7 @@ def read_repo(
         if not root.is_dir():
             raise SourceError(f"{root}: not a directory (expected a config repo)")
         tree = FolderTree(root)
+    check_layout(tree, str(path))  # also a git revision's tree
     reader = _Reader(tree, str(path), options, cache)
     settings = reader.file(SETTINGS_FILE, "") if tree.is_file(SETTINGS_FILE) else None
     channels_tree, channels_root, channels_display = reader.channels_location(settings)
@@ -89,6 +90,21 @@ def read_repo(
         channels=channels,
         problems=tuple(reader.problems),
         channels_unavailable=channels_root is None,
+    )
+
+
+def check_layout(tree: SourceTree, shown: str) -> None:
+    """Refuse a folder that is not a config repo: every config repo has a ``runtimes/`` folder,
+    so the wrong folder, an empty one or a commit without it never reads as "a fleet with no
+    runtimes" (which would deprovision every runtime the state store knows)."""
+    if tree.is_dir("runtimes"):
+        return
+    found = ((SETTINGS_FILE, tree.is_file(SETTINGS_FILE)), ("modules/", tree.is_dir("modules")))
+    present = [name for name, there in found if there]
+    has = f" (it has {' and '.join(present)})" if present else ""
+    raise SourceError(
+        f"{shown}: not a config repo: no runtimes/ folder{has}; name the folder that holds "
+        "runtimes/, modules/ and reconciler.yaml (e.g. reconciler validate path/to/repo)"
     )
 
 

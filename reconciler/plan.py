@@ -135,11 +135,13 @@ class Plan:
     runtime: str
     modules: tuple[ModulePlan, ...]
     suspended: bool = False
+    #: The runtime left git: every module is removed and the runtime forgotten.
+    deprovision: bool = False
 
     @property
     def has_changes(self) -> bool:
-        """Whether carrying the plan out would change the cluster."""
-        return any(m.changes_anything for m in self.modules)
+        """Whether carrying the plan out would change the cluster (a deprovision always does)."""
+        return self.deprovision or any(m.changes_anything for m in self.modules)
 
     def module(self, name: str) -> ModulePlan | None:
         """The entry of module ``name``, if any."""
@@ -150,6 +152,7 @@ class Plan:
         return {
             "runtime": self.runtime,
             "suspended": self.suspended,
+            "deprovision": self.deprovision,
             "hasChanges": self.has_changes,
             "modules": [m.to_json() for m in self.modules],
         }

@@ -34,7 +34,8 @@ def plan_text(plan: Plan, *, details: bool = True) -> str:
     if plan.suspended:
         return f"runtime {plan.runtime}: suspended, nothing is changed\n"
     changed = sum(1 for m in plan.modules if m.changes_anything)
-    lines = [f"runtime {plan.runtime}: {len(plan.modules)} modules, {changed} to change"]
+    what = "deprovision (left git): " if plan.deprovision else ""
+    lines = [f"runtime {plan.runtime}: {what}{len(plan.modules)} modules, {changed} to change"]
     for module in plan.modules:
         lines.append(f"  {_MODULE_SYMBOLS[module.action]} {module_line(module)}")
         lines.extend(_change_lines(module.changes, details))

@@ -199,6 +199,7 @@ def test_channels_from_a_missing_folder(tmp_path: Path) -> None:
         "spec:\n  channelsFrom: {path: ../nowhere}\n"
     )
     root = _repo(tmp_path, {"reconciler.yaml": settings})
+    (root / "runtimes").mkdir()
 
     assert _messages(root) == [
         f"{root}/reconciler.yaml:5:24: C2 channels folder '../nowhere' does not exist "
@@ -212,6 +213,7 @@ def test_channels_from_git_needs_a_checkout(tmp_path: Path) -> None:
         "spec:\n  channelsFrom: {git: 'https://example.invalid/channels.git'}\n"
     )
     root = _repo(tmp_path / "repo", {"reconciler.yaml": settings})
+    (root / "runtimes").mkdir()
     channels = _repo(tmp_path / "checkout", {"regular.yaml": CHANNEL})
 
     with pytest.raises(SourceError, match="--channels"):

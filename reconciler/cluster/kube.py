@@ -55,6 +55,8 @@ class KubeCluster:
     """A Kubernetes API server reached through ``api_client``."""
 
     def __init__(self, api_client: Any, *, name: str = "cluster") -> None:
+        #: Where it lives, for rehearsal isolation (never a credential).
+        self.identity = f"server {getattr(api_client.configuration, 'host', '') or name}"
         self.name = name
         with _translated(f"{name}: discovery"):
             self._dynamic: Any = DynamicClient(api_client)

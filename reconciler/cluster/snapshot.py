@@ -67,6 +67,7 @@ class SnapshotFileCluster(InMemoryCluster):
     def __init__(self, path: Path) -> None:
         super().__init__()
         self.path = path
+        self.identity = f"snapshot {path.resolve()}"
         self.load(load_snapshot(path).snapshot())
         self.writes = 0
 

@@ -119,3 +119,35 @@ class RuntimeRecord:
     commit: str
     updated: datetime
     modules: list[dict[str, Any]] = field(default_factory=list)
+    #: Where the runtime was last synced (``snapshot PATH`` or ``server URL``): an operation
+    #: never deprovisions it through another access (rehearsal and reality never mix).
+    access: str = ""
+
+    def deployed(self) -> dict[str, str]:
+        """Module -> version of the modules this record says the runtime runs."""
+        return {
+            str(m["module"]): str(m.get("version") or "")
+            for m in self.modules
+            if m.get("state") and m.get("state") != "Unmanaged"
+        }
+
+
+class CommitVerdict(StrEnum):
+    """What the daemon decided about a commit; kept so that a restart decides the same."""
+
+    READING = "reading"
+    ACCEPTED = "accepted"
+    REFUSED = "refused"
+    HELD = "held"
+
+
+@dataclass(slots=True)
+class CommitRecord:
+    """A commit the daemon judged: its verdict, when, why, and the details shown in /status."""
+
+    commit: str
+    verdict: CommitVerdict
+    decided: datetime
+    message: str = ""
+    detail: dict[str, Any] = field(default_factory=dict)
+    attempts: int = 0

@@ -2,8 +2,11 @@
 
 A runtime with an unfinished operation resumes it (after a crash, at its first unfinished
 stage); a runtime in git that the store does not know is provisioned, a known one updated; a
-runtime the store knows but git no longer lists is deprovisioned. Callers: ``reconciler sync``;
-later the daemon.
+runtime the store knows but git no longer lists is deprovisioned. A runtime is known from the
+moment its first operation is created (not when it finishes), so a runtime whose provision was
+interrupted and which then left git is still deprovisioned from whatever its inventories say;
+an unfinished provision or update of a runtime that left git (or a deprovision of one that came
+back) is superseded. Callers: ``reconciler sync``, the daemon.
 """
 
 from __future__ import annotations
@@ -14,10 +17,10 @@ from datetime import datetime
 
 from reconciler.cluster.api import Cluster
 from reconciler.errors import NotFoundError
-from reconciler.lifecycle import desired_modules
+from reconciler.lifecycle import ModuleState, desired_modules
 from reconciler.model import ClusterAccess, ConfigRepo
 from reconciler.operations.engine import LEASE_SECONDS, Engine, RunOutcome
-from reconciler.operations.model import Operation, OperationType
+from reconciler.operations.model import Operation, OperationState, OperationType, RuntimeRecord
 from reconciler.operations.steps import StepContext
 from reconciler.operations.store import StateStore
 from reconciler.plan import Context
@@ -38,8 +41,11 @@ class Runner:
         connect: Connect,
         clock: Callable[[], datetime],
         commit: str = "",
+        *,
+        allow_access_change: bool = False,
     ) -> None:
         self.store = store
+        self.allow_access_change = allow_access_change
         self.engine = engine
         self.repo = repo
         self.connect = connect
@@ -54,12 +60,18 @@ class Runner:
 
     def operation_for(self, runtime: str) -> Operation:
         """The unfinished operation of ``runtime``, or a new one of the right kind."""
+        in_git = runtime in self.repo.runtimes
         current = self.store.unfinished(runtime)
         if current is not None:
-            return current
-        if runtime in self.repo.runtimes:
-            known = any(r.runtime == runtime for r in self.store.runtimes())
-            kind = OperationType.UPDATE if known else OperationType.PROVISION
+            removing = current.type is OperationType.DEPROVISION
+            if in_git != removing or self._held_elsewhere(current):
+                return current
+            self._supersede(current, in_git)
+        if in_git:
+            kind = OperationType.UPDATE
+            if self.store.runtime(runtime) is None:
+                kind = OperationType.PROVISION
+                self.store.put_runtime(self._first_record(runtime))
             access = self.repo.runtimes[runtime].cluster
             return self.engine.create(
                 runtime, kind, commit=self.commit, data={"cluster": asdict(access)}
@@ -67,6 +79,34 @@ class Runner:
         access_data = self._last_access(runtime)
         return self.engine.create(
             runtime, OperationType.DEPROVISION, commit=self.commit, data={"cluster": access_data}
+        )
+
+    def _held_elsewhere(self, operation: Operation) -> bool:
+        """Another live process runs it: leave it to that process (O3)."""
+        lease = operation.lease_until
+        return (
+            operation.state is OperationState.IN_PROGRESS
+            and operation.owner not in ("", self.engine.owner)
+            and lease is not None
+            and lease > self.clock()
+            and self.engine.alive(operation.owner)
+        )
+
+    def _supersede(self, operation: Operation, in_git: bool) -> None:
+        reason = "is back in git" if in_git else "left git"
+        operation.state = OperationState.FAILED
+        operation.message = f"superseded: runtime {operation.runtime} {reason}"
+        operation.updated = self.clock()
+        self.store.save(operation)
+
+    def _first_record(self, runtime: str) -> RuntimeRecord:
+        return RuntimeRecord(
+            runtime,
+            str(ModuleState.PROCESSING),
+            "Provisioning",
+            "first operation under way",
+            self.commit,
+            self.clock(),
         )
 
     def run(self, operation: Operation) -> RunOutcome:
@@ -106,11 +146,22 @@ class Runner:
             planning=planning,
             system_namespace=self.repo.settings.system_namespace,
             repo=self.repo,
+            allow_access_change=self.allow_access_change,
         )
 
     def _last_access(self, runtime: str) -> dict[str, object]:
-        for operation in self.store.operations(runtime=runtime, limit=20):
-            if "cluster" in operation.data:
-                found: dict[str, object] = operation.data["cluster"]
-                return found
-        raise NotFoundError(f"runtime {runtime}: no record of how to reach its cluster")
+        return recorded_access(self.store, runtime)
+
+
+def recorded_access(store: StateStore, runtime: str) -> dict[str, object]:
+    """How the last operation of ``runtime`` reached its cluster (a runtime that left git)."""
+    for operation in store.operations(runtime=runtime, limit=20):
+        if "cluster" in operation.data:
+            found: dict[str, object] = operation.data["cluster"]
+            return found
+    raise NotFoundError(f"runtime {runtime}: no record of how to reach its cluster")
+
+
+def deployed(store: StateStore) -> dict[str, dict[str, str]]:
+    """Runtime -> module -> version, as the store knows them (what the brake counts from)."""
+    return {record.runtime: record.deployed() for record in store.runtimes()}

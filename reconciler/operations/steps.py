@@ -51,6 +51,9 @@ class StepContext:
     system_namespace: str
     repo: ConfigRepo | None = None
     cluster: Cluster | None = None
+    #: Deprovision through another access than the runtime was synced with (``sync
+    #: --allow-access-change``); never set by the daemon.
+    allow_access_change: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def lifecycle(self, operation: Operation) -> Lifecycle:
@@ -125,8 +128,22 @@ class ResolveKubeconfig(Step):
     )
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
-        context.cluster = context.connect(context.access, operation.runtime)
-        return StepResult(f"using {context.access.describe()}")
+        cluster = context.connect(context.access, operation.runtime)
+        identity = str(getattr(cluster, "identity", "") or context.access.describe())
+        record = context.store.runtime(operation.runtime)
+        recorded = record.access if record is not None else ""
+        if operation.type is OperationType.DEPROVISION:
+            if recorded and recorded != identity and not context.allow_access_change:
+                return StepResult(
+                    error=f"runtime {operation.runtime} was synced through {recorded}, this run "
+                    f"reaches {identity}: it is not deprovisioned through another access "
+                    "(rehearsals and real clusters never mix; sync --allow-access-change to "
+                    "do it anyway)"
+                )
+        elif recorded != identity:
+            context.store.record_access(operation.runtime, identity)
+        context.cluster = cluster
+        return StepResult(f"using {context.access.describe()} ({identity})")
 
 
 class CheckClusterAccess(Step):

@@ -22,6 +22,8 @@ from typing import Protocol
 
 from reconciler.errors import SourceError
 from reconciler.operations.model import (
+    CommitRecord,
+    CommitVerdict,
     Operation,
     OperationState,
     OperationType,
@@ -31,7 +33,7 @@ from reconciler.operations.model import (
     StepState,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _UPSERT_OPERATION = """
     INSERT INTO operations (id, runtime, type, state, created, updated, deadline, commit_id,
                             message, owner, lease_until, retrigger_of, data)
@@ -93,6 +95,17 @@ MIGRATIONS: dict[int, str] = {
         modules TEXT NOT NULL DEFAULT '[]'
     );
     """,
+    2: """
+    ALTER TABLE runtimes ADD COLUMN access TEXT NOT NULL DEFAULT '';
+    CREATE TABLE commits (
+        commit_id TEXT PRIMARY KEY,
+        verdict TEXT NOT NULL,
+        decided TEXT NOT NULL,
+        message TEXT NOT NULL DEFAULT '',
+        detail TEXT NOT NULL DEFAULT '{}',
+        attempts INTEGER NOT NULL DEFAULT 0
+    );
+    """,
 }
 
 
@@ -128,8 +141,23 @@ class StateStore(Protocol):
     def runtimes(self) -> list[RuntimeRecord]:
         """Every runtime's last known state, by name."""
 
+    def runtime(self, runtime: str) -> RuntimeRecord | None:
+        """One runtime's last known state."""
+
     def forget_runtime(self, runtime: str) -> None:
         """Drop a deprovisioned runtime's record."""
+
+    def record_access(self, runtime: str, access: str) -> None:
+        """Remember where ``runtime`` was synced (see :attr:`RuntimeRecord.access`)."""
+
+    def put_commit(self, record: CommitRecord) -> None:
+        """Record the daemon's verdict on a commit."""
+
+    def commit(self, commit: str) -> CommitRecord | None:
+        """The verdict on ``commit``, if one was recorded."""
+
+    def last_accepted(self) -> CommitRecord | None:
+        """The commit accepted last (the one in force)."""
 
 
 def default_state_url() -> str:
@@ -374,8 +402,13 @@ class SqliteStore:
         """See :class:`StateStore`."""
         with self._transaction() as db:
             db.execute(
-                "INSERT OR REPLACE INTO runtimes (runtime, state, reason, message, commit_id, "
-                "updated, modules) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO runtimes (runtime, state, reason, message, commit_id, updated, "
+                "modules, access) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (runtime) DO UPDATE SET state = excluded.state, "
+                "reason = excluded.reason, message = excluded.message, "
+                "commit_id = excluded.commit_id, updated = excluded.updated, "
+                "modules = excluded.modules, "
+                "access = CASE WHEN excluded.access != '' THEN excluded.access ELSE access END",
                 (
                     record.runtime,
                     record.state,
@@ -384,33 +417,87 @@ class SqliteStore:
                     record.commit,
                     _iso(record.updated),
                     json.dumps(record.modules, sort_keys=True),
+                    record.access,
                 ),
             )
 
     def runtimes(self) -> list[RuntimeRecord]:
         """See :class:`StateStore`."""
-        rows = self._query("SELECT * FROM runtimes ORDER BY runtime")
-        records = []
-        for row in rows:
-            updated = _parse(row["updated"])
-            assert updated is not None
-            records.append(
-                RuntimeRecord(
-                    row["runtime"],
-                    row["state"],
-                    row["reason"],
-                    row["message"],
-                    row["commit_id"],
-                    updated,
-                    json.loads(row["modules"]),
-                )
-            )
-        return records
+        return [_runtime(row) for row in self._query("SELECT * FROM runtimes ORDER BY runtime")]
+
+    def runtime(self, runtime: str) -> RuntimeRecord | None:
+        """See :class:`StateStore`."""
+        rows = self._query("SELECT * FROM runtimes WHERE runtime = ?", (runtime,))
+        return _runtime(rows[0]) if rows else None
 
     def forget_runtime(self, runtime: str) -> None:
         """See :class:`StateStore`."""
         with self._transaction() as db:
             db.execute("DELETE FROM runtimes WHERE runtime = ?", (runtime,))
+
+    def record_access(self, runtime: str, access: str) -> None:
+        """See :class:`StateStore`."""
+        with self._transaction() as db:
+            db.execute("UPDATE runtimes SET access = ? WHERE runtime = ?", (access, runtime))
+
+    # -- commits ---------------------------------------------------------------------------------
+
+    def put_commit(self, record: CommitRecord) -> None:
+        """See :class:`StateStore`."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO commits (commit_id, verdict, decided, message, detail, "
+                "attempts) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    record.commit,
+                    str(record.verdict),
+                    _iso(record.decided),
+                    record.message,
+                    json.dumps(record.detail, sort_keys=True),
+                    record.attempts,
+                ),
+            )
+
+    def commit(self, commit: str) -> CommitRecord | None:
+        """See :class:`StateStore`."""
+        rows = self._query("SELECT * FROM commits WHERE commit_id = ?", (commit,))
+        return _commit(rows[0]) if rows else None
+
+    def last_accepted(self) -> CommitRecord | None:
+        """See :class:`StateStore`."""
+        rows = self._query(
+            "SELECT * FROM commits WHERE verdict = ? ORDER BY decided DESC, rowid DESC LIMIT 1",
+            (str(CommitVerdict.ACCEPTED),),
+        )
+        return _commit(rows[0]) if rows else None
+
+
+def _runtime(row: sqlite3.Row) -> RuntimeRecord:
+    updated = _parse(row["updated"])
+    assert updated is not None
+    return RuntimeRecord(
+        row["runtime"],
+        row["state"],
+        row["reason"],
+        row["message"],
+        row["commit_id"],
+        updated,
+        json.loads(row["modules"]),
+        row["access"],
+    )
+
+
+def _commit(row: sqlite3.Row) -> CommitRecord:
+    decided = _parse(row["decided"])
+    assert decided is not None
+    return CommitRecord(
+        row["commit_id"],
+        CommitVerdict(row["verdict"]),
+        decided,
+        row["message"],
+        json.loads(row["detail"]),
+        row["attempts"],
+    )
 
 
 def _iso(moment: datetime | None) -> str | None:

@@ -1,0 +1,182 @@
+"""The deletion brake (S5): count what a sync would delete and decide whether it may (pure).
+
+Every path that deletes asks here first: ``reconciler sync`` (against the runtimes and modules
+the state store knows), the daemon (against the same, and the commit in force) and
+``operations retrigger``. A deletion is a runtime that left git, a module that left a runtime,
+or a CustomResourceDefinition that a module's new version no longer ships. More deletions than
+``spec.deletionBrake.maxDeletionsPerSync`` hold the whole sync until an explicit allow; a repo
+that removes every runtime the store knows is always held unless the allow names the count or
+the runtimes. Callers: the CLI, the daemon.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.model import ConfigRepo, Settings
+from reconciler.resolve import resolve_runtime
+
+#: How many deletions a message names.
+SHOWN = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Deletions:
+    """What a sync would delete: runtimes, ``runtime/module`` removals and
+    ``runtime/module/crd`` CRDs dropped by an upgrade."""
+
+    runtimes: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+    crds: tuple[str, ...] = ()
+    every_runtime: bool = False
+
+    @property
+    def count(self) -> int:
+        """How many deletions the brake counts."""
+        return len(self.runtimes) + len(self.modules) + len(self.crds)
+
+    def items(self) -> list[str]:
+        """Every deletion as people read it."""
+        return (
+            [f"runtime {r}" for r in self.runtimes]
+            + [f"module {m}" for m in self.modules]
+            + [f"CRD {c}" for c in self.crds]
+        )
+
+    def touched_runtimes(self) -> set[str]:
+        """The runtimes these deletions happen in."""
+        return set(self.runtimes) | {d.split("/", 1)[0] for d in self.modules + self.crds}
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "count": self.count,
+            "runtimes": list(self.runtimes),
+            "modules": list(self.modules),
+            "crds": list(self.crds),
+            "everyRuntime": self.every_runtime,
+        }
+
+
+def count_deletions(
+    known: Mapping[str, Mapping[str, str]],
+    repo: ConfigRepo,
+    only: Iterable[str] | None = None,
+) -> Deletions:
+    """What carrying ``repo`` out deletes, given ``known`` (runtime -> module -> version it runs,
+    as the state store or the commit in force says); ``only`` limits it to some runtimes."""
+    chosen = set(only) if only is not None else None
+    runtimes, modules, crds = [], [], []
+    for name in sorted(known):
+        if chosen is not None and name not in chosen:
+            continue
+        if name not in repo.runtimes:
+            runtimes.append(name)
+            continue
+        wanted = {m.name: m.version for m in resolve_runtime(repo, repo.runtimes[name]).modules}
+        for module, version in sorted(known[name].items()):
+            if module not in wanted:
+                modules.append(f"{name}/{module}")
+            else:
+                crds += [
+                    f"{name}/{module}/{crd}"
+                    for crd in dropped_crds(repo, module, version, wanted[module])
+                ]
+    every = chosen is None and bool(known) and not repo.runtimes
+    return Deletions(tuple(runtimes), tuple(modules), tuple(crds), every)
+
+
+def dropped_crds(repo: ConfigRepo, module: str, old: str, new: str) -> list[str]:
+    """CRDs that version ``old`` of ``module`` ships and ``new`` does not (an upgrade deletes
+    them, and with them every custom resource of their kinds, once none is left)."""
+    versions = repo.modules[module].versions
+    if old == new or old not in versions or new not in versions:
+        return []
+    before, after = (_crd_names(versions[v].objects) for v in (old, new))
+    return sorted(before - after)
+
+
+def _crd_names(objects: Sequence[Mapping[str, Any]]) -> set[str]:
+    return {
+        str(o.get("metadata", {}).get("name", ""))
+        for o in objects
+        if o.get("kind") == "CustomResourceDefinition"
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Allowance:
+    """An explicit allow (``--allow-deletions``): up to a count, or the runtimes named."""
+
+    count: int | None = None
+    names: frozenset[str] = frozenset()
+
+    @classmethod
+    def parse(cls, values: Sequence[str]) -> Allowance:
+        """``["4"]`` allows up to 4 deletions; ``["prod-eu-1", "dev"]`` those runtimes'."""
+        counts = [int(v) for v in values if v.isdigit()]
+        names = frozenset(v for v in values if not v.isdigit())
+        return cls(max(counts) if counts else None, names)
+
+    def __bool__(self) -> bool:
+        return self.count is not None or bool(self.names)
+
+    def covers(self, deletions: Deletions) -> bool:
+        """Whether this allow lets ``deletions`` happen."""
+        if self.count is not None and deletions.count <= self.count:
+            return True
+        return bool(self.names) and deletions.touched_runtimes() <= self.names
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The brake's decision on a sync."""
+
+    deletions: Deletions
+    limit: int
+    held: bool
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form (``/status``, ``diff -o json``)."""
+        return {
+            "held": self.held,
+            "limit": self.limit,
+            "message": self.message,
+            **self.deletions.to_json(),
+        }
+
+
+def judge(deletions: Deletions, settings: Settings, allowance: Allowance) -> Verdict:
+    """Hold ``deletions`` over the limit (or of every runtime) unless explicitly allowed; the
+    setting ``spec.deletionBrake.allow`` lifts the limit but never passes "every runtime"."""
+    limit = settings.max_deletions_per_sync
+    over = deletions.every_runtime or deletions.count > limit
+    allowed = allowance.covers(deletions) or (
+        settings.allow_deletions and not deletions.every_runtime
+    )
+    held = deletions.count > 0 and over and not allowed
+    return Verdict(deletions, limit, held, _message(deletions, limit, held, allowed and over))
+
+
+def _message(deletions: Deletions, limit: int, held: bool, allowed: bool) -> str:
+    if not deletions.count:
+        return "deletion brake: nothing is deleted"
+    items = deletions.items()
+    shown = ", ".join(items[:SHOWN]) + (
+        f" and {len(items) - SHOWN} more" if len(items) > SHOWN else ""
+    )
+    what = (
+        f"removes every runtime ({deletions.count} deletions)"
+        if deletions.every_runtime
+        else f"{deletions.count} deletion(s), limit {limit}"
+    )
+    if held:
+        return (
+            f"deletion brake: held: {what}: {shown}; nothing is deleted; allow this once with "
+            f"--allow-deletions {deletions.count} (or name the runtimes)"
+        )
+    verdict = "allowed explicitly" if allowed else "within the limit"
+    return f"deletion brake: {verdict}: {what}: {shown}"
