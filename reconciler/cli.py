@@ -833,9 +833,12 @@ def status(runtime_names: Sequence[str], state_url: str, output_format: str) -> 
 @snapshot_option
 @click.option(
     "--allow-deletions",
-    is_flag=True,
+    "allow_commit",
+    default="",
+    metavar="COMMIT",
     envvar="RECONCILER_ALLOW_DELETIONS",
-    help="Apply commits over the deletion brake this once (see spec.deletionBrake).",
+    help="Let this one commit (its id, or a prefix of 7 or more characters) pass the deletion "
+    "brake; later commits are braked again.",
 )
 @click.option(
     "--log-format",
@@ -859,7 +862,7 @@ def daemon(
     webhook_secret_file: Path | None,
     token_file: Path | None,
     ssh_key_file: Path | None,
-    allow_deletions: bool,
+    allow_commit: str,
     snapshot: str | None,
     log_format: str,
 ) -> None:
@@ -880,7 +883,7 @@ def daemon(
     cache = cache_dir or Path(getattr(store, "path", Path("."))).parent / "git-cache"
     source = RemoteSource(repo_url, branch, repo_path, cache, _git_env(token_file, ssh_key_file))
     access = _Access(kubeconfig_dir, secret_namespace, snapshot)
-    options = DaemonOptions(workers=workers, allow_deletions=allow_deletions)
+    options = DaemonOptions(workers=workers, allow_deletions=allow_commit)
     git_env = _git_env(token_file, ssh_key_file)
 
     def second_source(url: str, ref: str, path: str) -> RemoteSource:

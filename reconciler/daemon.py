@@ -6,6 +6,10 @@
   whole fleet), reads and validates a new commit as a whole (C7) and either refuses it (the last
   good commit stays in force and ``/status`` says which file and why), holds it (deletion brake,
   S5), or accepts it and reconciles every runtime. An unreachable remote changes nothing (S3).
+  Every verdict is kept in the state store with its commit, so a restart decides the same: a
+  held commit stays held until allowed (``--allow-deletions COMMIT``, for that commit only), the
+  brake counts from what the store knows runs (never from "nothing" after a start), and a commit
+  the daemon died reading twice is refused by id instead of crashing it again.
 - :meth:`Daemon.reconcile_all` (after a commit and on the resync interval) runs each runtime's
   operation on a bounded worker pool; one runtime never runs twice at once, slow clusters do not
   hold up the others, and operations that wait are retried at the time their step asked for.
@@ -17,6 +21,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -26,20 +31,24 @@ from typing import Any, Protocol
 
 from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
 
+from reconciler.brake import Allowance, Verdict, count_deletions, judge
 from reconciler.diagnostics import Diagnostic
-from reconciler.errors import ReconcilerError, TransientError
+from reconciler.errors import PermanentError, ReconcilerError, TransientError
 from reconciler.fleetdiff import FleetDiffer
 from reconciler.loader import ChannelsRepository, ReadOptions, channels_repository, load_repo
 from reconciler.metrics import Metrics
 from reconciler.model import ConfigRepo
 from reconciler.operations.engine import Engine
-from reconciler.operations.model import Operation, OperationState
-from reconciler.operations.runner import Connect, Runner
+from reconciler.operations.model import CommitRecord, CommitVerdict, Operation, OperationState
+from reconciler.operations.runner import Connect, Runner, deployed
 from reconciler.operations.store import StateStore
 from reconciler.resolve import resolve_runtime
 from reconciler.source.git import Revision
 
 log = logging.getLogger("reconciler.daemon")
+
+#: A commit the daemon stopped reading this many times (a crash while parsing) is refused.
+MAX_READ_ATTEMPTS = 2
 
 
 class Source(Protocol):
@@ -77,7 +86,8 @@ class DaemonOptions:
     """Settings given on the command line."""
 
     workers: int = 4
-    allow_deletions: bool = False
+    #: A commit id (or prefix of one): that commit, and no other, passes the deletion brake.
+    allow_deletions: str = ""
     read: ReadOptions = field(default_factory=ReadOptions)
 
 
@@ -138,39 +148,103 @@ class Daemon:
         self.state.error = ""
         self.state.last_success = now
         self.metrics.poll(ok=True, now=now)
-        if head == self.state.commit or self._already_judged(head):
+        if head == self.state.commit:
+            self._update_lag(head)
+            return False
+        earlier = self.store.commit(head)
+        if earlier is not None and self._still_stands(head, earlier):
             self._update_lag(head)
             return False
         self.state.pending_since = self.state.pending_since or now
-        return self._consider(head)
+        return self._consider(head, earlier)
 
-    def _already_judged(self, head: str) -> bool:
-        refused = self.state.refused or {}
-        held = self.state.held or {}
-        return head in (refused.get("commit"), held.get("commit")) and not (
-            held.get("commit") == head and self.options.allow_deletions
+    def _still_stands(self, head: str, earlier: CommitRecord) -> bool:
+        """A refused commit stays refused, a held one held until allowed (across restarts)."""
+        if earlier.verdict is CommitVerdict.REFUSED:
+            self.state.refused = earlier.detail
+            return True
+        if earlier.verdict is CommitVerdict.HELD and not self._allowed(head):
+            self.state.held = earlier.detail
+            self.metrics.held(True)
+            return True
+        return False
+
+    def _allowed(self, head: str) -> bool:
+        wanted = self.options.allow_deletions
+        return len(wanted) >= 7 and head.startswith(wanted)
+
+    def _consider(self, head: str, earlier: CommitRecord | None) -> bool:
+        attempts = (
+            earlier.attempts + 1 if earlier and earlier.verdict is CommitVerdict.READING else 1
         )
-
-    def _consider(self, head: str) -> bool:
+        if attempts > MAX_READ_ATTEMPTS:
+            self._refuse_unreadable(head, "the daemon stopped twice while reading it")
+            return False
+        self._record(head, CommitVerdict.READING, attempts=attempts)
         try:
             revision = self.source.revision(head.split("+", 1)[0])
             options, head = self._read_options(revision, head)
             validation = load_repo(self.source.path or ".", options, tree=revision.tree)
-        except ReconcilerError as error:
+        except TransientError as error:
             self.state.error = str(error)
             log.warning("cannot read commit %s: %s", head[:12], error)
+            return False
+        except PermanentError as error:
+            self._refuse_unreadable(head, str(error))
+            return False
+        except Exception as error:
+            self._refuse_unreadable(head, f"internal error: {type(error).__name__}: {error}")
             return False
         if validation.repo is None:
             self._refuse(head, validation.diagnostics)
             return False
-        held = self._brake(validation.repo)
-        if held is not None:
-            self.state.held = {"commit": head, **held}
-            log.warning("commit %s held by the deletion brake: %s", head[:12], held["message"])
-            self._update_lag(head)
+        if earlier is not None and earlier.verdict is CommitVerdict.ACCEPTED:
+            self._accept(head, validation.repo)  # judged before this start: not again
+            return True
+        verdict = self._brake(head, validation.repo)
+        if verdict.held:
+            self._hold(head, verdict)
             return False
         self._accept(head, validation.repo)
         return True
+
+    def _record(
+        self,
+        head: str,
+        verdict: CommitVerdict,
+        message: str = "",
+        detail: dict[str, Any] | None = None,
+        attempts: int = 0,
+    ) -> None:
+        record = CommitRecord(head, verdict, self.clock(), message, detail or {}, attempts)
+        self.store.put_commit(record)
+
+    def _hold(self, head: str, verdict: Verdict) -> None:
+        deletions = verdict.deletions
+        message = f"{verdict.message}; for this commit only: --allow-deletions {head[:12]}"
+        detail: dict[str, Any] = {
+            "commit": head,
+            "removals": deletions.count,
+            "limit": verdict.limit,
+            "runtimes": list(deletions.runtimes),
+            "modules": list(deletions.modules),
+            "crds": list(deletions.crds),
+            "message": message,
+        }
+        self.state.held = detail
+        self.metrics.held(True)
+        self._record(head, CommitVerdict.HELD, message, detail)
+        log.warning("commit %s held: %s", head[:12], message)
+        self._update_lag(head)
+
+    def _refuse_unreadable(self, head: str, reason: str) -> None:
+        message = (
+            f"commit {head[:12]} refused: {reason}; still on {self.state.commit[:12] or 'nothing'}"
+        )
+        self.state.refused = {"commit": head, "errors": [], "message": message}
+        self._record(head, CommitVerdict.REFUSED, message, self.state.refused)
+        log.error("%s", message)
+        self._update_lag(head)
 
     def _read_options(self, revision: Revision, head: str) -> tuple[ReadOptions, str]:
         """With ``channelsFrom.git``, the channels come from that repository's commit; the
@@ -208,6 +282,7 @@ class Daemon:
             "message": f"commit {head[:12]} refused: {len(diagnostics)} error(s); "
             f"still on {self.state.commit[:12] or 'nothing'}",
         }
+        self._record(head, CommitVerdict.REFUSED, self.state.refused["message"], self.state.refused)
         for diagnostic in diagnostics:
             log.error("commit %s refused: %s", head[:12], diagnostic.format())
         self._update_lag(head)
@@ -218,6 +293,8 @@ class Daemon:
         self.state.commit, self.state.repo = head, repo
         self.state.refused = self.state.held = None
         self.state.pending_since = None
+        self.metrics.held(False)
+        self._record(head, CommitVerdict.ACCEPTED)
         self._update_lag(head)
         if previous is None:
             self.reconcile_all(wait=False)
@@ -227,36 +304,17 @@ class Daemon:
         for runtime in changed.runtimes:
             self.submit(runtime.runtime)
 
-    def _brake(self, repo: ConfigRepo) -> dict[str, Any] | None:
-        """S5: a commit that removes more modules or runtimes than allowed is held."""
+    def _brake(self, head: str, repo: ConfigRepo) -> Verdict:
+        """S5, counted from what runs: the store's records and the commit in force."""
+        known = deployed(self.store)
         current = self.state.repo
-        if current is None or self.options.allow_deletions or repo.settings.allow_deletions:
-            return None
-        removed_runtimes = sorted(set(current.runtimes) - set(repo.runtimes))
-        removed_modules = []
-        for name in sorted(set(current.runtimes) & set(repo.runtimes)):
-            before = {m.name for m in resolve_runtime(current, current.runtimes[name]).modules}
-            after = {m.name for m in resolve_runtime(repo, repo.runtimes[name]).modules}
-            removed_modules += [f"{name}/{m}" for m in sorted(before - after)]
-        count = len(removed_runtimes) + len(removed_modules)
-        limit = repo.settings.max_deletions_per_sync
-        every = bool(current.runtimes) and not repo.runtimes
-        if count <= limit and not every:
-            return None
-        shown = ", ".join((removed_runtimes + removed_modules)[:10])
-        return {
-            "removals": count,
-            "limit": limit,
-            "runtimes": removed_runtimes,
-            "modules": removed_modules,
-            "message": (
-                "removes every runtime"
-                if every
-                else f"removes {count} runtimes or modules (limit {limit})"
-            )
-            + f": {shown}; allow with "
-            "spec.deletionBrake.allow in reconciler.yaml or --allow-deletions",
-        }
+        if current is not None:
+            for name, runtime in current.runtimes.items():
+                modules = known.setdefault(name, {})
+                for module in resolve_runtime(current, runtime).modules:
+                    modules.setdefault(module.name, module.version)
+        allowance = Allowance(count=sys.maxsize) if self._allowed(head) else Allowance()
+        return judge(count_deletions(known, repo), repo.settings, allowance)
 
     def _update_lag(self, head: str) -> None:
         since = self.state.pending_since
@@ -311,11 +369,19 @@ class Daemon:
             if operation is not None:
                 self.metrics.operation(operation, self.clock() - started)
         except ReconcilerError as error:
-            self.runtime_errors[runtime] = str(error)
-            log.error("runtime %s: %s", runtime, error, extra={"runtime": runtime})
+            self._failed(runtime, error, str(error))
+        except Exception as error:
+            self._failed(runtime, error, f"internal error: {type(error).__name__}: {error}")
         finally:
             with self._lock:
                 self._running.pop(runtime, None)
+
+    def _failed(self, runtime: str, error: BaseException, message: str) -> None:
+        self.runtime_errors[runtime] = message
+        self.metrics.reconcile_failed(runtime, error)
+        operation = self.store.unfinished(runtime)
+        extra = {"runtime": runtime, "operation": operation.id if operation else ""}
+        log.error("runtime %s: %s", runtime, message, extra=extra)
 
     def reconcile(self, runtime: str) -> Operation | None:
         """Run (or resume) ``runtime``'s operation once; schedule a retry if it waits."""

@@ -4,7 +4,8 @@
 - reconciler_operations_total{type,result},
 - reconciler_module_state{runtime,module,state} (1 for the current state),
 - reconciler_source_lag_seconds (how long the remote has had a commit not in force),
-- reconciler_last_successful_poll_timestamp_seconds, reconciler_polls_total{result}.
+- reconciler_last_successful_poll_timestamp_seconds, reconciler_polls_total{result},
+- reconciler_reconcile_failures_total{runtime,error}, reconciler_commit_held.
 
 Callers: the daemon and its HTTP server.
 """
@@ -52,6 +53,17 @@ class Metrics:
             "Unix time of the last poll that reached the source.",
             registry=self.registry,
         )
+        self._failures = Counter(
+            "reconciler_reconcile_failures",
+            "Reconciles of a runtime that ended in an error, by runtime and error type.",
+            ["runtime", "error"],
+            registry=self.registry,
+        )
+        self._held = Gauge(
+            "reconciler_commit_held",
+            "1 while the newest commit is held by the deletion brake.",
+            registry=self.registry,
+        )
         self._polls = Counter(
             "reconciler_polls",
             "Polls of the source by result.",
@@ -80,6 +92,14 @@ class Metrics:
             for state in STATES:
                 value = 1.0 if module.get("state") == state else 0.0
                 self._modules.labels(runtime, module["module"], state).set(value)
+
+    def reconcile_failed(self, runtime: str, error: BaseException) -> None:
+        """Count a runtime's reconcile that ended in an error."""
+        self._failures.labels(runtime, type(error).__name__).inc()
+
+    def held(self, held: bool) -> None:
+        """Whether the newest commit is held by the deletion brake."""
+        self._held.set(1.0 if held else 0.0)
 
     def exposition(self) -> bytes:
         """The text format for ``/metrics``."""
