@@ -816,7 +816,29 @@ def status(runtime_names: Sequence[str], state_url: str, output_format: str) -> 
     "--webhook-secret-file",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     envvar="RECONCILER_WEBHOOK_SECRET_FILE",
-    help="Secret of /hooks/git signatures (GitHub) or tokens (GitLab) and of /sync.",
+    help="Secret of /hooks/git signatures (GitHub) or tokens (GitLab) and of /sync "
+    "(without it both answer 403).",
+)
+@click.option(
+    "--allow-unauthenticated-sync",
+    is_flag=True,
+    envvar="RECONCILER_ALLOW_UNAUTHENTICATED_SYNC",
+    help="POST /sync without a token (anyone who reaches the port can ask for a reconcile).",
+)
+@click.option(
+    "--http-read-timeout",
+    default="10s",
+    show_default=True,
+    envvar="RECONCILER_HTTP_READ_TIMEOUT",
+    help="A request's headers and body must arrive within it (else 408); idle connections close.",
+)
+@click.option(
+    "--http-max-connections",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    envvar="RECONCILER_HTTP_MAX_CONNECTIONS",
+    help="Open HTTP connections at once; more wait to be accepted.",
 )
 @click.option(
     "--token-file",
@@ -860,6 +882,9 @@ def daemon(
     workers: int,
     cache_dir: Path | None,
     webhook_secret_file: Path | None,
+    allow_unauthenticated_sync: bool,
+    http_read_timeout: str,
+    http_max_connections: int,
     token_file: Path | None,
     ssh_key_file: Path | None,
     allow_commit: str,
@@ -874,7 +899,7 @@ def daemon(
     runtime for drift. Every option can be set from the environment (RECONCILER_REPO, ...).
     """
     from reconciler.daemon import Daemon, DaemonOptions, start_scheduler
-    from reconciler.daemon_http import serve
+    from reconciler.daemon_http import HttpLimits, serve
     from reconciler.logs import setup_logging
     from reconciler.source.git import RemoteSource
 
@@ -891,8 +916,24 @@ def daemon(
 
     the_daemon = Daemon(source, store, access.connect, _now, options, make_source=second_source)
     secret = webhook_secret_file.read_bytes().strip() if webhook_secret_file else None
+    if secret == b"":
+        raise click.BadParameter("the file is empty", param_hint="--webhook-secret-file")
     host, _, port = listen.rpartition(":")
-    server = serve(the_daemon, host or "0.0.0.0", int(port), secret)  # noqa: S104 (a server)
+    if not port.isdigit():
+        raise click.BadParameter(f"{listen!r} is not HOST:PORT", param_hint="--listen")
+    try:
+        read_timeout = max(1, round(parse_duration(http_read_timeout)))
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--http-read-timeout") from error
+    limits = HttpLimits(read_timeout=read_timeout, max_connections=http_max_connections)
+    server = serve(
+        the_daemon,
+        host or "0.0.0.0",  # noqa: S104 (a server; /sync and /hooks/git need the secret)
+        int(port),
+        secret,
+        allow_unauthenticated_sync=allow_unauthenticated_sync,
+        limits=limits,
+    )
     scheduler = start_scheduler(
         the_daemon, parse_duration(interval), parse_duration(resync_interval)
     )
@@ -927,9 +968,20 @@ def _ask_daemon(url: str, secret_file: Path | None) -> None:
     try:
         with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (http only)
             click.echo(f"daemon at {url}: reconcile requested ({response.status})")
+    except urllib.error.HTTPError as error:
+        raise AccessError(f"the daemon at {url} refused: {_refusal(error)}") from error
     except (urllib.error.URLError, OSError) as error:
         raise AccessError(f"cannot reach the daemon at {url}: {error}") from error
     sys.exit(EXIT_OK)
+
+
+def _refusal(error: Any) -> str:
+    """An HTTP error answer of the daemon as ``403 <its error message>``."""
+    try:
+        message = str(json.loads(error.read(4096))["error"])
+    except (OSError, ValueError, KeyError, TypeError):
+        message = str(error.reason)
+    return f"{error.code} {message}"
 
 
 def _git_env(token_file: Path | None, ssh_key_file: Path | None) -> dict[str, str]:

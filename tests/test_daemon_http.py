@@ -1,0 +1,364 @@
+"""The daemon's HTTP port, one answer at a time: every status code it gives, each a JSON document
+and one log line (never a traceback), on a real server bound to 127.0.0.1 in front of a real
+daemon that follows a local git repository (it is never polled unless a test says so)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import http.client
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from reconciler.cli import cli
+from reconciler.cluster.memory import InMemoryCluster
+from reconciler.daemon import Daemon
+from reconciler.daemon_http import HttpLimits, HttpServer, serve, verify_webhook
+from reconciler.model import ClusterAccess
+from reconciler.operations.store import SqliteStore
+from reconciler.source.git import RemoteSource
+from tests.test_daemon import Fleet
+
+SECRET = b"http-test-secret"
+BODY = json.dumps({"ref": "refs/heads/main"}).encode()
+
+Serve = Callable[..., tuple[HttpServer, Daemon]]
+
+
+@pytest.fixture
+def start(tmp_path: Path) -> Iterator[Serve]:
+    """Starts a daemon (never polled) and its HTTP port with the options given."""
+    Fleet(tmp_path)
+    started: list[tuple[HttpServer, Daemon]] = []
+
+    def connect(access: ClusterAccess, name: str) -> InMemoryCluster:
+        return InMemoryCluster()
+
+    def run(secret: bytes | None = SECRET, **options: Any) -> tuple[HttpServer, Daemon]:
+        source = RemoteSource(str(tmp_path / "remote.git"), "main", "fleet", tmp_path / "cache")
+        store = SqliteStore(tmp_path / f"state{len(started)}.db")
+        daemon = Daemon(source, store, connect, lambda: datetime.now(UTC))
+        server = serve(daemon, "127.0.0.1", 0, secret, **options)
+        started.append((server, daemon))
+        return server, daemon
+
+    yield run
+    for server, daemon in started:
+        server.shutdown()
+        server.server_close()
+        daemon.wait_idle()
+        daemon.close()
+
+
+def _port(server: HttpServer) -> int:
+    return server.server_address[1]
+
+
+def _exchange(port: int, data: bytes, timeout: float = 10) -> tuple[int, dict[str, str], bytes]:
+    """Send raw bytes, read one response: status, headers, body."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(data)
+        return _read_response(sock)
+
+
+def _read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    response = http.client.HTTPResponse(sock)
+    response.begin()
+    return response.status, dict(response.getheaders()), response.read()
+
+
+def _post(port: int, path: str, body: bytes = b"", headers: dict[str, str] | None = None) -> Any:
+    lines = [f"POST {path} HTTP/1.1", "Host: test", f"Content-Length: {len(body)}"]
+    lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
+    return _exchange(port, ("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+
+
+def _error(answer: tuple[int, dict[str, str], bytes], status: int) -> str:
+    """The answer is ``status`` with a JSON error document; its message."""
+    assert answer[0] == status, answer
+    assert answer[1]["Content-Type"] == "application/json"
+    document = json.loads(answer[2])
+    assert set(document) == {"error"}
+    return str(document["error"])
+
+
+def _logged(caplog: pytest.LogCaptureFixture, status: int) -> list[str]:
+    """Lines the HTTP port logged about ``status``; no record carries a traceback."""
+    assert not [r for r in caplog.records if r.exc_info or r.exc_text]
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "reconciler.http" and f": {status} " in r.getMessage()
+    ]
+
+
+@pytest.mark.parametrize(
+    ("head", "status", "message"),
+    [
+        ("POST /hooks/git HTTP/1.1\r\nHost: t\r\n\r\n", 411, "needs a Content-Length"),
+        ("POST /sync HTTP/1.1\r\nHost: t\r\n\r\n", 411, "needs a Content-Length"),
+        ("POST /hooks/git HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400, "Content-Length"),
+        ("POST /hooks/git HTTP/1.1\r\nContent-Length: abc\r\n\r\n", 400, "Content-Length"),
+        ("POST /sync HTTP/1.1\r\nContent-Length: 1e3\r\n\r\n", 400, "Content-Length"),
+        ("POST /hooks/git HTTP/1.1\r\nContent-Length: 314572800\r\n\r\n", 413, "too large"),
+        ("POST /hooks/git HTTP/1.1\r\nContent-Length: 1048577\r\n\r\n", 413, "1048576 bytes"),
+        ("POST /sync HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 501, "Transfer-Encoding"),
+        ("GET /healthz HTTP/1.1\r\nX-Big: " + "x" * 70_000 + "\r\n\r\n", 431, "headers"),
+        ("GET /status HTTP/1.1\r\nBad Header\r\n\r\n", 400, "bad request"),
+    ],
+)
+def test_a_bad_request_is_refused_from_its_headers_before_any_body(
+    start: Serve, caplog: pytest.LogCaptureFixture, head: str, status: int, message: str
+) -> None:
+    caplog.set_level(logging.INFO)
+    server, daemon = start()
+    answer = _exchange(_port(server), head.encode())  # no body sent: decided from the headers
+    assert message in _error(answer, status)
+    assert len(_logged(caplog, status)) == 1
+    assert daemon.state.last_poll is None
+
+
+def test_a_body_of_exactly_the_limit_is_read(start: Serve) -> None:
+    server, _ = start()
+    assert "signature" in _error(_post(_port(server), "/hooks/git", b"x" * (1 << 20)), 403)
+
+
+def test_a_chunked_body_is_refused_once_past_the_limit(
+    start: Serve, caplog: pytest.LogCaptureFixture
+) -> None:
+    server, _ = start()
+    chunk = b"10000\r\n" + b"x" * 0x10000 + b"\r\n"  # 64 KiB chunks, never a last chunk
+    with socket.create_connection(("127.0.0.1", _port(server)), timeout=10) as sock:
+        sock.sendall(b"POST /hooks/git HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for _ in range(17):  # 1 MiB + 64 KiB
+            sock.sendall(chunk)
+        assert "too large" in _error(_read_response(sock), 413)
+    assert len(_logged(caplog, 413)) == 1
+
+
+def test_a_small_chunked_body_is_accepted_and_checked(start: Serve) -> None:
+    server, _ = start()
+    request = b"POST /sync HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+    assert _error(_exchange(_port(server), request), 403) == "missing or wrong token"
+
+
+def test_unknown_endpoints_and_wrong_methods(
+    start: Serve, caplog: pytest.LogCaptureFixture
+) -> None:
+    server, _ = start()
+    port = _port(server)
+    assert _error(_exchange(port, b"GET /nope HTTP/1.1\r\n\r\n"), 404) == "no such endpoint: /nope"
+    answer = _exchange(port, b"GET /sync HTTP/1.1\r\n\r\n")
+    assert _error(answer, 405) == "/sync answers POST only"
+    assert answer[1]["Allow"] == "POST"
+    assert "GET only" in _error(_post(port, "/status"), 405)
+    assert len(_logged(caplog, 404)) == 1
+    assert len(_logged(caplog, 405)) == 2
+
+
+def test_without_a_secret_hooks_and_sync_are_refused(
+    start: Serve, caplog: pytest.LogCaptureFixture
+) -> None:
+    server, daemon = start(secret=None)
+    port = _port(server)
+    signature = "sha256=" + hmac.new(b"", BODY, hashlib.sha256).hexdigest()
+    hook = _post(port, "/hooks/git", BODY, {"X-Hub-Signature-256": signature})
+    assert "--webhook-secret-file" in _error(hook, 403)
+    sync = _post(port, "/sync", b"", {"Authorization": "Bearer "})
+    assert "--allow-unauthenticated-sync" in _error(sync, 403)
+    assert len(_logged(caplog, 403)) == 2
+    assert daemon.state.last_poll is None
+
+
+def test_wrong_signatures_and_tokens_are_refused_and_never_logged(
+    start: Serve, caplog: pytest.LogCaptureFixture
+) -> None:
+    server, daemon = start()
+    port = _port(server)
+    wrong = "sha256=" + hmac.new(b"guessed-secret", BODY, hashlib.sha256).hexdigest()
+    answers = [
+        _post(port, "/hooks/git", BODY),
+        _post(port, "/hooks/git", BODY, {"X-Hub-Signature-256": wrong}),
+        _post(port, "/hooks/git", BODY, {"X-Gitlab-Token": "guessed-token"}),
+        _post(port, "/sync"),
+        _post(port, "/sync", b"", {"Authorization": "Bearer guessed-token"}),
+        _post(port, "/sync", b"", {"Authorization": "Bearer " + SECRET.decode() + "x"}),
+    ]
+    assert [_error(a, 403).split()[-1] for a in answers] == ["signature"] * 3 + ["token"] * 3
+    assert len(_logged(caplog, 403)) == 6
+    assert "guessed" not in caplog.text
+    assert daemon.state.last_poll is None
+
+
+def test_a_signed_hook_and_a_token_start_a_poll(start: Serve) -> None:
+    server, daemon = start()
+    port = _port(server)
+    signature = "sha256=" + hmac.new(SECRET, BODY, hashlib.sha256).hexdigest()
+    answer = _post(port, "/hooks/git", BODY, {"X-Hub-Signature-256": signature})
+    assert (answer[0], json.loads(answer[2])) == (202, {"accepted": True})
+    _until(lambda: daemon.ready)
+    sync = _post(port, "/sync", b"", {"Authorization": "Bearer " + SECRET.decode()})
+    assert (sync[0], json.loads(sync[2])) == (202, {"accepted": True})
+
+
+def test_the_flag_opens_sync_without_a_secret_but_never_the_hook(start: Serve) -> None:
+    server, daemon = start(secret=None, allow_unauthenticated_sync=True)
+    port = _port(server)
+    assert _post(port, "/sync")[0] == 202
+    _until(lambda: daemon.ready)
+    assert "--webhook-secret-file" in _error(_post(port, "/hooks/git", BODY), 403)
+
+
+@pytest.mark.parametrize(
+    "partial",
+    [
+        b"",  # connects and says nothing
+        b"GET /healthz HTTP/1.1\r\nHost: t\r\n",  # headers never finished
+        b"POST /hooks/git HTTP/1.1\r\nContent-Length: 1000\r\n\r\n{}",  # body never finished
+    ],
+)
+def test_a_request_not_received_in_time_gets_408_and_is_closed(
+    start: Serve, caplog: pytest.LogCaptureFixture, partial: bytes
+) -> None:
+    server, _ = start(limits=HttpLimits(read_timeout=1))
+    with socket.create_connection(("127.0.0.1", _port(server)), timeout=10) as sock:
+        began = time.monotonic()
+        sock.sendall(partial)
+        assert "in time" in _error(_read_response(sock), 408)
+        assert sock.recv(1) == b""  # closed
+    assert time.monotonic() - began < 5  # 1 s, checked every second
+    assert len(_logged(caplog, 408)) == 1
+
+
+def test_a_trickling_client_is_cut_off_at_the_deadline(start: Serve) -> None:
+    server, _ = start(limits=HttpLimits(read_timeout=1))
+    with socket.create_connection(("127.0.0.1", _port(server)), timeout=10) as sock:
+        began = time.monotonic()
+        sock.sendall(b"GET /healthz HTTP/1.1\r\n")
+        answer: tuple[int, dict[str, str], bytes] | None = None
+        while answer is None:  # one header byte at a time: never idle, never finished
+            sock.sendall(b"X")
+            if _readable(sock, 0.1):
+                answer = _read_response(sock)
+        assert answer[0] == 408
+    assert time.monotonic() - began < 5
+
+
+def _readable(sock: socket.socket, seconds: float) -> bool:
+    import select
+
+    return bool(select.select([sock], [], [], seconds)[0])
+
+
+def test_connections_never_add_threads(start: Serve) -> None:
+    server, _ = start()
+    threads = threading.active_count()
+    idle = [socket.create_connection(("127.0.0.1", _port(server))) for _ in range(40)]
+    try:
+        for sock in idle[::2]:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\n")  # half a request
+        assert _exchange(_port(server), b"GET /healthz HTTP/1.1\r\n\r\n")[0] == 200
+        assert threading.active_count() == threads
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_connections_over_the_limit_wait_for_a_free_one(start: Serve) -> None:
+    server, _ = start(limits=HttpLimits(max_connections=3))
+    held = [socket.create_connection(("127.0.0.1", _port(server))) for _ in range(3)]
+    try:
+        for sock in held:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\n")
+        with socket.create_connection(("127.0.0.1", _port(server)), timeout=10) as waiting:
+            waiting.sendall(b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n")
+            assert not _readable(waiting, 0.5)  # not accepted while three are open
+            held.pop().close()
+            assert _read_response(waiting)[0] == 200
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_a_failing_handler_is_a_500_document_and_one_line(
+    start: Serve, caplog: pytest.LogCaptureFixture
+) -> None:
+    server, daemon = start()
+    store = daemon.store
+    assert isinstance(store, SqliteStore)
+    store.close()  # /status now raises inside the handler
+    answer = _exchange(_port(server), b"GET /status HTTP/1.1\r\n\r\n")
+    assert "daemon's log" in _error(answer, 500)
+    lines = _logged(caplog, 500)
+    assert len(lines) == 1
+    assert "ProgrammingError" in lines[0]
+    assert _exchange(_port(server), b"GET /healthz HTTP/1.1\r\n\r\n")[0] == 200
+
+
+def test_read_endpoints_keep_their_documents(start: Serve) -> None:
+    server, _ = start()
+    port = _port(server)
+    assert json.loads(_exchange(port, b"GET /healthz HTTP/1.1\r\n\r\n")[2]) == {"status": "ok"}
+    ready = _exchange(port, b"GET /readyz HTTP/1.1\r\n\r\n")
+    assert (ready[0], json.loads(ready[2])) == (503, {"ready": False, "commit": ""})
+    metrics = _exchange(port, b"GET /metrics?x=1 HTTP/1.1\r\n\r\n")
+    assert metrics[1]["Content-Type"].startswith("text/plain")
+    assert json.loads(_exchange(port, b"GET /status HTTP/1.1\r\n\r\n")[2])["ready"] is False
+
+
+def test_verify_webhook_compares_github_and_gitlab_secrets() -> None:
+    signature = "sha256=" + hmac.new(SECRET, BODY, hashlib.sha256).hexdigest()
+    assert verify_webhook(SECRET, {"X-Hub-Signature-256": signature}, BODY)
+    assert not verify_webhook(SECRET, {"X-Hub-Signature-256": signature}, BODY + b" ")
+    assert not verify_webhook(SECRET, {"X-Hub-Signature-256": "sha256=é"}, BODY)
+    assert verify_webhook(SECRET, {"X-Gitlab-Token": SECRET.decode()}, BODY)
+    assert not verify_webhook(SECRET, {"X-Gitlab-Token": "nope"}, BODY)
+    assert not verify_webhook(SECRET, {}, BODY)
+
+
+def test_sync_against_a_daemon_that_refuses_says_why(start: Serve, tmp_path: Path) -> None:
+    server, _ = start()
+    wrong = tmp_path / "wrong"
+    wrong.write_text("not-the-secret\n")
+    url = f"http://127.0.0.1:{_port(server)}"
+    result = CliRunner().invoke(cli, ["sync", "--daemon", url, "--secret-file", str(wrong)])
+    assert result.exit_code == 2
+    assert f"the daemon at {url} refused: 403 missing or wrong token" in result.output
+    assert "not-the-secret" not in result.output
+
+
+def test_the_daemon_refuses_an_empty_secret_file(tmp_path: Path) -> None:
+    empty = tmp_path / "secret"
+    empty.write_text("\n")
+    result = CliRunner().invoke(
+        cli,
+        [
+            "daemon",
+            "--repo",
+            str(tmp_path),
+            "--state",
+            f"sqlite:///{tmp_path / 'state.db'}",
+            "--webhook-secret-file",
+            str(empty),
+        ],
+    )
+    assert result.exit_code == 2
+    assert "--webhook-secret-file" in result.output
+    assert "the file is empty" in result.output
+
+
+def _until(condition: Callable[[], bool], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
