@@ -153,10 +153,14 @@ class Daemon:
             return False
         earlier = self.store.commit(head)
         if earlier is not None and self._still_stands(head, earlier):
+            self._restore_last_good()
             self._update_lag(head)
             return False
         self.state.pending_since = self.state.pending_since or now
-        return self._consider(head, earlier)
+        accepted = self._consider(head, earlier)
+        if not accepted:
+            self._restore_last_good()
+        return accepted
 
     def _still_stands(self, head: str, earlier: CommitRecord) -> bool:
         """A refused commit stays refused, a held one held until allowed (across restarts)."""
@@ -168,6 +172,25 @@ class Daemon:
             self.metrics.held(True)
             return True
         return False
+
+    def _restore_last_good(self) -> None:
+        """After a start, the commit accepted last stays in force while the newest is refused
+        or held (S3): runtimes keep being reconciled against it."""
+        last = self.store.last_accepted()
+        if self.state.repo is not None or last is None:
+            return
+        try:
+            revision = self.source.revision(last.commit.split("+", 1)[0])
+            options, _ = self._read_options(revision, last.commit)
+            validation = load_repo(self.source.path or ".", options, tree=revision.tree)
+        except ReconcilerError as error:
+            log.warning("cannot read the last accepted commit %s: %s", last.commit[:12], error)
+            return
+        if validation.repo is not None:
+            refused, held = self.state.refused, self.state.held
+            self._accept(last.commit, validation.repo)
+            self.state.refused, self.state.held = refused, held
+            self.metrics.held(held is not None)
 
     def _allowed(self, head: str) -> bool:
         wanted = self.options.allow_deletions

@@ -32,7 +32,9 @@ from reconciler.daemon_http import serve
 from reconciler.model import ClusterAccess
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
-from tests.test_fleet_diff import BASE_FILES, _channel, _git, _runtime, _write
+from tests.test_fleet_diff import BASE_FILES, SETTINGS, _channel, _git, _runtime, _write
+
+SETTINGS_SPEC = "spec: {channelsFrom: {path: ../channels}}"
 
 WIDGET = ObjectRef("apps/v1", "Deployment", "widget-system", "widget-operator")
 MESH = ObjectRef("apps/v1", "Deployment", "mesh-system", "mesh-operator")
@@ -240,19 +242,39 @@ def test_an_unreachable_remote_changes_nothing_and_polling_resumes(setup: Any) -
     assert _version(clusters["a"], WIDGET) == "2.0.0"
 
 
-def test_removing_every_runtime_is_held_by_the_brake(setup: Any) -> None:
+def test_a_commit_without_runtimes_is_refused_not_a_fleet_without_runtimes(setup: Any) -> None:
     fleet, _, daemon, clusters = setup
     _poll(daemon)
     good = daemon.state.commit
 
-    held = fleet.commit("remove all", {f"fleet/runtimes/{n}.yaml": None for n in "abc"})
+    bad = fleet.commit("remove all", {f"fleet/runtimes/{n}.yaml": None for n in "abc"})
+    assert not _poll(daemon)
+
+    assert daemon.state.commit == good
+    refused = daemon.status()["source"]["refused"]
+    assert refused["commit"] == bad
+    assert "not a config repo: no runtimes/ folder" in refused["message"]
+    assert all(c.get(WIDGET) is not None for c in clusters.values())
+
+
+def test_removing_more_runtimes_than_the_limit_is_held_by_the_brake(setup: Any) -> None:
+    fleet, _, daemon, clusters = setup
+    _poll(daemon)
+    good = daemon.state.commit
+    settings = "spec: {channelsFrom: {path: ../channels}, deletionBrake: {maxDeletionsPerSync: 1}}"
+    fleet.commit("limit 1", {"fleet/reconciler.yaml": SETTINGS.replace(SETTINGS_SPEC, settings)})
+    assert _poll(daemon)
+    good = daemon.state.commit
+
+    held = fleet.commit("remove two", {f"fleet/runtimes/{n}.yaml": None for n in "ab"})
     assert not _poll(daemon)
 
     assert daemon.state.commit == good
     brake = daemon.status()["source"]["held"]
     assert brake["commit"] == held
-    assert brake["runtimes"] == ["a", "b", "c"]
-    assert "limit 5" not in brake["message"] or brake["removals"] > brake["limit"]
+    assert brake["runtimes"] == ["a", "b"]
+    assert (brake["removals"], brake["limit"]) == (2, 1)
+    assert f"--allow-deletions {held[:12]}" in brake["message"]
     assert all(c.get(WIDGET) is not None for c in clusters.values())
 
 

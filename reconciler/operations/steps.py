@@ -133,7 +133,7 @@ class ResolveKubeconfig(Step):
         record = context.store.runtime(operation.runtime)
         recorded = record.access if record is not None else ""
         if operation.type is OperationType.DEPROVISION:
-            if recorded and recorded != identity and not context.allow_access_change:
+            if _other_access(recorded, identity) and not context.allow_access_change:
                 return StepResult(
                     error=f"runtime {operation.runtime} was synced through {recorded}, this run "
                     f"reaches {identity}: it is not deprovisioned through another access "
@@ -144,6 +144,14 @@ class ResolveKubeconfig(Step):
             context.store.record_access(operation.runtime, identity)
         context.cluster = cluster
         return StepResult(f"using {context.access.describe()} ({identity})")
+
+
+def _other_access(recorded: str, identity: str) -> bool:
+    """Whether ``identity`` is another cluster than the one recorded: a real cluster instead of
+    a snapshot (or the reverse), or another API server; two snapshot files are both rehearsals."""
+    if not recorded or recorded == identity:
+        return False
+    return not (recorded.startswith("snapshot ") and identity.startswith("snapshot "))
 
 
 class CheckClusterAccess(Step):
