@@ -20,7 +20,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from reconciler.cluster.api import Body, Cluster, ObjectRef, is_established
+from reconciler.cluster.api import Body, Cluster, ObjectRef, crd_kind, is_established
 from reconciler.errors import PermanentError, ReconcilerError, UnknownKindError
 from reconciler.inventory import (
     LABEL_INVENTORY,
@@ -47,6 +47,8 @@ from reconciler.plan import (
     ModuleAction,
     ModulePlan,
     ObjectAction,
+    ObjectChange,
+    Occupants,
     Plan,
     plan,
 )
@@ -209,7 +211,15 @@ class Lifecycle:
         if inventory is None:
             rebuilt = _rebuilt_inventory(runtime, module, objects, running)
             return LiveModule(rebuilt, objects, running, inventory_stored=False)
-        return LiveModule(inventory, objects, running)
+        wanted = {ObjectRef.of(o.body) for o in module.objects}
+        stale = [r for r in inventory.objects if r not in wanted and r in objects]
+        return LiveModule(
+            inventory,
+            objects,
+            running,
+            namespace_users=self._namespace_users(stale),
+            crd_instances=self._crd_instances(stale, objects),
+        )
 
     def _observe_removed(self, inventory: Inventory) -> LiveModule:
         refs = list(inventory.objects)
@@ -219,7 +229,48 @@ class Lifecycle:
         if inventory.strategy is Strategy.IGNORE:
             return LiveModule(inventory, objects, inventory.version)
         blocking, total = self._blocking(inventory)
-        return LiveModule(inventory, objects, inventory.version, blocking, total)
+        users = self._namespace_users([r for r in inventory.objects if r in objects])
+        return LiveModule(
+            inventory, objects, inventory.version, blocking, total, namespace_users=users
+        )
+
+    def _namespace_users(self, refs: Sequence[ObjectRef]) -> dict[str, Occupants]:
+        """For each Namespace among ``refs``: the objects in it that are not ours (a user's
+        ConfigMaps, PVCs, ...); Namespaces holding none are left out."""
+        names = [r.name for r in refs if r.kind == "Namespace" and not r.group]
+        if not names:
+            return {}
+        kinds = [k for k in self.cluster.served_kinds() if k.namespaced and k.kind != "Event"]
+        users: dict[str, Occupants] = {}
+        for name in names:
+            found = [
+                ObjectRef.of(body)
+                for kind in kinds
+                for body in self.cluster.list_objects(kind.api_version, kind.kind, namespace=name)
+                if not _ours_or_generated(body)
+            ]
+            if found:
+                found.sort()
+                users[name] = Occupants(len(found), tuple(found[:BLOCKING_KEPT]))
+        return users
+
+    def _crd_instances(
+        self, refs: Sequence[ObjectRef], objects: Mapping[ObjectRef, Body]
+    ) -> dict[ObjectRef, Occupants]:
+        """For each CRD among ``refs`` (an upgrade drops them): its custom resources left."""
+        left: dict[ObjectRef, Occupants] = {}
+        for ref in refs:
+            if ref.kind != "CustomResourceDefinition":
+                continue
+            group, kind = crd_kind(objects[ref])
+            info = self.cluster.kinds_in_group(group, kind)
+            found = sorted(
+                ObjectRef.of(b)
+                for b in (self.cluster.list_objects(info.api_version, kind) if info else [])
+            )
+            if found:
+                left[ref] = Occupants(len(found), tuple(found[:BLOCKING_KEPT]))
+        return left
 
     def _get_all(self, refs: Sequence[ObjectRef]) -> dict[ObjectRef, Body]:
         found = {}
@@ -320,7 +371,7 @@ class Lifecycle:
         if entry.changes_anything or intent != stored:
             self.ensure_namespace(self.system_namespace)
             self._write_inventory(intent, stored)
-        applies = [c for c in entry.changes if c.action is not ObjectAction.DELETE]
+        applies = [c for c in entry.changes if c.ref in bodies]
         first = [c for c in applies if c.ref.kind in ("CustomResourceDefinition", "Namespace")]
         for change in first:
             self._apply(bodies[change.ref])
@@ -334,8 +385,8 @@ class Lifecycle:
             if change not in first:
                 self._apply(bodies[change.ref])
         for change in entry.changes:
-            if change.action is ObjectAction.DELETE:
-                self.cluster.delete(change.ref)
+            if change.ref not in bodies:
+                self._delete_or_release(change)
         final = _final_inventory(intent, module, entry)
         self._write_inventory(final, intent)  # the cluster now holds the intent
         return self._readiness(entry, module)
@@ -351,16 +402,24 @@ class Lifecycle:
             self.cluster.delete(ref)
             return _status(entry, ModuleState.UNMANAGED, inventory.version)
         for change in entry.changes:
-            self.cluster.delete(change.ref)
+            self._delete_or_release(change)
         if entry.action is ModuleAction.BLOCKED_DELETION:
             if inventory.default_configuration is not None:
                 cleared = replace(inventory, default_configuration=None)
                 self._write_inventory(cleared, inventory)
             return _status(entry, ModuleState.DELETING, inventory.version)
         self.cluster.delete(ref)
-        return ModuleStatus(entry.module, None, entry.reason, entry.message, inventory.version)
+        message = "; ".join((entry.message, *entry.notes))
+        return ModuleStatus(entry.module, None, entry.reason, message, inventory.version)
 
     # -- small steps -----------------------------------------------------------------------------
+
+    def _delete_or_release(self, change: ObjectChange) -> None:
+        """A planned deletion, or the release of a Namespace that holds others' objects."""
+        if change.action is ObjectAction.DELETE:
+            self.cluster.delete(change.ref)
+        else:
+            self.cluster.patch(change.ref, _unmark_patch())
 
     def _apply(self, body: Mapping[str, Any]) -> None:
         namespace = body.get("metadata", {}).get("namespace")
@@ -416,7 +475,11 @@ class Lifecycle:
                 entry.to_version,
             )
         reason = entry.reason if entry.action is not ModuleAction.UNCHANGED else "Ready"
-        message = f"{entry.module} {entry.to_version} is Ready"
+        message = "; ".join((f"{entry.module} {entry.to_version} is Ready", *entry.notes))
+        if entry.kept:
+            return ModuleStatus(
+                entry.module, ModuleState.WARNING, "CRDInUse", message, entry.to_version
+            )
         return ModuleStatus(entry.module, ModuleState.READY, reason, message, entry.to_version)
 
 
@@ -498,6 +561,20 @@ def _rebuilt_inventory(
     )
 
 
+def _ours_or_generated(body: Body) -> bool:
+    """Objects a Namespace may hold and still be ours to delete: ours, owned by another object
+    (garbage-collected with it), or made by Kubernetes in every Namespace."""
+    metadata = body.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    if labels.get(LABEL_MANAGED_BY) == MANAGED_BY_VALUE or metadata.get("ownerReferences"):
+        return True
+    return (str(body.get("kind")), str(metadata.get("name"))) in _GENERATED
+
+
+#: What Kubernetes creates in every Namespace.
+_GENERATED = {("ServiceAccount", "default"), ("ConfigMap", "kube-root-ca.crt")}
+
+
 def _labelled(body: Body | None, runtime: str, module: str) -> bool:
     labels = (body or {}).get("metadata", {}).get("labels") or {}
     return (
@@ -530,7 +607,7 @@ def _intent(
 
 
 def _final_inventory(intent: Inventory, module: DesiredModule, entry: ModulePlan) -> Inventory:
-    wanted = tuple(ObjectRef.of(o.body) for o in module.objects)
+    wanted = tuple(ObjectRef.of(o.body) for o in module.objects) + entry.kept
     default_ref, done = intent.default_configuration, intent.default_configuration_done
     if module.strategy is Strategy.CREATE_AND_DELETE and module.default_configuration and not done:
         created = [c.ref for c in entry.changes if c.default_configuration]

@@ -103,6 +103,11 @@ class ModulePlan:
     changes: tuple[ObjectChange, ...] = ()
     blocking: tuple[ObjectRef, ...] = ()
     blocking_total: int = 0
+    #: Objects the old version had that stay for now (a CRD with custom resources left); they
+    #: stay in the inventory and are pruned by a later sync.
+    kept: tuple[ObjectRef, ...] = ()
+    #: Why objects were kept or released instead of deleted (user data, L8), for people.
+    notes: tuple[str, ...] = ()
 
     @property
     def changes_anything(self) -> bool:
@@ -125,6 +130,8 @@ class ModulePlan:
             "changes": [c.to_json() for c in self.changes],
             "blocking": [r.subject for r in self.blocking],
             "blockingTotal": self.blocking_total,
+            "kept": [r.subject for r in self.kept],
+            "notes": list(self.notes),
         }
 
 
@@ -199,6 +206,19 @@ class DesiredModule:
 
 
 @dataclass(frozen=True, slots=True)
+class Occupants:
+    """Objects found where a deletion would take them along: a count and the first few."""
+
+    total: int
+    first: tuple[ObjectRef, ...] = ()
+
+    def describe(self) -> str:
+        """``3 object(s), e.g. ConfigMap/ns/a, ...``."""
+        shown = ", ".join(r.subject for r in self.first[:BLOCKING_SHOWN])
+        return f"{self.total} object(s), e.g. {shown}"
+
+
+@dataclass(frozen=True, slots=True)
 class LiveModule:
     """What the cluster shows for one module: inventory, objects, running version, blockers."""
 
@@ -208,6 +228,11 @@ class LiveModule:
     blocking: tuple[ObjectRef, ...] = ()
     blocking_total: int = 0
     inventory_stored: bool = True
+    #: Objects that are not ours inside each Namespace the module would delete (L8: a
+    #: Namespace is deleted only when it holds nothing but our objects).
+    namespace_users: Mapping[str, Occupants] = field(default_factory=dict)
+    #: Custom resources left of each CRD an upgrade drops (it waits until none is left).
+    crd_instances: Mapping[ObjectRef, Occupants] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,7 +292,17 @@ def plan_module(context: Context, desired: DesiredModule, live: LiveModule) -> M
         )
     changes = _object_changes(desired, live)
     action, reason, message = _classify(desired, live, running, upgrade, changes)
-    return replace(base, action=action, reason=reason, message=message, changes=changes)
+    kept, notes = _kept_crds(desired, live)
+    notes += _released_namespaces([c.ref for c in changes], live)
+    return replace(
+        base,
+        action=action,
+        reason=reason,
+        message=message,
+        changes=changes,
+        kept=kept,
+        notes=notes,
+    )
 
 
 def _classify(
@@ -328,19 +363,72 @@ def _default_configuration_change(desired: DesiredModule, live: LiveModule) -> O
 
 
 def _prune(live: LiveModule, wanted: set[ObjectRef]) -> list[ObjectChange]:
-    """L4: what the inventory lists and the new version lacks, in reverse apply order."""
+    """L4: what the inventory lists and the new version lacks, in reverse apply order; a CRD
+    with custom resources left waits (L8), a Namespace holding others' objects is released."""
     if live.inventory is None:
         return []
-    stale = [r for r in live.inventory.objects if r not in wanted and _ours(live.objects.get(r))]
-    return [ObjectChange(ObjectAction.DELETE, r) for r in reversed(stale)]
+    stale = [
+        r
+        for r in live.inventory.objects
+        if r not in wanted
+        and _ours(live.objects.get(r), live.inventory)
+        and r not in live.crd_instances
+    ]
+    return [_delete_or_release(r, live) for r in reversed(stale)]
 
 
-def _ours(body: Body | None) -> bool:
-    """S1: only objects that still carry our label are ever deleted (absent ones need nothing)."""
+def _delete_or_release(ref: ObjectRef, live: LiveModule) -> ObjectChange:
+    """Delete ``ref``, unless it is a Namespace holding objects that are not ours: then only
+    our labels are dropped (it is released, never deleted with a user's data in it)."""
+    if ref.kind == "Namespace" and ref.name in live.namespace_users:
+        return ObjectChange(
+            ObjectAction.UPDATE, ref, removed_fields(live.objects[ref], list(OUR_MARKS))
+        )
+    return ObjectChange(ObjectAction.DELETE, ref)
+
+
+def _kept_crds(
+    desired: DesiredModule, live: LiveModule
+) -> tuple[tuple[ObjectRef, ...], tuple[str, ...]]:
+    """CRDs the new version drops while custom resources of them are left."""
+    if live.inventory is None:
+        return (), ()
+    wanted = {ObjectRef.of(o.body) for o in desired.objects}
+    kept = tuple(
+        r
+        for r in live.inventory.objects
+        if r in live.crd_instances and r not in wanted and r in live.objects
+    )
+    notes = tuple(
+        f"CRD {r.name} is kept until its custom resources are gone: "
+        f"{live.crd_instances[r].describe()}"
+        for r in kept
+    )
+    return kept, notes
+
+
+def _released_namespaces(refs: Sequence[ObjectRef], live: LiveModule) -> tuple[str, ...]:
+    return tuple(
+        f"namespace {r.name} is released, not deleted: it holds "
+        f"{live.namespace_users[r.name].describe()} that are not ours"
+        for r in refs
+        if r.kind == "Namespace" and r.name in live.namespace_users
+    )
+
+
+def _ours(body: Body | None, inventory: Inventory) -> bool:
+    """S1: only objects that still carry our labels, of this runtime and module, are ever
+    deleted or released (absent ones need nothing; a copied label on another object does not
+    count, nor an object another module took over). A runtime-less inventory is the fleet
+    diff's assumption of what a base revision runs on any runtime."""
     if body is None:
         return False
     labels = body.get("metadata", {}).get("labels") or {}
-    return bool(labels.get(LABEL_MANAGED_BY) == MANAGED_BY_VALUE)
+    return bool(
+        labels.get(LABEL_MANAGED_BY) == MANAGED_BY_VALUE
+        and labels.get(LABEL_MODULE) == inventory.module
+        and (not inventory.runtime or labels.get(LABEL_RUNTIME) == inventory.runtime)
+    )
 
 
 def plan_removal(live: LiveModule) -> ModulePlan:
@@ -357,12 +445,15 @@ def plan_removal(live: LiveModule) -> ModulePlan:
         inventory.strategy,
     )
     if inventory.strategy is Strategy.IGNORE:
+        released = list(inventory.objects)
+        if inventory.default_configuration is not None:
+            released.append(inventory.default_configuration)
         changes = tuple(
             ObjectChange(
                 ObjectAction.UPDATE, ref, removed_fields(live.objects[ref], list(OUR_MARKS))
             )
-            for ref in inventory.objects
-            if _ours(live.objects.get(ref))
+            for ref in released
+            if _ours(live.objects.get(ref), inventory)
         )
         message = f"stop managing {inventory.module}; its objects stay, without our labels"
         return replace(
@@ -384,9 +475,9 @@ def plan_removal(live: LiveModule) -> ModulePlan:
             blocking_total=live.blocking_total,
         )
     deletions = tuple(
-        ObjectChange(ObjectAction.DELETE, ref)
+        _delete_or_release(ref, live)
         for ref in deletion_order(inventory.objects)
-        if _ours(live.objects.get(ref))
+        if _ours(live.objects.get(ref), inventory)
     )
     message = f"delete {inventory.module} {inventory.version}"
     return replace(
@@ -395,6 +486,7 @@ def plan_removal(live: LiveModule) -> ModulePlan:
         reason="Removed",
         message=message,
         changes=default + deletions,
+        notes=_released_namespaces([c.ref for c in deletions], live),
     )
 
 

@@ -123,6 +123,9 @@ class Cluster(Protocol):
     def kinds_in_group(self, group: str, kind: str) -> KindInfo | None:
         """Discovery by group and kind, whatever the served version (the preferred one)."""
 
+    def served_kinds(self) -> list[KindInfo]:
+        """Discovery: every kind the server serves that can be listed (preferred versions)."""
+
 
 def is_established(crd: Mapping[str, Any]) -> bool:
     """Whether a CustomResourceDefinition reports the condition Established=True."""

@@ -147,6 +147,18 @@ class KubeCluster:
         resource = self._find(group=group, kind=kind)
         return _info(resource) if resource is not None else None
 
+    def served_kinds(self) -> list[KindInfo]:
+        """See :meth:`reconciler.cluster.api.Cluster.served_kinds`."""
+        with _translated(f"{self.name}: discovery"):
+            found = self._dynamic.resources.search()
+        kinds: dict[tuple[str, str], KindInfo] = {}
+        for resource in found:
+            if "/" in str(resource.name) or "list" not in (resource.verbs or []):
+                continue  # subresources, and kinds that cannot be listed
+            info = _info(resource)
+            kinds.setdefault((info.group, info.kind), info)
+        return sorted(kinds.values(), key=lambda k: (k.group, k.kind))
+
     # -- discovery -----------------------------------------------------------------------------
 
     def _resource(self, api_version: str, kind: str) -> Any:

@@ -217,6 +217,11 @@ class InMemoryCluster:
         """See :meth:`reconciler.cluster.api.Cluster.kind_info`."""
         return self._kinds.get((api_version.rpartition("/")[0], kind))
 
+    def served_kinds(self) -> list[KindInfo]:
+        """See :meth:`reconciler.cluster.api.Cluster.served_kinds`."""
+        self._enter("discovery", None)
+        return sorted(self._kinds.values(), key=lambda k: (k.group, k.kind))
+
     def kinds_in_group(self, group: str, kind: str) -> KindInfo | None:
         """See :meth:`reconciler.cluster.api.Cluster.kinds_in_group`."""
         return self._kinds.get((group, kind))

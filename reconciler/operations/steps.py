@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from reconciler.cluster.api import Cluster, ObjectRef
 from reconciler.errors import PermanentError, TransientError
 from reconciler.lifecycle import Lifecycle, ModuleState, SyncResult
-from reconciler.model import ClusterAccess, ConfigRepo
+from reconciler.model import ClusterAccess, ConfigRepo, Strategy
 from reconciler.operations.model import (
     Operation,
     OperationState,
@@ -317,6 +317,8 @@ class DeleteDefaultConfigurations(Step):
         lifecycle = context.lifecycle(operation)
         count = 0
         for inventory in lifecycle.read_inventories(operation.runtime).values():
+            if inventory.strategy is Strategy.IGNORE:
+                continue  # L7: an Ignore module has nothing deleted, its CR neither
             if inventory.default_configuration is not None:
                 count += bool(lifecycle.cluster.delete(inventory.default_configuration))
         return StepResult(f"{count} default configuration(s) deleted")
