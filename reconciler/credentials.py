@@ -22,6 +22,7 @@ Messages name the place and what was found, never the value. Callers: the valida
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -49,8 +50,11 @@ CREDENTIAL_KEYS = frozenset(
 #: Parts of an environment variable's name (upper case, without ``-`` and ``_``) that say its
 #: value is a secret ...
 _SECRET_ENV_PARTS = ("PASSWORD", "PASSWD", "TOKEN", "SECRET", "APIKEY", "PRIVATEKEY")
-#: ... unless its last word says the value only points at one (``DB_PASSWORD_FILE``).
-_REFERENCE_SUFFIXES = frozenset({"FILE", "PATH", "DIR", "NAME", "REF", "URL", "ENDPOINT"})
+#: ... unless its last word says the value only points at one or describes it
+#: (``DB_PASSWORD_FILE``, ``TOKEN_TTL``).
+_REFERENCE_SUFFIXES = frozenset(
+    {"FILE", "PATH", "DIR", "NAME", "REF", "URL", "ENDPOINT", "TYPE", "TTL", "AUDIENCE", "ISSUER"}
+)
 _PEM_MARKER = "PRIVATE KEY-----"
 _KUBECONFIG_KIND = re.compile(r"""(?m)^\s*["']?kind["']?\s*:\s*["']?Config["']?\s*,?\s*$""")
 _KUBECONFIG_USERS = re.compile(r"""(?m)^\s*["']?users["']?\s*:""")
@@ -119,26 +123,51 @@ def _mapping(value: dict[Any, Any], pointer: Pointer) -> Iterator[_Finding]:
     if secret_env:
         yield (*pointer, "value"), _LITERAL_ENV_FOUND, False
     for key, child in value.items():
-        place = (*pointer, key)
-        what = token_kind(key) if isinstance(key, str) else None
+        what, credential, auth = _key_class(str(key))
         if what is not None:
-            yield place, f"{what} as a key", True
-        elif _normal(key) in CREDENTIAL_KEYS and _has_value(child):
-            yield place, f"inline credential '{key}'", False
-        elif _is_auth_key(key) and isinstance(child, str) and _USER_PASSWORD.match(child.strip()):
-            yield place, "a user:password credential", False
-        elif not (secret_env and key == "value"):
-            yield from _walk(child, place)
+            yield (*pointer, key), f"{what} as a key", True
+        elif credential and _has_value(child):
+            yield (*pointer, key), f"inline credential '{key}'", False
+        elif auth and isinstance(child, str) and _USER_PASSWORD.match(child.strip()):
+            yield (*pointer, key), "a user:password credential", False
+        elif isinstance(child, str):  # the common case, without building a pointer
+            what = None if secret_env and key == "value" else _string_kind(child)
+            if what is not None:
+                yield (*pointer, key), what, False
+        elif isinstance(child, dict | list):
+            yield from _walk(child, (*pointer, key))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _key_class(key: str) -> tuple[str | None, bool, bool]:
+    """A key's secret shape, whether it names a credential, whether it names auth (keys repeat
+    across a repo's documents: each is looked at once)."""
+    return token_kind(key), _normal(key) in CREDENTIAL_KEYS, _is_auth_key(key)
 
 
 def _string_kind(text: str) -> str | None:
+    if len(text) <= _SHORT:
+        return _short_string_kind(text)
+    return _find_string_kind(text)
+
+
+#: Strings up to this length are remembered (names, labels, versions repeat across a repo).
+_SHORT = 128
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _short_string_kind(text: str) -> str | None:
+    return _find_string_kind(text)
+
+
+def _find_string_kind(text: str) -> str | None:
     if _PEM_MARKER in text:
         return "a PEM private key"
+    if "\n" in text and _KUBECONFIG_KIND.search(text) and _KUBECONFIG_USERS.search(text):
+        return "a kubeconfig"
     what = token_kind(text)
     if what is not None:
         return what
-    if "\n" in text and _KUBECONFIG_KIND.search(text) and _KUBECONFIG_USERS.search(text):
-        return "a kubeconfig"
     if "$" in text or "{SHA}" in text:
         return "an htpasswd entry" if _HTPASSWD.search(text) else None
     return None

@@ -10,7 +10,7 @@ import yaml
 
 from reconciler.credentials import find_inline_credentials
 from reconciler.diagnostics import Diagnostic
-from reconciler.loader import load_repo
+from reconciler.loader import ReadOptions, load_repo
 from reconciler.yamlsafe import Document, parse_yaml
 from tests.conftest import RepoFactory, small_repo
 
@@ -328,6 +328,7 @@ def test_an_env_var_named_like_a_secret_with_a_literal_value_is_flagged(name: st
         "{name: DB_PASSWORD_FILE, value: /run/secrets/db}",
         "{name: TOKEN_URL, value: 'https://auth.example.com/token'}",
         "{name: LOG_LEVEL, value: debug}",
+        "{name: TOKEN_TTL, value: 1h}",
         "{name: DB_PASSWORD, value: ''}",
     ],
 )
@@ -444,3 +445,23 @@ def test_a_module_of_the_prometheus_operator_manifests_validates_clean(
     assert [d.format() for d in validation.diagnostics] == []
     assert validation.repo is not None
     assert len(validation.repo.modules["prometheus"].versions["0.93.0"].objects) >= 15
+
+
+def test_a_password_in_the_channels_url_is_refused_at_its_place_without_showing_it(
+    make_repo: RepoFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"https://deploy:{SECRET}@git.example.com/channels.git"
+    settings = (
+        "apiVersion: reconciler.dev/v1alpha1\nkind: Settings\nmetadata: {name: s}\n"
+        f"spec:\n  channelsFrom: {{git: '{url}'}}\n"
+    )
+    make_repo({**small_repo(), "reconciler.yaml": settings})
+    monkeypatch.chdir(tmp_path)
+
+    validation = load_repo("repo", ReadOptions(channels_dir=Path("repo/channels")))
+
+    assert [(d.rule, d.pointer) for d in validation.diagnostics] == [
+        ("C6", "/spec/channelsFrom/git")
+    ]
+    assert "a password in a URL" in validation.diagnostics[0].message
+    assert SECRET not in validation.diagnostics[0].format()
