@@ -42,6 +42,7 @@ from reconciler.operations.engine import Engine
 from reconciler.operations.model import CommitRecord, CommitVerdict, Operation, OperationState
 from reconciler.operations.runner import Connect, Runner, deployed
 from reconciler.operations.store import StateStore
+from reconciler.redaction import mask, mask_all
 from reconciler.resolve import resolve_runtime
 from reconciler.source.git import Revision
 
@@ -469,7 +470,7 @@ class Daemon:
                 }
             )
         source = self.state
-        return {
+        document = {
             "source": {
                 "url": self.source.shown,
                 "path": self.source.path,
@@ -485,6 +486,7 @@ class Daemon:
             "ready": self.ready,
             "runtimes": runtimes,
         }
+        return mask_all(document)  # S4: whatever an error message carried
 
     def close(self) -> None:
         """Let running reconciles finish, then stop the pool."""
@@ -492,7 +494,9 @@ class Daemon:
 
 
 def _no_second_source(url: str, ref: str, path: str) -> Source:
-    raise TransientError(f"channels come from {url}, but this daemon cannot fetch a second source")
+    raise TransientError(
+        f"channels come from {mask(url)}, but this daemon cannot fetch a second source"
+    )
 
 
 def start_scheduler(daemon: Daemon, interval: float, resync: float) -> BackgroundScheduler:

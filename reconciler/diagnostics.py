@@ -1,7 +1,9 @@
 """Diagnostics: one problem found in the config repo, with its place and rule.
 
 Used by the YAML reader, the schema checker and the cross-file validator; printed by the CLI as
-``path:line:col: <rule> <message> (<json-pointer>)`` and serialised to JSON. Pure data.
+``path:line:col: <rule> <message> (<json-pointer>)`` and serialised to JSON. Pure data; the
+text of a diagnostic is masked where it is made (:func:`reconciler.redaction.mask`, rule S4), so
+no message, pointer or path can carry a token, whatever check made it.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from reconciler.redaction import mask
 
 Pointer = tuple[str | int, ...]
 
@@ -29,6 +33,13 @@ class Diagnostic:
     rule: str
     message: str
     pointer: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("path", "message", "pointer"):
+            text = getattr(self, name)
+            masked = mask(text)
+            if masked != text:
+                object.__setattr__(self, name, masked)
 
     def format(self) -> str:
         """The compiler-style one-line form: ``path:line:col: RULE message (pointer)``."""

@@ -19,6 +19,7 @@ from typing import Any
 
 from reconciler.diagnostics import Diagnostic
 from reconciler.errors import SourceError, UnreadableError
+from reconciler.redaction import mask
 from reconciler.schema import SchemaChecker
 from reconciler.schemafiles import load_schemas
 from reconciler.tree import Entry, SourceTree
@@ -271,7 +272,7 @@ class _Reader:
         if "git" in configured:
             raise SourceError(
                 f"{settings.path if settings else SETTINGS_FILE}: channels come from git "
-                f"({configured['git']}); pass --channels DIR with a checkout of them"
+                f"({mask(str(configured['git']))}); pass --channels DIR with a checkout of them"
             )
         folder = os.path.normpath(str(configured["path"]))
         if not self.tree.is_dir(folder):

@@ -1,6 +1,8 @@
 """Log setup for the daemon: plain text, or one JSON object per line (``--log-format json``)
 with the runtime, module and operation a message is about. Messages never carry credentials:
-URLs are redacted where they are made. Callers: ``reconciler daemon``."""
+URLs are redacted where they are made, and every line is masked on its way out
+(:func:`reconciler.redaction.mask`) in case a message quotes a token. Callers:
+``reconciler daemon``."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import json
 import logging
 import sys
 from datetime import UTC, datetime
+
+from reconciler.redaction import mask
 
 CONTEXT_FIELDS = ("runtime", "module", "operation")
 
@@ -31,6 +35,17 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(document, sort_keys=True)
 
 
+class MaskingFilter(logging.Filter):
+    """Replaces the secret shapes in a record's message with ``***`` (S4)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = mask(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
+
+
 def setup_logging(log_format: str, level: int = logging.INFO) -> None:
     """Send logs to stderr in ``log_format`` ("text" or "json")."""
     handler = logging.StreamHandler(sys.stderr)
@@ -38,6 +53,7 @@ def setup_logging(log_format: str, level: int = logging.INFO) -> None:
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(MaskingFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

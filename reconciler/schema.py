@@ -4,8 +4,9 @@ Two validators, one verdict: a schema compiled to Python by ``fastjsonschema`` a
 for the common case (every document of a healthy repo) about fifteen times faster than
 ``jsonschema``; a document it rejects is checked again by ``jsonschema``'s draft 2020-12
 validator, which lists *every* error with its JSON pointer. Messages are rewritten to read like a
-compiler's (unknown field with a suggestion, missing field, wrong type) and never repeat a long
-value. Callers: the validator.
+compiler's (unknown field with a suggestion, missing field, wrong type), naming the field and
+the rule but never the value (a secret pasted into the wrong field is not printed back).
+Callers: the validator.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import fastjsonschema
 import jsonschema
 
 from reconciler.diagnostics import Diagnostic, Pointer, did_you_mean
+from reconciler.diagnostics import format_pointer as _text
 from reconciler.yamlsafe import Document
 
 DNS_LABEL_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -167,7 +169,12 @@ def _diagnostics(
             message = f"unknown field '{key}'{hint or did_you_mean(key, allowed)}"
             yield document.diagnostic("C1", message, (*pointer, key), key=True)
         return
-    yield document.diagnostic("C1", _message(error), pointer, key=validator == "propertyNames")
+    if _about_a_key(error) and isinstance(error.instance, str):
+        # placed at the key itself, but the pointer stops at its mapping: it never shows the key
+        at = document.position((*pointer, error.instance), key=True)
+        yield Diagnostic(document.path, at.line, at.column, "C1", _message(error), _text(pointer))
+        return
+    yield document.diagnostic("C1", _message(error), pointer)
 
 
 def _schema_of(error: jsonschema.ValidationError) -> Mapping[str, Any]:
@@ -175,39 +182,97 @@ def _schema_of(error: jsonschema.ValidationError) -> Mapping[str, Any]:
     return schema if isinstance(schema, Mapping) else {}
 
 
+def _about_a_key(error: jsonschema.ValidationError) -> bool:
+    """A ``propertyNames`` error: a key of the mapping at the error's path is wrong."""
+    return "propertyNames" in error.absolute_schema_path
+
+
 def _message(error: jsonschema.ValidationError) -> str:
-    validator, value = error.validator, error.instance
+    """What is wrong, naming the field and the rule; never the value (S4: a token pasted into
+    the wrong field must not be printed back)."""
+    value: Any = error.instance
     expected: Any = error.validator_value
-    schema = _schema_of(error)
-    if validator == "required":
+    if error.validator == "required":
         missing = [k for k in expected if isinstance(value, dict) and k not in value]
         return f"missing required field '{missing[0] if missing else expected}'"
-    if validator == "type":
+    if error.validator == "type":
         return f"must be {_type_phrase(expected)}, not {_kind_of(value)}"
+    combination = _combination_rule(error)
+    if combination is not None:
+        return combination
+    subject = _subject(error)
+    rule = _rule(error)
+    return f"{subject} {rule}" if subject else rule
+
+
+def _subject(error: jsonschema.ValidationError) -> str:
+    """The field the message is about (``metadata.name``, ``spec.dependsOn[1]``), ``""`` for
+    the document itself."""
+    field = ""
+    for segment in error.absolute_path:
+        field += f"[{segment}]" if isinstance(segment, int) else f".{segment}"
+    field = field.removeprefix(".")
+    if _about_a_key(error):
+        return f"a key of {field}" if field else "a key"
+    return field
+
+
+def _rule(error: jsonschema.ValidationError) -> str:
+    validator, value = error.validator, error.instance
+    expected: Any = error.validator_value
     if validator == "const":
-        return f"must be {expected!r}, not {_show(value)}"
+        return f"must be {expected!r}"
     if validator == "enum":
         options = ", ".join(str(o) for o in expected)
-        return (
-            f"{_show(value)} is not one of: {options}{did_you_mean(str(value), map(str, expected))}"
-        )
+        return f"is not one of: {options}{did_you_mean(str(value), map(str, expected))}"
     if validator == "pattern":
-        return f"{_show(value)} {_pattern_phrase(str(expected))}"
-    if validator in ("minProperties", "maxProperties") and schema.get("maxProperties") == 1:
-        options = ", ".join(schema.get("properties", {}))
-        return f"needs exactly one of: {options}"
+        return _pattern_phrase(str(expected))
+    return _size_rule(error) or f"breaks the schema rule '{validator}'"
+
+
+def _size_rule(error: jsonschema.ValidationError) -> str | None:
+    validator = error.validator
+    value: Any = error.instance
+    expected: Any = error.validator_value
+    if validator == "maxLength":
+        return f"is longer than {expected} characters ({len(value)})"
+    if validator == "minLength":
+        return "must not be empty" if expected == 1 else f"is shorter than {expected} characters"
+    if validator == "minItems":
+        return "must not be empty" if expected == 1 else f"needs at least {expected} entries"
+    if validator == "minimum":
+        return f"must be at least {expected}"
+    if validator == "maximum":
+        return f"must be at most {expected}"
     if validator == "uniqueItems":
         return "has duplicate entries"
+    if validator == "not" and isinstance(expected, Mapping) and "enum" in expected:
+        return "must not be " + " or ".join(repr(v) for v in expected["enum"])
     if validator == "not":
-        return f"{_show(value)} is not allowed here"
-    return str(error.message)
+        return "is not allowed here"
+    return None
+
+
+def _combination_rule(error: jsonschema.ValidationError) -> str | None:
+    validator = error.validator
+    expected: Any = error.validator_value
+    schema = _schema_of(error)
+    if validator in ("minProperties", "maxProperties") and schema.get("maxProperties") == 1:
+        return "needs exactly one of: " + ", ".join(schema.get("properties", {}))
+    if validator in ("oneOf", "anyOf"):
+        required = [r for branch in expected for r in branch.get("required", ())]
+        how = "exactly one" if validator == "oneOf" else "at least one"
+        if required and all(branch.get("required") for branch in expected):
+            return f"needs {how} of: " + ", ".join(dict.fromkeys(required))
+        return f"matches {'not exactly one' if validator == 'oneOf' else 'none'} of its forms"
+    return None
 
 
 def _pattern_phrase(pattern: str) -> str:
     if pattern == DNS_LABEL_PATTERN:
         return (
-            "is not a DNS-1123 label (lower-case letters, digits and '-', "
-            "starting and ending with a letter or digit)"
+            "does not match the pattern of a DNS-1123 label (lower-case letters, digits and "
+            "'-', starting and ending with a letter or digit)"
         )
     if pattern.startswith(SEMVER_PATTERN_PREFIX):
         return "is not a semantic version (e.g. 1.2.3 or 1.3.0-rc.1)"
@@ -231,10 +296,3 @@ def _type_phrase(expected: Any) -> str:
 
 def _kind_of(value: Any) -> str:
     return _TYPE_NAMES.get(type(value), type(value).__name__)
-
-
-def _show(value: Any) -> str:
-    """A value for a message: short scalars quoted, anything else by its type (S4: no dumps)."""
-    if isinstance(value, str | int | float | bool) and len(str(value)) <= 40:
-        return repr(value)
-    return _kind_of(value)

@@ -129,15 +129,16 @@ spec:
             "prod",
             "{context: a}",
             "CreateAndDeleet",
-            "f.yaml:10:17: C1 'CreateAndDeleet' is not one of: CreateAndDelete, Ignore; "
+            "f.yaml:10:17: C1 spec.modules[0].strategy is not one of: CreateAndDelete, Ignore; "
             "did you mean 'CreateAndDelete'? (/spec/modules/0/strategy)",
         ),
         (
             "Prod_EU",
             "{context: a}",
             "Ignore",
-            "f.yaml:4:9: C1 'Prod_EU' is not a DNS-1123 label (lower-case letters, digits and "
-            "'-', starting and ending with a letter or digit) (/metadata/name)",
+            "f.yaml:4:9: C1 metadata.name does not match the pattern of a DNS-1123 label "
+            "(lower-case letters, digits and '-', starting and ending with a letter or digit) "
+            "(/metadata/name)",
         ),
         (
             "prod",
@@ -204,3 +205,86 @@ def test_validation_never_changes_the_documents() -> None:
         checker.check(kind, document)
         checker.check(kind, document)
         assert data == before, kind
+
+
+#: Fails every pattern and has no token shape: only the messages themselves can keep it out.
+PASTED = "Hunter2_s3cr3t"
+_HEAD = "apiVersion: reconciler.dev/v1alpha1\nkind: {kind}\nmetadata: {{name: {name}{labels}}}\n"
+
+
+def _doc(kind: str, spec: str, name: str = "a", labels: str = "") -> str:
+    return _HEAD.format(kind=kind, name=name, labels=labels) + spec
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "expected"),
+    [
+        (
+            "Runtime",
+            _doc("Runtime", "spec: {channel: a, cluster: {context: a}}\n", name=PASTED),
+            "C1 metadata.name does not match the pattern of a DNS-1123 label",
+        ),
+        (
+            "Runtime",
+            _doc(
+                "Runtime",
+                "spec: {channel: a, cluster: {context: a}}\n",
+                labels=f", labels: {{team: {PASTED * 5}}}",
+            ),
+            "C1 metadata.labels.team is longer than 63 characters (70) (/metadata/labels/team)",
+        ),
+        (
+            "Runtime",
+            _doc(
+                "Runtime",
+                f"spec: {{channel: a, cluster: {{context: a}}, modules: "
+                f"[{{name: m, strategy: {PASTED}}}]}}\n",
+            ),
+            "C1 spec.modules[0].strategy is not one of: CreateAndDelete, Ignore",
+        ),
+        (
+            "Runtime",
+            _doc("Runtime", "spec: {channel: a, cluster: {context: a}}\n").replace(
+                "kind: Runtime", f"kind: {PASTED}"
+            ),
+            "C1 kind must be 'Runtime' (/kind)",
+        ),
+        (
+            "Runtime",
+            _doc(
+                "Runtime",
+                "spec: {channel: a, cluster: {context: a}, maintenanceWindow: "
+                f"{{days: [Sat], start: {PASTED}, duration: 1h}}}}\n",
+            ),
+            "C1 spec.maintenanceWindow.start does not match the pattern ^([01][0-9]|2[0-3])",
+        ),
+        (
+            "Channel",
+            _doc("Channel", f"spec: {{modules: {{{PASTED}: 1.0.0}}}}\n"),
+            "f.yaml:4:18: C1 a key of spec.modules does not match the pattern of a DNS-1123 "
+            "label (lower-case letters, digits and '-', starting and ending with a letter or "
+            "digit) (/spec/modules)",
+        ),
+        (
+            "Channel",
+            _doc("Channel", f"spec: {{modules: {{alpha: {PASTED}}}}}\n"),
+            "C1 spec.modules.alpha is not a semantic version (e.g. 1.2.3 or 1.3.0-rc.1)",
+        ),
+        (
+            "Settings",
+            _doc("Settings", f"spec: {{channelsFrom: {{path: {PASTED}, git: {PASTED}}}}}\n"),
+            "C1 needs exactly one of: path, git (/spec/channelsFrom)",
+        ),
+        (
+            "Settings",
+            _doc("Settings", "spec: {deletionBrake: {maxDeletionsPerSync: -84736251}}\n"),
+            "C1 spec.deletionBrake.maxDeletionsPerSync must be at least 0",
+        ),
+    ],
+    ids=["pattern", "maxLength", "enum", "const", "other-pattern", "key", "semver", "oneOf", "min"],
+)
+def test_a_value_that_fails_a_check_is_never_shown(kind: str, text: str, expected: str) -> None:
+    messages = _check(kind, text)
+
+    assert any(expected in m for m in messages), messages
+    assert not [m for m in messages if PASTED in m or "84736251" in m]
