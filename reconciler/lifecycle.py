@@ -218,7 +218,7 @@ class Lifecycle:
             objects,
             running,
             namespace_users=self._namespace_users(stale),
-            crd_instances=self._crd_instances(stale, objects),
+            crd_instances=self._crd_instances(stale, objects, inventory.default_configuration),
         )
 
     def _observe_removed(self, inventory: Inventory) -> LiveModule:
@@ -255,19 +255,21 @@ class Lifecycle:
         return users
 
     def _crd_instances(
-        self, refs: Sequence[ObjectRef], objects: Mapping[ObjectRef, Body]
+        self,
+        refs: Sequence[ObjectRef],
+        objects: Mapping[ObjectRef, Body],
+        ours: ObjectRef | None,
     ) -> dict[ObjectRef, Occupants]:
-        """For each CRD among ``refs`` (an upgrade drops them): its custom resources left."""
+        """For each CRD among ``refs`` (an upgrade drops them): its custom resources left, but
+        for ``ours`` (the default configuration, which goes with its CRD)."""
         left: dict[ObjectRef, Occupants] = {}
         for ref in refs:
             if ref.kind != "CustomResourceDefinition":
                 continue
             group, kind = crd_kind(objects[ref])
             info = self.cluster.kinds_in_group(group, kind)
-            found = sorted(
-                ObjectRef.of(b)
-                for b in (self.cluster.list_objects(info.api_version, kind) if info else [])
-            )
+            listed = self.cluster.list_objects(info.api_version, kind) if info else []
+            found = sorted(r for r in map(ObjectRef.of, listed) if r != ours)
             if found:
                 left[ref] = Occupants(len(found), tuple(found[:BLOCKING_KEPT]))
         return left

@@ -31,6 +31,7 @@ from reconciler.model import (
     Settings,
     Strategy,
 )
+from reconciler.ownership import shared_objects
 from reconciler.resolve import resolve_runtime
 from reconciler.schema import SchemaChecker
 from reconciler.versions import is_version, sorted_versions
@@ -109,6 +110,7 @@ def validate_repo(raw: RawRepo, checker: SchemaChecker) -> Validation:
     settings = run.settings(raw.settings)
     modules = {m.name: run.module(m) for m in raw.modules}
     run.dependencies(modules, {m.name: m for m in raw.modules})
+    run.diagnostics.extend(shared_objects(raw.modules, modules))
     channels = {f.stem: run.channel(f, modules) for f in raw.channels}
     repo = ConfigRepo(
         settings,
