@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     def connect(access: ClusterAccess, name: str) -> InMemoryCluster:
         return clusters.setdefault(name, InMemoryCluster(latency=args.latency))
 
-    source = RemoteSource(str(fleet), "main", ".", work / "cache")
+    source = RemoteSource(str(fleet), "main", ".", work / "cache", local=True)  # a path we chose
 
     def clock() -> datetime:
         return datetime.now(UTC)

@@ -71,6 +71,9 @@ _Dumper: type[Any] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 repo_argument = click.argument(
     "repo", default=".", type=click.Path(file_okay=False, path_type=Path), metavar="[REPO]"
 )
+#: The time limit of git calls to a remote (daemon: also ``--git-timeout``).
+GIT_TIMEOUT_ENV = "RECONCILER_GIT_TIMEOUT"
+
 channels_option = click.option(
     "--channels",
     "channels_dir",
@@ -869,6 +872,14 @@ def status(runtime_names: Sequence[str], state_url: str, output_format: str) -> 
     show_default=True,
     envvar="RECONCILER_LOG_FORMAT",
 )
+@click.option(
+    "--git-timeout",
+    default="60s",
+    show_default=True,
+    envvar=GIT_TIMEOUT_ENV,
+    callback=lambda _ctx, _param, value: _git_timeout(value),
+    help="Time limit of each git call to a remote; a call past it is stopped and reported.",
+)
 def daemon(
     repo_url: str,
     branch: str,
@@ -890,6 +901,7 @@ def daemon(
     allow_commit: str,
     snapshot: str | None,
     log_format: str,
+    git_timeout: float,
 ) -> None:
     """Follow a git ref and keep every runtime converged until SIGTERM.
 
@@ -901,18 +913,23 @@ def daemon(
     from reconciler.daemon import Daemon, DaemonOptions, start_scheduler
     from reconciler.daemon_http import HttpLimits, serve
     from reconciler.logs import setup_logging
-    from reconciler.source.git import RemoteSource
+    from reconciler.source.git import GitRunner, RemoteSource
 
     setup_logging(log_format)
     store = open_store(state_url)
     cache = cache_dir or Path(getattr(store, "path", Path("."))).parent / "git-cache"
-    source = RemoteSource(repo_url, branch, repo_path, cache, _git_env(token_file, ssh_key_file))
+    git_env = _git_env(token_file, ssh_key_file)
+    git_runner = GitRunner(git_timeout)
+    # the command line may name a local path; a commit (channelsFrom.git) may not
+    source = RemoteSource(
+        repo_url, branch, repo_path, cache, git_env, local=True, runner=git_runner
+    )
     access = _Access(kubeconfig_dir, secret_namespace, snapshot)
     options = DaemonOptions(workers=workers, allow_deletions=allow_commit)
-    git_env = _git_env(token_file, ssh_key_file)
 
     def second_source(url: str, ref: str, path: str) -> RemoteSource:
-        return RemoteSource(url, ref, path, cache.with_name(cache.name + "-channels"), git_env)
+        channels_cache = cache.with_name(cache.name + "-channels")
+        return RemoteSource(url, ref, path, channels_cache, git_env, runner=git_runner)
 
     the_daemon = Daemon(source, store, access.connect, _now, options, make_source=second_source)
     secret = webhook_secret_file.read_bytes().strip() if webhook_secret_file else None
@@ -946,10 +963,24 @@ def daemon(
     )
     stop.wait()
     click.echo("stopping: letting running steps finish", err=True)
+    git_runner.stop()  # a poll waiting on a remote ends now, so shutdown does not wait for it
     scheduler.shutdown(wait=True)
     the_daemon.close()
     server.shutdown()
     server.server_close()
+
+
+def _git_timeout(text: str) -> float:
+    """Seconds of a ``--git-timeout`` / ``RECONCILER_GIT_TIMEOUT`` duration such as ``60s``."""
+    try:
+        seconds = parse_duration(text.strip())
+    except ValueError:
+        seconds = 0.0
+    if seconds <= 0:
+        raise click.BadParameter(
+            f"git timeout must be a duration above zero such as 60s or 2m ({GIT_TIMEOUT_ENV})"
+        )
+    return seconds
 
 
 def _ask_daemon(url: str, secret_file: Path | None) -> None:
@@ -1084,13 +1115,15 @@ def _load(repo: Path, channels_dir: Path | None, max_file_size: int) -> Validati
 
 
 def _with_git_channels(repo: Path, options: ReadOptions) -> ReadOptions:
-    """``channelsFrom.git``: fetch the channels repository's ref into the user's cache."""
+    """``channelsFrom.git``: fetch the channels repository's ref into the user's cache, within
+    the git time limit (``RECONCILER_GIT_TIMEOUT``). A remote git may not fetch for a commit
+    is never fetched (``channels_repository`` leaves it out; validation reports it)."""
     wanted = channels_repository(repo)
     if wanted is None:
         return options
     import hashlib
 
-    from reconciler.source.git import RemoteSource  # imports git: only when needed
+    from reconciler.source.git import GitRunner, RemoteSource  # imports git: only when needed
 
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     key = hashlib.sha256(wanted.url.encode()).hexdigest()[:16]
@@ -1100,6 +1133,7 @@ def _with_git_channels(repo: Path, options: ReadOptions) -> ReadOptions:
         wanted.sub_path,
         Path(base) / "reconciler" / f"channels-{key}",
         {"GIT_TERMINAL_PROMPT": "0"},
+        runner=GitRunner(_git_timeout(os.environ.get(GIT_TIMEOUT_ENV, "60s"))),
     )
     commit = source.check()
     tree = source.revision(commit).tree

@@ -10,6 +10,8 @@
   held commit stays held until allowed (``--allow-deletions COMMIT``, for that commit only), the
   brake counts from what the store knows runs (never from "nothing" after a start), and a commit
   the daemon died reading twice is refused by id instead of crashing it again.
+  The config repo is asked first and a channels repository (``channelsFrom.git``) second, each
+  failure reported on its own; channels that cannot be reached keep their last seen commit.
 - :meth:`Daemon.reconcile_all` (after a commit and on the resync interval) runs each runtime's
   operation on a bounded worker pool; one runtime never runs twice at once, slow clusters do not
   hold up the others, and operations that wait are retried at the time their step asked for.
@@ -44,7 +46,7 @@ from reconciler.operations.runner import Connect, Runner, deployed
 from reconciler.operations.store import StateStore
 from reconciler.redaction import mask, mask_all
 from reconciler.resolve import resolve_runtime
-from reconciler.source.git import Revision
+from reconciler.source.git import Revision, redact
 
 log = logging.getLogger("reconciler.daemon")
 
@@ -80,6 +82,12 @@ class SourceState:
     refused: dict[str, Any] | None = None
     held: dict[str, Any] | None = None
     pending_since: datetime | None = None
+    #: The channels source (``channelsFrom.git``), asked after the config repo: its own error,
+    #: and the last commit each channels source (url, ref, path) was seen at, kept in force
+    #: while it cannot be reached.
+    channels_error: str = ""
+    channels_last_success: datetime | None = None
+    channels_seen: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -140,7 +148,7 @@ class Daemon:
         now = self.clock()
         self.state.last_poll = now
         try:
-            head = self._head()
+            config = self.source.check()  # the config repo first: a revert needs nothing else
         except (TransientError, ReconcilerError) as error:
             self.state.error = str(error)
             log.warning("source unreachable, keeping commit %s: %s", self.state.commit[:12], error)
@@ -149,6 +157,7 @@ class Daemon:
         self.state.error = ""
         self.state.last_success = now
         self.metrics.poll(ok=True, now=now)
+        head = self._head(config)
         if head == self.state.commit:
             self._update_lag(head)
             return False
@@ -272,32 +281,67 @@ class Daemon:
 
     def _read_options(self, revision: Revision, head: str) -> tuple[ReadOptions, str]:
         """With ``channelsFrom.git``, the channels come from that repository's commit; the
-        head then names both commits (``config+channels``)."""
+        head then names both commits (``config+channels``). A remote git may not fetch is
+        never asked (validation refuses the commit with its place); an unreachable channels
+        source leaves its last seen commit in force, so the config repo's commits still apply.
+        """
+        config, _, seen = head.partition("+")
         wanted = channels_repository(self.source.path or ".", revision.tree)
         if wanted is None:
             self.channels = None
-            return self.options.read, head.split("+", 1)[0]
+            self.state.channels_error = ""
+            return self.options.read, config
+        same = self.channels is not None and self._channels_key == _key(wanted)
         channels = self._channels_source(wanted)
-        commit = head.split("+", 1)[1] if "+" in head else channels.check()
-        tree = channels.revision(commit).tree
+        commit = seen if same and seen else self._channels_commit(channels)
+        if not commit:
+            raise TransientError(
+                f"commit {config[:12]} waits for its channels source {channels.shown}: "
+                f"{self.state.channels_error}"
+            )
+        try:
+            tree = channels.revision(commit).tree
+        except ReconcilerError as error:
+            self.state.channels_error = str(error)
+            raise
         label = f"{channels.shown}@{commit[:12]}"
         options = replace(self.options.read, channels_tree=tree, channels_label=label)
-        return options, f"{head.split('+', 1)[0]}+{commit}"
+        return options, f"{config}+{commit}"
 
     def _channels_source(self, wanted: ChannelsRepository) -> Source:
-        key = (wanted.url, wanted.ref, wanted.sub_path)
+        key = _key(wanted)
         if self.channels is None or self._channels_key != key:
-            self.channels = self.make_source(wanted.url, wanted.ref, wanted.sub_path)
+            try:
+                self.channels = self.make_source(wanted.url, wanted.ref, wanted.sub_path)
+            except ReconcilerError as error:
+                self.state.channels_error = str(error)
+                raise
             self._channels_key = key
         return self.channels
 
-    def _head(self) -> str:
-        """The commit to be in force: the config repo's, and the channels repository's when
-        channels live apart (one remote check per source)."""
-        head = self.source.check()
-        if self.channels is not None:
-            head = f"{head}+{self.channels.check()}"
-        return head
+    def _channels_commit(self, channels: Source) -> str:
+        """The channels source's commit now, or the last one seen when it cannot be asked
+        (its error then in ``/status``); ``""`` when never seen."""
+        key = self._channels_key or ("", "", "")
+        try:
+            commit = channels.check()
+        except ReconcilerError as error:
+            self.state.channels_error = str(error)
+            known = self.state.channels_seen.get(key, "")
+            log.warning("channels source unreachable, keeping %s: %s", known[:12] or "none", error)
+            return known
+        self.state.channels_error = ""
+        self.state.channels_last_success = self.clock()
+        self.state.channels_seen[key] = commit
+        return commit
+
+    def _head(self, config: str) -> str:
+        """The commit to be in force: the config repo's (asked first, by the caller), and the
+        channels repository's when channels live apart (one remote check per source)."""
+        if self.channels is None:
+            return config
+        commit = self._channels_commit(self.channels)
+        return f"{config}+{commit}" if commit else config
 
     def _refuse(self, head: str, diagnostics: tuple[Diagnostic, ...]) -> None:
         self.state.refused = {
@@ -483,14 +527,34 @@ class Daemon:
                 "refused": source.refused,
                 "held": source.held,
             },
+            "channels": self._channels_status(),
             "ready": self.ready,
             "runtimes": runtimes,
         }
         return mask_all(document)  # S4: whatever an error message carried
 
+    def _channels_status(self) -> dict[str, Any] | None:
+        """``/status`` of the channels source (``channelsFrom.git``), reported apart."""
+        if self.channels is None and not self.state.channels_error:
+            return None
+        url, ref, path = self._channels_key or ("", "", "")
+        last = self.state.channels_last_success
+        return {
+            "url": self.channels.shown if self.channels is not None else redact(url),
+            "ref": ref,
+            "path": path,
+            "commit": self.state.commit.partition("+")[2],
+            "lastSuccessfulCheck": last.isoformat() if last else None,
+            "error": self.state.channels_error,
+        }
+
     def close(self) -> None:
         """Let running reconciles finish, then stop the pool."""
         self._pool.shutdown(wait=True)
+
+
+def _key(wanted: ChannelsRepository) -> tuple[str, str, str]:
+    return (wanted.url, wanted.ref, wanted.sub_path)
 
 
 def _no_second_source(url: str, ref: str, path: str) -> Source:

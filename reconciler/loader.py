@@ -20,6 +20,7 @@ from typing import Any
 from reconciler.diagnostics import Diagnostic
 from reconciler.errors import SourceError, UnreadableError
 from reconciler.redaction import mask
+from reconciler.remotes import ref_problem, remote_problem
 from reconciler.schema import SchemaChecker
 from reconciler.schemafiles import load_schemas
 from reconciler.tree import Entry, SourceTree
@@ -120,6 +121,7 @@ class FolderTree:
         self.root = root
         self._last: tuple[str, bytes] | None = None
         self._resolved: dict[str, str] = {}
+        self._boundary: str | None = None
 
     def _path(self, path: str) -> Path:
         return self.root / path if path else self.root
@@ -175,6 +177,17 @@ class FolderTree:
         if real is None:
             real = self._resolved[folder] = os.path.realpath(self._path(folder))
         return real
+
+    def inside(self, path: str) -> bool:
+        """See :class:`reconciler.tree.SourceTree`: inside the git repository holding the
+        folder, found by its ``.git``; outside any, inside the folder's parent (channels kept
+        beside the repo, as in a copy of a project without its ``.git``)."""
+        if os.path.isabs(path):
+            return False
+        if self._boundary is None:
+            self._boundary = _enclosing_repository(os.path.realpath(self.root))
+        real = os.path.realpath(self._path(path))
+        return os.path.commonpath([real, self._boundary]) == self._boundary
 
     def identity(self, path: str) -> str | None:
         """The id git would give the file's content (so a working tree file unchanged since a
@@ -261,14 +274,17 @@ class _Reader:
 
         Returns the tree to read them from, the folder in that tree (``None`` when missing) and
         how to display it."""
+        configured = _channels_from(settings)
+        outside = self._channels_outside(settings, configured)
         if self.options.channels_dir is not None:
             override = self.options.channels_dir
             return FolderTree(override), "", os.path.normpath(str(override))
         if self.options.channels_tree is not None:
             return self.options.channels_tree, "", self.options.channels_label
-        configured = _channels_from(settings)
         if configured is None:
             return _SubTree(self.tree, "channels"), "", self.show("channels")
+        if outside or ("git" in configured and _refused(configured)):
+            return self.tree, None, ""  # reported with its place (here, or by validation)
         if "git" in configured:
             raise SourceError(
                 f"{settings.path if settings else SETTINGS_FILE}: channels come from git "
@@ -283,6 +299,24 @@ class _Reader:
             self.problems.append(document.diagnostic("C2", message, pointer))
             return self.tree, None, ""
         return _SubTree(self.tree, folder), "", self.show(folder)
+
+    def _channels_outside(
+        self, settings: RawFile | None, configured: dict[str, Any] | None
+    ) -> bool:
+        """C6: ``channelsFrom.path`` may not leave the repository (an absolute path, or ``..``
+        beyond its top), whether or not ``--channels`` replaces it here."""
+        if settings is None or configured is None or "git" in configured:
+            return False
+        folder = str(configured["path"])
+        if not os.path.isabs(folder) and self.tree.inside(os.path.normpath(folder)):
+            return False
+        message = (
+            "channels folder leads outside the repository (an absolute path or one climbing "
+            "out of the git repository holding the config repo is refused)"
+        )
+        pointer = ("spec", "channelsFrom", "path")
+        self.problems.append(settings.documents[0].diagnostic("C6", message, pointer))
+        return True
 
     # -- files -------------------------------------------------------------------------------
 
@@ -379,6 +413,17 @@ class _SubTree:
     def identity(self, path: str) -> str | None:
         return self.tree.identity(self._path(path))
 
+    def inside(self, path: str) -> bool:
+        return not os.path.isabs(path) and self.tree.inside(self._path(path))
+
+
+def _enclosing_repository(folder: str) -> str:
+    """The top of the git repository holding ``folder``, or its parent when in none."""
+    for candidate in (folder, *map(str, Path(folder).parents)):
+        if os.path.lexists(os.path.join(candidate, ".git")):
+            return candidate
+    return os.path.dirname(folder)
+
 
 def _join(folder: str, name: str) -> str:
     return f"{folder}/{name}" if folder else name
@@ -396,17 +441,26 @@ class ChannelsRepository:
 def channels_repository(
     path: str | os.PathLike[str], tree: SourceTree | None = None
 ) -> ChannelsRepository | None:
-    """The channels repository the repo's ``reconciler.yaml`` names, if any (read leniently:
-    validation reports a broken settings file)."""
+    """The channels repository the repo's ``reconciler.yaml`` names, if any and if git may
+    fetch it (read leniently: validation reports a broken settings file or a refused remote,
+    with its place, and nothing runs git on it)."""
     source = tree if tree is not None else FolderTree(Path(path))
     if not source.is_file(SETTINGS_FILE):
         return None
     reader = _Reader(source, str(path), ReadOptions(), None)
     found = _channels_from(reader.file(SETTINGS_FILE, ""))
-    if found is None or "git" not in found:
-        return None
+    if found is None or "git" not in found or _refused(found):
+        return None  # a refused remote is never fetched: validation reports it
     return ChannelsRepository(
         str(found["git"]), str(found.get("ref", "main")), str(found.get("subPath", "channels"))
+    )
+
+
+def _refused(channels_from: dict[str, Any]) -> bool:
+    """Whether git may not fetch ``channelsFrom.git`` (a commit names it)."""
+    ref = channels_from.get("ref", "main")
+    return remote_problem(str(channels_from["git"])) is not None or (
+        not isinstance(ref, str) or ref_problem(ref) is not None
     )
 
 

@@ -45,3 +45,8 @@ class SourceTree(Protocol):
 
     def identity(self, path: str) -> str | None:
         """An id of the file's content (equal ids, equal bytes), or ``None`` when unknown."""
+
+    def inside(self, path: str) -> bool:
+        """Whether the folder ``path`` (relative; it may climb with ``..``) stays inside the
+        repository holding the tree: its git repository (links followed), or for a folder in
+        none, the folder beside which it lies (C6: ``channelsFrom.path``)."""

@@ -32,6 +32,7 @@ from reconciler.model import (
     Strategy,
 )
 from reconciler.ownership import shared_objects
+from reconciler.remotes import ref_problem, remote_problem
 from reconciler.resolve import resolve_runtime
 from reconciler.schema import SchemaChecker
 from reconciler.versions import is_version, sorted_versions
@@ -186,6 +187,7 @@ class _Run:
         document = self.single(file, "Settings") if file is not None else None
         if document is None:
             return Settings()
+        self.diagnostics.extend(_remote_problems(document))
         return settings_from(document.data.get("spec", {}))
 
     # -- modules -----------------------------------------------------------------------------
@@ -454,6 +456,20 @@ def _walk_cycles(
 def _placeholder_module(name: str, versions: Mapping[str, ModuleVersion]) -> Module:
     """Stands in for a module whose module.yaml is broken, so references to it still resolve."""
     return Module(name, "", "", "", versions)
+
+
+def _remote_problems(document: Document) -> Iterator[Diagnostic]:
+    """C6: ``channelsFrom.git`` is a remote git may fetch for a commit (never a local path,
+    ``file://``, ``ext::``, an option or a URL with credentials) and its ``ref`` a plain name;
+    the value is not repeated (it may be a password or a payload)."""
+    channels = document.data.get("spec", {}).get("channelsFrom", {})
+    url, ref = channels.get("git"), channels.get("ref")
+    if isinstance(url, str) and (problem := remote_problem(url)) is not None:
+        pointer = ("spec", "channelsFrom", "git")
+        yield document.diagnostic("C6", f"channelsFrom.git {problem}", pointer)
+    if isinstance(url, str) and isinstance(ref, str) and (problem := ref_problem(ref)):
+        pointer = ("spec", "channelsFrom", "ref")
+        yield document.diagnostic("C6", f"channelsFrom.ref {problem}", pointer)
 
 
 # -- building typed values from schema-valid data -------------------------------------------

@@ -130,6 +130,8 @@ def test_validate_fetches_channels_kept_in_a_git_repository(
     import shutil
     import subprocess
 
+    from tests.test_daemon import GitServer
+
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     channels = tmp_path / "channels-repo"
     shutil.copytree(ROOT / "channels", channels / "channels")
@@ -137,16 +139,23 @@ def test_validate_fetches_channels_kept_in_a_git_repository(
     subprocess.run([*git, "init", "-q", "-b", "main"], cwd=channels, check=True)
     subprocess.run([*git, "add", "-A"], cwd=channels, check=True)
     subprocess.run([*git, "commit", "-qm", "channels"], cwd=channels, check=True)
+    served = tmp_path / "served"
+    clone = ["git", "clone", "-q", "--bare", str(channels), str(served / "remote.git")]
+    subprocess.run(clone, check=True)
+    server = GitServer(served)
+    server.start()
     fleet = tmp_path / "fleet"
     shutil.copytree(SAMPLE, fleet)
     settings = fleet / "reconciler.yaml"
     settings.write_text(
         settings.read_text().replace(
-            "    path: ../channels", f"    git: {channels}\n    ref: main\n    subPath: channels"
+            "    path: ../channels", f"    git: {server.url}\n    ref: main\n    subPath: channels"
         )
     )
-
-    result = CliRunner().invoke(cli, ["validate", str(fleet)])
+    try:
+        result = CliRunner().invoke(cli, ["validate", str(fleet)])
+    finally:
+        server.stop()
 
     assert result.exit_code == 0, result.output
     assert "3 channels" in result.stdout

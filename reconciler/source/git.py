@@ -5,14 +5,24 @@
 ``HEAD~1``), so the loader reads a revision exactly as it reads a folder, without a checkout.
 A file's content id is its blob id, so a file unchanged between two revisions is parsed once.
 gitpython's exceptions are translated here into :class:`~reconciler.errors.SourceError`.
-Callers: ``reconciler diff --base``; later the daemon's git source.
+
+:class:`RemoteSource` follows a ref of a remote (the daemon's config repo, a ``channelsFrom.git``
+repository); every git call that reaches a remote runs through a :class:`GitRunner`: the remote
+after ``--``, only the transports :mod:`reconciler.remotes` allows, a time limit, and a process
+group that shutdown kills. Callers: ``reconciler diff --base``, the daemon, ``validate``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import posixpath
 import re
+import signal
+import subprocess
+import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +31,7 @@ import git
 from gitdb.exc import BadName, BadObject
 
 from reconciler.errors import SourceError, TransientError, UnreadableError
+from reconciler.remotes import allowed_protocols, is_local, ref_problem, remote_problem
 from reconciler.tree import Entry
 
 _LINK_MODE = 0o120000
@@ -154,6 +165,10 @@ class GitTree:
             return True
         return not (inside == "" or target == inside or target.startswith(inside + "/"))
 
+    def inside(self, path: str) -> bool:
+        """See :class:`reconciler.tree.SourceTree`: inside this git repository."""
+        return not path.startswith("/") and self._full(path) is not None
+
     def identity(self, path: str) -> str | None:
         """The blob id."""
         blob = self._blob(path)
@@ -178,11 +193,112 @@ def open_revision(folder: Path, revision: str) -> Revision:
     return Revision(tree, str(commit.hexsha), revision)
 
 
+#: How long one git call to a remote may take unless told otherwise (``--git-timeout``).
+DEFAULT_GIT_TIMEOUT = 60.0
+
+
+class GitRunner:
+    """Runs git commands that reach a remote: each in its own process group, killed (with
+    every child: ssh, the https helper) when it outlives ``timeout`` seconds or when
+    :meth:`stop` is called, limited to the transports the remote may use (``-c
+    protocol.allow=never`` plus ``GIT_ALLOW_PROTOCOL``, which also binds redirects and
+    submodules). One runner is shared by the sources of a process, so shutdown stops them all.
+    """
+
+    def __init__(self, timeout: float = DEFAULT_GIT_TIMEOUT) -> None:
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._running: set[subprocess.Popen[bytes]] = set()
+        self._stopped = False
+
+    def run(
+        self,
+        args: Sequence[str],
+        *,
+        git_dir: Path,
+        shown: str,
+        protocols: Sequence[str],
+        env: Mapping[str, str],
+    ) -> str:
+        """git ``args`` in the repository ``git_dir``; its output, or a
+        :class:`~reconciler.errors.TransientError` naming ``shown`` (the remote without
+        credentials) when git fails, outlives its limit or is stopped."""
+        command = ["git", "--git-dir", str(git_dir), *_protocol_options(protocols), *args]
+        environment = {
+            **os.environ,
+            **env,
+            "GIT_ALLOW_PROTOCOL": ":".join(protocols),
+            "GIT_TERMINAL_PROMPT": "0",
+        }
+        with self._lock:
+            if self._stopped:
+                raise TransientError(f"{shown}: git {args[0]} not started: shutting down")
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=environment,
+                start_new_session=True,  # one process group: killed with its children
+            )
+            self._running.add(process)
+        try:
+            output, errors = self._wait(process, args[0], shown)
+        finally:
+            with self._lock:
+                self._running.discard(process)
+        if process.returncode != 0:
+            if self._stopped:
+                raise TransientError(f"{shown}: git {args[0]} stopped: shutting down")
+            lines = errors.decode("utf-8", "replace").strip().splitlines()
+            reason = redact(lines[-1] if lines else f"exit status {process.returncode}")
+            raise TransientError(f"{shown}: git {args[0]} failed: {reason}", retry_after=30.0)
+        return output.decode("utf-8", "replace")
+
+    def _wait(self, process: subprocess.Popen[bytes], name: str, shown: str) -> tuple[bytes, bytes]:
+        try:
+            return process.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            process.communicate()
+            raise TransientError(
+                f"{shown}: git {name} gave no answer within {self.timeout:g}s (git timeout); "
+                "stopped it",
+                retry_after=30.0,
+            ) from None
+
+    def stop(self) -> None:
+        """Kill every running git call and refuse new ones (shutdown)."""
+        with self._lock:
+            self._stopped = True
+            running = list(self._running)
+        for process in running:
+            _kill_group(process)
+
+
+def _protocol_options(protocols: Sequence[str]) -> list[str]:
+    options = ["-c", "protocol.allow=never"]
+    for name in protocols:
+        options += ["-c", f"protocol.{name}.allow=always"]
+    return options
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
 class RemoteSource:
     """A branch, tag or fixed commit of a repository (a URL or a local path), fetched into a
     bare cache; ``check`` is the cheap "anything new?" question (``git ls-remote``), asked once
     per poll for the whole source. Credentials come from the environment given (e.g. a token in
-    ``http.extraHeader``, an ``ssh -i`` command) and never appear in messages."""
+    ``http.extraHeader``, an ``ssh -i`` command) and never appear in messages.
+
+    ``local`` is for a remote the user gave on the command line: it may then be a local path
+    or ``file://``; a remote named by a commit may not (:func:`reconciler.remotes.remote_problem`
+    refuses it here too, before any git runs). Every git call goes through ``runner`` (its time
+    limit and shutdown), the remote always after ``--``.
+    """
 
     def __init__(
         self,
@@ -191,12 +307,22 @@ class RemoteSource:
         path: str,
         cache_dir: Path,
         env: dict[str, str] | None = None,
+        *,
+        local: bool = False,
+        runner: GitRunner | None = None,
     ) -> None:
-        self.url = url
+        problem = remote_problem(url, local=local)
+        if problem is not None:  # the URL itself is not repeated: it may hold a payload
+            raise SourceError(f"git remote refused: it {problem}")
+        if ref_problem(ref) is not None:
+            raise SourceError(f"git ref of {redact(url)} refused: it {ref_problem(ref)}")
+        self.url = os.path.abspath(url) if local and is_local(url) else url
         self.ref = ref
         self.path = path.strip("/")
         self.cache_dir = cache_dir
         self.env = dict(env or {})
+        self.protocols = allowed_protocols(local)
+        self.runner = runner or GitRunner()
         cache_dir.mkdir(parents=True, exist_ok=True)
         self._repo = git.Repo.init(cache_dir, bare=True)
         self.checks = 0
@@ -207,19 +333,9 @@ class RemoteSource:
         return redact(self.url)
 
     def _git(self, *args: str) -> str:
-        try:
-            with self._repo.git.custom_environment(**self.env):
-                output: str = self._repo.git.execute(["git", *args])
-        except git.GitCommandError as error:
-            reason = redact(
-                str(error.stderr or "").strip().splitlines()[-1:][0]
-                if error.stderr
-                else str(error.status)
-            )
-            raise TransientError(
-                f"{self.shown}: git {args[0]} failed: {reason}", retry_after=30.0
-            ) from error
-        return output
+        return self.runner.run(
+            args, git_dir=self.cache_dir, shown=self.shown, protocols=self.protocols, env=self.env
+        )
 
     def check(self) -> str:
         """The commit the ref points to at the remote now."""
@@ -228,6 +344,7 @@ class RemoteSource:
             return self.ref
         output = self._git(
             "ls-remote",
+            "--",
             self.url,
             f"refs/heads/{self.ref}",
             f"refs/tags/{self.ref}",
@@ -250,7 +367,7 @@ class RemoteSource:
         """The config repo at ``commit``, fetched if the cache lacks it; an immutable tree."""
         if not self._has(commit):
             target = self.ref if not _is_commit_id(self.ref) else commit
-            self._git("fetch", "--quiet", "--no-tags", self.url, target)
+            self._git("fetch", "--quiet", "--no-tags", "--", self.url, target)
         if not self._has(commit):
             raise SourceError(f"{self.shown}: commit {commit[:12]} not found after fetching")
         tree = self._repo.commit(commit).tree
