@@ -45,7 +45,9 @@ def start(tmp_path: Path) -> Iterator[Serve]:
         return InMemoryCluster()
 
     def run(secret: bytes | None = SECRET, **options: Any) -> tuple[HttpServer, Daemon]:
-        source = RemoteSource(str(tmp_path / "remote.git"), "main", "fleet", tmp_path / "cache")
+        source = RemoteSource(
+            str(tmp_path / "remote.git"), "main", "fleet", tmp_path / "cache", local=True
+        )
         store = SqliteStore(tmp_path / f"state{len(started)}.db")
         daemon = Daemon(source, store, connect, lambda: datetime.now(UTC))
         server = serve(daemon, "127.0.0.1", 0, secret, **options)
