@@ -35,6 +35,7 @@ from reconciler.model import (
 )
 from reconciler.resolve import resolve_runtime
 from reconciler.schema import SchemaChecker
+from reconciler.settings_checks import settings_problems
 from reconciler.versions import is_version, sorted_versions
 from reconciler.yamlsafe import Document
 
@@ -89,6 +90,8 @@ class RawRepo:
     problems: tuple[Diagnostic, ...] = ()
     #: The channels folder could not be read (reported once); runtimes do not repeat it.
     channels_unavailable: bool = False
+    #: Steps of the installed plugins (name -> optional), for ``disabledSteps``.
+    plugin_steps: Mapping[str, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +111,7 @@ class Validation:
 def validate_repo(raw: RawRepo, checker: SchemaChecker) -> Validation:
     """Check ``raw`` against every config rule; see the module docstring."""
     run = _Run(checker, list(raw.problems), channels_unavailable=raw.channels_unavailable)
-    settings = run.settings(raw.settings)
+    settings = run.settings(raw.settings, raw.plugin_steps)
     modules = {m.name: run.module(m) for m in raw.modules}
     run.dependencies(modules, {m.name: m for m in raw.modules})
     channels = {f.stem: run.channel(f, modules) for f in raw.channels}
@@ -179,10 +182,11 @@ class _Run:
 
     # -- settings ----------------------------------------------------------------------------
 
-    def settings(self, file: RawFile | None) -> Settings:
+    def settings(self, file: RawFile | None, plugin_steps: Mapping[str, bool]) -> Settings:
         document = self.single(file, "Settings") if file is not None else None
         if document is None:
             return Settings()
+        self.diagnostics.extend(settings_problems(document, plugin_steps))
         return settings_from(document.data.get("spec", {}))
 
     # -- modules -----------------------------------------------------------------------------
