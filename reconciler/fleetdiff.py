@@ -45,9 +45,17 @@ class Outcome(StrEnum):
     HELD_DOWNGRADE = "held: downgrade"
     HELD_SUSPENDED = "held: suspended"
     HELD_BLOCKED = "held: deletion blocked"
+    HELD_UNKNOWN_VERSION = "held: unknown running version"
 
 
-HELD = frozenset({Outcome.HELD_DOWNGRADE, Outcome.HELD_SUSPENDED, Outcome.HELD_BLOCKED})
+HELD = frozenset(
+    {
+        Outcome.HELD_DOWNGRADE,
+        Outcome.HELD_SUSPENDED,
+        Outcome.HELD_BLOCKED,
+        Outcome.HELD_UNKNOWN_VERSION,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,6 +400,7 @@ def _outcome(plan: ModulePlan, runtime: Runtime) -> Outcome:
     return {
         ModuleAction.DEFERRED_WINDOW: Outcome.WINDOW,
         ModuleAction.BLOCKED_DOWNGRADE: Outcome.HELD_DOWNGRADE,
+        ModuleAction.BLOCKED_UNKNOWN_VERSION: Outcome.HELD_UNKNOWN_VERSION,
         ModuleAction.BLOCKED_DELETION: Outcome.HELD_BLOCKED,
     }.get(plan.action, Outcome.NOW)
 

@@ -205,12 +205,14 @@ class Lifecycle:
         if inventory is not None:
             refs += [r for r in inventory.objects if r not in refs]
         objects = self._get_all(refs)
-        running = _running_version(module.module, objects) or (
-            inventory.version if inventory else None
-        )
+        running, source = _running_version(module.module, objects)
+        if running is None and inventory is not None:
+            running, source = inventory.version, f"inventory {inventory.module}"
         if inventory is None:
             rebuilt = _rebuilt_inventory(runtime, module, objects, running)
-            return LiveModule(rebuilt, objects, running, inventory_stored=False)
+            return LiveModule(
+                rebuilt, objects, running, inventory_stored=False, version_source=source
+            )
         wanted = {ObjectRef.of(o.body) for o in module.objects}
         stale = [r for r in inventory.objects if r not in wanted and r in objects]
         return LiveModule(
@@ -219,6 +221,7 @@ class Lifecycle:
             running,
             namespace_users=self._namespace_users(stale),
             crd_instances=self._crd_instances(stale, objects, inventory.default_configuration),
+            version_source=source,
         )
 
     def _observe_removed(self, inventory: Inventory) -> LiveModule:
@@ -340,7 +343,7 @@ class Lifecycle:
         live: LiveModule,
         statuses: Mapping[str, ModuleStatus],
     ) -> ModuleStatus:
-        if entry.action is ModuleAction.BLOCKED_DOWNGRADE:
+        if entry.action in (ModuleAction.BLOCKED_DOWNGRADE, ModuleAction.BLOCKED_UNKNOWN_VERSION):
             return _status(entry, ModuleState.WARNING, entry.from_version)
         if entry.action is ModuleAction.DEFERRED_WINDOW:
             return _status(entry, ModuleState.READY, entry.from_version)
@@ -523,13 +526,18 @@ def workload_available(body: Mapping[str, Any]) -> bool:
     return int(status.get("availableReplicas", 0)) >= replicas
 
 
-def _running_version(module: Module, objects: Mapping[ObjectRef, Body]) -> str | None:
-    """L5: the version label of the live operator workload."""
+def _running_version(module: Module, objects: Mapping[ObjectRef, Body]) -> tuple[str | None, str]:
+    """L5: the version label of the live operator workload, as found (the planner parses it),
+    and where it was read; ``None`` when there is no such object or label."""
     for ref, body in objects.items():
         if ref.kind == module.operator_kind and ref.name == module.operator_name:
-            version = body.get("metadata", {}).get("labels", {}).get(LABEL_APP_VERSION)
-            return str(version) if version else None
-    return None
+            metadata = body.get("metadata")
+            labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+            if not isinstance(labels, Mapping) or LABEL_APP_VERSION not in labels:
+                return None, ""
+            source = f"label {LABEL_APP_VERSION} of {ref.subject}"
+            return str(labels[LABEL_APP_VERSION]), source
+    return None, ""
 
 
 def _rebuilt_inventory(

@@ -19,6 +19,7 @@ from typing import Any
 
 from reconciler.diagnostics import Diagnostic
 from reconciler.errors import SourceError, UnreadableError
+from reconciler.operations.plugins import load_plugin_step_names
 from reconciler.redaction import mask
 from reconciler.remotes import ref_problem, remote_problem
 from reconciler.schema import SchemaChecker
@@ -92,6 +93,7 @@ def read_repo(
         channels=channels,
         problems=tuple(reader.problems),
         channels_unavailable=channels_root is None,
+        plugin_steps=load_plugin_step_names() if settings is not None else {},
     )
 
 

@@ -1,13 +1,14 @@
 """The planner: desired modules + what the cluster shows -> a Plan (pure).
 
 ``plan()`` decides, per module, one action of a closed vocabulary (install, upgrade, reconfigure,
-unchanged, remove-ignore, remove-delete, blocked-downgrade, blocked-deletion, deferred-window)
-with a reason code, and the object changes it implies (create, update with field-level diffs,
-delete). It applies the lifecycle rules that are decisions rather than I/O: no downgrade against
-the running version (L5), adoption (L6), default configuration created once (L3), prune from the
-inventory only (L4, S1), strategy from the inventory at removal (L9), blocking deletion (L8),
-maintenance windows (L10). Plans are frozen data: printable, serialisable, comparable. Callers:
-the lifecycle executor, ``reconciler diff``.
+unchanged, remove-ignore, remove-delete, blocked-downgrade, blocked-unknown-version,
+blocked-deletion, deferred-window) with a reason code, and the object changes it implies (create,
+update with field-level diffs, delete). It applies the lifecycle rules that are decisions rather
+than I/O: no downgrade against the running version (L5; a running version that cannot be read
+changes nothing either: reason ``UnknownRunningVersion``), adoption (L6), default configuration
+created once (L3), prune from the inventory only (L4, S1), strategy from the inventory at
+removal (L9), blocking deletion (L8), maintenance windows (L10). Plans are frozen data:
+printable, serialisable, comparable. Callers: the lifecycle executor, ``reconciler diff``.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from reconciler.model import (
 )
 from reconciler.render import RenderedObject, apply_order_key
 from reconciler.resolve import ResolvedModule
-from reconciler.versions import version_key
+from reconciler.versions import parse_running_version, version_key
 
 #: Labels and annotation dropped when a module is released with strategy Ignore (L7).
 OUR_MARKS: tuple[tuple[str, ...], ...] = (
@@ -45,6 +46,8 @@ OUR_MARKS: tuple[tuple[str, ...], ...] = (
 )
 #: How many blocking objects a message names.
 BLOCKING_SHOWN = 5
+#: How many characters of an unreadable running version a message shows.
+VERSION_SHOWN = 32
 
 
 class ModuleAction(StrEnum):
@@ -57,6 +60,7 @@ class ModuleAction(StrEnum):
     REMOVE_IGNORE = "remove-ignore"
     REMOVE_DELETE = "remove-delete"
     BLOCKED_DOWNGRADE = "blocked-downgrade"
+    BLOCKED_UNKNOWN_VERSION = "blocked-unknown-version"
     BLOCKED_DELETION = "blocked-deletion"
     DEFERRED_WINDOW = "deferred-window"
 
@@ -233,6 +237,8 @@ class LiveModule:
     namespace_users: Mapping[str, Occupants] = field(default_factory=dict)
     #: Custom resources left of each CRD an upgrade drops (it waits until none is left).
     crd_instances: Mapping[ObjectRef, Occupants] = field(default_factory=dict)
+    #: Where ``running_version`` was read, for messages (e.g. the label of the operator).
+    version_source: str = "the inventory"
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,7 +272,15 @@ def plan_module(context: Context, desired: DesiredModule, live: LiveModule) -> M
     base = ModulePlan(
         desired.name, ModuleAction.UNCHANGED, "", "", running, version, desired.strategy
     )
-    if running is not None and version_key(version) < version_key(running):
+    running_key = parse_running_version(running) if running is not None else None
+    if running is not None and running_key is None:
+        return replace(
+            base,
+            action=ModuleAction.BLOCKED_UNKNOWN_VERSION,
+            reason="UnknownRunningVersion",
+            message=_unknown_version_message(desired, live.version_source, running),
+        )
+    if running_key is not None and version_key(version) < running_key:
         message = (
             f"{desired.name} {running} runs; the resolved version {version} is lower and "
             "is not installed (no downgrades)"
@@ -277,7 +291,7 @@ def plan_module(context: Context, desired: DesiredModule, live: LiveModule) -> M
             reason="DowngradeNotSupported",
             message=message,
         )
-    upgrade = running is not None and version_key(version) > version_key(running)
+    upgrade = running_key is not None and version_key(version) > running_key
     content = desired.module.versions[version]
     if upgrade and content.requires_downtime and not in_window(context.window, context.now):
         message = (
@@ -302,6 +316,15 @@ def plan_module(context: Context, desired: DesiredModule, live: LiveModule) -> M
         changes=changes,
         kept=kept,
         notes=notes,
+    )
+
+
+def _unknown_version_message(desired: DesiredModule, source: str, running: str) -> str:
+    shown = running if len(running) <= VERSION_SHOWN else running[:VERSION_SHOWN] + "..."
+    return (
+        f"{desired.name}: the running version in {source} is {shown!r}, not a semantic "
+        f"version; nothing is changed (neither upgrade nor downgrade to {desired.resolved.version}"
+        " is known to be safe) until it is fixed or removed"
     )
 
 

@@ -23,6 +23,7 @@ _MODULE_SYMBOLS = {
     ModuleAction.REMOVE_IGNORE: "-",
     ModuleAction.REMOVE_DELETE: "-",
     ModuleAction.BLOCKED_DOWNGRADE: "!",
+    ModuleAction.BLOCKED_UNKNOWN_VERSION: "!",
     ModuleAction.BLOCKED_DELETION: "!",
     ModuleAction.DEFERRED_WINDOW: "…",
 }
@@ -110,6 +111,7 @@ _OUTCOME_COLOURS = {
     Outcome.NOW: "green",
     Outcome.WINDOW: "cyan",
     Outcome.HELD_DOWNGRADE: "yellow",
+    Outcome.HELD_UNKNOWN_VERSION: "yellow",
     Outcome.HELD_SUSPENDED: "yellow",
     Outcome.HELD_BLOCKED: "yellow",
 }

@@ -18,7 +18,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from reconciler.credentials import find_inline_credentials
 from reconciler.diagnostics import Diagnostic, Pointer, did_you_mean, sort_diagnostics
+from reconciler.manifests import object_problems, operator_version_problems
 from reconciler.model import (
+    LABEL_APP_VERSION,
     Channel,
     ClusterAccess,
     ConfigRepo,
@@ -35,6 +37,7 @@ from reconciler.ownership import shared_objects
 from reconciler.remotes import ref_problem, remote_problem
 from reconciler.resolve import resolve_runtime
 from reconciler.schema import SchemaChecker
+from reconciler.settings_checks import settings_problems
 from reconciler.versions import is_version, sorted_versions
 from reconciler.yamlsafe import Document
 
@@ -89,6 +92,8 @@ class RawRepo:
     problems: tuple[Diagnostic, ...] = ()
     #: The channels folder could not be read (reported once); runtimes do not repeat it.
     channels_unavailable: bool = False
+    #: Steps of the installed plugins (name -> optional), for ``disabledSteps``.
+    plugin_steps: Mapping[str, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +113,7 @@ class Validation:
 def validate_repo(raw: RawRepo, checker: SchemaChecker) -> Validation:
     """Check ``raw`` against every config rule; see the module docstring."""
     run = _Run(checker, list(raw.problems), channels_unavailable=raw.channels_unavailable)
-    settings = run.settings(raw.settings)
+    settings = run.settings(raw.settings, raw.plugin_steps)
     modules = {m.name: run.module(m) for m in raw.modules}
     run.dependencies(modules, {m.name: m for m in raw.modules})
     run.diagnostics.extend(shared_objects(raw.modules, modules))
@@ -134,9 +139,6 @@ def _count_files(raw: RawRepo) -> int:
         count += module.module is not None
         count += sum((v.manifest is not None) + (v.default is not None) for v in module.versions)
     return count
-
-
-_K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
 @dataclass(slots=True)
@@ -183,11 +185,12 @@ class _Run:
 
     # -- settings ----------------------------------------------------------------------------
 
-    def settings(self, file: RawFile | None) -> Settings:
+    def settings(self, file: RawFile | None, plugin_steps: Mapping[str, bool]) -> Settings:
         document = self.single(file, "Settings") if file is not None else None
         if document is None:
             return Settings()
         self.diagnostics.extend(_remote_problems(document))
+        self.diagnostics.extend(settings_problems(document, plugin_steps))
         return settings_from(document.data.get("spec", {}))
 
     # -- modules -----------------------------------------------------------------------------
@@ -228,7 +231,7 @@ class _Run:
         return ModuleVersion(raw.name, tuple(objects), default)
 
     def kubernetes_object(self, document: Document) -> bool:
-        problems = list(_object_problems(document))
+        problems = list(object_problems(document))
         problems.extend(find_inline_credentials(document))
         self.diagnostics.extend(problems)
         return not problems
@@ -260,7 +263,15 @@ class _Run:
             raw_version = by_version[name]
             if raw_version.manifest is None or raw_version.manifest.broken or not version.objects:
                 continue
-            if not any(_is_operator(o, module) for o in version.objects):
+            valid = {id(o) for o in version.objects}
+            operator = [
+                d
+                for d in raw_version.manifest.documents
+                if id(d.data) in valid and _is_operator(d.data, module)
+            ]
+            for found in operator:
+                self.diagnostics.extend(operator_version_problems(found, LABEL_APP_VERSION, name))
+            if not operator:
                 message = (
                     f"the manifest of version {name} has no {module.operator_kind} "
                     f"'{module.operator_name}' (the module's operator)"
@@ -392,22 +403,6 @@ def parse_duration(text: str) -> float:
         raise ValueError(f"not a duration: {text!r}")
     hours, minutes, seconds = (int(g or 0) for g in match.groups())
     return hours * 3600.0 + minutes * 60.0 + seconds
-
-
-def _object_problems(document: Document) -> Iterator[Diagnostic]:
-    data = document.data
-    if not isinstance(data, dict):
-        yield document.diagnostic("C1", "a manifest document must be a Kubernetes object", ())
-        return
-    for key in ("apiVersion", "kind"):
-        if not isinstance(data.get(key), str) or not data[key]:
-            yield document.diagnostic("C1", f"Kubernetes object has no '{key}'", ())
-    metadata = data.get("metadata")
-    name = metadata.get("name") if isinstance(metadata, dict) else None
-    if not isinstance(name, str) or not _K8S_NAME.match(name):
-        yield document.diagnostic(
-            "C1", "Kubernetes object needs metadata.name (a DNS-1123 name)", ("metadata", "name")
-        )
 
 
 def _is_operator(obj: Mapping[str, Any], module: Module) -> bool:

@@ -28,7 +28,12 @@ def _obj(api: str, kind: str, name: str, **fields: Any) -> dict[str, Any]:
 
 
 def _crd(plural: str, group: str, kind: str, scope: str) -> dict[str, Any]:
-    spec = {"group": group, "names": {"kind": kind, "plural": plural}, "scope": scope}
+    spec = {
+        "group": group,
+        "names": {"kind": kind, "plural": plural},
+        "scope": scope,
+        "versions": [{"name": "v1", "served": True, "storage": True}],
+    }
     return _obj(
         "apiextensions.k8s.io/v1", "CustomResourceDefinition", f"{plural}.{group}", spec=spec
     )

@@ -38,10 +38,10 @@ from reconciler.operations.model import (
     StepResult,
     StepState,
 )
+from reconciler.operations.plugins import ENTRY_POINT_GROUP
 from reconciler.operations.steps import BUILTIN_STAGES, Step, StepContext, transient_retry
 from reconciler.operations.store import StateStore
 
-ENTRY_POINT_GROUP = "reconciler.steps"
 DEFAULT_LIMITS = {
     OperationType.PROVISION: timedelta(hours=24),
     OperationType.UPDATE: timedelta(hours=3),
