@@ -37,8 +37,8 @@ def shared_objects(
             if version.manifest is None:
                 continue
             for document in version.manifest.documents:
-                if not isinstance(document.data, Mapping):
-                    continue
+                if not _checkable(document.data):
+                    continue  # malformed objects are reported by the manifest checks
                 identity = _identity(document.data, module.namespace, cluster_kinds)
                 owner = owners.get(identity)
                 if owner is not None and owner[0] != raw.name:
@@ -51,12 +51,19 @@ def shared_objects(
                 owners.setdefault(identity, (raw.name, version.manifest.path))
 
 
+def _checkable(body: object) -> bool:
+    if not isinstance(body, Mapping):
+        return False
+    metadata = body.get("metadata")
+    return isinstance(metadata, Mapping) and isinstance(metadata.get("name"), str)
+
+
 def _identity(
     body: Mapping[str, Any], namespace: str, cluster_kinds: frozenset[tuple[str, str]]
 ) -> Identity:
     group = str(body.get("apiVersion", "")).rpartition("/")[0]
     kind = str(body.get("kind", ""))
-    metadata = body.get("metadata") or {}
+    metadata = body["metadata"]
     scoped = kind in CLUSTER_SCOPED_KINDS or (group, kind) in cluster_kinds
     where = "" if scoped else str(metadata.get("namespace") or namespace)
     return group, kind, where, str(metadata.get("name", ""))
