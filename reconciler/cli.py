@@ -24,7 +24,7 @@ import click
 import yaml
 
 from reconciler import __version__
-from reconciler.brake import Allowance, Verdict, count_deletions, judge
+from reconciler.brake import Allowance, Deletions, Verdict, count_deletions, judge
 from reconciler.cluster.api import Cluster
 from reconciler.cluster.snapshot import SnapshotFileCluster
 from reconciler.diagnostics import did_you_mean
@@ -38,7 +38,7 @@ from reconciler.errors import (
 from reconciler.fleetdiff import FleetDiff
 from reconciler.lifecycle import Lifecycle, ModuleState, SyncResult, sync_runtime
 from reconciler.loader import DEFAULT_MAX_FILE_SIZE, ReadOptions, channels_repository, load_repo
-from reconciler.model import ClusterAccess, ConfigRepo
+from reconciler.model import ClusterAccess, ConfigRepo, Settings
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import Operation, OperationState, OperationType
 from reconciler.operations.report import (
@@ -707,17 +707,24 @@ def operations_show(operation_id: str, state_url: str, output_format: str) -> No
 
 @operations.command("retrigger")
 @state_option
-def operations_retrigger(state_url: str) -> None:
+@allow_option
+def operations_retrigger(state_url: str, allow_deletions: Sequence[str]) -> None:
     """Start a new operation for runtimes whose last one skipped steps past their own time
-    limit (O5); `reconciler sync` then runs it."""
+    limit (O5); `reconciler sync` then runs it. Re-triggered deprovisions pass the deletion
+    brake (default limit 5; exit 3 when held)."""
     store = open_store(state_url)
-    created = Engine(store, clock=_now, plugins=[]).retrigger()
-    for operation in created:
+    engine = Engine(store, clock=_now, plugins=[])
+    candidates = engine.retrigger_candidates()
+    removed = tuple(sorted(o.runtime for o in candidates if o.type is OperationType.DEPROVISION))
+    verdict = judge(Deletions(runtimes=removed), Settings(), Allowance.parse(allow_deletions))
+    if verdict.held:
+        raise HeldByBrakeError(verdict.message)
+    for operation in engine.retrigger(candidates):
         click.echo(
             f"{operation.id} {operation.type} {operation.runtime} (re-trigger of "
             f"{operation.retrigger_of})"
         )
-    if not created:
+    if not candidates:
         click.echo("nothing to re-trigger")
 
 

@@ -23,7 +23,7 @@ from reconciler.cluster.memory import InMemoryCluster
 from reconciler.loader import load_repo
 from reconciler.model import ClusterAccess
 from reconciler.operations.engine import Engine
-from reconciler.operations.model import OperationState
+from reconciler.operations.model import OperationState, OperationType, StepState
 from reconciler.operations.runner import Runner
 from reconciler.operations.store import SqliteStore
 
@@ -319,3 +319,25 @@ def test_an_interrupted_provision_of_a_runtime_that_left_git_is_deprovisioned(
     assert superseded.state is OperationState.FAILED
     assert "superseded: runtime dev-sandbox left git" in superseded.message
     assert ClusterAccess(**deprovision.data["cluster"]) == sample.runtimes["dev-sandbox"].cluster
+
+
+def test_re_triggered_deprovisions_pass_the_brake(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "state.db")
+    engine = Engine(store, clock=lambda: datetime.now(UTC), plugins=[])
+    for index in range(6):
+        operation = engine.create(f"rt-{index}", OperationType.DEPROVISION)
+        operation.state = OperationState.SUCCEEDED
+        operation.stages[2].steps[-1].state = StepState.SKIPPED
+        store.save(operation)
+    state = f"sqlite:///{tmp_path / 'state.db'}"
+
+    held = CliRunner().invoke(cli, ["operations", "retrigger", "--state", state])
+
+    assert held.exit_code == 3, held.output
+    assert "6 deletion(s), limit 5" in held.output
+    assert len(store.operations()) == 6
+    allowed = CliRunner().invoke(
+        cli, ["operations", "retrigger", "--state", state, "--allow-deletions", "6"]
+    )
+    assert allowed.exit_code == 0, allowed.output
+    assert len(store.operations()) == 12

@@ -306,22 +306,26 @@ class Engine:
         operation.updated = self.clock()
         self.store.save(operation)
 
-    def retrigger(self) -> list[Operation]:
-        """O5: a new operation for every runtime whose latest operation finished with skipped
-        steps (their work is tried again, idempotently)."""
-        created = []
+    def retrigger_candidates(self) -> list[Operation]:
+        """O5: the latest operation of every runtime that finished with skipped steps."""
         latest: dict[str, Operation] = {}
         for operation in self.store.operations(limit=10_000):
             latest.setdefault(operation.runtime, operation)
-        for operation in latest.values():
-            if operation.state is OperationState.SUCCEEDED and operation.skipped_steps():
-                created.append(
-                    self.create(
-                        operation.runtime,
-                        operation.type,
-                        commit=operation.commit,
-                        data=dict(operation.data),
-                        retrigger_of=operation.id,
-                    )
-                )
-        return created
+        return [
+            o for o in latest.values() if o.state is OperationState.SUCCEEDED and o.skipped_steps()
+        ]
+
+    def retrigger(self, candidates: list[Operation] | None = None) -> list[Operation]:
+        """O5: a new operation for each candidate (default: every runtime whose latest operation
+        finished with skipped steps); their work is tried again, idempotently."""
+        chosen = self.retrigger_candidates() if candidates is None else candidates
+        return [
+            self.create(
+                operation.runtime,
+                operation.type,
+                commit=operation.commit,
+                data=dict(operation.data),
+                retrigger_of=operation.id,
+            )
+            for operation in chosen
+        ]
