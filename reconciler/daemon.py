@@ -128,6 +128,7 @@ class Daemon:
             max_workers=self.options.workers, thread_name_prefix="reconcile"
         )
         self._running: dict[str, Future[None]] = {}
+        self._again: set[str] = set()
         self._lock = threading.Lock()
         self._poll_lock = threading.Lock()
         self.runtime_errors: dict[str, str] = {}
@@ -365,12 +366,13 @@ class Daemon:
         self._record(head, CommitVerdict.ACCEPTED)
         self._update_lag(head)
         if previous is None:
-            self.reconcile_all(wait=False)
+            for name in self.targets():
+                self.submit(name, newer_commit=True)
             return
         # only the runtimes this commit changes; drift elsewhere is the resync's job
         changed = FleetDiffer(previous, repo, self.clock()).diff()
         for runtime in changed.runtimes:
-            self.submit(runtime.runtime)
+            self.submit(runtime.runtime, newer_commit=True)
 
     def _brake(self, head: str, repo: ConfigRepo) -> Verdict:
         """S5, counted from what runs: the store's records and the commit in force."""
@@ -409,11 +411,15 @@ class Daemon:
                 future.result()
         return futures
 
-    def submit(self, runtime: str) -> Future[None]:
-        """Reconcile ``runtime`` on the pool, or the run already under way."""
+    def submit(self, runtime: str, *, newer_commit: bool = False) -> Future[None]:
+        """Reconcile ``runtime`` on the pool, or return the run already under way; with
+        ``newer_commit`` that run is followed by one more (it may have started on the commit
+        before)."""
         with self._lock:
             running = self._running.get(runtime)
             if running is not None:
+                if newer_commit:
+                    self._again.add(runtime)
                 return running
             future = self._pool.submit(self._reconcile, runtime)
             self._running[runtime] = future
@@ -443,6 +449,15 @@ class Daemon:
         finally:
             with self._lock:
                 self._running.pop(runtime, None)
+                if runtime in self._again:
+                    self._again.discard(runtime)
+                    self._resubmit(runtime)
+
+    def _resubmit(self, runtime: str) -> None:
+        try:
+            self._running[runtime] = self._pool.submit(self._reconcile, runtime)
+        except RuntimeError:  # the pool is shutting down: the next start resumes it
+            log.info("runtime %s: not run again, stopping", runtime)
 
     def _failed(self, runtime: str, error: BaseException, message: str) -> None:
         self.runtime_errors[runtime] = message
