@@ -26,6 +26,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from reconciler.budget import TimeBudget
 from reconciler.diagnostics import Diagnostic
 from reconciler.loader import ReadOptions, load_repo
 from reconciler.schema import SchemaChecker, diagnostics_of
@@ -37,7 +38,9 @@ from reconciler.yamlsafe import Document
 class NaiveSchemaChecker(SchemaChecker):
     """Per document: check the schema, build a fresh validator, list every error."""
 
-    def check(self, kind: str, document: Document) -> list[Diagnostic]:
+    def check(
+        self, kind: str, document: Document, budget: TimeBudget | None = None
+    ) -> list[Diagnostic]:
         schema: Any = self.schemas[kind]
         cls: Any = jsonschema.validators.validator_for(schema)
         cls.check_schema(schema)

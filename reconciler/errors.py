@@ -6,6 +6,7 @@ help::
     ReconcilerError
      +-- PermanentError            retrying will not help; a person must change something
      |    +-- ConfigError           the config repo is invalid (carries every diagnostic)
+     |    +-- OverBudgetError       reading a file or commit took too long (becomes a diagnostic)
      |    +-- SourceError           the config repo cannot be read (missing dir, permissions)
      |    |    +-- UnreadableError  one file of it cannot be read
      |    +-- NotFoundError         a named thing (runtime, module, object) does not exist
@@ -60,6 +61,27 @@ class ConfigError(PermanentError):
         super().__init__(f"the config repo{where} has {len(diagnostics)} error(s)")
         self.diagnostics = tuple(diagnostics)
         self.side = side
+
+
+class OverBudgetError(PermanentError):
+    """Reading and checking a file (``scope`` "file") or a whole commit ("commit") took longer
+    than its time budget. Raised inside the reader and the validator, which turn it into one C6
+    diagnostic at the place reached (:meth:`at`); it never reaches a user as it is."""
+
+    def __init__(self, scope: str, seconds: float) -> None:
+        what = "this file" if scope == "file" else "the commit (stopped here)"
+        super().__init__(f"reading and checking {what} took more than its {seconds:g} s budget")
+        self.scope = scope
+        self.seconds = seconds
+        self.diagnostic: Diagnostic | None = None
+
+    def at(self, path: str, line: int, column: int) -> Diagnostic:
+        """The C6 diagnostic of this error; the first place given is kept."""
+        if self.diagnostic is None:
+            from reconciler.diagnostics import Diagnostic
+
+            self.diagnostic = Diagnostic(path, line, column, "C6", str(self))
+        return self.diagnostic
 
 
 class SourceError(PermanentError):

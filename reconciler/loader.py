@@ -13,12 +13,15 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reconciler.budget import DEFAULT_COMMIT_SECONDS, DEFAULT_FILE_SECONDS, TimeBudget
 from reconciler.diagnostics import Diagnostic
-from reconciler.errors import SourceError, UnreadableError
+from reconciler.errors import OverBudgetError, SourceError, UnreadableError
 from reconciler.operations.plugins import load_plugin_step_names
 from reconciler.redaction import mask
 from reconciler.remotes import ref_problem, remote_problem
@@ -44,6 +47,15 @@ class ReadOptions:
     #: Channels from another source (``channelsFrom.git``, fetched by the caller).
     channels_tree: SourceTree | None = None
     channels_label: str = "channels"
+    #: Seconds allowed to read and check one file, and a whole commit (C6: then refused).
+    file_time_budget: float = DEFAULT_FILE_SECONDS
+    commit_time_budget: float = DEFAULT_COMMIT_SECONDS
+    #: The clock of the time budgets (tests pass a fake one).
+    clock: Callable[[], float] = time.monotonic
+
+    def time_budget(self) -> TimeBudget:
+        """A new time budget for one read of a repo; the commit's time starts now."""
+        return TimeBudget(self.file_time_budget, self.commit_time_budget, self.clock)
 
 
 def load_repo(
@@ -56,8 +68,10 @@ def load_repo(
 ) -> Validation:
     """Read and validate the config repo at ``path``. Raises :class:`SourceError` when the repo
     cannot be read at all (missing folder); every problem *in* it is a diagnostic instead."""
-    raw = read_repo(path, options or ReadOptions(), tree=tree, cache=cache)
-    return validate_repo(raw, checker or SchemaChecker(load_schemas()))
+    options = options or ReadOptions()
+    budget = options.time_budget()
+    raw = read_repo(path, options, tree=tree, cache=cache, budget=budget)
+    return validate_repo(raw, checker or SchemaChecker(load_schemas()), budget=budget)
 
 
 def read_repo(
@@ -66,11 +80,14 @@ def read_repo(
     *,
     tree: SourceTree | None = None,
     cache: ParseCache | None = None,
+    budget: TimeBudget | None = None,
 ) -> RawRepo:
     """Every file of the repo at ``path``, read and parsed, with the problems met.
 
     ``tree`` reads from somewhere else than the folder ``path`` (a git revision; ``path`` is then
     only the prefix of displayed paths); ``cache`` keeps parsed files by content id across reads.
+    ``budget`` (by default a new one from ``options``) limits the time per file and per commit:
+    past the commit's, the only problem returned says so, at the file reached.
     """
     if tree is None:
         root = Path(path)
@@ -78,13 +95,25 @@ def read_repo(
             raise SourceError(f"{root}: not a directory (expected a config repo)")
         tree = FolderTree(root)
     check_layout(tree, str(path))  # also a git revision's tree
-    reader = _Reader(tree, str(path), options, cache)
-    settings = reader.file(SETTINGS_FILE, "") if tree.is_file(SETTINGS_FILE) else None
+    budget = budget or options.time_budget()
+    try:
+        return _read_repo(_Reader(tree, str(path), options, cache, budget=budget))
+    except OverBudgetError as over:
+        return RawRepo(problems=(over.at(str(path), 1, 1),), channels_unavailable=True)
+
+
+def _read_repo(reader: _Reader) -> RawRepo:
+    settings = reader.file(SETTINGS_FILE, "") if reader.tree.is_file(SETTINGS_FILE) else None
     channels_tree, channels_root, channels_display = reader.channels_location(settings)
     channels: tuple[RawFile, ...] = ()
     if channels_root is not None:
         channels = _Reader(
-            channels_tree, channels_display, options, cache, reader.problems
+            channels_tree,
+            channels_display,
+            reader.options,
+            reader.cache,
+            reader.problems,
+            reader.budget,
         ).yaml_files("", "channel", "")
     return RawRepo(
         settings=settings,
@@ -211,12 +240,14 @@ class _Reader:
         options: ReadOptions,
         cache: ParseCache | None,
         problems: list[Diagnostic] | None = None,
+        budget: TimeBudget | None = None,
     ) -> None:
         self.tree = tree
         self.display_root = display_root
         self.options = options
         self.cache = cache
         self.problems: list[Diagnostic] = problems if problems is not None else []
+        self.budget = budget or options.time_budget()
 
     def show(self, path: str) -> str:
         """``path`` as the user reaches it from the current directory."""
@@ -325,6 +356,17 @@ class _Reader:
     def file(self, path: str, boundary: str) -> RawFile:
         """Read and parse one YAML file; a problem makes it ``broken`` and is recorded."""
         shown = self.show(path)
+        try:
+            with self.budget.file(shown):
+                return self._file(path, boundary, shown)
+        except OverBudgetError as over:  # the parser gives the place; else the file's start
+            diagnostic = over.at(shown, 1, 1)
+            if over.scope != "file":
+                raise
+            self.problems.append(diagnostic)
+            return RawFile(shown, broken=True)
+
+    def _file(self, path: str, boundary: str, shown: str) -> RawFile:
         problem = self.check_limits(path, boundary, shown)
         if problem is not None:  # before anything reads the file (identity hashes it)
             self.problems.append(problem)
@@ -349,9 +391,9 @@ class _Reader:
         assert text is not None
         loader = self.options.yaml_loader
         documents, problems = (
-            parse_yaml(text, shown)
+            parse_yaml(text, shown, budget=self.budget)
             if loader is None
-            else parse_yaml(text, shown, loader_class=loader)
+            else parse_yaml(text, shown, loader_class=loader, budget=self.budget)
         )
         if problems:
             self.problems.extend(problems)

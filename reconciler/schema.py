@@ -12,13 +12,14 @@ Callers: the validator.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import fastjsonschema
 import jsonschema
 
+from reconciler.budget import TimeBudget
 from reconciler.diagnostics import Diagnostic, Pointer, did_you_mean
 from reconciler.diagnostics import format_pointer as _text
 from reconciler.yamlsafe import Document
@@ -49,11 +50,19 @@ class SchemaChecker:
     _full: dict[str, Any] = field(default_factory=dict, init=False)
     _quick: dict[str, Callable[[Any], Any]] = field(default_factory=dict, init=False)
 
-    def check(self, kind: str, document: Document) -> list[Diagnostic]:
-        """Every schema violation of ``document`` read as a ``kind``, sorted by place."""
+    def check(
+        self, kind: str, document: Document, budget: TimeBudget | None = None
+    ) -> list[Diagnostic]:
+        """Every schema violation of ``document`` read as a ``kind``, sorted by place; the
+        ``budget``, if any, is looked at after each error."""
         if self.fast and self._quick_valid(kind, document.data):
             return []
-        return diagnostics_of(list(self._validator(kind).iter_errors(document.data)), document)
+        errors = []
+        for error in self._validator(kind).iter_errors(document.data):
+            errors.append(error)
+            if budget is not None:
+                budget.check()
+        return diagnostics_of(errors, document, budget)
 
     def is_valid(self, kind: str, data: Any) -> bool:
         """The verdict alone (used by tests to compare both validators)."""
@@ -77,21 +86,55 @@ class SchemaChecker:
         validator = self._full.get(kind)
         if validator is None:
             schema = self.schemas[kind]
-            validator = self._full[kind] = jsonschema.Draft202012Validator(schema)
+            validator = self._full[kind] = _Validator(schema)
         return validator
 
 
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """``uniqueItems`` in linear time: jsonschema compares unhashable items pairwise, and a
+    hostile list of a few thousand mappings would take minutes."""
+    if unique and isinstance(instance, list):
+        seen = {_hashable(item) for item in instance}
+        if len(seen) < len(instance):
+            yield jsonschema.ValidationError("has duplicate entries")
+
+
+def _hashable(value: Any) -> Hashable:
+    """A value equal (and hashing alike) for JSON-equal values: ``1 == 1.0``, ``True != 1``."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, dict):
+        return ("map", frozenset((k, _hashable(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("list", tuple(_hashable(v) for v in value))
+    hashable: Hashable = value  # str, int, float, None
+    return hashable
+
+
+_Validator: Any = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+    jsonschema.Draft202012Validator, {"uniqueItems": _unique_items}
+)
+
+
 def diagnostics_of(
-    errors: list[jsonschema.ValidationError], document: Document
+    errors: list[jsonschema.ValidationError],
+    document: Document,
+    budget: TimeBudget | None = None,
 ) -> list[Diagnostic]:
-    """The diagnostics of ``errors`` found in ``document``, sorted by place."""
+    """The diagnostics of ``errors`` found in ``document``, sorted by place (the ``budget``, if
+    any, looked at after each)."""
     misspelled = _misspelled_required(errors)
-    found = [
-        d
-        for e in errors
-        if not _explained_by_misspelling(e, misspelled)
-        for d in _diagnostics(e, document, misspelled)
-    ]
+    meant: dict[Pointer, set[str]] = {}  # by object: the required fields found misspelled
+    for (pointer, _), name in misspelled.items():
+        meant.setdefault(pointer, set()).add(name)
+    found = []
+    for error in errors:
+        if _explained_by_misspelling(error, meant):
+            continue
+        for diagnostic in _diagnostics(error, document, misspelled):
+            found.append(diagnostic)
+            if budget is not None:
+                budget.check()
     return sorted(found)
 
 
@@ -132,11 +175,12 @@ def _misspelled_required(errors: list[jsonschema.ValidationError]) -> _Misspelli
     return found
 
 
-def _explained_by_misspelling(error: jsonschema.ValidationError, misspelled: _Misspellings) -> bool:
+def _explained_by_misspelling(
+    error: jsonschema.ValidationError, meant: Mapping[Pointer, set[str]]
+) -> bool:
     if error.validator != "required":
         return False
-    pointer = tuple(error.absolute_path)
-    names = {n for (p, _), n in misspelled.items() if p == pointer}
+    names = meant.get(tuple(error.absolute_path), set())
     missing = _missing(error)
     return bool(missing) and missing <= names
 

@@ -11,13 +11,15 @@ mistake gives one error and not a cascade in the files that refer to it. Callers
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
+from reconciler.budget import TimeBudget
 from reconciler.credentials import find_inline_credentials
 from reconciler.diagnostics import Diagnostic, Pointer, did_you_mean, sort_diagnostics
+from reconciler.errors import OverBudgetError
 from reconciler.manifests import object_problems, operator_version_problems
 from reconciler.model import (
     LABEL_APP_VERSION,
@@ -110,9 +112,22 @@ class Validation:
         return not self.diagnostics
 
 
-def validate_repo(raw: RawRepo, checker: SchemaChecker) -> Validation:
-    """Check ``raw`` against every config rule; see the module docstring."""
-    run = _Run(checker, list(raw.problems), channels_unavailable=raw.channels_unavailable)
+def validate_repo(
+    raw: RawRepo, checker: SchemaChecker, *, budget: TimeBudget | None = None
+) -> Validation:
+    """Check ``raw`` against every config rule; see the module docstring. With a ``budget``,
+    checking a file past its time is a C6 diagnostic for it, past the commit's time the only
+    diagnostic."""
+    try:
+        return _validate(raw, checker, budget)
+    except OverBudgetError as over:  # the commit's time is up: nothing else is worth saying
+        return Validation(None, (over.at(".", 1, 1),), _count_files(raw))
+
+
+def _validate(raw: RawRepo, checker: SchemaChecker, budget: TimeBudget | None) -> Validation:
+    run = _Run(
+        checker, list(raw.problems), channels_unavailable=raw.channels_unavailable, budget=budget
+    )
     settings = run.settings(raw.settings, raw.plugin_steps)
     modules = {m.name: run.module(m) for m in raw.modules}
     run.dependencies(modules, {m.name: m for m in raw.modules})
@@ -150,6 +165,23 @@ class _Run:
     broken_channels: set[str] = field(default_factory=set)
     channels_unavailable: bool = False
     bad_channel_entries: set[tuple[str, str]] = field(default_factory=set)
+    budget: TimeBudget | None = None
+
+    def timed(self, document: Document, check: Callable[[], bool]) -> bool:
+        """``check()`` of ``document`` within its file's time budget; past it, what the check
+        found is dropped for one C6 diagnostic at the document, and the document fails."""
+        if self.budget is None:
+            return check()
+        try:
+            with self.budget.file(document.path):
+                return check()
+        except OverBudgetError as over:
+            place = document.position(())
+            diagnostic = over.at(document.path, place.line, place.column)
+            if over.scope != "file":
+                raise
+            self.diagnostics.append(diagnostic)
+            return False
 
     # -- single documents ------------------------------------------------------------------
 
@@ -166,14 +198,17 @@ class _Run:
             self.diagnostics.append(extra.diagnostic("C1", message, ()))
             return None
         document = file.documents[0]
-        found = self.checker.check(kind, document)
+        return document if self.timed(document, lambda: self.schema_ok(kind, document)) else None
+
+    def schema_ok(self, kind: str, document: Document) -> bool:
+        found = self.checker.check(kind, document, self.budget)
         credentials = find_inline_credentials(document)
         if credentials:  # a credential explains its own unknown-field error
             places = {d.pointer for d in credentials}
             found = [d for d in found if d.pointer not in places]
         self.diagnostics.extend(found)
         self.diagnostics.extend(credentials)
-        return None if found or credentials else document
+        return not (found or credentials)
 
     def name_matches(self, document: Document, expected: str, what: str) -> bool:
         name = document.data["metadata"]["name"]
@@ -231,6 +266,9 @@ class _Run:
         return ModuleVersion(raw.name, tuple(objects), default)
 
     def kubernetes_object(self, document: Document) -> bool:
+        return self.timed(document, lambda: self.object_ok(document))
+
+    def object_ok(self, document: Document) -> bool:
         problems = list(object_problems(document))
         problems.extend(find_inline_credentials(document))
         self.diagnostics.extend(problems)

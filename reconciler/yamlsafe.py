@@ -2,23 +2,30 @@
 
 Parses text (never files: the loader does the reading) into JSON-compatible documents with the
 libyaml C parser where present. Refuses duplicate keys, unsupported tags, non-scalar keys,
-unbounded alias expansion ("billion laughs") and excessive nesting, each as a
+unbounded alias expansion ("billion laughs"), nesting deeper than :data:`MAX_DEPTH` in any form
+(checked before composing: the composers recurse, and deep block or flow nesting would overflow
+the C stack), scalars that cannot be converted (``0x_``, integers of more than
+:data:`MAX_INT_DIGITS` digits) and work past a :class:`~reconciler.budget.TimeBudget`, each as a
 :class:`~reconciler.diagnostics.Diagnostic` with line and column. Each :class:`Document` keeps the
 text it came from; when a later check needs the line and column of a JSON pointer, the text is
-composed again (only then, and once per file), so a valid repo never holds node trees in memory.
+composed again (only then, and once per file), so a valid repo never holds node trees in memory;
+each mapping on the way is indexed once, so locating many diagnostics stays linear.
 
 Used by the loader (every YAML file of a config repo) and by tests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
+from reconciler.budget import TimeBudget
 from reconciler.diagnostics import Diagnostic, Pointer, format_pointer
+from reconciler.errors import OverBudgetError
 
 _SafeLoader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -47,6 +54,10 @@ class _BaseLoader(_SafeLoader):  # type: ignore[misc]
 MAX_EXPANDED_NODES = 1_000_000
 #: Nesting depth allowed per document (also stops recursive aliases).
 MAX_DEPTH = 200
+#: Digits an integer may have (Python refuses to print longer ones: its int/str digit limit).
+MAX_INT_DIGITS = 4_300
+#: The time budget is looked at every this many nodes or events (a power of two, minus one).
+_CHECK_EVERY = 1023
 
 _TAG = "tag:yaml.org,2002:"
 _STR, _INT, _FLOAT, _BOOL, _NULL = (_TAG + t for t in ("str", "int", "float", "bool", "null"))
@@ -63,15 +74,20 @@ class Position:
     column: int
 
 
-class SourceText:
-    """The text of one file, with its node trees composed on first demand."""
+_Entry = tuple[yaml.Node, yaml.Node]
 
-    __slots__ = ("_loader_class", "_nodes", "text")
+
+class SourceText:
+    """The text of one file, with its node trees composed on first demand and its mappings
+    indexed by key on first use (so each lookup costs the length of its pointer)."""
+
+    __slots__ = ("_index", "_loader_class", "_nodes", "text")
 
     def __init__(self, text: str, loader_class: type[Any]) -> None:
         self.text = text
         self._loader_class = loader_class
         self._nodes: list[yaml.Node | None] | None = None
+        self._index: dict[int, dict[str, _Entry]] = {}
 
     def node(self, index: int) -> yaml.Node | None:
         """The node tree of document ``index`` (as counted by :func:`parse_yaml`)."""
@@ -87,6 +103,42 @@ class SourceText:
                 loader.dispose()
             self._nodes = composed
         return self._nodes[index] if index < len(self._nodes) else None
+
+    def position(self, index: int, pointer: Pointer, *, key: bool) -> Position:
+        """See :meth:`Document.position`."""
+        node = self.node(index)
+        if node is None:
+            return Position(1, 1)
+        current: yaml.Node = node
+        for i, segment in enumerate(pointer):
+            child = self._child(current, segment, want_key=key and i == len(pointer) - 1)
+            if child is None:
+                break
+            current = child
+        mark = current.start_mark
+        return Position(mark.line + 1, mark.column + 1)
+
+    def _child(self, node: yaml.Node, segment: str | int, *, want_key: bool) -> yaml.Node | None:
+        if isinstance(node, yaml.MappingNode):
+            entries = self._index.get(id(node))  # nodes live as long as self._nodes
+            if entries is None:
+                entries = self._index[id(node)] = mapping_index(node)
+            entry = entries.get(str(segment))
+            if entry is None:
+                return None
+            return entry[0] if want_key else entry[1]
+        if isinstance(node, yaml.SequenceNode) and isinstance(segment, int):
+            return node.value[segment] if 0 <= segment < len(node.value) else None
+        return None
+
+
+def mapping_index(node: yaml.MappingNode) -> dict[str, _Entry]:
+    """The (key node, value node) of each scalar key of ``node``; the first of equal keys."""
+    index: dict[str, _Entry] = {}
+    for key_node, value_node in node.value:
+        if isinstance(key_node, yaml.ScalarNode):
+            index.setdefault(str(key_node.value), (key_node, value_node))
+    return index
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +156,9 @@ class Document:
         With ``key=True`` and a pointer ending in a mapping key, the key's position instead of
         its value's (e.g. to point at an unknown field's name).
         """
-        node = self.source.node(self.index) if self.source is not None else None
-        return _position(node, pointer, key=key)
+        if self.source is None:
+            return Position(1, 1)
+        return self.source.position(self.index, pointer, key=key)
 
     def diagnostic(
         self, rule: str, message: str, pointer: Pointer, *, key: bool = False
@@ -126,24 +179,49 @@ class YamlProblemError(Exception):
 
 @dataclass(slots=True)
 class _Budget:
+    """Work done on one document: nodes expanded, and the time budget to look at now and then."""
+
+    time: TimeBudget | None = None
     nodes: int = 0
+    mark: Any = None  # where the work was when the time budget was last checked
 
 
 def parse_yaml(
-    text: str, path: str, *, loader_class: type[Any] = _BaseLoader
+    text: str,
+    path: str,
+    *,
+    loader_class: type[Any] = _BaseLoader,
+    budget: TimeBudget | None = None,
 ) -> tuple[list[Document], list[Diagnostic]]:
     """Parse a (multi-document) YAML text safely. Empty documents are skipped.
 
     Returns the documents and, if the text is not acceptable, the diagnostics (in that case the
     documents read before the problem are returned too, but callers should not act on them).
     ``loader_class`` chooses the parser: the libyaml one by default, ``yaml.SafeLoader`` for the
-    pure-Python baseline of the benchmark.
+    pure-Python baseline of the benchmark. With a ``budget``, a file past its time is one C6
+    diagnostic at the place reached; past the commit's time, the
+    :class:`~reconciler.errors.OverBudgetError` is raised, located at that place.
     """
-    source = SourceText(text, loader_class)
     documents: list[Document] = []
-    too_deep = _too_deep(text, path)
-    if too_deep is not None:
-        return documents, [too_deep]
+    work = _Budget(budget)
+    try:
+        too_deep = _too_deep(text, path, work)
+        if too_deep is not None:
+            return documents, [too_deep]
+        return _parse(text, path, loader_class, work, documents)
+    except OverBudgetError as over:
+        mark = work.mark
+        line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+        diagnostic = over.at(path, line, column)
+        if over.scope != "file":
+            raise
+        return documents, [diagnostic]
+
+
+def _parse(
+    text: str, path: str, loader_class: type[Any], work: _Budget, documents: list[Document]
+) -> tuple[list[Document], list[Diagnostic]]:
+    source = SourceText(text, loader_class)
     try:
         loader = loader_class(text)
     except yaml.reader.ReaderError as err:  # the pure-Python reader checks characters at once
@@ -152,7 +230,8 @@ def parse_yaml(
         for index, node in enumerate(_nodes(loader)):
             if node is None or _is_empty(node):
                 continue
-            data = _construct(node, _Budget(), 0)
+            work.nodes, work.mark = 0, node.start_mark
+            data = _construct(node, work, 0)
             documents.append(Document(path, index, data, source))
     except YamlProblemError as problem:
         mark = problem.node.start_mark
@@ -174,21 +253,61 @@ def parse_yaml(
     return documents, []
 
 
-def _too_deep(text: str, path: str) -> Diagnostic | None:
-    """Refuse flow nesting deeper than :data:`MAX_DEPTH` before composing: the composers build
-    node trees recursively and a few kilobytes of ``[[[[`` would exhaust the C stack. Only
-    texts with that many brackets at all are scanned (event by event, without recursion)."""
-    if text.count("[") + text.count("{") <= MAX_DEPTH:
+#: Where a block collection can start on a line: after indentation and the compact indicators
+#: of block sequences, complex keys and their values ("- - x", "? ? x", ": - x"); a byte order
+#: mark and tabs are counted too, to be safe. Compiled per length, for a text's first line and
+#: for the lines after a line break (of any kind libyaml knows).
+_PREFIX = "[ \t?:\ufeff-]{%d}"
+_PREFIXES: dict[int, tuple[re.Pattern[str], re.Pattern[str]]] = {}
+
+
+def _long_line_prefix(text: str, length: int) -> bool:
+    """Whether a line of ``text`` starts with ``length`` characters of the prefix above."""
+    patterns = _PREFIXES.get(length)
+    if patterns is None:
+        prefix = _PREFIX % length
+        patterns = _PREFIXES[length] = (
+            re.compile(prefix),
+            re.compile("[\n\r\x85\u2028\u2029]" + prefix),
+        )
+    first, after_break = patterns
+    return first.match(text) is not None or after_break.search(text) is not None
+
+
+def _may_be_too_deep(text: str) -> bool:
+    """Whether ``text`` might nest deeper than :data:`MAX_DEPTH` (cheap, never wrong that way).
+
+    Flow collections each start with a bracket, and a flow sequence entry may open one
+    single-pair mapping more: at most ``2 * "[" + "{"`` levels. Each block collection starts at
+    a column inside the prefix above; a nested one starts further right than its parent, except
+    a sequence directly under a mapping key: a line prefix of ``P`` characters allows at most
+    ``2 * P + 2`` block levels. Only texts over the limit by this count are scanned exactly.
+    """
+    flow = 2 * text.count("[") + text.count("{")
+    room = MAX_DEPTH - 1 - flow  # collections allowed: MAX_DEPTH + 1, the root being one
+    if room < 0:
+        return True
+    return _long_line_prefix(text, room // 2 + 1)
+
+
+def _too_deep(text: str, path: str, work: _Budget) -> Diagnostic | None:
+    """Refuse nesting deeper than :data:`MAX_DEPTH` before composing, in any form (block or flow
+    sequences and mappings, complex keys): the composers build node trees recursively, and a
+    few kilobytes of ``[[[[`` or ``- - - -`` would exhaust the C stack. Texts that might nest
+    that deep (see :func:`_may_be_too_deep`) are scanned event by event, without recursion,
+    and refused where the limit is crossed."""
+    if not _may_be_too_deep(text):
         return None
     depth = 0
     try:
-        for event in yaml.parse(text, Loader=_SafeLoader):
+        for count, event in enumerate(yaml.parse(text, Loader=_SafeLoader)):
+            if work.time is not None and count & _CHECK_EVERY == 0:
+                work.mark = event.start_mark
+                work.time.check()
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1  # the document's root collection is level 0, as in _construct
                 if depth > MAX_DEPTH + 1:
-                    mark = event.start_mark
-                    message = f"nesting deeper than {MAX_DEPTH} levels"
-                    return _at(path, mark, message)
+                    return _at(path, event.start_mark, f"nesting deeper than {MAX_DEPTH} levels")
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
     except yaml.YAMLError:
@@ -224,6 +343,9 @@ def _at(path: str, mark: Any, message: str) -> Diagnostic:
 
 def _construct(node: yaml.Node, budget: _Budget, depth: int) -> Any:
     budget.nodes += 1
+    if budget.time is not None and budget.nodes & _CHECK_EVERY == 0:
+        budget.mark = node.start_mark
+        budget.time.check()
     if budget.nodes > MAX_EXPANDED_NODES:
         raise YamlProblemError(
             f"document expands to more than {MAX_EXPANDED_NODES:,} nodes (alias bomb?)", node
@@ -249,15 +371,44 @@ def _scalar(node: yaml.ScalarNode) -> Any:
         return node.value
     if tag == _NULL:
         return None
-    if tag == _BOOL:
-        return _SCALARS.construct_yaml_bool(node)
-    if tag == _INT:
-        return _SCALARS.construct_yaml_int(node)
-    if tag == _FLOAT:
-        return _SCALARS.construct_yaml_float(node)
+    if tag in _CONVERTERS:
+        return _converted(node)
     if tag == _TIMESTAMP:
         return node.value  # kept as written: JSON has no dates, Kubernetes wants strings
     raise YamlProblemError(f"unsupported tag {tag}", node)
+
+
+_CONVERTERS: dict[str, tuple[str, Callable[[yaml.ScalarNode], Any]]] = {
+    _BOOL: ("boolean", _SCALARS.construct_yaml_bool),
+    _INT: ("integer", _SCALARS.construct_yaml_int),
+    _FLOAT: ("number", _SCALARS.construct_yaml_float),
+}
+_INT_LIMIT = 10**MAX_INT_DIGITS
+_QUOTE_IT = "quote it if it is meant as a string"
+
+
+def _converted(node: yaml.ScalarNode) -> Any:
+    """A boolean, integer or float as PyYAML reads it; what it cannot convert (``0x_``,
+    ``!!float x``, ``!!bool maybe``) or an integer too long to print is a C6 problem that never
+    repeats the value (it may be long, or a secret)."""
+    what, convert = _CONVERTERS[node.tag]
+    text = str(node.value)
+    if what == "integer":  # too long to convert quickly (decimal conversion is quadratic)?
+        body = text.replace("_", "").lstrip("+-")
+        binary = body[:2] in ("0x", "0b")  # then the value is judged below, once converted
+        length = len(body) - (2 if binary else 0)
+        if length > MAX_INT_DIGITS * (4 if binary else 1):
+            message = f"integer of {length:,} characters; at most {MAX_INT_DIGITS:,} digits"
+            raise YamlProblemError(f"{message} ({_QUOTE_IT})", node)
+    try:
+        value = convert(node)
+    except (ArithmeticError, LookupError, TypeError, ValueError):
+        message = f"not a valid {what} ({len(text):,} characters; {_QUOTE_IT})"
+        raise YamlProblemError(message, node) from None
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= _INT_LIMIT:
+        message = f"integer of more than {MAX_INT_DIGITS:,} digits ({_QUOTE_IT})"
+        raise YamlProblemError(message, node)
+    return value
 
 
 def _mapping(node: yaml.MappingNode, budget: _Budget, depth: int) -> dict[str, Any]:
@@ -309,27 +460,3 @@ def _key_line(node: yaml.MappingNode, key: str) -> int:
         if isinstance(key_node, yaml.ScalarNode) and str(key_node.value) == key:
             return int(key_node.start_mark.line) + 1
     return int(node.start_mark.line) + 1
-
-
-def _position(node: yaml.Node | None, pointer: Pointer, *, key: bool) -> Position:
-    if node is None:
-        return Position(1, 1)
-    current: yaml.Node = node
-    for i, segment in enumerate(pointer):
-        child = _child(current, segment, want_key=key and i == len(pointer) - 1)
-        if child is None:
-            break
-        current = child
-    mark = current.start_mark
-    return Position(mark.line + 1, mark.column + 1)
-
-
-def _child(node: yaml.Node, segment: str | int, *, want_key: bool) -> yaml.Node | None:
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            if isinstance(key_node, yaml.ScalarNode) and str(key_node.value) == str(segment):
-                return key_node if want_key else value_node
-        return None
-    if isinstance(node, yaml.SequenceNode) and isinstance(segment, int):
-        return node.value[segment] if 0 <= segment < len(node.value) else None
-    return None

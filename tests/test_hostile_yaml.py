@@ -1,0 +1,141 @@
+"""The hostile YAML corpus (issue 11): thousands of generated files, each read as a commit by the
+real loader and validator in worker processes. No crash (a worker killed by a signal), no
+traceback, no file past its time budget, every refusal located. The report (corpus size, the
+slowest file) is printed: ``pytest tests/test_hostile_yaml.py -rP``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.hostile_corpus import (
+    PROMETHEUS,
+    MemoryTree,
+    Outcome,
+    Run,
+    base_files,
+    corpus,
+    run_corpus,
+    summary,
+)
+from reconciler.loader import load_repo
+from tests.conftest import RepoFactory, small_repo
+
+#: The per-file budget the workers read with (the default), and how far past it a file may end:
+#: the budget is looked at between steps (every thousand nodes, every schema error), and the
+#: longest step (composing a few megabytes) is not interrupted.
+FILE_BUDGET = 10.0
+SLACK = 5.0
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> list[Outcome]:
+    found = run_corpus(Run(workers=2, batch=150, file_budget=FILE_BUDGET, case_timeout=60))
+    report = summary(found, corpus())
+    slowest = report["slowest"]
+    print(
+        f"\nhostile YAML corpus: {report['files']:,} files ({report['bytes'] / 1e6:.1f} MB), "
+        f"{report['accepted']:,} accepted, {report['refused']:,} refused, "
+        f"{report['crashes']} crashes, {report['tracebacks']} tracebacks, "
+        f"{report['over_budget']} stopped by their budget; slowest file: {slowest['name']} "
+        f"({slowest['seconds']:.2f} s)"
+    )
+    return found
+
+
+def test_the_corpus_is_large_deterministic_and_uses_real_files() -> None:
+    cases = corpus()
+
+    assert len(cases) >= 2_000
+    assert PROMETHEUS.is_dir(), "the corpus needs ../shared/corpus/prometheus-operator"
+    assert any(c.name.startswith("flip/prometheus/crds/") for c in cases)
+    assert [(c.name, c.data) for c in corpus()[:300]] == [(c.name, c.data) for c in cases[:300]]
+    families = {c.name.split("/")[0] for c in cases}
+    assert families >= {
+        "flip", "truncate", "nesting", "huge", "number", "alias", "tag", "utf8", "nul", "bom",
+        "crlf", "long", "merge", "splice",
+    }  # fmt: skip
+
+
+def test_the_base_repo_is_valid_so_every_refusal_comes_from_the_hostile_file() -> None:
+    validation = load_repo("repo", tree=MemoryTree(base_files()))
+
+    assert validation.diagnostics == ()
+
+
+def test_no_file_crashes_the_reader(outcomes: list[Outcome]) -> None:
+    crashes = [f"{o.name}: {o.crash}" for o in outcomes if o.crash is not None]
+
+    assert crashes == []
+    assert len(outcomes) == len(corpus())
+
+
+def test_no_file_gives_a_traceback(outcomes: list[Outcome]) -> None:
+    errors = [f"{o.name}: {o.error}" for o in outcomes if o.error is not None]
+
+    assert errors == []
+
+
+def test_every_file_is_done_within_its_budget(outcomes: list[Outcome]) -> None:
+    slow = [f"{o.name}: {o.seconds:.1f} s" for o in outcomes if o.seconds > FILE_BUDGET + SLACK]
+
+    assert slow == []
+
+
+def test_every_refusal_is_located(outcomes: list[Outcome]) -> None:
+    unlocated = [
+        f"{o.name}: {d}"
+        for o in outcomes
+        for d in o.diagnostics
+        if not (d[0].startswith("repo/") and d[1] >= 1 and d[2] >= 1 and d[3] and d[4])
+    ]
+
+    assert unlocated == []
+    assert sum(1 for o in outcomes if o.diagnostic_count) > len(outcomes) // 2
+
+
+def test_known_hostile_files_are_refused_for_their_reason(outcomes: list[Outcome]) -> None:
+    by_index = {o.index: o for o in outcomes}
+    missed = []
+    for index, case in enumerate(corpus()):
+        if case.expect is None:
+            continue
+        messages = [d[4] for d in by_index[index].diagnostics if d[3] == "C6"]
+        if not any(case.expect in m or "s budget" in m for m in messages):
+            missed.append(f"{case.name}: {messages[:2]}")
+
+    assert missed == []
+
+
+# -- the command line refuses such a commit, with the place ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("- " * 100_000 + "x\n", "runtimes/deep.yaml:1:403: C6 nesting deeper than 200 levels"),
+        ("? " * 100_000 + "x\n", "runtimes/deep.yaml:1:403: C6 nesting deeper than 200 levels"),
+        ("spec:\n  replicas: 0x_\n", "runtimes/deep.yaml:2:13: C6 not a valid integer"),
+        ("a: " + "7" * 5_000 + "\n", "runtimes/deep.yaml:1:4: C6 integer of 5,000 characters"),
+    ],
+    ids=["block-sequence", "complex-keys", "hex", "long-integer"],
+)
+def test_validate_refuses_the_commit_with_a_located_error(
+    make_repo: RepoFactory, text: str, expected: str
+) -> None:
+    repo = make_repo({**small_repo(), "runtimes/deep.yaml": text})
+
+    done = subprocess.run(
+        [sys.executable, "-m", "reconciler", "validate", str(repo)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+
+    assert done.returncode == 1, done.stderr[-500:]
+    assert f"{repo}/{expected}" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
