@@ -2,7 +2,9 @@
 
 Kept in the target cluster as a ConfigMap per module in the system namespace, so that it travels
 with the cluster: the version, the strategy, the objects applied (in apply order), the kinds whose
-instances block deletion, the default configuration we created, and the commit. Prune and
+instances block deletion, the default configuration (recorded before it is created, with
+``default_configuration_done`` false until it exists: "intended", then "created"), and the
+commit. Prune and
 removal trust only the inventory (rule S1); the strategy used at removal is the one recorded here
 (L9). Callers: the lifecycle executor (reads and writes it through the cluster), the planner.
 """

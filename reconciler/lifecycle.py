@@ -289,7 +289,8 @@ class Lifecycle:
         return found
 
     def _blocking(self, inventory: Inventory) -> tuple[tuple[ObjectRef, ...], int]:
-        """Instances of the module's kinds, except the default configuration we delete first."""
+        """Instances of the module's kinds, except the default configuration we delete first
+        (when it carries our labels: one recorded as intended may be a user's)."""
         found: list[ObjectRef] = []
         for group, kind in inventory.managed_kinds:
             info = self.cluster.kinds_in_group(group, kind)
@@ -297,7 +298,9 @@ class Lifecycle:
                 continue
             for body in self.cluster.list_objects(info.api_version, kind):
                 ref = ObjectRef.of(body)
-                if ref != inventory.default_configuration:
+                if ref != inventory.default_configuration or not _labelled(
+                    body, inventory.runtime, inventory.module
+                ):
                     found.append(ref)
         found.sort()
         return tuple(found[:BLOCKING_KEPT]), len(found)
@@ -372,7 +375,7 @@ class Lifecycle:
                 module.default_configuration.body
             )
         stored = live.inventory if live.inventory_stored else None
-        intent = _intent(runtime, module, live.inventory, self.commit)
+        intent = _intent(runtime, module, live.inventory, self.commit, live.objects)
         if entry.changes_anything or intent != stored:
             self.ensure_namespace(self.system_namespace)
             self._write_inventory(intent, stored)
@@ -431,6 +434,15 @@ class Lifecycle:
         if namespace:
             self.ensure_namespace(str(namespace))
         self.cluster.apply(body, field_manager=self.field_manager, force=True)
+
+    def labelled_ours(self, ref: ObjectRef, inventory: Inventory) -> bool:
+        """Whether ``ref`` exists and carries our labels for the inventory's runtime and module
+        (an absent kind counts as absent)."""
+        try:
+            body = self.cluster.get(ref)
+        except UnknownKindError:
+            return False
+        return _labelled(body, inventory.runtime, inventory.module)
 
     def ensure_namespace(self, name: str) -> None:
         """Create a namespace that is missing; never labelled ours, so never deleted (S1)."""
@@ -595,11 +607,17 @@ def _labelled(body: Body | None, runtime: str, module: str) -> bool:
 
 
 def _intent(
-    runtime: str, module: DesiredModule, current: Inventory | None, commit: str
+    runtime: str,
+    module: DesiredModule,
+    current: Inventory | None,
+    commit: str,
+    objects: Mapping[ObjectRef, Body],
 ) -> Inventory:
-    """The inventory written before applying: the new objects plus every old one still to prune."""
+    """The inventory written before applying: the new objects plus every old one still to prune,
+    and the default configuration about to be created (recorded before it exists)."""
     wanted = [ObjectRef.of(o.body) for o in module.objects]
     old = [r for r in (current.objects if current else ()) if r not in wanted]
+    default, done = _default_intent(runtime, module, current, objects)
     fresh = Inventory(
         runtime,
         module.name,
@@ -607,8 +625,8 @@ def _intent(
         module.strategy,
         tuple(wanted + old),
         module.managed_kinds(),
-        current.default_configuration if current else None,
-        current.default_configuration_done if current else False,
+        default,
+        done,
         current.commit if current else commit,
     )
     if current is not None and fresh != current:
@@ -616,15 +634,47 @@ def _intent(
     return fresh
 
 
-def _final_inventory(intent: Inventory, module: DesiredModule, entry: ModulePlan) -> Inventory:
-    wanted = tuple(ObjectRef.of(o.body) for o in module.objects) + entry.kept
-    default_ref, done = intent.default_configuration, intent.default_configuration_done
-    if module.strategy is Strategy.CREATE_AND_DELETE and module.default_configuration and not done:
-        created = [c.ref for c in entry.changes if c.default_configuration]
-        default_ref, done = (created[0] if created else None), True
-    return replace(
-        intent, objects=wanted, default_configuration=default_ref, default_configuration_done=done
+def _default_intent(
+    runtime: str,
+    module: DesiredModule,
+    current: Inventory | None,
+    objects: Mapping[ObjectRef, Body],
+) -> tuple[ObjectRef | None, bool]:
+    """L3 bookkeeping: (the default configuration that is ours, whether it was created).
+
+    The reference is recorded *before* the object is created, "intended" (not done), so that
+    a lost response or a kill right after the create can never make our object look like a
+    user's. Then: intended and absent -> create it (once); intended and present with our labels
+    -> it was created (the answer was lost): done; done -> never created again, even when a
+    user deleted it; present before we intended anything -> a user's, never ours."""
+    ref, done = (
+        (current.default_configuration, current.default_configuration_done)
+        if current
+        else (None, False)
     )
+    rendered = module.default_configuration
+    if rendered is None or module.strategy is not Strategy.CREATE_AND_DELETE:
+        return ref, done
+    wanted = ObjectRef.of(rendered.body)
+    body = objects.get(wanted)
+    ours = body is not None and _labelled(body, runtime, module.name)
+    if ref is None and ours:  # created by us, recorded by an older reconciler: ours again
+        return wanted, True
+    if ref is not None and not done and body is not None and not ours:
+        return None, True  # a user made it between our intent and our create: keep theirs
+    if done or ref is not None:
+        return ref, done
+    if body is not None:  # someone made it already: keep theirs
+        return None, True
+    return wanted, False  # intended: created right after this inventory is written
+
+
+def _final_inventory(intent: Inventory, module: DesiredModule, entry: ModulePlan) -> Inventory:
+    """The inventory once the module is applied: the new objects (and the old ones kept for
+    now, a CRD with custom resources left), and an intended default configuration now created."""
+    wanted = tuple(ObjectRef.of(o.body) for o in module.objects) + entry.kept
+    done = intent.default_configuration_done or intent.default_configuration is not None
+    return replace(intent, objects=wanted, default_configuration_done=done)
 
 
 def _unmark_patch() -> dict[str, Any]:

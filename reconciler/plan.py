@@ -515,7 +515,7 @@ def plan_removal(live: LiveModule) -> ModulePlan:
 
 def _created_default(inventory: Inventory, live: LiveModule) -> tuple[ObjectChange, ...]:
     ref = inventory.default_configuration
-    if ref is None or ref not in live.objects:
+    if ref is None or not _ours(live.objects.get(ref), inventory):  # intended: maybe a user's
         return ()
     return (ObjectChange(ObjectAction.DELETE, ref, default_configuration=True),)
 

@@ -129,7 +129,7 @@ def test_past_its_time_limit_an_operation_fails_naming_the_step(store: SqliteSto
     assert clock.now >= operation.deadline
 
 
-def test_deprovision_skips_a_step_past_its_own_limit_and_the_retrigger_finishes(
+def test_deprovision_skips_a_step_past_its_own_limit_then_fails_naming_what_is_left(
     store: SqliteStore,
 ) -> None:
     cluster, clock = InMemoryCluster(), Clock()
@@ -150,17 +150,24 @@ def test_deprovision_skips_a_step_past_its_own_limit_and_the_retrigger_finishes(
         outcome = runner.run(outcome.operation)
 
     operation = outcome.operation
-    assert operation.state is OperationState.SUCCEEDED
+    assert operation.state is OperationState.FAILED  # never "succeeded" with widget left
     ((stage, skipped),) = operation.skipped_steps()
     assert (stage, skipped.name) == ("resources", "Wait_For_Managed_Resources")
     assert "Widget/widget-system/mine" in skipped.message
+    assert operation.message.startswith("step Remove_Runtime_Record failed: left in the cluster")
+    assert "widget (deletion of widget waits for 1 object(s)" in operation.message
+    assert "Widget/widget-system/mine" in operation.message
     assert cluster.get(ObjectRef("apps/v1", "Deployment", NAMESPACE, "widget-operator")) is not None
-    assert store.runtimes()[0].state == "Deleting"
+    (record,) = store.runtimes()
+    assert (record.state, record.reason) == ("Deleting", "WaitingForResources")
+    assert "Widget/widget-system/mine" in record.message
+    assert runner.removed_runtimes() == ["rt"]  # so the next sync deprovisions again
 
     cluster.delete(ObjectRef.of(mine))
-    (retriggered,) = runner.engine.retrigger()
-    assert retriggered.retrigger_of == operation.id
-    final = runner.run(retriggered).operation
+    again = runner.operation_for("rt")
+    assert again.type is OperationType.DEPROVISION
+    assert again.id != operation.id
+    final = runner.run(again).operation
     assert final.state is OperationState.SUCCEEDED
     assert final.skipped_steps() == []
     assert store.runtimes() == []

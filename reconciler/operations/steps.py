@@ -32,6 +32,8 @@ from reconciler.plan import Context, DesiredModule
 
 RETRY_PROCESSING = 10.0
 RETRY_DELETING = 30.0
+#: Module states a deprovision leaves behind (blocked by users' objects, or failed for good).
+_LEFT = (ModuleState.DELETING, ModuleState.ERROR)
 
 
 @dataclass(slots=True)
@@ -87,6 +89,18 @@ class Step:
 
 def _module_statuses(result: SyncResult) -> list[dict[str, Any]]:
     return [s.to_json() for s in result.modules]
+
+
+def _module_errors(result: SyncResult) -> StepResult | None:
+    """Modules in Error: a failure when one failed for good, else a retry of the stage; ``None``
+    when no module is in Error."""
+    failed = [s for s in result.modules if s.state is ModuleState.ERROR]
+    if not failed:
+        return None
+    text = "; ".join(f"{s.module}: {s.message}" for s in failed)
+    if any(s.reason == "Failed" for s in failed):
+        return StepResult(error=text)
+    return StepResult(f"retrying: {text}", retry_after=RETRY_PROCESSING)
 
 
 class Starting(Step):
@@ -223,13 +237,7 @@ class ApplyModules(Step):
             context.planning, context.desired, part="desired"
         )
         operation.data["modules"] = _module_statuses(result)
-        failed = [s for s in result.modules if s.state is ModuleState.ERROR]
-        if any(s.reason == "Failed" for s in failed):
-            return StepResult(error="; ".join(f"{s.module}: {s.message}" for s in failed))
-        if failed:
-            text = "; ".join(f"{s.module}: {s.message}" for s in failed)
-            return StepResult(f"retrying: {text}", retry_after=RETRY_PROCESSING)
-        return StepResult(f"{len(result.modules)} modules applied")
+        return _module_errors(result) or StepResult(f"{len(result.modules)} modules applied")
 
 
 class CheckModulesReady(Step):
@@ -270,6 +278,9 @@ class RemoveModules(Step):
             context.planning, context.desired, part="removals"
         )
         operation.data["removals"] = _module_statuses(result)
+        errors = _module_errors(result)  # never "removed" while a removal failed half-way
+        if errors is not None:
+            return errors
         deleting = [s for s in result.modules if s.state is ModuleState.DELETING]
         if deleting:
             return StepResult("; ".join(s.message for s in deleting), retry_after=RETRY_DELETING)
@@ -311,7 +322,10 @@ class DeleteDefaultConfigurations(Step):
 
     name = "Delete_Default_Configurations"
     domain = "lifecycle"
-    description = "Deletes the default configuration resources the reconciler created (only those)."
+    description = (
+        "Deletes the default configuration resources the reconciler created (only those, "
+        "and only while they carry its labels)."
+    )
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
         lifecycle = context.lifecycle(operation)
@@ -319,8 +333,9 @@ class DeleteDefaultConfigurations(Step):
         for inventory in lifecycle.read_inventories(operation.runtime).values():
             if inventory.strategy is Strategy.IGNORE:
                 continue  # L7: an Ignore module has nothing deleted, its CR neither
-            if inventory.default_configuration is not None:
-                count += bool(lifecycle.cluster.delete(inventory.default_configuration))
+            ref = inventory.default_configuration
+            if ref is not None and lifecycle.labelled_ours(ref, inventory):
+                count += bool(lifecycle.cluster.delete(ref))
         return StepResult(f"{count} default configuration(s) deleted")
 
 
@@ -331,7 +346,7 @@ class WaitForManagedResources(Step):
     domain = "lifecycle"
     description = (
         "Waits while custom resources of the modules' kinds exist (names them); skipped "
-        "after its own 5-minute limit and retried by the re-trigger."
+        "after its own 5-minute limit, so that the modules nothing blocks are deleted."
     )
     retry_without_fail = 300.0
 
@@ -356,26 +371,30 @@ class DeleteModuleManifests(Step):
     domain = "lifecycle"
     description = (
         "Deletes each module's objects in reverse apply order, CRDs last, for modules "
-        "nothing blocks any more; releases Ignore modules."
+        "nothing blocks any more; releases Ignore modules; a transient failure runs the "
+        "stage again."
     )
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
         result = context.lifecycle(operation).sync(context.planning, [], part="removals")
         operation.data["removals"] = _module_statuses(result)
-        left = [s.module for s in result.modules if s.state is ModuleState.DELETING]
+        errors = _module_errors(result)
+        if errors is not None and errors.retry_after is not None:
+            return errors  # a transient failure: the stage runs again
+        left = [s.module for s in result.modules if s.state in _LEFT]
         if left:
-            return StepResult(f"still blocked, left for the re-trigger: {', '.join(left)}")
+            return StepResult(f"not deleted, left for a new deprovision: {', '.join(left)}")
         return StepResult(f"{len(result.modules)} modules deleted or released")
 
 
 class DeleteInventory(Step):
-    """Deprovision: inventories of modules that are gone (the rest stay for the re-trigger)."""
+    """Deprovision: inventories of modules that are gone (the rest stay for a new deprovision)."""
 
     name = "Delete_Inventory"
     domain = "lifecycle"
     description = (
         "Checks that the inventories of deleted modules are gone; those of modules still "
-        "blocked are kept for the re-trigger."
+        "blocked are kept for a new deprovision."
     )
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
@@ -385,13 +404,15 @@ class DeleteInventory(Step):
 
 
 class RemoveRuntimeRecord(Step):
-    """Deprovision: forgets the runtime once nothing of it is left."""
+    """Deprovision: forgets the runtime once nothing of it is left; otherwise the operation
+    fails, naming what is left and why, and the runtime stays Deleting for a new deprovision."""
 
     name = "Remove_Runtime_Record"
     domain = "operations"
     description = (
-        "Removes the runtime's record from the state store when nothing is left in its "
-        "cluster; otherwise records it as Deleting."
+        "Removes the runtime's record from the state store when no inventory is left in its "
+        "cluster; otherwise keeps it as Deleting and fails the operation, naming what is left "
+        "and why (the next sync starts a new deprovision)."
     )
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
@@ -399,17 +420,30 @@ class RemoveRuntimeRecord(Step):
         if not left:
             context.store.forget_runtime(operation.runtime)
             return StepResult("runtime record removed")
+        removals = operation.data.get("removals", [])
+        why = left_text(left, removals)
         context.store.put_runtime(
             RuntimeRecord(
                 operation.runtime,
                 str(ModuleState.DELETING),
                 "WaitingForResources",
-                f"left: {', '.join(left)}",
+                why,
                 operation.commit,
                 context.now(),
+                [m for m in removals if m.get("state")],
             )
         )
-        return StepResult(f"runtime kept as Deleting: {', '.join(left)}")
+        return StepResult(
+            error=f"{why}; the runtime stays Deleting and the next sync starts a new deprovision"
+        )
+
+
+def left_text(left: Sequence[str], removals: Sequence[dict[str, Any]]) -> str:
+    """``left in the cluster: widget (why), ...``: each module whose inventory is left, with the
+    message its removal reported."""
+    why = {m["module"]: m.get("message", "") for m in removals}
+    parts = [f"{name} ({why[name]})" if why.get(name) else name for name in left]
+    return f"left in the cluster: {', '.join(parts)}"
 
 
 def transient_retry(error: TransientError) -> StepResult:
