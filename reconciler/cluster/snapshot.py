@@ -30,7 +30,8 @@ def load_snapshot(path: Path) -> InMemoryCluster:
     try:
         documents = list(yaml.load_all(path.read_text(encoding="utf-8"), Loader=_Loader))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-        raise SourceError(f"{path}: cannot read the snapshot: {error}") from error
+        reason = " ".join(str(error).split())  # one line, as every error of ours
+        raise SourceError(f"{path}: cannot read the snapshot: {reason}") from error
     try:
         cluster.load(list(_objects(documents)))
     except (KeyError, TypeError, ValueError) as error:

@@ -188,9 +188,16 @@ class SqliteStore:
             raise SourceError(f"cannot open the state store {path}: {error}") from error
         self._lock = threading.RLock()
         self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._migrate()
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.DatabaseError as error:
+            self._db.close()
+            raise SourceError(
+                f"{path}: not a usable reconciler state store ({error}); name another with "
+                "--state or RECONCILER_STATE"
+            ) from error
 
     def close(self) -> None:
         """Close the file."""
