@@ -260,11 +260,21 @@ class _Located(InMemoryCluster):
         self.identity = identity
 
 
-def test_a_runtime_is_never_deprovisioned_through_another_access(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("synced", "later"),
+    [
+        ("server https://10.0.0.1:6443", "snapshot /tmp/x.yaml"),
+        ("snapshot /tmp/x.yaml", "server https://10.0.0.1:6443"),
+        ("server https://10.0.0.1:6443", "server https://10.9.9.9:6443"),
+    ],
+)
+def test_a_runtime_is_never_deprovisioned_through_another_access(
+    tmp_path: Path, synced: str, later: str
+) -> None:
     sample = load_repo(PROJECT / "sample-repo").repo
     assert sample is not None
     store = SqliteStore(tmp_path / "state.db")
-    real, rehearsal = _Located("server https://10.0.0.1:6443"), _Located("snapshot /tmp/x.yaml")
+    real, rehearsal = _Located(synced), _Located(later)
 
     def runner(cluster: InMemoryCluster, repo: object, allow: bool = False) -> Runner:
         engine = Engine(store, clock=lambda: datetime.now(UTC), plugins=[])
@@ -286,8 +296,7 @@ def test_a_runtime_is_never_deprovisioned_through_another_access(tmp_path: Path)
     operation = refused.run(refused.operation_for("dev-sandbox")).operation
 
     assert operation.state is OperationState.FAILED
-    assert "was synced through server https://10.0.0.1:6443" in operation.message
-    assert "snapshot /tmp/x.yaml" in operation.message
+    assert f"was synced through {synced}, this run reaches {later}" in operation.message
     assert len(real.snapshot()) == objects
     assert store.runtime("dev-sandbox") is not None
 
