@@ -89,6 +89,33 @@ max_size_option = click.option(
 )
 
 
+class Duration(click.ParamType[float, Any]):
+    """A duration above zero such as ``45s``, ``10m`` or ``1h30m``, as seconds."""
+
+    name = "duration"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, float):
+            return value
+        try:
+            seconds = parse_duration(str(value).strip())
+        except ValueError:
+            seconds = 0.0
+        if seconds <= 0:
+            self.fail(f"{str(value)[:40]!r} is not a duration above zero such as 45s, 10m or 1h30m")
+        return seconds
+
+
+def _listen_address(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, int]:
+    """``HOST:PORT`` with a port from 0 (any free port) to 65535."""
+    host, _, port = value.rpartition(":")
+    if not port.isdigit() or int(port) > 65535:
+        raise click.BadParameter(f"{value[:60]!r} is not HOST:PORT (a port from 0 to 65535)")
+    return host or "0.0.0.0", int(port)  # noqa: S104 (a server; /sync and /hooks/git need the secret)
+
+
 class _Group(click.Group):
     """Maps our errors to messages and exit codes, for every command, in one place."""
 
@@ -786,6 +813,7 @@ def status(runtime_names: Sequence[str], state_url: str, output_format: str) -> 
 )
 @click.option(
     "--interval",
+    type=Duration(),
     default="60s",
     show_default=True,
     envvar="RECONCILER_INTERVAL",
@@ -793,6 +821,7 @@ def status(runtime_names: Sequence[str], state_url: str, output_format: str) -> 
 )
 @click.option(
     "--resync-interval",
+    type=Duration(),
     default="10m",
     show_default=True,
     envvar="RECONCILER_RESYNC_INTERVAL",
@@ -801,6 +830,7 @@ def status(runtime_names: Sequence[str], state_url: str, output_format: str) -> 
 @click.option(
     "--listen",
     default="0.0.0.0:8080",
+    callback=_listen_address,
     show_default=True,
     envvar="RECONCILER_LISTEN",
     help="Address of /healthz, /readyz, /metrics, /status and /hooks/git.",
@@ -837,6 +867,7 @@ def status(runtime_names: Sequence[str], state_url: str, output_format: str) -> 
 )
 @click.option(
     "--http-read-timeout",
+    type=Duration(),
     default="10s",
     show_default=True,
     envvar="RECONCILER_HTTP_READ_TIMEOUT",
@@ -881,19 +912,19 @@ def status(runtime_names: Sequence[str], state_url: str, output_format: str) -> 
 )
 @click.option(
     "--git-timeout",
+    type=Duration(),
     default="60s",
     show_default=True,
     envvar=GIT_TIMEOUT_ENV,
-    callback=lambda _ctx, _param, value: _git_timeout(value),
     help="Time limit of each git call to a remote; a call past it is stopped and reported.",
 )
 def daemon(
     repo_url: str,
     branch: str,
     repo_path: str,
-    interval: str,
-    resync_interval: str,
-    listen: str,
+    interval: float,
+    resync_interval: float,
+    listen: tuple[str, int],
     kubeconfig_dir: Path | None,
     secret_namespace: str,
     state_url: str,
@@ -901,7 +932,7 @@ def daemon(
     cache_dir: Path | None,
     webhook_secret_file: Path | None,
     allow_unauthenticated_sync: bool,
-    http_read_timeout: str,
+    http_read_timeout: float,
     http_max_connections: int,
     token_file: Path | None,
     ssh_key_file: Path | None,
@@ -942,30 +973,29 @@ def daemon(
     secret = webhook_secret_file.read_bytes().strip() if webhook_secret_file else None
     if secret == b"":
         raise click.BadParameter("the file is empty", param_hint="--webhook-secret-file")
-    host, _, port = listen.rpartition(":")
-    if not port.isdigit():
-        raise click.BadParameter(f"{listen!r} is not HOST:PORT", param_hint="--listen")
+    limits = HttpLimits(
+        read_timeout=max(1, round(http_read_timeout)), max_connections=http_max_connections
+    )
+    host, port = listen
     try:
-        read_timeout = max(1, round(parse_duration(http_read_timeout)))
-    except ValueError as error:
-        raise click.BadParameter(str(error), param_hint="--http-read-timeout") from error
-    limits = HttpLimits(read_timeout=read_timeout, max_connections=http_max_connections)
-    server = serve(
-        the_daemon,
-        host or "0.0.0.0",  # noqa: S104 (a server; /sync and /hooks/git need the secret)
-        int(port),
-        secret,
-        allow_unauthenticated_sync=allow_unauthenticated_sync,
-        limits=limits,
-    )
-    scheduler = start_scheduler(
-        the_daemon, parse_duration(interval), parse_duration(resync_interval)
-    )
+        server = serve(
+            the_daemon,
+            host,
+            port,
+            secret,
+            allow_unauthenticated_sync=allow_unauthenticated_sync,
+            limits=limits,
+        )
+    except OSError as error:
+        the_daemon.close()
+        raise AccessError(f"cannot listen on {host}:{port}: {error.strerror or error}") from error
+    scheduler = start_scheduler(the_daemon, interval, resync_interval)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     click.echo(
-        f"reconciler daemon following {source.shown} {branch} ({repo_path}); listening on {listen}",
+        f"reconciler daemon following {source.shown} {branch} ({repo_path}); "
+        f"listening on {host}:{port}",
         err=True,
     )
     stop.wait()

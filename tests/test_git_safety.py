@@ -558,7 +558,11 @@ def test_the_daemon_command_refuses_a_bad_repo_or_timeout_in_one_line(tmp_path: 
     for args, expected in (
         (["--repo", "ext::sh -c touch% x"], "error: git remote refused: it names a git remote"),
         (["--repo", "https://u:hunter2@h/x.git"], "error: git remote refused: it has credentials"),
-        (["--repo", str(tmp_path), "--git-timeout", "0s"], "git timeout must be a duration"),
+        (["--repo", str(tmp_path), "--git-timeout", "0s"], "'0s' is not a duration above zero"),
+        (["--repo", str(tmp_path), "--interval", "abc"], "'abc' is not a duration above zero"),
+        (["--repo", str(tmp_path), "--resync-interval", "-5m"], "'-5m' is not a duration"),
+        (["--repo", str(tmp_path), "--listen", "nonsense"], "'nonsense' is not HOST:PORT"),
+        (["--repo", str(tmp_path), "--listen", "999.1.1.1:99999"], "a port from 0 to 65535"),
     ):
         done = subprocess.run(
             [sys.executable, "-m", "reconciler", "daemon", "--listen", "127.0.0.1:0", *args],
@@ -572,3 +576,22 @@ def test_the_daemon_command_refuses_a_bad_repo_or_timeout_in_one_line(tmp_path: 
         assert expected in done.stderr
         assert "Traceback" not in done.stderr
         assert "hunter2" not in done.stderr
+
+
+def test_the_daemon_command_names_a_port_in_use_in_one_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        command = [sys.executable, "-m", "reconciler", "daemon", "--repo", str(tmp_path)]
+        done = subprocess.run(
+            [*command, "--listen", f"127.0.0.1:{port}"],
+            env={**os.environ, "RECONCILER_STATE": f"sqlite:///{tmp_path / 'state.db'}"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 2, done.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "Traceback" not in done.stderr
