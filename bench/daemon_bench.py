@@ -24,9 +24,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench.generate_fleet import generate_fleet  # noqa: E402
 from reconciler.cluster.memory import InMemoryCluster  # noqa: E402
-from reconciler.daemon import Daemon, DaemonOptions  # noqa: E402
-from reconciler.fleetdiff import FleetDiffer  # noqa: E402
-from reconciler.model import ClusterAccess  # noqa: E402
+from reconciler.core.fleetdiff import FleetDiffer  # noqa: E402
+from reconciler.core.model import ClusterAccess  # noqa: E402
+from reconciler.daemon.service import Daemon, DaemonOptions  # noqa: E402
 from reconciler.operations.store import SqliteStore  # noqa: E402
 from reconciler.source.git import RemoteSource  # noqa: E402
 
@@ -37,10 +37,10 @@ MEASURE = """
 import sys
 from datetime import UTC, datetime
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.lifecycle import sync_runtime
-from reconciler.loader import load_repo
-from reconciler.render import Renderer
-from reconciler.resolve import resolve_runtime
+from reconciler.lifecycle.executor import sync_runtime
+from reconciler.source.loader import load_repo
+from reconciler.core.render import Renderer
+from reconciler.core.resolve import resolve_runtime
 repo = load_repo(sys.argv[2]).repo
 renderer = Renderer(repo)
 clusters = {}

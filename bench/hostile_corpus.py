@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from reconciler.tree import Entry
+    from reconciler.source.tree import Entry
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -84,14 +84,14 @@ def base_files() -> dict[str, bytes]:
 
 
 class MemoryTree:
-    """A :class:`~reconciler.tree.SourceTree` over a dict of files."""
+    """A :class:`~reconciler.source.tree.SourceTree` over a dict of files."""
 
     def __init__(self, files: dict[str, bytes]) -> None:
         self.files = files
         self.folders = {"/".join(p.split("/")[:i]) for p in files for i in range(p.count("/") + 1)}
 
     def entries(self, folder: str) -> list[Entry]:
-        from reconciler.tree import Entry
+        from reconciler.source.tree import Entry
 
         prefix = f"{folder}/" if folder else ""
         names: dict[str, bool] = {}
@@ -513,9 +513,9 @@ def work(seed: int, indexes: list[int], file_budget: float) -> Iterator[str]:
     """Lines a worker prints: ``start <i>`` before each case, then its outcome as JSON. Each
     case is read as a whole commit by ``load_repo`` (the path of ``reconciler validate`` and
     of the daemon), the base repo's files parsed once (by the loader's cache)."""
-    from reconciler.loader import ReadOptions, load_repo
-    from reconciler.schema import SchemaChecker
-    from reconciler.schemafiles import load_schemas
+    from reconciler.config.schema import SchemaChecker
+    from reconciler.source.loader import ReadOptions, load_repo
+    from reconciler.source.schemas import load_schemas
 
     cases = corpus(seed)
     checker = SchemaChecker(load_schemas())

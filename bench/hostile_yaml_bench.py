@@ -36,7 +36,7 @@ import sys, time
 sys.path.insert(0, {code!r})
 sys.path.insert(1, {root!r})
 from bench.hostile_corpus import MemoryTree, base_files
-from reconciler.loader import ReadOptions, load_repo
+from reconciler.source.loader import ReadOptions, load_repo
 n = {n}
 text = (
     "apiVersion: reconciler.dev/v1alpha1\\nkind: Runtime\\nmetadata:\\n  name: rt\\nspec:\\n"

@@ -10,7 +10,8 @@ parts a straightforward implementation would use:
   ``validate()``, which raises the best error only) list every error. No compiled fast path.
 
 Errors become diagnostics through the same conversion as ours
-(:func:`reconciler.schema.diagnostics_of`, which wraps the private ``_diagnostics`` and merges a
+(:func:`reconciler.config.schema.diagnostics_of`, which wraps the private ``_diagnostics``
+and merges a
 misspelled required field into one error), so any difference in the error sets is a bug.
 
     python bench/naive.py REPO      # prints the errors like ``reconciler validate``, and the time
@@ -26,13 +27,13 @@ from typing import Any
 import jsonschema
 import yaml
 
-from reconciler.budget import TimeBudget
-from reconciler.diagnostics import Diagnostic
-from reconciler.loader import ReadOptions, load_repo
-from reconciler.schema import SchemaChecker, diagnostics_of
-from reconciler.schemafiles import load_schemas
-from reconciler.validate import Validation
-from reconciler.yamlsafe import Document
+from reconciler.config.budget import TimeBudget
+from reconciler.config.schema import SchemaChecker, diagnostics_of
+from reconciler.config.validate import Validation
+from reconciler.config.yamlsafe import Document
+from reconciler.core.diagnostics import Diagnostic
+from reconciler.source.loader import ReadOptions, load_repo
+from reconciler.source.schemas import load_schemas
 
 
 class NaiveSchemaChecker(SchemaChecker):

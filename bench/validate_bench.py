@@ -4,7 +4,8 @@ Each measurement is a fresh Python process (interpreter start and imports includ
 this script from process start to exit:
 
 - ``ours (CLI)``: ``reconciler validate REPO``, the installed console script;
-- ``ours (load_repo)``: ``python -c`` importing :func:`reconciler.loader.load_repo` and validating;
+- ``ours (load_repo)``: ``python -c`` importing :func:`reconciler.source.loader.load_repo` and
+validating;
   the child also prints its own in-process time of the ``load_repo`` call;
 - ``naive``: the same with :func:`bench.naive.load_repo_naive` (pure-Python YAML parser, a
   ``jsonschema.validate()``-style check per document).
@@ -42,9 +43,9 @@ from bench.generate_fleet import (  # noqa: E402
     fleet_parameters,
     generate_fleet,
 )
-from reconciler.diagnostics import Diagnostic  # noqa: E402
+from reconciler.core.diagnostics import Diagnostic  # noqa: E402
 
-OURS = "from reconciler.loader import load_repo as load"
+OURS = "from reconciler.source.loader import load_repo as load"
 NAIVE = "from bench.naive import load_repo_naive as load"
 CHILD = """\
 import time

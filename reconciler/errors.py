@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from reconciler.diagnostics import Diagnostic
+    from reconciler.core.diagnostics import Diagnostic
 
 
 class ReconcilerError(Exception):
@@ -78,7 +78,7 @@ class OverBudgetError(PermanentError):
     def at(self, path: str, line: int, column: int) -> Diagnostic:
         """The C6 diagnostic of this error; the first place given is kept."""
         if self.diagnostic is None:
-            from reconciler.diagnostics import Diagnostic
+            from reconciler.core.diagnostics import Diagnostic
 
             self.diagnostic = Diagnostic(path, line, column, "C6", str(self))
         return self.diagnostic

@@ -26,7 +26,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from reconciler.cluster.api import Body, Cluster, KindInfo, ObjectRef
+from reconciler.cluster.api import Cluster, KindInfo
+from reconciler.core.objects import Body, ObjectRef
 from reconciler.errors import ReconcilerError, ServerError, ThrottledError
 
 FAULT_KINDS = ("throttled", "server", "timeout", "lost")

@@ -11,8 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.lifecycle import SyncResult, sync_runtime
-from reconciler.model import (
+from reconciler.core.model import (
     Channel,
     ClusterAccess,
     ConfigRepo,
@@ -23,6 +22,7 @@ from reconciler.model import (
     Runtime,
     Settings,
 )
+from reconciler.lifecycle.executor import SyncResult, sync_runtime
 
 NOW = datetime(2026, 11, 18, 12, 0, tzinfo=UTC)  # a Wednesday
 NAMESPACE = "widget-system"

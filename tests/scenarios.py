@@ -38,12 +38,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from reconciler.cluster.api import Body, Cluster, ObjectRef
+from reconciler.cluster.api import Cluster
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.errors import ReconcilerError
-from reconciler.inventory import LABEL_INVENTORY, Inventory, inventory_from_configmap
-from reconciler.lifecycle import ModuleState
-from reconciler.model import (
+from reconciler.core.inventory import LABEL_INVENTORY, Inventory, inventory_from_configmap
+from reconciler.core.model import (
     LABEL_MANAGED_BY,
     LABEL_MODULE,
     LABEL_RUNTIME,
@@ -58,6 +56,9 @@ from reconciler.model import (
     Settings,
     Strategy,
 )
+from reconciler.core.objects import Body, ObjectRef
+from reconciler.errors import ReconcilerError
+from reconciler.lifecycle.executor import ModuleState
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import Operation, OperationState, OperationType, StepState
 from reconciler.operations.runner import Runner

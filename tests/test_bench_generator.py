@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bench.generate_fleet import RUNTIME_MISTAKES, generate_fleet
 from bench.naive import load_repo_naive
-from reconciler.loader import load_repo
+from reconciler.source.loader import load_repo
 
 
 def test_generated_fleet_is_valid_and_deterministic(tmp_path: Path) -> None:

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.cluster.api import ObjectRef
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.inventory import Inventory, inventory_from_configmap, inventory_ref
-from reconciler.lifecycle import ModuleState, SyncResult, sync_runtime
-from reconciler.model import ConfigRepo, ModuleRef
+from reconciler.core.inventory import Inventory, inventory_from_configmap, inventory_ref
+from reconciler.core.model import ConfigRepo, ModuleRef
+from reconciler.core.objects import ObjectRef
+from reconciler.lifecycle.executor import ModuleState, SyncResult, sync_runtime
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import OperationState, OperationType
 from reconciler.operations.runner import Runner

@@ -10,14 +10,14 @@ import yaml
 from click.testing import CliRunner
 
 from reconciler import __version__
-from reconciler.cli import cli, main
-from reconciler.loader import load_repo
-from reconciler.model import (
+from reconciler.cli.main import cli, main
+from reconciler.core.model import (
     ANNOTATION_MODULE_VERSION,
     LABEL_MANAGED_BY,
     LABEL_MODULE,
     LABEL_RUNTIME,
 )
+from reconciler.source.loader import load_repo
 
 ROOT = Path(__file__).parent.parent
 SAMPLE = ROOT / "sample-repo"

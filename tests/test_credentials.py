@@ -1,4 +1,4 @@
-"""Inline credentials in the config repo (rules C6 and S4): reconciler.credentials."""
+"""Inline credentials in the config repo (rules C6 and S4): reconciler.config.credentials."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.credentials import find_inline_credentials
-from reconciler.diagnostics import Diagnostic
-from reconciler.loader import ReadOptions, load_repo
-from reconciler.yamlsafe import Document, parse_yaml
+from reconciler.config.credentials import find_inline_credentials
+from reconciler.config.yamlsafe import Document, parse_yaml
+from reconciler.core.diagnostics import Diagnostic
+from reconciler.source.loader import ReadOptions, load_repo
 from tests.conftest import RepoFactory, small_repo
 
 #: A value that must never show up in any message.

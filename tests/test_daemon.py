@@ -25,11 +25,11 @@ from typing import Any
 
 import pytest
 
-from reconciler.cluster.api import ObjectRef
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.daemon import Daemon, start_scheduler
-from reconciler.daemon_http import serve
-from reconciler.model import ClusterAccess
+from reconciler.core.model import ClusterAccess
+from reconciler.core.objects import ObjectRef
+from reconciler.daemon.http import serve
+from reconciler.daemon.service import Daemon, start_scheduler
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
 from tests.test_fleet_diff import BASE_FILES, SETTINGS, _channel, _git, _runtime, _write

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.daemon import Daemon, DaemonOptions
-from reconciler.model import ClusterAccess
+from reconciler.core.model import ClusterAccess
+from reconciler.daemon.service import Daemon, DaemonOptions
 from reconciler.operations.model import CommitRecord, CommitVerdict
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.daemon import Daemon
-from reconciler.model import ClusterAccess
+from reconciler.core.model import ClusterAccess
+from reconciler.daemon.service import Daemon
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
 from tests.test_daemon import WIDGET, Fleet, GitServer, _poll

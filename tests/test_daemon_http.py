@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from reconciler.cli import cli
+from reconciler.cli.main import cli
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.daemon import Daemon
-from reconciler.daemon_http import HttpLimits, HttpServer, serve, verify_webhook
-from reconciler.model import ClusterAccess
+from reconciler.core.model import ClusterAccess
+from reconciler.daemon.http import HttpLimits, HttpServer, serve, verify_webhook
+from reconciler.daemon.service import Daemon
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
 from tests.test_daemon import Fleet

@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from reconciler.docgen import DEFAULT_OUTPUT, main, render_reference
-from reconciler.schemafiles import load_schemas
+from reconciler.cli.docgen import DEFAULT_OUTPUT, main, render_reference
+from reconciler.source.schemas import load_schemas
 
 
 def test_committed_reference_is_up_to_date() -> None:
     committed = DEFAULT_OUTPUT.read_text(encoding="utf-8")
 
     assert committed == render_reference(load_schemas()), (
-        "docs/config-reference.md is stale: regenerate it with `python -m reconciler.docgen`"
+        "docs/config-reference.md is stale: regenerate it with `python -m reconciler.cli.docgen`"
     )
 
 
@@ -98,7 +98,7 @@ def test_check_flags_a_stale_page_and_passes_after_regeneration(
     page.write_text("# old\n", encoding="utf-8")
 
     assert main(["--check", "--output", str(page)]) == 1
-    assert "python -m reconciler.docgen" in capsys.readouterr().err
+    assert "python -m reconciler.cli.docgen" in capsys.readouterr().err
     assert main(["--output", str(page)]) == 0
     assert main(["--check", "--output", str(page)]) == 0
     assert page.read_text(encoding="utf-8") == render_reference(load_schemas())

@@ -23,7 +23,7 @@ from dataclasses import replace
 import pytest
 
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.model import Channel, ModuleVersion
+from reconciler.core.model import Channel, ModuleVersion
 from tests.lifecycle_helpers import deployment
 from tests.scenarios import (
     GIZMO,

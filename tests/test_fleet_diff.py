@@ -18,8 +18,8 @@ import pytest
 from click.testing import CliRunner, Result
 from markdown_it import MarkdownIt
 
-from reconciler.cli import cli
-from reconciler.report import MARKDOWN_LIMIT
+from reconciler.cli.main import cli
+from reconciler.cli.report import MARKDOWN_LIMIT
 
 SETTINGS = """\
 apiVersion: reconciler.dev/v1alpha1
@@ -425,8 +425,8 @@ def test_each_blob_is_parsed_once_and_each_situation_planned_once(tmp_path: Path
     from datetime import UTC, datetime
 
     from bench.generate_fleet import generate_fleet
-    from reconciler.loader import ReadOptions
-    from reconciler.review import Review, Side
+    from reconciler.source.loader import ReadOptions
+    from reconciler.source.review import Review, Side
 
     generate_fleet(tmp_path, runtimes=300, modules=6, versions=2)
     _git(tmp_path, "init", "-q")
@@ -447,7 +447,7 @@ def test_each_blob_is_parsed_once_and_each_situation_planned_once(tmp_path: Path
     both.load(Side(tmp_path, "HEAD"), "head")
     assert len(both.cache) == files + 1  # only the changed channel is parsed again
 
-    from reconciler.fleetdiff import FleetDiffer
+    from reconciler.core.fleetdiff import FleetDiffer
 
     differ = FleetDiffer(base[0], head[0], datetime(2026, 11, 20, 10, tzinfo=UTC))
     diff = differ.diff()

@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from reconciler.cli import cli
+from reconciler.cli.main import cli
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.loader import load_repo
-from reconciler.model import ClusterAccess
+from reconciler.core.model import ClusterAccess
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import OperationState, OperationType, StepState
 from reconciler.operations.runner import Runner
 from reconciler.operations.store import SqliteStore
+from reconciler.source.loader import load_repo
 
 PROJECT = Path(__file__).resolve().parent.parent
 MANAGED = "app.kubernetes.io/managed-by: reconciler"

@@ -27,12 +27,12 @@ from typing import Any
 import pytest
 
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.daemon import Daemon
+from reconciler.core.model import ClusterAccess
+from reconciler.daemon.service import Daemon
 from reconciler.errors import SourceError, TransientError
-from reconciler.loader import load_repo
-from reconciler.model import ClusterAccess
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import GitRunner, RemoteSource, open_revision
+from reconciler.source.loader import load_repo
 from tests.test_daemon import (
     WIDGET,
     Fleet,

@@ -21,7 +21,7 @@ from bench.hostile_corpus import (
     run_corpus,
     summary,
 )
-from reconciler.loader import load_repo
+from reconciler.source.loader import load_repo
 from tests.conftest import RepoFactory, small_repo
 
 #: The per-file budget the workers read with (the default), and how far past it a file may end:

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from reconciler.cluster.api import ObjectRef
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.cluster.snapshot import load_snapshot, save_snapshot
+from reconciler.core.inventory import Inventory, inventory_from_configmap
+from reconciler.core.model import Strategy
+from reconciler.core.objects import ObjectRef
+from reconciler.core.plan import deletion_order, removal_order
 from reconciler.errors import SourceError
-from reconciler.inventory import Inventory, inventory_from_configmap
-from reconciler.model import Strategy
-from reconciler.plan import deletion_order, removal_order
 
 CRD = ObjectRef("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "widgets.example.io")
 DEPLOYMENT = ObjectRef("apps/v1", "Deployment", "ns", "op")

@@ -15,6 +15,7 @@ from kubernetes.dynamic import exceptions as dynamic_exceptions
 from urllib3.exceptions import MaxRetryError
 
 from reconciler.cluster.kube import _translated, connect
+from reconciler.core.model import ClusterAccess
 from reconciler.errors import (
     AccessError,
     ConflictError,
@@ -27,7 +28,6 @@ from reconciler.errors import (
     ThrottledError,
     TransientError,
 )
-from reconciler.model import ClusterAccess
 
 
 def _dynamic_error(

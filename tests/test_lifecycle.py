@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.cluster.api import ObjectRef
 from reconciler.cluster.memory import Fault, InMemoryCluster
-from reconciler.errors import ServerError
-from reconciler.inventory import inventory_ref
-from reconciler.lifecycle import ModuleState, SyncResult
-from reconciler.model import (
+from reconciler.core.inventory import inventory_ref
+from reconciler.core.model import (
     LABEL_MANAGED_BY,
     LABEL_MODULE,
     LABEL_RUNTIME,
@@ -21,7 +18,10 @@ from reconciler.model import (
     ModuleRef,
     Strategy,
 )
-from reconciler.plan import ModuleAction, Plan
+from reconciler.core.objects import ObjectRef
+from reconciler.core.plan import ModuleAction, Plan
+from reconciler.errors import ServerError
+from reconciler.lifecycle.executor import ModuleState, SyncResult
 from tests.lifecycle_helpers import NAMESPACE, NOW, repo, sync
 
 DEPLOYMENT = ObjectRef("apps/v1", "Deployment", NAMESPACE, "widget-operator")
@@ -381,6 +381,6 @@ def test_plans_are_comparable_serialisable_data(cluster: InMemoryCluster) -> Non
 
 
 def sync_dry(cluster: InMemoryCluster) -> Plan:
-    from reconciler.lifecycle import sync_runtime
+    from reconciler.lifecycle.executor import sync_runtime
 
     return sync_runtime(cluster, repo(ModuleRef("widget")), "rt", now=NOW, dry_run=True).plan

@@ -1,4 +1,4 @@
-"""Reading a config repo from disk (reconciler.loader): C6 limits, channels, displayed paths."""
+"""Reading a config repo from disk (reconciler.source.loader): C6 limits, channels, paths shown."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.config.validate import Validation
 from reconciler.errors import SourceError
-from reconciler.loader import ReadOptions, load_repo
-from reconciler.validate import Validation
+from reconciler.source.loader import ReadOptions, load_repo
 from tests.conftest import (
     API,
     RepoFactory,

@@ -15,8 +15,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from reconciler.cli import cli
-from reconciler.loader import ReadOptions, load_repo
+from reconciler.cli.main import cli
+from reconciler.source.loader import ReadOptions, load_repo
 from tests.conftest import RepoFactory, channel_file, dump, module_files, runtime_file
 
 #: Real manifests, in the shared material beside the repo (as CI has it: see .ci/run).

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from reconciler.cli import cli
-from reconciler.cluster.api import ObjectRef
+from reconciler.cli.main import cli
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.model import ClusterAccess, ConfigRepo, ModuleRef
+from reconciler.core.model import ClusterAccess, ConfigRepo, ModuleRef
+from reconciler.core.objects import ObjectRef
 from reconciler.operations.engine import Engine, stages_for
 from reconciler.operations.model import OperationState, OperationType, StepResult, StepState
 from reconciler.operations.runner import Runner

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from reconciler import yamlsafe
-from reconciler.credentials import find_inline_credentials
+from reconciler.config import yamlsafe
+from reconciler.config.credentials import find_inline_credentials
+from reconciler.config.yamlsafe import parse_yaml
 from reconciler.errors import SourceError
-from reconciler.loader import ReadOptions, load_repo, read_repo
-from reconciler.yamlsafe import parse_yaml
+from reconciler.source.loader import ReadOptions, load_repo, read_repo
 
 ROOT = Path(__file__).parent.parent
 

@@ -1,4 +1,4 @@
-"""The last guard of S4 (reconciler.redaction): secret shapes masked in diagnostics, daemon log
+"""The last guard of S4 (reconciler.core.redaction): secret shapes masked in diagnostics, daemon log
 lines and ``/status``, whatever made the text."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.daemon import Daemon
-from reconciler.diagnostics import Diagnostic
-from reconciler.logs import JsonFormatter, MaskingFilter
+from reconciler.core.diagnostics import Diagnostic
+from reconciler.core.redaction import mask, mask_all, token_kind
+from reconciler.daemon.logs import JsonFormatter, MaskingFilter
+from reconciler.daemon.service import Daemon
 from reconciler.operations.store import SqliteStore
-from reconciler.redaction import mask, mask_all, token_kind
 from reconciler.source.git import Revision
 from tests.test_credentials import GITHUB, TOKENS
 

@@ -1,10 +1,12 @@
-"""Which git remotes a commit and the command line may name (pure rules of reconciler.remotes)."""
+"""Which git remotes a commit and the command line may name (pure rules of
+reconciler.config.remotes).
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from reconciler.remotes import allowed_protocols, is_local, ref_problem, remote_problem
+from reconciler.config.remotes import allowed_protocols, is_local, ref_problem, remote_problem
 
 ACCEPTED_EVERYWHERE = [
     "https://git.example.com/platform/channels.git",

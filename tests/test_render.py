@@ -1,4 +1,4 @@
-"""Rendering (reconciler.render): the objects a runtime should run, labelled and ordered."""
+"""Rendering (reconciler.core.render): the objects a runtime should run, labelled and ordered."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.loader import load_repo
-from reconciler.model import (
+from reconciler.core.model import (
     ANNOTATION_DEFAULT_CONFIGURATION,
     ANNOTATION_MODULE_VERSION,
     LABEL_MANAGED_BY,
@@ -17,8 +16,9 @@ from reconciler.model import (
     LABEL_RUNTIME,
     ConfigRepo,
 )
-from reconciler.render import KIND_ORDER, RenderedObject, Renderer
-from reconciler.resolve import resolve_runtime
+from reconciler.core.render import KIND_ORDER, RenderedObject, Renderer
+from reconciler.core.resolve import resolve_runtime
+from reconciler.source.loader import load_repo
 from tests.conftest import RepoFactory, channel_file, module_files, runtime_file
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.model import (
+from reconciler.core.model import (
     ANNOTATION_DEFAULT_CONFIGURATION,
     ANNOTATION_MODULE_VERSION,
     LABEL_MANAGED_BY,
@@ -27,8 +27,8 @@ from reconciler.model import (
     Settings,
     Strategy,
 )
-from reconciler.render import Renderer, apply_order_key
-from reconciler.resolve import Inclusion, VersionSource, resolve_runtime
+from reconciler.core.render import Renderer, apply_order_key
+from reconciler.core.resolve import Inclusion, VersionSource, resolve_runtime
 
 
 def _obj(kind: str, name: str, api: str = "v1", **extra: Any) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Resolution (reconciler.resolve): which modules a runtime gets, at which version, and why.
+"""Resolution (reconciler.core.resolve): which modules a runtime gets, at which version, and why.
 
 Resolution is pure, so these tests build the model directly: that also lets them hand the
 resolver repos the validator would refuse, to check the problems it reports.
@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from reconciler.diagnostics import Pointer
-from reconciler.model import (
+from reconciler.core.diagnostics import Pointer
+from reconciler.core.model import (
     Channel,
     ClusterAccess,
     ConfigRepo,
@@ -22,7 +22,7 @@ from reconciler.model import (
     Settings,
     Strategy,
 )
-from reconciler.resolve import (
+from reconciler.core.resolve import (
     Inclusion,
     Resolution,
     ResolvedModule,

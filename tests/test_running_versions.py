@@ -11,12 +11,11 @@ import json
 
 import pytest
 
-from reconciler.cluster.api import ObjectRef
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.inventory import DATA_KEY, inventory_ref
-from reconciler.lifecycle import ModuleState, SyncResult, desired_modules
-from reconciler.model import LABEL_APP_VERSION, ModuleRef
-from reconciler.plan import (
+from reconciler.core.inventory import DATA_KEY, inventory_ref
+from reconciler.core.model import LABEL_APP_VERSION, ModuleRef
+from reconciler.core.objects import ObjectRef
+from reconciler.core.plan import (
     VERSION_SHOWN,
     Context,
     DesiredModule,
@@ -24,9 +23,10 @@ from reconciler.plan import (
     ModuleAction,
     plan_module,
 )
-from reconciler.render import Renderer
-from reconciler.resolve import resolve_runtime
-from reconciler.versions import parse_running_version
+from reconciler.core.render import Renderer
+from reconciler.core.resolve import resolve_runtime
+from reconciler.core.versions import parse_running_version
+from reconciler.lifecycle.executor import ModuleState, SyncResult, desired_modules
 from tests.lifecycle_helpers import NAMESPACE, NOW, repo, sync
 
 DEPLOYMENT = ObjectRef("apps/v1", "Deployment", NAMESPACE, "widget-operator")

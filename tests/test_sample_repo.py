@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.loader import load_repo
-from reconciler.model import LABEL_APP_VERSION, ConfigRepo, Strategy
+from reconciler.core.model import LABEL_APP_VERSION, ConfigRepo, Strategy
+from reconciler.source.loader import load_repo
 
 ROOT = Path(__file__).parent.parent
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from reconciler.schema import SchemaChecker
-from reconciler.schemafiles import load_schemas
-from reconciler.yamlsafe import Document, parse_yaml
+from reconciler.config.schema import SchemaChecker
+from reconciler.config.yamlsafe import Document, parse_yaml
+from reconciler.source.schemas import load_schemas
 
 ROOT = Path(__file__).parent.parent
 SAMPLE_FILES = {

@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from reconciler.loader import load_repo
+from reconciler.config.settings_checks import BUILTIN_STEPS
 from reconciler.operations.steps import BUILTIN_STAGES
-from reconciler.settings_checks import BUILTIN_STEPS
+from reconciler.source.loader import load_repo
 from tests.conftest import RepoFactory, small_repo
 
 ROOT = Path(__file__).parent.parent

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.budget import DEFAULT_COMMIT_SECONDS, DEFAULT_FILE_SECONDS, TimeBudget
+from reconciler.config.budget import DEFAULT_COMMIT_SECONDS, DEFAULT_FILE_SECONDS, TimeBudget
+from reconciler.config.schema import SchemaChecker
+from reconciler.config.validate import RawFile, RawRepo, validate_repo
+from reconciler.config.yamlsafe import parse_yaml
 from reconciler.errors import OverBudgetError
-from reconciler.loader import ReadOptions, load_repo
-from reconciler.schema import SchemaChecker
-from reconciler.schemafiles import load_schemas
-from reconciler.validate import RawFile, RawRepo, validate_repo
-from reconciler.yamlsafe import parse_yaml
+from reconciler.source.loader import ReadOptions, load_repo
+from reconciler.source.schemas import load_schemas
 from tests.conftest import API, RepoFactory, small_repo
 
 

@@ -14,12 +14,9 @@ from typing import Any
 
 import pytest
 
-from reconciler.brake import count_deletions
-from reconciler.cluster.api import ObjectRef
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.lifecycle import ModuleState, SyncResult
-from reconciler.loader import load_repo
-from reconciler.model import (
+from reconciler.core.brake import count_deletions
+from reconciler.core.model import (
     LABEL_MANAGED_BY,
     LABEL_MODULE,
     ConfigRepo,
@@ -27,10 +24,13 @@ from reconciler.model import (
     ModuleVersion,
     Strategy,
 )
+from reconciler.core.objects import ObjectRef
+from reconciler.lifecycle.executor import ModuleState, SyncResult
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import OperationState
 from reconciler.operations.runner import Runner
 from reconciler.operations.store import SqliteStore
+from reconciler.source.loader import load_repo
 from tests.conftest import API, dump, dump_all, write_files
 from tests.lifecycle_helpers import NAMESPACE, WIDGET, deployment, repo, simple, sync
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from reconciler.cli import cli
-from reconciler.loader import load_repo
+from reconciler.cli.main import cli
+from reconciler.source.loader import load_repo
 
 FIXTURE = Path(__file__).parent / "fixtures" / "broken-repo"
 

@@ -13,11 +13,11 @@ from typing import Any, ClassVar
 import pytest
 import yaml
 
-from reconciler import schema, yamlsafe
-from reconciler.diagnostics import Diagnostic
-from reconciler.schema import SchemaChecker
-from reconciler.schemafiles import load_schemas
-from reconciler.yamlsafe import MAX_DEPTH, parse_yaml
+from reconciler.config import schema, yamlsafe
+from reconciler.config.schema import SchemaChecker
+from reconciler.config.yamlsafe import MAX_DEPTH, parse_yaml
+from reconciler.core.diagnostics import Diagnostic
+from reconciler.source.schemas import load_schemas
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -117,7 +117,7 @@ def test_very_deep_nesting_of_each_form_does_not_crash_the_process(form: str) ->
     script = (
         "import sys\n"
         "from tests.test_yaml_limits import FORMS\n"
-        "from reconciler.yamlsafe import parse_yaml\n"
+        "from reconciler.config.yamlsafe import parse_yaml\n"
         f"_, problems = parse_yaml(FORMS[{form!r}][0]({HUGE}), 'deep.yaml')\n"
         "print([p.format() for p in problems])\n"
     )

@@ -1,4 +1,4 @@
-"""Safe YAML reading (rule C6) and positions: reconciler.yamlsafe.parse_yaml and Document."""
+"""Safe YAML reading (rule C6) and positions: reconciler.config.yamlsafe.parse_yaml and Document."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any, ClassVar
 import pytest
 import yaml
 
-from reconciler import yamlsafe
-from reconciler.diagnostics import Diagnostic
-from reconciler.yamlsafe import Document, Position, parse_yaml
+from reconciler.config import yamlsafe
+from reconciler.config.yamlsafe import Document, Position, parse_yaml
+from reconciler.core.diagnostics import Diagnostic
 
 
 def _data(text: str) -> Any:
@@ -142,7 +142,7 @@ DEEP = 100_000
 
 def test_very_deep_nesting_is_refused_without_crashing_the_process() -> None:
     script = (
-        "from reconciler.yamlsafe import parse_yaml\n"
+        "from reconciler.config.yamlsafe import parse_yaml\n"
         f"n = {DEEP}\n"
         "_, problems = parse_yaml('a: ' + '[' * n + ']' * n + '\\n', 'deep.yaml')\n"
         "print([p.format() for p in problems])\n"

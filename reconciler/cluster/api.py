@@ -1,4 +1,4 @@
-"""The cluster interface and the values it speaks in (pure).
+"""The cluster interface: what the product asks of a Kubernetes API server (pure).
 
 :class:`Cluster` is the one seam between the product and a Kubernetes API server: get, list by
 kind and labels, server-side apply with a field manager, merge patch, delete with propagation,
@@ -14,59 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-Body = dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class ObjectRef:
-    """Identity of an object: ``apiVersion``, kind, namespace (empty when cluster-scoped), name."""
-
-    api_version: str
-    kind: str
-    namespace: str
-    name: str
-
-    @property
-    def group(self) -> str:
-        """The API group (empty for the core group)."""
-        return self.api_version.rpartition("/")[0]
-
-    @property
-    def subject(self) -> str:
-        """``Kind/namespace/name``, or ``Kind/name`` when cluster-scoped."""
-        if self.namespace:
-            return f"{self.kind}/{self.namespace}/{self.name}"
-        return f"{self.kind}/{self.name}"
-
-    @classmethod
-    def of(cls, body: Mapping[str, Any]) -> ObjectRef:
-        """The reference of an object body."""
-        metadata = body.get("metadata", {})
-        return cls(
-            str(body.get("apiVersion", "")),
-            str(body.get("kind", "")),
-            str(metadata.get("namespace") or ""),
-            str(metadata.get("name", "")),
-        )
-
-    def to_json(self) -> dict[str, str]:
-        """Stable JSON form, as kept in the inventory."""
-        return {
-            "apiVersion": self.api_version,
-            "kind": self.kind,
-            "namespace": self.namespace,
-            "name": self.name,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ObjectRef:
-        """Inverse of :meth:`to_json`."""
-        return cls(
-            str(data["apiVersion"]),
-            str(data["kind"]),
-            str(data.get("namespace") or ""),
-            str(data["name"]),
-        )
+from reconciler.core.objects import Body, ObjectRef
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,15 +73,3 @@ class Cluster(Protocol):
 
     def served_kinds(self) -> list[KindInfo]:
         """Discovery: every kind the server serves that can be listed (preferred versions)."""
-
-
-def is_established(crd: Mapping[str, Any]) -> bool:
-    """Whether a CustomResourceDefinition reports the condition Established=True."""
-    conditions = crd.get("status", {}).get("conditions", [])
-    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
-
-
-def crd_kind(crd: Mapping[str, Any]) -> tuple[str, str]:
-    """(group, kind) a CustomResourceDefinition defines."""
-    spec = crd.get("spec", {})
-    return str(spec.get("group", "")), str(spec.get("names", {}).get("kind", ""))

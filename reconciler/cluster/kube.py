@@ -29,7 +29,9 @@ from kubernetes.dynamic import DynamicClient as _DynamicClient
 from kubernetes.dynamic import exceptions as dyn
 from urllib3.exceptions import HTTPError
 
-from reconciler.cluster.api import Body, KindInfo, ObjectRef
+from reconciler.cluster.api import KindInfo
+from reconciler.core.model import ClusterAccess
+from reconciler.core.objects import Body, ObjectRef
 from reconciler.errors import (
     AccessError,
     ConflictError,
@@ -41,7 +43,6 @@ from reconciler.errors import (
     ThrottledError,
     UnknownKindError,
 )
-from reconciler.model import ClusterAccess
 
 MERGE_PATCH = "application/merge-patch+json"
 

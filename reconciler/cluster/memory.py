@@ -20,13 +20,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.cluster.api import Body, KindInfo, ObjectRef, crd_kind
-from reconciler.errors import (
-    ConflictError,
-    InvalidObjectError,
-    NotFoundError,
-    UnknownKindError,
-)
+from reconciler.cluster.api import KindInfo
+from reconciler.core.objects import Body, ObjectRef, crd_kind
+from reconciler.errors import ConflictError, InvalidObjectError, NotFoundError, UnknownKindError
 
 FieldPath = tuple[str, ...]
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from reconciler.cluster.api import ObjectRef
 from reconciler.cluster.memory import InMemoryCluster
+from reconciler.core.objects import ObjectRef
 from reconciler.errors import ReconcilerError, SourceError
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -16,16 +16,16 @@ from dataclasses import asdict
 from datetime import datetime
 
 from reconciler.cluster.api import Cluster
+from reconciler.core.model import ClusterAccess, ConfigRepo
+from reconciler.core.plan import Context
+from reconciler.core.render import Renderer
+from reconciler.core.resolve import resolve_runtime
 from reconciler.errors import NotFoundError
-from reconciler.lifecycle import ModuleState, desired_modules
-from reconciler.model import ClusterAccess, ConfigRepo
+from reconciler.lifecycle.executor import ModuleState, desired_modules
 from reconciler.operations.engine import LEASE_SECONDS, Engine, RunOutcome
 from reconciler.operations.model import Operation, OperationState, OperationType, RuntimeRecord
 from reconciler.operations.steps import StepContext
 from reconciler.operations.store import StateStore
-from reconciler.plan import Context
-from reconciler.render import Renderer
-from reconciler.resolve import resolve_runtime
 
 Connect = Callable[[ClusterAccess, str], Cluster]
 

@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
 
-from reconciler.cluster.api import Cluster, ObjectRef
+from reconciler.cluster.api import Cluster
+from reconciler.core.model import ClusterAccess, ConfigRepo, Strategy
+from reconciler.core.objects import ObjectRef
+from reconciler.core.plan import Context, DesiredModule
 from reconciler.errors import PermanentError, TransientError
-from reconciler.lifecycle import Lifecycle, ModuleState, SyncResult
-from reconciler.model import ClusterAccess, ConfigRepo, Strategy
+from reconciler.lifecycle.executor import Lifecycle, ModuleState, SyncResult
 from reconciler.operations.model import (
     Operation,
     OperationState,
@@ -28,7 +30,6 @@ from reconciler.operations.model import (
     StepResult,
 )
 from reconciler.operations.store import StateStore
-from reconciler.plan import Context, DesiredModule
 
 RETRY_PROCESSING = 10.0
 RETRY_DELETING = 30.0

@@ -8,7 +8,8 @@ gitpython's exceptions are translated here into :class:`~reconciler.errors.Sourc
 
 :class:`RemoteSource` follows a ref of a remote (the daemon's config repo, a ``channelsFrom.git``
 repository); every git call that reaches a remote runs through a :class:`GitRunner`: the remote
-after ``--``, only the transports :mod:`reconciler.remotes` allows, a time limit, and a process
+after ``--``, only the transports :mod:`reconciler.config.remotes` allows, a time limit, and a
+process
 group that shutdown kills. Callers: ``reconciler diff --base``, the daemon, ``validate``.
 """
 
@@ -30,9 +31,9 @@ from typing import Any
 import git
 from gitdb.exc import BadName, BadObject
 
+from reconciler.config.remotes import allowed_protocols, is_local, ref_problem, remote_problem
 from reconciler.errors import SourceError, TransientError, UnreadableError
-from reconciler.remotes import allowed_protocols, is_local, ref_problem, remote_problem
-from reconciler.tree import Entry
+from reconciler.source.tree import Entry
 
 _LINK_MODE = 0o120000
 _TREE = "tree"
@@ -53,7 +54,7 @@ class Revision:
 
 
 class GitTree:
-    """A folder of a commit's tree as a :class:`~reconciler.tree.SourceTree`.
+    """A folder of a commit's tree as a :class:`~reconciler.source.tree.SourceTree`.
 
     Paths are relative to ``prefix`` (the config repo's folder inside the git repository) and
     may climb out of it with ``..`` as long as they stay inside the repository.
@@ -95,7 +96,7 @@ class GitTree:
         return listing
 
     def entries(self, folder: str) -> list[Entry]:
-        """See :class:`reconciler.tree.SourceTree`."""
+        """See :class:`reconciler.source.tree.SourceTree`."""
         node = self._node(folder)
         if node is None or node.type != _TREE:
             return []
@@ -125,22 +126,22 @@ class GitTree:
         return node if node is not None and node.type == "blob" else None
 
     def is_dir(self, path: str) -> bool:
-        """See :class:`reconciler.tree.SourceTree`."""
+        """See :class:`reconciler.source.tree.SourceTree`."""
         node = self._node(path)
         if node is not None and node.type == "blob" and node.mode == _LINK_MODE:
             node = self._node(self._link_target(path, node))
         return node is not None and node.type == _TREE
 
     def is_file(self, path: str) -> bool:
-        """See :class:`reconciler.tree.SourceTree`."""
+        """See :class:`reconciler.source.tree.SourceTree`."""
         return self._blob(path) is not None
 
     def size(self, path: str) -> int:
-        """See :class:`reconciler.tree.SourceTree`."""
+        """See :class:`reconciler.source.tree.SourceTree`."""
         return len(self.read(path))
 
     def read(self, path: str) -> bytes:
-        """See :class:`reconciler.tree.SourceTree`."""
+        """See :class:`reconciler.source.tree.SourceTree`."""
         cached = self._data.pop(path, None)
         if cached is not None:
             return cached
@@ -155,7 +156,7 @@ class GitTree:
         return data
 
     def escapes(self, path: str, boundary: str) -> bool:
-        """See :class:`reconciler.tree.SourceTree`."""
+        """See :class:`reconciler.source.tree.SourceTree`."""
         node = self._node(path)
         if node is None or node.mode != _LINK_MODE:
             return False
@@ -166,7 +167,7 @@ class GitTree:
         return not (inside == "" or target == inside or target.startswith(inside + "/"))
 
     def inside(self, path: str) -> bool:
-        """See :class:`reconciler.tree.SourceTree`: inside this git repository."""
+        """See :class:`reconciler.source.tree.SourceTree`: inside this git repository."""
         return not path.startswith("/") and self._full(path) is not None
 
     def identity(self, path: str) -> str | None:
@@ -295,7 +296,8 @@ class RemoteSource:
     ``http.extraHeader``, an ``ssh -i`` command) and never appear in messages.
 
     ``local`` is for a remote the user gave on the command line: it may then be a local path
-    or ``file://``; a remote named by a commit may not (:func:`reconciler.remotes.remote_problem`
+    or ``file://``; a remote named by a commit may not
+    (:func:`reconciler.config.remotes.remote_problem`
     refuses it here too, before any git runs). Every git call goes through ``runner`` (its time
     limit and shutdown), the remote always after ``--``.
     """

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from reconciler.cluster.api import Cluster, ObjectRef
+from reconciler.cluster.api import Cluster
 from reconciler.cluster.memory import InMemoryCluster
+from reconciler.core.objects import ObjectRef
 
 KUBECONFIG = os.environ.get("RECONCILER_TEST_KUBECONFIG")
 

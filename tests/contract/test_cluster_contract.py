@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.cluster.api import ObjectRef, is_established
+from reconciler.core.objects import ObjectRef, is_established
 from reconciler.errors import ConflictError, NotFoundError, UnknownKindError
 from tests.contract.conftest import Target
 

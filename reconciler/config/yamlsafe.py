@@ -5,8 +5,10 @@ libyaml C parser where present. Refuses duplicate keys, unsupported tags, non-sc
 unbounded alias expansion ("billion laughs"), nesting deeper than :data:`MAX_DEPTH` in any form
 (checked before composing: the composers recurse, and deep block or flow nesting would overflow
 the C stack), scalars that cannot be converted (``0x_``, integers of more than
-:data:`MAX_INT_DIGITS` digits) and work past a :class:`~reconciler.budget.TimeBudget`, each as a
-:class:`~reconciler.diagnostics.Diagnostic` with line and column. Each :class:`Document` keeps the
+:data:`MAX_INT_DIGITS` digits) and work past a :class:`~reconciler.config.budget.TimeBudget`, each
+as a
+:class:`~reconciler.core.diagnostics.Diagnostic` with line and column. Each :class:`Document` keeps
+the
 text it came from; when a later check needs the line and column of a JSON pointer, the text is
 composed again (only then, and once per file), so a valid repo never holds node trees in memory;
 each mapping on the way is indexed once, so locating many diagnostics stays linear.
@@ -23,8 +25,8 @@ from typing import Any
 
 import yaml
 
-from reconciler.budget import TimeBudget
-from reconciler.diagnostics import Diagnostic, Pointer, format_pointer
+from reconciler.config.budget import TimeBudget
+from reconciler.core.diagnostics import Diagnostic, Pointer, format_pointer
 from reconciler.errors import OverBudgetError
 
 _SafeLoader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -16,8 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.cluster.api import ObjectRef
-from reconciler.model import (
+from reconciler.core.model import (
     ANNOTATION_DEFAULT_CONFIGURATION,
     ANNOTATION_MODULE_VERSION,
     LABEL_MANAGED_BY,
@@ -27,7 +26,8 @@ from reconciler.model import (
     ConfigRepo,
     Module,
 )
-from reconciler.resolve import Resolution, ResolvedModule
+from reconciler.core.objects import ObjectRef
+from reconciler.core.resolve import Resolution, ResolvedModule
 
 #: Apply order of built-in kinds; unknown kinds (custom resources) come after all of them.
 KIND_ORDER: tuple[str, ...] = (

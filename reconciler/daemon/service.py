@@ -17,7 +17,7 @@
   hold up the others, and operations that wait are retried at the time their step asked for.
 
 :func:`start_scheduler` puts the ticks on apscheduler 3 (no overlapping runs, coalesced);
-``reconciler.daemon_http`` serves the endpoints. Callers: ``reconciler daemon``, tests, bench.
+``reconciler.daemon.http`` serves the endpoints. Callers: ``reconciler daemon``, tests, bench.
 """
 
 from __future__ import annotations
@@ -33,20 +33,20 @@ from typing import Any, Protocol
 
 from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
 
-from reconciler.brake import Allowance, Verdict, count_deletions, judge
-from reconciler.diagnostics import Diagnostic
+from reconciler.core.brake import Allowance, Verdict, count_deletions, judge
+from reconciler.core.diagnostics import Diagnostic
+from reconciler.core.fleetdiff import FleetDiffer
+from reconciler.core.model import ConfigRepo
+from reconciler.core.redaction import mask, mask_all
+from reconciler.core.resolve import resolve_runtime
+from reconciler.daemon.metrics import Metrics
 from reconciler.errors import PermanentError, ReconcilerError, TransientError
-from reconciler.fleetdiff import FleetDiffer
-from reconciler.loader import ChannelsRepository, ReadOptions, channels_repository, load_repo
-from reconciler.metrics import Metrics
-from reconciler.model import ConfigRepo
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import CommitRecord, CommitVerdict, Operation, OperationState
 from reconciler.operations.runner import Connect, Runner, deployed
 from reconciler.operations.store import StateStore
-from reconciler.redaction import mask, mask_all
-from reconciler.resolve import resolve_runtime
 from reconciler.source.git import Revision, redact
+from reconciler.source.loader import ChannelsRepository, ReadOptions, channels_repository, load_repo
 
 log = logging.getLogger("reconciler.daemon")
 

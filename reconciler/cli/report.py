@@ -10,9 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from reconciler.fleetdiff import HELD, FleetDiff, ModuleChange, Outcome, RuntimeChange, SummaryLine
-from reconciler.lifecycle import SyncResult
-from reconciler.plan import ModuleAction, ModulePlan, ObjectAction, ObjectChange, Plan
+from reconciler.core.fleetdiff import (
+    HELD,
+    FleetDiff,
+    ModuleChange,
+    Outcome,
+    RuntimeChange,
+    SummaryLine,
+)
+from reconciler.core.plan import ModuleAction, ModulePlan, ObjectAction, ObjectChange, Plan
+from reconciler.lifecycle.executor import SyncResult
 
 _SYMBOLS = {ObjectAction.CREATE: "+", ObjectAction.UPDATE: "~", ObjectAction.DELETE: "-"}
 _MODULE_SYMBOLS = {

@@ -2,8 +2,9 @@
 
 Walks the layout of DESIGN.md §2 (``reconciler.yaml``, ``runtimes/``, ``modules/<name>/<version>/``
 and the channels folder), reads each file safely (rule C6: size limit, strict UTF-8, no symlink
-leaving the repo), parses it with :mod:`reconciler.yamlsafe` and hands the result to the pure
-:func:`reconciler.validate.validate_repo`. Paths in diagnostics are shown as the user reaches them
+leaving the repo), parses it with :mod:`reconciler.config.yamlsafe` and hands the result to the pure
+:func:`reconciler.config.validate.validate_repo`. Paths in diagnostics are shown as the user reaches
+them
 from the current directory (``sample-repo/runtimes/prod-eu-1.yaml``). Callers: the CLI, tests and
 the benchmark, and the git source (a revision's tree, see :mod:`reconciler.source.git`).
 """
@@ -19,17 +20,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.budget import DEFAULT_COMMIT_SECONDS, DEFAULT_FILE_SECONDS, TimeBudget
-from reconciler.diagnostics import Diagnostic
+from reconciler.config.budget import DEFAULT_COMMIT_SECONDS, DEFAULT_FILE_SECONDS, TimeBudget
+from reconciler.config.remotes import ref_problem, remote_problem
+from reconciler.config.schema import SchemaChecker
+from reconciler.config.validate import (
+    RawFile,
+    RawModule,
+    RawRepo,
+    RawVersion,
+    Validation,
+    validate_repo,
+)
+from reconciler.config.yamlsafe import parse_yaml
+from reconciler.core.diagnostics import Diagnostic
+from reconciler.core.redaction import mask
 from reconciler.errors import OverBudgetError, SourceError, UnreadableError
 from reconciler.operations.plugins import load_plugin_step_names
-from reconciler.redaction import mask
-from reconciler.remotes import ref_problem, remote_problem
-from reconciler.schema import SchemaChecker
-from reconciler.schemafiles import load_schemas
-from reconciler.tree import Entry, SourceTree
-from reconciler.validate import RawFile, RawModule, RawRepo, RawVersion, Validation, validate_repo
-from reconciler.yamlsafe import parse_yaml
+from reconciler.source.schemas import load_schemas
+from reconciler.source.tree import Entry, SourceTree
 
 #: Files larger than this are refused (C6); ``--max-file-size`` changes it.
 DEFAULT_MAX_FILE_SIZE = 5 * 1024 * 1024
@@ -146,7 +154,7 @@ ParseCache = dict[tuple[str, str], RawFile]
 
 
 class FolderTree:
-    """A folder on disk as a :class:`~reconciler.tree.SourceTree`."""
+    """A folder on disk as a :class:`~reconciler.source.tree.SourceTree`."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -158,7 +166,7 @@ class FolderTree:
         return self.root / path if path else self.root
 
     def entries(self, folder: str) -> list[Entry]:
-        """See :class:`reconciler.tree.SourceTree`."""
+        """See :class:`reconciler.source.tree.SourceTree`."""
         try:
             with os.scandir(self._path(folder)) as found:
                 return sorted(
@@ -169,22 +177,22 @@ class FolderTree:
             return []
 
     def is_dir(self, path: str) -> bool:
-        """See :class:`reconciler.tree.SourceTree`."""
+        """See :class:`reconciler.source.tree.SourceTree`."""
         return self._path(path).is_dir()
 
     def is_file(self, path: str) -> bool:
-        """See :class:`reconciler.tree.SourceTree`."""
+        """See :class:`reconciler.source.tree.SourceTree`."""
         return self._path(path).is_file()
 
     def size(self, path: str) -> int:
-        """See :class:`reconciler.tree.SourceTree`; a FIFO or device is refused, not read."""
+        """See :class:`reconciler.source.tree.SourceTree`; a FIFO or device is refused, not read."""
         status = self._path(path).stat()
         if not stat.S_ISREG(status.st_mode):
             raise UnreadableError("not a regular file")
         return status.st_size
 
     def read(self, path: str) -> bytes:
-        """See :class:`reconciler.tree.SourceTree`."""
+        """See :class:`reconciler.source.tree.SourceTree`."""
         if self._last is not None and self._last[0] == path:
             return self._last[1]
         try:
@@ -195,7 +203,8 @@ class FolderTree:
         return data
 
     def escapes(self, path: str, boundary: str) -> bool:
-        """See :class:`reconciler.tree.SourceTree`; a link anywhere on the way counts (a linked
+        """See :class:`reconciler.source.tree.SourceTree`; a link anywhere on the way counts (a
+        linked
         ``runtimes/`` folder too)."""
         inside = self._real(boundary)
         parent, _, name = path.rpartition("/")
@@ -210,7 +219,7 @@ class FolderTree:
         return real
 
     def inside(self, path: str) -> bool:
-        """See :class:`reconciler.tree.SourceTree`: inside the git repository holding the
+        """See :class:`reconciler.source.tree.SourceTree`: inside the git repository holding the
         folder, found by its ``.git``; outside any, inside the folder's parent (channels kept
         beside the repo, as in a copy of a project without its ``.git``)."""
         if os.path.isabs(path):

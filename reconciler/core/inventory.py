@@ -16,14 +16,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.cluster.api import Body, ObjectRef
-from reconciler.model import (
+from reconciler.core.model import (
     LABEL_MANAGED_BY,
     LABEL_MODULE,
     LABEL_RUNTIME,
     MANAGED_BY_VALUE,
     Strategy,
 )
+from reconciler.core.objects import Body, ObjectRef
 
 LABEL_INVENTORY = "reconciler.dev/inventory"
 DATA_KEY = "inventory.json"

@@ -20,10 +20,9 @@ from enum import StrEnum
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from reconciler.cluster.api import Body, ObjectRef
-from reconciler.diffing import FieldChange, field_diff, removed_fields
-from reconciler.inventory import Inventory
-from reconciler.model import (
+from reconciler.core.fielddiff import FieldChange, field_diff, removed_fields
+from reconciler.core.inventory import Inventory
+from reconciler.core.model import (
     ANNOTATION_MODULE_VERSION,
     LABEL_MANAGED_BY,
     LABEL_MODULE,
@@ -33,9 +32,10 @@ from reconciler.model import (
     Module,
     Strategy,
 )
-from reconciler.render import RenderedObject, apply_order_key
-from reconciler.resolve import ResolvedModule
-from reconciler.versions import parse_running_version, version_key
+from reconciler.core.objects import Body, ObjectRef
+from reconciler.core.render import RenderedObject, apply_order_key
+from reconciler.core.resolve import ResolvedModule
+from reconciler.core.versions import parse_running_version, version_key
 
 #: Labels and annotation dropped when a module is released with strategy Ignore (L7).
 OUR_MARKS: tuple[tuple[str, ...], ...] = (

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from reconciler.diagnostics import Diagnostic
-from reconciler.model import Module
-from reconciler.render import CLUSTER_SCOPED_KINDS
+from reconciler.core.diagnostics import Diagnostic
+from reconciler.core.model import Module
+from reconciler.core.render import CLUSTER_SCOPED_KINDS
 
 if TYPE_CHECKING:
-    from reconciler.validate import RawModule
+    from reconciler.config.validate import RawModule
 
 Identity = tuple[str, str, str, str]
 

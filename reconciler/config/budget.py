@@ -6,7 +6,7 @@ file ``file_seconds`` in total (reading and checking it draw from the same allow
 whole commit ``commit_seconds``. Slow work calls :meth:`TimeBudget.check` now and then (every
 thousand YAML nodes, every schema error, every file); past a deadline it raises
 :class:`~reconciler.errors.OverBudgetError`, which the reader and the validator turn into one
-located C6 diagnostic. Callers: the loader, :mod:`reconciler.yamlsafe`, the validator, the
+located C6 diagnostic. Callers: the loader, :mod:`reconciler.config.yamlsafe`, the validator, the
 schema checker.
 """
 

@@ -41,7 +41,7 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask
 from waitress.utilities import BadRequest
 
-from reconciler.daemon import Daemon, poll_now
+from reconciler.daemon.service import Daemon, poll_now
 from reconciler.errors import AccessError
 
 log = logging.getLogger("reconciler.http")

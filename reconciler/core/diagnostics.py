@@ -2,7 +2,8 @@
 
 Used by the YAML reader, the schema checker and the cross-file validator; printed by the CLI as
 ``path:line:col: <rule> <message> (<json-pointer>)`` and serialised to JSON. Pure data; the
-text of a diagnostic is masked where it is made (:func:`reconciler.redaction.mask`, rule S4), so
+text of a diagnostic is masked where it is made (:func:`reconciler.core.redaction.mask`, rule S4),
+so
 no message, pointer or path can carry a token, whatever check made it.
 """
 
@@ -13,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.redaction import mask
+from reconciler.core.redaction import mask
 
 Pointer = tuple[str | int, ...]
 

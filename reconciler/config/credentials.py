@@ -14,7 +14,7 @@ Secret data belong in the cluster (a Secret in the daemon's namespace) or in the
   ``*SECRET*``, ``*API_KEY*``, ...) with a literal ``value`` (not ``valueFrom``);
 - a ``user:password`` value of a field or annotation named like ``*auth*``, and an htpasswd
   line (``user:$apr1$...``);
-- in any key or string: a PEM private key and every shape :mod:`reconciler.redaction` knows
+- in any key or string: a PEM private key and every shape :mod:`reconciler.core.redaction` knows
   (cloud and code-host tokens, JWTs, ``Bearer``/``Basic`` credentials, a password in a URL).
 
 Messages name the place and what was found, never the value. Callers: the validator.
@@ -27,9 +27,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from reconciler.diagnostics import Diagnostic, Pointer
-from reconciler.redaction import token_kind
-from reconciler.yamlsafe import Document
+from reconciler.config.yamlsafe import Document
+from reconciler.core.diagnostics import Diagnostic, Pointer
+from reconciler.core.redaction import token_kind
 
 #: Field names (lower case, without ``-`` and ``_``) whose string value is a credential.
 CREDENTIAL_KEYS = frozenset(

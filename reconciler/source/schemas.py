@@ -23,7 +23,7 @@ SCHEMA_FILES: dict[str, str] = {
 
 def schemas_dir() -> Path:
     """The folder that holds the schema files, in a wheel or in a source checkout."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parent.parent
     for candidate in (package / "_schemas", package.parent / "schemas"):
         if (candidate / SCHEMA_FILES["Runtime"]).is_file():
             return candidate

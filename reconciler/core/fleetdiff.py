@@ -19,10 +19,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from reconciler.cluster.api import ObjectRef
-from reconciler.inventory import Inventory
-from reconciler.model import ConfigRepo, Runtime, Strategy
-from reconciler.plan import (
+from reconciler.core.inventory import Inventory
+from reconciler.core.model import ConfigRepo, Runtime, Strategy
+from reconciler.core.objects import ObjectRef
+from reconciler.core.plan import (
     Context,
     DesiredModule,
     LiveModule,
@@ -33,8 +33,14 @@ from reconciler.plan import (
     plan_removal,
     removal_order,
 )
-from reconciler.render import Renderer
-from reconciler.resolve import Inclusion, Resolution, ResolvedModule, VersionSource, resolve_runtime
+from reconciler.core.render import Renderer
+from reconciler.core.resolve import (
+    Inclusion,
+    Resolution,
+    ResolvedModule,
+    VersionSource,
+    resolve_runtime,
+)
 
 
 class Outcome(StrEnum):

@@ -1,7 +1,7 @@
 """Log setup for the daemon: plain text, or one JSON object per line (``--log-format json``)
 with the runtime, module and operation a message is about. Messages never carry credentials:
 URLs are redacted where they are made, and every line is masked on its way out
-(:func:`reconciler.redaction.mask`) in case a message quotes a token. Callers:
+(:func:`reconciler.core.redaction.mask`) in case a message quotes a token. Callers:
 ``reconciler daemon``."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import logging
 import sys
 from datetime import UTC, datetime
 
-from reconciler.redaction import mask
+from reconciler.core.redaction import mask
 
 CONTEXT_FIELDS = ("runtime", "module", "operation")
 

@@ -19,10 +19,10 @@ from typing import Any
 import fastjsonschema
 import jsonschema
 
-from reconciler.budget import TimeBudget
-from reconciler.diagnostics import Diagnostic, Pointer, did_you_mean
-from reconciler.diagnostics import format_pointer as _text
-from reconciler.yamlsafe import Document
+from reconciler.config.budget import TimeBudget
+from reconciler.config.yamlsafe import Document
+from reconciler.core.diagnostics import Diagnostic, Pointer, did_you_mean
+from reconciler.core.diagnostics import format_pointer as _text
 
 DNS_LABEL_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 SEMVER_PATTERN_PREFIX = "^(0|[1-9]\\d*)\\.(0|[1-9]\\d*)\\.(0|[1-9]\\d*)"

@@ -2,7 +2,7 @@
 
 Input is a :class:`RawRepo`: every file of the repo already read and parsed by the loader, with
 the problems met while reading. Output is a :class:`Validation`: the typed
-:class:`~reconciler.model.ConfigRepo` when there is no error, and every diagnostic, sorted. A
+:class:`~reconciler.core.model.ConfigRepo` when there is no error, and every diagnostic, sorted. A
 file that is broken (unreadable, or failing its schema) still counts as existing, so that one
 mistake gives one error and not a cascade in the files that refer to it. Callers: the loader's
 ``load_repo`` (CLI, daemon, tests, benchmark).
@@ -10,18 +10,22 @@ mistake gives one error and not a cascade in the files that refer to it. Callers
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from reconciler.budget import TimeBudget
-from reconciler.credentials import find_inline_credentials
-from reconciler.diagnostics import Diagnostic, Pointer, did_you_mean, sort_diagnostics
-from reconciler.errors import OverBudgetError
-from reconciler.manifests import object_problems, operator_version_problems
-from reconciler.model import (
+from reconciler.config.budget import TimeBudget
+from reconciler.config.credentials import find_inline_credentials
+from reconciler.config.manifests import object_problems, operator_version_problems
+from reconciler.config.ownership import shared_objects
+from reconciler.config.remotes import ref_problem, remote_problem
+from reconciler.config.schema import SchemaChecker
+from reconciler.config.settings_checks import settings_problems
+from reconciler.config.yamlsafe import Document
+from reconciler.core.diagnostics import Diagnostic, Pointer, did_you_mean, sort_diagnostics
+from reconciler.core.durations import duration_minutes
+from reconciler.core.model import (
     LABEL_APP_VERSION,
     Channel,
     ClusterAccess,
@@ -35,13 +39,9 @@ from reconciler.model import (
     Settings,
     Strategy,
 )
-from reconciler.ownership import shared_objects
-from reconciler.remotes import ref_problem, remote_problem
-from reconciler.resolve import resolve_runtime
-from reconciler.schema import SchemaChecker
-from reconciler.settings_checks import settings_problems
-from reconciler.versions import is_version, sorted_versions
-from reconciler.yamlsafe import Document
+from reconciler.core.resolve import resolve_runtime
+from reconciler.core.versions import is_version, sorted_versions
+from reconciler.errors import OverBudgetError
 
 
 @dataclass(frozen=True, slots=True)
@@ -424,23 +424,6 @@ def _known_zone(name: str) -> bool:
             known = False
         _ZONES[name] = known
     return known
-
-
-def duration_minutes(text: str) -> int:
-    """Minutes of a ``4h``/``90m``/``1h30m`` duration (schema-checked before)."""
-    return int(parse_duration(text) // 60)
-
-
-_SECONDS = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds of a ``24h``/``90m``/``1h30m``/``45s`` duration (schema-checked before)."""
-    match = _SECONDS.match(text)
-    if match is None:
-        raise ValueError(f"not a duration: {text!r}")
-    hours, minutes, seconds = (int(g or 0) for g in match.groups())
-    return hours * 3600.0 + minutes * 60.0 + seconds
 
 
 def _is_operator(obj: Mapping[str, Any], module: Module) -> bool:

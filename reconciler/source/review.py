@@ -3,7 +3,7 @@
 Reads the base (a git revision, or another folder with ``base_path``) and the head (a git
 revision, or the working tree), sharing one parse cache so a file whose blob is the same at both
 revisions is parsed once; validates both; optionally observes live clusters; and hands both to
-the pure :class:`reconciler.fleetdiff.FleetDiffer`. Times each phase (git, parse, validate,
+the pure :class:`reconciler.core.fleetdiff.FleetDiffer`. Times each phase (git, parse, validate,
 live, plan) for ``--timings`` and the benchmark. Callers: ``reconciler diff --base``, bench.
 """
 
@@ -16,19 +16,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from reconciler.config.schema import SchemaChecker
+from reconciler.config.validate import validate_repo
+from reconciler.core.fleetdiff import FleetDiff, FleetDiffer
+from reconciler.core.model import ConfigRepo
+from reconciler.core.plan import LiveModule
+from reconciler.core.render import Renderer
+from reconciler.core.resolve import resolve_runtime
 from reconciler.errors import ConfigError
-from reconciler.fleetdiff import FleetDiff, FleetDiffer
-from reconciler.lifecycle import Lifecycle, desired_modules
-from reconciler.loader import ParseCache, ReadOptions, read_repo
-from reconciler.model import ConfigRepo
-from reconciler.plan import LiveModule
-from reconciler.render import Renderer
-from reconciler.resolve import resolve_runtime
-from reconciler.schema import SchemaChecker
-from reconciler.schemafiles import load_schemas
+from reconciler.lifecycle.executor import Lifecycle, desired_modules
 from reconciler.source.git import GitTree, open_revision
-from reconciler.tree import SourceTree
-from reconciler.validate import validate_repo
+from reconciler.source.loader import ParseCache, ReadOptions, read_repo
+from reconciler.source.schemas import load_schemas
+from reconciler.source.tree import SourceTree
 
 
 @dataclass(slots=True)

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from reconciler.diagnostics import Diagnostic, Pointer, did_you_mean
-from reconciler.yamlsafe import Document
+from reconciler.config.yamlsafe import Document
+from reconciler.core.diagnostics import Diagnostic, Pointer, did_you_mean
 
 RULE = "C1"
 

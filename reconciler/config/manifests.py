@@ -34,9 +34,9 @@ import re
 from collections.abc import Generator, Iterator, Mapping
 from typing import Any
 
-from reconciler.diagnostics import Diagnostic, Pointer, format_pointer
-from reconciler.versions import parse_running_version
-from reconciler.yamlsafe import Document
+from reconciler.config.yamlsafe import Document
+from reconciler.core.diagnostics import Diagnostic, Pointer, format_pointer
+from reconciler.core.versions import parse_running_version
 
 RULE = "C1"
 

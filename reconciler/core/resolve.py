@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from reconciler.diagnostics import Pointer, did_you_mean
-from reconciler.model import Channel, ConfigRepo, Module, ModuleRef, Runtime, Strategy
-from reconciler.versions import sorted_versions
+from reconciler.core.diagnostics import Pointer, did_you_mean
+from reconciler.core.model import Channel, ConfigRepo, Module, ModuleRef, Runtime, Strategy
+from reconciler.core.versions import sorted_versions
 
 
 class VersionSource(StrEnum):

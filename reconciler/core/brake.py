@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.model import ConfigRepo, Settings
-from reconciler.resolve import resolve_runtime
+from reconciler.core.model import ConfigRepo, Settings
+from reconciler.core.resolve import resolve_runtime
 
 #: How many deletions a message names.
 SHOWN = 10

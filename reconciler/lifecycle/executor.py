@@ -3,7 +3,8 @@
 :class:`Lifecycle` works through the :class:`~reconciler.cluster.api.Cluster` interface only.
 ``observe`` reads inventories, the desired and recorded objects, the running versions and, for
 modules being removed, the instances that block their deletion; a failing read raises before
-anything is changed (S2). The pure :func:`reconciler.plan.plan` decides; ``execute`` applies with
+anything is changed (S2). The pure :func:`reconciler.core.plan.plan` decides; ``execute`` applies
+with
 server-side apply (one field manager, force), CRDs and Namespaces first and Established before
 the rest, modules after their dependencies are Ready, the inventory written before objects so a
 crash never loses track of them, prune and deletion in reverse order with CRDs last, and only of
@@ -20,15 +21,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from reconciler.cluster.api import Body, Cluster, ObjectRef, crd_kind, is_established
-from reconciler.errors import PermanentError, ReconcilerError, UnknownKindError
-from reconciler.inventory import (
+from reconciler.cluster.api import Cluster
+from reconciler.core.inventory import (
     LABEL_INVENTORY,
     Inventory,
     inventory_from_configmap,
     inventory_ref,
 )
-from reconciler.model import (
+from reconciler.core.model import (
     ANNOTATION_MODULE_VERSION,
     LABEL_APP_VERSION,
     LABEL_MANAGED_BY,
@@ -39,7 +39,8 @@ from reconciler.model import (
     Module,
     Strategy,
 )
-from reconciler.plan import (
+from reconciler.core.objects import Body, ObjectRef, crd_kind, is_established
+from reconciler.core.plan import (
     OUR_MARKS,
     Context,
     DesiredModule,
@@ -52,8 +53,9 @@ from reconciler.plan import (
     Plan,
     plan,
 )
-from reconciler.render import Renderer
-from reconciler.resolve import Resolution, resolve_runtime
+from reconciler.core.render import Renderer
+from reconciler.core.resolve import Resolution, resolve_runtime
+from reconciler.errors import PermanentError, ReconcilerError, UnknownKindError
 
 FIELD_MANAGER = "reconciler"
 BLOCKING_KEPT = 20

@@ -24,10 +24,26 @@ import click
 import yaml
 
 from reconciler import __version__
-from reconciler.brake import Allowance, Deletions, Verdict, count_deletions, judge
+from reconciler.cli.report import (
+    Style,
+    fleet_markdown,
+    fleet_text,
+    plan_text,
+    plans_json,
+    results_json,
+)
 from reconciler.cluster.api import Cluster
 from reconciler.cluster.snapshot import SnapshotFileCluster
-from reconciler.diagnostics import did_you_mean
+from reconciler.config.validate import Validation
+from reconciler.core.brake import Allowance, Deletions, Verdict, count_deletions, judge
+from reconciler.core.diagnostics import did_you_mean
+from reconciler.core.durations import parse_duration
+from reconciler.core.fleetdiff import FleetDiff
+from reconciler.core.model import ClusterAccess, ConfigRepo, Settings
+from reconciler.core.plan import Context
+from reconciler.core.render import Renderer
+from reconciler.core.resolve import Resolution, resolve_runtime
+from reconciler.core.versions import sorted_versions
 from reconciler.errors import (
     AccessError,
     ConfigError,
@@ -35,10 +51,7 @@ from reconciler.errors import (
     NotFoundError,
     ReconcilerError,
 )
-from reconciler.fleetdiff import FleetDiff
-from reconciler.lifecycle import Lifecycle, ModuleState, SyncResult, sync_runtime
-from reconciler.loader import DEFAULT_MAX_FILE_SIZE, ReadOptions, channels_repository, load_repo
-from reconciler.model import ClusterAccess, ConfigRepo, Settings
+from reconciler.lifecycle.executor import Lifecycle, ModuleState, SyncResult, sync_runtime
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import Operation, OperationState, OperationType
 from reconciler.operations.report import (
@@ -50,19 +63,12 @@ from reconciler.operations.report import (
 )
 from reconciler.operations.runner import Runner, deployed, recorded_access
 from reconciler.operations.store import SqliteStore, default_state_url, open_store
-from reconciler.plan import Context
-from reconciler.render import Renderer
-from reconciler.report import (
-    Style,
-    fleet_markdown,
-    fleet_text,
-    plan_text,
-    plans_json,
-    results_json,
+from reconciler.source.loader import (
+    DEFAULT_MAX_FILE_SIZE,
+    ReadOptions,
+    channels_repository,
+    load_repo,
 )
-from reconciler.resolve import Resolution, resolve_runtime
-from reconciler.validate import Validation, parse_duration
-from reconciler.versions import sorted_versions
 
 EXIT_OK, EXIT_INVALID, EXIT_ERROR, EXIT_HELD = 0, 1, 2, 3
 
@@ -490,7 +496,7 @@ def _fleet_diff(
     style: Style,
     timings: bool,
 ) -> None:
-    from reconciler.review import Review, Side  # imports git: only for fleet diffs
+    from reconciler.source.review import Review, Side  # imports git: only for fleet diffs
 
     review = Review(options)
     try:
@@ -948,9 +954,9 @@ def daemon(
     deletion brake, and runs each runtime's operation on a pool of workers; resyncs every
     runtime for drift. Every option can be set from the environment (RECONCILER_REPO, ...).
     """
-    from reconciler.daemon import Daemon, DaemonOptions, start_scheduler
-    from reconciler.daemon_http import HttpLimits, serve
-    from reconciler.logs import setup_logging
+    from reconciler.daemon.http import HttpLimits, serve
+    from reconciler.daemon.logs import setup_logging
+    from reconciler.daemon.service import Daemon, DaemonOptions, start_scheduler
     from reconciler.source.git import GitRunner, RemoteSource
 
     setup_logging(log_format)

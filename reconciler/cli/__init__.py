@@ -1,0 +1,1 @@
+"""The ``reconciler`` command line (click): the composition root of the program."""
