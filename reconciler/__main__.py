@@ -1,5 +1,5 @@
 """Entry point for ``python -m reconciler``; the console script ``reconciler`` calls the same."""
 
-from reconciler.cli.main import main
+from reconciler.cli import main
 
 main()

@@ -1,4 +1,4 @@
-"""The command line as a user meets it (reconciler.cli.main): validate, render, exit codes, help."""
+"""The command line as a user meets it (reconciler.cli): validate, render, exit codes, help."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import yaml
 from click.testing import CliRunner, Result
 
 from reconciler import __version__
-from reconciler.cli.main import cli, main
+from reconciler.cli import cli, main
 from reconciler.core.model import (
     ANNOTATION_DEFAULT_CONFIGURATION,
     ANNOTATION_MODULE_VERSION,

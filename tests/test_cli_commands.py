@@ -10,7 +10,7 @@ import yaml
 from click.testing import CliRunner
 
 from reconciler import __version__
-from reconciler.cli.main import cli, main
+from reconciler.cli import cli, main
 from reconciler.core.model import (
     ANNOTATION_MODULE_VERSION,
     LABEL_MANAGED_BY,

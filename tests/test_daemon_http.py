@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from reconciler.cli.main import cli
+from reconciler.cli import cli
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ClusterAccess
 from reconciler.daemon.http import HttpLimits, HttpServer, serve, verify_webhook

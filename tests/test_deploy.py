@@ -9,7 +9,7 @@ from typing import Any
 import click
 import yaml
 
-from reconciler.cli.main import cli
+from reconciler.cli import cli
 
 DEPLOY = Path(__file__).parent.parent / "deploy"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from reconciler.cli.main import cli
+from reconciler.cli import cli
 from reconciler.core.fielddiff import MASK, field_diff
 
 ROOT = Path(__file__).parent.parent

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 import yaml
 
-from reconciler.cli.main import cli
+from reconciler.cli import cli
 
 DOCS = Path(__file__).parent.parent / "docs"
 

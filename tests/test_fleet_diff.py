@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner, Result
 from markdown_it import MarkdownIt
 
-from reconciler.cli.main import cli
+from reconciler.cli import cli
 from reconciler.cli.report import MARKDOWN_LIMIT
 
 SETTINGS = """\

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from reconciler.cli.main import cli
+from reconciler.cli import cli
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ClusterAccess
 from reconciler.operations.engine import Engine

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from reconciler.cli.main import cli
+from reconciler.cli import cli
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample-repo"
 

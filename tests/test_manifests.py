@@ -15,7 +15,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from reconciler.cli.main import cli
+from reconciler.cli import cli
 from reconciler.source.loader import ReadOptions, load_repo
 from tests.conftest import RepoFactory, channel_file, dump, module_files, runtime_file
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from reconciler.cli.main import cli
+from reconciler.cli import cli
 from tests.test_daemon import Fleet, GitServer, _free_port, _get, _post, _reachable, _until
 from tests.test_fleet_diff import BASE_FILES, _runtime
 

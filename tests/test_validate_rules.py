@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from reconciler.cli.main import cli
+from reconciler.cli import cli
 from reconciler.source.loader import load_repo
 
 FIXTURE = Path(__file__).parent / "fixtures" / "broken-repo"

@@ -1,1 +1,71 @@
-"""The ``reconciler`` command line (click): the composition root of the program."""
+"""The ``reconciler`` command line (click): the composition root of the program.
+
+This package holds one module per command group (``validate``, ``render``, ``diff``, ``sync``,
+``status``, ``operations``, ``daemon``), the options they share (:mod:`.options`) and their
+exit statuses (:mod:`.exits`). Here: the click group, the one place where our errors become a
+message and an exit status (:class:`_Group`), and :func:`main`, the console script.
+
+Importing this package is cheap: a command module imports at module level only click, the
+standard library and ``reconciler.errors``; the loader, the git source, the planner, the
+operations engine, the cluster client and the daemon are imported inside the command that needs
+them (``tests/test_cli_imports.py`` checks it), so ``reconciler validate`` never pays for the
+Kubernetes client or the daemon's HTTP server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from reconciler import __version__
+from reconciler.cli.exits import exit_status_of
+from reconciler.errors import ReconcilerError
+
+
+class _Group(click.Group):
+    """Maps our errors to messages and exit codes, for every command, in one place."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ReconcilerError as error:
+            ctx.exit(exit_status_of(error))
+
+
+@click.group(
+    cls=_Group,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.version_option(__version__, "--version", prog_name="reconciler")
+def cli() -> None:
+    """Declarative GitOps for Kubernetes modules across a fleet of clusters.
+
+    A config repo declares runtimes (clusters), modules (one folder per version) and release
+    channels. validate checks such a repo, render shows what each runtime should run, diff
+    shows what would change in the clusters and sync makes it so.
+    """
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point."""
+    cli.main(args=list(argv) if argv is not None else None, prog_name="reconciler")
+
+
+def _add_commands() -> None:
+    from reconciler.cli import daemon, diff, operations, render, status, sync, validate
+
+    for command in (
+        validate.validate,
+        render.render,
+        diff.diff,
+        sync.sync,
+        operations.operations,
+        status.status,
+        daemon.daemon,
+    ):
+        cli.add_command(command)
+
+
+_add_commands()

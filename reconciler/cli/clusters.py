@@ -1,0 +1,63 @@
+"""How the command line reaches clusters and the state store: a live cluster through the
+Kubernetes client (imported only then), or a recorded snapshot file; the store of a rehearsal
+beside its snapshot. Used by ``diff``, ``sync`` and ``daemon`` when they run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from reconciler.cli.options import ClusterOptions
+from reconciler.cluster.api import Cluster
+from reconciler.cluster.snapshot import SnapshotFileCluster
+from reconciler.core.model import ClusterAccess
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """How the CLI reaches each runtime's cluster: a live one, or a snapshot file."""
+
+    options: ClusterOptions
+
+    def connect(self, access: ClusterAccess, name: str) -> Cluster:
+        """The cluster of runtime ``name``; with a snapshot, its file, saved after each change."""
+        if self.options.snapshot is not None:
+            return SnapshotFileCluster(snapshot_file(self.options.snapshot, name))
+        from reconciler.cluster.kube import connect  # the client is imported only when needed
+
+        return connect(
+            access,
+            name=name,
+            kubeconfig_dir=self.options.kubeconfig_dir,
+            secret_namespace=self.options.secret_namespace,
+        )
+
+
+def is_folder(snapshot: str) -> bool:
+    """Whether ``--snapshot`` names a folder of ``<runtime>.yaml`` files (existing, or ``.../``)."""
+    return snapshot.endswith("/") or Path(snapshot).is_dir()
+
+
+def snapshot_file(snapshot: str, runtime: str) -> Path:
+    """The snapshot file of ``runtime``."""
+    return Path(snapshot) / f"{runtime}.yaml" if is_folder(snapshot) else Path(snapshot)
+
+
+def state_url_for(ctx: click.Context, state_url: str, snapshot: str | None) -> str:
+    """Rehearsals never share a store with real runs: with ``--snapshot`` and no ``--state``
+    (nor RECONCILER_STATE), the store lives beside the snapshot."""
+    explicit = ctx.get_parameter_source("state_url") is not click.core.ParameterSource.DEFAULT
+    if snapshot is None or explicit:
+        return state_url
+    if is_folder(snapshot):
+        return f"sqlite:///{Path(snapshot).resolve() / 'reconciler-state.db'}"
+    return f"sqlite:///{Path(snapshot).resolve().with_suffix('.state.db')}"
+
+
+def now() -> datetime:
+    """The time of the wall clock, in UTC."""
+    return datetime.now(UTC)

@@ -1,0 +1,336 @@
+"""``reconciler daemon``: follow a git ref and keep every runtime converged until SIGTERM.
+
+The command line becomes a few frozen values (:class:`GitOptions`, :class:`HttpOptions`,
+:class:`ScheduleOptions`); the git source, the scheduler (apscheduler), the HTTP server
+(waitress) and the metrics (prometheus_client) are imported only when the daemon starts.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from reconciler.cli import exits
+from reconciler.cli.options import (
+    GIT_TIMEOUT_ENV,
+    ClusterOptions,
+    Duration,
+    kubeconfig_dir_option,
+    listen_address,
+    secret_namespace_option,
+    snapshot_option,
+    state_option,
+)
+from reconciler.errors import AccessError
+
+if TYPE_CHECKING:
+    from reconciler.daemon.http import HttpServer
+    from reconciler.daemon.service import Daemon
+
+
+@click.command(epilog=exits.DAEMON.describe())
+@click.option(
+    "--repo",
+    "repo_url",
+    required=True,
+    envvar="RECONCILER_REPO",
+    help="Git URL (https, ssh, git://) or local path of the config repository.",
+)
+@click.option(
+    "--branch",
+    default="main",
+    show_default=True,
+    envvar="RECONCILER_BRANCH",
+    help="Branch, tag or commit id to follow.",
+)
+@click.option(
+    "--path",
+    "repo_path",
+    default=".",
+    show_default=True,
+    envvar="RECONCILER_PATH",
+    help="Folder of the config repo inside the git repository.",
+)
+@click.option(
+    "--interval",
+    type=Duration(),
+    default="60s",
+    show_default=True,
+    envvar="RECONCILER_INTERVAL",
+    help="How often to ask the remote whether the ref moved.",
+)
+@click.option(
+    "--resync-interval",
+    type=Duration(),
+    default="10m",
+    show_default=True,
+    envvar="RECONCILER_RESYNC_INTERVAL",
+    help="How often every runtime is reconciled against drift (10% jitter).",
+)
+@click.option(
+    "--listen",
+    default="0.0.0.0:8080",
+    callback=listen_address,
+    show_default=True,
+    envvar="RECONCILER_LISTEN",
+    help="Address of /healthz, /readyz, /metrics, /status and /hooks/git.",
+)
+@kubeconfig_dir_option
+@secret_namespace_option
+@state_option
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    envvar="RECONCILER_WORKERS",
+    help="Runtimes reconciled at once.",
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="RECONCILER_CACHE_DIR",
+    help="Where fetched commits are kept (default: next to the state store).",
+)
+@click.option(
+    "--webhook-secret-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    envvar="RECONCILER_WEBHOOK_SECRET_FILE",
+    help="Secret of /hooks/git signatures (GitHub) or tokens (GitLab) and of /sync "
+    "(without it both answer 403).",
+)
+@click.option(
+    "--allow-unauthenticated-sync",
+    is_flag=True,
+    envvar="RECONCILER_ALLOW_UNAUTHENTICATED_SYNC",
+    help="POST /sync without a token (anyone who reaches the port can ask for a reconcile).",
+)
+@click.option(
+    "--http-read-timeout",
+    type=Duration(),
+    default="10s",
+    show_default=True,
+    envvar="RECONCILER_HTTP_READ_TIMEOUT",
+    help="A request's headers and body must arrive within it (else 408); idle connections close.",
+)
+@click.option(
+    "--http-max-connections",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    envvar="RECONCILER_HTTP_MAX_CONNECTIONS",
+    help="Open HTTP connections at once; more wait to be accepted.",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    envvar="RECONCILER_TOKEN_FILE",
+    help="Token for an https remote (never logged).",
+)
+@click.option(
+    "--ssh-key-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    envvar="RECONCILER_SSH_KEY_FILE",
+    help="Private key for an ssh remote.",
+)
+@snapshot_option
+@click.option(
+    "--allow-deletions",
+    "allow_commit",
+    default="",
+    metavar="COMMIT",
+    envvar="RECONCILER_ALLOW_DELETIONS",
+    help="Let this one commit (its id, or a prefix of 7 or more characters) pass the deletion "
+    "brake; later commits are braked again.",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    envvar="RECONCILER_LOG_FORMAT",
+)
+@click.option(
+    "--git-timeout",
+    type=Duration(),
+    default="60s",
+    show_default=True,
+    envvar=GIT_TIMEOUT_ENV,
+    help="Time limit of each git call to a remote; a call past it is stopped and reported.",
+)
+def daemon(
+    repo_url: str,
+    branch: str,
+    repo_path: str,
+    interval: float,
+    resync_interval: float,
+    listen: tuple[str, int],
+    kubeconfig_dir: Path | None,
+    secret_namespace: str,
+    state_url: str,
+    workers: int,
+    cache_dir: Path | None,
+    webhook_secret_file: Path | None,
+    allow_unauthenticated_sync: bool,
+    http_read_timeout: float,
+    http_max_connections: int,
+    token_file: Path | None,
+    ssh_key_file: Path | None,
+    allow_commit: str,
+    snapshot: str | None,
+    log_format: str,
+    git_timeout: float,
+) -> None:
+    """Follow a git ref and keep every runtime converged until SIGTERM.
+
+    Polls the remote (one cheap check per interval), validates each new commit as a whole
+    (an invalid one is refused and the last good one stays in force), holds commits over the
+    deletion brake, and runs each runtime's operation on a pool of workers; resyncs every
+    runtime for drift. Every option can be set from the environment (RECONCILER_REPO, ...).
+    """
+    from reconciler.daemon.logs import setup_logging
+
+    setup_logging(log_format)
+    run_daemon(
+        GitOptions(repo_url, branch, repo_path, cache_dir, token_file, ssh_key_file, git_timeout),
+        HttpOptions(
+            listen,
+            webhook_secret_file,
+            allow_unauthenticated_sync,
+            http_read_timeout,
+            http_max_connections,
+        ),
+        ScheduleOptions(interval, resync_interval, workers, allow_commit),
+        ClusterOptions(kubeconfig_dir, secret_namespace, snapshot),
+        state_url,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GitOptions:
+    """The followed repository and how git reaches it."""
+
+    repo_url: str
+    branch: str
+    repo_path: str
+    cache_dir: Path | None
+    token_file: Path | None
+    ssh_key_file: Path | None
+    timeout: float
+
+
+@dataclass(frozen=True, slots=True)
+class HttpOptions:
+    """The HTTP port: address, the webhook and /sync secret, limits."""
+
+    listen: tuple[str, int]
+    webhook_secret_file: Path | None
+    allow_unauthenticated_sync: bool
+    read_timeout: float
+    max_connections: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleOptions:
+    """How often to poll and resync, how many runtimes at once, which commit may delete."""
+
+    interval: float
+    resync_interval: float
+    workers: int
+    allow_commit: str
+
+
+def run_daemon(
+    git: GitOptions,
+    http: HttpOptions,
+    schedule: ScheduleOptions,
+    clusters: ClusterOptions,
+    state_url: str,
+) -> None:
+    """Start the daemon, its HTTP port and its scheduler; stop them on SIGTERM or SIGINT."""
+    from reconciler.cli.clusters import Access, now
+    from reconciler.daemon.service import Daemon, DaemonOptions, start_scheduler
+    from reconciler.operations.store import open_store
+    from reconciler.source.git import GitRunner, RemoteSource
+
+    store = open_store(state_url)
+    cache = git.cache_dir or Path(getattr(store, "path", Path("."))).parent / "git-cache"
+    git_env = _git_env(git.token_file, git.ssh_key_file)
+    git_runner = GitRunner(git.timeout)
+    # the command line may name a local path; a commit (channelsFrom.git) may not
+    source = RemoteSource(
+        git.repo_url, git.branch, git.repo_path, cache, git_env, local=True, runner=git_runner
+    )
+    access = Access(clusters)
+    options = DaemonOptions(workers=schedule.workers, allow_deletions=schedule.allow_commit)
+
+    def second_source(url: str, ref: str, path: str) -> RemoteSource:
+        channels_cache = cache.with_name(cache.name + "-channels")
+        return RemoteSource(url, ref, path, channels_cache, git_env, runner=git_runner)
+
+    the_daemon = Daemon(source, store, access.connect, now, options, make_source=second_source)
+    server = _serve(the_daemon, http)
+    scheduler = start_scheduler(the_daemon, schedule.interval, schedule.resync_interval)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    host, port = http.listen
+    click.echo(
+        f"reconciler daemon following {source.shown} {git.branch} ({git.repo_path}); "
+        f"listening on {host}:{port}",
+        err=True,
+    )
+    stop.wait()
+    click.echo("stopping: letting running steps finish", err=True)
+    git_runner.stop()  # a poll waiting on a remote ends now, so shutdown does not wait for it
+    scheduler.shutdown(wait=True)
+    the_daemon.close()
+    server.shutdown()
+    server.server_close()
+
+
+def _serve(the_daemon: Daemon, http: HttpOptions) -> HttpServer:
+    """The HTTP port, serving; the daemon is closed when the port cannot be opened."""
+    from reconciler.daemon.http import HttpLimits, serve
+
+    secret = http.webhook_secret_file.read_bytes().strip() if http.webhook_secret_file else None
+    if secret == b"":
+        raise click.BadParameter("the file is empty", param_hint="--webhook-secret-file")
+    limits = HttpLimits(
+        read_timeout=max(1, round(http.read_timeout)), max_connections=http.max_connections
+    )
+    host, port = http.listen
+    try:
+        return serve(
+            the_daemon,
+            host,
+            port,
+            secret,
+            allow_unauthenticated_sync=http.allow_unauthenticated_sync,
+            limits=limits,
+        )
+    except OSError as error:
+        the_daemon.close()
+        raise AccessError(f"cannot listen on {host}:{port}: {error.strerror or error}") from error
+
+
+def _git_env(token_file: Path | None, ssh_key_file: Path | None) -> dict[str, str]:
+    """Environment for git: a bearer token header for https, a key for ssh; never logged."""
+    env: dict[str, str] = {"GIT_TERMINAL_PROMPT": "0"}
+    if token_file is not None:
+        token = token_file.read_text().strip()
+        env.update(
+            {
+                "GIT_CONFIG_COUNT": "1",
+                "GIT_CONFIG_KEY_0": "http.extraHeader",
+                "GIT_CONFIG_VALUE_0": f"Authorization: Bearer {token}",
+            }
+        )
+    if ssh_key_file is not None:
+        env["GIT_SSH_COMMAND"] = f"ssh -i {ssh_key_file} -o IdentitiesOnly=yes"
+    return env

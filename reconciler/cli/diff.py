@@ -1,0 +1,260 @@
+"""``reconciler diff``: what would change, changing nothing, in live clusters (a dry run of
+``sync``), or across the whole fleet between two git revisions (the plan of a pull request).
+
+The fleet diff (``--base``) reads git and plans without a cluster; it never imports the state
+store, the operations engine or the Kubernetes client (unless ``--live``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from reconciler.cli import exits
+from reconciler.cli.options import (
+    ClusterOptions,
+    RepoInput,
+    RunRequest,
+    allow_option,
+    channels_option,
+    kubeconfig_dir_option,
+    max_size_option,
+    repo_argument,
+    runtimes_option,
+    secret_namespace_option,
+    snapshot_option,
+    state_option,
+)
+from reconciler.errors import ConfigError
+
+if TYPE_CHECKING:
+    from reconciler.cli.report import Style
+    from reconciler.core.fleetdiff import FleetDiff
+    from reconciler.core.model import ConfigRepo
+    from reconciler.core.plan import LiveModule
+    from reconciler.source.review import Review
+
+
+@click.command(epilog=f"{exits.LIVE_DIFF.describe()}\n\n{exits.FLEET_DIFF.describe()}")
+@repo_argument
+@runtimes_option
+@click.option(
+    "--base",
+    "base_rev",
+    metavar="REV",
+    help="Compare the whole fleet with this git revision of the repository holding REPO "
+    "(a branch, tag, commit or HEAD~1); no cluster needed.",
+)
+@click.option(
+    "--head",
+    "head_rev",
+    metavar="REV",
+    help="With --base/--base-path: the revision to compare (default: the working tree).",
+)
+@click.option(
+    "--base-path",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Compare with the config repo in this folder (e.g. a separate checkout of the target "
+    "branch) instead of a git revision.",
+)
+@click.option(
+    "--live",
+    is_flag=True,
+    help="With --base/--base-path: plan against each runtime's live cluster instead of "
+    "assuming the base revision is what runs (running versions, blocking objects).",
+)
+@snapshot_option
+@kubeconfig_dir_option
+@secret_namespace_option
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+    help="markdown (fleet diffs only) fits a pull-request comment.",
+)
+@click.option(
+    "--details/--no-details",
+    default=None,
+    help="Object changes and field diffs (default: on for live diffs, off for fleet diffs).",
+)
+@click.option("--color/--no-color", default=None, help="Colour (default: when on a terminal).")
+@click.option(
+    "--now",
+    type=click.DateTime(formats=["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d"]),
+    help="Judge maintenance windows at this UTC time instead of now (e.g. the planned merge).",
+)
+@click.option("--timings", is_flag=True, help="Print the time of each phase to stderr.")
+@state_option
+@allow_option
+@channels_option
+@max_size_option
+@click.pass_context
+def diff(
+    ctx: click.Context,
+    repo: Path,
+    runtime_names: Sequence[str],
+    base_rev: str | None,
+    head_rev: str | None,
+    base_path: Path | None,
+    live: bool,
+    snapshot: str | None,
+    kubeconfig_dir: Path | None,
+    secret_namespace: str,
+    output_format: str,
+    details: bool | None,
+    color: bool | None,
+    now: datetime | None,
+    timings: bool,
+    state_url: str,
+    allow_deletions: Sequence[str],
+    channels_dir: Path | None,
+    max_file_size: int,
+) -> None:
+    """Show what would change, changing nothing: in live clusters, or across the whole fleet
+    between two revisions.
+
+    Without --base: per runtime, per module (install, upgrade, reconfigure, unchanged, removal,
+    blocked or deferred, with a reason), per object (+ create, ~ update with field diffs,
+    - delete) against each runtime's cluster; Secret values are masked. Runtimes the state store
+    knows that left git are shown as deprovisions, with the deletion brake's verdict.
+
+    With --base REV (or --base-path DIR): the fleet-wide plan of a pull request, no cluster
+    needed: a summary per module change ("serverless 1.2.0 -> 1.3.0 upgrade on 37 runtimes: 30
+    now, 5 in their maintenance window, 2 held: downgrade"), then every runtime's changes, each
+    with its cause (the file and field that made it).
+    """
+    when = now.replace(tzinfo=UTC) if now else datetime.now(UTC)
+    source = RepoInput(repo, channels_dir, max_file_size)
+    clusters = ClusterOptions(kubeconfig_dir, secret_namespace, snapshot)
+    if base_rev is not None or base_path is not None:
+        request = FleetRequest(repo, base_rev, head_rev, base_path, runtime_names, when)
+        view = FleetView(output_format, bool(details), color, timings)
+        sys.exit(fleet_diff(request, view, source, clusters if live or snapshot else None))
+    if output_format == "markdown":
+        raise click.UsageError("--format markdown needs --base or --base-path")
+    from reconciler.cli.clusters import state_url_for
+
+    store_url = state_url_for(ctx, state_url, snapshot)
+    run = RunRequest(source, clusters, store_url, runtime_names, allow_deletions)
+    sys.exit(live_diff(run, when, output_format, details is not False))
+
+
+def live_diff(run: RunRequest, when: datetime, output_format: str, details: bool) -> int:
+    """Print each runtime's plan against its cluster; the exit status of ``diff``."""
+    from reconciler.cli.clusters import Access
+    from reconciler.cli.plans import PlanView, open_scope, show_plans
+    from reconciler.cli.report import plans_json
+
+    scope = open_scope(run)
+    view = PlanView(
+        output_format,
+        details,
+        lambda results, errors: plans_json([r.plan for r in results], errors),
+    )
+    planned = show_plans(scope, Access(run.clusters), when, view)
+    return planned.exit_status(changes=exits.DIFF_CHANGES)
+
+
+@dataclass(frozen=True, slots=True)
+class FleetRequest:
+    """The two sides of a fleet diff and what to keep of it."""
+
+    repo: Path
+    base_rev: str | None
+    head_rev: str | None
+    base_path: Path | None
+    runtimes: Sequence[str]
+    now: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class FleetView:
+    """How a fleet diff is printed (``--format``, ``--details``, ``--color``, ``--timings``)."""
+
+    output_format: str
+    details: bool
+    color: bool | None
+    timings: bool
+
+
+def fleet_diff(
+    request: FleetRequest, view: FleetView, source: RepoInput, clusters: ClusterOptions | None
+) -> int:
+    """Print the fleet diff between the two sides; the exit status of ``diff --base``. With
+    ``clusters`` (``--live``/``--snapshot``), plans against what each cluster runs."""
+    from reconciler.cli.loading import read_options
+    from reconciler.source.review import Review, Side  # imports git: only for fleet diffs
+
+    review = Review(read_options(source))
+    try:
+        if request.base_path is not None:
+            base = review.load(Side(request.repo, folder=request.base_path), "base")
+        else:
+            base = review.load(Side(request.repo, request.base_rev), "base")
+        head = review.load(Side(request.repo, request.head_rev), "head")
+    except ConfigError as error:
+        exits.exit_status_of(error)
+        return exits.USAGE
+    live = None if clusters is None else _observe(review, head[0], clusters)
+    fleet = _only(review.compare(base, head, request.now, live), request.runtimes)
+    with review.timings.phase("render"):
+        text = _fleet_text(fleet, view)
+    click.echo(text, nl=False)
+    if view.timings:
+        click.echo(f"timings: {review.timings.format()}", err=True)
+    if not fleet.has_changes:
+        return exits.OK
+    return exits.HELD if fleet.needs_second_look else exits.DIFF_CHANGES
+
+
+def _observe(
+    review: Review, head: ConfigRepo, clusters: ClusterOptions
+) -> dict[str, dict[str, LiveModule]]:
+    from reconciler.cli.clusters import Access
+    from reconciler.lifecycle.executor import Lifecycle
+
+    access = Access(clusters)
+    return review.observe(
+        head,
+        lambda config, name: Lifecycle(
+            access.connect(config.runtimes[name].cluster, name),
+            system_namespace=config.settings.system_namespace,
+        ),
+    )
+
+
+def _fleet_text(fleet: FleetDiff, view: FleetView) -> str:
+    from reconciler.cli.report import fleet_markdown, fleet_text
+
+    if view.output_format == "json":
+        return json.dumps(fleet.to_json(), indent=2, sort_keys=True) + "\n"
+    if view.output_format == "markdown":
+        return fleet_markdown(fleet)
+    return fleet_text(fleet, details=view.details, style=_style(view.color))
+
+
+def _only(fleet: FleetDiff, names: Sequence[str]) -> FleetDiff:
+    if not names:
+        return fleet
+    from reconciler.core.fleetdiff import FleetDiff
+
+    kept = tuple(r for r in fleet.runtimes if r.runtime in names)
+    return FleetDiff(fleet.base, fleet.head, kept, fleet.unchanged)
+
+
+def _style(color: bool | None) -> Style:
+    enabled = sys.stdout.isatty() if color is None else color
+    if not enabled:
+        return lambda text, colour: text
+    return lambda text, colour: click.style(
+        text, fg=None if colour == "bold" else colour, bold=colour == "bold"
+    )

@@ -1,0 +1,88 @@
+"""``reconciler operations list|show|retrigger``: the operations recorded in the state store."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import click
+
+from reconciler.cli import exits
+from reconciler.cli.options import allow_option, format_option, state_option
+from reconciler.errors import HeldByBrakeError, NotFoundError
+
+
+@click.group()
+def operations() -> None:
+    """Operations recorded in the state store: list, show, re-trigger."""
+
+
+@operations.command("list", epilog=exits.RECORDS.describe())
+@click.option("--runtime", "runtime_name", help="Only this runtime's operations.")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@state_option
+@format_option
+def operations_list(
+    runtime_name: str | None, limit: int, state_url: str, output_format: str
+) -> None:
+    """Operations, newest first: id, runtime, type, state, created, message."""
+    from reconciler.operations.report import operation_json, operation_line
+    from reconciler.operations.store import open_store
+
+    found = open_store(state_url).operations(runtime=runtime_name, limit=limit)
+    if output_format == "json":
+        click.echo(json.dumps([operation_json(o) for o in found], indent=2, sort_keys=True))
+        return
+    for operation in found:
+        click.echo(operation_line(operation))
+    if not found:
+        click.echo("no operations", err=True)
+
+
+@operations.command("show", epilog=exits.RECORDS.describe())
+@click.argument("operation_id")
+@state_option
+@format_option
+def operations_show(operation_id: str, state_url: str, output_format: str) -> None:
+    """One operation as a tree: stages, steps, attempts, times, the last message of each step
+    (what a blocked deletion waits for), the error that failed it. ID may be a unique prefix."""
+    from reconciler.operations.report import operation_json, operation_tree
+    from reconciler.operations.store import open_store
+
+    operation = open_store(state_url).get(operation_id)
+    if operation is None:
+        raise NotFoundError(f"no operation with id (prefix) '{operation_id}'")
+    if output_format == "json":
+        click.echo(json.dumps(operation_json(operation), indent=2, sort_keys=True))
+    else:
+        click.echo(operation_tree(operation), nl=False)
+
+
+@operations.command("retrigger", epilog=exits.RETRIGGER.describe())
+@state_option
+@allow_option
+def operations_retrigger(state_url: str, allow_deletions: Sequence[str]) -> None:
+    """Start a new operation for runtimes whose last one skipped steps past their own time
+    limit (O5); `reconciler sync` then runs it. Re-triggered deprovisions pass the deletion
+    brake (default limit 5)."""
+    from reconciler.cli.clusters import now as _now
+    from reconciler.core.brake import Allowance, Deletions, judge
+    from reconciler.core.model import Settings
+    from reconciler.operations.engine import Engine
+    from reconciler.operations.model import OperationType
+    from reconciler.operations.store import open_store
+
+    store = open_store(state_url)
+    engine = Engine(store, clock=_now, plugins=[])
+    candidates = engine.retrigger_candidates()
+    removed = tuple(sorted(o.runtime for o in candidates if o.type is OperationType.DEPROVISION))
+    verdict = judge(Deletions(runtimes=removed), Settings(), Allowance.parse(allow_deletions))
+    if verdict.held:
+        raise HeldByBrakeError(verdict.message)
+    for operation in engine.retrigger(candidates):
+        click.echo(
+            f"{operation.id} {operation.type} {operation.runtime} (re-trigger of "
+            f"{operation.retrigger_of})"
+        )
+    if not candidates:
+        click.echo("nothing to re-trigger")

@@ -1,0 +1,154 @@
+"""Options and parameter types that several commands share, and the values they build.
+
+Imports nothing heavier than click: every command module declares its options from here at
+import time, and ``reconciler --help`` must stay quick. The frozen dataclasses group what the
+options say so that no function below a click callback takes a long parameter list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from reconciler.core.durations import parse_duration
+
+#: The default limit of a YAML file's size (C6); the loader's ``DEFAULT_MAX_FILE_SIZE``.
+DEFAULT_MAX_FILE_SIZE = 5 * 1024 * 1024
+#: The time limit of git calls to a remote (daemon: also ``--git-timeout``).
+GIT_TIMEOUT_ENV = "RECONCILER_GIT_TIMEOUT"
+
+
+@dataclass(frozen=True, slots=True)
+class RepoInput:
+    """Which config repo a command reads and how: ``REPO``, ``--channels``, ``--max-file-size``."""
+
+    repo: Path
+    channels_dir: Path | None
+    max_file_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterOptions:
+    """How a command reaches each runtime's cluster: live (kubeconfig files or Secrets) or a
+    recorded snapshot (``--kubeconfig-dir``, ``--secret-namespace``, ``--snapshot``)."""
+
+    kubeconfig_dir: Path | None
+    secret_namespace: str
+    snapshot: str | None = None
+
+
+class Duration(click.ParamType[float, Any]):
+    """A duration above zero such as ``45s``, ``10m`` or ``1h30m``, as seconds."""
+
+    name = "duration"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, float):
+            return value
+        try:
+            seconds = parse_duration(str(value).strip())
+        except ValueError:
+            seconds = 0.0
+        if seconds <= 0:
+            self.fail(f"{str(value)[:40]!r} is not a duration above zero such as 45s, 10m or 1h30m")
+        return seconds
+
+
+def listen_address(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, int]:
+    """``HOST:PORT`` with a port from 0 (any free port) to 65535."""
+    host, _, port = value.rpartition(":")
+    if not port.isdigit() or int(port) > 65535:
+        raise click.BadParameter(f"{value[:60]!r} is not HOST:PORT (a port from 0 to 65535)")
+    return host or "0.0.0.0", int(port)  # noqa: S104 (a server; /sync and /hooks/git need the secret)
+
+
+def default_state_url() -> str:
+    """The default ``--state``, computed when a command runs (the store is not imported before)."""
+    from reconciler.operations.store import default_state_url as default
+
+    return default()
+
+
+repo_argument = click.argument(
+    "repo", default=".", type=click.Path(file_okay=False, path_type=Path), metavar="[REPO]"
+)
+channels_option = click.option(
+    "--channels",
+    "channels_dir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Read channels from this folder instead of the one reconciler.yaml names.",
+)
+max_size_option = click.option(
+    "--max-file-size",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_FILE_SIZE,
+    show_default=True,
+    help="Refuse YAML files larger than this many bytes.",
+)
+snapshot_option = click.option(
+    "--snapshot",
+    type=click.Path(),
+    help="Use a recorded cluster instead of a live one: a YAML file of objects (one runtime) or "
+    "a folder of <runtime>.yaml files (an existing folder, or a path ending in /). sync writes "
+    "the result back (not with --dry-run).",
+)
+kubeconfig_dir_option = click.option(
+    "--kubeconfig-dir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    envvar="RECONCILER_KUBECONFIG_DIR",
+    help="Folder of the kubeconfig files that runtimes name in spec.cluster.kubeconfigFile.",
+)
+secret_namespace_option = click.option(
+    "--secret-namespace",
+    default="reconciler-system",
+    show_default=True,
+    help="Namespace of the Secrets that runtimes name in spec.cluster.kubeconfigSecret.",
+)
+runtimes_option = click.option(
+    "--runtime",
+    "runtime_names",
+    multiple=True,
+    help="Only this runtime (repeat for several; default: every runtime).",
+)
+state_option = click.option(
+    "--state",
+    "state_url",
+    envvar="RECONCILER_STATE",
+    default=default_state_url,
+    show_default="sqlite:///~/.local/state/reconciler/state.db; with --snapshot, "
+    "reconciler-state.db beside the snapshot",
+    help="The state store of operations and runtime states (RECONCILER_STATE). Rehearsals "
+    "with --snapshot keep a store of their own unless this is given.",
+)
+allow_option = click.option(
+    "--allow-deletions",
+    "allow_deletions",
+    multiple=True,
+    metavar="COUNT|RUNTIME",
+    help="Let this run delete over the deletion brake: up to COUNT runtimes, modules and CRDs, "
+    "or those of the RUNTIMEs named (repeat for several).",
+)
+format_option = click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """What a ``diff`` or ``sync`` against clusters covers, as its command line says."""
+
+    source: RepoInput
+    clusters: ClusterOptions
+    state_url: str
+    runtime_names: Sequence[str] = ()
+    allow_deletions: Sequence[str] = ()

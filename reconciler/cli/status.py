@@ -1,0 +1,48 @@
+"""``reconciler status``: each runtime's and module's state as the last operation recorded it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import click
+
+from reconciler.cli import exits
+from reconciler.cli.options import format_option, state_option
+
+
+@click.command(epilog=exits.RECORDS.describe())
+@click.option("--runtime", "runtime_names", multiple=True, help="Only these runtimes.")
+@state_option
+@format_option
+def status(runtime_names: Sequence[str], state_url: str, output_format: str) -> None:
+    """Each runtime's and module's state, reason, version, last commit and age, as the last
+    operation recorded it."""
+    from reconciler.cli.clusters import now as _now
+    from reconciler.operations.report import status_lines
+    from reconciler.operations.store import open_store
+
+    records = [
+        r
+        for r in open_store(state_url).runtimes()
+        if not runtime_names or r.runtime in runtime_names
+    ]
+    if output_format == "json":
+        document = [
+            {
+                "runtime": r.runtime,
+                "state": r.state,
+                "reason": r.reason,
+                "message": r.message,
+                "commit": r.commit,
+                "updated": r.updated.isoformat(),
+                "modules": r.modules,
+            }
+            for r in records
+        ]
+        click.echo(json.dumps(document, indent=2, sort_keys=True))
+        return
+    for line in status_lines(records, _now()):
+        click.echo(line)
+    if not records:
+        click.echo("no runtime recorded yet (run reconciler sync)", err=True)

@@ -1,0 +1,268 @@
+"""``reconciler sync``: one recorded, resumable operation per runtime (or a dry run that plans
+and prints only, or a request to a running daemon)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from reconciler.cli import exits
+from reconciler.cli.options import (
+    ClusterOptions,
+    RepoInput,
+    RunRequest,
+    allow_option,
+    channels_option,
+    format_option,
+    kubeconfig_dir_option,
+    max_size_option,
+    repo_argument,
+    runtimes_option,
+    secret_namespace_option,
+    snapshot_option,
+    state_option,
+)
+from reconciler.errors import AccessError, HeldByBrakeError, ReconcilerError
+
+if TYPE_CHECKING:
+    from datetime import timedelta
+
+    from reconciler.cli.clusters import Access
+    from reconciler.cli.plans import Scope
+    from reconciler.core.model import ConfigRepo
+    from reconciler.operations.model import Operation, OperationType
+    from reconciler.operations.runner import Runner
+
+
+@click.command(epilog=exits.SYNC.describe())
+@repo_argument
+@runtimes_option
+@click.option("--dry-run", is_flag=True, help="Plan and print; no operation, nothing changed.")
+@snapshot_option
+@kubeconfig_dir_option
+@secret_namespace_option
+@state_option
+@click.option(
+    "--wait",
+    type=click.FloatRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seconds to keep retrying operations that wait (modules not Ready yet, deletions "
+    "blocked); 0 returns at once and the next sync resumes them.",
+)
+@click.option(
+    "--daemon",
+    "daemon_url",
+    metavar="URL",
+    help="Ask a running daemon (http://host:8080) to poll and reconcile now, instead.",
+)
+@click.option(
+    "--secret-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="With --daemon: the daemon's webhook secret.",
+)
+@allow_option
+@click.option(
+    "--allow-access-change",
+    is_flag=True,
+    help="Deprovision runtimes through a different cluster access than the one they were "
+    "synced with (a snapshot instead of a real cluster, another API server).",
+)
+@format_option
+@channels_option
+@max_size_option
+@click.pass_context
+def sync(
+    ctx: click.Context,
+    repo: Path,
+    runtime_names: Sequence[str],
+    dry_run: bool,
+    snapshot: str | None,
+    kubeconfig_dir: Path | None,
+    secret_namespace: str,
+    state_url: str,
+    wait: float,
+    daemon_url: str | None,
+    secret_file: Path | None,
+    allow_deletions: Sequence[str],
+    allow_access_change: bool,
+    output_format: str,
+    channels_dir: Path | None,
+    max_file_size: int,
+) -> None:
+    """Run one operation per runtime: provision, update, or deprovision for runtimes that left
+    git; an unfinished operation (say, after a crash) is resumed where it stopped.
+
+    Each operation is recorded in the state store with its stages and steps (see `reconciler
+    operations`). Deletions (runtimes that left git, modules that left a runtime, CRDs an upgrade
+    drops) pass the deletion brake first: over spec.deletionBrake.maxDeletionsPerSync, or every
+    runtime at once, nothing is done without --allow-deletions.
+    """
+    if daemon_url is not None:
+        _ask_daemon(daemon_url, secret_file)
+        return
+    from reconciler.cli.clusters import state_url_for
+
+    source = RepoInput(repo, channels_dir, max_file_size)
+    clusters = ClusterOptions(kubeconfig_dir, secret_namespace, snapshot)
+    store_url = state_url_for(ctx, state_url, snapshot)
+    run = RunRequest(source, clusters, store_url, runtime_names, allow_deletions)
+    if dry_run:
+        sys.exit(dry_run_sync(run, output_format))
+    sys.exit(run_sync(run, SyncOptions(wait, allow_access_change, output_format)))
+
+
+def dry_run_sync(run: RunRequest, output_format: str) -> int:
+    """Plan and print what a sync would do; the exit status of ``sync --dry-run``."""
+    from reconciler.cli.clusters import Access, now
+    from reconciler.cli.plans import PlanView, open_scope, show_plans
+    from reconciler.cli.report import results_json
+
+    scope = open_scope(run)
+    planned = show_plans(
+        scope, Access(run.clusters), now(), PlanView(output_format, True, results_json)
+    )
+    return planned.exit_status(changes=exits.OK)
+
+
+@dataclass(frozen=True, slots=True)
+class SyncOptions:
+    """How operations run and are shown (``--wait``, ``--allow-access-change``, ``--format``)."""
+
+    wait: float
+    allow_access_change: bool
+    output_format: str
+
+
+def run_sync(run: RunRequest, options: SyncOptions) -> int:
+    """Run (or resume) each runtime's operation and print them; the exit status of ``sync``."""
+    from reconciler.cli.clusters import Access
+    from reconciler.cli.plans import open_scope, report_brake
+
+    scope = open_scope(run)
+    if scope.verdict.held:
+        raise HeldByBrakeError(scope.verdict.message)
+    report_brake(scope.verdict)
+    runner = _runner(scope, Access(run.clusters), options.allow_access_change)
+    operations, errors = [], {}
+    for name in scope.runtimes:
+        try:
+            operations.append(_run_with_wait(runner, runner.operation_for(name), options.wait))
+        except ReconcilerError as error:
+            errors[name] = str(error)
+    _print_operations(operations, errors, options.output_format)
+    failed = any(_failed(o) for o in operations)
+    if errors and not operations:
+        return exits.USAGE
+    return exits.SYNC_FAILED if failed or errors else exits.OK
+
+
+def _runner(scope: Scope, access: Access, allow_access_change: bool) -> Runner:
+    from reconciler.cli.clusters import now
+    from reconciler.operations.engine import Engine
+    from reconciler.operations.runner import Runner
+
+    config = scope.config
+    engine = Engine(
+        scope.store,
+        clock=now,
+        disabled=frozenset(config.settings.disabled_steps),
+        limits=_limits(config),
+    )
+    return Runner(
+        scope.store, engine, config, access.connect, now, allow_access_change=allow_access_change
+    )
+
+
+def _print_operations(
+    operations: Sequence[Operation], errors: dict[str, str], output_format: str
+) -> None:
+    from reconciler.operations.report import operation_json, operation_text
+
+    if output_format == "json":
+        document = {
+            "operations": [operation_json(o) for o in operations],
+            "errors": [{"runtime": r, "error": e} for r, e in sorted(errors.items())],
+        }
+        click.echo(json.dumps(document, indent=2, sort_keys=True))
+    else:
+        for operation in operations:
+            click.echo(operation_text(operation), nl=False)
+        for name, message in sorted(errors.items()):
+            click.echo(f"runtime {name}: error: {message}", err=True)
+
+
+def _run_with_wait(runner: Runner, operation: Operation, wait: float) -> Operation:
+    from reconciler.cli.clusters import now
+
+    deadline = time.monotonic() + wait
+    outcome = runner.run(operation)
+    while outcome.retry_at is not None:
+        delay = (outcome.retry_at - now()).total_seconds()
+        if time.monotonic() + max(delay, 0) > deadline:
+            break
+        time.sleep(max(delay, 0))
+        outcome = runner.run(outcome.operation)
+    return outcome.operation
+
+
+def _failed(operation: Operation) -> bool:
+    """Failed, or a module in Error."""
+    from reconciler.lifecycle.executor import ModuleState
+    from reconciler.operations.model import OperationState
+
+    if operation.state is OperationState.FAILED:
+        return True
+    modules = operation.data.get("modules", []) + operation.data.get("removals", [])
+    return any(m.get("state") == str(ModuleState.ERROR) for m in modules)
+
+
+def _limits(config: ConfigRepo) -> dict[OperationType, timedelta]:
+    from datetime import timedelta
+
+    from reconciler.core.durations import parse_duration
+    from reconciler.operations.model import OperationType
+
+    limits = {}
+    for kind, text in config.settings.operation_timeouts.items():
+        limits[OperationType(kind)] = timedelta(seconds=parse_duration(text))
+    return limits
+
+
+def _ask_daemon(url: str, secret_file: Path | None) -> None:
+    """POST /sync to a running daemon."""
+    import urllib.error
+    import urllib.request
+
+    headers = {}
+    if secret_file is not None:
+        headers["Authorization"] = "Bearer " + secret_file.read_text().strip()
+    if not url.startswith(("http://", "https://")):
+        raise click.UsageError("--daemon needs an http:// or https:// URL")
+    request = urllib.request.Request(  # noqa: S310 (http and https only, checked above)
+        url.rstrip("/") + "/sync", data=b"", headers=headers, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (http only)
+            click.echo(f"daemon at {url}: reconcile requested ({response.status})")
+    except urllib.error.HTTPError as error:
+        raise AccessError(f"the daemon at {url} refused: {_refusal(error)}") from error
+    except (urllib.error.URLError, OSError) as error:
+        raise AccessError(f"cannot reach the daemon at {url}: {error}") from error
+    sys.exit(exits.OK)
+
+
+def _refusal(error: Any) -> str:
+    """An HTTP error answer of the daemon as ``403 <its error message>``."""
+    try:
+        message = str(json.loads(error.read(4096))["error"])
+    except (OSError, ValueError, KeyError, TypeError):
+        message = str(error.reason)
+    return f"{error.code} {message}"

@@ -1,0 +1,78 @@
+"""``reconciler validate``: check a config repo and list every error in one pass."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from reconciler.cli import exits
+from reconciler.cli.options import RepoInput, channels_option, max_size_option, repo_argument
+
+if TYPE_CHECKING:
+    from reconciler.config.validate import Validation
+
+
+@click.command(epilog=exits.VALIDATE.describe())
+@repo_argument
+@channels_option
+@max_size_option
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: one compiler-style line per error; json: a document for tools.",
+)
+def validate(repo: Path, channels_dir: Path | None, max_file_size: int, output_format: str) -> None:
+    """Check a config repo against every rule and list every error in one pass.
+
+    Each error reads PATH:LINE:COL: RULE MESSAGE (JSON-POINTER). REPO defaults to the current
+    directory.
+    """
+    from reconciler.cli.loading import load_validation
+
+    validation = load_validation(RepoInput(repo, channels_dir, max_file_size))
+    if output_format == "json":
+        click.echo(json.dumps(_validation_json(repo, validation), indent=2, sort_keys=True))
+    else:
+        for diagnostic in validation.diagnostics:
+            click.echo(diagnostic.format())
+        click.echo(_summary(repo, validation), err=not validation.valid)
+    sys.exit(exits.OK if validation.valid else exits.VALIDATE_INVALID)
+
+
+def _summary(repo: Path, validation: Validation) -> str:
+    if validation.repo is not None:
+        config = validation.repo
+        versions = sum(len(m.versions) for m in config.modules.values())
+        return (
+            f"{repo}: valid: {len(config.runtimes)} runtimes, {len(config.modules)} modules "
+            f"({versions} versions), {len(config.channels)} channels, {validation.files} files"
+        )
+    files = len({d.path for d in validation.diagnostics})
+    count = len(validation.diagnostics)
+    return f"{repo}: {count} error{'s' * (count != 1)} in {files} file{'s' * (files != 1)}"
+
+
+def _validation_json(repo: Path, validation: Validation) -> dict[str, Any]:
+    from reconciler.core.versions import sorted_versions
+
+    result: dict[str, Any] = {
+        "repo": str(repo),
+        "valid": validation.valid,
+        "files": validation.files,
+        "errors": [d.to_json() for d in validation.diagnostics],
+    }
+    if validation.repo is not None:
+        result["runtimes"] = sorted(validation.repo.runtimes)
+        result["modules"] = {
+            name: sorted_versions(list(m.versions))
+            for name, m in sorted(validation.repo.modules.items())
+        }
+        result["channels"] = sorted(validation.repo.channels)
+    return result
