@@ -8,7 +8,7 @@ already masked in the plan. Callers: ``reconciler diff`` and ``reconciler sync``
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.core.fleetdiff import (
     HELD,
@@ -19,7 +19,9 @@ from reconciler.core.fleetdiff import (
     SummaryLine,
 )
 from reconciler.core.plan import ModuleAction, ModulePlan, ObjectAction, ObjectChange, Plan
-from reconciler.lifecycle.executor import SyncResult
+
+if TYPE_CHECKING:
+    from reconciler.lifecycle.executor import SyncResult
 
 _SYMBOLS = {ObjectAction.CREATE: "+", ObjectAction.UPDATE: "~", ObjectAction.DELETE: "-"}
 _MODULE_SYMBOLS = {

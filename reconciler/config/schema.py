@@ -3,7 +3,8 @@
 Two validators, one verdict: a schema compiled to Python by ``fastjsonschema`` answers "valid?"
 for the common case (every document of a healthy repo) about fifteen times faster than
 ``jsonschema``; a document it rejects is checked again by ``jsonschema``'s draft 2020-12
-validator, which lists *every* error with its JSON pointer. Messages are rewritten to read like a
+validator, which lists *every* error with its JSON pointer (``jsonschema`` is imported only
+then: a healthy repo never pays for it). Messages are rewritten to read like a
 compiler's (unknown field with a suggestion, missing field, wrong type), naming the field and
 the rule but never the value (a secret pasted into the wrong field is not printed back).
 Callers: the validator.
@@ -12,17 +13,20 @@ Callers: the validator.
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fastjsonschema
-import jsonschema
 
 from reconciler.config.budget import TimeBudget
 from reconciler.config.yamlsafe import Document
 from reconciler.core.diagnostics import Diagnostic, Pointer, did_you_mean
 from reconciler.core.diagnostics import format_pointer as _text
+
+if TYPE_CHECKING:
+    import jsonschema
 
 DNS_LABEL_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 SEMVER_PATTERN_PREFIX = "^(0|[1-9]\\d*)\\.(0|[1-9]\\d*)\\.(0|[1-9]\\d*)"
@@ -86,7 +90,7 @@ class SchemaChecker:
         validator = self._full.get(kind)
         if validator is None:
             schema = self.schemas[kind]
-            validator = self._full[kind] = _Validator(schema)
+            validator = self._full[kind] = _validator_class()(schema)
         return validator
 
 
@@ -96,6 +100,8 @@ def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> It
     if unique and isinstance(instance, list):
         seen = {_hashable(item) for item in instance}
         if len(seen) < len(instance):
+            import jsonschema
+
             yield jsonschema.ValidationError("has duplicate entries")
 
 
@@ -111,9 +117,14 @@ def _hashable(value: Any) -> Hashable:
     return hashable
 
 
-_Validator: Any = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
-    jsonschema.Draft202012Validator, {"uniqueItems": _unique_items}
-)
+@functools.cache
+def _validator_class() -> Any:
+    """Draft 2020-12 with a linear ``uniqueItems``; imports ``jsonschema`` on first use."""
+    import jsonschema
+
+    return jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+        jsonschema.Draft202012Validator, {"uniqueItems": _unique_items}
+    )
 
 
 def diagnostics_of(

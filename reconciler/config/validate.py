@@ -112,21 +112,55 @@ class Validation:
         return not self.diagnostics
 
 
+@dataclass(slots=True)
+class CheckMemo:
+    """What the checks of single documents found (schema and inline credentials; a manifest
+    object's structure), kept by document: a document that two reads share (the two revisions
+    of a review, parsed once per blob) is checked once. These checks look at nothing but the
+    document, so their findings are the same in both reads."""
+
+    _found: dict[tuple[str, int], tuple[Document, tuple[Diagnostic, ...]]] = field(
+        default_factory=dict
+    )
+
+    def found(
+        self, what: str, document: Document, check: Callable[[], list[Diagnostic]]
+    ) -> tuple[Diagnostic, ...]:
+        """What ``check()`` finds in ``document`` (checked as ``what``), from memory if known."""
+        key = (what, id(document))
+        known = self._found.get(key)
+        if known is not None and known[0] is document:
+            return known[1]
+        found = tuple(check())
+        self._found[key] = (document, found)  # the document kept: its id stays its own
+        return found
+
+
 def validate_repo(
-    raw: RawRepo, checker: SchemaChecker, *, budget: TimeBudget | None = None
+    raw: RawRepo,
+    checker: SchemaChecker,
+    *,
+    budget: TimeBudget | None = None,
+    memo: CheckMemo | None = None,
 ) -> Validation:
     """Check ``raw`` against every config rule; see the module docstring. With a ``budget``,
     checking a file past its time is a C6 diagnostic for it, past the commit's time the only
-    diagnostic."""
+    diagnostic. A ``memo`` shared by several validations checks a document they share once."""
     try:
-        return _validate(raw, checker, budget)
+        return _validate(raw, checker, budget, memo or CheckMemo())
     except OverBudgetError as over:  # the commit's time is up: nothing else is worth saying
         return Validation(None, (over.at(".", 1, 1),), _count_files(raw))
 
 
-def _validate(raw: RawRepo, checker: SchemaChecker, budget: TimeBudget | None) -> Validation:
+def _validate(
+    raw: RawRepo, checker: SchemaChecker, budget: TimeBudget | None, memo: CheckMemo
+) -> Validation:
     run = _Run(
-        checker, list(raw.problems), channels_unavailable=raw.channels_unavailable, budget=budget
+        checker,
+        list(raw.problems),
+        channels_unavailable=raw.channels_unavailable,
+        budget=budget,
+        memo=memo,
     )
     settings = run.settings(raw.settings, raw.plugin_steps)
     modules = {m.name: run.module(m) for m in raw.modules}
@@ -166,6 +200,7 @@ class _Run:
     channels_unavailable: bool = False
     bad_channel_entries: set[tuple[str, str]] = field(default_factory=set)
     budget: TimeBudget | None = None
+    memo: CheckMemo = field(default_factory=CheckMemo)
 
     def timed(self, document: Document, check: Callable[[], bool]) -> bool:
         """``check()`` of ``document`` within its file's time budget; past it, what the check
@@ -201,14 +236,17 @@ class _Run:
         return document if self.timed(document, lambda: self.schema_ok(kind, document)) else None
 
     def schema_ok(self, kind: str, document: Document) -> bool:
+        found = self.memo.found(kind, document, lambda: self.schema_problems(kind, document))
+        self.diagnostics.extend(found)
+        return not found
+
+    def schema_problems(self, kind: str, document: Document) -> list[Diagnostic]:
         found = self.checker.check(kind, document, self.budget)
         credentials = find_inline_credentials(document)
         if credentials:  # a credential explains its own unknown-field error
             places = {d.pointer for d in credentials}
             found = [d for d in found if d.pointer not in places]
-        self.diagnostics.extend(found)
-        self.diagnostics.extend(credentials)
-        return not (found or credentials)
+        return found + credentials
 
     def name_matches(self, document: Document, expected: str, what: str) -> bool:
         name = document.data["metadata"]["name"]
@@ -269,10 +307,15 @@ class _Run:
         return self.timed(document, lambda: self.object_ok(document))
 
     def object_ok(self, document: Document) -> bool:
-        problems = list(object_problems(document))
-        problems.extend(find_inline_credentials(document))
+        problems = self.memo.found("object", document, lambda: self.object_problems(document))
         self.diagnostics.extend(problems)
         return not problems
+
+    @staticmethod
+    def object_problems(document: Document) -> list[Diagnostic]:
+        problems = list(object_problems(document))
+        problems.extend(find_inline_credentials(document))
+        return problems
 
     def default_configuration(self, file: RawFile | None) -> Mapping[str, Any] | None:
         if file is None or file.broken:

@@ -2,9 +2,10 @@
 
 Reads the base (a git revision, or another folder with ``base_path``) and the head (a git
 revision, or the working tree), sharing one parse cache so a file whose blob is the same at both
-revisions is parsed once; validates both; optionally observes live clusters; and hands both to
-the pure :class:`reconciler.core.fleetdiff.FleetDiffer`. Times each phase (git, parse, validate,
-live, plan) for ``--timings`` and the benchmark. Callers: ``reconciler diff --base``, bench.
+revisions is parsed once; validates both (checking such a file's documents once); optionally
+observes live clusters; and hands both to the pure
+:class:`reconciler.core.fleetdiff.FleetDiffer`. Times each phase (git, parse, validate, live,
+plan) for ``--timings`` and the benchmark. Callers: ``reconciler diff --base``, bench.
 """
 
 from __future__ import annotations
@@ -15,20 +16,23 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reconciler.config.schema import SchemaChecker
-from reconciler.config.validate import validate_repo
+from reconciler.config.validate import CheckMemo, validate_repo
 from reconciler.core.fleetdiff import FleetDiff, FleetDiffer
 from reconciler.core.model import ConfigRepo
 from reconciler.core.plan import LiveModule
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.errors import ConfigError
-from reconciler.lifecycle.executor import Lifecycle, desired_modules
 from reconciler.source.git import GitTree, open_revision
 from reconciler.source.loader import ParseCache, ReadOptions, read_repo
 from reconciler.source.schemas import load_schemas
 from reconciler.source.tree import SourceTree
+
+if TYPE_CHECKING:
+    from reconciler.lifecycle.executor import Lifecycle
 
 
 @dataclass(slots=True)
@@ -72,6 +76,7 @@ class Review:
     options: ReadOptions
     timings: Timings = field(default_factory=Timings)
     cache: ParseCache = field(default_factory=dict)
+    memo: CheckMemo = field(default_factory=CheckMemo)
     checker: SchemaChecker = field(default_factory=lambda: SchemaChecker(load_schemas()))
 
     def load(self, side: Side, what: str) -> tuple[ConfigRepo, str]:
@@ -88,7 +93,7 @@ class Review:
         if isinstance(tree, GitTree):  # reading git objects counts as git, not parsing
             self.timings.move("parse", "git", tree.io_seconds)
         with self.timings.phase("validate"):
-            validation = validate_repo(raw, self.checker)
+            validation = validate_repo(raw, self.checker, memo=self.memo)
         if validation.repo is None:
             raise ConfigError(validation.diagnostics, side=f"{what} ({label})")
         return validation.repo, label
@@ -97,6 +102,8 @@ class Review:
         self, head: ConfigRepo, connect: Callable[[ConfigRepo, str], Lifecycle]
     ) -> dict[str, dict[str, LiveModule]]:
         """What each runtime's cluster shows for the head's modules (``--live``/``--snapshot``)."""
+        from reconciler.lifecycle.executor import desired_modules  # only when clusters are asked
+
         live: dict[str, dict[str, LiveModule]] = {}
         renderer = Renderer(head)
         with self.timings.phase("live"):
