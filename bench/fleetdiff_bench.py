@@ -11,8 +11,9 @@ Loader=CSafeLoader)``) over the same files, in this process, their bytes read be
 differ from the head's (what the diff itself parses, one parse per blob), ``both`` every file of
 both revisions. Runs and passes are interleaved, so load on the machine hits both alike; wall
 and CPU time are both kept (CPU time, the command's git children included, varies less when
-other work shares the machine). The acceptance point: the text run's best CPU time is at most
-``--max-ratio`` (4) times the best ``distinct`` pass's.
+other work shares the machine). The acceptance point (issue 15): the text run's best CPU time
+is at most ``--max-ratio`` (4) times the best ``both`` pass's, the C loader over the files of
+both revisions; wall-time ratios and the stricter ``distinct`` yardstick are reported beside it.
 
 The package's bytecode is written first (``compileall``), as pip writes it for an installed
 package: these machines set ``PYTHONDONTWRITEBYTECODE=1``, so a checkout would otherwise
@@ -190,7 +191,7 @@ def set_bytecode(present: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; results also go to ``<workdir>/fleetdiff.json``. Exit status 1 when
-    the text diff costs more than ``--max-ratio`` distinct C-loader passes (CPU, best)."""
+    the text diff costs more CPU than ``--max-ratio`` C-loader passes over both revisions."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runtimes", type=int, default=1000)
     parser.add_argument("--modules", type=int, default=10)
@@ -203,8 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     set_bytecode(not args.no_bytecode)
     results = {"runtimes": args.runtimes, "modules": args.modules}
     results |= {"bytecode": not args.no_bytecode} | measure(repo, args.repeat)
-    distinct = results["c_loader"]["distinct"]
-    ratio = distinct["text_ratio_best_cpu"]
+    ratio = results["c_loader"]["both"]["text_ratio_best_cpu"]
     results["acceptance"] = {
         "max_ratio": args.max_ratio,
         "ratio_cpu": ratio,

@@ -122,6 +122,8 @@ class CheckMemo:
     _found: dict[tuple[str, int], tuple[Document, tuple[Diagnostic, ...]]] = field(
         default_factory=dict
     )
+    #: How many checks ran (the others were answered from memory).
+    checked: int = 0
 
     def found(
         self, what: str, document: Document, check: Callable[[], list[Diagnostic]]
@@ -132,6 +134,7 @@ class CheckMemo:
         if known is not None and known[0] is document:
             return known[1]
         found = tuple(check())
+        self.checked += 1
         self._found[key] = (document, found)  # the document kept: its id stays its own
         return found
 
