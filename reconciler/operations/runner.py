@@ -22,6 +22,7 @@ from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.errors import NotFoundError
 from reconciler.lifecycle.executor import ModuleState, desired_modules
+from reconciler.lifecycle.observe import LiveView
 from reconciler.operations.engine import LEASE_SECONDS, Engine, RunOutcome
 from reconciler.operations.model import Operation, OperationState, OperationType, RuntimeRecord
 from reconciler.operations.steps import StepContext
@@ -111,9 +112,10 @@ class Runner:
 
     def run(self, operation: Operation) -> RunOutcome:
         """Run ``operation`` once (until it finishes or must wait)."""
-        return self.engine.run(operation, lambda: self._context(operation))
+        view = LiveView()  # read once per run, shared by its stages
+        return self.engine.run(operation, lambda: self._context(operation, view))
 
-    def _context(self, operation: Operation) -> StepContext:
+    def _context(self, operation: Operation, view: LiveView) -> StepContext:
         runtime = self.repo.runtimes.get(operation.runtime)
         if runtime is not None and operation.type is not OperationType.DEPROVISION:
             desired = desired_modules(
@@ -147,6 +149,7 @@ class Runner:
             system_namespace=self.repo.settings.system_namespace,
             repo=self.repo,
             allow_access_change=self.allow_access_change,
+            view=view,
         )
 
     def _last_access(self, runtime: str) -> dict[str, object]:
