@@ -124,7 +124,7 @@ class InMemoryCluster:
         self._enter("get", ref)
         self._served(ref.api_version, ref.kind)
         stored = self._objects.get(self._key(ref))
-        return copy.deepcopy(stored.body) if stored else None
+        return _with_managed_fields(stored) if stored else None
 
     def list_objects(
         self,
@@ -144,7 +144,7 @@ class InMemoryCluster:
             if namespace is not None and ns != namespace:
                 continue
             if _labels_match(stored.body, labels or {}):
-                found.append(copy.deepcopy(stored.body))
+                found.append(_with_managed_fields(stored))
         return found
 
     def apply(
@@ -168,12 +168,12 @@ class InMemoryCluster:
         existing = self._objects.get(key)
         result = self._applied(existing, config, field_manager, force)
         if dry_run:
-            return copy.deepcopy(result.body)
+            return _with_managed_fields(result)
         if existing is not None and existing.body == result.body:
             existing.owners = result.owners
-            return copy.deepcopy(existing.body)
+            return _with_managed_fields(existing)
         self._store(key, result, existing)
-        return copy.deepcopy(result.body)
+        return _with_managed_fields(self._objects.get(key, result))
 
     def patch(self, ref: ObjectRef, merge_patch: Mapping[str, Any]) -> Body:
         """See :meth:`reconciler.cluster.api.Cluster.patch`."""
@@ -188,7 +188,7 @@ class InMemoryCluster:
             self._store(key, _Stored(body, existing.owners), existing)
             self._finish_deletion(key)
         stored = self._objects.get(key)
-        return copy.deepcopy(stored.body if stored else body)
+        return _with_managed_fields(stored) if stored else copy.deepcopy(body)
 
     def delete(self, ref: ObjectRef, *, propagation: str = "Background") -> bool:
         """See :meth:`reconciler.cluster.api.Cluster.delete`."""

@@ -18,6 +18,8 @@ DEFAULT_SYSTEM_NAMESPACE = "reconciler-system"
 #: Labels and annotations put on every object we apply (DESIGN.md §3).
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "reconciler"
+#: The field manager of every server-side apply we make (its fields are ours to remove).
+FIELD_MANAGER = "reconciler"
 LABEL_RUNTIME = "reconciler.dev/runtime"
 LABEL_MODULE = "reconciler.dev/module"
 ANNOTATION_MODULE_VERSION = "reconciler.dev/module-version"

@@ -20,10 +20,16 @@ from enum import StrEnum
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from reconciler.core.fielddiff import FieldChange, field_diff, removed_fields
+from reconciler.core.fielddiff import (
+    FieldChange,
+    field_diff,
+    removed_fields,
+    removed_owned_fields,
+)
 from reconciler.core.inventory import Inventory
 from reconciler.core.model import (
     ANNOTATION_MODULE_VERSION,
+    FIELD_MANAGER,
     LABEL_MANAGED_BY,
     LABEL_MODULE,
     LABEL_RUNTIME,
@@ -361,7 +367,9 @@ def _object_changes(desired: DesiredModule, live: LiveModule) -> tuple[ObjectCha
         if current is None:
             changes.append(ObjectChange(ObjectAction.CREATE, ref, field_diff(rendered.body, None)))
             continue
-        fields = field_diff(rendered.body, current)
+        fields = field_diff(rendered.body, current) + removed_owned_fields(
+            rendered.body, current, FIELD_MANAGER
+        )
         if fields:
             changes.append(ObjectChange(ObjectAction.UPDATE, ref, fields))
     default = _default_configuration_change(desired, live)

@@ -30,6 +30,7 @@ from reconciler.core.inventory import (
 )
 from reconciler.core.model import (
     ANNOTATION_MODULE_VERSION,
+    FIELD_MANAGER,
     LABEL_APP_VERSION,
     LABEL_MANAGED_BY,
     LABEL_MODULE,
@@ -58,7 +59,6 @@ from reconciler.core.resolve import Resolution, resolve_runtime
 from reconciler.errors import PermanentError, ReconcilerError, UnknownKindError
 from reconciler.lifecycle.observe import LiveView, kind_key
 
-FIELD_MANAGER = "reconciler"
 BLOCKING_KEPT = 20
 
 
