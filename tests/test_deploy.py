@@ -364,6 +364,15 @@ def test_rbac_reads_secrets_by_name_in_its_namespace_only(
     assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "reconciler"
 
 
+@pytest.mark.parametrize("build", BUILDS)
+def test_everything_is_in_the_reconcilers_namespace(
+    builds: dict[str, list[Doc]], build: str
+) -> None:
+    namespaced = [d for d in builds[build] if d["kind"] != "Namespace"]
+
+    assert {d["metadata"].get("namespace") for d in namespaced} == {"reconciler-system"}
+
+
 def test_the_namespace_enforces_pod_security_restricted(builds: dict[str, list[Doc]]) -> None:
     labels = _one(builds["single"], "Namespace")["metadata"]["labels"]
 
