@@ -432,7 +432,7 @@ class Lifecycle:
             self.cluster.patch(change.ref, _unmark_patch())
 
     def _apply(self, body: Mapping[str, Any]) -> None:
-        namespace = body.get("metadata", {}).get("namespace")
+        namespace = (body.get("metadata") or {}).get("namespace")
         if namespace:
             self.ensure_namespace(str(namespace))
         self.cluster.apply(body, field_manager=self.field_manager, force=True)
@@ -530,14 +530,14 @@ def _waiting_for_dependents(entry: ModulePlan, waiting: list[str]) -> ModuleStat
 
 def workload_available(body: Mapping[str, Any]) -> bool:
     """A Deployment/StatefulSet/DaemonSet has caught up with its spec and is available."""
-    metadata, status = body.get("metadata", {}), body.get("status") or {}
-    if int(status.get("observedGeneration", 0)) < int(metadata.get("generation", 1)):
+    metadata, status = body.get("metadata") or {}, body.get("status") or {}
+    if int(status.get("observedGeneration") or 0) < int(metadata.get("generation") or 1):
         return False
     if body.get("kind") == "DaemonSet":
-        wanted = int(status.get("desiredNumberScheduled", 0))
-        return wanted > 0 and int(status.get("numberAvailable", 0)) >= wanted
-    replicas = int(body.get("spec", {}).get("replicas", 1))
-    return int(status.get("availableReplicas", 0)) >= replicas
+        wanted = int(status.get("desiredNumberScheduled") or 0)
+        return wanted > 0 and int(status.get("numberAvailable") or 0) >= wanted
+    replicas = (body.get("spec") or {}).get("replicas")
+    return int(status.get("availableReplicas") or 0) >= (1 if replicas is None else int(replicas))
 
 
 def _running_version(module: Module, objects: Mapping[ObjectRef, Body]) -> tuple[str | None, str]:
@@ -567,7 +567,8 @@ def _rebuilt_inventory(
     if not ours:
         return None
     first = objects[ours[0]]
-    version = first["metadata"].get("annotations", {}).get(ANNOTATION_MODULE_VERSION) or running
+    annotations = (first.get("metadata") or {}).get("annotations") or {}
+    version = annotations.get(ANNOTATION_MODULE_VERSION) or running
     default = module.default_configuration
     default_ref = ObjectRef.of(default.body) if default else None
     default_ours = default_ref is not None and _labelled(
@@ -600,7 +601,7 @@ _GENERATED = {("ServiceAccount", "default"), ("ConfigMap", "kube-root-ca.crt")}
 
 
 def _labelled(body: Body | None, runtime: str, module: str) -> bool:
-    labels = (body or {}).get("metadata", {}).get("labels") or {}
+    labels = ((body or {}).get("metadata") or {}).get("labels") or {}
     return (
         labels.get(LABEL_MANAGED_BY) == MANAGED_BY_VALUE
         and labels.get(LABEL_RUNTIME) == runtime
