@@ -3,7 +3,11 @@
 Parses arguments, builds the loader's options and hands them down; nothing deeper reads the
 environment or prints. Exit codes are carried by exception types: 0 success, 1 the config repo is
 invalid (:class:`~reconciler.errors.ConfigError`), 2 a usage or I/O error (every other
-:class:`~reconciler.errors.ReconcilerError`, and click's usage errors).
+:class:`~reconciler.errors.ReconcilerError`, and click's usage errors). Any other exception is a
+bug: one line ``error: internal error: TYPE: message`` and exit 2 (1 would read as "invalid" or
+"changes pending" to a script); ``--debug`` or ``RECONCILER_DEBUG=1`` prints its traceback. An
+unexpected exception inside a step fails only its operation (see
+:mod:`reconciler.operations.crash`).
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from reconciler.errors import (
     ReconcilerError,
 )
 from reconciler.lifecycle.executor import Lifecycle, ModuleState, SyncResult, sync_runtime
+from reconciler.operations.crash import Crash
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import Operation, OperationState, OperationType
 from reconciler.operations.report import (
@@ -79,6 +84,8 @@ repo_argument = click.argument(
 )
 #: The time limit of git calls to a remote (daemon: also ``--git-timeout``).
 GIT_TIMEOUT_ENV = "RECONCILER_GIT_TIMEOUT"
+#: Show tracebacks of internal errors (also ``--debug``).
+DEBUG_ENV = "RECONCILER_DEBUG"
 
 channels_option = click.option(
     "--channels",
@@ -123,13 +130,18 @@ def _listen_address(ctx: click.Context, param: click.Parameter, value: str) -> t
 
 
 class _Group(click.Group):
-    """Maps our errors to messages and exit codes, for every command, in one place."""
+    """Maps our errors to messages and exit codes, for every command, in one place; anything
+    else is a bug: one line and exit 2 (the traceback with --debug)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except ReconcilerError as error:
             ctx.exit(_report(error))
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as error:  # the crash barrier of every command
+            ctx.exit(_report_internal(ctx, error))
 
 
 @click.group(
@@ -137,7 +149,13 @@ class _Group(click.Group):
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(__version__, "--version", prog_name="reconciler")
-def cli() -> None:
+@click.option(
+    "--debug",
+    is_flag=True,
+    envvar=DEBUG_ENV,
+    help=f"Show the traceback of an internal error (a bug), also {DEBUG_ENV}=1.",
+)
+def cli(debug: bool) -> None:
     """Declarative GitOps for Kubernetes modules across a fleet of clusters.
 
     A config repo declares runtimes (clusters), modules (one folder per version) and release
@@ -654,6 +672,7 @@ def sync(
             click.echo(operation_text(operation), nl=False)
         for name, message in sorted(errors.items()):
             click.echo(f"runtime {name}: error: {message}", err=True)
+    _report_crashes(ctx, operations, engine.crashes)
     failed = any(o.state is OperationState.FAILED or _has_error(o) for o in operations)
     sys.exit(
         EXIT_ERROR if errors and not operations else EXIT_INVALID if failed or errors else EXIT_OK
@@ -969,7 +988,9 @@ def daemon(
         repo_url, branch, repo_path, cache, git_env, local=True, runner=git_runner
     )
     access = _Access(kubeconfig_dir, secret_namespace, snapshot)
-    options = DaemonOptions(workers=workers, allow_deletions=allow_commit)
+    options = DaemonOptions(
+        workers=workers, allow_deletions=allow_commit, debug=_debugging(click.get_current_context())
+    )
 
     def second_source(url: str, ref: str, path: str) -> RemoteSource:
         channels_cache = cache.with_name(cache.name + "-channels")
@@ -1234,6 +1255,42 @@ def _report(error: ReconcilerError) -> int:
         return EXIT_HELD
     click.echo(f"error: {error}", err=True)
     return EXIT_ERROR
+
+
+def _debugging(ctx: click.Context) -> bool:
+    return bool(ctx.find_root().params.get("debug"))
+
+
+def _report_internal(ctx: click.Context, error: Exception) -> int:
+    """An unexpected exception outside the steps: one line (the traceback with --debug)."""
+    crash = Crash.of(error)
+    if _debugging(ctx):
+        click.echo(crash.traceback(), err=True, nl=False)
+        click.echo(f"error: internal error: {crash.type}: {crash.message}", err=True)
+    else:
+        click.echo(
+            f"error: internal error: {crash.type}: {crash.message} "
+            "(run with --debug for the traceback)",
+            err=True,
+        )
+    return EXIT_ERROR
+
+
+def _report_crashes(
+    ctx: click.Context, operations: Sequence[Operation], crashes: Mapping[str, Crash]
+) -> None:
+    """One line per operation a step's unexpected exception failed (tracebacks with --debug)."""
+    for operation in operations:
+        crash = crashes.get(operation.id)
+        if crash is None:
+            continue
+        if _debugging(ctx):
+            click.echo(crash.traceback(), err=True, nl=False)
+        click.echo(
+            f"runtime {operation.runtime}: operation {operation.id} failed: {crash.describe()}; "
+            f"details: reconciler operations show {operation.id}",
+            err=True,
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -28,7 +28,6 @@ from reconciler.core.plan import (
     LiveModule,
     ModuleAction,
     ModulePlan,
-    in_window,
     plan_module,
     plan_removal,
     removal_order,
@@ -41,6 +40,7 @@ from reconciler.core.resolve import (
     VersionSource,
     resolve_runtime,
 )
+from reconciler.core.windows import in_window
 
 
 class Outcome(StrEnum):

@@ -98,6 +98,8 @@ class DaemonOptions:
     #: A commit id (or prefix of one): that commit, and no other, passes the deletion brake.
     allow_deletions: str = ""
     read: ReadOptions = field(default_factory=ReadOptions)
+    #: Log the traceback of an internal error (``--debug``); one line without.
+    debug: bool = False
 
 
 class Daemon:
@@ -438,14 +440,16 @@ class Daemon:
     def _reconcile(self, runtime: str) -> None:
         started = self.clock()
         try:
-            operation = self.reconcile(runtime)
             self.runtime_errors.pop(runtime, None)
+            operation = self.reconcile(runtime)
             if operation is not None:
                 self.metrics.operation(operation, self.clock() - started)
         except ReconcilerError as error:
             self._failed(runtime, error, str(error))
         except Exception as error:
             self._failed(runtime, error, f"internal error: {type(error).__name__}: {error}")
+            if self.options.debug:
+                log.error("runtime %s: traceback", runtime, exc_info=error)
         finally:
             with self._lock:
                 self._running.pop(runtime, None)
@@ -489,13 +493,18 @@ class Daemon:
         if outcome.retry_at is not None:
             self._retry(runtime, outcome.retry_at)
         elif operation.state is OperationState.FAILED:
+            crash = engine.crashes.get(operation.id)
             log.error(
                 "runtime %s: operation %s failed: %s",
                 runtime,
                 operation.id,
                 operation.message,
                 extra={"runtime": runtime, "operation": operation.id},
+                exc_info=crash.error if crash is not None and self.options.debug else None,
             )
+            if crash is not None:  # a bug inside a step: shown and counted like one outside
+                self.runtime_errors[runtime] = crash.describe()
+                self.metrics.reconcile_failed(runtime, crash.error)
         return operation
 
     def _retry(self, runtime: str, when: datetime) -> None:

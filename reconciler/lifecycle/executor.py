@@ -598,14 +598,14 @@ def _waiting_for_dependents(entry: ModulePlan, waiting: list[str]) -> ModuleStat
 
 def workload_available(body: Mapping[str, Any]) -> bool:
     """A Deployment/StatefulSet/DaemonSet has caught up with its spec and is available."""
-    metadata, status = body.get("metadata", {}), body.get("status") or {}
-    if int(status.get("observedGeneration", 0)) < int(metadata.get("generation", 1)):
+    metadata, status = body.get("metadata") or {}, body.get("status") or {}
+    if int(status.get("observedGeneration") or 0) < int(metadata.get("generation") or 1):
         return False
     if body.get("kind") == "DaemonSet":
-        wanted = int(status.get("desiredNumberScheduled", 0))
-        return wanted > 0 and int(status.get("numberAvailable", 0)) >= wanted
-    replicas = int(body.get("spec", {}).get("replicas", 1))
-    return int(status.get("availableReplicas", 0)) >= replicas
+        wanted = int(status.get("desiredNumberScheduled") or 0)
+        return wanted > 0 and int(status.get("numberAvailable") or 0) >= wanted
+    replicas = (body.get("spec") or {}).get("replicas")
+    return int(status.get("availableReplicas") or 0) >= (1 if replicas is None else int(replicas))
 
 
 def _running_version(module: Module, objects: Mapping[ObjectRef, Body]) -> tuple[str | None, str]:
@@ -635,7 +635,8 @@ def _rebuilt_inventory(
     if not ours:
         return None
     first = objects[ours[0]]
-    version = first["metadata"].get("annotations", {}).get(ANNOTATION_MODULE_VERSION) or running
+    annotations = (first.get("metadata") or {}).get("annotations") or {}
+    version = annotations.get(ANNOTATION_MODULE_VERSION) or running
     default = module.default_configuration
     default_ref = ObjectRef.of(default.body) if default else None
     default_ours = default_ref is not None and _labelled(
@@ -668,7 +669,7 @@ _GENERATED = {("ServiceAccount", "default"), ("ConfigMap", "kube-root-ca.crt")}
 
 
 def _labelled(body: Body | None, runtime: str, module: str) -> bool:
-    labels = (body or {}).get("metadata", {}).get("labels") or {}
+    labels = ((body or {}).get("metadata") or {}).get("labels") or {}
     return (
         labels.get(LABEL_MANAGED_BY) == MANAGED_BY_VALUE
         and labels.get(LABEL_RUNTIME) == runtime

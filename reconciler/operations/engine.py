@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 from importlib.metadata import entry_points
 
 from reconciler.errors import PermanentError, TransientError
+from reconciler.operations.crash import Crash, errored
 from reconciler.operations.model import (
     Operation,
     OperationState,
@@ -141,6 +142,8 @@ class Engine:
         self.limits = {**DEFAULT_LIMITS, **(limits or {})}
         self.owner = owner or this_owner()
         self.alive = alive
+        #: Operation id -> the unexpected exception that failed it in this process (for --debug).
+        self.crashes: dict[str, Crash] = {}
 
     def stages(self, kind: OperationType) -> Stages:
         """The stages an operation of ``kind`` runs."""
@@ -265,8 +268,19 @@ class Engine:
             result = transient_retry(error)
         except PermanentError as error:
             result = StepResult(error=str(error))
+        except Exception as error:  # the crash barrier: a bug fails this operation, not the process
+            result = self._crashed(operation, record, error)
         record.message = result.error or result.message
         return result
+
+    def _crashed(self, operation: Operation, record: StepRecord, error: Exception) -> StepResult:
+        """An unexpected exception in a step: the step's failure (type, message, place) and the
+        runtime in Error; the traceback stays in memory, in :attr:`crashes`."""
+        crash = self.crashes[operation.id] = Crash.of(error)
+        message = f"step {record.name} of operation {operation.id} failed: {crash.describe()}"
+        known = self.store.runtime(operation.runtime)
+        self.store.put_runtime(errored(known, operation, message, self.clock()))
+        return StepResult(error=crash.describe())
 
     def _past_own_limit(self, cls: type[Step], record: StepRecord) -> bool:
         limit = cls.retry_without_fail
