@@ -65,12 +65,14 @@ if [ -z "$bindir" ]; then
     exit 2
 fi
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/reconciler-pg.XXXXXX")
 owner=()
 if [ "$(id -u)" = 0 ]; then
     id -u postgres >/dev/null 2>&1 || useradd --system --no-create-home postgres
+    work=$(mktemp -d /tmp/reconciler-pg.XXXXXX) # a folder the postgres user can reach
     chown postgres "$work"
     owner=(runuser -u postgres --)
+else
+    work=$(mktemp -d "${TMPDIR:-/tmp}/reconciler-pg.XXXXXX")
 fi
 as_owner() { (cd "$work" && "${owner[@]}" "$@"); }
 

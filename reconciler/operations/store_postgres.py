@@ -250,8 +250,9 @@ class PostgresStore:
                 yield cursor
 
     def _query(self, sql: str, parameters: Sequence[object] = ()) -> list[DictRow]:
-        with self._transaction(read_only=True) as cursor:
-            return cursor.execute(sql, parameters).fetchall()
+        """One statement on its own (a statement reads one snapshot)."""
+        with self._lock, self._translated():
+            return self._live().execute(sql, parameters).fetchall()
 
     def _migrate(self) -> None:
         with self._transaction() as cursor:
