@@ -67,7 +67,7 @@ from reconciler.operations.report import (
     status_lines,
 )
 from reconciler.operations.runner import Runner, deployed, recorded_access
-from reconciler.operations.store import SqliteStore, default_state_url, open_store
+from reconciler.operations.store import StateStore, default_state_url, open_store
 from reconciler.source.loader import (
     DEFAULT_MAX_FILE_SIZE,
     ReadOptions,
@@ -267,8 +267,9 @@ state_option = click.option(
     default=default_state_url,
     show_default="sqlite:///~/.local/state/reconciler/state.db; with --snapshot, "
     "reconciler-state.db beside the snapshot",
-    help="The state store of operations and runtime states (RECONCILER_STATE). Rehearsals "
-    "with --snapshot keep a store of their own unless this is given.",
+    help="The state store of operations and runtime states (RECONCILER_STATE): sqlite:///PATH "
+    "or postgresql://USER@HOST[:PORT]/DATABASE. Rehearsals with --snapshot keep a store of "
+    "their own unless this is given.",
 )
 allow_option = click.option(
     "--allow-deletions",
@@ -422,7 +423,7 @@ class _Scope:
     """What one run covers: runtimes in git, runtimes that left it, the brake's verdict."""
 
     config: ConfigRepo
-    store: SqliteStore
+    store: StateStore
     targets: list[str]
     removed: list[str]
     verdict: Verdict
@@ -432,7 +433,7 @@ def _scope(
     config: ConfigRepo,
     names: Sequence[str],
     snapshot: str | None,
-    store: SqliteStore,
+    store: StateStore,
     allow: Sequence[str],
 ) -> _Scope:
     """The runtimes to plan or sync and what deleting them means for the brake (S5): runtimes
@@ -875,7 +876,8 @@ def status(runtime_names: Sequence[str], state_url: str, output_format: str) -> 
     "--cache-dir",
     type=click.Path(file_okay=False, path_type=Path),
     envvar="RECONCILER_CACHE_DIR",
-    help="Where fetched commits are kept (default: next to the state store).",
+    help="Where fetched commits are kept (default: next to a SQLite state store; with "
+    "PostgreSQL, under the default state folder).",
 )
 @click.option(
     "--webhook-secret-file",
@@ -980,7 +982,8 @@ def daemon(
 
     setup_logging(log_format)
     store = open_store(state_url)
-    cache = cache_dir or Path(getattr(store, "path", Path("."))).parent / "git-cache"
+    beside = getattr(store, "path", None) or Path(default_state_url().removeprefix("sqlite:///"))
+    cache = cache_dir or Path(beside).parent / "git-cache"
     git_env = _git_env(token_file, ssh_key_file)
     git_runner = GitRunner(git_timeout)
     # the command line may name a local path; a commit (channelsFrom.git) may not

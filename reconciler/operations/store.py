@@ -5,7 +5,9 @@
 runtime for an operation (O3) happens in an immediate transaction, so two processes sharing the
 file never run two operations of one runtime at once; an operation whose owner died (a process
 on this host that no longer exists, or a lease that ran out) may be taken over and resumed.
-Nothing secret is stored (S4). Callers: the engine, the CLI; later the daemon.
+:func:`open_store` opens the store a ``--state`` URL names: this one, or the PostgreSQL store of
+:mod:`reconciler.operations.store_postgres` for several daemons sharing the work (O6).
+Nothing secret is stored (S4). Callers: the engine, the CLI, the daemon.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
+from reconciler.core.redaction import mask_url_password
 from reconciler.errors import SourceError
 from reconciler.operations.model import (
     CommitRecord,
@@ -166,11 +169,19 @@ def default_state_url() -> str:
     return f"sqlite:///{Path(base) / 'reconciler' / 'state.db'}"
 
 
-def open_store(url: str) -> SqliteStore:
-    """The store a ``--state`` URL names: ``sqlite:///path/to/state.db``."""
+def open_store(url: str) -> StateStore:
+    """The store a ``--state`` URL names: ``sqlite:///path/to/state.db``, or
+    ``postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE`` (also ``postgres://``)."""
+    if url.startswith(("postgresql://", "postgres://")):
+        from reconciler.operations.store_postgres import PostgresStore  # psycopg only if used
+
+        return PostgresStore(url)
     prefix = "sqlite:///"
     if not url.startswith(prefix):
-        raise SourceError(f"--state {url}: only sqlite:///PATH is supported")
+        raise SourceError(
+            f"--state {mask_url_password(url)}: use sqlite:///PATH or "
+            "postgresql://USER@HOST[:PORT]/DATABASE"
+        )
     return SqliteStore(Path(os.path.expanduser(url[len(prefix) :])))
 
 
