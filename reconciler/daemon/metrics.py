@@ -2,7 +2,8 @@
 
 - reconciler_reconcile_duration_seconds (histogram),
 - reconciler_operations_total{type,result},
-- reconciler_module_state{runtime,module,state} (1 for the current state),
+- reconciler_module_state{runtime,module,state} (1 for the current state, 0 for every other
+  :class:`~reconciler.core.status.ModuleState`),
 - reconciler_source_lag_seconds (how long the remote has had a commit not in force),
 - reconciler_last_successful_poll_timestamp_seconds, reconciler_polls_total{result},
 - reconciler_reconcile_failures_total{runtime,error}, reconciler_commit_held.

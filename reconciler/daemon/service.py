@@ -16,7 +16,10 @@
   operation on a bounded worker pool; one runtime never runs twice at once, slow clusters do not
   hold up the others, and operations that wait are retried at the time their step asked for.
 
-:func:`start_scheduler` puts the ticks on apscheduler 3 (no overlapping runs, coalesced);
+:func:`start_scheduler` puts the ticks on apscheduler 3 (no overlapping runs, coalesced) at the
+intervals of ``spec.intervals`` in the commit in force (a commit that changes them reschedules
+the jobs), unless the command line gave its own (:class:`DaemonOptions`). Logs name each
+failure's cause: its error type and whether it is transient (retried) or permanent;
 ``reconciler.daemon.http`` serves the endpoints. Callers: ``reconciler daemon``, tests, bench.
 """
 

@@ -2,7 +2,11 @@
 
 An operation (provision, update, deprovision) of one runtime is a list of stages; a stage is a
 list of steps. These records are what the state store keeps and what ``reconciler operations``
-shows. No secret is ever part of them (S4). Callers: the engine, the store, the CLI.
+shows. No secret is ever part of them (S4). What the steps find and do is a frozen
+:class:`OperationData` (typed values; the store alone turns it into JSON); a runtime's status is
+one :class:`RuntimeRecord`, made from an operation by :meth:`RuntimeRecord.of` and shown alike by
+``reconciler status``, ``/status`` and the metrics. Callers: the engine, the steps, the store,
+the CLI, the daemon.
 """
 
 from __future__ import annotations
