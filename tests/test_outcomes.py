@@ -197,8 +197,7 @@ def test_an_upgrade_records_what_it_did_to_each_object(store: SqliteStore) -> No
         ("Deployment", "widget-operator"): ChangeAction.CONFIGURED,
         ("Service", "widget-metrics"): ChangeAction.CREATED,
         ("ConfigMap", "widget-extra"): ChangeAction.PRUNED,
-        ("Widget", "default"): ChangeAction.UNCHANGED,  # created once, never reverted (L3)
-    }
+    }  # the default configuration, created once (L3), is not read again: not in the set
     assert operation.data.plan == (
         PlannedModule("widget", ModuleAction.UPGRADE, "Upgrade", "1.0.0", "2.0.0"),
     )

@@ -60,6 +60,7 @@ from reconciler.core.status import ChangeAction, ChangeSetEntry, ModuleError, Pa
 from reconciler.core.status import ModuleState as ModuleState
 from reconciler.core.status import ModuleStatus as ModuleStatus
 from reconciler.errors import PermanentError, ReconcilerError, UnknownKindError
+from reconciler.lifecycle.observe import LiveView, kind_key
 
 FIELD_MANAGER = "reconciler"
 BLOCKING_KEPT = 20
@@ -110,11 +111,14 @@ class Lifecycle:
         system_namespace: str,
         field_manager: str = FIELD_MANAGER,
         commit: str = "",
+        view: LiveView | None = None,
     ) -> None:
         self.cluster = cluster
         self.system_namespace = system_namespace
         self.field_manager = field_manager
         self.commit = commit
+        #: What this pass has listed, read and written (shared by the stages of one run).
+        self.view = view if view is not None else LiveView()
         self._namespaces: set[str] = set()
         self._changes: list[ChangeSetEntry] = []
 
@@ -154,8 +158,14 @@ class Lifecycle:
                 live[name] = self._observe_removed(inventory)
         return live
 
-    def read_inventories(self, runtime: str) -> dict[str, Inventory]:
-        """Every inventory of ``runtime`` in the system namespace."""
+    def read_inventories(self, runtime: str, *, fresh: bool = False) -> dict[str, Inventory]:
+        """Every inventory of ``runtime`` in the system namespace (listed once per pass, or
+        again when ``fresh``)."""
+        if self.view.inventories is None or fresh:
+            self.view.inventories = self._list_inventories(runtime)
+        return dict(self.view.inventories)
+
+    def _list_inventories(self, runtime: str) -> dict[str, Inventory]:
         labels = {LABEL_INVENTORY: "true", LABEL_RUNTIME: runtime}
         found = self.cluster.list_objects(
             "v1", "ConfigMap", namespace=self.system_namespace, labels=labels
@@ -173,11 +183,16 @@ class Lifecycle:
         self, runtime: str, module: DesiredModule, inventory: Inventory | None
     ) -> LiveModule:
         refs = [ObjectRef.of(o.body) for o in module.objects]
-        if module.default_configuration is not None:
+        created = (  # L3: a default configuration recorded as ours and created is not read again
+            inventory is not None
+            and inventory.default_configuration_done
+            and inventory.default_configuration is not None
+        )
+        if module.default_configuration is not None and not created:
             refs.append(ObjectRef.of(module.default_configuration.body))
         if inventory is not None:
             refs += [r for r in inventory.objects if r not in refs]
-        objects = self._get_all(refs)
+        objects = self._get_all(runtime, refs)
         running, source = _running_version(module.module, objects)
         if running is None and inventory is not None:
             running, source = inventory.version, f"inventory {inventory.module}"
@@ -201,7 +216,7 @@ class Lifecycle:
         refs = list(inventory.objects)
         if inventory.default_configuration is not None:
             refs.append(inventory.default_configuration)
-        objects = self._get_all(refs)
+        objects = self._get_all(inventory.runtime, refs)
         if inventory.strategy is Strategy.IGNORE:
             return LiveModule(inventory, objects, inventory.version)
         blocking, total = self._blocking(inventory)
@@ -250,16 +265,39 @@ class Lifecycle:
                 left[ref] = Occupants(len(found), tuple(found[:BLOCKING_KEPT]))
         return left
 
-    def _get_all(self, refs: Sequence[ObjectRef]) -> dict[ObjectRef, Body]:
+    def _get_all(self, runtime: str, refs: Sequence[ObjectRef]) -> dict[ObjectRef, Body]:
+        """The objects of ``refs`` that exist: one list per kind by our labels, then a GET
+        only for what those lists cannot show (objects without our labels, or absent)."""
+        for ref in refs:
+            if self.view.needs_list(ref):
+                self._list_kind(runtime, ref)
         found = {}
         for ref in refs:
-            try:
-                body = self.cluster.get(ref)
-            except UnknownKindError:  # its CRD is not there (yet): nothing of that kind exists
-                body = None
+            body = self._read(ref)
             if body is not None:
                 found[ref] = body
         return found
+
+    def _list_kind(self, runtime: str, ref: ObjectRef) -> None:
+        labels = {LABEL_MANAGED_BY: MANAGED_BY_VALUE, LABEL_RUNTIME: runtime}
+        try:
+            items = self.cluster.list_objects(ref.api_version, ref.kind, labels=labels)
+        except UnknownKindError:  # its CRD is not there (yet): nothing of that kind exists
+            self.view.unserved.add(kind_key(ref))
+            return
+        self.view.listed[kind_key(ref)] = {_listed_ref(ref, body): body for body in items}
+
+    def _read(self, ref: ObjectRef, *, fresh: bool = False) -> Body | None:
+        """``ref`` from the view, else (or when ``fresh``) read from the server and kept."""
+        known, body = self.view.lookup(ref)
+        if known and not fresh:
+            return body
+        try:
+            body = self.cluster.get(ref)
+        except UnknownKindError:
+            body = None
+        self.view.record(ref, body)
+        return body
 
     def _blocking(self, inventory: Inventory) -> tuple[tuple[ObjectRef, ...], int]:
         """Instances of the module's kinds, except the default configuration we delete first
@@ -387,9 +425,9 @@ class Lifecycle:
         if entry.action is ModuleAction.REMOVE_IGNORE:
             unmark = _unmark_patch()
             for change in entry.changes:
-                self.cluster.patch(change.ref, unmark)
+                self._patch(change.ref, unmark)
                 self._note(entry.module, change.ref, ChangeAction.RELEASED)
-            self.cluster.delete(ref)
+            self._delete_inventory(ref, entry.module)
             return _status(entry, ModuleState.UNMANAGED, inventory.version)
         for change in entry.changes:
             self._delete_or_release(entry.module, change, ChangeAction.DELETED)
@@ -398,7 +436,7 @@ class Lifecycle:
                 cleared = replace(inventory, default_configuration=None)
                 self._write_inventory(cleared, inventory)
             return _status(entry, ModuleState.DELETING, inventory.version)
-        self.cluster.delete(ref)
+        self._delete_inventory(ref, entry.module)
         message = "; ".join((entry.message, *entry.notes))
         return ModuleStatus(entry.module, None, entry.reason, message, inventory.version)
 
@@ -408,51 +446,68 @@ class Lifecycle:
         """A planned deletion (recorded as ``deletion``: pruned or deleted), or the release of a
         Namespace that holds others' objects."""
         if change.action is ObjectAction.DELETE:
-            self.cluster.delete(change.ref)
+            self.delete(change.ref)
             self._note(module, change.ref, deletion)
         else:
-            self.cluster.patch(change.ref, _unmark_patch())
+            self._patch(change.ref, _unmark_patch())
             self._note(module, change.ref, ChangeAction.RELEASED)
 
     def _note(self, module: str, ref: ObjectRef, action: ChangeAction) -> None:
         self._changes.append(ChangeSetEntry(module, ref, action))
 
+    def delete(self, ref: ObjectRef) -> bool:
+        """Ask for the deletion of ``ref`` (``False`` when it was gone); the view forgets it."""
+        gone = self.cluster.delete(ref)
+        self.view.record(ref, None)
+        return gone
+
+    def _delete_inventory(self, ref: ObjectRef, module: str) -> None:
+        self.delete(ref)
+        self.view.forget_inventory(module)
+
+    def _patch(self, ref: ObjectRef, merge_patch: Mapping[str, Any]) -> None:
+        self.view.record(ref, self.cluster.patch(ref, merge_patch))
+
     def _apply(self, body: Mapping[str, Any]) -> None:
-        namespace = body.get("metadata", {}).get("namespace")
+        namespace = (body.get("metadata") or {}).get("namespace")
         if namespace:
             self.ensure_namespace(str(namespace))
-        self.cluster.apply(body, field_manager=self.field_manager, force=True)
+        result = self.cluster.apply(body, field_manager=self.field_manager, force=True)
+        self.view.record(ObjectRef.of(body), result)
 
     def labelled_ours(self, ref: ObjectRef, inventory: Inventory) -> bool:
         """Whether ``ref`` exists and carries our labels for the inventory's runtime and module
         (an absent kind counts as absent)."""
-        try:
-            body = self.cluster.get(ref)
-        except UnknownKindError:
-            return False
-        return _labelled(body, inventory.runtime, inventory.module)
+        return _labelled(self._read(ref), inventory.runtime, inventory.module)
 
     def ensure_namespace(self, name: str) -> None:
         """Create a namespace that is missing; never labelled ours, so never deleted (S1)."""
         if name in self._namespaces:
             return
+        if name == self.system_namespace and self.view.inventories:  # they live in it
+            return
         ref = ObjectRef("v1", "Namespace", "", name)
-        if self.cluster.get(ref) is None:
+        if self._read(ref) is None:
             body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-            self.cluster.apply(body, field_manager=self.field_manager, force=True)
+            created = self.cluster.apply(body, field_manager=self.field_manager, force=True)
+            self.view.record(ref, created)
         self._namespaces.add(name)
 
     def _write_inventory(self, inventory: Inventory, current: Inventory | None) -> None:
         if inventory != current:
             body = inventory.to_configmap(self.system_namespace)
             self.cluster.apply(body, field_manager=self.field_manager, force=True)
+            self.view.record_inventory(inventory)
 
     def _unestablished(self, module: DesiredModule) -> list[str]:
         pending = []
         for rendered in module.objects:
             if rendered.body.get("kind") != "CustomResourceDefinition":
                 continue
-            live = self.cluster.get(ObjectRef.of(rendered.body))
+            ref = ObjectRef.of(rendered.body)
+            live = self._read(ref)
+            if live is None or not is_established(live):  # just applied: ask the server
+                live = self._read(ref, fresh=True)
             if live is None or not is_established(live):
                 pending.append(str(rendered.body["metadata"]["name"]))
         return pending
@@ -469,7 +524,9 @@ class Lifecycle:
             ),
             None,
         )
-        live = self.cluster.get(ObjectRef.of(operator)) if operator else None
+        live = self._read(ObjectRef.of(operator)) if operator else None
+        if operator and (live is None or not workload_available(live)):  # ask the server
+            live = self._read(ObjectRef.of(operator), fresh=True)
         if live is None or not workload_available(live):
             message = f"{spec.operator_kind} {spec.operator_name} is not available yet"
             return ModuleStatus(
@@ -486,6 +543,17 @@ class Lifecycle:
                 entry.module, ModuleState.WARNING, "CRDInUse", message, entry.to_version
             )
         return ModuleStatus(entry.module, ModuleState.READY, reason, message, entry.to_version)
+
+
+def _listed_ref(asked: ObjectRef, body: Body) -> ObjectRef:
+    """The reference of a listed object under the apiVersion it was listed by."""
+    metadata = body.get("metadata") or {}
+    return ObjectRef(
+        asked.api_version,
+        asked.kind,
+        str(metadata.get("namespace") or ""),
+        str(metadata.get("name") or ""),
+    )
 
 
 def _dependents_left(

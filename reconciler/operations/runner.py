@@ -23,6 +23,7 @@ from reconciler.core.resolve import resolve_runtime
 from reconciler.core.status import ModuleState
 from reconciler.errors import NotFoundError
 from reconciler.lifecycle.executor import desired_modules
+from reconciler.lifecycle.observe import LiveView
 from reconciler.operations.engine import LEASE_SECONDS, Engine, RunOutcome
 from reconciler.operations.model import (
     Operation,
@@ -114,9 +115,10 @@ class Runner:
 
     def run(self, operation: Operation) -> RunOutcome:
         """Run ``operation`` once (until it finishes or must wait)."""
-        return self.engine.run(operation, lambda: self._context(operation))
+        view = LiveView()  # read once per run, shared by its stages
+        return self.engine.run(operation, lambda: self._context(operation, view))
 
-    def _context(self, operation: Operation) -> StepContext:
+    def _context(self, operation: Operation, view: LiveView) -> StepContext:
         runtime = self.repo.runtimes.get(operation.runtime)
         leaving = runtime is None or operation.type is OperationType.DEPROVISION
         desired = []
@@ -138,6 +140,7 @@ class Runner:
             system_namespace=self.repo.settings.system_namespace,
             repo=self.repo,
             allow_access_change=self.allow_access_change,
+            view=view,
         )
 
 

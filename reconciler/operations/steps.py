@@ -19,11 +19,11 @@ from typing import Any, ClassVar
 from reconciler.cluster.api import Cluster
 from reconciler.core.head import head_text
 from reconciler.core.model import ClusterAccess, ConfigRepo, Strategy
-from reconciler.core.objects import ObjectRef
 from reconciler.core.plan import Context, DesiredModule
 from reconciler.core.status import ModuleState, ModuleStatus, PassResult
 from reconciler.errors import PermanentError, TransientError
 from reconciler.lifecycle.executor import Lifecycle
+from reconciler.lifecycle.observe import LiveView
 from reconciler.operations.model import (
     Operation,
     OperationState,
@@ -59,6 +59,8 @@ class StepContext:
     #: Deprovision through another access than the runtime was synced with (``sync
     #: --allow-access-change``); never set by the daemon.
     allow_access_change: bool = False
+    #: The live view shared by the stages of one run (one list per kind per run, not per step).
+    view: LiveView = field(default_factory=LiveView)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def lifecycle(self, operation: Operation) -> Lifecycle:
@@ -69,6 +71,7 @@ class StepContext:
             self.cluster,
             system_namespace=self.system_namespace,
             commit=head_text(operation.commit),
+            view=self.view,
         )
 
 
@@ -177,13 +180,13 @@ class CheckClusterAccess(Step):
     name = "Check_Cluster_Access"
     domain = "cluster access"
     description = (
-        "Reads the kube-system namespace to prove the API server answers and the "
-        "credentials are accepted."
+        "Lists the runtime's inventories (read once, used by the steps after it) to prove "
+        "the API server answers and the credentials are accepted."
     )
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
         assert context.cluster is not None
-        context.cluster.get(ObjectRef("v1", "Namespace", "", "kube-system"))
+        context.lifecycle(operation).read_inventories(operation.runtime)
         return StepResult("the API server answers")
 
 
@@ -314,7 +317,7 @@ class DeleteDefaultConfigurations(Step):
                 continue  # L7: an Ignore module has nothing deleted, its CR neither
             ref = inventory.default_configuration
             if ref is not None and lifecycle.labelled_ours(ref, inventory):
-                count += bool(lifecycle.cluster.delete(ref))
+                count += bool(lifecycle.delete(ref))
         return StepResult(f"{count} default configuration(s) deleted")
 
 
@@ -377,7 +380,8 @@ class DeleteInventory(Step):
     )
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
-        left = sorted(context.lifecycle(operation).read_inventories(operation.runtime))
+        lifecycle = context.lifecycle(operation)
+        left = sorted(lifecycle.read_inventories(operation.runtime, fresh=True))
         operation.data = replace(operation.data, inventories_left=tuple(left))
         return StepResult(f"inventories left: {', '.join(left)}" if left else "no inventory left")
 
