@@ -589,6 +589,8 @@ class Daemon:
 
     def status(self) -> dict[str, Any]:
         """``/status``: the source, and every runtime and module with state and reason."""
+        # the runtime status of `reconciler status --format json`, plus what only this process
+        # knows: the error of its last reconcile of the runtime ("" when none)
         runtimes = [
             record.to_json() | {"error": self.runtime_errors.get(record.runtime, "")}
             for record in self.store.runtimes()
