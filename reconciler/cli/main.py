@@ -55,10 +55,15 @@ from reconciler.errors import (
     NotFoundError,
     ReconcilerError,
 )
-from reconciler.lifecycle.executor import Lifecycle, ModuleState, SyncResult, sync_runtime
+from reconciler.lifecycle.executor import Lifecycle, SyncResult, sync_runtime
 from reconciler.operations.crash import Crash
 from reconciler.operations.engine import Engine
-from reconciler.operations.model import Operation, OperationState, OperationType
+from reconciler.operations.model import (
+    Operation,
+    OperationState,
+    OperationType,
+    operation_limits,
+)
 from reconciler.operations.report import (
     operation_json,
     operation_line,
@@ -467,12 +472,11 @@ def _plan_one(scope: _Scope, access: _Access, name: str, now: datetime) -> SyncR
     if name in config.runtimes:
         cluster = access.connect(config.runtimes[name].cluster, name)
         return sync_runtime(cluster, config, name, now=now, dry_run=True)
-    recorded = ClusterAccess(**recorded_access(scope.store, name))  # type: ignore[arg-type]
+    recorded = recorded_access(scope.store, name)
     lifecycle = Lifecycle(
         access.connect(recorded, name), system_namespace=config.settings.system_namespace
     )
-    dependencies = {n: m.depends_on for n, m in config.modules.items()}
-    result = lifecycle.sync(Context(name, now, dependencies=dependencies), [], dry_run=True)
+    result = lifecycle.sync(Context.of(config, name, now), [], dry_run=True)
     return replace(result, plan=replace(result.plan, deprovision=True))
 
 
@@ -651,7 +655,7 @@ def sync(
         store,
         clock=_now,
         disabled=frozenset(config.settings.disabled_steps),
-        limits=_limits(config),
+        limits=operation_limits(config.settings),
     )
     runner = Runner(
         store, engine, config, access.connect, _now, allow_access_change=allow_access_change
@@ -674,7 +678,7 @@ def sync(
         for name, message in sorted(errors.items()):
             click.echo(f"runtime {name}: error: {message}", err=True)
     _report_crashes(ctx, operations, engine.crashes)
-    failed = any(o.state is OperationState.FAILED or _has_error(o) for o in operations)
+    failed = any(o.state is OperationState.FAILED or o.data.has_error for o in operations)
     sys.exit(
         EXIT_ERROR if errors and not operations else EXIT_INVALID if failed or errors else EXIT_OK
     )
@@ -704,18 +708,6 @@ def _run_with_wait(runner: Runner, operation: Operation, wait: float) -> Operati
         time.sleep(max(delay, 0))
         outcome = runner.run(outcome.operation)
     return outcome.operation
-
-
-def _has_error(operation: Operation) -> bool:
-    modules = operation.data.get("modules", []) + operation.data.get("removals", [])
-    return any(m.get("state") == str(ModuleState.ERROR) for m in modules)
-
-
-def _limits(config: ConfigRepo) -> dict[OperationType, timedelta]:
-    limits = {}
-    for kind, text in config.settings.operation_timeouts.items():
-        limits[OperationType(kind)] = timedelta(seconds=parse_duration(text))
-    return limits
 
 
 @cli.group()
@@ -794,18 +786,7 @@ def status(runtime_names: Sequence[str], state_url: str, output_format: str) -> 
         if not runtime_names or r.runtime in runtime_names
     ]
     if output_format == "json":
-        document = [
-            {
-                "runtime": r.runtime,
-                "state": r.state,
-                "reason": r.reason,
-                "message": r.message,
-                "commit": r.commit,
-                "updated": r.updated.isoformat(),
-                "modules": r.modules,
-            }
-            for r in records
-        ]
+        document = [r.to_json() for r in records]
         click.echo(json.dumps(document, indent=2, sort_keys=True))
         return
     for line in status_lines(records, _now()):
@@ -841,17 +822,19 @@ def status(runtime_names: Sequence[str], state_url: str, output_format: str) -> 
     "--interval",
     type=Duration(),
     default="60s",
-    show_default=True,
+    show_default="spec.intervals.poll, else 60s",
     envvar="RECONCILER_INTERVAL",
-    help="How often to ask the remote whether the ref moved.",
+    help="How often to ask the remote whether the ref moved; given here or in the "
+    "environment, it overrides spec.intervals.poll of the config repo.",
 )
 @click.option(
     "--resync-interval",
     type=Duration(),
     default="10m",
-    show_default=True,
+    show_default="spec.intervals.resync, else 10m",
     envvar="RECONCILER_RESYNC_INTERVAL",
-    help="How often every runtime is reconciled against drift (10% jitter).",
+    help="How often every runtime is reconciled against drift (10% jitter); given here or in "
+    "the environment, it overrides spec.intervals.resync of the config repo.",
 )
 @click.option(
     "--listen",
@@ -945,7 +928,9 @@ def status(runtime_names: Sequence[str], state_url: str, output_format: str) -> 
     envvar=GIT_TIMEOUT_ENV,
     help="Time limit of each git call to a remote; a call past it is stopped and reported.",
 )
+@click.pass_context
 def daemon(
+    ctx: click.Context,
     repo_url: str,
     branch: str,
     repo_path: str,
@@ -992,7 +977,11 @@ def daemon(
     )
     access = _Access(kubeconfig_dir, secret_namespace, snapshot)
     options = DaemonOptions(
-        workers=workers, allow_deletions=allow_commit, debug=_debugging(click.get_current_context())
+        workers=workers,
+        allow_deletions=allow_commit,
+        poll_interval=_given_duration(ctx, "interval", interval),
+        resync_interval=_given_duration(ctx, "resync_interval", resync_interval),
+        debug=_debugging(click.get_current_context()),
     )
 
     def second_source(url: str, ref: str, path: str) -> RemoteSource:
@@ -1019,7 +1008,7 @@ def daemon(
     except OSError as error:
         the_daemon.close()
         raise AccessError(f"cannot listen on {host}:{port}: {error.strerror or error}") from error
-    scheduler = start_scheduler(the_daemon, interval, resync_interval)
+    scheduler = start_scheduler(the_daemon)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -1035,6 +1024,14 @@ def daemon(
     the_daemon.close()
     server.shutdown()
     server.server_close()
+
+
+def _given_duration(ctx: click.Context, name: str, seconds: float) -> timedelta | None:
+    """A duration option given on the command line or in the environment; ``None`` when it
+    is its default (the config repo's setting then applies)."""
+    source = ctx.get_parameter_source(name)
+    given = (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)
+    return timedelta(seconds=seconds) if source in given else None
 
 
 def _git_timeout(text: str) -> float:

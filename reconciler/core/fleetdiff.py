@@ -303,7 +303,7 @@ class FleetDiffer:
             return None
         desired = self._desired_module(new)
         module_live = (live or {}).get(new.name) if live is not None else self._assumed(old)
-        context = Context(runtime.name, self.now, runtime.maintenance_window, runtime.suspend)
+        context = Context.of(self.head, runtime.name, self.now)
         if live is not None:
             the_plan = plan_module(context, desired, module_live or LiveModule())
         else:

@@ -34,6 +34,7 @@ from reconciler.core.model import (
     LABEL_MODULE,
     LABEL_RUNTIME,
     MANAGED_BY_VALUE,
+    ConfigRepo,
     MaintenanceWindow,
     Module,
     Strategy,
@@ -101,6 +102,28 @@ class ObjectChange:
 
 
 @dataclass(frozen=True, slots=True)
+class PlannedModule:
+    """What a plan decided for a module, without the object changes: what an operation records
+    of its plan."""
+
+    module: str
+    action: ModuleAction
+    reason: str
+    from_version: str | None = None
+    to_version: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form: the keys of :meth:`ModulePlan.to_json` (the only spelling of a plan)."""
+        return {
+            "module": self.module,
+            "action": str(self.action),
+            "reason": self.reason,
+            "fromVersion": self.from_version,
+            "toVersion": self.to_version,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class ModulePlan:
     """One module's action, why, and its object changes."""
 
@@ -128,15 +151,17 @@ class ModulePlan:
             ModuleAction.REMOVE_DELETE,
         )
 
+    def summary(self) -> PlannedModule:
+        """The entry without its object changes, as an operation records it."""
+        return PlannedModule(
+            self.module, self.action, self.reason, self.from_version, self.to_version
+        )
+
     def to_json(self) -> dict[str, Any]:
         """JSON form."""
         return {
-            "module": self.module,
-            "action": str(self.action),
-            "reason": self.reason,
+            **self.summary().to_json(),
             "message": self.message,
-            "fromVersion": self.from_version,
-            "toVersion": self.to_version,
             "strategy": str(self.strategy),
             "changes": [c.to_json() for c in self.changes],
             "blocking": [r.subject for r in self.blocking],
@@ -254,6 +279,17 @@ class Context:
     window: MaintenanceWindow | None = None
     suspended: bool = False
     dependencies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, repo: ConfigRepo, runtime: str, now: datetime, *, leaving: bool = False) -> Context:
+        """The context of ``runtime`` in ``repo`` at ``now``: its maintenance window and
+        suspension (none for a runtime that left git, or is ``leaving`` it: a deprovision) and
+        every module's dependencies. The one way every caller builds it."""
+        found = None if leaving else repo.runtimes.get(runtime)
+        dependencies = {name: m.depends_on for name, m in repo.modules.items()}
+        if found is None:
+            return cls(runtime, now, dependencies=dependencies)
+        return cls(runtime, now, found.maintenance_window, found.suspend, dependencies)
 
 
 def plan(

@@ -9,16 +9,17 @@ server-side apply (one field manager, force), CRDs and Namespaces first and Esta
 the rest, modules after their dependencies are Ready, the inventory written before objects so a
 crash never loses track of them, prune and deletion in reverse order with CRDs last, and only of
 objects the inventory lists and that carry our label (S1). A failure in one module is that
-module's Error state; the others go on. Callers: ``reconciler sync`` and ``diff``; later the
-operations engine.
+module's Error state, its error kept with its type and retry delay; the others go on. The
+result of a pass (:class:`~reconciler.core.status.PassResult`) has each module's status and what
+was done to each object (created, configured, unchanged, pruned, deleted, released). Callers:
+``reconciler sync`` and ``diff``, the operations steps.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from reconciler.cluster.api import Cluster
@@ -56,64 +57,33 @@ from reconciler.core.plan import (
 )
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import Resolution, resolve_runtime
+from reconciler.core.status import ChangeAction, ChangeSetEntry, ModuleError, PassResult
+from reconciler.core.status import ModuleState as ModuleState
+from reconciler.core.status import ModuleStatus as ModuleStatus
 from reconciler.errors import PermanentError, ReconcilerError, UnknownKindError
 from reconciler.lifecycle.observe import LiveView, kind_key
 
 BLOCKING_KEPT = 20
 
 
-class ModuleState(StrEnum):
-    """L11 states, worst last."""
-
-    UNMANAGED = "Unmanaged"
-    READY = "Ready"
-    PROCESSING = "Processing"
-    DELETING = "Deleting"
-    WARNING = "Warning"
-    ERROR = "Error"
-
-
-_SEVERITY = {state: rank for rank, state in enumerate(ModuleState)}
-
-
-@dataclass(frozen=True, slots=True)
-class ModuleStatus:
-    """A module's state after a sync, with a reason code and a message for people.
-
-    ``state`` is ``None`` for a module whose removal finished: it is no longer there.
-    """
-
-    module: str
-    state: ModuleState | None
-    reason: str
-    message: str
-    version: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "module": self.module,
-            "state": str(self.state) if self.state else None,
-            "reason": self.reason,
-            "message": self.message,
-            "version": self.version,
-        }
-
-
 @dataclass(frozen=True, slots=True)
 class SyncResult:
-    """What one sync of a runtime planned and how each module ended."""
+    """What one sync of a runtime planned, and what carrying it out did (``outcome``)."""
 
     runtime: str
     plan: Plan
-    modules: tuple[ModuleStatus, ...]
+    outcome: PassResult = field(default_factory=PassResult)
     dry_run: bool = False
+
+    @property
+    def modules(self) -> tuple[ModuleStatus, ...]:
+        """Each module's status after the pass."""
+        return self.outcome.modules
 
     @property
     def state(self) -> ModuleState:
         """The runtime's state: its worst module's (Ready when it has none)."""
-        states = [m.state for m in self.modules if m.state is not None]
-        return max(states, key=_SEVERITY.__getitem__, default=ModuleState.READY)
+        return self.outcome.state
 
 
 def desired_modules(
@@ -150,6 +120,7 @@ class Lifecycle:
         #: What this pass has listed, read and written (shared by the stages of one run).
         self.view = view if view is not None else LiveView()
         self._namespaces: set[str] = set()
+        self._changes: list[ChangeSetEntry] = []
 
     # -- the whole sync ------------------------------------------------------------------------
 
@@ -170,9 +141,9 @@ class Lifecycle:
             kept = tuple(m for m in the_plan.modules if (m.module in wanted) == (part == "desired"))
             the_plan = replace(the_plan, modules=kept)
         if dry_run or the_plan.suspended:
-            return SyncResult(context.runtime, the_plan, (), dry_run=dry_run)
-        statuses = self.execute(context.runtime, the_plan, desired, live, context.dependencies)
-        return SyncResult(context.runtime, the_plan, statuses)
+            return SyncResult(context.runtime, the_plan, dry_run=dry_run)
+        outcome = self.execute(context.runtime, the_plan, desired, live, context.dependencies)
+        return SyncResult(context.runtime, the_plan, outcome)
 
     # -- observation ---------------------------------------------------------------------------
 
@@ -354,13 +325,15 @@ class Lifecycle:
         desired: Sequence[DesiredModule],
         live: Mapping[str, LiveModule],
         dependencies: Mapping[str, tuple[str, ...]] | None = None,
-    ) -> tuple[ModuleStatus, ...]:
-        """Carry ``the_plan`` out, module by module; returns each module's status.
+    ) -> PassResult:
+        """Carry ``the_plan`` out, module by module; returns each module's status and what was
+        done to each object (a module that failed half-way keeps what it did before).
 
         ``dependencies`` (module -> the modules it depends on) holds a removal back while a
         module that depends on it is still being removed."""
         by_name = {d.name: d for d in desired}
         statuses: dict[str, ModuleStatus] = {}
+        self._changes = []
         for entry in the_plan.modules:
             module_live = live.get(entry.module, LiveModule())
             try:
@@ -376,7 +349,7 @@ class Lifecycle:
             except ReconcilerError as error:
                 status = _failed(entry, error)
             statuses[entry.module] = status
-        return tuple(statuses.values())
+        return PassResult(tuple(statuses.values()), tuple(self._changes))
 
     def _desired(
         self,
@@ -423,6 +396,7 @@ class Lifecycle:
         first = [c for c in applies if c.ref.kind in ("CustomResourceDefinition", "Namespace")]
         for change in first:
             self._apply(bodies[change.ref])
+            self._note(entry.module, change.ref, _APPLIED[change.action])
         pending = self._unestablished(module)
         if pending:
             message = f"waiting for CRD {', '.join(pending)} to be Established"
@@ -432,11 +406,16 @@ class Lifecycle:
         for change in applies:
             if change not in first:
                 self._apply(bodies[change.ref])
+                self._note(entry.module, change.ref, _APPLIED[change.action])
         for change in entry.changes:
             if change.ref not in bodies:
-                self._delete_or_release(change)
+                self._delete_or_release(entry.module, change, ChangeAction.PRUNED)
         final = _final_inventory(intent, module, entry)
         self._write_inventory(final, intent)  # the cluster now holds the intent
+        changed = {c.ref for c in entry.changes}
+        for ref in bodies:
+            if ref not in changed and ref in live.objects:
+                self._note(entry.module, ref, ChangeAction.UNCHANGED)
         return self._readiness(entry, module)
 
     def _removal(self, entry: ModulePlan, live: LiveModule) -> ModuleStatus:
@@ -447,10 +426,11 @@ class Lifecycle:
             unmark = _unmark_patch()
             for change in entry.changes:
                 self._patch(change.ref, unmark)
+                self._note(entry.module, change.ref, ChangeAction.RELEASED)
             self._delete_inventory(ref, entry.module)
             return _status(entry, ModuleState.UNMANAGED, inventory.version)
         for change in entry.changes:
-            self._delete_or_release(change)
+            self._delete_or_release(entry.module, change, ChangeAction.DELETED)
         if entry.action is ModuleAction.BLOCKED_DELETION:
             if inventory.default_configuration is not None:
                 cleared = replace(inventory, default_configuration=None)
@@ -462,12 +442,18 @@ class Lifecycle:
 
     # -- small steps -----------------------------------------------------------------------------
 
-    def _delete_or_release(self, change: ObjectChange) -> None:
-        """A planned deletion, or the release of a Namespace that holds others' objects."""
+    def _delete_or_release(self, module: str, change: ObjectChange, deletion: ChangeAction) -> None:
+        """A planned deletion (recorded as ``deletion``: pruned or deleted), or the release of a
+        Namespace that holds others' objects."""
         if change.action is ObjectAction.DELETE:
             self.delete(change.ref)
+            self._note(module, change.ref, deletion)
         else:
             self._patch(change.ref, _unmark_patch())
+            self._note(module, change.ref, ChangeAction.RELEASED)
+
+    def _note(self, module: str, ref: ObjectRef, action: ChangeAction) -> None:
+        self._changes.append(ChangeSetEntry(module, ref, action))
 
     def delete(self, ref: ObjectRef) -> bool:
         """Ask for the deletion of ``ref`` (``False`` when it was gone); the view forgets it."""
@@ -760,8 +746,20 @@ def _status(entry: ModulePlan, state: ModuleState, version: str | None) -> Modul
 
 
 def _failed(entry: ModulePlan, error: ReconcilerError) -> ModuleStatus:
+    """The module's Error status; the error is kept with its type and retry delay."""
     reason = "Retrying" if not isinstance(error, PermanentError) else "Failed"
-    return ModuleStatus(entry.module, ModuleState.ERROR, reason, str(error), entry.from_version)
+    return ModuleStatus(
+        entry.module,
+        ModuleState.ERROR,
+        reason,
+        str(error),
+        entry.from_version,
+        ModuleError.of(error),
+    )
+
+
+#: What applying a planned object change did to the object.
+_APPLIED = {ObjectAction.CREATE: ChangeAction.CREATED, ObjectAction.UPDATE: ChangeAction.CONFIGURED}
 
 
 def sync_runtime(
@@ -778,7 +776,6 @@ def sync_runtime(
     runtime = repo.runtimes[runtime_name]
     resolution = resolve_runtime(repo, runtime)
     desired = desired_modules(repo, resolution, renderer or Renderer(repo))
-    dependencies = {name: m.depends_on for name, m in repo.modules.items()}
-    context = Context(runtime.name, now, runtime.maintenance_window, runtime.suspend, dependencies)
+    context = Context.of(repo, runtime.name, now)
     lifecycle = Lifecycle(cluster, system_namespace=repo.settings.system_namespace, commit=commit)
     return lifecycle.sync(context, desired, dry_run=dry_run)

@@ -18,13 +18,14 @@ from datetime import datetime
 from pathlib import Path
 
 from reconciler.core.redaction import mask
+from reconciler.core.status import ModuleState
 from reconciler.operations.model import Operation, RuntimeRecord
 
 #: The folder holding the ``reconciler`` package; places are shown relative to it.
 _ROOT = Path(__file__).resolve().parents[2]
 MESSAGE_SHOWN = 300
 #: The state and reason of a runtime whose operation failed on an unexpected exception.
-STATE, REASON = "Error", "InternalError"
+STATE, REASON = ModuleState.ERROR, "InternalError"
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,10 +28,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from importlib.metadata import entry_points
 
+from reconciler.core.head import Head
 from reconciler.errors import PermanentError, TransientError
 from reconciler.operations.crash import Crash, errored
 from reconciler.operations.model import (
     Operation,
+    OperationData,
     OperationState,
     OperationType,
     StageRecord,
@@ -154,8 +156,8 @@ class Engine:
         runtime: str,
         kind: OperationType,
         *,
-        commit: str = "",
-        data: dict[str, object] | None = None,
+        commit: Head | None = None,
+        data: OperationData | None = None,
         retrigger_of: str = "",
     ) -> Operation:
         """A new pending operation, saved."""
@@ -175,7 +177,7 @@ class Engine:
             commit=commit,
             updated=now,
             retrigger_of=retrigger_of,
-            data=dict(data or {}),
+            data=data or OperationData(),
         )
         self.store.save(operation)
         return operation
@@ -338,7 +340,7 @@ class Engine:
                 operation.runtime,
                 operation.type,
                 commit=operation.commit,
-                data=dict(operation.data),
+                data=operation.data,
                 retrigger_of=operation.id,
             )
             for operation in chosen

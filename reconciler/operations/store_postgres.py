@@ -31,7 +31,9 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import DictRow, dict_row
 
+from reconciler.core.head import Head, head_text
 from reconciler.core.redaction import MASK, mask_url_password, url_passwords
+from reconciler.core.status import ModuleState
 from reconciler.errors import NotFoundError, SourceError, StoreError
 from reconciler.operations.model import (
     CommitRecord,
@@ -44,7 +46,13 @@ from reconciler.operations.model import (
     StepRecord,
     StepState,
 )
-from reconciler.operations.store import SCHEMA_VERSION
+from reconciler.operations.store import (
+    SCHEMA_VERSION,
+    decode_data,
+    decode_modules,
+    encode_data,
+    encode_modules,
+)
 
 #: Seconds to wait for the server when the URL (or PGCONNECT_TIMEOUT) does not say.
 CONNECT_TIMEOUT = 10
@@ -367,9 +375,9 @@ class PostgresStore:
             cursor.execute(
                 _UPSERT_RUNTIME,
                 (
-                    *(record.runtime, record.state, record.reason, record.message),
-                    *(record.commit, _utc(record.updated)),
-                    *(json.dumps(record.modules, sort_keys=True), record.access),
+                    *(record.runtime, str(record.state), record.reason, record.message),
+                    *(head_text(record.commit), _utc(record.updated)),
+                    *(encode_modules(record.modules), record.access),
                 ),
             )
 
@@ -398,19 +406,20 @@ class PostgresStore:
         """See :class:`~reconciler.operations.store.StateStore`. Replaces an earlier verdict on
         the commit, which then counts as the newest (as SQLite's INSERT OR REPLACE does)."""
         with self._transaction() as cursor:
-            cursor.execute("DELETE FROM commits WHERE commit_id = %s", (record.commit,))
+            cursor.execute("DELETE FROM commits WHERE commit_id = %s", (record.commit.text,))
             cursor.execute(
                 "INSERT INTO commits (commit_id, verdict, decided, message, detail, attempts) "
                 "VALUES (%s, %s, %s, %s, %s, %s)",
                 (
-                    *(record.commit, str(record.verdict), _utc(record.decided), record.message),
+                    *(record.commit.text, str(record.verdict), _utc(record.decided)),
+                    record.message,
                     *(json.dumps(record.detail, sort_keys=True), record.attempts),
                 ),
             )
 
-    def commit(self, commit: str) -> CommitRecord | None:
+    def commit(self, commit: Head) -> CommitRecord | None:
         """See :class:`~reconciler.operations.store.StateStore`."""
-        rows = self._query("SELECT * FROM commits WHERE commit_id = %s", (commit,))
+        rows = self._query("SELECT * FROM commits WHERE commit_id = %s", (commit.text,))
         return _commit(rows[0]) if rows else None
 
     def last_accepted(self) -> CommitRecord | None:
@@ -426,8 +435,8 @@ def _operation_row(operation: Operation) -> tuple[object, ...]:
     return (
         *(operation.id, operation.runtime, str(operation.type), str(operation.state)),
         *(_utc(operation.created), _utc(operation.updated), _utc(operation.deadline)),
-        *(operation.commit, operation.message, operation.owner, _utc(operation.lease_until)),
-        *(operation.retrigger_of, json.dumps(operation.data, sort_keys=True)),
+        *(head_text(operation.commit), operation.message, operation.owner),
+        *(_utc(operation.lease_until), operation.retrigger_of, encode_data(operation.data)),
     )
 
 
@@ -462,13 +471,13 @@ def _operation(row: DictRow, stages: list[StageRecord]) -> Operation:
         created=row["created"].astimezone(UTC),
         deadline=row["deadline"].astimezone(UTC),
         stages=stages,
-        commit=row["commit_id"],
+        commit=Head.parse(row["commit_id"]),
         message=row["message"],
         updated=_utc(row["updated"]),
         owner=row["owner"],
         lease_until=_utc(row["lease_until"]),
         retrigger_of=row["retrigger_of"],
-        data=json.loads(row["data"]),
+        data=decode_data(row["data"]),
     )
 
 
@@ -488,19 +497,21 @@ def _step(row: DictRow) -> StepRecord:
 def _runtime(row: DictRow) -> RuntimeRecord:
     return RuntimeRecord(
         row["runtime"],
-        row["state"],
+        ModuleState(row["state"]),
         row["reason"],
         row["message"],
-        row["commit_id"],
+        Head.parse(row["commit_id"]),
         row["updated"].astimezone(UTC),
-        json.loads(row["modules"]),
+        decode_modules(row["modules"]),
         row["access"],
     )
 
 
 def _commit(row: DictRow) -> CommitRecord:
+    head = Head.parse(row["commit_id"])
+    assert head is not None
     return CommitRecord(
-        row["commit_id"],
+        head,
         CommitVerdict(row["verdict"]),
         row["decided"].astimezone(UTC),
         row["message"],

@@ -17,7 +17,9 @@ from click.testing import CliRunner
 from psycopg.conninfo import conninfo_to_dict
 
 from reconciler.cli.main import cli
+from reconciler.core.head import Head
 from reconciler.core.redaction import mask_url_password, url_passwords
+from reconciler.core.status import ModuleState
 from reconciler.errors import StoreError, TransientError
 from reconciler.operations import store, store_postgres
 from reconciler.operations.model import RuntimeRecord
@@ -26,7 +28,9 @@ from reconciler.operations.store_postgres import PostgresStore
 from tests.store_contract.conftest import PostgresBackend, with_schema
 
 SECRET = "s3cr%40t-Pw"  # percent-encoded "s3cr@t-Pw"
-RECORD = RuntimeRecord("rt", "Ready", "Ready", "ok", "c1", datetime(2026, 1, 2, tzinfo=UTC))
+RECORD = RuntimeRecord(
+    "rt", ModuleState.READY, "Ready", "ok", Head("c1"), datetime(2026, 1, 2, tzinfo=UTC)
+)
 
 
 def _status(url: str) -> tuple[int, list[str]]:

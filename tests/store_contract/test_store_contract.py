@@ -18,14 +18,25 @@ from click.testing import CliRunner
 
 from reconciler.cli.main import cli
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.core.model import ModuleRef
+from reconciler.core.head import Head
+from reconciler.core.model import ClusterAccess, ModuleRef
 from reconciler.core.objects import ObjectRef
-from reconciler.errors import SourceError
+from reconciler.core.plan import ModuleAction, PlannedModule
+from reconciler.core.status import (
+    ChangeAction,
+    ChangeSetEntry,
+    ModuleError,
+    ModuleState,
+    ModuleStatus,
+    PassResult,
+)
+from reconciler.errors import SourceError, ThrottledError
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import (
     CommitRecord,
     CommitVerdict,
     Operation,
+    OperationData,
     OperationState,
     OperationType,
     RuntimeRecord,
@@ -102,13 +113,36 @@ def _full_operation() -> Operation:
                 ],
             ),
         ],
-        commit="a" * 40,
+        commit=Head("a" * 40, "b" * 40),
         message="waiting in remove/Remove_Modules",
         updated=T0 + timedelta(minutes=5),
         owner="host-a:4242",
         lease_until=T0 + timedelta(minutes=7),
         retrigger_of="0badc0ffee00",
-        data={"modules": {"serverless": "1.2.0"}, "list": [1, 2.5, None, True], "é": "ü"},
+        data=_full_data(),
+    )
+
+
+def _full_data() -> OperationData:
+    """Every kind of value an operation carries, with text that is not ASCII."""
+    failed = ModuleStatus(
+        "serverless",
+        ModuleState.ERROR,
+        "Retrying",
+        "throttled ✓",
+        "1.2.0",
+        ModuleError(ThrottledError, "too many requests", 42.0),
+    )
+    change = ChangeSetEntry(
+        "serverless", ObjectRef("v1", "ConfigMap", "kyma-system", "é"), ChangeAction.PRUNED
+    )
+    return OperationData(
+        access=ClusterAccess(kubeconfig_secret="rt-kubeconfig"),
+        plan=(PlannedModule("serverless", ModuleAction.UPGRADE, "Upgrade", "1.1.0", "1.2.0"),),
+        applied=PassResult((failed,), (change,)),
+        removals=PassResult((ModuleStatus("istio", None, "Removed", "gone", "1.0.0"),)),
+        blocking="Serverless/kyma-system/mine ü",
+        inventories_left=("istio",),
     )
 
 
@@ -147,9 +181,9 @@ def test_a_store_of_an_older_version_is_migrated_keeping_its_records(backend: Ba
     assert old is not None
     assert (old.state, old.created) == (OperationState.SUCCEEDED, T0 - timedelta(hours=1))
     store.record_access("rt", "snapshot /srv/clusters")  # version 2: runtimes.access
-    store.put_commit(CommitRecord("c2", CommitVerdict.ACCEPTED, T0))  # version 2: commits
+    store.put_commit(CommitRecord(Head("c2"), CommitVerdict.ACCEPTED, T0))  # version 2: commits
     assert store.runtime("rt") == replace(record, access="snapshot /srv/clusters")
-    assert store.last_accepted() == CommitRecord("c2", CommitVerdict.ACCEPTED, T0)
+    assert store.last_accepted() == CommitRecord(Head("c2"), CommitVerdict.ACCEPTED, T0)
 
 
 def test_a_store_of_a_newer_version_is_refused_in_one_line(backend: Backend) -> None:
@@ -188,7 +222,7 @@ def test_saving_again_replaces_the_stages_and_steps(backend: Backend) -> None:
     store.save(operation)
 
     operation.stages = [StageRecord("finish", [StepRecord("Remove_Runtime_Record")])]
-    operation.state, operation.data = OperationState.FAILED, {}
+    operation.state, operation.data = OperationState.FAILED, OperationData()
     store.save(operation)
 
     assert backend.open().get(operation.id) == operation
@@ -321,8 +355,11 @@ def test_racing_claims_on_two_connections_let_exactly_one_win(backend: Backend) 
 
 
 def _runtime(name: str, access: str = "", state: str = "Ready") -> RuntimeRecord:
-    modules = [{"module": "widget", "state": state, "version": "1.0.0", "reason": "Ready"}]
-    return RuntimeRecord(name, state, "Ready", "all ready", "c1", T0, modules, access)
+    error = ModuleError(ThrottledError, "slow down", 3.0) if state == "Error" else None
+    modules = (ModuleStatus("widget", ModuleState(state), "Ready", "", "1.0.0", error),)
+    return RuntimeRecord(
+        name, ModuleState(state), "Ready", "all ready", Head("c1"), T0, modules, access
+    )
 
 
 def test_runtime_records_round_trip_and_keep_where_they_were_synced(backend: Backend) -> None:
@@ -347,19 +384,21 @@ def test_runtime_records_round_trip_and_keep_where_they_were_synced(backend: Bac
 def test_commit_verdicts_round_trip_and_the_last_accepted_is_in_force(backend: Backend) -> None:
     store = backend.open()
     assert store.last_accepted() is None
-    held = CommitRecord("c3", CommitVerdict.HELD, T0 + timedelta(minutes=3), "brake", {"n": 7})
-    first = CommitRecord("c1", CommitVerdict.ACCEPTED, T0, "ok", {"runtimes": ["a"]}, 1)
-    second = CommitRecord("c2", CommitVerdict.ACCEPTED, T0 + timedelta(minutes=2))
+    held = CommitRecord(
+        Head("c3"), CommitVerdict.HELD, T0 + timedelta(minutes=3), "brake", {"n": 7}
+    )
+    first = CommitRecord(Head("c1", "d1"), CommitVerdict.ACCEPTED, T0, "ok", {"runtimes": ["a"]}, 1)
+    second = CommitRecord(Head("c2"), CommitVerdict.ACCEPTED, T0 + timedelta(minutes=2))
     for record in (second, first, held):
         store.put_commit(record)
 
-    assert store.commit("c3") == held
-    assert store.commit("c9") is None
+    assert store.commit(Head("c3")) == held
+    assert store.commit(Head("c9")) is None
     assert store.last_accepted() == second
     again = replace(first, decided=T0 + timedelta(minutes=2), attempts=2)
     store.put_commit(again)  # the same time as c2: the verdict recorded last is in force
     assert backend.open().last_accepted() == again
-    assert store.commit("c1") == again
+    assert store.commit(Head("c1", "d1")) == again
 
 
 # -- the engine on the store ---------------------------------------------------------------------
