@@ -289,6 +289,8 @@ def test_status_json_is_one_value_for_the_cli_and_the_daemon(tmp_path: Path) -> 
         "message": "2 modules",
         "commit": "c0ffee",
         "updated": "-",
+        "operation": None,
+        "lastFinished": None,
         "modules": [
             {
                 "module": m,

@@ -72,7 +72,7 @@ from reconciler.operations.report import (
     status_lines,
 )
 from reconciler.operations.runner import Runner, deployed, recorded_access
-from reconciler.operations.store import StateStore, default_state_url, open_store
+from reconciler.operations.store import StateStore, default_state_url, load_statuses, open_store
 from reconciler.source.loader import (
     DEFAULT_MAX_FILE_SIZE,
     ReadOptions,
@@ -780,11 +780,7 @@ def operations_retrigger(state_url: str, allow_deletions: Sequence[str]) -> None
 def status(runtime_names: Sequence[str], state_url: str, output_format: str) -> None:
     """Each runtime's and module's state, reason, version, last commit and age, as the last
     operation recorded it."""
-    records = [
-        r
-        for r in open_store(state_url).runtimes()
-        if not runtime_names or r.runtime in runtime_names
-    ]
+    records = load_statuses(open_store(state_url), runtime_names)
     if output_format == "json":
         document = [r.to_json() for r in records]
         click.echo(json.dumps(document, indent=2, sort_keys=True))

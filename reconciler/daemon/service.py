@@ -56,7 +56,7 @@ from reconciler.operations.model import (
     operation_limits,
 )
 from reconciler.operations.runner import Connect, Runner, deployed
-from reconciler.operations.store import StateStore
+from reconciler.operations.store import StateStore, load_statuses
 from reconciler.source.git import Revision, redact
 from reconciler.source.loader import ChannelsRepository, ReadOptions, channels_repository, load_repo
 
@@ -601,8 +601,8 @@ class Daemon:
         # the runtime status of `reconciler status --format json`, plus what only this process
         # knows: the error of its last reconcile of the runtime ("" when none)
         runtimes = [
-            record.to_json() | {"error": self.runtime_errors.get(record.runtime, "")}
-            for record in self.store.runtimes()
+            status.to_json() | {"error": self.runtime_errors.get(status.current.runtime, "")}
+            for status in load_statuses(self.store)
         ]
         source = self.state
         document = {

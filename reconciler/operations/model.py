@@ -206,6 +206,78 @@ class RuntimeRecord:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class RuntimeStatus:
+    """What ``reconciler status`` and ``/status`` show of a runtime: its state now, from its
+    newest operation whether finished or not (Processing with what it waits for, Deleting with
+    what blocks a removal), and, while an operation is under way, the last finished result
+    beside it."""
+
+    current: RuntimeRecord
+    #: The unfinished operation ``current`` comes from (``None``: the record is current).
+    operation: Operation | None = None
+    #: The last finished result, while ``operation`` is under way.
+    last: RuntimeRecord | None = None
+
+    @classmethod
+    def of(cls, record: RuntimeRecord, unfinished: Operation | None) -> RuntimeStatus:
+        """``record`` (the last finished result) seen through ``unfinished``, if any."""
+        if unfinished is None:
+            return cls(record)
+        return cls(_under_way(record, unfinished), unfinished, record)
+
+    def to_json(self) -> dict[str, Any]:
+        """The runtime's JSON (:meth:`RuntimeRecord.to_json`) with ``operation`` (the one under
+        way, or ``null``) and ``lastFinished`` (the record it will replace, or ``null``)."""
+        operation = self.operation
+        return self.current.to_json() | {
+            "operation": None
+            if operation is None
+            else {
+                "id": operation.id,
+                "type": str(operation.type),
+                "state": str(operation.state),
+                "message": operation.message,
+            },
+            "lastFinished": self.last.to_json() if self.last is not None else None,
+        }
+
+
+def _under_way(record: RuntimeRecord, operation: Operation) -> RuntimeRecord:
+    """The runtime's state as an unfinished operation shows it."""
+    updated = operation.updated or operation.created
+    message = operation.message or f"{operation.type} under way"
+    if operation.type is OperationType.DEPROVISION:
+        return RuntimeRecord(
+            record.runtime,
+            ModuleState.DELETING,
+            "Deprovisioning",
+            message,
+            operation.commit,
+            updated,
+            record.modules,
+            record.access,
+        )
+    modules = operation.data.present
+    if not modules:
+        reason = "Provisioning" if operation.type is OperationType.PROVISION else "Updating"
+        return RuntimeRecord(
+            record.runtime,
+            ModuleState.PROCESSING,
+            reason,
+            message,
+            operation.commit,
+            updated,
+            record.modules,
+            record.access,
+        )
+    state = worst_state(m.state for m in modules)
+    reason = next((m.reason for m in modules if m.state is state), str(state))
+    return RuntimeRecord(
+        record.runtime, state, reason, message, operation.commit, updated, modules, record.access
+    )
+
+
 class CommitVerdict(StrEnum):
     """What the daemon decided about a commit; kept so that a restart decides the same."""
 

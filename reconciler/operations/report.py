@@ -11,7 +11,13 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.core.head import head_text
-from reconciler.operations.model import Operation, OperationState, RuntimeRecord, StepRecord
+from reconciler.operations.model import (
+    Operation,
+    OperationState,
+    RuntimeRecord,
+    RuntimeStatus,
+    StepRecord,
+)
 
 _MARKS = {
     "pending": " ",
@@ -125,21 +131,34 @@ def operation_json(operation: Operation) -> dict[str, Any]:
     }
 
 
-def status_lines(records: list[RuntimeRecord], now: datetime) -> list[str]:
-    """``reconciler status``: each runtime and module with state, reason, version, commit, age."""
+def status_lines(statuses: list[RuntimeStatus], now: datetime) -> list[str]:
+    """``reconciler status``: each runtime and module with state, reason, version, commit, age;
+    an operation under way, with the last finished result beside it."""
     lines = []
-    for record in records:
-        age = _age(now, record.updated)
-        lines.append(
-            f"{record.runtime:<20} {record.state:<10} {record.reason:<24} "
-            f"commit {head_text(record.commit)[:8] or '-':<8} {age} ago"
-        )
+    for status in statuses:
+        record = status.current
+        lines.append(_record_line(record.runtime, record, now))
+        if status.operation is not None:
+            operation = status.operation
+            lines.append(
+                f"  operation {operation.id} ({operation.type}, {operation.state}): "
+                f"{operation.message or 'under way'}"
+            )
+            if status.last is not None:
+                lines.append(_record_line("  last finished", status.last, now))
         for module in record.modules:
             lines.append(
                 f"  {module.module:<18} {module.state or 'Removed':<10} "
                 f"{module.version or '-':<8} {module.reason}: {module.message}"
             )
     return lines
+
+
+def _record_line(label: str, record: RuntimeRecord, now: datetime) -> str:
+    return (
+        f"{label:<20} {record.state:<10} {record.reason:<24} "
+        f"commit {head_text(record.commit)[:8] or '-':<8} {_age(now, record.updated)} ago"
+    )
 
 
 def _age(now: datetime, then: datetime) -> str:

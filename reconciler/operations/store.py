@@ -20,7 +20,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -49,6 +49,7 @@ from reconciler.operations.model import (
     OperationState,
     OperationType,
     RuntimeRecord,
+    RuntimeStatus,
     StageRecord,
     StepRecord,
     StepState,
@@ -179,6 +180,17 @@ class StateStore(Protocol):
 
     def last_accepted(self) -> CommitRecord | None:
         """The commit accepted last (the one in force)."""
+
+
+def load_statuses(store: StateStore, runtimes: Sequence[str] = ()) -> list[RuntimeStatus]:
+    """Every runtime's status now (or those named): its last finished record seen through its
+    unfinished operation, if one is under way (one read per runtime: linear in the fleet)."""
+    wanted = set(runtimes)
+    return [
+        RuntimeStatus.of(record, store.unfinished(record.runtime))
+        for record in store.runtimes()
+        if not wanted or record.runtime in wanted
+    ]
 
 
 def default_state_url() -> str:
