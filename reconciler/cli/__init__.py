@@ -5,6 +5,12 @@ This package holds one module per command group (``validate``, ``render``, ``dif
 exit statuses (:mod:`.exits`). Here: the click group, the one place where our errors become a
 message and an exit status (:class:`_Group`), and :func:`main`, the console script.
 
+Exit codes are carried by exception types (:mod:`.exits`). Any other exception is a bug: one
+line ``error: internal error: TYPE: message`` and exit 2 (1 would read as "invalid" or "changes
+pending" to a script); ``--debug`` or ``RECONCILER_DEBUG=1`` prints its traceback. An
+unexpected exception inside a step fails only its operation (see
+:mod:`reconciler.operations.crash`).
+
 Importing this package is cheap: a command module imports at module level only click, the
 standard library and ``reconciler.errors``; the loader, the git source, the planner, the
 operations engine, the cluster client and the daemon are imported inside the command that needs
@@ -20,18 +26,24 @@ from typing import Any
 import click
 
 from reconciler import __version__
-from reconciler.cli.exits import exit_status_of
+from reconciler.cli.exits import exit_status_of, report_internal
+from reconciler.cli.options import DEBUG_ENV, debugging
 from reconciler.errors import ReconcilerError
 
 
 class _Group(click.Group):
-    """Maps our errors to messages and exit codes, for every command, in one place."""
+    """Maps our errors to messages and exit codes, for every command, in one place; anything
+    else is a bug: one line and exit 2 (the traceback with --debug)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except ReconcilerError as error:
             ctx.exit(exit_status_of(error))
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as error:  # the crash barrier of every command
+            ctx.exit(report_internal(error, debug=debugging(ctx)))
 
 
 @click.group(
@@ -39,7 +51,13 @@ class _Group(click.Group):
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(__version__, "--version", prog_name="reconciler")
-def cli() -> None:
+@click.option(
+    "--debug",
+    is_flag=True,
+    envvar=DEBUG_ENV,
+    help=f"Show the traceback of an internal error (a bug), also {DEBUG_ENV}=1.",
+)
+def cli(debug: bool) -> None:
     """Declarative GitOps for Kubernetes modules across a fleet of clusters.
 
     A config repo declares runtimes (clusters), modules (one folder per version) and release

@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 import threading
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,8 @@ from reconciler.cli.options import (
     GIT_TIMEOUT_ENV,
     ClusterOptions,
     Duration,
+    debugging,
+    default_state_url,
     kubeconfig_dir_option,
     listen_address,
     secret_namespace_option,
@@ -60,17 +63,19 @@ if TYPE_CHECKING:
     "--interval",
     type=Duration(),
     default="60s",
-    show_default=True,
+    show_default="spec.intervals.poll, else 60s",
     envvar="RECONCILER_INTERVAL",
-    help="How often to ask the remote whether the ref moved.",
+    help="How often to ask the remote whether the ref moved; given here or in the "
+    "environment, it overrides spec.intervals.poll of the config repo.",
 )
 @click.option(
     "--resync-interval",
     type=Duration(),
     default="10m",
-    show_default=True,
+    show_default="spec.intervals.resync, else 10m",
     envvar="RECONCILER_RESYNC_INTERVAL",
-    help="How often every runtime is reconciled against drift (10% jitter).",
+    help="How often every runtime is reconciled against drift (10% jitter); given here or in "
+    "the environment, it overrides spec.intervals.resync of the config repo.",
 )
 @click.option(
     "--listen",
@@ -95,7 +100,8 @@ if TYPE_CHECKING:
     "--cache-dir",
     type=click.Path(file_okay=False, path_type=Path),
     envvar="RECONCILER_CACHE_DIR",
-    help="Where fetched commits are kept (default: next to the state store).",
+    help="Where fetched commits are kept (default: next to a SQLite state store; with "
+    "PostgreSQL, under the default state folder).",
 )
 @click.option(
     "--webhook-secret-file",
@@ -163,7 +169,9 @@ if TYPE_CHECKING:
     envvar=GIT_TIMEOUT_ENV,
     help="Time limit of each git call to a remote; a call past it is stopped and reported.",
 )
+@click.pass_context
 def daemon(
+    ctx: click.Context,
     repo_url: str,
     branch: str,
     repo_path: str,
@@ -205,10 +213,24 @@ def daemon(
             http_read_timeout,
             http_max_connections,
         ),
-        ScheduleOptions(interval, resync_interval, workers, allow_commit),
+        ScheduleOptions(
+            given_duration(ctx, "interval", interval),
+            given_duration(ctx, "resync_interval", resync_interval),
+            workers,
+            allow_commit,
+            debugging(ctx),
+        ),
         ClusterOptions(kubeconfig_dir, secret_namespace, snapshot),
         state_url,
     )
+
+
+def given_duration(ctx: click.Context, name: str, seconds: float) -> timedelta | None:
+    """A duration option given on the command line or in the environment; ``None`` when it
+    is its default (the config repo's setting then applies)."""
+    source = ctx.get_parameter_source(name)
+    given = (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)
+    return timedelta(seconds=seconds) if source in given else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,12 +259,14 @@ class HttpOptions:
 
 @dataclass(frozen=True, slots=True)
 class ScheduleOptions:
-    """How often to poll and resync, how many runtimes at once, which commit may delete."""
+    """How often to poll and resync (``None``: as the config repo's ``spec.intervals`` say),
+    how many runtimes at once, which commit may delete, whether bugs show tracebacks."""
 
-    interval: float
-    resync_interval: float
+    interval: timedelta | None
+    resync_interval: timedelta | None
     workers: int
     allow_commit: str
+    debug: bool = False
 
 
 def run_daemon(
@@ -259,7 +283,8 @@ def run_daemon(
     from reconciler.source.git import GitRunner, RemoteSource
 
     store = open_store(state_url)
-    cache = git.cache_dir or Path(getattr(store, "path", Path("."))).parent / "git-cache"
+    beside = getattr(store, "path", None) or Path(default_state_url().removeprefix("sqlite:///"))
+    cache = git.cache_dir or Path(beside).parent / "git-cache"
     git_env = _git_env(git.token_file, git.ssh_key_file)
     git_runner = GitRunner(git.timeout)
     # the command line may name a local path; a commit (channelsFrom.git) may not
@@ -267,7 +292,13 @@ def run_daemon(
         git.repo_url, git.branch, git.repo_path, cache, git_env, local=True, runner=git_runner
     )
     access = Access(clusters)
-    options = DaemonOptions(workers=schedule.workers, allow_deletions=schedule.allow_commit)
+    options = DaemonOptions(
+        workers=schedule.workers,
+        allow_deletions=schedule.allow_commit,
+        poll_interval=schedule.interval,
+        resync_interval=schedule.resync_interval,
+        debug=schedule.debug,
+    )
 
     def second_source(url: str, ref: str, path: str) -> RemoteSource:
         channels_cache = cache.with_name(cache.name + "-channels")
@@ -275,7 +306,7 @@ def run_daemon(
 
     the_daemon = Daemon(source, store, access.connect, now, options, make_source=second_source)
     server = _serve(the_daemon, http)
-    scheduler = start_scheduler(the_daemon, schedule.interval, schedule.resync_interval)
+    scheduler = start_scheduler(the_daemon)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

@@ -12,7 +12,8 @@ The values are a contract with scripts and CI jobs (``kubectl diff`` style for `
 
 Each command's ``--help`` ends with its :class:`ExitStatuses` (``epilog``), so the help and the
 values cannot drift apart. :func:`exit_status_of` is what :class:`reconciler.cli._Group` uses
-to turn a :class:`~reconciler.errors.ReconcilerError` into one message and a status.
+to turn a :class:`~reconciler.errors.ReconcilerError` into one message and a status;
+:func:`report_internal` does the same for any other exception (a bug): one line and ``USAGE``.
 """
 
 from __future__ import annotations
@@ -110,4 +111,21 @@ def exit_status_of(error: ReconcilerError) -> int:
         click.echo(str(error), err=True)
         return HELD
     click.echo(f"error: {error}", err=True)
+    return USAGE
+
+
+def report_internal(error: Exception, *, debug: bool) -> int:
+    """An unexpected exception outside the steps: one line (the traceback with ``debug``)."""
+    from reconciler.operations.crash import Crash
+
+    crash = Crash.of(error)
+    if debug:
+        click.echo(crash.traceback(), err=True, nl=False)
+        click.echo(f"error: internal error: {crash.type}: {crash.message}", err=True)
+    else:
+        click.echo(
+            f"error: internal error: {crash.type}: {crash.message} "
+            "(run with --debug for the traceback)",
+            err=True,
+        )
     return USAGE

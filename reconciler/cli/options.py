@@ -20,6 +20,8 @@ from reconciler.core.durations import parse_duration
 DEFAULT_MAX_FILE_SIZE = 5 * 1024 * 1024
 #: The time limit of git calls to a remote (daemon: also ``--git-timeout``).
 GIT_TIMEOUT_ENV = "RECONCILER_GIT_TIMEOUT"
+#: Show tracebacks of internal errors (also ``--debug``).
+DEBUG_ENV = "RECONCILER_DEBUG"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,11 @@ def listen_address(ctx: click.Context, param: click.Parameter, value: str) -> tu
     if not port.isdigit() or int(port) > 65535:
         raise click.BadParameter(f"{value[:60]!r} is not HOST:PORT (a port from 0 to 65535)")
     return host or "0.0.0.0", int(port)  # noqa: S104 (a server; /sync and /hooks/git need the secret)
+
+
+def debugging(ctx: click.Context) -> bool:
+    """Whether the global ``--debug`` (``RECONCILER_DEBUG``) asks for tracebacks of bugs."""
+    return bool(ctx.find_root().params.get("debug"))
 
 
 def default_state_url() -> str:
@@ -123,8 +130,9 @@ state_option = click.option(
     default=default_state_url,
     show_default="sqlite:///~/.local/state/reconciler/state.db; with --snapshot, "
     "reconciler-state.db beside the snapshot",
-    help="The state store of operations and runtime states (RECONCILER_STATE). Rehearsals "
-    "with --snapshot keep a store of their own unless this is given.",
+    help="The state store of operations and runtime states (RECONCILER_STATE): sqlite:///PATH "
+    "or postgresql://USER@HOST[:PORT]/DATABASE. Rehearsals with --snapshot keep a store of "
+    "their own unless this is given.",
 )
 allow_option = click.option(
     "--allow-deletions",

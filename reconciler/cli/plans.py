@@ -20,12 +20,12 @@ from reconciler.cli.options import RunRequest
 from reconciler.cli.report import plan_text
 from reconciler.core.brake import Allowance, Verdict, count_deletions, judge
 from reconciler.core.diagnostics import did_you_mean
-from reconciler.core.model import ClusterAccess, ConfigRepo
+from reconciler.core.model import ConfigRepo
 from reconciler.core.plan import Context
 from reconciler.errors import NotFoundError, ReconcilerError
 from reconciler.lifecycle.executor import Lifecycle, SyncResult, sync_runtime
 from reconciler.operations.runner import deployed, recorded_access
-from reconciler.operations.store import SqliteStore, open_store
+from reconciler.operations.store import StateStore, open_store
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +33,7 @@ class Scope:
     """What one run covers: runtimes in git, runtimes that left it, the brake's verdict."""
 
     config: ConfigRepo
-    store: SqliteStore
+    store: StateStore
     targets: list[str]
     removed: list[str]
     verdict: Verdict
@@ -48,7 +48,7 @@ def scope_of(
     config: ConfigRepo,
     names: Sequence[str],
     snapshot: str | None,
-    store: SqliteStore,
+    store: StateStore,
     allow: Sequence[str],
 ) -> Scope:
     """The runtimes to plan or sync and what deleting them means for the brake (S5): runtimes
@@ -156,12 +156,11 @@ def _plan_one(scope: Scope, access: Access, name: str, now: datetime) -> SyncRes
     if name in config.runtimes:
         cluster = access.connect(config.runtimes[name].cluster, name)
         return sync_runtime(cluster, config, name, now=now, dry_run=True)
-    recorded = ClusterAccess(**recorded_access(scope.store, name))  # type: ignore[arg-type]
+    recorded = recorded_access(scope.store, name)
     lifecycle = Lifecycle(
         access.connect(recorded, name), system_namespace=config.settings.system_namespace
     )
-    dependencies = {n: m.depends_on for n, m in config.modules.items()}
-    result = lifecycle.sync(Context(name, now, dependencies=dependencies), [], dry_run=True)
+    result = lifecycle.sync(Context.of(config, name, now), [], dry_run=True)
     return replace(result, plan=replace(result.plan, deprovision=True))
 
 

@@ -20,26 +20,11 @@ def status(runtime_names: Sequence[str], state_url: str, output_format: str) -> 
     operation recorded it."""
     from reconciler.cli.clusters import now as _now
     from reconciler.operations.report import status_lines
-    from reconciler.operations.store import open_store
+    from reconciler.operations.store import load_statuses, open_store
 
-    records = [
-        r
-        for r in open_store(state_url).runtimes()
-        if not runtime_names or r.runtime in runtime_names
-    ]
+    records = load_statuses(open_store(state_url), runtime_names)
     if output_format == "json":
-        document = [
-            {
-                "runtime": r.runtime,
-                "state": r.state,
-                "reason": r.reason,
-                "message": r.message,
-                "commit": r.commit,
-                "updated": r.updated.isoformat(),
-                "modules": r.modules,
-            }
-            for r in records
-        ]
+        document = [r.to_json() for r in records]
         click.echo(json.dumps(document, indent=2, sort_keys=True))
         return
     for line in status_lines(records, _now()):

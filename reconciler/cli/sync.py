@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +20,7 @@ from reconciler.cli.options import (
     RunRequest,
     allow_option,
     channels_option,
+    debugging,
     format_option,
     kubeconfig_dir_option,
     max_size_option,
@@ -32,12 +33,10 @@ from reconciler.cli.options import (
 from reconciler.errors import AccessError, HeldByBrakeError, ReconcilerError
 
 if TYPE_CHECKING:
-    from datetime import timedelta
-
     from reconciler.cli.clusters import Access
     from reconciler.cli.plans import Scope
-    from reconciler.core.model import ConfigRepo
-    from reconciler.operations.model import Operation, OperationType
+    from reconciler.operations.crash import Crash
+    from reconciler.operations.model import Operation
     from reconciler.operations.runner import Runner
 
 
@@ -116,7 +115,7 @@ def sync(
     run = RunRequest(source, clusters, store_url, runtime_names, allow_deletions)
     if dry_run:
         sys.exit(dry_run_sync(run, output_format))
-    sys.exit(run_sync(run, SyncOptions(wait, allow_access_change, output_format)))
+    sys.exit(run_sync(run, SyncOptions(wait, allow_access_change, output_format, debugging(ctx))))
 
 
 def dry_run_sync(run: RunRequest, output_format: str) -> int:
@@ -134,11 +133,13 @@ def dry_run_sync(run: RunRequest, output_format: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class SyncOptions:
-    """How operations run and are shown (``--wait``, ``--allow-access-change``, ``--format``)."""
+    """How operations run and are shown (``--wait``, ``--allow-access-change``, ``--format``,
+    the global ``--debug``)."""
 
     wait: float
     allow_access_change: bool
     output_format: str
+    debug: bool = False
 
 
 def run_sync(run: RunRequest, options: SyncOptions) -> int:
@@ -158,6 +159,7 @@ def run_sync(run: RunRequest, options: SyncOptions) -> int:
         except ReconcilerError as error:
             errors[name] = str(error)
     _print_operations(operations, errors, options.output_format)
+    _report_crashes(operations, runner.engine.crashes, debug=options.debug)
     failed = any(_failed(o) for o in operations)
     if errors and not operations:
         return exits.USAGE
@@ -167,6 +169,7 @@ def run_sync(run: RunRequest, options: SyncOptions) -> int:
 def _runner(scope: Scope, access: Access, allow_access_change: bool) -> Runner:
     from reconciler.cli.clusters import now
     from reconciler.operations.engine import Engine
+    from reconciler.operations.model import operation_limits
     from reconciler.operations.runner import Runner
 
     config = scope.config
@@ -174,7 +177,7 @@ def _runner(scope: Scope, access: Access, allow_access_change: bool) -> Runner:
         scope.store,
         clock=now,
         disabled=frozenset(config.settings.disabled_steps),
-        limits=_limits(config),
+        limits=operation_limits(config.settings),
     )
     return Runner(
         scope.store, engine, config, access.connect, now, allow_access_change=allow_access_change
@@ -213,27 +216,28 @@ def _run_with_wait(runner: Runner, operation: Operation, wait: float) -> Operati
     return outcome.operation
 
 
+def _report_crashes(
+    operations: Sequence[Operation], crashes: Mapping[str, Crash], *, debug: bool
+) -> None:
+    """One line per operation a step's unexpected exception failed (tracebacks with --debug)."""
+    for operation in operations:
+        crash = crashes.get(operation.id)
+        if crash is None:
+            continue
+        if debug:
+            click.echo(crash.traceback(), err=True, nl=False)
+        click.echo(
+            f"runtime {operation.runtime}: operation {operation.id} failed: {crash.describe()}; "
+            f"details: reconciler operations show {operation.id}",
+            err=True,
+        )
+
+
 def _failed(operation: Operation) -> bool:
     """Failed, or a module in Error."""
-    from reconciler.lifecycle.executor import ModuleState
     from reconciler.operations.model import OperationState
 
-    if operation.state is OperationState.FAILED:
-        return True
-    modules = operation.data.get("modules", []) + operation.data.get("removals", [])
-    return any(m.get("state") == str(ModuleState.ERROR) for m in modules)
-
-
-def _limits(config: ConfigRepo) -> dict[OperationType, timedelta]:
-    from datetime import timedelta
-
-    from reconciler.core.durations import parse_duration
-    from reconciler.operations.model import OperationType
-
-    limits = {}
-    for kind, text in config.settings.operation_timeouts.items():
-        limits[OperationType(kind)] = timedelta(seconds=parse_duration(text))
-    return limits
+    return operation.state is OperationState.FAILED or operation.data.has_error
 
 
 def _ask_daemon(url: str, secret_file: Path | None) -> None:

@@ -1,0 +1,84 @@
+"""``reconciler status`` and ``/status`` tell the truth (issue 12): a runtime's state comes from
+its newest operation, finished or not, with the last finished result beside it.
+
+Operations run through the runner on the in-memory cluster and a real SQLite store; ``status``
+then reads that store as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from reconciler.cli import cli
+from reconciler.cluster.memory import InMemoryCluster
+from reconciler.core.model import ConfigRepo, ModuleRef
+from reconciler.operations.engine import Engine
+from reconciler.operations.model import OperationState
+from reconciler.operations.runner import Runner
+from reconciler.operations.store import SqliteStore
+from tests.lifecycle_helpers import repo
+from tests.scenarios import USER_GADGET, Clock
+
+
+def _runner(store: SqliteStore, config: ConfigRepo, cluster: InMemoryCluster) -> Runner:
+    clock = Clock()
+    return Runner(
+        store, Engine(store, clock=clock, plugins=[]), config, lambda a, n: cluster, clock
+    )
+
+
+def _status(db: Path) -> tuple[list[dict[str, Any]], str]:
+    url = f"sqlite:///{db}"
+    document = CliRunner().invoke(cli, ["status", "--state", url, "--format", "json"])
+    text = CliRunner().invoke(cli, ["status", "--state", url])
+    assert document.exit_code == text.exit_code == 0, document.output + text.output
+    found: list[dict[str, Any]] = json.loads(document.stdout)
+    return found, text.stdout
+
+
+def test_a_first_operation_that_waits_for_the_operator_shows_as_processing(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "state.db")
+    runner = _runner(store, repo(ModuleRef("widget")), InMemoryCluster(auto_ready=False))
+
+    waiting = runner.run(runner.operation_for("rt"))
+
+    assert waiting.operation.state is OperationState.IN_PROGRESS
+    (runtime,), text = _status(tmp_path / "state.db")
+    assert (runtime["state"], runtime["reason"]) == ("Processing", "WaitingForOperator")
+    assert runtime["operation"]["id"] == waiting.operation.id
+    assert runtime["operation"]["state"] == "in progress"
+    assert runtime["lastFinished"]["reason"] == "Provisioning"
+    assert "rt                   Processing WaitingForOperator" in text
+    assert f"operation {waiting.operation.id} (provision, in progress)" in text
+    assert "widget             Processing" in text
+
+
+def test_a_removal_blocked_by_a_users_resource_shows_as_deleting(tmp_path: Path) -> None:
+    store, cluster = SqliteStore(tmp_path / "state.db"), InMemoryCluster()
+    both = _runner(store, repo(ModuleRef("widget"), ModuleRef("gadget")), cluster)
+    assert both.run(both.operation_for("rt")).operation.state is OperationState.SUCCEEDED
+    apps = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}}
+    for body in (apps, USER_GADGET):
+        cluster.apply(body, field_manager="kubectl")
+    (before,), _ = _status(tmp_path / "state.db")
+    assert (before["state"], before["operation"], before["lastFinished"]) == ("Ready", None, None)
+    one = _runner(store, repo(ModuleRef("widget")), cluster)
+
+    blocked = one.run(one.operation_for("rt"))
+
+    assert blocked.operation.state is OperationState.IN_PROGRESS
+    (runtime,), text = _status(tmp_path / "state.db")
+    assert runtime["state"] == "Deleting"
+    gadget = next(m for m in runtime["modules"] if m["module"] == "gadget")
+    assert gadget["state"] == "Deleting"
+    assert "Gadget/apps/mine" in gadget["message"]
+    assert runtime["lastFinished"]["state"] == "Ready"
+    assert "rt                   Deleting" in text
+    last = next(line for line in text.splitlines() if line.startswith("  last finished"))
+    assert last.split()[2] == "Ready"
