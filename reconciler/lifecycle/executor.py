@@ -9,8 +9,8 @@ server-side apply (one field manager, force), CRDs and Namespaces first and Esta
 the rest, modules after their dependencies are Ready, the inventory written before objects so a
 crash never loses track of them, prune and deletion in reverse order with CRDs last, and only of
 objects the inventory lists and that carry our label (S1). A failure in one module is that
-module's Error state; the others go on. Callers: ``reconciler sync`` and ``diff``; later the
-operations engine.
+module's Error state; the others go on. Callers: the operations steps and runner (``reconciler
+sync`` and the daemon), ``reconciler diff``, the fleet review.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 runtime for an operation (O3) happens in an immediate transaction, so two processes sharing the
 file never run two operations of one runtime at once; an operation whose owner died (a process
 on this host that no longer exists, or a lease that ran out) may be taken over and resumed.
-Nothing secret is stored (S4). Callers: the engine, the CLI; later the daemon.
+Nothing secret is stored (S4). Callers: the engine, the runner and its steps, the CLI, the daemon.
 """
 
 from __future__ import annotations
