@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -957,6 +955,7 @@ def daemon(
     from reconciler.daemon.http import HttpLimits, serve
     from reconciler.daemon.logs import setup_logging
     from reconciler.daemon.service import Daemon, DaemonOptions, start_scheduler
+    from reconciler.daemon.signals import StopSignals
     from reconciler.source.git import GitRunner, RemoteSource
 
     setup_logging(log_format)
@@ -996,9 +995,8 @@ def daemon(
         the_daemon.close()
         raise AccessError(f"cannot listen on {host}:{port}: {error.strerror or error}") from error
     scheduler = start_scheduler(the_daemon, interval, resync_interval)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = StopSignals()  # whichever thread the kernel hands SIGTERM to, the main one wakes
+    stop.install()
     click.echo(
         f"reconciler daemon following {source.shown} {branch} ({repo_path}); "
         f"listening on {host}:{port}",
