@@ -653,8 +653,10 @@ def test_removal_waits_for_objects_of_the_module_kinds() -> None:
         + " and 4 more; the operator keeps running until they are gone"
     )
     assert (entry.blocking, entry.blocking_total) == (blocking, 9)
-    # only the default configuration goes while it waits (it is one of the module's kinds)
+    # only the default configuration goes while it waits (it is one of the module's kinds);
+    # the CRD, the operator and everything else are kept until the blockers are gone
     assert _changes(entry) == [(ObjectAction.DELETE, DEFAULT.subject)]
+    assert entry.kept == ()  # kept CRDs are an upgrade's: a removal waits as a whole
 
 
 def test_blocked_removal_names_all_blockers_when_few() -> None:
