@@ -56,6 +56,7 @@ def sample(cases: list[Case]) -> tuple[int, ...]:
 
 @pytest.fixture(scope="module")
 def outcomes() -> list[Outcome]:
+    """The sample read once by two worker processes (about 4 s: see the module docstring)."""
     cases = corpus()
     run = Run(workers=2, batch=100, file_budget=FILE_BUDGET, case_timeout=60, only=sample(cases))
     found = run_corpus(run)
