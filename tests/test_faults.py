@@ -62,8 +62,8 @@ def reference() -> Reference:
 
 
 def test_every_seed_converges_to_the_fault_free_result(reference: Reference) -> None:
-    """About 3 s (30 seeds x six phases, each over the fault-injecting cluster); more seeds and
-    rates are the benchmark (see the module docstring)."""
+    """About 3 s on an idle machine, twice that on a loaded one (30 seeds x six phases, each over
+    the fault-injecting cluster); more seeds and rates are the benchmark (module docstring)."""
     outcomes = run_seeds(range(SEEDS), PHASES, reference, RATE, FAULTY_ROUNDS, CALM_ROUNDS)
 
     report = fault_summary(outcomes, len(PHASES), RATE)
