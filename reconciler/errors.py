@@ -19,6 +19,7 @@ help::
           +-- UnknownKindError      the API server does not serve this kind (yet: a new CRD)
           +-- ThrottledError        too many requests (429); ``retry_after`` from the server
           +-- ServerError           the API server failed or could not be reached (5xx, network)
+          +-- StoreError            the state store's database is unreachable or failed (PostgreSQL)
 
 Library exceptions are translated into these once, at the adapter that calls the library.
 Messages never contain secret values.
@@ -122,3 +123,8 @@ class ThrottledError(TransientError):
 
 class ServerError(TransientError):
     """The API server failed, timed out or could not be reached."""
+
+
+class StoreError(TransientError):
+    """The state store's database server could not be reached, or a transaction failed in a way
+    that a new try may fix (connection lost, deadlock, serialisation failure)."""

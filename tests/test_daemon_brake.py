@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from reconciler.cluster.memory import InMemoryCluster
+from reconciler.core.head import Head
 from reconciler.core.model import ClusterAccess
 from reconciler.daemon.service import Daemon, DaemonOptions
 from reconciler.operations.model import CommitRecord, CommitVerdict
@@ -103,10 +104,10 @@ def test_a_held_commit_stays_held_after_a_restart(world: World) -> None:
     assert again.state.commit == good  # the last accepted commit stays in force
     assert again.ready
     assert world.intact()
-    record = again.store.commit(held)
+    record = again.store.commit(Head(held))
     assert record is not None
     assert record.verdict is CommitVerdict.HELD
-    assert good != held
+    assert good != Head(held)
 
 
 def test_a_commit_pushed_while_the_daemon_was_down_is_held_at_start(world: World) -> None:
@@ -133,7 +134,7 @@ def test_an_allow_applies_to_that_commit_only(world: World) -> None:
 
     allowed = world.daemon(allow=held[:12])
     assert _poll(allowed)
-    assert allowed.state.commit == held
+    assert allowed.state.commit == Head(held)
     assert world.clusters["a"].get(WIDGET) is None
     assert world.clusters["c"].get(WIDGET) is not None
 
@@ -159,7 +160,8 @@ def test_a_commit_the_daemon_died_reading_twice_is_refused_by_id(world: World) -
     first.close()
     crashing = world.fleet.commit("a commit that kills the parser", {"fleet/runtimes/c.yaml": None})
     store = SqliteStore(world.root / "state.db")
-    store.put_commit(CommitRecord(crashing, CommitVerdict.READING, datetime.now(UTC), attempts=2))
+    record = CommitRecord(Head(crashing), CommitVerdict.READING, datetime.now(UTC), attempts=2)
+    store.put_commit(record)
 
     started = world.daemon()
     assert not _poll(started)

@@ -69,7 +69,7 @@ def test_every_seed_converges_to_the_fault_free_result(reference: Reference) -> 
     report = fault_summary(outcomes, len(PHASES), RATE)
     print(report)
     assert all(not o.problems for o in outcomes), report
-    assert sum(o.faults.total() for o in outcomes) > SEEDS * 40  # the faults did happen
+    assert sum(o.faults.total() for o in outcomes) > SEEDS * 15  # the faults did happen
     assert all(o.converged == len(PHASES) for o in outcomes)
 
 

@@ -20,7 +20,6 @@ from click.testing import CliRunner, Result
 
 from reconciler.cli.main import cli
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.core.model import ClusterAccess
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import OperationState, OperationType, StepState
 from reconciler.operations.runner import Runner
@@ -329,7 +328,7 @@ def test_an_interrupted_provision_of_a_runtime_that_left_git_is_deprovisioned(
     assert superseded is not None
     assert superseded.state is OperationState.FAILED
     assert "superseded: runtime dev-sandbox left git" in superseded.message
-    assert ClusterAccess(**deprovision.data["cluster"]) == sample.runtimes["dev-sandbox"].cluster
+    assert deprovision.data.access == sample.runtimes["dev-sandbox"].cluster
 
 
 def test_re_triggered_deprovisions_pass_the_brake(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from reconciler.cluster.memory import InMemoryCluster
+from reconciler.core.head import Head
 from reconciler.core.model import ClusterAccess
 from reconciler.daemon.service import Daemon
 from reconciler.errors import SourceError, TransientError
@@ -527,8 +528,11 @@ def test_an_unreachable_channels_source_does_not_stop_config_commits(tmp_path: P
     hang: HangServer | None = None
     try:
         assert _poll(daemon)
-        channels_commit = daemon.state.commit.partition("+")[2]
-        assert daemon.state.commit == f"{first}+{channels_commit}"
+        head = daemon.state.commit
+        assert head is not None
+        assert head.config == first
+        channels_commit = head.channels
+        assert channels_commit
         assert daemon.status()["channels"]["error"] == ""
 
         channels_server.stop()
@@ -544,7 +548,7 @@ def test_an_unreachable_channels_source_does_not_stop_config_commits(tmp_path: P
         started = time.monotonic()
         assert _poll(daemon)  # accepted, with the channels last seen
         assert time.monotonic() - started < 15
-        assert daemon.state.commit == f"{mesh}+{channels_commit}"
+        assert daemon.state.commit == Head(mesh, channels_commit)
         assert clusters["a"].get(WIDGET) is not None
         status = daemon.status()
         assert status["source"]["error"] == ""

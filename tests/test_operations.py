@@ -1,5 +1,6 @@
 """Runtime operations: stages and retryable steps (O1-O5) on the in-memory cluster, with a
-fake clock (no sleeping) and a real SQLite store."""
+fake clock (no sleeping) and a real SQLite store. What every store must do (schema versions,
+claims, O3 across connections) is in tests/store_contract, run on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from reconciler.operations.engine import Engine, stages_for
 from reconciler.operations.model import OperationState, OperationType, StepResult, StepState
 from reconciler.operations.runner import Runner
 from reconciler.operations.steps import Step, StepContext
-from reconciler.operations.store import SCHEMA_VERSION, SqliteStore
+from reconciler.operations.store import SqliteStore
 from tests.lifecycle_helpers import NAMESPACE, repo
 
 
@@ -176,30 +177,6 @@ def test_deprovision_skips_a_step_past_its_own_limit_then_fails_naming_what_is_l
     assert runner.engine.retrigger() == []
 
 
-def test_one_operation_per_runtime(store: SqliteStore) -> None:
-    cluster, clock = InMemoryCluster(auto_ready=False), Clock()
-    first = _runner(store, repo(ModuleRef("widget")), cluster, clock)
-    first.run(first.operation_for("rt"))  # waits in apply, stays in progress
-    other = Engine(store, clock=clock, plugins=[], owner="elsewhere:1", alive=lambda owner: True)
-    runner = Runner(store, other, repo(ModuleRef("widget")), lambda a, n: cluster, clock)
-
-    operation = runner.operation_for("rt")
-    assert operation.id == first.operation_for("rt").id  # resumed, not a second one
-    blocked = store.claim(operation.id, "elsewhere:1", clock.now, clock.now, lambda owner: True)
-    assert blocked is not None
-    assert operation.id in blocked
-
-
-def test_an_operation_of_a_dead_owner_is_taken_over(store: SqliteStore) -> None:
-    cluster, clock = InMemoryCluster(auto_ready=False), Clock()
-    first = _runner(store, repo(ModuleRef("widget")), cluster, clock)
-    operation = first.run(first.operation_for("rt")).operation
-
-    later = clock.now + timedelta(minutes=2)
-    assert store.claim(operation.id, "me:2", clock.now, later, lambda owner: False) is None
-    assert store.claim(operation.id, "me:3", clock.now, later, lambda owner: True) is not None
-
-
 def test_optional_steps_can_be_switched_off_and_plugins_are_checked() -> None:
     class Optional(Step):
         name = "Optional_Check"
@@ -220,13 +197,6 @@ def test_optional_steps_can_be_switched_off_and_plugins_are_checked() -> None:
 
     with pytest.raises(Exception, match="no stage 'nowhere'"):
         stages_for(OperationType.UPDATE, [Lost])
-
-
-def test_the_store_has_a_schema_version_and_reopens(tmp_path: Path) -> None:
-    first = SqliteStore(tmp_path / "s.db")
-    assert first.schema_version() == SCHEMA_VERSION
-    first.close()
-    assert SqliteStore(tmp_path / "s.db").schema_version() == SCHEMA_VERSION
 
 
 def test_no_secret_reaches_the_store(store: SqliteStore, tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ Every value is built by hand: a ``DesiredModule`` (what git asks for, already re
 (``ModuleAction``, ``ObjectAction``) is produced at least once, and a test iterates both enums
 so that a new action cannot be added without a case here. Also: removals (``plan_removal``:
 blocking objects, released namespaces, kept CRDs, default configurations), the orders of
-removal and deletion, and maintenance windows (only behaviour that does not depend on daylight
-saving time; the DST edges are tested beside the code that handles them).
+removal and deletion, and what a maintenance window does to an upgrade that needs downtime
+(when a window is open is reconciler.core.windows': tests/test_windows.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -47,7 +46,6 @@ from reconciler.core.plan import (
     Occupants,
     Plan,
     deletion_order,
-    in_window,
     plan,
     plan_module,
     plan_removal,
@@ -816,50 +814,3 @@ def test_plan_removes_dependents_before_their_dependencies() -> None:
     result = plan(_context(dependencies={"app": ("base",)}), [], live)
 
     assert [m.module for m in result.modules] == ["app", "base"]
-
-
-# -- maintenance windows (no daylight saving time here) ------------------------------------------
-
-
-def _at(text: str, zone: str = "UTC") -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=ZoneInfo(zone))
-
-
-@pytest.mark.parametrize(
-    ("window", "now", "inside"),
-    [
-        (WEEKEND, _at("2026-11-21T02:00"), True),  # the start is inside
-        (WEEKEND, _at("2026-11-21T05:59:59"), True),
-        (WEEKEND, _at("2026-11-21T06:00"), False),  # the end is not
-        (WEEKEND, _at("2026-11-21T01:59"), False),
-        (WEEKEND, _at("2026-11-22T03:00"), False),  # Sunday: not a day of the window
-        (WEEKEND, _at("2026-11-18T12:00"), False),
-        # past midnight: Saturday 23:00 for 3 hours is open early on Sunday
-        (MaintenanceWindow(("Sat",), "23:00", 180, "UTC"), _at("2026-11-22T01:30"), True),
-        (MaintenanceWindow(("Sat",), "23:00", 180, "UTC"), _at("2026-11-22T02:00"), False),
-        # across the end of the week: Sunday 22:00 for 3 hours is open early on Monday
-        (MaintenanceWindow(("Sun",), "22:00", 180, "UTC"), _at("2026-11-23T00:30"), True),
-        # a window longer than a day
-        (MaintenanceWindow(("Fri",), "20:00", 36 * 60, "UTC"), _at("2026-11-22T07:59"), True),
-        (MaintenanceWindow(("Fri",), "20:00", 36 * 60, "UTC"), _at("2026-11-22T08:00"), False),
-        # several days
-        (MaintenanceWindow(("Tue", "Thu"), "18:30", 90, "UTC"), _at("2026-11-19T19:59"), True),
-        (MaintenanceWindow(("Tue", "Thu"), "18:30", 90, "UTC"), _at("2026-11-18T19:00"), False),
-    ],
-)
-def test_in_window(window: MaintenanceWindow, now: datetime, inside: bool) -> None:
-    assert in_window(window, now) is inside
-
-
-def test_a_window_is_read_in_its_own_time_zone() -> None:
-    # Singapore has no daylight saving time: 18:00 there is 10:00 UTC all year.
-    window = MaintenanceWindow(("Sat",), "18:00", 180, "Asia/Singapore")
-
-    assert in_window(window, _at("2026-11-21T10:00"))
-    assert in_window(window, _at("2026-11-21T18:30", "Asia/Singapore"))
-    assert not in_window(window, _at("2026-11-21T18:00"))  # 02:00 on Sunday in Singapore
-    assert not in_window(window, _at("2026-11-21T09:59"))
-
-
-def test_no_window_is_never_open() -> None:
-    assert not in_window(None, NOW)

@@ -3,7 +3,11 @@
 Parses arguments, builds the loader's options and hands them down; nothing deeper reads the
 environment or prints. Exit codes are carried by exception types: 0 success, 1 the config repo is
 invalid (:class:`~reconciler.errors.ConfigError`), 2 a usage or I/O error (every other
-:class:`~reconciler.errors.ReconcilerError`, and click's usage errors).
+:class:`~reconciler.errors.ReconcilerError`, and click's usage errors). Any other exception is a
+bug: one line ``error: internal error: TYPE: message`` and exit 2 (1 would read as "invalid" or
+"changes pending" to a script); ``--debug`` or ``RECONCILER_DEBUG=1`` prints its traceback. An
+unexpected exception inside a step fails only its operation (see
+:mod:`reconciler.operations.crash`).
 """
 
 from __future__ import annotations
@@ -49,9 +53,15 @@ from reconciler.errors import (
     NotFoundError,
     ReconcilerError,
 )
-from reconciler.lifecycle.executor import Lifecycle, ModuleState, SyncResult, sync_runtime
+from reconciler.lifecycle.executor import Lifecycle, SyncResult, sync_runtime
+from reconciler.operations.crash import Crash
 from reconciler.operations.engine import Engine
-from reconciler.operations.model import Operation, OperationState, OperationType
+from reconciler.operations.model import (
+    Operation,
+    OperationState,
+    OperationType,
+    operation_limits,
+)
 from reconciler.operations.report import (
     operation_json,
     operation_line,
@@ -60,7 +70,7 @@ from reconciler.operations.report import (
     status_lines,
 )
 from reconciler.operations.runner import Runner, deployed, recorded_access
-from reconciler.operations.store import SqliteStore, default_state_url, open_store
+from reconciler.operations.store import StateStore, default_state_url, open_store
 from reconciler.source.loader import (
     DEFAULT_MAX_FILE_SIZE,
     ReadOptions,
@@ -77,6 +87,8 @@ repo_argument = click.argument(
 )
 #: The time limit of git calls to a remote (daemon: also ``--git-timeout``).
 GIT_TIMEOUT_ENV = "RECONCILER_GIT_TIMEOUT"
+#: Show tracebacks of internal errors (also ``--debug``).
+DEBUG_ENV = "RECONCILER_DEBUG"
 
 channels_option = click.option(
     "--channels",
@@ -121,13 +133,18 @@ def _listen_address(ctx: click.Context, param: click.Parameter, value: str) -> t
 
 
 class _Group(click.Group):
-    """Maps our errors to messages and exit codes, for every command, in one place."""
+    """Maps our errors to messages and exit codes, for every command, in one place; anything
+    else is a bug: one line and exit 2 (the traceback with --debug)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except ReconcilerError as error:
             ctx.exit(_report(error))
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as error:  # the crash barrier of every command
+            ctx.exit(_report_internal(ctx, error))
 
 
 @click.group(
@@ -135,7 +152,13 @@ class _Group(click.Group):
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(__version__, "--version", prog_name="reconciler")
-def cli() -> None:
+@click.option(
+    "--debug",
+    is_flag=True,
+    envvar=DEBUG_ENV,
+    help=f"Show the traceback of an internal error (a bug), also {DEBUG_ENV}=1.",
+)
+def cli(debug: bool) -> None:
     """Declarative GitOps for Kubernetes modules across a fleet of clusters.
 
     A config repo declares runtimes (clusters), modules (one folder per version) and release
@@ -247,8 +270,9 @@ state_option = click.option(
     default=default_state_url,
     show_default="sqlite:///~/.local/state/reconciler/state.db; with --snapshot, "
     "reconciler-state.db beside the snapshot",
-    help="The state store of operations and runtime states (RECONCILER_STATE). Rehearsals "
-    "with --snapshot keep a store of their own unless this is given.",
+    help="The state store of operations and runtime states (RECONCILER_STATE): sqlite:///PATH "
+    "or postgresql://USER@HOST[:PORT]/DATABASE. Rehearsals with --snapshot keep a store of "
+    "their own unless this is given.",
 )
 allow_option = click.option(
     "--allow-deletions",
@@ -402,7 +426,7 @@ class _Scope:
     """What one run covers: runtimes in git, runtimes that left it, the brake's verdict."""
 
     config: ConfigRepo
-    store: SqliteStore
+    store: StateStore
     targets: list[str]
     removed: list[str]
     verdict: Verdict
@@ -412,7 +436,7 @@ def _scope(
     config: ConfigRepo,
     names: Sequence[str],
     snapshot: str | None,
-    store: SqliteStore,
+    store: StateStore,
     allow: Sequence[str],
 ) -> _Scope:
     """The runtimes to plan or sync and what deleting them means for the brake (S5): runtimes
@@ -446,12 +470,11 @@ def _plan_one(scope: _Scope, access: _Access, name: str, now: datetime) -> SyncR
     if name in config.runtimes:
         cluster = access.connect(config.runtimes[name].cluster, name)
         return sync_runtime(cluster, config, name, now=now, dry_run=True)
-    recorded = ClusterAccess(**recorded_access(scope.store, name))  # type: ignore[arg-type]
+    recorded = recorded_access(scope.store, name)
     lifecycle = Lifecycle(
         access.connect(recorded, name), system_namespace=config.settings.system_namespace
     )
-    dependencies = {n: m.depends_on for n, m in config.modules.items()}
-    result = lifecycle.sync(Context(name, now, dependencies=dependencies), [], dry_run=True)
+    result = lifecycle.sync(Context.of(config, name, now), [], dry_run=True)
     return replace(result, plan=replace(result.plan, deprovision=True))
 
 
@@ -630,7 +653,7 @@ def sync(
         store,
         clock=_now,
         disabled=frozenset(config.settings.disabled_steps),
-        limits=_limits(config),
+        limits=operation_limits(config.settings),
     )
     runner = Runner(
         store, engine, config, access.connect, _now, allow_access_change=allow_access_change
@@ -652,7 +675,8 @@ def sync(
             click.echo(operation_text(operation), nl=False)
         for name, message in sorted(errors.items()):
             click.echo(f"runtime {name}: error: {message}", err=True)
-    failed = any(o.state is OperationState.FAILED or _has_error(o) for o in operations)
+    _report_crashes(ctx, operations, engine.crashes)
+    failed = any(o.state is OperationState.FAILED or o.data.has_error for o in operations)
     sys.exit(
         EXIT_ERROR if errors and not operations else EXIT_INVALID if failed or errors else EXIT_OK
     )
@@ -682,18 +706,6 @@ def _run_with_wait(runner: Runner, operation: Operation, wait: float) -> Operati
         time.sleep(max(delay, 0))
         outcome = runner.run(outcome.operation)
     return outcome.operation
-
-
-def _has_error(operation: Operation) -> bool:
-    modules = operation.data.get("modules", []) + operation.data.get("removals", [])
-    return any(m.get("state") == str(ModuleState.ERROR) for m in modules)
-
-
-def _limits(config: ConfigRepo) -> dict[OperationType, timedelta]:
-    limits = {}
-    for kind, text in config.settings.operation_timeouts.items():
-        limits[OperationType(kind)] = timedelta(seconds=parse_duration(text))
-    return limits
 
 
 @cli.group()
@@ -772,18 +784,7 @@ def status(runtime_names: Sequence[str], state_url: str, output_format: str) -> 
         if not runtime_names or r.runtime in runtime_names
     ]
     if output_format == "json":
-        document = [
-            {
-                "runtime": r.runtime,
-                "state": r.state,
-                "reason": r.reason,
-                "message": r.message,
-                "commit": r.commit,
-                "updated": r.updated.isoformat(),
-                "modules": r.modules,
-            }
-            for r in records
-        ]
+        document = [r.to_json() for r in records]
         click.echo(json.dumps(document, indent=2, sort_keys=True))
         return
     for line in status_lines(records, _now()):
@@ -819,17 +820,19 @@ def status(runtime_names: Sequence[str], state_url: str, output_format: str) -> 
     "--interval",
     type=Duration(),
     default="60s",
-    show_default=True,
+    show_default="spec.intervals.poll, else 60s",
     envvar="RECONCILER_INTERVAL",
-    help="How often to ask the remote whether the ref moved.",
+    help="How often to ask the remote whether the ref moved; given here or in the "
+    "environment, it overrides spec.intervals.poll of the config repo.",
 )
 @click.option(
     "--resync-interval",
     type=Duration(),
     default="10m",
-    show_default=True,
+    show_default="spec.intervals.resync, else 10m",
     envvar="RECONCILER_RESYNC_INTERVAL",
-    help="How often every runtime is reconciled against drift (10% jitter).",
+    help="How often every runtime is reconciled against drift (10% jitter); given here or in "
+    "the environment, it overrides spec.intervals.resync of the config repo.",
 )
 @click.option(
     "--listen",
@@ -854,7 +857,8 @@ def status(runtime_names: Sequence[str], state_url: str, output_format: str) -> 
     "--cache-dir",
     type=click.Path(file_okay=False, path_type=Path),
     envvar="RECONCILER_CACHE_DIR",
-    help="Where fetched commits are kept (default: next to the state store).",
+    help="Where fetched commits are kept (default: next to a SQLite state store; with "
+    "PostgreSQL, under the default state folder).",
 )
 @click.option(
     "--webhook-secret-file",
@@ -922,7 +926,9 @@ def status(runtime_names: Sequence[str], state_url: str, output_format: str) -> 
     envvar=GIT_TIMEOUT_ENV,
     help="Time limit of each git call to a remote; a call past it is stopped and reported.",
 )
+@click.pass_context
 def daemon(
+    ctx: click.Context,
     repo_url: str,
     branch: str,
     repo_path: str,
@@ -960,7 +966,8 @@ def daemon(
 
     setup_logging(log_format)
     store = open_store(state_url)
-    cache = cache_dir or Path(getattr(store, "path", Path("."))).parent / "git-cache"
+    beside = getattr(store, "path", None) or Path(default_state_url().removeprefix("sqlite:///"))
+    cache = cache_dir or Path(beside).parent / "git-cache"
     git_env = _git_env(token_file, ssh_key_file)
     git_runner = GitRunner(git_timeout)
     # the command line may name a local path; a commit (channelsFrom.git) may not
@@ -968,7 +975,13 @@ def daemon(
         repo_url, branch, repo_path, cache, git_env, local=True, runner=git_runner
     )
     access = _Access(kubeconfig_dir, secret_namespace, snapshot)
-    options = DaemonOptions(workers=workers, allow_deletions=allow_commit)
+    options = DaemonOptions(
+        workers=workers,
+        allow_deletions=allow_commit,
+        poll_interval=_given_duration(ctx, "interval", interval),
+        resync_interval=_given_duration(ctx, "resync_interval", resync_interval),
+        debug=_debugging(click.get_current_context()),
+    )
 
     def second_source(url: str, ref: str, path: str) -> RemoteSource:
         channels_cache = cache.with_name(cache.name + "-channels")
@@ -994,7 +1007,7 @@ def daemon(
     except OSError as error:
         the_daemon.close()
         raise AccessError(f"cannot listen on {host}:{port}: {error.strerror or error}") from error
-    scheduler = start_scheduler(the_daemon, interval, resync_interval)
+    scheduler = start_scheduler(the_daemon)
     stop = StopSignals()  # whichever thread the kernel hands SIGTERM to, the main one wakes
     stop.install()
     click.echo(
@@ -1009,6 +1022,14 @@ def daemon(
     the_daemon.close()
     server.shutdown()
     server.server_close()
+
+
+def _given_duration(ctx: click.Context, name: str, seconds: float) -> timedelta | None:
+    """A duration option given on the command line or in the environment; ``None`` when it
+    is its default (the config repo's setting then applies)."""
+    source = ctx.get_parameter_source(name)
+    given = (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)
+    return timedelta(seconds=seconds) if source in given else None
 
 
 def _git_timeout(text: str) -> float:
@@ -1232,6 +1253,42 @@ def _report(error: ReconcilerError) -> int:
         return EXIT_HELD
     click.echo(f"error: {error}", err=True)
     return EXIT_ERROR
+
+
+def _debugging(ctx: click.Context) -> bool:
+    return bool(ctx.find_root().params.get("debug"))
+
+
+def _report_internal(ctx: click.Context, error: Exception) -> int:
+    """An unexpected exception outside the steps: one line (the traceback with --debug)."""
+    crash = Crash.of(error)
+    if _debugging(ctx):
+        click.echo(crash.traceback(), err=True, nl=False)
+        click.echo(f"error: internal error: {crash.type}: {crash.message}", err=True)
+    else:
+        click.echo(
+            f"error: internal error: {crash.type}: {crash.message} "
+            "(run with --debug for the traceback)",
+            err=True,
+        )
+    return EXIT_ERROR
+
+
+def _report_crashes(
+    ctx: click.Context, operations: Sequence[Operation], crashes: Mapping[str, Crash]
+) -> None:
+    """One line per operation a step's unexpected exception failed (tracebacks with --debug)."""
+    for operation in operations:
+        crash = crashes.get(operation.id)
+        if crash is None:
+            continue
+        if _debugging(ctx):
+            click.echo(crash.traceback(), err=True, nl=False)
+        click.echo(
+            f"runtime {operation.runtime}: operation {operation.id} failed: {crash.describe()}; "
+            f"details: reconciler operations show {operation.id}",
+            err=True,
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

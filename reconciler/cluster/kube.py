@@ -85,7 +85,7 @@ class KubeCluster:
         selector = ",".join(f"{k}={v}" for k, v in sorted((labels or {}).items())) or None
         with _translated(f"list {kind}"):
             found = resource.get(namespace=namespace, label_selector=selector)
-        items = _as_dict(found).get("items", [])
+        items = _as_dict(found).get("items") or []  # a server answers [], an aggregated API null
         for item in items:  # list items carry neither apiVersion nor kind
             item.setdefault("apiVersion", api_version)
             item.setdefault("kind", kind)

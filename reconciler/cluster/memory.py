@@ -5,9 +5,14 @@ It behaves like an API server where the product depends on it: resource versions
 when an object changes, generation bumped by spec changes, uids, namespaces that must exist,
 kinds refused until their CRD is applied (and Established), finalizers and deletion timestamps,
 server-side apply that tracks the fields each manager owns and removes those a manager stopped
-applying, cascading deletion of a CRD's instances and a namespace's objects. Tests can set
-status, and inject faults (errors, latency). Operator workloads become available at once unless
-``auto_ready`` is off. It can be saved to and loaded from a snapshot (a list of objects, with
+applying, cascading deletion of a CRD's instances and a namespace's objects. Bodies have the
+shape a real server gives them, nulls included: a CRD is created with ``status.conditions: null``
+(and ``acceptedNames`` empty) and answered so, and is Established only afterwards, as the
+apiextensions controllers do; workloads start with ``status: {}``; kinds without a status
+(ConfigMaps, custom resources) have none; empty ``labels``, ``annotations`` and ``finalizers``
+are left out. Tests can set status, and inject faults (errors, latency). Operator workloads become
+available (and CRDs Established) right after they are stored unless ``auto_ready``
+(``auto_establish``) is off. It can be saved to and loaded from a snapshot (a list of objects, with
 field owners kept in ``metadata.managedFields``). Used by tests, benchmarks and offline plans.
 """
 
@@ -124,7 +129,7 @@ class InMemoryCluster:
         self._enter("get", ref)
         self._served(ref.api_version, ref.kind)
         stored = self._objects.get(self._key(ref))
-        return copy.deepcopy(stored.body) if stored else None
+        return _with_managed_fields(stored) if stored else None
 
     def list_objects(
         self,
@@ -144,7 +149,7 @@ class InMemoryCluster:
             if namespace is not None and ns != namespace:
                 continue
             if _labels_match(stored.body, labels or {}):
-                found.append(copy.deepcopy(stored.body))
+                found.append(_with_managed_fields(stored))
         return found
 
     def apply(
@@ -168,12 +173,11 @@ class InMemoryCluster:
         existing = self._objects.get(key)
         result = self._applied(existing, config, field_manager, force)
         if dry_run:
-            return copy.deepcopy(result.body)
+            return _with_managed_fields(result)
         if existing is not None and existing.body == result.body:
             existing.owners = result.owners
-            return copy.deepcopy(existing.body)
-        self._store(key, result, existing)
-        return copy.deepcopy(result.body)
+            return _with_managed_fields(existing)
+        return self._store(key, result, existing)
 
     def patch(self, ref: ObjectRef, merge_patch: Mapping[str, Any]) -> Body:
         """See :meth:`reconciler.cluster.api.Cluster.patch`."""
@@ -184,11 +188,12 @@ class InMemoryCluster:
         if existing is None:
             raise NotFoundError(f"{ref.subject} not found")
         body = _merge_patch(copy.deepcopy(existing.body), merge_patch)
+        _drop_empty_metadata(body.setdefault("metadata", {}))
         if body != existing.body:
             self._store(key, _Stored(body, existing.owners), existing)
             self._finish_deletion(key)
         stored = self._objects.get(key)
-        return copy.deepcopy(stored.body if stored else body)
+        return _with_managed_fields(stored) if stored else copy.deepcopy(body)
 
     def delete(self, ref: ObjectRef, *, propagation: str = "Background") -> bool:
         """See :meth:`reconciler.cluster.api.Cluster.delete`."""
@@ -228,6 +233,15 @@ class InMemoryCluster:
         """Replace an object's status, as its controller would (not counted as our write)."""
         stored = self._objects[self._key(ref)]
         stored.body["status"] = copy.deepcopy(dict(status))
+        self._bump(stored.body)
+
+    def establish(self, ref: ObjectRef) -> None:
+        """Establish a CRD and serve its kind, as the apiextensions controllers do (for tests
+        with ``auto_establish`` off)."""
+        stored = self._objects[self._key(ref)]
+        version = _storage_version(stored.body)
+        assert version is not None, f"{ref.subject} has no version"
+        self._establish(stored.body, version)
         self._bump(stored.body)
 
     def objects(self) -> list[Body]:
@@ -286,6 +300,7 @@ class InMemoryCluster:
     ) -> _Stored:
         paths = _leaf_paths(config)
         if existing is None:
+            _drop_empty_metadata(config["metadata"])
             return _Stored(config, {manager: paths})
         owners = {m: set(p) for m, p in existing.owners.items()}
         body = copy.deepcopy(existing.body)
@@ -301,10 +316,13 @@ class InMemoryCluster:
             if not any(path in owned for m, owned in owners.items() if m != manager):
                 _delete(body, path)
         _merge(body, config)
+        _drop_empty_metadata(body["metadata"])
         owners[manager] = paths
         return _Stored(body, {m: p for m, p in owners.items() if p})
 
-    def _store(self, key: tuple[str, str, str, str], new: _Stored, old: _Stored | None) -> None:
+    def _store(self, key: tuple[str, str, str, str], new: _Stored, old: _Stored | None) -> Body:
+        """Store ``new`` and answer as a server does: the object as written, before any
+        controller (CRD establishing, workload status) reacted to it."""
         body = new.body
         metadata = body["metadata"]
         if old is None:
@@ -312,6 +330,7 @@ class InMemoryCluster:
             metadata["uid"] = f"00000000-0000-4000-8000-{self._uids:012d}"
             metadata["creationTimestamp"] = self._now()
             metadata["generation"] = 1
+            _initial_status(body)
         else:
             for name in ("uid", "creationTimestamp", "generation", "deletionTimestamp"):
                 if name in old.body["metadata"]:
@@ -321,14 +340,17 @@ class InMemoryCluster:
         self._bump(body)
         self._objects[key] = new
         self.writes += 1
+        answer = _with_managed_fields(new)
         self._react(key, body)
+        return answer
 
     def _react(self, key: tuple[str, str, str, str], body: Body) -> None:
         """What controllers would do: serve a new CRD's kind, run a workload."""
         if body["kind"] == "CustomResourceDefinition":
             self._serve_crd(body)
         elif body["kind"] in _WORKLOADS and self.auto_ready:
-            replicas = int(body.get("spec", {}).get("replicas", 1))
+            wanted = (body.get("spec") or {}).get("replicas")
+            replicas = 1 if wanted is None else int(wanted)
             body["status"] = {
                 "observedGeneration": body["metadata"]["generation"],
                 "replicas": replicas,
@@ -338,22 +360,28 @@ class InMemoryCluster:
             }
 
     def _serve_crd(self, crd: Body) -> None:
-        group, kind = crd_kind(crd)
-        spec = crd.get("spec", {})
-        versions = spec.get("versions", [])
-        version = next((v["name"] for v in versions if v.get("storage")), None)
-        if version is None and versions:
-            version = versions[0]["name"]
-        plural = str(spec.get("names", {}).get("plural", kind.lower() + "s"))
+        """The apiextensions controllers, when ``auto_establish`` is on."""
+        version = _storage_version(crd)
         if self.auto_establish and version:
-            crd["status"] = {
-                "conditions": [
-                    {"type": "Established", "status": "True", "reason": "InitialNamesAccepted"}
-                ],
-                "acceptedNames": spec.get("names", {}),
-            }
-            namespaced = spec.get("scope", "Namespaced") == "Namespaced"
-            self._kinds[(group, kind)] = KindInfo(group, version, kind, plural, namespaced)
+            self._establish(crd, version)
+
+    def _establish(self, crd: Body, version: str) -> None:
+        """Names accepted, Established, the kind served in its storage version."""
+        group, kind = crd_kind(crd)
+        spec = crd.get("spec") or {}
+        names = spec.get("names") or {}
+        stored = list((crd.get("status") or {}).get("storedVersions") or [])
+        crd["status"] = {
+            "conditions": [
+                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts"},
+                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted"},
+            ],
+            "acceptedNames": copy.deepcopy(names),
+            "storedVersions": stored if version in stored else [*stored, version],
+        }
+        plural = str(names.get("plural") or kind.lower() + "s")
+        namespaced = spec.get("scope", "Namespaced") == "Namespaced"
+        self._kinds[(group, kind)] = KindInfo(group, version, kind, plural, namespaced)
 
     def _remove(self, key: tuple[str, str, str, str]) -> None:
         stored = self._objects.pop(key)
@@ -386,9 +414,9 @@ class InMemoryCluster:
 
     def _load_one(self, body: Mapping[str, Any]) -> None:
         data = copy.deepcopy(dict(body))
-        metadata = data.setdefault("metadata", {})
+        metadata = data["metadata"] = data.get("metadata") or {}
         managed = metadata.pop("managedFields", None) or []
-        owners = {str(e["manager"]): _paths_of_fields(e.get("fieldsV1", {})) for e in managed}
+        owners = {str(e["manager"]): _paths_of_fields(e.get("fieldsV1") or {}) for e in managed}
         ref = ObjectRef.of(data)
         info = self._served(ref.api_version, ref.kind)
         if not info.namespaced:
@@ -415,8 +443,40 @@ def _config_of(body: Mapping[str, Any], info: KindInfo) -> Body:
     return config
 
 
+def _storage_version(crd: Mapping[str, Any]) -> str | None:
+    versions = (crd.get("spec") or {}).get("versions") or []
+    version = next((v.get("name") for v in versions if v.get("storage")), None)
+    if version is None and versions:
+        version = versions[0].get("name")
+    return str(version) if version else None
+
+
+def _initial_status(body: Body) -> None:
+    """The status a real API server gives an object it creates (before any controller ran)."""
+    if body["kind"] == "CustomResourceDefinition":
+        # apiextensions: conditions is not omitempty, so a new CRD answers ``null`` there
+        version = _storage_version(body)
+        body["status"] = {
+            "conditions": None,
+            "acceptedNames": {"plural": "", "kind": ""},
+            "storedVersions": [version] if version else None,
+        }
+    elif body["kind"] in _WORKLOADS:
+        body["status"] = {}
+
+
+_OMITTED_WHEN_EMPTY = ("labels", "annotations", "finalizers", "ownerReferences")
+
+
+def _drop_empty_metadata(metadata: Body) -> None:
+    """A server leaves empty maps and lists of ``metadata`` out (``omitempty``)."""
+    for name in _OMITTED_WHEN_EMPTY:
+        if name in metadata and not metadata[name]:
+            del metadata[name]
+
+
 def _labels_match(body: Mapping[str, Any], wanted: Mapping[str, str]) -> bool:
-    labels = body.get("metadata", {}).get("labels") or {}
+    labels = (body.get("metadata") or {}).get("labels") or {}
     return all(labels.get(k) == v for k, v in wanted.items())
 
 

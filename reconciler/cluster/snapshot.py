@@ -56,7 +56,7 @@ def _objects(documents: list[Any]) -> Iterator[Mapping[str, Any]]:
         if not isinstance(document, Mapping):
             raise ValueError("a snapshot document is not a mapping")
         if document.get("kind") == "List" or str(document.get("kind", "")).endswith("List"):
-            yield from document.get("items", [])
+            yield from document.get("items") or []
         else:
             yield document
 

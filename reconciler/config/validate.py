@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
@@ -24,10 +25,11 @@ from reconciler.config.schema import SchemaChecker
 from reconciler.config.settings_checks import settings_problems
 from reconciler.config.yamlsafe import Document
 from reconciler.core.diagnostics import Diagnostic, Pointer, did_you_mean, sort_diagnostics
-from reconciler.core.durations import duration_minutes
+from reconciler.core.durations import duration_minutes, parse_duration
 from reconciler.core.model import (
     LABEL_APP_VERSION,
     Channel,
+    ChannelsFrom,
     ClusterAccess,
     ConfigRepo,
     MaintenanceWindow,
@@ -492,24 +494,28 @@ def _remote_problems(document: Document) -> Iterator[Diagnostic]:
 
 
 def settings_from(spec: Mapping[str, Any]) -> Settings:
-    """Typed settings from a valid Settings ``spec``."""
-    channels = spec.get("channelsFrom", {})
+    """Typed settings from a valid Settings ``spec``: durations as :class:`timedelta`."""
     brake = spec.get("deletionBrake", {})
     intervals = spec.get("intervals", {})
+    operations = spec.get("operations", {})
     defaults = Settings()
     return Settings(
         system_namespace=spec.get("systemNamespace", defaults.system_namespace),
-        channels_path=channels.get("path"),
-        channels_git=channels.get("git"),
-        channels_ref=channels.get("ref", defaults.channels_ref),
-        channels_sub_path=channels.get("subPath", defaults.channels_sub_path),
+        channels_from=ChannelsFrom.of(spec.get("channelsFrom")),
         max_deletions_per_sync=brake.get("maxDeletionsPerSync", defaults.max_deletions_per_sync),
         allow_deletions=brake.get("allow", defaults.allow_deletions),
-        poll_interval=intervals.get("poll", defaults.poll_interval),
-        resync_interval=intervals.get("resync", defaults.resync_interval),
-        disabled_steps=tuple(spec.get("operations", {}).get("disabledSteps", ())),
-        operation_timeouts=dict(spec.get("operations", {}).get("timeouts", {})),
+        poll_interval=_duration(intervals.get("poll"), defaults.poll_interval),
+        resync_interval=_duration(intervals.get("resync"), defaults.resync_interval),
+        disabled_steps=tuple(operations.get("disabledSteps", ())),
+        operation_timeouts={
+            kind: _duration(text, timedelta(0))
+            for kind, text in operations.get("timeouts", {}).items()
+        },
     )
+
+
+def _duration(text: str | None, default: timedelta) -> timedelta:
+    return default if text is None else timedelta(seconds=parse_duration(text))
 
 
 def module_from(

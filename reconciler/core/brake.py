@@ -100,7 +100,7 @@ def dropped_crds(repo: ConfigRepo, module: str, old: str, new: str) -> list[str]
 
 def _crd_names(objects: Sequence[Mapping[str, Any]]) -> set[str]:
     return {
-        str(o.get("metadata", {}).get("name", ""))
+        str((o.get("metadata") or {}).get("name") or "")
         for o in objects
         if o.get("kind") == "CustomResourceDefinition"
     }

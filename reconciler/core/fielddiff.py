@@ -1,13 +1,16 @@
 """Field-level differences between a desired object and the live one (pure).
 
 Only the fields we set count: a desired object is unchanged when every field it sets has the same
-value live (what a server-side apply would leave alone); fields others own, status and
-server-managed metadata are ignored. Values of a Secret's ``data`` and ``stringData`` are masked
+value live (what a server-side apply would leave alone), and when no field our field manager
+owns on the live object (``metadata.managedFields``) has left the desired one: server-side apply
+removes such a field, so it is a change (:func:`removed_owned_fields`). Fields others own, status
+and server-managed metadata are ignored. Values of a Secret's ``data`` and ``stringData`` are masked
 (rule S4). Callers: the planner and everything that prints a plan.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -59,6 +62,93 @@ def removed_fields(
         if value is not None:
             changes.append(FieldChange(".".join(path), value, None))
     return tuple(changes)
+
+
+def removed_owned_fields(
+    desired: Mapping[str, Any], live: Mapping[str, Any] | None, manager: str
+) -> tuple[FieldChange, ...]:
+    """Fields ``manager`` applied to ``live`` that ``desired`` no longer sets (server-side apply
+    removes them), masked for Secrets. Lists count by their keyed items (``k:``) and values
+    (``v:``) as the API server records them; a list recorded whole counts as one field."""
+    if not live:
+        return ()
+    metadata = live.get("metadata") or {}
+    secret = desired.get("kind") == "Secret"
+    changes = []
+    for entry in metadata.get("managedFields") or []:
+        if not isinstance(entry, Mapping) or entry.get("manager") != manager:
+            continue
+        if entry.get("operation", "Apply") != "Apply":
+            continue
+        fields = entry.get("fieldsV1") or {}
+        for path, value in _owned_but_gone(fields, desired, live, ()):
+            if not _ignored(path) and path != ("metadata",):
+                changes.append(_masked(FieldChange(".".join(path), value, None), secret))
+    return tuple(changes)
+
+
+def _owned_but_gone(
+    fields: Mapping[str, Any], desired: Any, live: Any, path: tuple[str, ...]
+) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """(path, live value) of each owned field in ``fields`` that ``desired`` lacks."""
+    for key, child in fields.items():
+        if key == ".":
+            continue
+        found = _step(key, desired)
+        theirs = _step(key, live)
+        label = _label(key, path)
+        if found is _ABSENT:
+            if theirs is not _ABSENT:
+                yield label, theirs
+            continue
+        if isinstance(child, Mapping) and child:
+            yield from _owned_but_gone(child, found, theirs, label)
+
+
+_ABSENT = object()
+
+
+def _step(key: str, value: Any) -> Any:
+    """The part of ``value`` a ``fieldsV1`` key names, or ``_ABSENT``."""
+    kind, _, name = key.partition(":")
+    if kind == "f":
+        return value.get(name, _ABSENT) if isinstance(value, Mapping) else _ABSENT
+    if not isinstance(value, list):
+        return _ABSENT
+    if kind == "k":
+        wanted = _json_object(name)
+        for item in value:
+            if isinstance(item, Mapping) and all(item.get(k) == v for k, v in wanted.items()):
+                return item
+        return _ABSENT
+    if kind == "v":
+        wanted_value = _json_value(name)
+        return wanted_value if wanted_value in value else _ABSENT
+    if kind == "i" and name.isdigit() and int(name) < len(value):
+        return value[int(name)]
+    return _ABSENT
+
+
+def _label(key: str, path: tuple[str, ...]) -> tuple[str, ...]:
+    kind, _, name = key.partition(":")
+    if kind == "f" or not path:
+        return (*path, name)
+    if kind == "k":
+        shown = ",".join(str(v) for v in _json_object(name).values())
+        return (*path[:-1], f"{path[-1]}[{shown}]")
+    return (*path[:-1], f"{path[-1]}[{name}]")
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    value = _json_value(text)
+    return value if isinstance(value, dict) else {}
+
+
+def _json_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def _walk(desired: Any, live: Any, path: tuple[str, ...]) -> Iterator[FieldChange | None]:

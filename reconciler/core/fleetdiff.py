@@ -28,7 +28,6 @@ from reconciler.core.plan import (
     LiveModule,
     ModuleAction,
     ModulePlan,
-    in_window,
     plan_module,
     plan_removal,
     removal_order,
@@ -41,6 +40,7 @@ from reconciler.core.resolve import (
     VersionSource,
     resolve_runtime,
 )
+from reconciler.core.windows import in_window
 
 
 class Outcome(StrEnum):
@@ -303,7 +303,7 @@ class FleetDiffer:
             return None
         desired = self._desired_module(new)
         module_live = (live or {}).get(new.name) if live is not None else self._assumed(old)
-        context = Context(runtime.name, self.now, runtime.maintenance_window, runtime.suspend)
+        context = Context.of(self.head, runtime.name, self.now)
         if live is not None:
             the_plan = plan_module(context, desired, module_live or LiveModule())
         else:

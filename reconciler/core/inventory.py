@@ -86,9 +86,9 @@ def inventory_ref(namespace: str, module: str) -> ObjectRef:
 
 def inventory_from_configmap(body: Mapping[str, Any]) -> Inventory:
     """Read an inventory back; raises ``ValueError`` when the ConfigMap is not one."""
-    labels = body.get("metadata", {}).get("labels", {})
+    labels = (body.get("metadata") or {}).get("labels") or {}
     try:
-        data = json.loads(body.get("data", {})[DATA_KEY])
+        data = json.loads((body.get("data") or {})[DATA_KEY])
         default = data.get("defaultConfiguration")
         return Inventory(
             runtime=str(labels[LABEL_RUNTIME]),
@@ -96,11 +96,11 @@ def inventory_from_configmap(body: Mapping[str, Any]) -> Inventory:
             version=str(data["version"]),
             strategy=Strategy(data["strategy"]),
             objects=tuple(ObjectRef.from_json(o) for o in data["objects"]),
-            managed_kinds=tuple((m["group"], m["kind"]) for m in data.get("managedKinds", ())),
+            managed_kinds=tuple((m["group"], m["kind"]) for m in data.get("managedKinds") or ()),
             default_configuration=ObjectRef.from_json(default) if default else None,
             default_configuration_done=bool(data.get("defaultConfigurationDone", False)),
-            commit=str(data.get("commit", "")),
+            commit=str(data.get("commit") or ""),
         )
     except (KeyError, TypeError, json.JSONDecodeError) as error:
-        name = body.get("metadata", {}).get("name", "?")
+        name = (body.get("metadata") or {}).get("name") or "?"
         raise ValueError(f"ConfigMap {name} is not a valid inventory: {error!r}") from error

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -18,6 +19,8 @@ DEFAULT_SYSTEM_NAMESPACE = "reconciler-system"
 #: Labels and annotations put on every object we apply (DESIGN.md §3).
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "reconciler"
+#: The field manager of every server-side apply we make (its fields are ours to remove).
+FIELD_MANAGER = "reconciler"
 LABEL_RUNTIME = "reconciler.dev/runtime"
 LABEL_MODULE = "reconciler.dev/module"
 ANNOTATION_MODULE_VERSION = "reconciler.dev/module-version"
@@ -132,20 +135,44 @@ class Channel:
 
 
 @dataclass(frozen=True, slots=True)
+class ChannelsFrom:
+    """``channelsFrom``: channels read from a folder (``path``) or a git repository (``git`` at
+    ``ref``, in its folder ``sub_path``) instead of the config repo's ``channels/``."""
+
+    path: str | None = None
+    git: str | None = None
+    ref: str = "main"
+    sub_path: str = "channels"
+
+    @classmethod
+    def of(cls, data: object) -> ChannelsFrom | None:
+        """The typed value of a ``channelsFrom`` mapping, read leniently (the loader reads it
+        before validation): ``None`` unless it names a string ``git`` or ``path``."""
+        if not isinstance(data, Mapping):
+            return None
+        git, path = data.get("git"), data.get("path")
+        if isinstance(git, str):
+            ref = data.get("ref", "main")  # not a string: "", which no ref check passes
+            sub_path = str(data.get("subPath", "channels"))
+            return cls(git=git, ref=ref if isinstance(ref, str) else "", sub_path=sub_path)
+        return cls(path=path) if isinstance(path, str) else None
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
-    """Fleet-wide settings from ``reconciler.yaml`` (all optional)."""
+    """Fleet-wide settings from ``reconciler.yaml`` (all optional), read once by the validator
+    into these values and used as they are by every command and the daemon."""
 
     system_namespace: str = DEFAULT_SYSTEM_NAMESPACE
-    channels_path: str | None = None
-    channels_git: str | None = None
-    channels_ref: str = "main"
-    channels_sub_path: str = "channels"
+    channels_from: ChannelsFrom | None = None
     max_deletions_per_sync: int = 5
     allow_deletions: bool = False
-    poll_interval: str = "60s"
-    resync_interval: str = "10m"
+    #: ``spec.intervals``: the daemon's defaults (its flags override them).
+    poll_interval: timedelta = timedelta(seconds=60)
+    resync_interval: timedelta = timedelta(minutes=10)
     disabled_steps: tuple[str, ...] = ()
-    operation_timeouts: Mapping[str, str] = field(default_factory=dict)
+    #: ``spec.operations.timeouts``: operation type (provision, update, deprovision) -> limit.
+    operation_timeouts: Mapping[str, timedelta] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,12 +39,12 @@ class ObjectRef:
     @classmethod
     def of(cls, body: Mapping[str, Any]) -> ObjectRef:
         """The reference of an object body."""
-        metadata = body.get("metadata", {})
+        metadata = body.get("metadata") or {}
         return cls(
-            str(body.get("apiVersion", "")),
-            str(body.get("kind", "")),
+            str(body.get("apiVersion") or ""),
+            str(body.get("kind") or ""),
             str(metadata.get("namespace") or ""),
-            str(metadata.get("name", "")),
+            str(metadata.get("name") or ""),
         )
 
     def to_json(self) -> dict[str, str]:

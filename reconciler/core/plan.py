@@ -7,7 +7,8 @@ update with field-level diffs, delete). It applies the lifecycle rules that are 
 than I/O: no downgrade against the running version (L5; a running version that cannot be read
 changes nothing either: reason ``UnknownRunningVersion``), adoption (L6), default configuration
 created once (L3), prune from the inventory only (L4, S1), strategy from the inventory at
-removal (L9), blocking deletion (L8), maintenance windows (L10). Plans are frozen data:
+removal (L9), blocking deletion (L8), maintenance windows (L10, judged by
+:mod:`reconciler.core.windows`). Plans are frozen data:
 printable, serialisable, comparable. Callers: the lifecycle executor, ``reconciler diff``.
 """
 
@@ -15,27 +16,34 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
-from zoneinfo import ZoneInfo
 
-from reconciler.core.fielddiff import FieldChange, field_diff, removed_fields
+from reconciler.core.fielddiff import (
+    FieldChange,
+    field_diff,
+    removed_fields,
+    removed_owned_fields,
+)
 from reconciler.core.inventory import Inventory
 from reconciler.core.model import (
     ANNOTATION_MODULE_VERSION,
+    FIELD_MANAGER,
     LABEL_MANAGED_BY,
     LABEL_MODULE,
     LABEL_RUNTIME,
     MANAGED_BY_VALUE,
+    ConfigRepo,
     MaintenanceWindow,
     Module,
     Strategy,
 )
-from reconciler.core.objects import Body, ObjectRef
+from reconciler.core.objects import Body, ObjectRef, crd_kind
 from reconciler.core.render import RenderedObject, apply_order_key
 from reconciler.core.resolve import ResolvedModule
 from reconciler.core.versions import parse_running_version, version_key
+from reconciler.core.windows import in_window, next_window_text
 
 #: Labels and annotation dropped when a module is released with strategy Ignore (L7).
 OUR_MARKS: tuple[tuple[str, ...], ...] = (
@@ -94,6 +102,28 @@ class ObjectChange:
 
 
 @dataclass(frozen=True, slots=True)
+class PlannedModule:
+    """What a plan decided for a module, without the object changes: what an operation records
+    of its plan."""
+
+    module: str
+    action: ModuleAction
+    reason: str
+    from_version: str | None = None
+    to_version: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form: the keys of :meth:`ModulePlan.to_json` (the only spelling of a plan)."""
+        return {
+            "module": self.module,
+            "action": str(self.action),
+            "reason": self.reason,
+            "fromVersion": self.from_version,
+            "toVersion": self.to_version,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class ModulePlan:
     """One module's action, why, and its object changes."""
 
@@ -121,15 +151,17 @@ class ModulePlan:
             ModuleAction.REMOVE_DELETE,
         )
 
+    def summary(self) -> PlannedModule:
+        """The entry without its object changes, as an operation records it."""
+        return PlannedModule(
+            self.module, self.action, self.reason, self.from_version, self.to_version
+        )
+
     def to_json(self) -> dict[str, Any]:
         """JSON form."""
         return {
-            "module": self.module,
-            "action": str(self.action),
-            "reason": self.reason,
+            **self.summary().to_json(),
             "message": self.message,
-            "fromVersion": self.from_version,
-            "toVersion": self.to_version,
             "strategy": str(self.strategy),
             "changes": [c.to_json() for c in self.changes],
             "blocking": [r.subject for r in self.blocking],
@@ -200,11 +232,8 @@ class DesiredModule:
     def managed_kinds(self) -> tuple[tuple[str, str], ...]:
         """(group, kind) whose instances block deletion: the manifest's CRDs plus
         ``managedResources``."""
-        kinds = {
-            (str(o.body["spec"]["group"]), str(o.body["spec"]["names"]["kind"]))
-            for o in self.objects
-            if o.body.get("kind") == "CustomResourceDefinition"
-        }
+        crds = [o.body for o in self.objects if o.body.get("kind") == "CustomResourceDefinition"]
+        kinds = {crd_kind(body) for body in crds}
         kinds |= {(m.group, m.kind) for m in self.module.managed_resources}
         return tuple(sorted(kinds))
 
@@ -250,6 +279,17 @@ class Context:
     window: MaintenanceWindow | None = None
     suspended: bool = False
     dependencies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, repo: ConfigRepo, runtime: str, now: datetime, *, leaving: bool = False) -> Context:
+        """The context of ``runtime`` in ``repo`` at ``now``: its maintenance window and
+        suspension (none for a runtime that left git, or is ``leaving`` it: a deprovision) and
+        every module's dependencies. The one way every caller builds it."""
+        found = None if leaving else repo.runtimes.get(runtime)
+        dependencies = {name: m.depends_on for name, m in repo.modules.items()}
+        if found is None:
+            return cls(runtime, now, dependencies=dependencies)
+        return cls(runtime, now, found.maintenance_window, found.suspend, dependencies)
 
 
 def plan(
@@ -361,7 +401,9 @@ def _object_changes(desired: DesiredModule, live: LiveModule) -> tuple[ObjectCha
         if current is None:
             changes.append(ObjectChange(ObjectAction.CREATE, ref, field_diff(rendered.body, None)))
             continue
-        fields = field_diff(rendered.body, current)
+        fields = field_diff(rendered.body, current) + removed_owned_fields(
+            rendered.body, current, FIELD_MANAGER
+        )
         if fields:
             changes.append(ObjectChange(ObjectAction.UPDATE, ref, fields))
     default = _default_configuration_change(desired, live)
@@ -446,7 +488,7 @@ def _ours(body: Body | None, inventory: Inventory) -> bool:
     diff's assumption of what a base revision runs on any runtime."""
     if body is None:
         return False
-    labels = body.get("metadata", {}).get("labels") or {}
+    labels = (body.get("metadata") or {}).get("labels") or {}
     return bool(
         labels.get(LABEL_MANAGED_BY) == MANAGED_BY_VALUE
         and labels.get(LABEL_MODULE) == inventory.module
@@ -553,49 +595,7 @@ def _stub(ref: ObjectRef) -> dict[str, Any]:
     return {"kind": ref.kind, "metadata": {"namespace": ref.namespace, "name": ref.name}}
 
 
-# -- maintenance windows --------------------------------------------------------------------------
-
-_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-
-
-def in_window(window: MaintenanceWindow | None, now: datetime) -> bool:
-    """Whether ``now`` (aware) falls in the weekly ``window``; no window means never."""
-    if window is None:
-        return False
-    return any(
-        start <= now < start + timedelta(minutes=window.duration_minutes)
-        for start in _recent_starts(window, now)
-    )
-
-
-def next_window_start(window: MaintenanceWindow, now: datetime) -> datetime:
-    """When the window opens next after ``now``."""
-    zone = ZoneInfo(window.timezone)
-    local = now.astimezone(zone)
-    hour, minute = (int(p) for p in window.start.split(":"))
-    for offset in range(8):
-        day = local + timedelta(days=offset)
-        start = day.replace(hour=hour, minute=minute, second=0, microsecond=0)
-        if _DAYS[start.weekday()] in window.days and start > local:
-            return start
-    raise ValueError("a maintenance window needs at least one day")
-
-
-def _recent_starts(window: MaintenanceWindow, now: datetime) -> list[datetime]:
-    zone = ZoneInfo(window.timezone)
-    local = now.astimezone(zone)
-    hour, minute = (int(p) for p in window.start.split(":"))
-    starts = []
-    for offset in range(-2, 1):
-        day = local + timedelta(days=offset)
-        start = day.replace(hour=hour, minute=minute, second=0, microsecond=0)
-        if _DAYS[start.weekday()] in window.days:
-            starts.append(start)
-    return starts
-
-
 def _next_window_text(context: Context) -> str:
     if context.window is None:
         return ", and the runtime has none"
-    start = next_window_start(context.window, context.now)
-    return f" (next: {start.strftime('%a %Y-%m-%d %H:%M')} {context.window.timezone})"
+    return f" (next: {next_window_text(context.window, context.now)})"

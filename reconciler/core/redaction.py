@@ -105,3 +105,30 @@ def _masked_basic(match: re.Match[str]) -> str:
     if not _is_basic(match):
         return match.group(0)
     return match.group(0)[: match.start(1) - match.start(0)] + MASK
+
+
+#: ``password=`` in a URL's query (libpq reads a password there too).
+_QUERY_PASSWORD = re.compile(r"([?&]password=)([^&#]*)", re.IGNORECASE)
+
+
+def url_passwords(url: str) -> list[str]:
+    """The passwords ``url`` carries, as written: after ``user:`` in its user information (up
+    to its last ``@``, so an unescaped ``@`` or ``/`` in a password is still covered) and in any
+    ``password=`` parameter."""
+    found = [match.group(2) for match in _QUERY_PASSWORD.finditer(url)]
+    _, separator, rest = _QUERY_PASSWORD.sub("", url).partition("://")
+    userinfo, at, _ = rest.rpartition("@")
+    if separator and at and ":" in userinfo:
+        found.append(userinfo.partition(":")[2])
+    return [password for password in found if password]
+
+
+def mask_url_password(url: str) -> str:
+    """``url`` with every password it carries (see :func:`url_passwords`) replaced by ``***``;
+    the user name stays, since it says whom to check."""
+    text = _QUERY_PASSWORD.sub(rf"\g<1>{MASK}", url)
+    scheme, separator, rest = text.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if separator and at and ":" in userinfo:
+        text = f"{scheme}://{userinfo.partition(':')[0]}:{MASK}@{host}"
+    return text

@@ -41,6 +41,7 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask
 from waitress.utilities import BadRequest
 
+from reconciler.core.head import head_text
 from reconciler.daemon.service import Daemon, poll_now
 from reconciler.errors import AccessError
 
@@ -154,7 +155,7 @@ class Endpoints:
         if path == "/healthz":
             return Response.of_json(200, {"status": "ok"})
         if path == "/readyz":
-            ready, commit = daemon.ready, daemon.state.commit
+            ready, commit = daemon.ready, head_text(daemon.state.commit)
             return Response.of_json(200 if ready else 503, {"ready": ready, "commit": commit})
         if path == "/metrics":
             return Response(200, daemon.metrics.exposition(), "text/plain; version=0.0.4")

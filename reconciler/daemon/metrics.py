@@ -2,7 +2,8 @@
 
 - reconciler_reconcile_duration_seconds (histogram),
 - reconciler_operations_total{type,result},
-- reconciler_module_state{runtime,module,state} (1 for the current state),
+- reconciler_module_state{runtime,module,state} (1 for the current state, 0 for every other
+  :class:`~reconciler.core.status.ModuleState`),
 - reconciler_source_lag_seconds (how long the remote has had a commit not in force),
 - reconciler_last_successful_poll_timestamp_seconds, reconciler_polls_total{result},
 - reconciler_reconcile_failures_total{runtime,error}, reconciler_commit_held.
@@ -12,13 +13,13 @@ Callers: the daemon and its HTTP server.
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timedelta
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from reconciler.operations.model import Operation
-
-STATES = ("Ready", "Processing", "Warning", "Error", "Deleting", "Unmanaged")
+from reconciler.core.status import ModuleState
+from reconciler.operations.model import Operation, RuntimeRecord
 
 
 class Metrics:
@@ -64,6 +65,8 @@ class Metrics:
             "1 while the newest commit is held by the deletion brake.",
             registry=self.registry,
         )
+        self._shown: dict[str, set[str]] = {}
+        self._lock = threading.Lock()
         self._polls = Counter(
             "reconciler_polls",
             "Polls of the source by result.",
@@ -86,12 +89,19 @@ class Metrics:
         self._duration.observe(took.total_seconds())
         self._operations.labels(str(operation.type), str(operation.state)).inc()
 
-    def modules(self, runtime: str, operation: Operation) -> None:
-        """Module states reported by an operation."""
-        for module in operation.data.get("modules", []) + operation.data.get("removals", []):
-            for state in STATES:
-                value = 1.0 if module.get("state") == state else 0.0
-                self._modules.labels(runtime, module["module"], state).set(value)
+    def runtime_status(self, record: RuntimeRecord) -> None:
+        """Module states of a runtime's status: 1 for each module's state, 0 for the others
+        (every :class:`ModuleState`); a module shown before and gone now has 0 for every state."""
+        states = {m.module: m.state for m in record.modules}
+        with self._lock:
+            gone = self._shown.get(record.runtime, set()) - set(states)
+            self._shown[record.runtime] = set(states)
+        for module in sorted(gone):
+            states[module] = None
+        for module, current in states.items():
+            for state in ModuleState:
+                value = 1.0 if current is state else 0.0
+                self._modules.labels(record.runtime, module, str(state)).set(value)
 
     def reconcile_failed(self, runtime: str, error: BaseException) -> None:
         """Count a runtime's reconcile that ended in an error."""

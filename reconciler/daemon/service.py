@@ -16,7 +16,10 @@
   operation on a bounded worker pool; one runtime never runs twice at once, slow clusters do not
   hold up the others, and operations that wait are retried at the time their step asked for.
 
-:func:`start_scheduler` puts the ticks on apscheduler 3 (no overlapping runs, coalesced);
+:func:`start_scheduler` puts the ticks on apscheduler 3 (no overlapping runs, coalesced) at the
+intervals of ``spec.intervals`` in the commit in force (a commit that changes them reschedules
+the jobs), unless the command line gave its own (:class:`DaemonOptions`). Logs name each
+failure's cause: its error type and whether it is transient (retried) or permanent;
 ``reconciler.daemon.http`` serves the endpoints. Callers: ``reconciler daemon``, tests, bench.
 """
 
@@ -32,17 +35,26 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
+from apscheduler.schedulers.base import BaseScheduler  # type: ignore[import-untyped]
 
 from reconciler.core.brake import Allowance, Verdict, count_deletions, judge
 from reconciler.core.diagnostics import Diagnostic
 from reconciler.core.fleetdiff import FleetDiffer
-from reconciler.core.model import ConfigRepo
+from reconciler.core.head import Head, head_text
+from reconciler.core.model import ConfigRepo, Settings
 from reconciler.core.redaction import mask, mask_all
 from reconciler.core.resolve import resolve_runtime
 from reconciler.daemon.metrics import Metrics
 from reconciler.errors import PermanentError, ReconcilerError, TransientError
 from reconciler.operations.engine import Engine
-from reconciler.operations.model import CommitRecord, CommitVerdict, Operation, OperationState
+from reconciler.operations.model import (
+    CommitRecord,
+    CommitVerdict,
+    Operation,
+    OperationState,
+    RuntimeRecord,
+    operation_limits,
+)
 from reconciler.operations.runner import Connect, Runner, deployed
 from reconciler.operations.store import StateStore
 from reconciler.source.git import Revision, redact
@@ -74,7 +86,7 @@ class Source(Protocol):
 class SourceState:
     """What the daemon knows of its source."""
 
-    commit: str = ""
+    commit: Head | None = None
     repo: ConfigRepo | None = None
     last_poll: datetime | None = None
     last_success: datetime | None = None
@@ -98,6 +110,19 @@ class DaemonOptions:
     #: A commit id (or prefix of one): that commit, and no other, passes the deletion brake.
     allow_deletions: str = ""
     read: ReadOptions = field(default_factory=ReadOptions)
+    #: Log the traceback of an internal error (``--debug``); one line without.
+    debug: bool = False
+    #: ``--interval``/``--resync-interval`` when given: they override ``spec.intervals``.
+    poll_interval: timedelta | None = None
+    resync_interval: timedelta | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Intervals:
+    """How often the daemon polls its source and resyncs every runtime."""
+
+    poll: timedelta
+    resync: timedelta
 
 
 class Daemon:
@@ -132,11 +157,23 @@ class Daemon:
         self._lock = threading.Lock()
         self._poll_lock = threading.Lock()
         self.runtime_errors: dict[str, str] = {}
+        #: The intervals the scheduler's jobs run at (:func:`schedule_jobs`).
+        self.scheduled: Intervals | None = None
 
     @property
     def ready(self) -> bool:
         """Ready once a valid commit is loaded."""
         return self.state.repo is not None
+
+    @property
+    def intervals(self) -> Intervals:
+        """The intervals in force: the command line's when given, else ``spec.intervals`` of
+        the commit in force (its defaults before one is loaded)."""
+        settings = self.state.repo.settings if self.state.repo is not None else Settings()
+        return Intervals(
+            self.options.poll_interval or settings.poll_interval,
+            self.options.resync_interval or settings.resync_interval,
+        )
 
     # -- polling ---------------------------------------------------------------------------------
 
@@ -150,9 +187,16 @@ class Daemon:
         self.state.last_poll = now
         try:
             config = self.source.check()  # the config repo first: a revert needs nothing else
-        except (TransientError, ReconcilerError) as error:
+        except ReconcilerError as error:
             self.state.error = str(error)
-            log.warning("source unreachable, keeping commit %s: %s", self.state.commit[:12], error)
+            kept = _shown(self.state.commit)
+            log.log(
+                _level(error),
+                "source %s, keeping commit %s: %s",
+                _source_failure(error),
+                kept,
+                error,
+            )
             self.metrics.poll(ok=False)
             return False
         self.state.error = ""
@@ -173,7 +217,7 @@ class Daemon:
             self._restore_last_good()
         return accepted
 
-    def _still_stands(self, head: str, earlier: CommitRecord) -> bool:
+    def _still_stands(self, head: Head, earlier: CommitRecord) -> bool:
         """A refused commit stays refused, a held one held until allowed (across restarts)."""
         if earlier.verdict is CommitVerdict.REFUSED:
             self.state.refused = earlier.detail
@@ -191,11 +235,16 @@ class Daemon:
         if self.state.repo is not None or last is None:
             return
         try:
-            revision = self.source.revision(last.commit.split("+", 1)[0])
+            revision = self.source.revision(last.commit.config)
             options, _ = self._read_options(revision, last.commit)
             validation = load_repo(self.source.path or ".", options, tree=revision.tree)
         except ReconcilerError as error:
-            log.warning("cannot read the last accepted commit %s: %s", last.commit[:12], error)
+            log.warning(
+                "cannot read the last accepted commit %s (%s): %s",
+                last.commit.shown,
+                _cause(error),
+                error,
+            )
             return
         if validation.repo is not None:
             refused, held = self.state.refused, self.state.held
@@ -203,11 +252,11 @@ class Daemon:
             self.state.refused, self.state.held = refused, held
             self.metrics.held(held is not None)
 
-    def _allowed(self, head: str) -> bool:
+    def _allowed(self, head: Head) -> bool:
         wanted = self.options.allow_deletions
-        return len(wanted) >= 7 and head.startswith(wanted)
+        return len(wanted) >= 7 and head.text.startswith(wanted)
 
-    def _consider(self, head: str, earlier: CommitRecord | None) -> bool:
+    def _consider(self, head: Head, earlier: CommitRecord | None) -> bool:
         attempts = (
             earlier.attempts + 1 if earlier and earlier.verdict is CommitVerdict.READING else 1
         )
@@ -216,12 +265,12 @@ class Daemon:
             return False
         self._record(head, CommitVerdict.READING, attempts=attempts)
         try:
-            revision = self.source.revision(head.split("+", 1)[0])
+            revision = self.source.revision(head.config)
             options, head = self._read_options(revision, head)
             validation = load_repo(self.source.path or ".", options, tree=revision.tree)
         except TransientError as error:
             self.state.error = str(error)
-            log.warning("cannot read commit %s: %s", head[:12], error)
+            log.warning("cannot read commit %s (%s): %s", head.shown, _cause(error), error)
             return False
         except PermanentError as error:
             self._refuse_unreadable(head, str(error))
@@ -244,7 +293,7 @@ class Daemon:
 
     def _record(
         self,
-        head: str,
+        head: Head,
         verdict: CommitVerdict,
         message: str = "",
         detail: dict[str, Any] | None = None,
@@ -253,11 +302,11 @@ class Daemon:
         record = CommitRecord(head, verdict, self.clock(), message, detail or {}, attempts)
         self.store.put_commit(record)
 
-    def _hold(self, head: str, verdict: Verdict) -> None:
+    def _hold(self, head: Head, verdict: Verdict) -> None:
         deletions = verdict.deletions
-        message = f"{verdict.message}; for this commit only: --allow-deletions {head[:12]}"
+        message = f"{verdict.message}; for this commit only: --allow-deletions {head.shown}"
         detail: dict[str, Any] = {
-            "commit": head,
+            "commit": head.text,
             "removals": deletions.count,
             "limit": verdict.limit,
             "runtimes": list(deletions.runtimes),
@@ -268,30 +317,28 @@ class Daemon:
         self.state.held = detail
         self.metrics.held(True)
         self._record(head, CommitVerdict.HELD, message, detail)
-        log.warning("commit %s held: %s", head[:12], message)
+        log.warning("commit %s held: %s", head.shown, message)
         self._update_lag(head)
 
-    def _refuse_unreadable(self, head: str, reason: str) -> None:
-        message = (
-            f"commit {head[:12]} refused: {reason}; still on {self.state.commit[:12] or 'nothing'}"
-        )
-        self.state.refused = {"commit": head, "errors": [], "message": message}
+    def _refuse_unreadable(self, head: Head, reason: str) -> None:
+        message = f"commit {head.shown} refused: {reason}; still on {_shown(self.state.commit)}"
+        self.state.refused = {"commit": head.text, "errors": [], "message": message}
         self._record(head, CommitVerdict.REFUSED, message, self.state.refused)
         log.error("%s", message)
         self._update_lag(head)
 
-    def _read_options(self, revision: Revision, head: str) -> tuple[ReadOptions, str]:
+    def _read_options(self, revision: Revision, head: Head) -> tuple[ReadOptions, Head]:
         """With ``channelsFrom.git``, the channels come from that repository's commit; the
-        head then names both commits (``config+channels``). A remote git may not fetch is
-        never asked (validation refuses the commit with its place); an unreachable channels
-        source leaves its last seen commit in force, so the config repo's commits still apply.
+        head then names both commits. A remote git may not fetch is never asked (validation
+        refuses the commit with its place); an unreachable channels source leaves its last seen
+        commit in force, so the config repo's commits still apply.
         """
-        config, _, seen = head.partition("+")
+        config, seen = head.config, head.channels
         wanted = channels_repository(self.source.path or ".", revision.tree)
         if wanted is None:
             self.channels = None
             self.state.channels_error = ""
-            return self.options.read, config
+            return self.options.read, Head(config)
         same = self.channels is not None and self._channels_key == _key(wanted)
         channels = self._channels_source(wanted)
         commit = seen if same and seen else self._channels_commit(channels)
@@ -307,7 +354,7 @@ class Daemon:
             raise
         label = f"{channels.shown}@{commit[:12]}"
         options = replace(self.options.read, channels_tree=tree, channels_label=label)
-        return options, f"{config}+{commit}"
+        return options, Head(config, commit)
 
     def _channels_source(self, wanted: ChannelsRepository) -> Source:
         key = _key(wanted)
@@ -329,35 +376,41 @@ class Daemon:
         except ReconcilerError as error:
             self.state.channels_error = str(error)
             known = self.state.channels_seen.get(key, "")
-            log.warning("channels source unreachable, keeping %s: %s", known[:12] or "none", error)
+            kept = known[:12] or "none"
+            log.log(
+                _level(error),
+                "channels source %s, keeping %s: %s",
+                _source_failure(error),
+                kept,
+                error,
+            )
             return known
         self.state.channels_error = ""
         self.state.channels_last_success = self.clock()
         self.state.channels_seen[key] = commit
         return commit
 
-    def _head(self, config: str) -> str:
+    def _head(self, config: str) -> Head:
         """The commit to be in force: the config repo's (asked first, by the caller), and the
         channels repository's when channels live apart (one remote check per source)."""
         if self.channels is None:
-            return config
-        commit = self._channels_commit(self.channels)
-        return f"{config}+{commit}" if commit else config
+            return Head(config)
+        return Head(config, self._channels_commit(self.channels) or None)
 
-    def _refuse(self, head: str, diagnostics: tuple[Diagnostic, ...]) -> None:
+    def _refuse(self, head: Head, diagnostics: tuple[Diagnostic, ...]) -> None:
         self.state.refused = {
-            "commit": head,
+            "commit": head.text,
             "errors": [d.to_json() for d in diagnostics],
-            "message": f"commit {head[:12]} refused: {len(diagnostics)} error(s); "
-            f"still on {self.state.commit[:12] or 'nothing'}",
+            "message": f"commit {head.shown} refused: {len(diagnostics)} error(s); "
+            f"still on {_shown(self.state.commit)}",
         }
         self._record(head, CommitVerdict.REFUSED, self.state.refused["message"], self.state.refused)
         for diagnostic in diagnostics:
-            log.error("commit %s refused: %s", head[:12], diagnostic.format())
+            log.error("commit %s refused: %s", head.shown, diagnostic.format())
         self._update_lag(head)
 
-    def _accept(self, head: str, repo: ConfigRepo) -> None:
-        log.info("commit %s accepted (was %s)", head[:12], self.state.commit[:12] or "nothing")
+    def _accept(self, head: Head, repo: ConfigRepo) -> None:
+        log.info("commit %s accepted (was %s)", head.shown, _shown(self.state.commit))
         previous = self.state.repo
         self.state.commit, self.state.repo = head, repo
         self.state.refused = self.state.held = None
@@ -365,6 +418,7 @@ class Daemon:
         self.metrics.held(False)
         self._record(head, CommitVerdict.ACCEPTED)
         self._update_lag(head)
+        self._reschedule()
         if previous is None:
             for name in self.targets():
                 self.submit(name, newer_commit=True)
@@ -374,7 +428,19 @@ class Daemon:
         for runtime in changed.runtimes:
             self.submit(runtime.runtime, newer_commit=True)
 
-    def _brake(self, head: str, repo: ConfigRepo) -> Verdict:
+    def _reschedule(self) -> None:
+        """A commit with other ``spec.intervals`` moves the poll and resync jobs to them."""
+        wanted = self.intervals
+        if self.scheduler is None or wanted == self.scheduled:
+            return
+        poll, resync = wanted.poll.total_seconds(), wanted.resync.total_seconds()
+        self.scheduler.reschedule_job("poll", trigger="interval", seconds=poll)
+        jitter = _jitter(wanted.resync)
+        self.scheduler.reschedule_job("resync", trigger="interval", seconds=resync, jitter=jitter)
+        self.scheduled = wanted
+        log.info("polling every %gs, resyncing every %gs", poll, resync)
+
+    def _brake(self, head: Head, repo: ConfigRepo) -> Verdict:
         """S5, counted from what runs: the store's records and the commit in force."""
         known = deployed(self.store)
         current = self.state.repo
@@ -386,7 +452,7 @@ class Daemon:
         allowance = Allowance(count=sys.maxsize) if self._allowed(head) else Allowance()
         return judge(count_deletions(known, repo), repo.settings, allowance)
 
-    def _update_lag(self, head: str) -> None:
+    def _update_lag(self, head: Head) -> None:
         since = self.state.pending_since
         behind = head != self.state.commit and since is not None
         seconds = (self.clock() - since).total_seconds() if behind and since else 0.0
@@ -438,14 +504,16 @@ class Daemon:
     def _reconcile(self, runtime: str) -> None:
         started = self.clock()
         try:
-            operation = self.reconcile(runtime)
             self.runtime_errors.pop(runtime, None)
+            operation = self.reconcile(runtime)
             if operation is not None:
                 self.metrics.operation(operation, self.clock() - started)
         except ReconcilerError as error:
             self._failed(runtime, error, str(error))
         except Exception as error:
             self._failed(runtime, error, f"internal error: {type(error).__name__}: {error}")
+            if self.options.debug:
+                log.error("runtime %s: traceback", runtime, exc_info=error)
         finally:
             with self._lock:
                 self._running.pop(runtime, None)
@@ -464,7 +532,10 @@ class Daemon:
         self.metrics.reconcile_failed(runtime, error)
         operation = self.store.unfinished(runtime)
         extra = {"runtime": runtime, "operation": operation.id if operation else ""}
-        log.error("runtime %s: %s", runtime, message, extra=extra)
+        if isinstance(error, ReconcilerError):
+            log.error("runtime %s: %s (%s)", runtime, message, _cause(error), extra=extra)
+        else:
+            log.error("runtime %s: %s", runtime, message, extra=extra)
 
     def reconcile(self, runtime: str) -> Operation | None:
         """Run (or resume) ``runtime``'s operation once; schedule a retry if it waits."""
@@ -472,30 +543,43 @@ class Daemon:
         if repo is None:
             return None
         engine = Engine(
-            self.store, clock=self.clock, disabled=frozenset(repo.settings.disabled_steps)
+            self.store,
+            clock=self.clock,
+            disabled=frozenset(repo.settings.disabled_steps),
+            limits=operation_limits(repo.settings),
         )
         runner = Runner(self.store, engine, repo, self.connect, self.clock, self.state.commit)
         outcome = runner.run(runner.operation_for(runtime))
         operation = outcome.operation
+        extra = {"runtime": runtime, "operation": operation.id}
         log.info(
             "runtime %s: %s %s %s",
             runtime,
             operation.type,
             operation.state,
             operation.message,
-            extra={"runtime": runtime, "operation": operation.id},
+            extra=extra,
         )
-        self.metrics.modules(runtime, operation)
+        _log_module_errors(runtime, operation, extra)
+        if operation.data.modules:
+            suspended = runtime in repo.runtimes and repo.runtimes[runtime].suspend
+            status = RuntimeRecord.of(operation, self.clock(), suspended=suspended)
+            self.metrics.runtime_status(status)
         if outcome.retry_at is not None:
             self._retry(runtime, outcome.retry_at)
         elif operation.state is OperationState.FAILED:
+            crash = engine.crashes.get(operation.id)
             log.error(
                 "runtime %s: operation %s failed: %s",
                 runtime,
                 operation.id,
                 operation.message,
                 extra={"runtime": runtime, "operation": operation.id},
+                exc_info=crash.error if crash is not None and self.options.debug else None,
             )
+            if crash is not None:  # a bug inside a step: shown and counted like one outside
+                self.runtime_errors[runtime] = crash.describe()
+                self.metrics.reconcile_failed(runtime, crash.error)
         return operation
 
     def _retry(self, runtime: str, when: datetime) -> None:
@@ -514,26 +598,18 @@ class Daemon:
 
     def status(self) -> dict[str, Any]:
         """``/status``: the source, and every runtime and module with state and reason."""
-        runtimes = []
-        for record in self.store.runtimes():
-            runtimes.append(
-                {
-                    "runtime": record.runtime,
-                    "state": record.state,
-                    "reason": record.reason,
-                    "message": record.message,
-                    "commit": record.commit,
-                    "updated": record.updated.isoformat(),
-                    "modules": record.modules,
-                    "error": self.runtime_errors.get(record.runtime, ""),
-                }
-            )
+        # the runtime status of `reconciler status --format json`, plus what only this process
+        # knows: the error of its last reconcile of the runtime ("" when none)
+        runtimes = [
+            record.to_json() | {"error": self.runtime_errors.get(record.runtime, "")}
+            for record in self.store.runtimes()
+        ]
         source = self.state
         document = {
             "source": {
                 "url": self.source.shown,
                 "path": self.source.path,
-                "commit": source.commit,
+                "commit": head_text(source.commit),
                 "lastPoll": source.last_poll.isoformat() if source.last_poll else None,
                 "lastSuccessfulPoll": source.last_success.isoformat()
                 if source.last_success
@@ -558,7 +634,7 @@ class Daemon:
             "url": self.channels.shown if self.channels is not None else redact(url),
             "ref": ref,
             "path": path,
-            "commit": self.state.commit.partition("+")[2],
+            "commit": (self.state.commit.channels if self.state.commit else None) or "",
             "lastSuccessfulCheck": last.isoformat() if last else None,
             "error": self.state.channels_error,
         }
@@ -566,6 +642,44 @@ class Daemon:
     def close(self) -> None:
         """Let running reconciles finish, then stop the pool."""
         self._pool.shutdown(wait=True)
+
+
+def _shown(head: Head | None) -> str:
+    return head.shown if head is not None else "nothing"
+
+
+def _cause(error: ReconcilerError) -> str:
+    """What kind of failure ``error`` is, for logs: its type, and whether retrying helps."""
+    if isinstance(error, TransientError):
+        return f"{type(error).__name__}, transient: retried"
+    return f"{type(error).__name__}, permanent: needs a fix"
+
+
+def _source_failure(error: ReconcilerError) -> str:
+    """``unreachable (ServerError, transient: retried)`` or ``failed (SourceError, ...)``."""
+    what = "unreachable" if isinstance(error, TransientError) else "failed"
+    return f"{what} ({_cause(error)})"
+
+
+def _level(error: ReconcilerError) -> int:
+    return logging.WARNING if isinstance(error, TransientError) else logging.ERROR
+
+
+def _log_module_errors(runtime: str, operation: Operation, extra: dict[str, str]) -> None:
+    """Each module in Error, with its error's type, permanence and asked delay."""
+    for module in operation.data.modules:
+        if module.error is not None:
+            level = logging.ERROR if module.error.permanent else logging.WARNING
+            cause = module.error.describe()
+            log.log(
+                level,
+                "runtime %s: module %s: %s: %s",
+                runtime,
+                module.module,
+                cause,
+                module.error.message,
+                extra=extra,
+            )
 
 
 def _key(wanted: ChannelsRepository) -> tuple[str, str, str]:
@@ -578,26 +692,43 @@ def _no_second_source(url: str, ref: str, path: str) -> Source:
     )
 
 
-def start_scheduler(daemon: Daemon, interval: float, resync: float) -> BackgroundScheduler:
-    """Polls every ``interval`` seconds and resyncs every runtime every ``resync`` seconds (with
-    up to 10% jitter); jobs never overlap and missed runs are coalesced."""
+def start_scheduler(daemon: Daemon) -> BackgroundScheduler:
+    """A background scheduler running the daemon's ticks (:func:`schedule_jobs`), started."""
     scheduler = BackgroundScheduler(
         job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None}
     )
+    schedule_jobs(daemon, scheduler)
+    scheduler.start()
+    return scheduler
+
+
+def schedule_jobs(daemon: Daemon, scheduler: BaseScheduler) -> None:
+    """Polls at once and then every poll interval, resyncs every runtime every resync interval
+    (with up to 10% jitter), at the daemon's :attr:`~Daemon.intervals`; an accepted commit with
+    other ``spec.intervals`` reschedules both (unless the command line set them)."""
+    intervals = daemon.intervals
     scheduler.add_job(
-        daemon.poll, "interval", seconds=interval, id="poll", next_run_time=daemon.clock()
+        daemon.poll,
+        "interval",
+        seconds=intervals.poll.total_seconds(),
+        id="poll",
+        next_run_time=daemon.clock(),
     )
+    resync = intervals.resync.total_seconds()
     scheduler.add_job(
         daemon.reconcile_all,
         "interval",
         seconds=resync,
         id="resync",
-        jitter=max(1, int(resync * 0.1)),
-        next_run_time=daemon.clock() + timedelta(seconds=resync),
+        jitter=_jitter(intervals.resync),
+        next_run_time=daemon.clock() + intervals.resync,
     )
     daemon.scheduler = scheduler
-    scheduler.start()
-    return scheduler
+    daemon.scheduled = intervals
+
+
+def _jitter(resync: timedelta) -> int:
+    return max(1, int(resync.total_seconds() * 0.1))
 
 
 def poll_now(daemon: Daemon) -> None:

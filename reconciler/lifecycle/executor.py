@@ -9,16 +9,17 @@ server-side apply (one field manager, force), CRDs and Namespaces first and Esta
 the rest, modules after their dependencies are Ready, the inventory written before objects so a
 crash never loses track of them, prune and deletion in reverse order with CRDs last, and only of
 objects the inventory lists and that carry our label (S1). A failure in one module is that
-module's Error state; the others go on. Callers: the operations steps and runner (``reconciler
-sync`` and the daemon), ``reconciler diff``, the fleet review.
+module's Error state, its error kept with its type and retry delay; the others go on. The
+result of a pass (:class:`~reconciler.core.status.PassResult`) has each module's status and what
+was done to each object (created, configured, unchanged, pruned, deleted, released). Callers:
+``reconciler sync`` and ``diff``, the operations steps.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from reconciler.cluster.api import Cluster
@@ -30,6 +31,7 @@ from reconciler.core.inventory import (
 )
 from reconciler.core.model import (
     ANNOTATION_MODULE_VERSION,
+    FIELD_MANAGER,
     LABEL_APP_VERSION,
     LABEL_MANAGED_BY,
     LABEL_MODULE,
@@ -55,64 +57,33 @@ from reconciler.core.plan import (
 )
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import Resolution, resolve_runtime
+from reconciler.core.status import ChangeAction, ChangeSetEntry, ModuleError, PassResult
+from reconciler.core.status import ModuleState as ModuleState
+from reconciler.core.status import ModuleStatus as ModuleStatus
 from reconciler.errors import PermanentError, ReconcilerError, UnknownKindError
+from reconciler.lifecycle.observe import LiveView, kind_key
 
-FIELD_MANAGER = "reconciler"
 BLOCKING_KEPT = 20
-
-
-class ModuleState(StrEnum):
-    """L11 states, worst last."""
-
-    UNMANAGED = "Unmanaged"
-    READY = "Ready"
-    PROCESSING = "Processing"
-    DELETING = "Deleting"
-    WARNING = "Warning"
-    ERROR = "Error"
-
-
-_SEVERITY = {state: rank for rank, state in enumerate(ModuleState)}
-
-
-@dataclass(frozen=True, slots=True)
-class ModuleStatus:
-    """A module's state after a sync, with a reason code and a message for people.
-
-    ``state`` is ``None`` for a module whose removal finished: it is no longer there.
-    """
-
-    module: str
-    state: ModuleState | None
-    reason: str
-    message: str
-    version: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "module": self.module,
-            "state": str(self.state) if self.state else None,
-            "reason": self.reason,
-            "message": self.message,
-            "version": self.version,
-        }
 
 
 @dataclass(frozen=True, slots=True)
 class SyncResult:
-    """What one sync of a runtime planned and how each module ended."""
+    """What one sync of a runtime planned, and what carrying it out did (``outcome``)."""
 
     runtime: str
     plan: Plan
-    modules: tuple[ModuleStatus, ...]
+    outcome: PassResult = field(default_factory=PassResult)
     dry_run: bool = False
+
+    @property
+    def modules(self) -> tuple[ModuleStatus, ...]:
+        """Each module's status after the pass."""
+        return self.outcome.modules
 
     @property
     def state(self) -> ModuleState:
         """The runtime's state: its worst module's (Ready when it has none)."""
-        states = [m.state for m in self.modules if m.state is not None]
-        return max(states, key=_SEVERITY.__getitem__, default=ModuleState.READY)
+        return self.outcome.state
 
 
 def desired_modules(
@@ -140,12 +111,16 @@ class Lifecycle:
         system_namespace: str,
         field_manager: str = FIELD_MANAGER,
         commit: str = "",
+        view: LiveView | None = None,
     ) -> None:
         self.cluster = cluster
         self.system_namespace = system_namespace
         self.field_manager = field_manager
         self.commit = commit
+        #: What this pass has listed, read and written (shared by the stages of one run).
+        self.view = view if view is not None else LiveView()
         self._namespaces: set[str] = set()
+        self._changes: list[ChangeSetEntry] = []
 
     # -- the whole sync ------------------------------------------------------------------------
 
@@ -166,9 +141,9 @@ class Lifecycle:
             kept = tuple(m for m in the_plan.modules if (m.module in wanted) == (part == "desired"))
             the_plan = replace(the_plan, modules=kept)
         if dry_run or the_plan.suspended:
-            return SyncResult(context.runtime, the_plan, (), dry_run=dry_run)
-        statuses = self.execute(context.runtime, the_plan, desired, live, context.dependencies)
-        return SyncResult(context.runtime, the_plan, statuses)
+            return SyncResult(context.runtime, the_plan, dry_run=dry_run)
+        outcome = self.execute(context.runtime, the_plan, desired, live, context.dependencies)
+        return SyncResult(context.runtime, the_plan, outcome)
 
     # -- observation ---------------------------------------------------------------------------
 
@@ -183,8 +158,14 @@ class Lifecycle:
                 live[name] = self._observe_removed(inventory)
         return live
 
-    def read_inventories(self, runtime: str) -> dict[str, Inventory]:
-        """Every inventory of ``runtime`` in the system namespace."""
+    def read_inventories(self, runtime: str, *, fresh: bool = False) -> dict[str, Inventory]:
+        """Every inventory of ``runtime`` in the system namespace (listed once per pass, or
+        again when ``fresh``)."""
+        if self.view.inventories is None or fresh:
+            self.view.inventories = self._list_inventories(runtime)
+        return dict(self.view.inventories)
+
+    def _list_inventories(self, runtime: str) -> dict[str, Inventory]:
         labels = {LABEL_INVENTORY: "true", LABEL_RUNTIME: runtime}
         found = self.cluster.list_objects(
             "v1", "ConfigMap", namespace=self.system_namespace, labels=labels
@@ -202,11 +183,16 @@ class Lifecycle:
         self, runtime: str, module: DesiredModule, inventory: Inventory | None
     ) -> LiveModule:
         refs = [ObjectRef.of(o.body) for o in module.objects]
-        if module.default_configuration is not None:
+        created = (  # L3: a default configuration recorded as ours and created is not read again
+            inventory is not None
+            and inventory.default_configuration_done
+            and inventory.default_configuration is not None
+        )
+        if module.default_configuration is not None and not created:
             refs.append(ObjectRef.of(module.default_configuration.body))
         if inventory is not None:
             refs += [r for r in inventory.objects if r not in refs]
-        objects = self._get_all(refs)
+        objects = self._get_all(runtime, refs)
         running, source = _running_version(module.module, objects)
         if running is None and inventory is not None:
             running, source = inventory.version, f"inventory {inventory.module}"
@@ -230,7 +216,7 @@ class Lifecycle:
         refs = list(inventory.objects)
         if inventory.default_configuration is not None:
             refs.append(inventory.default_configuration)
-        objects = self._get_all(refs)
+        objects = self._get_all(inventory.runtime, refs)
         if inventory.strategy is Strategy.IGNORE:
             return LiveModule(inventory, objects, inventory.version)
         blocking, total = self._blocking(inventory)
@@ -279,16 +265,39 @@ class Lifecycle:
                 left[ref] = Occupants(len(found), tuple(found[:BLOCKING_KEPT]))
         return left
 
-    def _get_all(self, refs: Sequence[ObjectRef]) -> dict[ObjectRef, Body]:
+    def _get_all(self, runtime: str, refs: Sequence[ObjectRef]) -> dict[ObjectRef, Body]:
+        """The objects of ``refs`` that exist: one list per kind by our labels, then a GET
+        only for what those lists cannot show (objects without our labels, or absent)."""
+        for ref in refs:
+            if self.view.needs_list(ref):
+                self._list_kind(runtime, ref)
         found = {}
         for ref in refs:
-            try:
-                body = self.cluster.get(ref)
-            except UnknownKindError:  # its CRD is not there (yet): nothing of that kind exists
-                body = None
+            body = self._read(ref)
             if body is not None:
                 found[ref] = body
         return found
+
+    def _list_kind(self, runtime: str, ref: ObjectRef) -> None:
+        labels = {LABEL_MANAGED_BY: MANAGED_BY_VALUE, LABEL_RUNTIME: runtime}
+        try:
+            items = self.cluster.list_objects(ref.api_version, ref.kind, labels=labels)
+        except UnknownKindError:  # its CRD is not there (yet): nothing of that kind exists
+            self.view.unserved.add(kind_key(ref))
+            return
+        self.view.listed[kind_key(ref)] = {_listed_ref(ref, body): body for body in items}
+
+    def _read(self, ref: ObjectRef, *, fresh: bool = False) -> Body | None:
+        """``ref`` from the view, else (or when ``fresh``) read from the server and kept."""
+        known, body = self.view.lookup(ref)
+        if known and not fresh:
+            return body
+        try:
+            body = self.cluster.get(ref)
+        except UnknownKindError:
+            body = None
+        self.view.record(ref, body)
+        return body
 
     def _blocking(self, inventory: Inventory) -> tuple[tuple[ObjectRef, ...], int]:
         """Instances of the module's kinds, except the default configuration we delete first
@@ -316,13 +325,15 @@ class Lifecycle:
         desired: Sequence[DesiredModule],
         live: Mapping[str, LiveModule],
         dependencies: Mapping[str, tuple[str, ...]] | None = None,
-    ) -> tuple[ModuleStatus, ...]:
-        """Carry ``the_plan`` out, module by module; returns each module's status.
+    ) -> PassResult:
+        """Carry ``the_plan`` out, module by module; returns each module's status and what was
+        done to each object (a module that failed half-way keeps what it did before).
 
         ``dependencies`` (module -> the modules it depends on) holds a removal back while a
         module that depends on it is still being removed."""
         by_name = {d.name: d for d in desired}
         statuses: dict[str, ModuleStatus] = {}
+        self._changes = []
         for entry in the_plan.modules:
             module_live = live.get(entry.module, LiveModule())
             try:
@@ -338,7 +349,7 @@ class Lifecycle:
             except ReconcilerError as error:
                 status = _failed(entry, error)
             statuses[entry.module] = status
-        return tuple(statuses.values())
+        return PassResult(tuple(statuses.values()), tuple(self._changes))
 
     def _desired(
         self,
@@ -385,6 +396,7 @@ class Lifecycle:
         first = [c for c in applies if c.ref.kind in ("CustomResourceDefinition", "Namespace")]
         for change in first:
             self._apply(bodies[change.ref])
+            self._note(entry.module, change.ref, _APPLIED[change.action])
         pending = self._unestablished(module)
         if pending:
             message = f"waiting for CRD {', '.join(pending)} to be Established"
@@ -394,11 +406,16 @@ class Lifecycle:
         for change in applies:
             if change not in first:
                 self._apply(bodies[change.ref])
+                self._note(entry.module, change.ref, _APPLIED[change.action])
         for change in entry.changes:
             if change.ref not in bodies:
-                self._delete_or_release(change)
+                self._delete_or_release(entry.module, change, ChangeAction.PRUNED)
         final = _final_inventory(intent, module, entry)
         self._write_inventory(final, intent)  # the cluster now holds the intent
+        changed = {c.ref for c in entry.changes}
+        for ref in bodies:
+            if ref not in changed and ref in live.objects:
+                self._note(entry.module, ref, ChangeAction.UNCHANGED)
         return self._readiness(entry, module)
 
     def _removal(self, entry: ModulePlan, live: LiveModule) -> ModuleStatus:
@@ -408,65 +425,89 @@ class Lifecycle:
         if entry.action is ModuleAction.REMOVE_IGNORE:
             unmark = _unmark_patch()
             for change in entry.changes:
-                self.cluster.patch(change.ref, unmark)
-            self.cluster.delete(ref)
+                self._patch(change.ref, unmark)
+                self._note(entry.module, change.ref, ChangeAction.RELEASED)
+            self._delete_inventory(ref, entry.module)
             return _status(entry, ModuleState.UNMANAGED, inventory.version)
         for change in entry.changes:
-            self._delete_or_release(change)
+            self._delete_or_release(entry.module, change, ChangeAction.DELETED)
         if entry.action is ModuleAction.BLOCKED_DELETION:
             if inventory.default_configuration is not None:
                 cleared = replace(inventory, default_configuration=None)
                 self._write_inventory(cleared, inventory)
             return _status(entry, ModuleState.DELETING, inventory.version)
-        self.cluster.delete(ref)
+        self._delete_inventory(ref, entry.module)
         message = "; ".join((entry.message, *entry.notes))
         return ModuleStatus(entry.module, None, entry.reason, message, inventory.version)
 
     # -- small steps -----------------------------------------------------------------------------
 
-    def _delete_or_release(self, change: ObjectChange) -> None:
-        """A planned deletion, or the release of a Namespace that holds others' objects."""
+    def _delete_or_release(self, module: str, change: ObjectChange, deletion: ChangeAction) -> None:
+        """A planned deletion (recorded as ``deletion``: pruned or deleted), or the release of a
+        Namespace that holds others' objects."""
         if change.action is ObjectAction.DELETE:
-            self.cluster.delete(change.ref)
+            self.delete(change.ref)
+            self._note(module, change.ref, deletion)
         else:
-            self.cluster.patch(change.ref, _unmark_patch())
+            self._patch(change.ref, _unmark_patch())
+            self._note(module, change.ref, ChangeAction.RELEASED)
+
+    def _note(self, module: str, ref: ObjectRef, action: ChangeAction) -> None:
+        self._changes.append(ChangeSetEntry(module, ref, action))
+
+    def delete(self, ref: ObjectRef) -> bool:
+        """Ask for the deletion of ``ref`` (``False`` when it was gone); the view forgets it."""
+        gone = self.cluster.delete(ref)
+        self.view.record(ref, None)
+        return gone
+
+    def _delete_inventory(self, ref: ObjectRef, module: str) -> None:
+        self.delete(ref)
+        self.view.forget_inventory(module)
+
+    def _patch(self, ref: ObjectRef, merge_patch: Mapping[str, Any]) -> None:
+        self.view.record(ref, self.cluster.patch(ref, merge_patch))
 
     def _apply(self, body: Mapping[str, Any]) -> None:
-        namespace = body.get("metadata", {}).get("namespace")
+        namespace = (body.get("metadata") or {}).get("namespace")
         if namespace:
             self.ensure_namespace(str(namespace))
-        self.cluster.apply(body, field_manager=self.field_manager, force=True)
+        result = self.cluster.apply(body, field_manager=self.field_manager, force=True)
+        self.view.record(ObjectRef.of(body), result)
 
     def labelled_ours(self, ref: ObjectRef, inventory: Inventory) -> bool:
         """Whether ``ref`` exists and carries our labels for the inventory's runtime and module
         (an absent kind counts as absent)."""
-        try:
-            body = self.cluster.get(ref)
-        except UnknownKindError:
-            return False
-        return _labelled(body, inventory.runtime, inventory.module)
+        return _labelled(self._read(ref), inventory.runtime, inventory.module)
 
     def ensure_namespace(self, name: str) -> None:
         """Create a namespace that is missing; never labelled ours, so never deleted (S1)."""
         if name in self._namespaces:
             return
+        if name == self.system_namespace and self.view.inventories:  # they live in it
+            return
         ref = ObjectRef("v1", "Namespace", "", name)
-        if self.cluster.get(ref) is None:
+        if self._read(ref) is None:
             body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-            self.cluster.apply(body, field_manager=self.field_manager, force=True)
+            created = self.cluster.apply(body, field_manager=self.field_manager, force=True)
+            self.view.record(ref, created)
         self._namespaces.add(name)
 
     def _write_inventory(self, inventory: Inventory, current: Inventory | None) -> None:
         if inventory != current:
             body = inventory.to_configmap(self.system_namespace)
             self.cluster.apply(body, field_manager=self.field_manager, force=True)
+            self.view.record_inventory(inventory)
 
     def _unestablished(self, module: DesiredModule) -> list[str]:
         pending = []
         for rendered in module.objects:
             if rendered.body.get("kind") != "CustomResourceDefinition":
                 continue
-            live = self.cluster.get(ObjectRef.of(rendered.body))
+            ref = ObjectRef.of(rendered.body)
+            live = self._read(ref)
+            if live is None or not is_established(live):  # just applied: ask the server
+                live = self._read(ref, fresh=True)
             if live is None or not is_established(live):
                 pending.append(str(rendered.body["metadata"]["name"]))
         return pending
@@ -483,7 +524,9 @@ class Lifecycle:
             ),
             None,
         )
-        live = self.cluster.get(ObjectRef.of(operator)) if operator else None
+        live = self._read(ObjectRef.of(operator)) if operator else None
+        if operator and (live is None or not workload_available(live)):  # ask the server
+            live = self._read(ObjectRef.of(operator), fresh=True)
         if live is None or not workload_available(live):
             message = f"{spec.operator_kind} {spec.operator_name} is not available yet"
             return ModuleStatus(
@@ -500,6 +543,17 @@ class Lifecycle:
                 entry.module, ModuleState.WARNING, "CRDInUse", message, entry.to_version
             )
         return ModuleStatus(entry.module, ModuleState.READY, reason, message, entry.to_version)
+
+
+def _listed_ref(asked: ObjectRef, body: Body) -> ObjectRef:
+    """The reference of a listed object under the apiVersion it was listed by."""
+    metadata = body.get("metadata") or {}
+    return ObjectRef(
+        asked.api_version,
+        asked.kind,
+        str(metadata.get("namespace") or ""),
+        str(metadata.get("name") or ""),
+    )
 
 
 def _dependents_left(
@@ -530,14 +584,14 @@ def _waiting_for_dependents(entry: ModulePlan, waiting: list[str]) -> ModuleStat
 
 def workload_available(body: Mapping[str, Any]) -> bool:
     """A Deployment/StatefulSet/DaemonSet has caught up with its spec and is available."""
-    metadata, status = body.get("metadata", {}), body.get("status") or {}
-    if int(status.get("observedGeneration", 0)) < int(metadata.get("generation", 1)):
+    metadata, status = body.get("metadata") or {}, body.get("status") or {}
+    if int(status.get("observedGeneration") or 0) < int(metadata.get("generation") or 1):
         return False
     if body.get("kind") == "DaemonSet":
-        wanted = int(status.get("desiredNumberScheduled", 0))
-        return wanted > 0 and int(status.get("numberAvailable", 0)) >= wanted
-    replicas = int(body.get("spec", {}).get("replicas", 1))
-    return int(status.get("availableReplicas", 0)) >= replicas
+        wanted = int(status.get("desiredNumberScheduled") or 0)
+        return wanted > 0 and int(status.get("numberAvailable") or 0) >= wanted
+    replicas = (body.get("spec") or {}).get("replicas")
+    return int(status.get("availableReplicas") or 0) >= (1 if replicas is None else int(replicas))
 
 
 def _running_version(module: Module, objects: Mapping[ObjectRef, Body]) -> tuple[str | None, str]:
@@ -567,7 +621,8 @@ def _rebuilt_inventory(
     if not ours:
         return None
     first = objects[ours[0]]
-    version = first["metadata"].get("annotations", {}).get(ANNOTATION_MODULE_VERSION) or running
+    annotations = (first.get("metadata") or {}).get("annotations") or {}
+    version = annotations.get(ANNOTATION_MODULE_VERSION) or running
     default = module.default_configuration
     default_ref = ObjectRef.of(default.body) if default else None
     default_ours = default_ref is not None and _labelled(
@@ -600,7 +655,7 @@ _GENERATED = {("ServiceAccount", "default"), ("ConfigMap", "kube-root-ca.crt")}
 
 
 def _labelled(body: Body | None, runtime: str, module: str) -> bool:
-    labels = (body or {}).get("metadata", {}).get("labels") or {}
+    labels = ((body or {}).get("metadata") or {}).get("labels") or {}
     return (
         labels.get(LABEL_MANAGED_BY) == MANAGED_BY_VALUE
         and labels.get(LABEL_RUNTIME) == runtime
@@ -691,8 +746,20 @@ def _status(entry: ModulePlan, state: ModuleState, version: str | None) -> Modul
 
 
 def _failed(entry: ModulePlan, error: ReconcilerError) -> ModuleStatus:
+    """The module's Error status; the error is kept with its type and retry delay."""
     reason = "Retrying" if not isinstance(error, PermanentError) else "Failed"
-    return ModuleStatus(entry.module, ModuleState.ERROR, reason, str(error), entry.from_version)
+    return ModuleStatus(
+        entry.module,
+        ModuleState.ERROR,
+        reason,
+        str(error),
+        entry.from_version,
+        ModuleError.of(error),
+    )
+
+
+#: What applying a planned object change did to the object.
+_APPLIED = {ObjectAction.CREATE: ChangeAction.CREATED, ObjectAction.UPDATE: ChangeAction.CONFIGURED}
 
 
 def sync_runtime(
@@ -709,7 +776,6 @@ def sync_runtime(
     runtime = repo.runtimes[runtime_name]
     resolution = resolve_runtime(repo, runtime)
     desired = desired_modules(repo, resolution, renderer or Renderer(repo))
-    dependencies = {name: m.depends_on for name, m in repo.modules.items()}
-    context = Context(runtime.name, now, runtime.maintenance_window, runtime.suspend, dependencies)
+    context = Context.of(repo, runtime.name, now)
     lifecycle = Lifecycle(cluster, system_namespace=repo.settings.system_namespace, commit=commit)
     return lifecycle.sync(context, desired, dry_run=dry_run)

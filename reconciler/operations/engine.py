@@ -28,9 +28,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from importlib.metadata import entry_points
 
+from reconciler.core.head import Head
 from reconciler.errors import PermanentError, TransientError
+from reconciler.operations.crash import Crash, errored
 from reconciler.operations.model import (
     Operation,
+    OperationData,
     OperationState,
     OperationType,
     StageRecord,
@@ -141,6 +144,8 @@ class Engine:
         self.limits = {**DEFAULT_LIMITS, **(limits or {})}
         self.owner = owner or this_owner()
         self.alive = alive
+        #: Operation id -> the unexpected exception that failed it in this process (for --debug).
+        self.crashes: dict[str, Crash] = {}
 
     def stages(self, kind: OperationType) -> Stages:
         """The stages an operation of ``kind`` runs."""
@@ -151,8 +156,8 @@ class Engine:
         runtime: str,
         kind: OperationType,
         *,
-        commit: str = "",
-        data: dict[str, object] | None = None,
+        commit: Head | None = None,
+        data: OperationData | None = None,
         retrigger_of: str = "",
     ) -> Operation:
         """A new pending operation, saved."""
@@ -172,7 +177,7 @@ class Engine:
             commit=commit,
             updated=now,
             retrigger_of=retrigger_of,
-            data=dict(data or {}),
+            data=data or OperationData(),
         )
         self.store.save(operation)
         return operation
@@ -265,8 +270,19 @@ class Engine:
             result = transient_retry(error)
         except PermanentError as error:
             result = StepResult(error=str(error))
+        except Exception as error:  # the crash barrier: a bug fails this operation, not the process
+            result = self._crashed(operation, record, error)
         record.message = result.error or result.message
         return result
+
+    def _crashed(self, operation: Operation, record: StepRecord, error: Exception) -> StepResult:
+        """An unexpected exception in a step: the step's failure (type, message, place) and the
+        runtime in Error; the traceback stays in memory, in :attr:`crashes`."""
+        crash = self.crashes[operation.id] = Crash.of(error)
+        message = f"step {record.name} of operation {operation.id} failed: {crash.describe()}"
+        known = self.store.runtime(operation.runtime)
+        self.store.put_runtime(errored(known, operation, message, self.clock()))
+        return StepResult(error=crash.describe())
 
     def _past_own_limit(self, cls: type[Step], record: StepRecord) -> bool:
         limit = cls.retry_without_fail
@@ -324,7 +340,7 @@ class Engine:
                 operation.runtime,
                 operation.type,
                 commit=operation.commit,
-                data=dict(operation.data),
+                data=operation.data,
                 retrigger_of=operation.id,
             )
             for operation in chosen

@@ -2,15 +2,24 @@
 
 An operation (provision, update, deprovision) of one runtime is a list of stages; a stage is a
 list of steps. These records are what the state store keeps and what ``reconciler operations``
-shows. No secret is ever part of them (S4). Callers: the engine, the store, the CLI.
+shows. No secret is ever part of them (S4). What the steps find and do is a frozen
+:class:`OperationData` (typed values; the store alone turns it into JSON); a runtime's status is
+one :class:`RuntimeRecord`, made from an operation by :meth:`RuntimeRecord.of` and shown alike by
+``reconciler status``, ``/status`` and the metrics. Callers: the engine, the steps, the store,
+the CLI, the daemon.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
+
+from reconciler.core.head import Head, head_text
+from reconciler.core.model import ClusterAccess, Settings
+from reconciler.core.plan import PlannedModule
+from reconciler.core.status import ModuleState, ModuleStatus, PassResult, worst_state
 
 
 class OperationType(StrEnum):
@@ -65,6 +74,45 @@ class StageRecord:
     finished: datetime | None = None
 
 
+def operation_limits(settings: Settings) -> dict[OperationType, timedelta]:
+    """O4: the time limits ``spec.operations.timeouts`` sets, by operation type."""
+    return {OperationType(kind): limit for kind, limit in settings.operation_timeouts.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class OperationData:
+    """What an operation's steps found and did, kept with it in the store (never a secret, S4).
+    Steps replace it (``replace(operation.data, ...)``); only the store turns it into JSON."""
+
+    #: How the runtime's cluster is reached (a runtime that left git is deprovisioned with it).
+    access: ClusterAccess | None = None
+    #: ``Plan_Changes``: what the plan decided for each module.
+    plan: tuple[PlannedModule, ...] = ()
+    #: ``Apply_Modules``: the pass over the modules git wants.
+    applied: PassResult = field(default_factory=PassResult)
+    #: ``Remove_Modules``, ``Delete_Module_Manifests``: the pass over the modules git dropped.
+    removals: PassResult = field(default_factory=PassResult)
+    #: ``Wait_For_Managed_Resources``: the objects a deprovision waits for, for people.
+    blocking: str = ""
+    #: ``Delete_Inventory``: modules whose inventory is still in the cluster.
+    inventories_left: tuple[str, ...] = ()
+
+    @property
+    def modules(self) -> tuple[ModuleStatus, ...]:
+        """Every module reported on: applied ones, then removals (``None`` state: gone)."""
+        return self.applied.modules + self.removals.modules
+
+    @property
+    def present(self) -> tuple[ModuleStatus, ...]:
+        """The modules still there: applied ones and removals not finished."""
+        return self.applied.modules + tuple(m for m in self.removals.modules if m.state)
+
+    @property
+    def has_error(self) -> bool:
+        """Whether a module is in Error."""
+        return any(m.state is ModuleState.ERROR for m in self.modules)
+
+
 @dataclass(slots=True)
 class Operation:
     """One operation of one runtime, as stored."""
@@ -76,13 +124,13 @@ class Operation:
     created: datetime
     deadline: datetime
     stages: list[StageRecord]
-    commit: str = ""
+    commit: Head | None = None
     message: str = ""
     updated: datetime | None = None
     owner: str = ""
     lease_until: datetime | None = None
     retrigger_of: str = ""
-    data: dict[str, Any] = field(default_factory=dict)
+    data: OperationData = field(default_factory=OperationData)
 
     @property
     def finished(self) -> bool:
@@ -108,27 +156,53 @@ class StepResult:
     error: str | None = None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class RuntimeRecord:
-    """A runtime's last known state, as reported by ``reconciler status``."""
+    """A runtime's status: its state (its worst module's), reason, message, commit and each
+    module's status. What the store keeps, ``reconciler status`` and ``/status`` show and the
+    metrics count; :meth:`of` is the one way it is made from an operation."""
 
     runtime: str
-    state: str
+    state: ModuleState
     reason: str
     message: str
-    commit: str
+    commit: Head | None
     updated: datetime
-    modules: list[dict[str, Any]] = field(default_factory=list)
+    modules: tuple[ModuleStatus, ...] = ()
     #: Where the runtime was last synced (``snapshot PATH`` or ``server URL``): an operation
     #: never deprovisions it through another access (rehearsal and reality never mix).
     access: str = ""
 
+    @classmethod
+    def of(cls, operation: Operation, now: datetime, *, suspended: bool = False) -> RuntimeRecord:
+        """The runtime's status as ``operation`` left it: the modules still there, the worst
+        state among them (Ready when none) and the reason of the first module in it."""
+        modules = operation.data.present
+        state = worst_state(m.state for m in modules)
+        reason = next((m.reason for m in modules if m.state is state), "Ready")
+        message = f"{len(modules)} modules"
+        if suspended:
+            reason, message = "Suspended", "suspended in git: nothing is changed"
+        return cls(operation.runtime, state, reason, message, operation.commit, now, modules)
+
     def deployed(self) -> dict[str, str]:
         """Module -> version of the modules this record says the runtime runs."""
         return {
-            str(m["module"]): str(m.get("version") or "")
+            m.module: m.version or ""
             for m in self.modules
-            if m.get("state") and m.get("state") != "Unmanaged"
+            if m.state is not None and m.state is not ModuleState.UNMANAGED
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form, the same for ``reconciler status --format json`` and ``/status``."""
+        return {
+            "runtime": self.runtime,
+            "state": str(self.state),
+            "reason": self.reason,
+            "message": self.message,
+            "commit": head_text(self.commit),
+            "updated": self.updated.isoformat(),
+            "modules": [m.to_json() for m in self.modules],
         }
 
 
@@ -145,7 +219,7 @@ class CommitVerdict(StrEnum):
 class CommitRecord:
     """A commit the daemon judged: its verdict, when, why, and the details shown in /status."""
 
-    commit: str
+    commit: Head
     verdict: CommitVerdict
     decided: datetime
     message: str = ""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from reconciler.core.head import head_text
 from reconciler.operations.model import Operation, OperationState, RuntimeRecord, StepRecord
 
 _MARKS = {
@@ -25,11 +26,11 @@ _MARKS = {
 def operation_text(operation: Operation) -> str:
     """One runtime's operation: headline, then each module's state."""
     lines = [f"runtime {operation.runtime}: {operation.type} {operation.id} {_state(operation)}"]
-    for module in operation.data.get("modules", []) + operation.data.get("removals", []):
-        state = module.get("state") or "Removed"
+    for module in operation.data.modules:
+        state = module.state or "Removed"
         lines.append(
-            f"    {module['module']:<16} {state:<10} {module.get('version') or '-':<8} "
-            f"{module['reason']}: {module['message']}"
+            f"    {module.module:<16} {state:<10} {module.version or '-':<8} "
+            f"{module.reason}: {module.message}"
         )
     return "\n".join(lines) + "\n"
 
@@ -54,7 +55,7 @@ def operation_tree(operation: Operation) -> str:
         f"operation {operation.id} ({operation.type}) of runtime {operation.runtime}",
         f"  state:    {operation.state}" + (f": {operation.message}" if operation.message else ""),
         f"  created:  {_time(operation.created)}, deadline {_time(operation.deadline)}",
-        f"  commit:   {operation.commit or '-'}"
+        f"  commit:   {head_text(operation.commit) or '-'}"
         + (f", re-trigger of {operation.retrigger_of}" if operation.retrigger_of else ""),
     ]
     if operation.owner:
@@ -67,7 +68,7 @@ def operation_tree(operation: Operation) -> str:
             branch = "   " if last else "│  "
             tip = "└" if position == len(stage.steps) - 1 else "├"
             lines.append(f"  {branch}{tip}─ [{_MARKS[str(step.state)]}] {_step(step)}")
-    blocking = operation.data.get("blocking")
+    blocking = operation.data.blocking
     if blocking:
         lines.append(f"  blocking: {blocking}")
     return "\n".join(lines) + "\n"
@@ -99,7 +100,7 @@ def operation_json(operation: Operation) -> dict[str, Any]:
         "message": operation.message,
         "created": _iso(operation.created),
         "deadline": _iso(operation.deadline),
-        "commit": operation.commit,
+        "commit": head_text(operation.commit),
         "retriggerOf": operation.retrigger_of,
         "stages": [
             {
@@ -120,7 +121,7 @@ def operation_json(operation: Operation) -> dict[str, Any]:
             }
             for stage in operation.stages
         ],
-        "modules": operation.data.get("modules", []) + operation.data.get("removals", []),
+        "modules": [m.to_json() for m in operation.data.modules],
     }
 
 
@@ -131,12 +132,12 @@ def status_lines(records: list[RuntimeRecord], now: datetime) -> list[str]:
         age = _age(now, record.updated)
         lines.append(
             f"{record.runtime:<20} {record.state:<10} {record.reason:<24} "
-            f"commit {record.commit[:8] or '-':<8} {age} ago"
+            f"commit {head_text(record.commit)[:8] or '-':<8} {age} ago"
         )
         for module in record.modules:
             lines.append(
-                f"  {module['module']:<18} {module.get('state') or 'Removed':<10} "
-                f"{module.get('version') or '-':<8} {module['reason']}: {module['message']}"
+                f"  {module.module:<18} {module.state or 'Removed':<10} "
+                f"{module.version or '-':<8} {module.reason}: {module.message}"
             )
     return lines
 

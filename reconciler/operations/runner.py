@@ -12,18 +12,26 @@ back) is superseded. Callers: ``reconciler sync``, the daemon.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
 from datetime import datetime
 
 from reconciler.cluster.api import Cluster
+from reconciler.core.head import Head
 from reconciler.core.model import ClusterAccess, ConfigRepo
 from reconciler.core.plan import Context
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
+from reconciler.core.status import ModuleState
 from reconciler.errors import NotFoundError
-from reconciler.lifecycle.executor import ModuleState, desired_modules
+from reconciler.lifecycle.executor import desired_modules
+from reconciler.lifecycle.observe import LiveView
 from reconciler.operations.engine import LEASE_SECONDS, Engine, RunOutcome
-from reconciler.operations.model import Operation, OperationState, OperationType, RuntimeRecord
+from reconciler.operations.model import (
+    Operation,
+    OperationData,
+    OperationState,
+    OperationType,
+    RuntimeRecord,
+)
 from reconciler.operations.steps import StepContext
 from reconciler.operations.store import StateStore
 
@@ -40,7 +48,7 @@ class Runner:
         repo: ConfigRepo,
         connect: Connect,
         clock: Callable[[], datetime],
-        commit: str = "",
+        commit: Head | None = None,
         *,
         allow_access_change: bool = False,
     ) -> None:
@@ -72,14 +80,10 @@ class Runner:
             if self.store.runtime(runtime) is None:
                 kind = OperationType.PROVISION
                 self.store.put_runtime(self._first_record(runtime))
-            access = self.repo.runtimes[runtime].cluster
-            return self.engine.create(
-                runtime, kind, commit=self.commit, data={"cluster": asdict(access)}
-            )
-        access_data = self._last_access(runtime)
-        return self.engine.create(
-            runtime, OperationType.DEPROVISION, commit=self.commit, data={"cluster": access_data}
-        )
+            data = OperationData(access=self.repo.runtimes[runtime].cluster)
+            return self.engine.create(runtime, kind, commit=self.commit, data=data)
+        data = OperationData(access=recorded_access(self.store, runtime))
+        return self.engine.create(runtime, OperationType.DEPROVISION, commit=self.commit, data=data)
 
     def _held_elsewhere(self, operation: Operation) -> bool:
         """Another live process runs it: leave it to that process (O3)."""
@@ -102,7 +106,7 @@ class Runner:
     def _first_record(self, runtime: str) -> RuntimeRecord:
         return RuntimeRecord(
             runtime,
-            str(ModuleState.PROCESSING),
+            ModuleState.PROCESSING,
             "Provisioning",
             "first operation under way",
             self.commit,
@@ -111,29 +115,18 @@ class Runner:
 
     def run(self, operation: Operation) -> RunOutcome:
         """Run ``operation`` once (until it finishes or must wait)."""
-        return self.engine.run(operation, lambda: self._context(operation))
+        view = LiveView()  # read once per run, shared by its stages
+        return self.engine.run(operation, lambda: self._context(operation, view))
 
-    def _context(self, operation: Operation) -> StepContext:
+    def _context(self, operation: Operation, view: LiveView) -> StepContext:
         runtime = self.repo.runtimes.get(operation.runtime)
-        if runtime is not None and operation.type is not OperationType.DEPROVISION:
-            desired = desired_modules(
-                self.repo, resolve_runtime(self.repo, runtime), self._renderer
-            )
-            planning = Context(
-                runtime.name,
-                self.clock(),
-                runtime.maintenance_window,
-                runtime.suspend,
-                {n: m.depends_on for n, m in self.repo.modules.items()},
-            )
-        else:
-            desired = []
-            planning = Context(
-                operation.runtime,
-                self.clock(),
-                dependencies={n: m.depends_on for n, m in self.repo.modules.items()},
-            )
-        access = ClusterAccess(**operation.data.get("cluster", {}))
+        leaving = runtime is None or operation.type is OperationType.DEPROVISION
+        desired = []
+        if runtime is not None and not leaving:
+            resolution = resolve_runtime(self.repo, runtime)
+            desired = desired_modules(self.repo, resolution, self._renderer)
+        planning = Context.of(self.repo, operation.runtime, self.clock(), leaving=leaving)
+        access = operation.data.access or ClusterAccess()
         return StepContext(
             store=self.store,
             now=self.clock,
@@ -147,18 +140,15 @@ class Runner:
             system_namespace=self.repo.settings.system_namespace,
             repo=self.repo,
             allow_access_change=self.allow_access_change,
+            view=view,
         )
 
-    def _last_access(self, runtime: str) -> dict[str, object]:
-        return recorded_access(self.store, runtime)
 
-
-def recorded_access(store: StateStore, runtime: str) -> dict[str, object]:
+def recorded_access(store: StateStore, runtime: str) -> ClusterAccess:
     """How the last operation of ``runtime`` reached its cluster (a runtime that left git)."""
     for operation in store.operations(runtime=runtime, limit=20):
-        if "cluster" in operation.data:
-            found: dict[str, object] = operation.data["cluster"]
-            return found
+        if operation.data.access is not None:
+            return operation.data.access
     raise NotFoundError(f"runtime {runtime}: no record of how to reach its cluster")
 
 

@@ -12,16 +12,18 @@ engine.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, ClassVar
 
 from reconciler.cluster.api import Cluster
+from reconciler.core.head import head_text
 from reconciler.core.model import ClusterAccess, ConfigRepo, Strategy
-from reconciler.core.objects import ObjectRef
 from reconciler.core.plan import Context, DesiredModule
+from reconciler.core.status import ModuleState, ModuleStatus, PassResult
 from reconciler.errors import PermanentError, TransientError
-from reconciler.lifecycle.executor import Lifecycle, ModuleState, SyncResult
+from reconciler.lifecycle.executor import Lifecycle
+from reconciler.lifecycle.observe import LiveView
 from reconciler.operations.model import (
     Operation,
     OperationState,
@@ -57,6 +59,8 @@ class StepContext:
     #: Deprovision through another access than the runtime was synced with (``sync
     #: --allow-access-change``); never set by the daemon.
     allow_access_change: bool = False
+    #: The live view shared by the stages of one run (one list per kind per run, not per step).
+    view: LiveView = field(default_factory=LiveView)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def lifecycle(self, operation: Operation) -> Lifecycle:
@@ -64,7 +68,10 @@ class StepContext:
         if self.cluster is None:
             raise PermanentError("no cluster in this stage: Resolve_Kubeconfig must run first")
         return Lifecycle(
-            self.cluster, system_namespace=self.system_namespace, commit=operation.commit
+            self.cluster,
+            system_namespace=self.system_namespace,
+            commit=head_text(operation.commit),
+            view=self.view,
         )
 
 
@@ -88,20 +95,18 @@ class Step:
         raise NotImplementedError
 
 
-def _module_statuses(result: SyncResult) -> list[dict[str, Any]]:
-    return [s.to_json() for s in result.modules]
-
-
-def _module_errors(result: SyncResult) -> StepResult | None:
-    """Modules in Error: a failure when one failed for good, else a retry of the stage; ``None``
-    when no module is in Error."""
-    failed = [s for s in result.modules if s.state is ModuleState.ERROR]
+def _module_errors(result: PassResult) -> StepResult | None:
+    """Modules in Error: a failure when one failed for good (a permanent error), else a retry of
+    the stage after the longest delay their transient errors asked for (a 429's Retry-After);
+    ``None`` when no module is in Error."""
+    failed = result.in_state(ModuleState.ERROR)
     if not failed:
         return None
     text = "; ".join(f"{s.module}: {s.message}" for s in failed)
-    if any(s.reason == "Failed" for s in failed):
+    if any(s.error is not None and s.error.permanent for s in failed):
         return StepResult(error=text)
-    return StepResult(f"retrying: {text}", retry_after=RETRY_PROCESSING)
+    asked = [s.error.retry_after for s in failed if s.error and s.error.retry_after is not None]
+    return StepResult(f"retrying: {text}", retry_after=max(asked, default=RETRY_PROCESSING))
 
 
 class Starting(Step):
@@ -175,13 +180,13 @@ class CheckClusterAccess(Step):
     name = "Check_Cluster_Access"
     domain = "cluster access"
     description = (
-        "Reads the kube-system namespace to prove the API server answers and the "
-        "credentials are accepted."
+        "Lists the runtime's inventories (read once, used by the steps after it) to prove "
+        "the API server answers and the credentials are accepted."
     )
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
         assert context.cluster is not None
-        context.cluster.get(ObjectRef("v1", "Namespace", "", "kube-system"))
+        context.lifecycle(operation).read_inventories(operation.runtime)
         return StepResult("the API server answers")
 
 
@@ -197,16 +202,8 @@ class PlanChanges(Step):
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
         result = context.lifecycle(operation).sync(context.planning, context.desired, dry_run=True)
-        operation.data["plan"] = [
-            {
-                "module": m.module,
-                "action": str(m.action),
-                "reason": m.reason,
-                "from": m.from_version,
-                "to": m.to_version,
-            }
-            for m in result.plan.modules
-        ]
+        planned = tuple(m.summary() for m in result.plan.modules)
+        operation.data = replace(operation.data, plan=planned)
         changing = sum(1 for m in result.plan.modules if m.changes_anything)
         return StepResult(f"{changing} of {len(result.plan.modules)} modules change")
 
@@ -237,8 +234,10 @@ class ApplyModules(Step):
         result = context.lifecycle(operation).sync(
             context.planning, context.desired, part="desired"
         )
-        operation.data["modules"] = _module_statuses(result)
-        return _module_errors(result) or StepResult(f"{len(result.modules)} modules applied")
+        operation.data = replace(operation.data, applied=result.outcome)
+        return _module_errors(result.outcome) or StepResult(
+            f"{len(result.modules)} modules applied"
+        )
 
 
 class CheckModulesReady(Step):
@@ -252,13 +251,9 @@ class CheckModulesReady(Step):
     )
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
-        waiting = [
-            m
-            for m in operation.data.get("modules", [])
-            if m["state"] == str(ModuleState.PROCESSING)
-        ]
+        waiting = operation.data.applied.in_state(ModuleState.PROCESSING)
         if waiting:
-            text = ", ".join(f"{m['module']} ({m['reason']})" for m in waiting)
+            text = ", ".join(f"{m.module} ({m.reason})" for m in waiting)
             return StepResult(f"waiting for {text}", retry_after=RETRY_PROCESSING)
         return StepResult("every module is Ready or held")
 
@@ -278,11 +273,11 @@ class RemoveModules(Step):
         result = context.lifecycle(operation).sync(
             context.planning, context.desired, part="removals"
         )
-        operation.data["removals"] = _module_statuses(result)
-        errors = _module_errors(result)  # never "removed" while a removal failed half-way
+        operation.data = replace(operation.data, removals=result.outcome)
+        errors = _module_errors(result.outcome)  # never "removed" while a removal failed half-way
         if errors is not None:
             return errors
-        deleting = [s for s in result.modules if s.state is ModuleState.DELETING]
+        deleting = result.outcome.in_state(ModuleState.DELETING)
         if deleting:
             return StepResult("; ".join(s.message for s in deleting), retry_after=RETRY_DELETING)
         return StepResult(f"{len(result.modules)} modules removed or released")
@@ -298,24 +293,10 @@ class RecordStatus(Step):
     )
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
-        modules = list(operation.data.get("modules", [])) + [
-            m for m in operation.data.get("removals", []) if m["state"]
-        ]
-        order = [str(s) for s in ModuleState]
-        worst = max(
-            (m["state"] for m in modules if m["state"]),
-            key=order.index,
-            default=str(ModuleState.READY),
-        )
-        reason = next((m["reason"] for m in modules if m["state"] == worst), "Ready")
-        message = f"{len(modules)} modules"
-        if context.planning.suspended:
-            reason, message = "Suspended", "suspended in git: nothing is changed"
-        record = RuntimeRecord(
-            operation.runtime, worst, reason, message, operation.commit, context.now(), modules
-        )
+        suspended = context.planning.suspended
+        record = RuntimeRecord.of(operation, context.now(), suspended=suspended)
         context.store.put_runtime(record)
-        return StepResult(f"runtime {worst}: {message}")
+        return StepResult(f"runtime {record.state}: {record.message}")
 
 
 class DeleteDefaultConfigurations(Step):
@@ -336,7 +317,7 @@ class DeleteDefaultConfigurations(Step):
                 continue  # L7: an Ignore module has nothing deleted, its CR neither
             ref = inventory.default_configuration
             if ref is not None and lifecycle.labelled_ours(ref, inventory):
-                count += bool(lifecycle.cluster.delete(ref))
+                count += bool(lifecycle.delete(ref))
         return StepResult(f"{count} default configuration(s) deleted")
 
 
@@ -360,7 +341,7 @@ class WaitForManagedResources(Step):
                 + ", ".join(r.subject for r in m.blocking[:3])
                 for name, m in blocked
             )
-            operation.data["blocking"] = text
+            operation.data = replace(operation.data, blocking=text)
             return StepResult(f"waiting for {text}", retry_after=RETRY_DELETING)
         return StepResult("no managed resources left")
 
@@ -378,8 +359,8 @@ class DeleteModuleManifests(Step):
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
         result = context.lifecycle(operation).sync(context.planning, [], part="removals")
-        operation.data["removals"] = _module_statuses(result)
-        errors = _module_errors(result)
+        operation.data = replace(operation.data, removals=result.outcome)
+        errors = _module_errors(result.outcome)
         if errors is not None and errors.retry_after is not None:
             return errors  # a transient failure: the stage runs again
         left = [s.module for s in result.modules if s.state in _LEFT]
@@ -399,8 +380,9 @@ class DeleteInventory(Step):
     )
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
-        left = sorted(context.lifecycle(operation).read_inventories(operation.runtime))
-        operation.data["inventoriesLeft"] = left
+        lifecycle = context.lifecycle(operation)
+        left = sorted(lifecycle.read_inventories(operation.runtime, fresh=True))
+        operation.data = replace(operation.data, inventories_left=tuple(left))
         return StepResult(f"inventories left: {', '.join(left)}" if left else "no inventory left")
 
 
@@ -417,21 +399,21 @@ class RemoveRuntimeRecord(Step):
     )
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
-        left = operation.data.get("inventoriesLeft", [])
+        left = operation.data.inventories_left
         if not left:
             context.store.forget_runtime(operation.runtime)
             return StepResult("runtime record removed")
-        removals = operation.data.get("removals", [])
+        removals = operation.data.removals.modules
         why = left_text(left, removals)
         context.store.put_runtime(
             RuntimeRecord(
                 operation.runtime,
-                str(ModuleState.DELETING),
+                ModuleState.DELETING,
                 "WaitingForResources",
                 why,
                 operation.commit,
                 context.now(),
-                [m for m in removals if m.get("state")],
+                tuple(m for m in removals if m.state),
             )
         )
         return StepResult(
@@ -439,10 +421,10 @@ class RemoveRuntimeRecord(Step):
         )
 
 
-def left_text(left: Sequence[str], removals: Sequence[dict[str, Any]]) -> str:
+def left_text(left: Sequence[str], removals: Sequence[ModuleStatus]) -> str:
     """``left in the cluster: widget (why), ...``: each module whose inventory is left, with the
     message its removal reported."""
-    why = {m["module"]: m.get("message", "") for m in removals}
+    why = {m.module: m.message for m in removals}
     parts = [f"{name} ({why[name]})" if why.get(name) else name for name in left]
     return f"left in the cluster: {', '.join(parts)}"
 

@@ -5,7 +5,13 @@
 runtime for an operation (O3) happens in an immediate transaction, so two processes sharing the
 file never run two operations of one runtime at once; an operation whose owner died (a process
 on this host that no longer exists, or a lease that ran out) may be taken over and resumed.
-Nothing secret is stored (S4). Callers: the engine, the runner and its steps, the CLI, the daemon.
+:func:`open_store` opens the store a ``--state`` URL names: this one, or the PostgreSQL store of
+:mod:`reconciler.operations.store_postgres` for several daemons sharing the work (O6).
+Nothing secret is stored (S4). The typed values an operation carries (:class:`OperationData`:
+the access, the plan, each pass's module statuses with their errors and changes) and each
+runtime's module statuses are turned into JSON here, and only here, and read back into the same
+types (rows written by earlier versions included). Callers: the engine, the runner, the CLI, the
+daemon.
 """
 
 from __future__ import annotations
@@ -16,15 +22,30 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
+from reconciler.core.head import Head, head_text
+from reconciler.core.model import ClusterAccess
+from reconciler.core.objects import ObjectRef
+from reconciler.core.plan import ModuleAction, PlannedModule
+from reconciler.core.redaction import mask_url_password
+from reconciler.core.status import (
+    ChangeAction,
+    ChangeSetEntry,
+    ModuleError,
+    ModuleState,
+    ModuleStatus,
+    PassResult,
+)
 from reconciler.errors import SourceError
 from reconciler.operations.model import (
     CommitRecord,
     CommitVerdict,
     Operation,
+    OperationData,
     OperationState,
     OperationType,
     RuntimeRecord,
@@ -153,7 +174,7 @@ class StateStore(Protocol):
     def put_commit(self, record: CommitRecord) -> None:
         """Record the daemon's verdict on a commit."""
 
-    def commit(self, commit: str) -> CommitRecord | None:
+    def commit(self, commit: Head) -> CommitRecord | None:
         """The verdict on ``commit``, if one was recorded."""
 
     def last_accepted(self) -> CommitRecord | None:
@@ -166,11 +187,19 @@ def default_state_url() -> str:
     return f"sqlite:///{Path(base) / 'reconciler' / 'state.db'}"
 
 
-def open_store(url: str) -> SqliteStore:
-    """The store a ``--state`` URL names: ``sqlite:///path/to/state.db``."""
+def open_store(url: str) -> StateStore:
+    """The store a ``--state`` URL names: ``sqlite:///path/to/state.db``, or
+    ``postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE`` (also ``postgres://``)."""
+    if url.startswith(("postgresql://", "postgres://")):
+        from reconciler.operations.store_postgres import PostgresStore  # psycopg only if used
+
+        return PostgresStore(url)
     prefix = "sqlite:///"
     if not url.startswith(prefix):
-        raise SourceError(f"--state {url}: only sqlite:///PATH is supported")
+        raise SourceError(
+            f"--state {mask_url_password(url)}: use sqlite:///PATH or "
+            "postgresql://USER@HOST[:PORT]/DATABASE"
+        )
     return SqliteStore(Path(os.path.expanduser(url[len(prefix) :])))
 
 
@@ -254,12 +283,12 @@ class SqliteStore:
                     _iso(operation.created),
                     _iso(operation.updated),
                     _iso(operation.deadline),
-                    operation.commit,
+                    head_text(operation.commit),
                     operation.message,
                     operation.owner,
                     _iso(operation.lease_until),
                     operation.retrigger_of,
-                    json.dumps(operation.data, sort_keys=True),
+                    encode_data(operation.data),
                 ),
             )
             db.execute("DELETE FROM steps WHERE operation_id = ?", (operation.id,))
@@ -394,13 +423,13 @@ class SqliteStore:
             created=created,
             deadline=deadline,
             stages=stages,
-            commit=row["commit_id"],
+            commit=Head.parse(row["commit_id"]),
             message=row["message"],
             updated=_parse(row["updated"]),
             owner=row["owner"],
             lease_until=_parse(row["lease_until"]),
             retrigger_of=row["retrigger_of"],
-            data=json.loads(row["data"]),
+            data=decode_data(row["data"]),
         )
 
     # -- runtimes --------------------------------------------------------------------------------
@@ -418,12 +447,12 @@ class SqliteStore:
                 "access = CASE WHEN excluded.access != '' THEN excluded.access ELSE access END",
                 (
                     record.runtime,
-                    record.state,
+                    str(record.state),
                     record.reason,
                     record.message,
-                    record.commit,
+                    head_text(record.commit),
                     _iso(record.updated),
-                    json.dumps(record.modules, sort_keys=True),
+                    encode_modules(record.modules),
                     record.access,
                 ),
             )
@@ -456,7 +485,7 @@ class SqliteStore:
                 "INSERT OR REPLACE INTO commits (commit_id, verdict, decided, message, detail, "
                 "attempts) VALUES (?, ?, ?, ?, ?, ?)",
                 (
-                    record.commit,
+                    record.commit.text,
                     str(record.verdict),
                     _iso(record.decided),
                     record.message,
@@ -465,9 +494,9 @@ class SqliteStore:
                 ),
             )
 
-    def commit(self, commit: str) -> CommitRecord | None:
+    def commit(self, commit: Head) -> CommitRecord | None:
         """See :class:`StateStore`."""
-        rows = self._query("SELECT * FROM commits WHERE commit_id = ?", (commit,))
+        rows = self._query("SELECT * FROM commits WHERE commit_id = ?", (commit.text,))
         return _commit(rows[0]) if rows else None
 
     def last_accepted(self) -> CommitRecord | None:
@@ -479,26 +508,48 @@ class SqliteStore:
         return _commit(rows[0]) if rows else None
 
 
+def encode_data(data: OperationData) -> str:
+    """An operation's typed data as the JSON text every store keeps."""
+    return json.dumps(_data_json(data), sort_keys=True)
+
+
+def decode_data(text: str) -> OperationData:
+    """Inverse of :func:`encode_data` (rows written by earlier versions included)."""
+    return _data_from_json(json.loads(text))
+
+
+def encode_modules(modules: tuple[ModuleStatus, ...]) -> str:
+    """A runtime's module statuses as the JSON text every store keeps."""
+    return json.dumps([_status_json(m) for m in modules], sort_keys=True)
+
+
+def decode_modules(text: str) -> tuple[ModuleStatus, ...]:
+    """Inverse of :func:`encode_modules`."""
+    return tuple(_status_from_json(m) for m in json.loads(text))
+
+
 def _runtime(row: sqlite3.Row) -> RuntimeRecord:
     updated = _parse(row["updated"])
     assert updated is not None
     return RuntimeRecord(
         row["runtime"],
-        row["state"],
+        ModuleState(row["state"]),
         row["reason"],
         row["message"],
-        row["commit_id"],
+        Head.parse(row["commit_id"]),
         updated,
-        json.loads(row["modules"]),
+        decode_modules(row["modules"]),
         row["access"],
     )
 
 
 def _commit(row: sqlite3.Row) -> CommitRecord:
     decided = _parse(row["decided"])
+    head = Head.parse(row["commit_id"])
     assert decided is not None
+    assert head is not None
     return CommitRecord(
-        row["commit_id"],
+        head,
         CommitVerdict(row["verdict"]),
         decided,
         row["message"],
@@ -513,3 +564,99 @@ def _iso(moment: datetime | None) -> str | None:
 
 def _parse(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text) if text else None
+
+
+# -- the JSON of typed values, kept in the data columns -----------------------------------------
+
+
+def _data_json(data: OperationData) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "plan": [p.to_json() for p in data.plan],
+        "applied": _pass_json(data.applied),
+        "removals": _pass_json(data.removals),
+    }
+    if data.access is not None:
+        document["cluster"] = asdict(data.access)
+    if data.blocking:
+        document["blocking"] = data.blocking
+    if data.inventories_left:
+        document["inventoriesLeft"] = list(data.inventories_left)
+    return document
+
+
+def _data_from_json(document: dict[str, Any]) -> OperationData:
+    """An operation's data; rows of the first versions kept ``modules`` and ``removals`` as
+    lists of statuses and the plan's versions as ``from``/``to``."""
+    applied = document.get("applied", {"modules": document.get("modules", [])})
+    removals = document.get("removals", [])
+    cluster = document.get("cluster")
+    return OperationData(
+        access=ClusterAccess(**cluster) if cluster is not None else None,
+        plan=tuple(_planned_from_json(p) for p in document.get("plan", [])),
+        applied=_pass_from_json(applied),
+        removals=_pass_from_json(removals if isinstance(removals, dict) else {"modules": removals}),
+        blocking=str(document.get("blocking", "")),
+        inventories_left=tuple(document.get("inventoriesLeft", ())),
+    )
+
+
+def _planned_from_json(entry: dict[str, Any]) -> PlannedModule:
+    return PlannedModule(
+        entry["module"],
+        ModuleAction(entry["action"]),
+        entry["reason"],
+        entry.get("fromVersion", entry.get("from")),
+        entry.get("toVersion", entry.get("to")),
+    )
+
+
+def _pass_json(result: PassResult) -> dict[str, Any]:
+    return {
+        "modules": [_status_json(m) for m in result.modules],
+        "changes": [
+            {"module": c.module, "action": str(c.action), **c.ref.to_json()} for c in result.changes
+        ],
+    }
+
+
+def _pass_from_json(document: dict[str, Any]) -> PassResult:
+    changes = tuple(
+        ChangeSetEntry(c["module"], ObjectRef.from_json(c), ChangeAction(c["action"]))
+        for c in document.get("changes", [])
+    )
+    return PassResult(tuple(_status_from_json(m) for m in document["modules"]), changes)
+
+
+def _status_json(status: ModuleStatus) -> dict[str, Any]:
+    document = status.to_json()
+    error = status.error
+    if error is not None:
+        document["error"] = {
+            "cause": error.cause.__name__,
+            "permanent": error.permanent,
+            "message": error.message,
+            "retryAfter": error.retry_after,
+        }
+    return document
+
+
+def _status_from_json(document: dict[str, Any]) -> ModuleStatus:
+    """A module's status; one stored before errors were kept reads its reason: ``Failed`` was
+    a permanent error, ``Retrying`` a transient one (its delay unknown: none)."""
+    state = ModuleState(document["state"]) if document.get("state") else None
+    error = document.get("error")
+    kept = None
+    if error is not None:
+        cause = ModuleError.cause_named(error["cause"], bool(error["permanent"]))
+        kept = ModuleError(cause, error["message"], error.get("retryAfter"))
+    elif state is ModuleState.ERROR:
+        permanent = document.get("reason") == "Failed"
+        kept = ModuleError(ModuleError.cause_named("", permanent), document.get("message", ""))
+    return ModuleStatus(
+        document["module"],
+        state,
+        document.get("reason") or "",
+        document.get("message") or "",
+        document.get("version"),
+        kept,
+    )

@@ -33,6 +33,7 @@ from reconciler.config.validate import (
 )
 from reconciler.config.yamlsafe import parse_yaml
 from reconciler.core.diagnostics import Diagnostic
+from reconciler.core.model import ChannelsFrom
 from reconciler.core.redaction import mask
 from reconciler.errors import OverBudgetError, SourceError, UnreadableError
 from reconciler.operations.plugins import load_plugin_step_names
@@ -325,31 +326,30 @@ class _Reader:
             return self.options.channels_tree, "", self.options.channels_label
         if configured is None:
             return _SubTree(self.tree, "channels"), "", self.show("channels")
-        if outside or ("git" in configured and _refused(configured)):
+        if outside or (configured.git is not None and _refused(configured)):
             return self.tree, None, ""  # reported with its place (here, or by validation)
-        if "git" in configured:
+        if configured.git is not None:
             raise SourceError(
                 f"{settings.path if settings else SETTINGS_FILE}: channels come from git "
-                f"({mask(str(configured['git']))}); pass --channels DIR with a checkout of them"
+                f"({mask(configured.git)}); pass --channels DIR with a checkout of them"
             )
-        folder = os.path.normpath(str(configured["path"]))
+        assert configured.path is not None
+        folder = os.path.normpath(configured.path)
         if not self.tree.is_dir(folder):
             assert settings is not None
             document = settings.documents[0]
-            message = f"channels folder '{configured['path']}' does not exist"
+            message = f"channels folder '{configured.path}' does not exist"
             pointer = ("spec", "channelsFrom", "path")
             self.problems.append(document.diagnostic("C2", message, pointer))
             return self.tree, None, ""
         return _SubTree(self.tree, folder), "", self.show(folder)
 
-    def _channels_outside(
-        self, settings: RawFile | None, configured: dict[str, Any] | None
-    ) -> bool:
+    def _channels_outside(self, settings: RawFile | None, configured: ChannelsFrom | None) -> bool:
         """C6: ``channelsFrom.path`` may not leave the repository (an absolute path, or ``..``
         beyond its top), whether or not ``--channels`` replaces it here."""
-        if settings is None or configured is None or "git" in configured:
+        if settings is None or configured is None or configured.path is None:
             return False
-        folder = str(configured["path"])
+        folder = configured.path
         if not os.path.isabs(folder) and self.tree.inside(os.path.normpath(folder)):
             return False
         message = (
@@ -502,32 +502,27 @@ def channels_repository(
         return None
     reader = _Reader(source, str(path), ReadOptions(), None)
     found = _channels_from(reader.file(SETTINGS_FILE, ""))
-    if found is None or "git" not in found or _refused(found):
+    if found is None or found.git is None or _refused(found):
         return None  # a refused remote is never fetched: validation reports it
-    return ChannelsRepository(
-        str(found["git"]), str(found.get("ref", "main")), str(found.get("subPath", "channels"))
-    )
+    return ChannelsRepository(found.git, found.ref, found.sub_path)
 
 
-def _refused(channels_from: dict[str, Any]) -> bool:
+def _refused(channels_from: ChannelsFrom) -> bool:
     """Whether git may not fetch ``channelsFrom.git`` (a commit names it)."""
-    ref = channels_from.get("ref", "main")
-    return remote_problem(str(channels_from["git"])) is not None or (
-        not isinstance(ref, str) or ref_problem(ref) is not None
+    assert channels_from.git is not None
+    return (
+        remote_problem(channels_from.git) is not None or ref_problem(channels_from.ref) is not None
     )
 
 
-def _channels_from(settings: RawFile | None) -> dict[str, Any] | None:
+def _channels_from(settings: RawFile | None) -> ChannelsFrom | None:
+    """``channelsFrom`` of a settings file not validated yet, read leniently into the same
+    typed value as :attr:`Settings.channels_from <reconciler.core.model.Settings>`."""
     if settings is None or settings.broken or len(settings.documents) != 1:
         return None
     data = settings.documents[0].data
     spec = data.get("spec") if isinstance(data, dict) else None
-    found = spec.get("channelsFrom") if isinstance(spec, dict) else None
-    if not isinstance(found, dict):
-        return None
-    if isinstance(found.get("git"), str):
-        return found
-    return found if isinstance(found.get("path"), str) else None
+    return ChannelsFrom.of(spec.get("channelsFrom") if isinstance(spec, dict) else None)
 
 
 def _too_big(size: int, options: ReadOptions) -> str:

@@ -23,10 +23,8 @@ class AnnounceModules(Step):
         target = os.environ.get("RECONCILER_ANNOUNCE_FILE")
         if not target:
             return StepResult("RECONCILER_ANNOUNCE_FILE is not set; nothing announced")
-        modules = operation.data.get("modules", [])
-        lines = [
-            f"{operation.runtime} {m['module']} {m['version']} {m['state']}\n" for m in modules
-        ]
+        modules = operation.data.applied.modules  # typed: ModuleStatus values
+        lines = [f"{operation.runtime} {m.module} {m.version} {m.state}\n" for m in modules]
         with Path(target).open("a", encoding="utf-8") as announcements:
             announcements.writelines(lines)
         return StepResult(f"announced {len(lines)} modules")

@@ -1,0 +1,168 @@
+"""What a lifecycle pass did, as frozen values (pure).
+
+- :class:`ModuleState`: the L11 states, worst last; :func:`worst_state` is the one place that
+  says which of several states is the worst (a runtime's state is its worst module's).
+- :class:`ModuleError`: the error that stopped a module, kept as a type: which
+  :class:`~reconciler.errors.ReconcilerError` it was, whether it is permanent, and the delay a
+  transient one asked for (a 429's ``Retry-After``).
+- :class:`ModuleStatus`: a module's state after a pass, with its reason, message and error.
+- :class:`ChangeSetEntry` and :class:`ChangeAction`: what the pass did to each object (created,
+  configured, unchanged, pruned, deleted, released), the way Flux's ``ChangeSet`` reports it.
+- :class:`PassResult`: one pass of the lifecycle over a runtime: module statuses and changes.
+
+The state store keeps these as JSON (``reconciler.operations.store``) and reads them back into
+the same types. Callers: the lifecycle executor, the operations steps, store and reports, the
+daemon's metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from reconciler import errors
+from reconciler.core.objects import ObjectRef
+from reconciler.errors import PermanentError, ReconcilerError, TransientError
+
+
+class ModuleState(StrEnum):
+    """L11 states, worst last."""
+
+    UNMANAGED = "Unmanaged"
+    READY = "Ready"
+    PROCESSING = "Processing"
+    DELETING = "Deleting"
+    WARNING = "Warning"
+    ERROR = "Error"
+
+
+_SEVERITY = {state: rank for rank, state in enumerate(ModuleState)}
+
+
+def worst_state(states: Iterable[ModuleState | None]) -> ModuleState:
+    """The worst of ``states`` (``None``, a module that is gone, counts for nothing); Ready
+    when there is none."""
+    present = [s for s in states if s is not None]
+    return max(present, key=_SEVERITY.__getitem__, default=ModuleState.READY)
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleError:
+    """The error that left a module in Error, kept as its type (never flattened to a string):
+    ``cause`` is the error's class, ``retry_after`` the seconds a transient error asked to wait
+    (``None`` for a permanent one)."""
+
+    cause: type[ReconcilerError]
+    message: str
+    retry_after: float | None = None
+
+    @classmethod
+    def of(cls, error: ReconcilerError) -> ModuleError:
+        """The kept form of ``error``."""
+        delay = error.retry_after if isinstance(error, TransientError) else None
+        return cls(type(error), str(error), delay)
+
+    @property
+    def permanent(self) -> bool:
+        """Whether retrying cannot help (anything that is not a transient error)."""
+        return not issubclass(self.cause, TransientError)
+
+    @property
+    def kind(self) -> str:
+        """``permanent`` or ``transient``."""
+        return "permanent" if self.permanent else "transient"
+
+    def describe(self) -> str:
+        """``ThrottledError (transient, retry after 42s)``: the cause, for logs."""
+        if self.permanent:
+            return f"{self.cause.__name__} (permanent)"
+        if self.retry_after is None:
+            return f"{self.cause.__name__} (transient)"
+        return f"{self.cause.__name__} (transient, retry after {self.retry_after:g}s)"
+
+    @staticmethod
+    def cause_named(name: str, permanent: bool) -> type[ReconcilerError]:
+        """The error class called ``name`` in :mod:`reconciler.errors`; a class defined elsewhere
+        (a plugin's) is read back as its base, :class:`PermanentError` or
+        :class:`TransientError`."""
+        found = getattr(errors, name, None)
+        if isinstance(found, type) and issubclass(found, ReconcilerError):
+            return found
+        return PermanentError if permanent else TransientError
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleStatus:
+    """A module's state after a pass, with a reason code and a message for people.
+
+    ``state`` is ``None`` for a module whose removal finished: it is no longer there. ``error``
+    is set when the module is in Error."""
+
+    module: str
+    state: ModuleState | None
+    reason: str
+    message: str
+    version: str | None = None
+    error: ModuleError | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form, as ``reconciler status``, ``sync --format json`` and ``/status`` show it."""
+        return {
+            "module": self.module,
+            "state": str(self.state) if self.state else None,
+            "reason": self.reason,
+            "message": self.message,
+            "version": self.version,
+        }
+
+
+class ChangeAction(StrEnum):
+    """What a pass did to one object."""
+
+    CREATED = "created"
+    CONFIGURED = "configured"
+    UNCHANGED = "unchanged"
+    #: Deleted by an upgrade: the old version had it, the new one does not (L4).
+    PRUNED = "pruned"
+    #: Deleted with its module (L8).
+    DELETED = "deleted"
+    #: Left in place without our labels (strategy Ignore, L7; a Namespace others use).
+    RELEASED = "released"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ChangeSetEntry:
+    """One object's outcome in a pass."""
+
+    module: str
+    ref: ObjectRef
+    action: ChangeAction
+
+    @property
+    def subject(self) -> str:
+        """``Kind/namespace/name``."""
+        return self.ref.subject
+
+
+@dataclass(frozen=True, slots=True)
+class PassResult:
+    """One lifecycle pass over a runtime: every module's status and, per object, what was done.
+    A dry run or a suspended runtime has neither."""
+
+    modules: tuple[ModuleStatus, ...] = ()
+    changes: tuple[ChangeSetEntry, ...] = ()
+
+    @property
+    def state(self) -> ModuleState:
+        """The runtime's state after the pass: its worst module's."""
+        return worst_state(m.state for m in self.modules)
+
+    def failed(self) -> tuple[ModuleStatus, ...]:
+        """Modules whose pass ended in an error."""
+        return tuple(m for m in self.modules if m.error is not None)
+
+    def in_state(self, state: ModuleState) -> tuple[ModuleStatus, ...]:
+        """Modules in ``state``."""
+        return tuple(m for m in self.modules if m.state is state)

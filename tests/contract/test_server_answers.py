@@ -1,0 +1,150 @@
+"""What an API server answers, nulls included, and that our readers take it as it comes.
+
+A real API server answers a CRD it just created with ``status.conditions: null`` (the field is
+not ``omitempty`` in apiextensions/v1 and the create strategy resets the status), leaves out the
+status of kinds that have none and empty ``labels``/``annotations``, and lists nothing as ``[]``.
+A cold install once crashed on the first of these (``'NoneType' object is not iterable`` in
+``is_established``) because the in-memory cluster never answered so. Runs against the in-memory
+cluster always and against a real cluster when RECONCILER_TEST_KUBECONFIG is set (conftest.py).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from reconciler.core.model import (
+    Channel,
+    ClusterAccess,
+    ConfigRepo,
+    Module,
+    ModuleRef,
+    ModuleVersion,
+    Runtime,
+    Settings,
+)
+from reconciler.core.objects import ObjectRef, crd_kind, is_established
+from reconciler.lifecycle.executor import ModuleState, sync_runtime, workload_available
+from tests.contract.conftest import Target
+from tests.contract.test_cluster_contract import MANAGER, _configmap, _crd, _namespace, _until
+
+NOW = datetime(2026, 11, 18, 12, 0, tzinfo=UTC)
+
+
+def _deployment(namespace: str, name: str = "gizmo-operator") -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]},
+            },
+        },
+    }
+
+
+def test_a_new_crd_is_answered_with_null_conditions_and_read_as_not_established(
+    target: Target,
+) -> None:
+    answer = target.cluster.apply(_crd(target), field_manager=MANAGER)
+    ref = ObjectRef.of(answer)
+    target.created.insert(0, ref)
+
+    status = answer["status"]
+    assert "conditions" in status
+    assert status["conditions"] is None
+    assert status["storedVersions"] == ["v1"]
+    assert status["acceptedNames"]["plural"] == ""
+    assert is_established(answer) is False
+    assert crd_kind(answer) == (target.group, "Gizmo")
+    _until(lambda: is_established(target.cluster.get(ref) or {}))
+    established = target.cluster.get(ref)
+    assert established is not None
+    assert established["status"]["acceptedNames"]["kind"] == "Gizmo"
+
+
+def test_kinds_without_status_have_none_and_empty_metadata_maps_are_left_out(
+    target: Target,
+) -> None:
+    namespace = _namespace(target)
+    bare = _configmap(namespace, "bare", a="1")
+    del bare["metadata"]["labels"]
+
+    answer = target.cluster.apply(bare, field_manager=MANAGER)
+    found = target.cluster.get(ObjectRef.of(answer))
+
+    assert found is not None
+    for body in (answer, found):
+        assert "status" not in body
+        assert "labels" not in body["metadata"]
+        assert "annotations" not in body["metadata"]
+        assert "finalizers" not in body["metadata"]
+
+
+def test_removing_the_last_label_leaves_no_labels_map(target: Target) -> None:
+    namespace = _namespace(target)
+    target.cluster.apply(_configmap(namespace), field_manager=MANAGER)
+    ref = ObjectRef("v1", "ConfigMap", namespace, "cm")
+
+    patched = target.cluster.patch(ref, {"metadata": {"labels": {"team": None}}})
+    found = target.cluster.get(ref)
+
+    assert found is not None
+    assert "labels" not in patched["metadata"]
+    assert "labels" not in found["metadata"]
+
+
+def test_a_list_of_nothing_is_an_empty_list(target: Target) -> None:
+    namespace = _namespace(target)
+
+    found = target.cluster.list_objects("v1", "ConfigMap", namespace=namespace)
+    labelled = target.cluster.list_objects("v1", "Secret", labels={"nothing": target.suffix})
+
+    assert found == []
+    assert labelled == []
+
+
+def test_a_new_workload_is_answered_with_an_empty_status_and_read_as_not_available(
+    target: Target,
+) -> None:
+    namespace = _namespace(target)
+
+    answer = target.cluster.apply(_deployment(namespace), field_manager=MANAGER)
+
+    assert answer["status"] == {}
+    assert workload_available(answer) is False
+
+
+def _gizmo_repo(target: Target, namespace: str) -> ConfigRepo:
+    """One module with a CRD, a ConfigMap and an operator Deployment, named for ``target``."""
+    objects = (_crd(target), _configmap(namespace, "gizmo-config", a="1"), _deployment(namespace))
+    versions = {"1.0.0": ModuleVersion("1.0.0", objects)}
+    module = Module("gizmo", namespace, "Deployment", "gizmo-operator", versions)
+    runtime = Runtime("rt", "regular", ClusterAccess(context="c"), (ModuleRef("gizmo"),))
+    return ConfigRepo(
+        Settings(system_namespace=namespace),
+        {"rt": runtime},
+        {"gizmo": module},
+        {"regular": Channel("regular", {"gizmo": "1.0.0"})},
+    )
+
+
+def test_a_cold_install_reads_every_answer_without_failing(target: Target) -> None:
+    namespace = _namespace(target)
+    config = _gizmo_repo(target, namespace)
+    target.created.insert(0, ObjectRef.of(_crd(target)))
+
+    first = sync_runtime(target.cluster, config, "rt", now=NOW)
+    _until(lambda: is_established(target.cluster.get(ObjectRef.of(_crd(target))) or {}))
+    second = sync_runtime(target.cluster, config, "rt", now=NOW)
+
+    assert [m.state for m in first.modules] in ([ModuleState.PROCESSING], [ModuleState.READY])
+    (status,) = second.modules
+    assert status.state in (ModuleState.PROCESSING, ModuleState.READY), status
+    assert status.reason in ("WaitingForOperator", "Install", "Ready"), status
+    assert target.cluster.get(ObjectRef("v1", "ConfigMap", namespace, "gizmo-config")) is not None

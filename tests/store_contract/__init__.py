@@ -1,0 +1,1 @@
+"""The state store contract: behaviours every StateStore keeps, run against each store."""

@@ -1,0 +1,144 @@
+"""State stores the contract runs against: SQLite always (a real file in ``tmp_path``); a real
+PostgreSQL server when ``RECONCILER_TEST_POSTGRES`` names a database by URL (each test then works
+in a schema of its own, dropped afterwards). ``bash tests/pg_server.sh pytest tests/store_contract``
+starts a throwaway server and sets the variable, as CI does."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+import psycopg
+import pytest
+
+from reconciler.operations import store_postgres
+from reconciler.operations.store import MIGRATIONS, SqliteStore, StateStore
+from reconciler.operations.store_postgres import PostgresStore
+
+POSTGRES_URL = os.environ.get("RECONCILER_TEST_POSTGRES", "")
+
+
+class Backend(Protocol):
+    """One database under test: opens stores on it (each with a connection of its own) and
+    reaches it directly to set up what only an older reconciler would have written."""
+
+    name: str
+    url: str
+
+    def open(self) -> StateStore:
+        """A new store on the database, closed when the test ends."""
+
+    def create_at_version(self, version: int) -> None:
+        """The schema of ``version`` exactly as that version's migrations left it."""
+
+    def execute(self, sql: str) -> None:
+        """Run ``sql`` on the database directly (plain SQL that both databases accept)."""
+
+    def close(self) -> None:
+        """Close every store opened and drop what the test made."""
+
+
+class SqliteBackend:
+    """A SQLite file in the test's temporary folder."""
+
+    name = "sqlite"
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / "state.db"
+        self.url = f"sqlite:///{self.path}"
+        self.opened: list[SqliteStore] = []
+
+    def open(self) -> StateStore:
+        store = SqliteStore(self.path)
+        self.opened.append(store)
+        return store
+
+    def create_at_version(self, version: int) -> None:
+        statements = "".join(MIGRATIONS[v] + ";" for v in range(1, version + 1))
+        self.execute(
+            "CREATE TABLE schema_version (version INTEGER NOT NULL);"
+            f"{statements} INSERT INTO schema_version (version) VALUES ({version})"
+        )
+
+    def execute(self, sql: str) -> None:
+        db = sqlite3.connect(self.path)
+        try:
+            db.executescript(sql)
+        finally:
+            db.close()
+
+    def close(self) -> None:
+        for store in self.opened:
+            store.close()
+
+
+def with_schema(url: str, schema: str) -> str:
+    """``url`` with ``schema`` first on the search path (where the store's tables go)."""
+    joiner = "&" if "?" in url else "?"
+    return f"{url}{joiner}options=-csearch_path%3D{schema}"
+
+
+class PostgresBackend:
+    """A schema of its own in the database that RECONCILER_TEST_POSTGRES names."""
+
+    name = "postgresql"
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.schema = f"rc_contract_{uuid.uuid4().hex[:12]}"
+        self.url = with_schema(base_url, self.schema)
+        self.opened: list[PostgresStore] = []
+        self.execute(f"CREATE SCHEMA {self.schema}")
+
+    def open(self) -> StateStore:
+        store = PostgresStore(self.url)
+        self.opened.append(store)
+        return store
+
+    def create_at_version(self, version: int) -> None:
+        statements = "".join(store_postgres.MIGRATIONS[v] + ";" for v in range(1, version + 1))
+        self.execute(
+            "CREATE TABLE schema_version (version INTEGER NOT NULL);"
+            f"{statements} INSERT INTO schema_version (version) VALUES ({version})"
+        )
+
+    def execute(self, sql: str) -> None:
+        with psycopg.connect(self.url, autocommit=True) as db:
+            db.execute(sql.encode())  # several statements: no parameters
+
+    def close(self) -> None:
+        for store in self.opened:
+            store.close()
+        with psycopg.connect(self.base_url, autocommit=True) as db:
+            db.execute(f"DROP SCHEMA {self.schema} CASCADE".encode())
+
+
+def _backends() -> list[str]:
+    return ["sqlite", "postgresql"] if POSTGRES_URL else ["sqlite"]
+
+
+@pytest.fixture(params=_backends())
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    made: Backend = (
+        SqliteBackend(tmp_path) if request.param == "sqlite" else PostgresBackend(POSTGRES_URL)
+    )
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+@pytest.fixture
+def postgres() -> Iterator[PostgresBackend]:
+    """The PostgreSQL backend alone, for what only it has (password sources, reconnecting)."""
+    if not POSTGRES_URL:
+        pytest.skip("RECONCILER_TEST_POSTGRES is not set (bash tests/pg_server.sh pytest ...)")
+    made = PostgresBackend(POSTGRES_URL)
+    try:
+        yield made
+    finally:
+        made.close()

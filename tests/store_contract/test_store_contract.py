@@ -1,0 +1,466 @@
+"""What every state store must do the same way (StateStore, DESIGN.md O2, O3, O6).
+
+Runs against SQLite always and against a real PostgreSQL server when RECONCILER_TEST_POSTGRES is
+set (see conftest.py). Times are fixed values, never the wall clock; races are proven from what
+the store recorded, not from how long anything took.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from reconciler.cli.main import cli
+from reconciler.cluster.memory import InMemoryCluster
+from reconciler.core.head import Head
+from reconciler.core.model import ClusterAccess, ModuleRef
+from reconciler.core.objects import ObjectRef
+from reconciler.core.plan import ModuleAction, PlannedModule
+from reconciler.core.status import (
+    ChangeAction,
+    ChangeSetEntry,
+    ModuleError,
+    ModuleState,
+    ModuleStatus,
+    PassResult,
+)
+from reconciler.errors import SourceError, ThrottledError
+from reconciler.operations.engine import Engine
+from reconciler.operations.model import (
+    CommitRecord,
+    CommitVerdict,
+    Operation,
+    OperationData,
+    OperationState,
+    OperationType,
+    RuntimeRecord,
+    StageRecord,
+    StepRecord,
+    StepState,
+)
+from reconciler.operations.runner import Runner
+from reconciler.operations.store import SCHEMA_VERSION, StateStore
+from tests.lifecycle_helpers import NAMESPACE, repo
+from tests.store_contract.conftest import Backend
+
+T0 = datetime(2026, 11, 18, 12, 0, tzinfo=UTC)
+SAMPLE = Path(__file__).parent.parent.parent / "sample-repo"
+
+
+class Clock:
+    """A clock tests move by hand."""
+
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def _operation(
+    operation_id: str,
+    runtime: str = "rt",
+    created: datetime = T0,
+    state: OperationState = OperationState.PENDING,
+) -> Operation:
+    return Operation(
+        id=operation_id,
+        runtime=runtime,
+        type=OperationType.UPDATE,
+        state=state,
+        created=created,
+        deadline=created + timedelta(hours=3),
+        stages=[StageRecord("plan", [StepRecord("Plan_Changes")])],
+    )
+
+
+def _full_operation() -> Operation:
+    """Every field set, times with microseconds and in other zones, nested JSON data."""
+    berlin = timezone(timedelta(hours=1))
+    return Operation(
+        id="3f2a91c0d7e4",
+        runtime="prod-eu-1",
+        type=OperationType.DEPROVISION,
+        state=OperationState.IN_PROGRESS,
+        created=T0,
+        deadline=T0 + timedelta(days=1),
+        stages=[
+            StageRecord(
+                "plan",
+                [StepRecord("Resolve_Kubeconfig", StepState.DONE, 1, T0, T0, T0, None, "ok")],
+                done=True,
+                finished=T0 + timedelta(seconds=1, microseconds=250),
+            ),
+            StageRecord(
+                "remove",
+                [
+                    StepRecord(
+                        "Remove_Modules",
+                        StepState.RETRYING,
+                        attempts=3,
+                        first_started=datetime(2026, 11, 18, 13, 0, 2, 123456, tzinfo=berlin),
+                        started=T0 + timedelta(minutes=5),
+                        retry_at=T0 + timedelta(minutes=6),
+                        message="deletion of serverless waits for Serverless/kyma-system/mine ✓",
+                    ),
+                    StepRecord("Delete_Inventory"),
+                ],
+            ),
+        ],
+        commit=Head("a" * 40, "b" * 40),
+        message="waiting in remove/Remove_Modules",
+        updated=T0 + timedelta(minutes=5),
+        owner="host-a:4242",
+        lease_until=T0 + timedelta(minutes=7),
+        retrigger_of="0badc0ffee00",
+        data=_full_data(),
+    )
+
+
+def _full_data() -> OperationData:
+    """Every kind of value an operation carries, with text that is not ASCII."""
+    failed = ModuleStatus(
+        "serverless",
+        ModuleState.ERROR,
+        "Retrying",
+        "throttled ✓",
+        "1.2.0",
+        ModuleError(ThrottledError, "too many requests", 42.0),
+    )
+    change = ChangeSetEntry(
+        "serverless", ObjectRef("v1", "ConfigMap", "kyma-system", "é"), ChangeAction.PRUNED
+    )
+    return OperationData(
+        access=ClusterAccess(kubeconfig_secret="rt-kubeconfig"),
+        plan=(PlannedModule("serverless", ModuleAction.UPGRADE, "Upgrade", "1.1.0", "1.2.0"),),
+        applied=PassResult((failed,), (change,)),
+        removals=PassResult((ModuleStatus("istio", None, "Removed", "gone", "1.0.0"),)),
+        blocking="Serverless/kyma-system/mine ü",
+        inventories_left=("istio",),
+    )
+
+
+# -- schema --------------------------------------------------------------------------------------
+
+
+def test_a_new_store_has_the_current_schema_and_reopens(backend: Backend) -> None:
+    first = backend.open()
+    first.save(_operation("op1"))
+    assert first.schema_version() == SCHEMA_VERSION  # type: ignore[attr-defined]
+
+    again = backend.open()
+
+    assert again.schema_version() == SCHEMA_VERSION  # type: ignore[attr-defined]
+    assert again.get("op1") == _operation("op1")
+
+
+def test_a_store_of_an_older_version_is_migrated_keeping_its_records(backend: Backend) -> None:
+    backend.create_at_version(1)
+    backend.execute(
+        "INSERT INTO runtimes (runtime, state, reason, message, commit_id, updated, modules) "
+        "VALUES ('rt', 'Ready', 'Ready', 'all ready', 'c1', '2026-11-18T12:00:00+00:00', "
+        '\'[{"module": "widget", "state": "Ready", "version": "1.0.0"}]\');'
+        "INSERT INTO operations (id, runtime, type, state, created, deadline) "
+        "VALUES ('old1', 'rt', 'update', 'succeeded', '2026-11-18T11:00:00+00:00', "
+        "'2026-11-18T14:00:00+00:00')"
+    )
+
+    store = backend.open()
+
+    assert store.schema_version() == SCHEMA_VERSION  # type: ignore[attr-defined]
+    record = store.runtime("rt")
+    assert record is not None
+    assert (record.access, record.deployed()) == ("", {"widget": "1.0.0"})
+    old = store.get("old1")
+    assert old is not None
+    assert (old.state, old.created) == (OperationState.SUCCEEDED, T0 - timedelta(hours=1))
+    store.record_access("rt", "snapshot /srv/clusters")  # version 2: runtimes.access
+    store.put_commit(CommitRecord(Head("c2"), CommitVerdict.ACCEPTED, T0))  # version 2: commits
+    assert store.runtime("rt") == replace(record, access="snapshot /srv/clusters")
+    assert store.last_accepted() == CommitRecord(Head("c2"), CommitVerdict.ACCEPTED, T0)
+
+
+def test_a_store_of_a_newer_version_is_refused_in_one_line(backend: Backend) -> None:
+    backend.open()
+    backend.execute(f"INSERT INTO schema_version (version) VALUES ({SCHEMA_VERSION + 1})")
+
+    with pytest.raises(SourceError) as caught:
+        backend.open()
+
+    message = str(caught.value)
+    assert f"schema version {SCHEMA_VERSION + 1}, newer than this reconciler" in message
+    assert message.endswith("upgrade reconciler")
+    assert "\n" not in message
+
+
+# -- operations ----------------------------------------------------------------------------------
+
+
+def test_an_operation_round_trips_with_every_field(backend: Backend) -> None:
+    store = backend.open()
+    operation = _full_operation()
+
+    store.save(operation)
+
+    for key in (operation.id, "3f2a", "3F2A"):  # a unique prefix, in either case, is enough
+        loaded = backend.open().get(key)
+        assert loaded == operation, key
+    assert loaded is not None
+    assert loaded.created.tzinfo == UTC
+    assert loaded.stages[1].steps[0].first_started == datetime(2026, 11, 18, 12, 0, 2, 123456, UTC)
+
+
+def test_saving_again_replaces_the_stages_and_steps(backend: Backend) -> None:
+    store = backend.open()
+    operation = _full_operation()
+    store.save(operation)
+
+    operation.stages = [StageRecord("finish", [StepRecord("Remove_Runtime_Record")])]
+    operation.state, operation.data = OperationState.FAILED, OperationData()
+    store.save(operation)
+
+    assert backend.open().get(operation.id) == operation
+    assert len(store.operations()) == 1
+
+
+def test_an_unknown_or_ambiguous_prefix_finds_nothing(backend: Backend) -> None:
+    store = backend.open()
+    store.save(_operation("abc1"))
+    store.save(_operation("abc2"))
+
+    assert store.get("abc") is None
+    assert store.get("zzz") is None
+    assert store.get("abc2") == _operation("abc2")
+
+
+def test_operations_are_listed_newest_first_then_last_saved_first(backend: Backend) -> None:
+    store = backend.open()
+    for name, runtime, minutes in [
+        ("a", "rt", 0),
+        ("b", "rt", 5),
+        ("c", "other", 5),
+        ("d", "rt", 1),
+    ]:
+        store.save(_operation(name, runtime, T0 + timedelta(minutes=minutes)))
+
+    assert [o.id for o in store.operations()] == ["c", "b", "d", "a"]
+    assert [o.id for o in store.operations(runtime="rt")] == ["b", "d", "a"]
+    assert [o.id for o in store.operations(runtime="rt", limit=2)] == ["b", "d"]
+    assert store.operations(runtime="nobody") == []
+
+
+def test_unfinished_is_the_oldest_pending_or_in_progress(backend: Backend) -> None:
+    store = backend.open()
+    assert store.unfinished("rt") is None
+    store.save(_operation("done", created=T0, state=OperationState.SUCCEEDED))
+    store.save(_operation("late", created=T0 + timedelta(minutes=2)))
+    store.save(_operation("early", created=T0 + timedelta(minutes=1)))
+
+    found = store.unfinished("rt")
+
+    assert found is not None
+    assert found.id == "early"
+    assert store.unfinished("other") is None
+
+
+# -- claims (O3) ---------------------------------------------------------------------------------
+
+
+def _claim(store: StateStore, operation_id: str, owner: str, alive: bool = True) -> str | None:
+    return store.claim(operation_id, owner, T0, T0 + timedelta(minutes=2), lambda _: alive)
+
+
+def test_a_claim_moves_the_operation_to_in_progress_for_its_owner(backend: Backend) -> None:
+    store = backend.open()
+    store.save(_operation("op1"))
+
+    assert _claim(store, "op1", "host-a:1") is None
+
+    claimed = backend.open().get("op1")
+    assert claimed is not None
+    assert (claimed.state, claimed.owner) == (OperationState.IN_PROGRESS, "host-a:1")
+    assert (claimed.lease_until, claimed.updated) == (T0 + timedelta(minutes=2), T0)
+    assert _claim(store, "op1", "host-a:1") is None  # its own owner claims it again
+
+
+def test_a_live_owner_with_a_lease_blocks_every_other_claim(backend: Backend) -> None:
+    store = backend.open()
+    store.save(_operation("op1"))
+    store.save(_operation("op2", created=T0 + timedelta(seconds=1)))
+    store.save(_operation("elsewhere", runtime="other"))
+    assert _claim(store, "op1", "host-a:1") is None
+
+    assert _claim(store, "op2", "host-b:2") == "operation op1 of host-a:1"
+    assert _claim(store, "op1", "host-b:2") == "operation op1 of host-a:1"
+    assert _claim(store, "elsewhere", "host-b:2") is None  # another runtime is free
+    assert backend.open().get("op2") == _operation("op2", created=T0 + timedelta(seconds=1))
+
+
+def test_an_operation_of_a_dead_owner_or_a_lapsed_lease_is_taken_over(backend: Backend) -> None:
+    store = backend.open()
+    store.save(_operation("op1"))
+    assert _claim(store, "op1", "host-a:1") is None
+
+    assert _claim(store, "op1", "host-b:2", alive=False) is None  # host-a:1 is dead
+    taken = store.get("op1")
+    assert taken is not None
+    assert taken.owner == "host-b:2"
+    later = T0 + timedelta(minutes=3)  # host-b:2's lease ended at T0 + 2 minutes
+    assert store.claim("op1", "host-c:3", later, later, lambda _: True) is None
+    assert _claim(store, "op1", "host-d:4") == "operation op1 of host-c:3"
+
+
+def test_racing_claims_on_two_connections_let_exactly_one_win(backend: Backend) -> None:
+    """Two connections (two threads) claim different pending operations of the same runtime at
+    once, round after round; the record must show one winner per runtime, the loser told who."""
+    rounds = 25
+    setup = backend.open()
+    for n in range(rounds):
+        for side in ("a", "b"):
+            setup.save(_operation(f"{side}{n}", runtime=f"rt{n}"))
+    stores = {"a": backend.open(), "b": backend.open()}
+    answers: dict[tuple[str, int], str | None] = {}
+    barrier = threading.Barrier(2, timeout=60)
+
+    def race(side: str) -> None:
+        for n in range(rounds):
+            barrier.wait()
+            answers[(side, n)] = _claim(stores[side], f"{side}{n}", f"owner-{side}")
+
+    threads = [threading.Thread(target=race, args=(side,)) for side in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    for n in range(rounds):
+        records = backend.open().operations(runtime=f"rt{n}")
+        running = [o for o in records if o.state is OperationState.IN_PROGRESS]
+        assert len(running) == 1, (n, [(o.id, o.state, o.owner) for o in records])
+        (winner,) = running
+        side = winner.id[0]
+        loser = "b" if side == "a" else "a"
+        assert winner.owner == f"owner-{side}"
+        assert answers[(side, n)] is None
+        assert answers[(loser, n)] == f"operation {winner.id} of owner-{side}"
+
+
+# -- runtimes and commits ------------------------------------------------------------------------
+
+
+def _runtime(name: str, access: str = "", state: str = "Ready") -> RuntimeRecord:
+    error = ModuleError(ThrottledError, "slow down", 3.0) if state == "Error" else None
+    modules = (ModuleStatus("widget", ModuleState(state), "Ready", "", "1.0.0", error),)
+    return RuntimeRecord(
+        name, ModuleState(state), "Ready", "all ready", Head("c1"), T0, modules, access
+    )
+
+
+def test_runtime_records_round_trip_and_keep_where_they_were_synced(backend: Backend) -> None:
+    store = backend.open()
+    store.put_runtime(_runtime("zeta", access="server https://z"))
+    store.put_runtime(_runtime("alpha"))
+
+    assert store.runtimes() == [_runtime("alpha"), _runtime("zeta", access="server https://z")]
+    store.record_access("alpha", "snapshot /srv/alpha")
+    store.put_runtime(_runtime("alpha", state="Error"))  # no access given: the known one stays
+    assert backend.open().runtime("alpha") == _runtime("alpha", "snapshot /srv/alpha", "Error")
+    store.put_runtime(_runtime("alpha", access="server https://a"))
+    assert store.runtime("alpha") == _runtime("alpha", access="server https://a")
+    store.record_access("nobody", "server https://n")  # not known: nothing recorded
+    assert store.runtime("nobody") is None
+
+    store.forget_runtime("zeta")
+
+    assert [r.runtime for r in backend.open().runtimes()] == ["alpha"]
+
+
+def test_commit_verdicts_round_trip_and_the_last_accepted_is_in_force(backend: Backend) -> None:
+    store = backend.open()
+    assert store.last_accepted() is None
+    held = CommitRecord(
+        Head("c3"), CommitVerdict.HELD, T0 + timedelta(minutes=3), "brake", {"n": 7}
+    )
+    first = CommitRecord(Head("c1", "d1"), CommitVerdict.ACCEPTED, T0, "ok", {"runtimes": ["a"]}, 1)
+    second = CommitRecord(Head("c2"), CommitVerdict.ACCEPTED, T0 + timedelta(minutes=2))
+    for record in (second, first, held):
+        store.put_commit(record)
+
+    assert store.commit(Head("c3")) == held
+    assert store.commit(Head("c9")) is None
+    assert store.last_accepted() == second
+    again = replace(first, decided=T0 + timedelta(minutes=2), attempts=2)
+    store.put_commit(again)  # the same time as c2: the verdict recorded last is in force
+    assert backend.open().last_accepted() == again
+    assert store.commit(Head("c1", "d1")) == again
+
+
+# -- the engine on the store ---------------------------------------------------------------------
+
+
+def test_the_engine_provisions_updates_and_deprovisions_on_the_store(backend: Backend) -> None:
+    store, cluster, clock = backend.open(), InMemoryCluster(), Clock()
+    config = repo(ModuleRef("widget"))
+    runner = Runner(
+        store, Engine(store, clock=clock, plugins=[]), config, lambda a, n: cluster, clock
+    )
+
+    first = runner.run(runner.operation_for("rt")).operation
+    second = runner.run(runner.operation_for("rt")).operation
+    gone = Runner(store, runner.engine, replace(config, runtimes={}), lambda a, n: cluster, clock)
+    last = gone.run(gone.operation_for("rt")).operation
+
+    kinds = [(o.type, o.state) for o in (first, second, last)]
+    assert kinds == [
+        (OperationType.PROVISION, OperationState.SUCCEEDED),
+        (OperationType.UPDATE, OperationState.SUCCEEDED),
+        (OperationType.DEPROVISION, OperationState.SUCCEEDED),
+    ]
+    assert backend.open().get(first.id) == first
+    assert store.runtimes() == []
+    assert cluster.get(ObjectRef("apps/v1", "Deployment", NAMESPACE, "widget-operator")) is None
+
+
+def test_a_runtime_in_progress_elsewhere_is_resumed_not_doubled(backend: Backend) -> None:
+    store, cluster, clock = backend.open(), InMemoryCluster(auto_ready=False), Clock()
+    config = repo(ModuleRef("widget"))
+    mine = Runner(
+        store, Engine(store, clock=clock, plugins=[]), config, lambda a, n: cluster, clock
+    )
+    waiting = mine.run(mine.operation_for("rt")).operation  # waits in apply, stays in progress
+    other_store = backend.open()
+    other = Engine(other_store, clock=clock, plugins=[], owner="elsewhere:1", alive=lambda o: True)
+    theirs = Runner(other_store, other, config, lambda a, n: cluster, clock)
+
+    operation = theirs.operation_for("rt")
+
+    assert operation.id == waiting.id  # resumed, not a second one
+    blocked = other_store.claim(operation.id, "elsewhere:1", clock.now, clock.now, lambda o: True)
+    assert blocked is not None
+    assert waiting.id in blocked
+
+
+# -- the command line on the store's URL ---------------------------------------------------------
+
+
+def test_sync_status_and_operations_work_on_the_store_url(backend: Backend, tmp_path: Path) -> None:
+    runner, clusters = CliRunner(), f"{tmp_path / 'clusters'}/"
+    state = ["--state", backend.url]
+
+    synced = runner.invoke(
+        cli, ["sync", str(SAMPLE), "--runtime", "prod-eu-1", "--snapshot", clusters, *state]
+    )
+    status = runner.invoke(cli, ["status", "--format", "json", *state])
+    listed = runner.invoke(cli, ["operations", "list", *state])
+    shown = runner.invoke(cli, ["operations", "show", listed.stdout.split()[0][:6], *state])
+
+    assert synced.exit_code == 0, synced.output
+    assert [r["runtime"] for r in json.loads(status.stdout)] == ["prod-eu-1"]
+    assert "provision" in listed.stdout
+    assert "stage apply" in shown.stdout
