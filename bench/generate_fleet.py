@@ -1,6 +1,6 @@
 """Generates a large, valid config repo: N runtimes over M modules with V versions each.
 
-Used by the benchmarks (cold validation of 10,000 runtimes; later the daemon and fleet diffs over
+Used by the benchmarks (cold validation of 10,000 runtimes; the daemon and fleet diffs over
 1,000 runtimes x 10 modules). The layout is that of DESIGN.md §2, with the channels inside the
 repo (``channels/``). Deterministic for a seed: the same arguments write the same bytes.
 

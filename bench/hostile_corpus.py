@@ -565,15 +565,18 @@ class Run:
     case_timeout: float = 60.0
     #: Another checkout's code to run instead of this one (``None``: this one).
     code: Path | None = None
+    #: The numbers of the cases to read (``None``: every case of the corpus).
+    only: tuple[int, ...] | None = None
 
 
 def run_corpus(run: Run | None = None) -> list[Outcome]:
-    """Every case's outcome, read by ``run.workers`` processes at a time, ``run.batch`` cases
-    each. A worker that dies (a signal, a crash) or stops answering is recorded as a crash of
-    its current case, and the rest of its batch goes on in a new worker."""
+    """Every case's outcome (of the cases ``run.only`` names, when given), read by
+    ``run.workers`` processes at a time, ``run.batch`` cases each. A worker that dies (a signal,
+    a crash) or stops answering is recorded as a crash of its current case, and the rest of its
+    batch goes on in a new worker."""
     run = run or Run()
-    count = len(corpus(run.seed))
-    batches = [list(range(i, min(i + run.batch, count))) for i in range(0, count, run.batch)]
+    chosen = list(run.only) if run.only is not None else list(range(len(corpus(run.seed))))
+    batches = [chosen[i : i + run.batch] for i in range(0, len(chosen), run.batch)]
     with ThreadPoolExecutor(run.workers) as pool:
         results = list(pool.map(lambda b: _run_batch(run, b), batches))
     return sorted((o for r in results for o in r), key=lambda o: o.index)

@@ -1,4 +1,10 @@
-"""The command line as a user meets it (reconciler.cli): validate, render, exit codes, help."""
+"""The command line as a user meets it: validate, render, exit codes, help.
+
+What the sample repo must give (each runtime's modules, versions and object counts, the summary
+of ``validate``) is written out below as data, read off sample-repo/ and channels/ by hand: no
+test works the answer out the way the product does. ``diff`` and ``sync`` have their own file
+(test_diff_sync_cli.py).
+"""
 
 from __future__ import annotations
 
@@ -48,10 +54,6 @@ def _exit_code(*args: str | Path) -> int:
     return code if isinstance(code, int) else 0 if code is None else 1
 
 
-def _load(path: Path) -> Any:
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
-
-
 def _where(text: str, needle: str, occurrence: int = 1) -> tuple[int, int]:
     """1-based line and column of the ``occurrence``-th ``needle`` in ``text``."""
     index = -1
@@ -61,74 +63,72 @@ def _where(text: str, needle: str, occurrence: int = 1) -> tuple[int, int]:
     return before.count("\n") + 1, index - (before.rfind("\n") + 1) + 1
 
 
-# -- the sample repo, read independently of the code under test ----------------------------------
+# -- the sample repo's answers, read off sample-repo/ and channels/ by hand ----------------------
 
-
-def _sample_channels() -> dict[str, dict[str, str]]:
-    settings = _load(SAMPLE / "reconciler.yaml")
-    folder = (SAMPLE / settings["spec"]["channelsFrom"]["path"]).resolve()
-    return {p.stem: _load(p)["spec"]["modules"] for p in sorted(folder.glob("*.yaml"))}
-
-
-def _sample_modules() -> dict[str, dict[str, Any]]:
-    return {p.parent.name: _load(p)["spec"] for p in (SAMPLE / "modules").glob("*/module.yaml")}
-
-
-def _expected_modules(runtime: str) -> dict[str, str]:
-    """Module -> version the runtime should run, by DESIGN.md §2 (C2, C5)."""
-    spec = _load(SAMPLE / "runtimes" / f"{runtime}.yaml")["spec"]
-    channels, modules = _sample_channels(), _sample_modules()
-    default = channels[spec["channel"]]
-    wanted: dict[str, str] = {}
-    for entry in spec.get("modules", []):
-        served = channels[entry.get("channel", spec["channel"])]
-        wanted[entry["name"]] = entry.get("version") or served[entry["name"]]
-    for name, module in modules.items():
-        if module.get("mandatory") and name not in wanted:
-            wanted[name] = default[name]
-    pending = list(wanted)
-    while pending:
-        for dep in modules[pending.pop()].get("dependsOn", []):
-            if dep not in wanted:
-                wanted[dep] = default[dep]
-                pending.append(dep)
-    return wanted
-
-
-def _object_count(module: str, version: str) -> int:
-    folder = SAMPLE / "modules" / module / version
-    text = (folder / "manifest.yaml").read_text(encoding="utf-8")
-    documents = [d for d in yaml.safe_load_all(text) if d is not None]
-    return len(documents) + (folder / "default.yaml").is_file()
+#: What each sample runtime runs: module -> (version, objects rendered). Versions by DESIGN.md §2
+#: (a pin beats the module's channel beats the runtime's channel; istio is mandatory; api-gateway
+#: depends on istio); objects: the documents of the version's manifest.yaml plus its default.yaml.
+SAMPLE_RUNS: dict[str, dict[str, tuple[str, int]]] = {
+    "control-plane": {"istio": ("1.0.0", 8), "telemetry": ("1.0.0", 8)},
+    "dev-sandbox": {
+        "api-gateway": ("1.2.0", 10),
+        "eventing": ("1.1.0", 8),
+        "istio": ("1.2.0", 10),
+        "keda": ("1.1.0", 9),
+        "serverless": ("1.2.0", 9),
+        "telemetry": ("1.2.0", 9),
+    },
+    "prod-ap-1": {"istio": ("1.0.0", 8), "serverless": ("1.1.0", 10), "telemetry": ("1.0.0", 8)},
+    "prod-eu-1": {
+        "api-gateway": ("1.0.0", 8),
+        "istio": ("1.0.0", 8),
+        "serverless": ("1.1.0", 10),
+        "telemetry": ("1.0.0", 8),
+    },
+    "prod-us-1": {
+        "api-gateway": ("1.0.0", 8),
+        "eventing": ("1.0.0", 7),
+        "istio": ("1.0.0", 8),
+        "keda": ("1.0.0", 7),
+        "serverless": ("1.2.0", 9),
+    },
+    "staging-eu": {
+        "api-gateway": ("1.1.0", 9),
+        "eventing": ("1.1.0", 8),
+        "istio": ("1.1.0", 9),
+        "keda": ("1.1.0", 9),
+        "serverless": ("1.2.0", 9),
+        "telemetry": ("1.2.0", 9),
+    },
+}
+#: Each module's versions (its folders under sample-repo/modules/).
+SAMPLE_VERSIONS = {
+    "api-gateway": ["1.0.0", "1.1.0", "1.2.0"],
+    "eventing": ["1.0.0", "1.1.0"],
+    "istio": ["1.0.0", "1.1.0", "1.2.0"],
+    "keda": ["1.0.0", "1.1.0"],
+    "serverless": ["1.0.0", "1.1.0", "1.2.0"],
+    "telemetry": ["1.0.0", "1.1.0", "1.2.0"],
+}
+#: ``dependsOn`` of the sample modules (only api-gateway has one).
+SAMPLE_DEPENDS_ON = {"api-gateway": ["istio"]}
+SAMPLE_CHANNELS = ["experimental", "fast", "regular"]
+#: reconciler.yaml, 6 runtimes, 6 module.yaml, 16 manifests, 15 default.yaml (keda 1.0.0 has
+#: none), 3 channels.
+SAMPLE_FILES = 47
 
 
 # -- validate ------------------------------------------------------------------------------------
 
 
-def _sample_counts() -> tuple[int, int, int, int, int]:
-    modules = [p for p in (SAMPLE / "modules").iterdir() if p.is_dir()]
-    versions = [v for m in modules for v in m.iterdir() if v.is_dir()]
-    channels = len(_sample_channels())
-    files = (
-        1  # reconciler.yaml
-        + len(RUNTIMES)
-        + len(modules)
-        + sum((v / "manifest.yaml").is_file() + (v / "default.yaml").is_file() for v in versions)
-        + channels
-    )
-    return len(RUNTIMES), len(modules), len(versions), channels, files
-
-
 def test_validate_sample_repo_prints_its_summary(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
-    runtimes, modules, versions, channels, files = _sample_counts()
 
     result = _invoke("validate", "sample-repo")
 
     assert result.exit_code == 0, result.output
     assert result.stdout == (
-        f"sample-repo: valid: {runtimes} runtimes, {modules} modules ({versions} versions), "
-        f"{channels} channels, {files} files\n"
+        "sample-repo: valid: 6 runtimes, 6 modules (16 versions), 3 channels, 47 files\n"
     )
     assert result.stderr == ""
 
@@ -151,13 +151,10 @@ def test_validate_json_has_the_documented_keys() -> None:
     assert document["repo"] == str(SAMPLE)
     assert document["valid"] is True
     assert document["errors"] == []
-    assert document["files"] == _sample_counts()[4]
-    assert document["runtimes"] == RUNTIMES
-    assert document["channels"] == sorted(_sample_channels())
-    assert {m: sorted(v) for m, v in document["modules"].items()} == {
-        p.name: sorted(v.name for v in p.iterdir() if v.is_dir())
-        for p in (SAMPLE / "modules").iterdir()
-    }
+    assert document["files"] == SAMPLE_FILES
+    assert document["runtimes"] == RUNTIMES == sorted(SAMPLE_RUNS)
+    assert document["channels"] == SAMPLE_CHANNELS
+    assert {m: sorted(v) for m, v in document["modules"].items()} == SAMPLE_VERSIONS
 
 
 def _invalid_repo(make_repo: RepoFactory) -> tuple[Path, list[str]]:
@@ -283,6 +280,43 @@ def test_validate_survives_a_deeply_nested_file(make_repo: RepoFactory) -> None:
     assert " C6 nesting deeper than" in done.stdout
 
 
+def test_validate_fetches_channels_kept_in_a_git_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+    import subprocess
+
+    from tests.test_daemon import GitServer
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    channels = tmp_path / "channels-repo"
+    shutil.copytree(ROOT / "channels", channels / "channels")
+    git = ["git", "-c", "user.email=t@example.io", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=channels, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=channels, check=True)
+    subprocess.run([*git, "commit", "-qm", "channels"], cwd=channels, check=True)
+    served = tmp_path / "served"
+    clone = ["git", "clone", "-q", "--bare", str(channels), str(served / "remote.git")]
+    subprocess.run(clone, check=True)
+    server = GitServer(served)
+    server.start()
+    fleet = tmp_path / "fleet"
+    shutil.copytree(SAMPLE, fleet)
+    settings = fleet / "reconciler.yaml"
+    settings.write_text(
+        settings.read_text().replace(
+            "    path: ../channels", f"    git: {server.url}\n    ref: main\n    subPath: channels"
+        )
+    )
+    try:
+        result = CliRunner().invoke(cli, ["validate", str(fleet)])
+    finally:
+        server.stop()
+
+    assert result.exit_code == 0, result.output
+    assert "3 channels" in result.stdout
+
+
 # -- render --------------------------------------------------------------------------------------
 
 
@@ -296,7 +330,7 @@ def _headers(stdout: str) -> Iterator[tuple[str, str, str]]:
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_render_every_sample_runtime(runtime: str) -> None:
-    expected = _expected_modules(runtime)
+    expected = {module: version for module, (version, _) in SAMPLE_RUNS[runtime].items()}
 
     result = _invoke("render", SAMPLE, "--runtime", runtime)
 
@@ -311,7 +345,7 @@ def test_render_every_sample_runtime(runtime: str) -> None:
         assert metadata["labels"][LABEL_RUNTIME] == runtime
         assert metadata["annotations"][ANNOTATION_MODULE_VERSION] == expected[module]
         seen[module] = seen.get(module, 0) + 1
-    assert seen == {m: _object_count(m, v) for m, v in expected.items()}
+    assert seen == {module: count for module, (_, count) in SAMPLE_RUNS[runtime].items()}
     headers = list(_headers(result.stdout))
     assert {(m, v) for m, v, _ in headers} == set(expected.items())
     assert result.stdout.startswith(f"# runtime {runtime} (channel ")
@@ -320,12 +354,12 @@ def test_render_every_sample_runtime(runtime: str) -> None:
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_render_puts_dependencies_first_and_defaults_last(runtime: str) -> None:
     result = _invoke("render", SAMPLE, "--runtime", runtime)
-    modules = _sample_modules()
 
     order = [m for m, _, _ in _headers(result.stdout)]
 
+    assert sorted(order) == sorted(SAMPLE_RUNS[runtime])
     for position, name in enumerate(order):
-        for dep in modules[name].get("dependsOn", []):
+        for dep in SAMPLE_DEPENDS_ON.get(name, []):
             assert order.index(dep) < position
     objects = [d for d in yaml.safe_load_all(result.stdout) if d is not None]
     for module in order:
@@ -339,23 +373,19 @@ def test_render_puts_dependencies_first_and_defaults_last(runtime: str) -> None:
 
 
 def test_render_heads_modules_with_version_origin_and_strategy() -> None:
-    spec = _load(SAMPLE / "runtimes" / "prod-us-1.yaml")["spec"]
-    pinned = next(m for m in spec["modules"] if "version" in m)
-    ignored = next(m for m in spec["modules"] if m.get("strategy") == "Ignore")
-
     result = _invoke("render", SAMPLE, "--runtime", "prod-us-1")
 
     headers = {m: (v, rest) for m, v, rest in _headers(result.stdout)}
-    assert headers[pinned["name"]] == (
-        pinned["version"],
-        "pinned, listed, strategy CreateAndDelete",
-    )
-    assert headers[ignored["name"]][1].endswith("listed, strategy Ignore")
-    istio_version = _sample_channels()[spec["channel"]]["istio"]
-    assert headers["istio"] == (
-        istio_version,
-        f"channel {spec['channel']}, mandatory, strategy CreateAndDelete",
-    )
+    assert headers == {
+        "api-gateway": ("1.0.0", "channel regular, listed, strategy CreateAndDelete"),
+        "eventing": ("1.0.0", "channel regular, listed, strategy CreateAndDelete"),
+        "istio": ("1.0.0", "channel regular, mandatory, strategy CreateAndDelete"),
+        "keda": ("1.0.0", "channel regular, listed, strategy Ignore"),
+        "serverless": ("1.2.0", "pinned, listed, strategy CreateAndDelete"),
+    }
+    assert "# module serverless 1.2.0: pinned, listed, strategy CreateAndDelete" in result.stdout
+    assert "# module keda 1.0.0: channel regular, listed, strategy Ignore" in result.stdout
+    assert "# module istio 1.0.0: channel regular, mandatory" in result.stdout
 
 
 def test_render_one_module() -> None:
@@ -365,6 +395,24 @@ def test_render_one_module() -> None:
     objects = [d for d in yaml.safe_load_all(result.stdout) if d is not None]
     assert {o["metadata"]["labels"][LABEL_MODULE] for o in objects} == {"istio"}
     assert [m for m, _, _ in _headers(result.stdout)] == ["istio"]
+
+
+def test_render_one_module_shows_its_module_channel() -> None:
+    args = ["render", str(SAMPLE), "--runtime", "staging-eu", "--module", "telemetry"]
+    result = CliRunner().invoke(cli, args)
+
+    objects = [o for o in yaml.safe_load_all(result.stdout) if o]
+    assert {o["metadata"]["labels"][LABEL_MODULE] for o in objects} == {"telemetry"}
+    assert "channel experimental (module override)" in result.stdout
+
+
+def test_render_unknown_runtime_or_module() -> None:
+    result = CliRunner().invoke(cli, ["render", str(SAMPLE), "--runtime", "prod-us"])
+    assert _exit_code("render", str(SAMPLE), "--runtime", "prod-us") == 2
+    assert result.exit_code != 0
+
+    args = ["render", str(SAMPLE), "--runtime", "prod-us-1", "--module", "telemetri"]
+    assert _exit_code(*args) == 2
 
 
 def test_render_unknown_runtime_suggests_a_name() -> None:
@@ -426,6 +474,9 @@ def test_main_exit_codes(make_repo: RepoFactory, tmp_path: Path) -> None:
     assert _exit_code("validate", invalid) == 1
     assert _exit_code("validate", tmp_path / "nowhere") == 2
     assert _exit_code("validate", SAMPLE, "--format", "yaml") == 2
+    assert _exit_code("validate", "--format", "xml", SAMPLE) == 2  # options before the path
+    assert _exit_code("validate", ROOT / "tests" / "fixtures" / "broken-repo") == 1
+    assert _exit_code("render", SAMPLE) == 2  # --runtime is required
     assert _exit_code("render", SAMPLE, "--runtime", RUNTIMES[0]) == 0
     assert _exit_code("render", invalid, "--runtime", "one") == 1
     assert _exit_code("render", SAMPLE, "--runtime", "nope") == 2

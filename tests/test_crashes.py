@@ -67,6 +67,8 @@ def starts(folder: Path) -> list[Start]:
 def test_sigkills_at_random_api_calls_converge_to_the_fault_free_result(
     folder: Path, starts: list[Start], reference: Reference
 ) -> None:
+    """Slow by nature (about 5 s, more on a loaded machine): 36 forked children, each SIGKILLed
+    and followed by a fresh process on the same files; the 240-trial run is the benchmark."""
     results = [
         trial(
             point["start"],

@@ -126,6 +126,15 @@ def test_credential_keys_with_string_values_are_flagged_where_they_are(key: str)
     assert f"'{key}'" in found[0].message
 
 
+def test_an_inline_credential_is_one_line_saying_what_to_do_instead() -> None:
+    found = _find("env:\n  - {name: X, password: hunter2}\n")
+
+    assert [d.format() for d in found] == [
+        "m.yaml:2:25: C6 inline credential 'password': credentials never go in the config repo; "
+        "create them in the cluster and refer to them (/env/0/password)"
+    ]
+
+
 def test_credential_keys_with_mapping_values_are_schemas_not_credentials() -> None:
     text = (
         "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"
@@ -167,6 +176,16 @@ def test_a_pem_private_key_anywhere_is_flagged() -> None:
 
     assert _places(found) == [(4, 12, "/data/tls.key")]
     assert "private key" in found[0].message
+
+
+def test_a_pem_private_key_in_a_block_scalar_is_flagged() -> None:
+    pem = "data:\n  tls.key: |\n    -----BEGIN RSA PRIVATE KEY-----\n    MIIB\n"
+
+    found = _find(pem)
+
+    assert len(found) == 1
+    assert "a PEM private key" in found[0].message
+    assert "MIIB" not in found[0].format()
 
 
 def test_a_pem_private_key_in_a_list_is_flagged() -> None:

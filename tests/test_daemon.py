@@ -7,6 +7,7 @@ webhook and waits for the condition (with a deadline), never for a fixed time.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import hmac
 import json
@@ -345,21 +346,17 @@ def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, str]:
         return error.code, error.read().decode()
 
 
-def test_the_daemon_command_serves_reconciles_and_stops_on_sigterm(tmp_path: Path) -> None:
-    fleet = Fleet(tmp_path)
-    server = GitServer(tmp_path)
-    server.start()
-    port = _free_port()
-    secret = tmp_path / "secret"
-    secret.write_text("hook-secret\n")
-    clusters = tmp_path / "clusters"
+def _start_daemon(tmp_path: Path, server: GitServer, port: int) -> subprocess.Popen[str]:
+    """``reconciler daemon`` following ``server`` (webhook secret in ``tmp_path/secret``, snapshot
+    clusters in ``tmp_path/clusters/``, JSON logs on its stderr)."""
+    (tmp_path / "secret").write_text("hook-secret\n")
     env = {
         **os.environ,
         "RECONCILER_REPO": server.url,
         "RECONCILER_PATH": "fleet",
         "RECONCILER_STATE": f"sqlite:///{tmp_path / 'state.db'}",
     }
-    daemon = subprocess.Popen(
+    return subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -370,26 +367,44 @@ def test_the_daemon_command_serves_reconciles_and_stops_on_sigterm(tmp_path: Pat
             "--listen",
             f"127.0.0.1:{port}",
             "--snapshot",
-            f"{clusters}/",
+            f"{tmp_path / 'clusters'}/",
             "--webhook-secret-file",
-            str(secret),
+            str(tmp_path / "secret"),
             "--log-format",
             "json",
         ],
         env=env,
-        stdout=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def _stop(daemon: subprocess.Popen[str], send: Callable[[], None]) -> str:
+    """``send`` a stop signal; the daemon's stderr once it ended (killed after 120 s, a hang)."""
+    send()
+    try:
+        _, errors = daemon.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        daemon.kill()
+        _, errors = daemon.communicate()
+        pytest.fail(f"the daemon did not stop; its log:\n{errors[-2000:]}")
+    return errors
+
+
+def test_the_daemon_command_serves_reconciles_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """Waits on conditions (the port answering, /readyz, the snapshot file's content); their
+    deadline only bounds a hang."""
+    fleet = Fleet(tmp_path)
+    server = GitServer(tmp_path)
+    server.start()
+    port = _free_port()
+    clusters = tmp_path / "clusters"
+    daemon = _start_daemon(tmp_path, server, port)
     base = f"http://127.0.0.1:{port}"
     try:
-        _until(lambda: _reachable(base) and _get(base + "/readyz")[0] == 200)
-        _until(
-            lambda: (
-                (clusters / "a.yaml").exists()
-                and "widget-operator" in (clusters / "a.yaml").read_text()
-            )
-        )
+        _until(lambda: _reachable(base) and _get(base + "/readyz")[0] == 200, seconds=120)
+        _until(lambda: "widget-operator" in _read(clusters / "a.yaml"), seconds=120)
         fleet.commit(
             "bump",
             {
@@ -407,21 +422,68 @@ def test_the_daemon_command_serves_reconciles_and_stops_on_sigterm(tmp_path: Pat
                 "--daemon",
                 base,
                 "--secret-file",
-                str(secret),
+                str(tmp_path / "secret"),
             ],
             capture_output=True,
             text=True,
             check=False,
         )
         assert asked.returncode == 0, asked.stderr
-        _until(lambda: "app.kubernetes.io/version: 2.0.0" in (clusters / "a.yaml").read_text())
+        _until(
+            lambda: "app.kubernetes.io/version: 2.0.0" in _read(clusters / "a.yaml"), seconds=120
+        )
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        _, errors = daemon.communicate(timeout=60)
+        errors = _stop(daemon, lambda: daemon.send_signal(signal.SIGTERM))
         server.stop()
     assert daemon.returncode == 0
     lines = [json.loads(line) for line in errors.splitlines() if line.startswith("{")]
     assert any(line.get("runtime") == "a" and "operation" in line for line in lines)
+    assert "stopping: letting running steps finish" in errors
+
+
+def _read(path: Path) -> str:
+    """The text of ``path``, empty while it does not exist."""
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
+
+
+def _tgkill(pid: int, tid: int, signum: int) -> None:
+    """Send ``signum`` to thread ``tid`` of process ``pid`` only (Linux ``tgkill``)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.tgkill(pid, tid, signum) != 0:
+        raise OSError(ctypes.get_errno(), f"tgkill {pid} {tid}")
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
+def test_sigterm_stops_the_daemon_whichever_thread_receives_it(tmp_path: Path) -> None:
+    """The kernel hands a process's signal to any of its threads. A daemon whose main thread
+    slept on an Event never woke when a worker thread got SIGTERM (the test hung at shutdown 1
+    run in 40); here SIGTERM is sent to a thread that is not the main one, on purpose."""
+    Fleet(tmp_path)
+    server = GitServer(tmp_path)
+    server.start()
+    port = _free_port()
+    daemon = _start_daemon(tmp_path, server, port)
+    base = f"http://127.0.0.1:{port}"
+    others: list[int] = []
+    try:
+        _until(lambda: _reachable(base) and _get(base + "/readyz")[0] == 200, seconds=120)
+        others = [int(t) for t in os.listdir(f"/proc/{daemon.pid}/task") if int(t) != daemon.pid]
+        assert others, "the daemon runs threads besides its main one"
+    finally:
+        errors = _stop(
+            daemon,
+            lambda: (
+                _tgkill(daemon.pid, max(others), signal.SIGTERM)
+                if others
+                else daemon.send_signal(signal.SIGTERM)
+            ),
+        )
+        server.stop()
+
+    assert daemon.returncode == 0, errors[-2000:]
     assert "stopping: letting running steps finish" in errors
 
 

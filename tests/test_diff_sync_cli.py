@@ -87,6 +87,8 @@ def test_channel_bump_shows_the_upgrade_with_field_diffs(fleet: Path) -> None:
 
 
 def test_every_runtime_by_default_and_suspended_ones_untouched(fleet: Path) -> None:
+    """Slow by nature (about 3 s on an idle machine, twice that on a loaded one): one sync of the
+    whole sample fleet, five runtimes provisioned onto snapshot files saved after every change."""
     result = _run("sync", str(fleet), "--snapshot", _clusters(fleet))
 
     assert result.exit_code == 0, result.output

@@ -69,6 +69,8 @@ class Synced:
 
 @pytest.fixture(scope="module")
 def synced_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample fleet synced once onto snapshot clusters, shared by the module's tests (about
+    4 s: six runtimes provisioned through the command line); each test copies it."""
     root = tmp_path_factory.mktemp("fleet")
     shutil.copytree(PROJECT / "sample-repo", root / "repo")
     shutil.copytree(PROJECT / "channels", root / "channels")

@@ -41,6 +41,7 @@ from tests.test_daemon import (
     _free_port,
     _get,
     _poll,
+    _post,
     _reachable,
     _until,
     _version,
@@ -413,12 +414,22 @@ def test_the_daemon_refuses_every_payload_with_its_place_and_runs_nothing(tmp_pa
     fleet = Fleet(tmp_path)
     server = GitServer(tmp_path)
     server.start()
-    daemon, base = _start_daemon(tmp_path, server.url, "--git-timeout", "10s", env=env)
+    (tmp_path / "secret").write_text("hook-secret\n")
+    hook = tmp_path / "secret"
+    daemon, base = _start_daemon(
+        tmp_path, server.url, "--git-timeout", "10s", "--webhook-secret-file", str(hook), env=env
+    )
+
+    def pushed() -> None:
+        """The webhook of a push: the daemon polls now, not at its next interval."""
+        assert _post(base + "/hooks/git", b"{}", {"X-Gitlab-Token": "hook-secret"})[0] == 202
+
     try:
         _until(lambda: _get(base + "/readyz")[0] == 200)
         good = _status(base)["source"]["commit"]
         for name, (payload, _) in payloads.items():
             commit = fleet.commit(name, {"fleet/reconciler.yaml": _settings(payload)})
+            pushed()
             _until(lambda: _refused_commit(base) == commit)  # noqa: B023 (called at once)
             refused = _status(base)["source"]["refused"]
             assert [
@@ -429,6 +440,7 @@ def test_the_daemon_refuses_every_payload_with_its_place_and_runs_nothing(tmp_pa
             "escape",
             {"fleet/reconciler.yaml": SETTINGS_HEAD + "spec: {channelsFrom: {path: ../../x}}\n"},
         )
+        pushed()
         _until(lambda: _refused_commit(base) == escape)
         status = _status(base)
         assert status["source"]["commit"] == good

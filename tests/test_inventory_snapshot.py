@@ -1,4 +1,5 @@
-"""The inventory's ConfigMap form, deletion order, and snapshots of the in-memory cluster."""
+"""The inventory's ConfigMap form and snapshots of the in-memory cluster (the orders of removal
+and deletion are the planner's: tests/test_plan.py)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,11 @@ from reconciler.cluster.snapshot import load_snapshot, save_snapshot
 from reconciler.core.inventory import Inventory, inventory_from_configmap
 from reconciler.core.model import Strategy
 from reconciler.core.objects import ObjectRef
-from reconciler.core.plan import deletion_order, removal_order
 from reconciler.errors import SourceError
 
 CRD = ObjectRef("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "widgets.example.io")
 DEPLOYMENT = ObjectRef("apps/v1", "Deployment", "ns", "op")
 ROLE = ObjectRef("rbac.authorization.k8s.io/v1", "ClusterRole", "", "op")
-NAMESPACE = ObjectRef("v1", "Namespace", "", "ns")
 
 
 def test_inventory_reads_back_what_was_written() -> None:
@@ -46,21 +45,6 @@ def test_a_broken_inventory_is_an_error_not_an_empty_one() -> None:
 
     with pytest.raises(ValueError, match="not a valid inventory"):
         inventory_from_configmap(body)
-
-
-def test_deletion_is_the_reverse_of_apply_order_with_crds_last() -> None:
-    assert deletion_order([CRD, NAMESPACE, ROLE, DEPLOYMENT]) == [DEPLOYMENT, ROLE, NAMESPACE, CRD]
-
-
-def test_removal_order_puts_dependents_first() -> None:
-    dependencies = {"app": ("mesh",), "mesh": ("base",), "tool": ()}
-
-    assert removal_order(["base", "mesh", "app", "tool"], dependencies) == [
-        "app",
-        "tool",
-        "mesh",
-        "base",
-    ]
 
 
 def test_snapshot_round_trip_keeps_objects_and_field_owners(tmp_path: Path) -> None:

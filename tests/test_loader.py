@@ -9,7 +9,7 @@ import pytest
 
 from reconciler.config.validate import Validation
 from reconciler.errors import SourceError
-from reconciler.source.loader import ReadOptions, load_repo
+from reconciler.source.loader import ReadOptions, load_repo, read_repo
 from tests.conftest import (
     API,
     RepoFactory,
@@ -94,6 +94,33 @@ def test_a_file_over_the_size_limit_is_refused_before_parsing(make_repo: RepoFac
     assert "1001 bytes" in diagnostic.message
     assert "1000 bytes limit" in diagnostic.message
     assert validation.repo is None
+
+
+def test_the_size_limit_is_shown_in_binary_units_with_its_option(tmp_path: Path) -> None:
+    root = write_files(tmp_path / "kib", runtime_file("a", "regular"))
+    (root / "runtimes" / "a.yaml").write_text(runtime_file("a")["runtimes/a.yaml"] + "#" * 2000)
+
+    messages = _lines(load_repo(root, ReadOptions(max_file_size=1024)))
+
+    assert messages == [
+        f"{root}/runtimes/a.yaml:1:1: C6 file is 2.1 KiB, over the 1.0 KiB limit (--max-file-size)"
+    ]
+
+
+def test_limits_are_checked_before_anything_reads_a_file(tmp_path: Path) -> None:
+    root = write_files(tmp_path / "repo", channel_file("regular", {}))
+    (root / "runtimes").mkdir()
+    outside = tmp_path / "huge.yaml"
+    outside.write_bytes(b"#" * 2048)
+    (root / "runtimes" / "a.yaml").symlink_to(outside)
+    os.mkfifo(root / "runtimes" / "b.yaml")  # reading it would block forever
+
+    raw = read_repo(root, ReadOptions(), cache={})
+
+    assert sorted(p.format() for p in raw.problems) == [
+        f"{root}/runtimes/a.yaml:1:1: C6 symbolic link pointing outside the repo",
+        f"{root}/runtimes/b.yaml:1:1: C6 cannot read: not a regular file",
+    ]
 
 
 def test_a_file_of_exactly_the_limit_is_read(make_repo: RepoFactory) -> None:
@@ -284,6 +311,18 @@ def test_channels_from_a_missing_folder_is_reported_at_its_setting(
     assert validation.repo is None
 
 
+def test_a_missing_channels_folder_is_one_error_not_one_per_runtime(tmp_path: Path) -> None:
+    runtimes = {k: v for i in range(5) for k, v in runtime_file(f"r{i}").items()}
+    root = write_files(
+        tmp_path / "fleet", {"reconciler.yaml": _settings("path: ../nowhere"), **runtimes}
+    )
+
+    messages = _lines(load_repo(root))
+
+    assert len(messages) == 1
+    assert "channels folder '../nowhere' does not exist" in messages[0]
+
+
 def test_channels_from_git_needs_a_checkout(make_repo: RepoFactory) -> None:
     settings = _settings("git: https://git.example.com/channels.git")
     make_repo({**_without(small_repo(), "channels/"), "reconciler.yaml": settings})
@@ -307,6 +346,18 @@ def test_channels_from_git_read_from_a_checkout(make_repo: RepoFactory, tmp_path
     assert validation.repo is not None, _lines(validation)
     assert dict(validation.repo.channels["regular"].modules) == served
     assert validation.repo.channels["regular"].source == "checkout/regular.yaml"
+
+
+def test_sample_repo_reads_channels_from_the_project(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+
+    raw = read_repo("sample-repo", ReadOptions())
+
+    assert sorted(f.path for f in raw.channels) == [
+        "channels/experimental.yaml",
+        "channels/fast.yaml",
+        "channels/regular.yaml",
+    ]
 
 
 def test_the_channels_option_overrides_settings_and_the_repo_folder(

@@ -38,7 +38,8 @@ class Clock:
 
 
 class AlwaysRetry(Step):
-    """A plugin step that keeps asking to retry."""
+    """A plugin step that keeps asking to retry, every hour (the fake clock jumps to each retry:
+    a day's limit is 24 runs, not the 1,440 of a retry every minute)."""
 
     name = "Always_Retry"
     domain = "test"
@@ -48,7 +49,7 @@ class AlwaysRetry(Step):
     after = "Apply_Modules"
 
     def run(self, operation: object, context: StepContext) -> StepResult:
-        return StepResult("not yet", retry_after=60)
+        return StepResult("not yet", retry_after=3600)
 
 
 @pytest.fixture

@@ -186,6 +186,8 @@ def _until(condition: Callable[[], bool], seconds: float = 60) -> None:
 
 
 def test_sigkill_mid_operation_then_resume(tmp_path: Path) -> None:
+    """Slow by nature (about 4 s, more on a loaded machine): pip installs the crashing step, then
+    three `reconciler sync` and two `reconciler operations` processes start Python afresh."""
     plugins = tmp_path / "plugins"
     _install(_package(tmp_path, "crash_step", CRASH_STEP, "CrashOnce"), plugins)
     env = {"CRASH_MARKER": str(tmp_path / "crashed")}
@@ -220,6 +222,8 @@ def test_sigkill_mid_operation_then_resume(tmp_path: Path) -> None:
 
 
 def test_two_processes_never_run_two_operations_of_one_runtime(tmp_path: Path) -> None:
+    """Slow by nature (about 3 s, more on a loaded machine): pip installs the holding step, then
+    two `reconciler sync` processes race for one runtime, each a fresh Python."""
     plugins = tmp_path / "plugins"
     _install(_package(tmp_path, "hold_step", HOLD_STEP, "HoldUntilReleased"), plugins)
     hold = tmp_path / "hold"
@@ -244,6 +248,8 @@ def test_two_processes_never_run_two_operations_of_one_runtime(tmp_path: Path) -
 
 
 def test_the_documented_plugin_works_as_written(tmp_path: Path) -> None:
+    """Slow by nature (about 3 s): pip builds and installs the documented example, then a real
+    `reconciler sync` loads it through its entry point."""
     example = ROOT / "docs" / "examples" / "announce-step"
     page = (ROOT / "docs" / "runtime-operations.md").read_text()
     for name in ("announce_step.py", "pyproject.toml"):

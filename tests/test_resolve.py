@@ -224,6 +224,25 @@ def test_a_listed_dependency_keeps_its_own_entry_and_version() -> None:
     assert (db.inclusion, db.version, db.required_by) == (Inclusion.LISTED, "3.0.0", ())
 
 
+def test_a_dependency_of_a_pinned_module_gets_the_runtime_channel_version() -> None:
+    resolution = _resolve(DEPENDENCIES, ModuleRef("web", version="3.0.0"), channel="fast")
+
+    api = _one(resolution, "api")
+    assert (api.version, api.source, api.inclusion) == (
+        "2.0.0",
+        VersionSource.RUNTIME_CHANNEL,
+        Inclusion.DEPENDENCY,
+    )
+
+
+def test_a_listed_dependency_keeps_its_own_strategy() -> None:
+    ref = ModuleRef("db", version="3.0.0", strategy=Strategy.IGNORE)
+
+    db = _one(_resolve(DEPENDENCIES, ModuleRef("web"), ref), "db")
+
+    assert (db.version, db.inclusion, db.strategy) == ("3.0.0", Inclusion.LISTED, Strategy.IGNORE)
+
+
 def test_a_dependency_the_channel_does_not_serve_is_a_problem_naming_the_dependent() -> None:
     repo = _repo(
         [_module("app", depends_on=["lib"]), _module("lib")], {"regular": {"app": "1.0.0"}}
@@ -276,6 +295,23 @@ def test_a_chain_listed_backwards_comes_forwards() -> None:
     resolution = _resolve(repo, ModuleRef("c"), ModuleRef("b"), ModuleRef("a"))
 
     assert [m.name for m in resolution.modules] == ["a", "b", "c"]
+
+
+def test_dependency_order_then_names() -> None:
+    names = ("zeta", "app", "mesh", "alpha")
+    repo = _repo(
+        [
+            _module("zeta"),
+            _module("app", depends_on=["zeta", "mesh"]),
+            _module("mesh", depends_on=["zeta"]),
+            _module("alpha"),
+        ],
+        {"regular": {n: "1.0.0" for n in names}},
+    )
+
+    resolution = _resolve(repo, *(ModuleRef(n) for n in ("app", "alpha", "mesh", "zeta")))
+
+    assert [m.name for m in resolution.modules] == ["alpha", "zeta", "mesh", "app"]
 
 
 def test_order_puts_cycle_members_last_by_name() -> None:

@@ -268,6 +268,9 @@ def test_a_planted_token_and_password_never_come_out(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Slow by nature (about 4 s, more on a loaded machine): every variant is committed and read
+    by a real daemon process and by each command of the command line, and every output, log,
+    snapshot and store file is read back."""
     fleet, _, daemon = world
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.chdir(fleet.work)

@@ -1,4 +1,6 @@
-"""Maintenance windows across daylight-saving changes, on fixed instants (no real clock).
+"""Maintenance windows (reconciler.core.windows) on fixed instants (no real clock): across
+daylight-saving changes, and in ordinary weeks (a window past midnight, across the end of the
+week, longer than a day, on several days, in a zone that is not UTC).
 
 2026 transitions: Europe/Berlin springs forward on Sunday 29 March at 02:00 CET (01:00 UTC) and
 falls back on Sunday 25 October at 03:00 CEST (01:00 UTC); America/New_York springs forward on
@@ -11,6 +13,7 @@ after the jump; a start the clocks show twice opens at its first occurrence; a w
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -139,3 +142,49 @@ def test_the_planner_defers_an_upgrade_until_the_window_opens_after_the_jump() -
     assert before.action is ModuleAction.DEFERRED_WINDOW
     assert "(next: Sun 2026-03-29 03:00 Europe/Berlin)" in before.message
     assert during.action is ModuleAction.UPGRADE
+
+
+# -- ordinary weeks, no daylight-saving change ---------------------------------------------------
+
+#: Saturday 02:00-06:00 UTC.
+WEEKEND = MaintenanceWindow(("Sat",), "02:00", 240, "UTC")
+
+
+def _at(text: str, zone: str = "UTC") -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=ZoneInfo(zone))
+
+
+@pytest.mark.parametrize(
+    ("window", "now", "inside"),
+    [
+        (WEEKEND, _at("2026-11-21T02:00"), True),  # the start is inside
+        (WEEKEND, _at("2026-11-21T05:59:59"), True),
+        (WEEKEND, _at("2026-11-21T06:00"), False),  # the end is not
+        (WEEKEND, _at("2026-11-21T01:59"), False),
+        (WEEKEND, _at("2026-11-22T03:00"), False),  # Sunday: not a day of the window
+        (WEEKEND, _at("2026-11-18T12:00"), False),
+        # past midnight: Saturday 23:00 for 3 hours is open early on Sunday
+        (MaintenanceWindow(("Sat",), "23:00", 180, "UTC"), _at("2026-11-22T01:30"), True),
+        (MaintenanceWindow(("Sat",), "23:00", 180, "UTC"), _at("2026-11-22T02:00"), False),
+        # across the end of the week: Sunday 22:00 for 3 hours is open early on Monday
+        (MaintenanceWindow(("Sun",), "22:00", 180, "UTC"), _at("2026-11-23T00:30"), True),
+        # a window longer than a day
+        (MaintenanceWindow(("Fri",), "20:00", 36 * 60, "UTC"), _at("2026-11-22T07:59"), True),
+        (MaintenanceWindow(("Fri",), "20:00", 36 * 60, "UTC"), _at("2026-11-22T08:00"), False),
+        # several days
+        (MaintenanceWindow(("Tue", "Thu"), "18:30", 90, "UTC"), _at("2026-11-19T19:59"), True),
+        (MaintenanceWindow(("Tue", "Thu"), "18:30", 90, "UTC"), _at("2026-11-18T19:00"), False),
+    ],
+)
+def test_in_window(window: MaintenanceWindow, now: datetime, inside: bool) -> None:
+    assert in_window(window, now) is inside
+
+
+def test_a_window_is_read_in_its_own_time_zone() -> None:
+    # Singapore has no daylight saving time: 18:00 there is 10:00 UTC all year.
+    window = MaintenanceWindow(("Sat",), "18:00", 180, "Asia/Singapore")
+
+    assert in_window(window, _at("2026-11-21T10:00"))
+    assert in_window(window, _at("2026-11-21T18:30", "Asia/Singapore"))
+    assert not in_window(window, _at("2026-11-21T18:00"))  # 02:00 on Sunday in Singapore
+    assert not in_window(window, _at("2026-11-21T09:59"))

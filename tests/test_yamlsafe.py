@@ -96,6 +96,16 @@ def test_billion_laughs_is_refused_quickly_with_a_c6_diagnostic() -> None:
     assert documents == []
 
 
+def test_alias_expansion_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(yamlsafe, "MAX_EXPANDED_NODES", 1000)
+    text = "a: &a [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+    text += "c: [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n"
+
+    assert _problem(text).format() == (
+        "f.yaml:3:1: C6 document expands to more than 1,000 nodes (alias bomb?)"
+    )
+
+
 def test_aliases_within_the_budget_are_expanded() -> None:
     data = _data("base: &b [1, 2]\ncopies: [*b, *b, *b]\n")
 
@@ -123,6 +133,7 @@ def test_recursive_alias_is_refused(text: str) -> None:
 
     assert problem.rule == "C6"
     assert "recursive alias" in problem.message
+    assert "nesting deeper than" in problem.message
     assert problem.line == 1
 
 
@@ -287,6 +298,19 @@ def test_empty_text_and_comments_give_no_documents() -> None:
     assert parse_yaml("# nothing here\n\n", "f.yaml") == ([], [])
 
 
+@pytest.mark.parametrize("loader", [None, "pure"])
+def test_control_characters_are_one_c6_error_at_their_place(loader: str | None) -> None:
+    text = "a: 1\nchannel: regular\x07\n"
+    if loader is None:
+        _, problems = parse_yaml(text, "f.yaml")
+    else:
+        _, problems = parse_yaml(text, "f.yaml", loader_class=yaml.SafeLoader)
+
+    assert [p.format() for p in problems] == [
+        "f.yaml:2:17: C6 character #x0007 is not allowed in YAML"
+    ]
+
+
 def test_broken_yaml_is_a_c6_diagnostic_at_the_problem() -> None:
     problem = _problem("a: 1\nb: [1, 2\nc: 3\n")
 
@@ -353,6 +377,15 @@ def test_positions_in_a_later_document_count_from_the_start_of_the_file() -> Non
     assert documents[0].position(("a",)) == Position(3, 4)
 
 
+def test_positions_in_flow_style_in_a_later_document() -> None:
+    documents, _ = parse_yaml("x: 0\n---\nspec:\n  modules:\n    - name: a\n    - {name: b}\n", "f")
+    document = documents[1]
+
+    assert document.position(("spec", "modules", 1, "name")) == Position(6, 14)
+    assert document.position(("spec", "modules", 1, "name"), key=True) == Position(6, 8)
+    assert document.position(("spec", "nothing", 3)) == Position(4, 3)
+
+
 def test_diagnostic_carries_the_position_and_the_json_pointer() -> None:
     diagnostic = _doc().diagnostic("C1", "bad", ("spec", "modules", 1, "version"))
 
@@ -384,6 +417,16 @@ def test_node_trees_are_composed_only_when_a_position_is_asked_and_once_per_file
     documents[0].position(("kind",))
     documents[1].diagnostic("C1", "x", ("spec",))
     assert _CountingLoader.created == 2  # every document of the file reuses that composition
+
+
+def test_the_default_loader_keeps_no_node_tree_until_a_position_is_asked() -> None:
+    documents, _ = parse_yaml("a: 1\n", "f.yaml")
+    source = documents[0].source
+    assert source is not None
+
+    assert source._nodes is None
+    documents[0].position(("a",))
+    assert source._nodes is not None
 
 
 def test_a_document_without_source_text_points_at_the_start() -> None:

@@ -7,8 +7,6 @@ The command line becomes a few frozen values (:class:`GitOptions`, :class:`HttpO
 
 from __future__ import annotations
 
-import signal
-import threading
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -279,6 +277,7 @@ def run_daemon(
     """Start the daemon, its HTTP port and its scheduler; stop them on SIGTERM or SIGINT."""
     from reconciler.cli.clusters import Access, now
     from reconciler.daemon.service import Daemon, DaemonOptions, start_scheduler
+    from reconciler.daemon.signals import StopSignals
     from reconciler.operations.store import open_store
     from reconciler.source.git import GitRunner, RemoteSource
 
@@ -307,9 +306,8 @@ def run_daemon(
     the_daemon = Daemon(source, store, access.connect, now, options, make_source=second_source)
     server = _serve(the_daemon, http)
     scheduler = start_scheduler(the_daemon)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = StopSignals()  # whichever thread the kernel hands SIGTERM to, the main one wakes
+    stop.install()
     host, port = http.listen
     click.echo(
         f"reconciler daemon following {source.shown} {git.branch} ({git.repo_path}); "

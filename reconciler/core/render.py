@@ -6,7 +6,8 @@ put in the module's namespace, in a deterministic apply order: modules in depend
 inside a module CRDs and Namespaces first, then the other kinds in a fixed order, custom
 resources after built-in kinds, the default configuration last; ties by namespace and name.
 The module's objects are prepared once per (module, version) and only stamped per runtime.
-Callers: the CLI ``render`` command; later the planner.
+Callers: the CLI ``render`` command, the lifecycle executor and the operations runner (the
+desired objects the planner compares), the fleet diff and review, the ownership check (C4).
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ For one runtime: the modules it lists, every mandatory module, and the dependenc
 the origin of that version, in dependency order (a module after the modules it depends on, ties
 by name). Problems are returned as data, so the validator reports them with file and line and
 every other caller can trust a valid repo to resolve cleanly. Callers: the validator, the
-renderer, the CLI; later the planner.
+renderer, the CLI, the lifecycle executor and the operations runner (what the planner gets), the
+deletion brake, the fleet diff and review, the daemon.
 """
 
 from __future__ import annotations

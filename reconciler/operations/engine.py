@@ -14,8 +14,8 @@
 - O5 a step marked "retry without fail" that keeps asking to retry past its own limit is skipped
   and recorded; :meth:`Engine.retrigger` starts a new operation for runtimes with skipped work.
 
-Every change of state is saved before the next step runs. Callers: ``reconciler sync``,
-``reconciler operations``; later the daemon.
+Every change of state is saved before the next step runs. Callers: the operations runner
+(``reconciler sync`` and the daemon), ``reconciler operations``.
 """
 
 from __future__ import annotations
