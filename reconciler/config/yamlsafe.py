@@ -300,20 +300,32 @@ def _too_deep(text: str, path: str, work: _Budget) -> Diagnostic | None:
     and refused where the limit is crossed."""
     if not _may_be_too_deep(text):
         return None
-    depth = 0
     try:
-        for count, event in enumerate(yaml.parse(text, Loader=_SafeLoader)):
-            if work.time is not None and count & _CHECK_EVERY == 0:
-                work.mark = event.start_mark
-                work.time.check()
-            if isinstance(event, yaml.CollectionStartEvent):
-                depth += 1  # the document's root collection is level 0, as in _construct
-                if depth > MAX_DEPTH + 1:
-                    return _at(path, event.start_mark, f"nesting deeper than {MAX_DEPTH} levels")
-            elif isinstance(event, yaml.CollectionEndEvent):
-                depth -= 1
+        return _first_too_deep(text, path, work, _SafeLoader)
+    except yaml.YAMLError as err:
+        if _SafeLoader is yaml.SafeLoader or "nesting depth" not in str(err):
+            return None  # the real parse reports it
+    # libyaml 0.2.6 stops at its own flow nesting limit while scanning ahead, before the event
+    # that crosses ours: the pure-Python parser (no such limit, no recursion) finds that place
+    try:
+        return _first_too_deep(text, path, work, yaml.SafeLoader)
     except yaml.YAMLError:
         return None  # the real parse reports it
+
+
+def _first_too_deep(text: str, path: str, work: _Budget, loader: type[Any]) -> Diagnostic | None:
+    """The first collection of ``text`` deeper than :data:`MAX_DEPTH`, scanned event by event."""
+    depth = 0
+    for count, event in enumerate(yaml.parse(text, Loader=loader)):
+        if work.time is not None and count & _CHECK_EVERY == 0:
+            work.mark = event.start_mark
+            work.time.check()
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1  # the document's root collection is level 0, as in _construct
+            if depth > MAX_DEPTH + 1:
+                return _at(path, event.start_mark, f"nesting deeper than {MAX_DEPTH} levels")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
     return None
 
 
