@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from reconciler.config.credentials import find_inline_credentials
-from reconciler.config.yamlsafe import Document, parse_yaml
+from reconciler.config.yamlsafe import parse_yaml
 from reconciler.core.diagnostics import Diagnostic
 from reconciler.source.loader import ReadOptions, load_repo
 from tests.conftest import RepoFactory, small_repo
@@ -416,23 +415,12 @@ def test_ordinary_auth_annotations_are_fine(annotation: str) -> None:
 CORPUS = Path("/work/shared/corpus/prometheus-operator")
 
 
-class _LenientLoader(yaml.CSafeLoader):
-    """Reads what our loader may still refuse (a plain ``=``) so every document is scanned."""
-
-    def construct_value(self, node: yaml.ScalarNode) -> str:
-        return str(self.construct_scalar(node))
-
-
-_LenientLoader.add_constructor("tag:yaml.org,2002:value", _LenientLoader.construct_value)
-
-
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="the shared corpus is not on this machine")
 def test_the_prometheus_operator_manifests_hold_no_credential() -> None:
     documents = [
-        Document(str(path), index, data)
+        document
         for path in sorted(CORPUS.glob("*/*.yaml"))
-        for index, data in enumerate(yaml.load_all(path.read_text(), Loader=_LenientLoader))
-        if data is not None
+        for document in parse_yaml(path.read_text(), str(path))[0]
     ]
 
     assert len(documents) >= 15

@@ -153,8 +153,8 @@ def test_known_hostile_files_are_refused_for_their_reason(outcomes: list[Outcome
     [
         ("- " * 100_000 + "x\n", "runtimes/deep.yaml:1:403: C6 nesting deeper than 200 levels"),
         ("? " * 100_000 + "x\n", "runtimes/deep.yaml:1:403: C6 nesting deeper than 200 levels"),
-        ("spec:\n  replicas: 0x_\n", "runtimes/deep.yaml:2:13: C6 not a valid integer"),
-        ("a: " + "7" * 5_000 + "\n", "runtimes/deep.yaml:1:4: C6 integer of 5,000 characters"),
+        ("spec:\n  replicas: !!int 0x_\n", "runtimes/deep.yaml:2:13: C6 not a valid integer"),
+        ("a: !!int " + "7" * 5_000 + "\n", "runtimes/deep.yaml:1:4: C6 not a valid integer"),
     ],
     ids=["block-sequence", "complex-keys", "hex", "long-integer"],
 )

@@ -281,19 +281,9 @@ def test_the_operators_version_label_is_its_folders_version(
     assert _errors(_repo(make_repo, "", operator=operator)) == expected
 
 
-_CLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class _KubernetesLoader(_CLoader):  # type: ignore[misc]
-    """Reads a plain ``=`` as the string Kubernetes sees (YAML 1.1's value tag is issue 12's
-    work; until then the corpus is read with this loader)."""
-
-    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
-        tag = super().resolve(kind, value, implicit)
-        return "tag:yaml.org,2002:str" if tag == "tag:yaml.org,2002:value" else tag
-
-
-def test_the_prometheus_operator_corpus_validates(make_repo: RepoFactory) -> None:
+def test_the_prometheus_operator_corpus_validates_and_renders(make_repo: RepoFactory) -> None:
+    """The upstream CRDs (an enum lists the plain scalar ``=``, read by kubectl as the string
+    "=") are accepted as a module by the loader, ``validate`` and ``render``."""
     texts = [p.read_text() for p in sorted(CORPUS.glob("*/*.yaml"))]
     assert len(texts) == 16
     module = {
@@ -313,7 +303,7 @@ def test_the_prometheus_operator_corpus_validates(make_repo: RepoFactory) -> Non
     }
     root = make_repo(files)
 
-    validation = load_repo(root, ReadOptions(yaml_loader=_KubernetesLoader))
+    validation = load_repo(root)
 
     assert [d.format() for d in validation.diagnostics] == []
     assert validation.repo is not None
@@ -321,3 +311,28 @@ def test_the_prometheus_operator_corpus_validates(make_repo: RepoFactory) -> Non
     kinds = [o["kind"] for o in objects]
     assert kinds.count("CustomResourceDefinition") == 10
     assert len(kinds) == 16
+    enums = [
+        item.get("enum")
+        for o in objects
+        for item in _walk(o)
+        if isinstance(item, dict) and "=" in (item.get("enum") or [])
+    ]
+    assert enums, "the plain '=' of an enum is read as the string '='"
+    validated = CliRunner().invoke(cli, ["validate", str(root)])
+    rendered = CliRunner().invoke(cli, ["render", str(root), "--runtime", "one"])
+    assert validated.exit_code == 0, validated.output
+    assert rendered.exit_code == 0, rendered.output
+    assert [d["kind"] for d in yaml.safe_load_all(rendered.output) if d].count(
+        "CustomResourceDefinition"
+    ) == 10
+
+
+def _walk(value: Any) -> list[Any]:
+    """Every mapping and list inside ``value``, itself included."""
+    found = [value]
+    children = (
+        value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+    )
+    for child in children:
+        found.extend(_walk(child))
+    return found

@@ -166,25 +166,19 @@ def test_the_cheap_pre_check_lets_ordinary_files_through_without_scanning() -> N
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
-        ("0x_", "not a valid integer (3 characters"),
-        ("0b_", "not a valid integer (3 characters"),
-        ("+0b_", "not a valid integer"),
-        ("-0x__", "not a valid integer"),
         ("!!float ._", "not a valid number (2 characters"),
         ("!!int ''", "not a valid integer (0 characters"),
         ("!!int abc", "not a valid integer"),
+        ("!!int 0x_", "not a valid integer"),
         ("!!float x", "not a valid number"),
         ("!!bool maybe", "not a valid boolean"),
-        ("1" * 5_000, "integer of 5,000 characters; at most 4,300 digits"),
-        ("-" + "9" * 4_301, "integer of 4,301 characters"),
-        ("0b" + "1" * 17_201, "integer of 17,201 characters"),
-        ("0b" + "1" * 14_300, "integer of more than 4,300 digits"),
-        ("+1" + "_0" * 4_300, "integer of 4,301 characters"),
-        ("0x" + "f" * 4_000, "integer of more than 4,300 digits"),
-        ("1" + ":30" * 2_400, "integer of 7,201 characters"),
+        ("!!int " + "7" * 6_000, "not a valid integer (6,000 characters"),
+        (".inf", "'.inf' is a number JSON cannot carry"),
+        ("-.Inf", "'-.Inf' is a number JSON cannot carry"),
+        (".NaN", "'.NaN' is a number JSON cannot carry"),
     ],
 )
-def test_a_scalar_that_cannot_be_converted_is_a_c6_problem_at_its_place(
+def test_a_scalar_kubernetes_cannot_read_is_a_c6_problem_at_its_place(
     value: str, expected: str
 ) -> None:
     problem = _problem(f"spec:\n  replicas: {value}\n")
@@ -192,7 +186,8 @@ def test_a_scalar_that_cannot_be_converted_is_a_c6_problem_at_its_place(
     assert (problem.rule, problem.line, problem.column) == ("C6", 2, 13)
     assert problem.message.startswith(expected)
     assert "quote it if it is meant as a string" in problem.message
-    assert value.split()[-1] not in problem.message  # the value is never repeated
+    if len(value) > 20:
+        assert value.split()[-1] not in problem.message  # a long value is never repeated
 
 
 @pytest.mark.parametrize(
@@ -202,31 +197,29 @@ def test_a_scalar_that_cannot_be_converted_is_a_c6_problem_at_its_place(
         ("1__000", 1000),
         ("0_", 0),
         ("0x_F", 15),
+        ("0x_", "0x_"),
+        ("+0b_", "+0b_"),
         ("0o_", "0o_"),
-        ("190:20:30", 685230),
-        ("1" * 4_300, int("1" * 4_300)),
-        ("-0x" + "F" * 3_000, -int("F" * 3_000, 16)),
-        ("0b" + "1" * 14_000, int("1" * 14_000, 2)),
+        ("190:20:30", "190:20:30"),
+        ("1" * 5_000, "1" * 5_000),
+        ("-" + "9" * 4_301, "-" + "9" * 4_301),
+        ("-0x" + "F" * 3_000, "-0x" + "F" * 3_000),
+        ("0b" + "1" * 14_000, "0b" + "1" * 14_000),
+        ("1" * 100_000 + ".5", "1" * 100_000 + ".5"),
+        ("1e99999", "1e99999"),
+        ("1e-99999", 0),
         (".iNf", ".iNf"),
         ("._", "._"),
         ("1_000.5_", 1000.5),
     ],
 )
-def test_scalars_keep_their_yaml_1_1_meaning(value: str, expected: object) -> None:
+def test_scalars_read_as_kubernetes_reads_them_however_long(value: str, expected: object) -> None:
+    """Out-of-range numbers stay strings, as Go's parsers refuse them; none costs more than
+    reading its characters (Python's int() of a long decimal is quadratic, so it never sees one)."""
     documents, problems = parse_yaml(f"a: {value}\n", "f.yaml")
 
     assert problems == []
     assert documents[0].data == {"a": expected}
-
-
-@pytest.mark.parametrize("value", [".inf", ".Inf", "+.INF", "-.inf", ".nan", ".NaN"])
-def test_infinities_and_nan_stay_floats(value: str) -> None:
-    documents, problems = parse_yaml(f"a: {value}\n", "f.yaml")
-
-    assert problems == []
-    number = documents[0].data["a"]
-    assert isinstance(number, float)
-    assert number != number or abs(number) == float("inf")
 
 
 # -- locating diagnostics: each mapping indexed once ---------------------------------------------

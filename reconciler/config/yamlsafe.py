@@ -4,14 +4,14 @@ Parses text (never files: the loader does the reading) into JSON-compatible docu
 libyaml C parser where present. Refuses duplicate keys, unsupported tags, non-scalar keys,
 unbounded alias expansion ("billion laughs"), nesting deeper than :data:`MAX_DEPTH` in any form
 (checked before composing: the composers recurse, and deep block or flow nesting would overflow
-the C stack), scalars that cannot be converted (``0x_``, integers of more than
-:data:`MAX_INT_DIGITS` digits) and work past a :class:`~reconciler.config.budget.TimeBudget`, each
-as a
-:class:`~reconciler.core.diagnostics.Diagnostic` with line and column. Each :class:`Document` keeps
-the
-text it came from; when a later check needs the line and column of a JSON pointer, the text is
-composed again (only then, and once per file), so a valid repo never holds node trees in memory;
-each mapping on the way is indexed once, so locating many diagnostics stays linear.
+the C stack), scalars that Kubernetes cannot read (``!!int abc``, ``.inf``: see
+:mod:`reconciler.config.scalars`, which reads plain scalars as ``kubectl apply`` does) and work
+past a :class:`~reconciler.config.budget.TimeBudget`, each as a
+:class:`~reconciler.core.diagnostics.Diagnostic` with line and column. Each :class:`Document`
+keeps the text it came from; when a later check needs the line and column of a JSON pointer,
+the text is composed again (only then, and once per file), so a valid repo never holds node
+trees in memory; each mapping on the way is indexed once, so locating many diagnostics stays
+linear.
 
 Used by the loader (every YAML file of a config repo) and by tests.
 """
@@ -19,52 +19,67 @@ Used by the loader (every YAML file of a config repo) and by tests.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
+from reconciler.config import scalars
 from reconciler.config.budget import TimeBudget
 from reconciler.core.diagnostics import Diagnostic, Pointer, format_pointer
 from reconciler.errors import OverBudgetError
 
 _SafeLoader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-#: Implicit tags of plain scalars already resolved: the same keys and values ("name", "spec",
-#: "true", "1.0.0") repeat across thousands of files, and PyYAML resolves each with regexes.
-_PLAIN_TAGS: dict[str, str] = {}
-_PLAIN_TAGS_MAX = 200_000
+#: Plain scalars already read (tag and value, by Kubernetes' rules: :mod:`.scalars`): the same
+#: keys and values ("name", "spec", "true", "1.0.0") repeat across thousands of files.
+_PLAIN: dict[str, tuple[str, Any]] = {}
+_PLAIN_MAX = 200_000
+#: The tag of a plain scalar that cannot be sent as JSON (``.inf``, ``.nan``): refused when built.
+_NOT_JSON = "tag:reconciler.dev,2026:not-json"
+
+
+def read_plain(text: str) -> tuple[str, Any]:
+    """The tag and value of a plain scalar as Kubernetes reads it (memoised)."""
+    found = _PLAIN.get(text)
+    if found is None:
+        try:
+            found = scalars.read_plain(text)
+        except scalars.NotJsonError:
+            found = (_NOT_JSON, text)
+        if len(_PLAIN) >= _PLAIN_MAX:
+            _PLAIN.clear()
+        _PLAIN[text] = found
+    return found
 
 
 class _BaseLoader(_SafeLoader):  # type: ignore[misc]
-    """The safe loader with a memo of plain-scalar tags (same result, less work)."""
+    """The safe loader resolving plain scalars by Kubernetes' rules (sigs.k8s.io/yaml over
+    goyaml.v2) instead of PyYAML's YAML 1.1 ones."""
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
         if kind is not yaml.ScalarNode or not implicit[0]:
             return super().resolve(kind, value, implicit)
-        tag = _PLAIN_TAGS.get(value)
-        if tag is None:
-            tag = super().resolve(kind, value, implicit)
-            if len(_PLAIN_TAGS) >= _PLAIN_TAGS_MAX:
-                _PLAIN_TAGS.clear()
-            _PLAIN_TAGS[value] = tag
-        return tag
+        return read_plain(value)[0]
 
 
 #: Expanded nodes allowed per document: aliases may repeat content, but not without bound.
 MAX_EXPANDED_NODES = 1_000_000
 #: Nesting depth allowed per document (also stops recursive aliases).
 MAX_DEPTH = 200
-#: Digits an integer may have (Python refuses to print longer ones: its int/str digit limit).
-MAX_INT_DIGITS = 4_300
 #: The time budget is looked at every this many nodes or events (a power of two, minus one).
 _CHECK_EVERY = 1023
 
 _TAG = "tag:yaml.org,2002:"
-_STR, _INT, _FLOAT, _BOOL, _NULL = (_TAG + t for t in ("str", "int", "float", "bool", "null"))
+_STR, _INT, _FLOAT, _BOOL, _NULL = (
+    scalars.STR,
+    scalars.INT,
+    scalars.FLOAT,
+    scalars.BOOL,
+    scalars.NULL,
+)
 _TIMESTAMP, _MAP, _SEQ, _MERGE = (_TAG + t for t in ("timestamp", "map", "seq", "merge"))
-_SCALARS = yaml.constructor.SafeConstructor()
 _KEY_TAGS = frozenset({_STR, _INT, _FLOAT, _BOOL, _NULL, _TIMESTAMP})
 
 
@@ -138,8 +153,9 @@ def mapping_index(node: yaml.MappingNode) -> dict[str, _Entry]:
     """The (key node, value node) of each scalar key of ``node``; the first of equal keys."""
     index: dict[str, _Entry] = {}
     for key_node, value_node in node.value:
-        if isinstance(key_node, yaml.ScalarNode):
-            index.setdefault(str(key_node.value), (key_node, value_node))
+        key = _key_text(key_node)
+        if key is not None:
+            index.setdefault(key, (key_node, value_node))
     return index
 
 
@@ -380,49 +396,29 @@ def _construct(node: yaml.Node, budget: _Budget, depth: int) -> Any:
 
 
 def _scalar(node: yaml.ScalarNode) -> Any:
-    tag = node.tag
-    if tag == _STR:
-        return node.value
-    if tag == _NULL:
-        return None
-    if tag in _CONVERTERS:
-        return _converted(node)
-    if tag == _TIMESTAMP:
-        return node.value  # kept as written: JSON has no dates, Kubernetes wants strings
-    raise YamlProblemError(f"unsupported tag {tag}", node)
+    return _tagged(node)[1]
 
 
-_CONVERTERS: dict[str, tuple[str, Callable[[yaml.ScalarNode], Any]]] = {
-    _BOOL: ("boolean", _SCALARS.construct_yaml_bool),
-    _INT: ("integer", _SCALARS.construct_yaml_int),
-    _FLOAT: ("number", _SCALARS.construct_yaml_float),
-}
-_INT_LIMIT = 10**MAX_INT_DIGITS
+def _tagged(node: yaml.ScalarNode) -> tuple[str, Any]:
+    """The tag and value of a scalar: plain ones as Kubernetes reads them, explicitly tagged
+    ones (``!!int "0x1F"``) checked against that reading, as goyaml.v2 checks them."""
+    tag, text = node.tag, str(node.value)
+    if tag in (_STR, _TIMESTAMP):  # timestamps stay strings: JSON has no dates
+        return _STR, text
+    if tag == _NOT_JSON:
+        raise YamlProblemError(f"'{text}' is a number JSON cannot carry ({_QUOTE_IT})", node)
+    what = _EXPLICIT.get(tag)
+    if what is None:
+        raise YamlProblemError(f"unsupported tag {tag}", node)
+    read_tag, value = read_plain(text)
+    if read_tag == tag or (tag == _FLOAT and read_tag == _INT):
+        return tag, value
+    message = f"not a valid {what} ({len(text):,} characters; {_QUOTE_IT})"
+    raise YamlProblemError(message, node)
+
+
+_EXPLICIT = {_BOOL: "boolean", _INT: "integer", _FLOAT: "number", _NULL: "null", _MERGE: "key"}
 _QUOTE_IT = "quote it if it is meant as a string"
-
-
-def _converted(node: yaml.ScalarNode) -> Any:
-    """A boolean, integer or float as PyYAML reads it; what it cannot convert (``0x_``,
-    ``!!float x``, ``!!bool maybe``) or an integer too long to print is a C6 problem that never
-    repeats the value (it may be long, or a secret)."""
-    what, convert = _CONVERTERS[node.tag]
-    text = str(node.value)
-    if what == "integer":  # too long to convert quickly (decimal conversion is quadratic)?
-        body = text.replace("_", "").lstrip("+-")
-        binary = body[:2] in ("0x", "0b")  # then the value is judged below, once converted
-        length = len(body) - (2 if binary else 0)
-        if length > MAX_INT_DIGITS * (4 if binary else 1):
-            message = f"integer of {length:,} characters; at most {MAX_INT_DIGITS:,} digits"
-            raise YamlProblemError(f"{message} ({_QUOTE_IT})", node)
-    try:
-        value = convert(node)
-    except (ArithmeticError, LookupError, TypeError, ValueError):
-        message = f"not a valid {what} ({len(text):,} characters; {_QUOTE_IT})"
-        raise YamlProblemError(message, node) from None
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= _INT_LIMIT:
-        message = f"integer of more than {MAX_INT_DIGITS:,} digits ({_QUOTE_IT})"
-        raise YamlProblemError(message, node)
-    return value
 
 
 def _mapping(node: yaml.MappingNode, budget: _Budget, depth: int) -> dict[str, Any]:
@@ -432,11 +428,7 @@ def _mapping(node: yaml.MappingNode, budget: _Budget, depth: int) -> dict[str, A
         if key_node.tag == _MERGE:
             _merge_into(merged, _construct(value_node, budget, depth + 1), value_node)
             continue
-        if not isinstance(key_node, yaml.ScalarNode):
-            raise YamlProblemError("mapping keys must be plain scalars", key_node)
-        if key_node.tag not in _KEY_TAGS:
-            raise YamlProblemError(f"unsupported tag {key_node.tag}", key_node)
-        key = str(key_node.value)
+        key = _key(key_node)
         if key in result:
             first = _key_line(node, key)
             raise YamlProblemError(
@@ -444,6 +436,19 @@ def _mapping(node: yaml.MappingNode, budget: _Budget, depth: int) -> dict[str, A
             )
         result[key] = _construct_entry(key_node, value_node, budget, depth)
     return {**merged, **result} if merged else result
+
+
+def _key(node: yaml.Node) -> str:
+    """A mapping key as sigs.k8s.io/yaml writes it in JSON (``y`` is "true", ``1e3`` is
+    "1000"); keys that are not scalars or read as null are refused, as kubectl refuses them."""
+    if not isinstance(node, yaml.ScalarNode):
+        raise YamlProblemError("mapping keys must be plain scalars", node)
+    if node.tag not in _KEY_TAGS:
+        raise YamlProblemError(f"unsupported tag {node.tag}", node)
+    tag, value = _tagged(node)
+    if tag == _NULL:
+        raise YamlProblemError(f"a key that reads as null ({_QUOTE_IT})", node)
+    return scalars.key_string(tag, value)
 
 
 def _construct_entry(
@@ -471,6 +476,14 @@ def _merge_into(merged: dict[str, Any], value: Any, node: yaml.Node) -> None:
 
 def _key_line(node: yaml.MappingNode, key: str) -> int:
     for key_node, _ in node.value:
-        if isinstance(key_node, yaml.ScalarNode) and str(key_node.value) == key:
+        if _key_text(key_node) == key:
             return int(key_node.start_mark.line) + 1
     return int(node.start_mark.line) + 1
+
+
+def _key_text(node: yaml.Node) -> str | None:
+    """The JSON key of a key node, or None for a key that is refused."""
+    try:
+        return _key(node)
+    except YamlProblemError:
+        return None
