@@ -311,3 +311,16 @@ def test_inline_kubeconfig_in_a_runtime_is_a_credential_error_not_an_unknown_fie
     assert len(errors) == 1
     assert errors[0].startswith("runtimes/one.yaml:7 C6 inline credential 'token'")
     assert "abcdef0123456789" not in errors[0]
+
+
+def test_a_module_with_a_schema_error_still_shows_its_dependency_cycle(tmp_path: Path) -> None:
+    """Validation stays whole: the unknown field and the cycle are reported in one run, not
+    the cycle only after the first fix."""
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURE, repo)
+    module = repo / "modules" / "cyc-a" / "module.yaml"
+    module.write_text(module.read_text().replace("spec:\n", "spec:\n  bogus: 1\n"))
+
+    rules = {(d.path.rsplit("/", 3)[-2], d.rule) for d in load_repo(repo).diagnostics}
+
+    assert {("cyc-a", "C1"), ("cyc-a", "C5")} <= rules

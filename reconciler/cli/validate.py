@@ -31,8 +31,9 @@ if TYPE_CHECKING:
 def validate(repo: Path, channels_dir: Path | None, max_file_size: int, output_format: str) -> None:
     """Check a config repo against every rule and list every error in one pass.
 
-    Each error reads PATH:LINE:COL: RULE MESSAGE (JSON-POINTER). REPO defaults to the current
-    directory.
+    Each error reads PATH:LINE:COL: RULE MESSAGE (JSON-POINTER). Values that Kubernetes reads in
+    a surprising way (y as true, 0777 as 511; docs/yaml.md) are warnings, PATH:LINE:COL: warning
+    RULE MESSAGE, and do not change the exit status. REPO defaults to the current directory.
     """
     from reconciler.cli.loading import load_validation
 
@@ -42,8 +43,16 @@ def validate(repo: Path, channels_dir: Path | None, max_file_size: int, output_f
     else:
         for diagnostic in validation.diagnostics:
             click.echo(diagnostic.format())
+        for warning in validation.warnings:
+            click.echo(_warning_line(warning.format()))
         click.echo(_summary(repo, validation), err=not validation.valid)
     sys.exit(exits.OK if validation.valid else exits.VALIDATE_INVALID)
+
+
+def _warning_line(formatted: str) -> str:
+    """``path:line:col: warning RULE message``: a warning reads like an error, marked."""
+    place, _, rest = formatted.partition(": ")
+    return f"{place}: warning {rest}"
 
 
 def _summary(repo: Path, validation: Validation) -> str:
@@ -67,6 +76,7 @@ def _validation_json(repo: Path, validation: Validation) -> dict[str, Any]:
         "valid": validation.valid,
         "files": validation.files,
         "errors": [d.to_json() for d in validation.diagnostics],
+        "warnings": [d.to_json() for d in validation.warnings],
     }
     if validation.repo is not None:
         result["runtimes"] = sorted(validation.repo.runtimes)

@@ -92,7 +92,9 @@ def read_plain(text: str) -> tuple[str, Any]:
 
 
 def _number(text: str) -> tuple[str, Any] | None:
-    plain = text.replace("_", "")
+    # after a sign or digit goyaml.v2 drops every "_"; after a dot it asks Go's float parser,
+    # which takes none
+    plain = text if text[0] == "." else text.replace("_", "")
     integer = _go_int(plain)
     if integer is not None:
         return INT, integer

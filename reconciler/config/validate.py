@@ -107,6 +107,9 @@ class Validation:
     repo: ConfigRepo | None
     diagnostics: tuple[Diagnostic, ...]
     files: int = 0
+    #: Plain scalars that Kubernetes reads in a way that may surprise (rules Y1, Y2 of
+    #: docs/yaml.md): never errors, whatever their number.
+    warnings: tuple[Diagnostic, ...] = ()
 
     @property
     def valid(self) -> bool:
@@ -181,10 +184,21 @@ def _validate(
     runtimes = {f.stem: run.runtime(f, repo) for f in raw.runtimes}
     diagnostics = tuple(sort_diagnostics(run.diagnostics))
     files = _count_files(raw)
+    warnings = tuple(sort_diagnostics(_warnings(raw)))
     if diagnostics:
-        return Validation(None, diagnostics, files)
+        return Validation(None, diagnostics, files, warnings)
     valid_runtimes = {name: r for name, r in runtimes.items() if r is not None}
-    return Validation(ConfigRepo(settings, valid_runtimes, modules, repo.channels), (), files)
+    config = ConfigRepo(settings, valid_runtimes, modules, repo.channels)
+    return Validation(config, (), files, warnings)
+
+
+def _warnings(raw: RawRepo) -> list[Diagnostic]:
+    """The warnings the YAML reader attached to every document of ``raw``."""
+    files: list[RawFile | None] = [raw.settings, *raw.runtimes, *raw.channels]
+    for module in raw.modules:
+        files.append(module.module)
+        files.extend(f for v in module.versions for f in (v.manifest, v.default))
+    return [w for f in files if f is not None for d in f.documents for w in d.warnings]
 
 
 def _count_files(raw: RawRepo) -> int:
@@ -283,7 +297,9 @@ class _Run:
             )
             return _placeholder_module(raw.name, versions)
         document = self.single(raw.module, "Module")
-        if document is None or not self.name_matches(document, raw.name, "module folder name"):
+        if document is None:  # still in the cross-file checks with the fields that are valid
+            return _placeholder_module(raw.name, versions, _valid_dependencies(raw.module))
+        if not self.name_matches(document, raw.name, "module folder name"):
             return _placeholder_module(raw.name, versions)
         module = module_from(document.data, versions, raw.module.path)
         self.module_versions_metadata(document, versions)
@@ -517,9 +533,25 @@ def _walk_cycles(
             _walk_cycles(modules, dep, (*path, dep), found)
 
 
-def _placeholder_module(name: str, versions: Mapping[str, ModuleVersion]) -> Module:
-    """Stands in for a module whose module.yaml is broken, so references to it still resolve."""
-    return Module(name, "", "", "", versions)
+def _placeholder_module(
+    name: str, versions: Mapping[str, ModuleVersion], depends_on: tuple[str, ...] = ()
+) -> Module:
+    """Stands in for a module whose module.yaml is broken, so references to it still resolve
+    (and its dependencies, when they are valid, are still checked: C5)."""
+    return Module(name, "", "", "", versions, depends_on=depends_on)
+
+
+def _valid_dependencies(file: RawFile) -> tuple[str, ...]:
+    """``spec.dependsOn`` of a Module document that failed its schema for another field: a list
+    of names, or nothing (an invalid ``dependsOn`` has its own diagnostic)."""
+    if file.broken or len(file.documents) != 1:
+        return ()
+    data = file.documents[0].data
+    spec = data.get("spec") if isinstance(data, dict) else None
+    names = spec.get("dependsOn") if isinstance(spec, dict) else None
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        return ()
+    return tuple(names)
 
 
 def _remote_problems(document: Document) -> Iterator[Diagnostic]:

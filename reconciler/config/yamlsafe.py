@@ -34,20 +34,22 @@ _SafeLoader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 #: Plain scalars already read (tag and value, by Kubernetes' rules: :mod:`.scalars`): the same
 #: keys and values ("name", "spec", "true", "1.0.0") repeat across thousands of files.
-_PLAIN: dict[str, tuple[str, Any]] = {}
+_PLAIN: dict[str, tuple[str, Any, str | None]] = {}
 _PLAIN_MAX = 200_000
 #: The tag of a plain scalar that cannot be sent as JSON (``.inf``, ``.nan``): refused when built.
 _NOT_JSON = "tag:reconciler.dev,2026:not-json"
 
 
-def read_plain(text: str) -> tuple[str, Any]:
-    """The tag and value of a plain scalar as Kubernetes reads it (memoised)."""
+def read_plain(text: str) -> tuple[str, Any, str | None]:
+    """The tag and value of a plain scalar as Kubernetes reads it, and why that reading may
+    surprise its author (see :func:`~reconciler.config.scalars.surprise`), memoised."""
     found = _PLAIN.get(text)
     if found is None:
         try:
-            found = scalars.read_plain(text)
+            tag, value = scalars.read_plain(text)
         except scalars.NotJsonError:
-            found = (_NOT_JSON, text)
+            tag, value = _NOT_JSON, text
+        found = (tag, value, scalars.surprise(text))
         if len(_PLAIN) >= _PLAIN_MAX:
             _PLAIN.clear()
         _PLAIN[text] = found
@@ -167,6 +169,8 @@ class Document:
     index: int
     data: Any
     source: SourceText | None = field(default=None, compare=False, repr=False)
+    #: Plain scalars whose Kubernetes reading may surprise (``y`` is true): rules Y1 and Y2.
+    warnings: tuple[Diagnostic, ...] = field(default=(), compare=False, repr=False)
 
     def position(self, pointer: Pointer, *, key: bool = False) -> Position:
         """Where ``pointer`` is in the file: the deepest existing node on its way.
@@ -202,6 +206,8 @@ class _Budget:
     time: TimeBudget | None = None
     nodes: int = 0
     mark: Any = None  # where the work was when the time budget was last checked
+    #: The surprising plain scalars met in the document: (node, why).
+    surprises: list[tuple[yaml.Node, str]] = field(default_factory=list)
 
 
 def parse_yaml(
@@ -248,9 +254,10 @@ def _parse(
         for index, node in enumerate(_nodes(loader)):
             if node is None or _is_empty(node):
                 continue
-            work.nodes, work.mark = 0, node.start_mark
+            work.nodes, work.mark, work.surprises = 0, node.start_mark, []
             data = _construct(node, work, 0)
-            documents.append(Document(path, index, data, source))
+            warnings = tuple(_warning(path, n, why) for n, why in work.surprises)
+            documents.append(Document(path, index, data, source, warnings))
     except YamlProblemError as problem:
         mark = problem.node.start_mark
         return documents, [_at(path, mark, problem.message)]
@@ -383,7 +390,7 @@ def _construct(node: yaml.Node, budget: _Budget, depth: int) -> Any:
     if depth > MAX_DEPTH:
         raise YamlProblemError(f"nesting deeper than {MAX_DEPTH} levels (recursive alias?)", node)
     if isinstance(node, yaml.ScalarNode):
-        return _scalar(node)
+        return _scalar(node, budget)
     if isinstance(node, yaml.SequenceNode):
         if node.tag != _SEQ:
             raise YamlProblemError(f"unsupported tag {node.tag}", node)
@@ -395,11 +402,18 @@ def _construct(node: yaml.Node, budget: _Budget, depth: int) -> Any:
     raise YamlProblemError("unsupported YAML node", node)
 
 
-def _scalar(node: yaml.ScalarNode) -> Any:
-    return _tagged(node)[1]
+def _scalar(node: yaml.ScalarNode, budget: _Budget) -> Any:
+    return _tagged(node, budget)[1]
 
 
-def _tagged(node: yaml.ScalarNode) -> tuple[str, Any]:
+def _warning(path: str, node: yaml.Node, why: str) -> Diagnostic:
+    """A warning of rule Y1 (a word read as a boolean) or Y2 (a leading zero read as a number)."""
+    mark = node.start_mark
+    rule = "Y1" if "boolean" in why else "Y2"
+    return Diagnostic(path, mark.line + 1, mark.column + 1, rule, why)
+
+
+def _tagged(node: yaml.ScalarNode, budget: _Budget | None = None) -> tuple[str, Any]:
     """The tag and value of a scalar: plain ones as Kubernetes reads them, explicitly tagged
     ones (``!!int "0x1F"``) checked against that reading, as goyaml.v2 checks them."""
     tag, text = node.tag, str(node.value)
@@ -410,7 +424,9 @@ def _tagged(node: yaml.ScalarNode) -> tuple[str, Any]:
     what = _EXPLICIT.get(tag)
     if what is None:
         raise YamlProblemError(f"unsupported tag {tag}", node)
-    read_tag, value = read_plain(text)
+    read_tag, value, why = read_plain(text)
+    if why is not None and budget is not None and not node.style:  # plain: None or ""
+        budget.surprises.append((node, why))
     if read_tag == tag or (tag == _FLOAT and read_tag == _INT):
         return tag, value
     message = f"not a valid {what} ({len(text):,} characters; {_QUOTE_IT})"
@@ -428,7 +444,7 @@ def _mapping(node: yaml.MappingNode, budget: _Budget, depth: int) -> dict[str, A
         if key_node.tag == _MERGE:
             _merge_into(merged, _construct(value_node, budget, depth + 1), value_node)
             continue
-        key = _key(key_node)
+        key = _key(key_node, budget)
         if key in result:
             first = _key_line(node, key)
             raise YamlProblemError(
@@ -438,14 +454,14 @@ def _mapping(node: yaml.MappingNode, budget: _Budget, depth: int) -> dict[str, A
     return {**merged, **result} if merged else result
 
 
-def _key(node: yaml.Node) -> str:
+def _key(node: yaml.Node, budget: _Budget | None = None) -> str:
     """A mapping key as sigs.k8s.io/yaml writes it in JSON (``y`` is "true", ``1e3`` is
     "1000"); keys that are not scalars or read as null are refused, as kubectl refuses them."""
     if not isinstance(node, yaml.ScalarNode):
         raise YamlProblemError("mapping keys must be plain scalars", node)
     if node.tag not in _KEY_TAGS:
         raise YamlProblemError(f"unsupported tag {node.tag}", node)
-    tag, value = _tagged(node)
+    tag, value = _tagged(node, budget)
     if tag == _NULL:
         raise YamlProblemError(f"a key that reads as null ({_QUOTE_IT})", node)
     return scalars.key_string(tag, value)
