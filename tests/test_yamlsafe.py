@@ -268,7 +268,15 @@ def test_other_scalars_keep_their_json_types() -> None:
 
     data = _data(text)
 
-    assert data == {"b": True, "i": 42, "f": 1.5, "nothing": None, "v": "1.2.0", "q": "1.0", "e": ""}
+    assert data == {
+        "b": True,
+        "i": 42,
+        "f": 1.5,
+        "nothing": None,
+        "v": "1.2.0",
+        "q": "1.0",
+        "e": "",
+    }
     assert type(data["i"]) is int
     assert type(data["b"]) is bool
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from reconciler.cli.options import ClusterOptions
+from reconciler.cli.options import ClusterOptions, user_cache_dir
 from reconciler.cluster.api import Cluster
 from reconciler.cluster.snapshot import SnapshotFileCluster
 from reconciler.core.model import ClusterAccess
@@ -34,6 +34,8 @@ class Access:
             name=name,
             kubeconfig_dir=self.options.kubeconfig_dir,
             secret_namespace=self.options.secret_namespace,
+            rate=self.options.rate,
+            cache_dir=self.options.cache_dir or user_cache_dir(),
         )
 
 

@@ -21,12 +21,15 @@ from reconciler.cli.options import (
     Duration,
     debugging,
     default_state_url,
+    kube_burst_option,
+    kube_qps_option,
     kubeconfig_dir_option,
     listen_address,
     secret_namespace_option,
     snapshot_option,
     state_option,
 )
+from reconciler.cluster.ratelimit import ClientRate
 from reconciler.errors import AccessError
 
 if TYPE_CHECKING:
@@ -85,6 +88,8 @@ if TYPE_CHECKING:
 )
 @kubeconfig_dir_option
 @secret_namespace_option
+@kube_qps_option
+@kube_burst_option
 @state_option
 @click.option(
     "--workers",
@@ -178,6 +183,8 @@ def daemon(
     listen: tuple[str, int],
     kubeconfig_dir: Path | None,
     secret_namespace: str,
+    kube_qps: float,
+    kube_burst: int,
     state_url: str,
     workers: int,
     cache_dir: Path | None,
@@ -218,7 +225,13 @@ def daemon(
             allow_commit,
             debugging(ctx),
         ),
-        ClusterOptions(kubeconfig_dir, secret_namespace, snapshot),
+        ClusterOptions(
+            kubeconfig_dir,
+            secret_namespace,
+            snapshot,
+            ClientRate(kube_qps, kube_burst),
+            cache_dir,
+        ),
         state_url,
     )
 

@@ -24,6 +24,8 @@ from reconciler.cli.options import (
     RunRequest,
     allow_option,
     channels_option,
+    kube_burst_option,
+    kube_qps_option,
     kubeconfig_dir_option,
     max_size_option,
     repo_argument,
@@ -32,6 +34,7 @@ from reconciler.cli.options import (
     snapshot_option,
     state_option,
 )
+from reconciler.cluster.ratelimit import ClientRate
 from reconciler.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -73,6 +76,8 @@ if TYPE_CHECKING:
 @snapshot_option
 @kubeconfig_dir_option
 @secret_namespace_option
+@kube_qps_option
+@kube_burst_option
 @click.option(
     "--format",
     "output_format",
@@ -109,6 +114,8 @@ def diff(
     snapshot: str | None,
     kubeconfig_dir: Path | None,
     secret_namespace: str,
+    kube_qps: float,
+    kube_burst: int,
     output_format: str,
     details: bool | None,
     color: bool | None,
@@ -134,7 +141,9 @@ def diff(
     """
     when = now.replace(tzinfo=UTC) if now else datetime.now(UTC)
     source = RepoInput(repo, channels_dir, max_file_size)
-    clusters = ClusterOptions(kubeconfig_dir, secret_namespace, snapshot)
+    clusters = ClusterOptions(
+        kubeconfig_dir, secret_namespace, snapshot, ClientRate(kube_qps, kube_burst)
+    )
     if base_rev is not None or base_path is not None:
         request = FleetRequest(repo, base_rev, head_rev, base_path, runtime_names, when)
         view = FleetView(output_format, bool(details), color, timings)

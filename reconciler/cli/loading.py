@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from reconciler.cli.options import GIT_TIMEOUT_ENV, RepoInput
+from reconciler.cli.options import GIT_TIMEOUT_ENV, RepoInput, user_cache_dir
 from reconciler.config.validate import Validation
 from reconciler.core.durations import parse_duration
 from reconciler.core.model import ConfigRepo
@@ -67,13 +67,12 @@ def _with_git_channels(repo: Path, options: ReadOptions) -> ReadOptions:
 
     from reconciler.source.git import GitRunner, RemoteSource  # imports git: only when needed
 
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     key = hashlib.sha256(wanted.url.encode()).hexdigest()[:16]
     source = RemoteSource(
         wanted.url,
         wanted.ref,
         wanted.sub_path,
-        Path(base) / "reconciler" / f"channels-{key}",
+        user_cache_dir() / f"channels-{key}",
         {"GIT_TERMINAL_PROMPT": "0"},
         runner=GitRunner(git_timeout(os.environ.get(GIT_TIMEOUT_ENV, "60s"))),
     )

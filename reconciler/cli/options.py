@@ -7,13 +7,15 @@ options say so that no function below a click callback takes a long parameter li
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import click
 
+from reconciler.cluster.ratelimit import DEFAULT_BURST, DEFAULT_QPS, ClientRate
 from reconciler.core.durations import parse_duration
 
 #: The default limit of a YAML file's size (C6); the loader's ``DEFAULT_MAX_FILE_SIZE``.
@@ -41,6 +43,16 @@ class ClusterOptions:
     kubeconfig_dir: Path | None
     secret_namespace: str
     snapshot: str | None = None
+    #: Requests per second and burst to one API server (``--kube-qps``, ``--kube-burst``).
+    rate: ClientRate = field(default_factory=ClientRate)
+    #: Where discovery is cached between runs (default: :func:`user_cache_dir`).
+    cache_dir: Path | None = None
+
+
+def user_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/reconciler``, else ``~/.cache/reconciler``: fetched channels, discovery."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "reconciler"
 
 
 class Duration(click.ParamType[float, Any]):
@@ -110,6 +122,22 @@ kubeconfig_dir_option = click.option(
     type=click.Path(file_okay=False, exists=True, path_type=Path),
     envvar="RECONCILER_KUBECONFIG_DIR",
     help="Folder of the kubeconfig files that runtimes name in spec.cluster.kubeconfigFile.",
+)
+kube_qps_option = click.option(
+    "--kube-qps",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_QPS,
+    show_default=True,
+    envvar="RECONCILER_KUBE_QPS",
+    help="Requests per second to one API server, shared by every runtime on it (as kubectl).",
+)
+kube_burst_option = click.option(
+    "--kube-burst",
+    type=click.IntRange(min=1),
+    default=DEFAULT_BURST,
+    show_default=True,
+    envvar="RECONCILER_KUBE_BURST",
+    help="Requests that may go at once to one API server after a quiet spell (as kubectl).",
 )
 secret_namespace_option = click.option(
     "--secret-namespace",

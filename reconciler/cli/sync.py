@@ -22,6 +22,8 @@ from reconciler.cli.options import (
     channels_option,
     debugging,
     format_option,
+    kube_burst_option,
+    kube_qps_option,
     kubeconfig_dir_option,
     max_size_option,
     repo_argument,
@@ -30,6 +32,7 @@ from reconciler.cli.options import (
     snapshot_option,
     state_option,
 )
+from reconciler.cluster.ratelimit import ClientRate
 from reconciler.errors import AccessError, HeldByBrakeError, ReconcilerError
 
 if TYPE_CHECKING:
@@ -47,6 +50,8 @@ if TYPE_CHECKING:
 @snapshot_option
 @kubeconfig_dir_option
 @secret_namespace_option
+@kube_qps_option
+@kube_burst_option
 @state_option
 @click.option(
     "--wait",
@@ -86,6 +91,8 @@ def sync(
     snapshot: str | None,
     kubeconfig_dir: Path | None,
     secret_namespace: str,
+    kube_qps: float,
+    kube_burst: int,
     state_url: str,
     wait: float,
     daemon_url: str | None,
@@ -110,7 +117,9 @@ def sync(
     from reconciler.cli.clusters import state_url_for
 
     source = RepoInput(repo, channels_dir, max_file_size)
-    clusters = ClusterOptions(kubeconfig_dir, secret_namespace, snapshot)
+    clusters = ClusterOptions(
+        kubeconfig_dir, secret_namespace, snapshot, ClientRate(kube_qps, kube_burst)
+    )
     store_url = state_url_for(ctx, state_url, snapshot)
     run = RunRequest(source, clusters, store_url, runtime_names, allow_deletions)
     if dry_run:

@@ -2,7 +2,9 @@
 
 The only module that imports ``kubernetes``. It uses the dynamic client (any kind, discovered),
 server-side apply with our field manager (``force`` on conflicts), JSON merge patches and
-deletion with a propagation policy. Discovery is cached and refreshed once when a kind is not
+deletion with a propagation policy. Every request first takes a token of its API server's rate
+limit (:mod:`reconciler.cluster.ratelimit`). Discovery is cached, in a file per server between
+runs (:func:`discovery_cache_file`), and refreshed once when a kind is not
 found (a CRD was just added). Every library exception is translated here, once, into the errors
 of :mod:`reconciler.errors`; messages carry the status and the server's reason, never a
 credential or an object's content. :func:`connect` builds a client from a Runtime's
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -30,6 +33,7 @@ from kubernetes.dynamic import exceptions as dyn
 from urllib3.exceptions import HTTPError
 
 from reconciler.cluster.api import KindInfo
+from reconciler.cluster.ratelimit import Buckets, ClientRate, TokenBucket
 from reconciler.core.model import ClusterAccess
 from reconciler.core.objects import Body, ObjectRef
 from reconciler.errors import (
@@ -55,18 +59,36 @@ DynamicClient: Any = _DynamicClient
 class KubeCluster:
     """A Kubernetes API server reached through ``api_client``."""
 
-    def __init__(self, api_client: Any, *, name: str = "cluster") -> None:
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        name: str = "cluster",
+        bucket: TokenBucket | None = None,
+        cache_file: Path | None = None,
+    ) -> None:
         #: Where it lives, for rehearsal isolation (never a credential).
         self.identity = f"server {getattr(api_client.configuration, 'host', '') or name}"
         self.name = name
+        self._bucket = bucket
         with _translated(f"{name}: discovery"):
-            self._dynamic: Any = DynamicClient(api_client)
+            self._dynamic: Any = DynamicClient(
+                api_client, cache_file=str(cache_file) if cache_file is not None else None
+            )
+
+    @contextmanager
+    def _request(self, what: str) -> Iterator[None]:
+        """One request to the server: a token of its rate limit first, errors translated."""
+        if self._bucket is not None:
+            self._bucket.take()
+        with _translated(what):
+            yield
 
     def get(self, ref: ObjectRef) -> Body | None:
         """See :meth:`reconciler.cluster.api.Cluster.get`."""
         resource = self._resource(ref.api_version, ref.kind)
         try:
-            with _translated(f"get {ref.subject}"):
+            with self._request(f"get {ref.subject}"):
                 found = resource.get(name=ref.name, namespace=ref.namespace or None)
         except NotFoundError:
             return None
@@ -83,7 +105,7 @@ class KubeCluster:
         """See :meth:`reconciler.cluster.api.Cluster.list_objects`."""
         resource = self._resource(api_version, kind)
         selector = ",".join(f"{k}={v}" for k, v in sorted((labels or {}).items())) or None
-        with _translated(f"list {kind}"):
+        with self._request(f"list {kind}"):
             found = resource.get(namespace=namespace, label_selector=selector)
         items = _as_dict(found).get("items") or []  # a server answers [], an aggregated API null
         for item in items:  # list items carry neither apiVersion nor kind
@@ -102,7 +124,7 @@ class KubeCluster:
         """See :meth:`reconciler.cluster.api.Cluster.apply`."""
         ref = ObjectRef.of(body)
         resource = self._resource(ref.api_version, ref.kind)
-        with _translated(f"apply {ref.subject}"):
+        with self._request(f"apply {ref.subject}"):
             applied = self._dynamic.server_side_apply(
                 resource,
                 body=dict(body),
@@ -116,7 +138,7 @@ class KubeCluster:
     def patch(self, ref: ObjectRef, merge_patch: Mapping[str, Any]) -> Body:
         """See :meth:`reconciler.cluster.api.Cluster.patch`."""
         resource = self._resource(ref.api_version, ref.kind)
-        with _translated(f"patch {ref.subject}"):
+        with self._request(f"patch {ref.subject}"):
             patched = self._dynamic.patch(
                 resource,
                 body=dict(merge_patch),
@@ -130,7 +152,7 @@ class KubeCluster:
         """See :meth:`reconciler.cluster.api.Cluster.delete`."""
         resource = self._resource(ref.api_version, ref.kind)
         try:
-            with _translated(f"delete {ref.subject}"):
+            with self._request(f"delete {ref.subject}"):
                 resource.delete(
                     name=ref.name, namespace=ref.namespace or None, propagation_policy=propagation
                 )
@@ -266,22 +288,47 @@ def _retry_after(error: Any) -> float:
 # -- connecting --------------------------------------------------------------------------------
 
 
+#: The rate limit of each API server this process talks to, shared by all its runtimes.
+BUCKETS = Buckets()
+
+
 def connect(
     access: ClusterAccess,
     *,
     name: str,
     kubeconfig_dir: Path | None = None,
     secret_namespace: str = "reconciler-system",  # noqa: S107 (a namespace, not a secret)
+    rate: ClientRate | None = None,
+    cache_dir: Path | None = None,
 ) -> KubeCluster:
     """A :class:`KubeCluster` for a Runtime's ``spec.cluster``; :class:`AccessError` when the
-    credentials cannot be found or read."""
+    credentials cannot be found or read. Requests keep to ``rate`` per API server (kubectl's
+    limits by default); discovery is cached in ``cache_dir`` (see :func:`discovery_cache_file`)."""
     try:
         api_client = _api_client(access, kubeconfig_dir, secret_namespace)
     except (ConfigException, OSError, yaml.YAMLError, binascii.Error, UnicodeDecodeError) as error:
         raise AccessError(
             f"{name}: cannot use {access.describe()}: {type(error).__name__}"
         ) from error
-    return KubeCluster(api_client, name=name)
+    server = str(getattr(api_client.configuration, "host", "") or name)
+    bucket = BUCKETS.for_server(server, rate or ClientRate())
+    cache_file = discovery_cache_file(cache_dir, server) if cache_dir is not None else None
+    return KubeCluster(api_client, name=name, bucket=bucket, cache_file=cache_file)
+
+
+def discovery_cache_file(cache_dir: Path, server: str) -> Path | None:
+    """The file that keeps the discovery of ``server`` between runs, like kubectl's
+    ``~/.kube/cache/discovery``: one per server URL (kinds only, never a credential), read by
+    the client at start and refreshed on a miss. None when the folder cannot be made."""
+    folder = cache_dir / "discovery"
+    path = folder / (hashlib.sha256(server.encode()).hexdigest()[:24] + ".json")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            path.write_text("{}", encoding="utf-8")  # the client logs an error for a missing file
+    except OSError:
+        return None
+    return path
 
 
 def _api_client(access: ClusterAccess, kubeconfig_dir: Path | None, secret_namespace: str) -> Any:
