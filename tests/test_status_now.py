@@ -16,8 +16,9 @@ from click.testing import CliRunner
 from reconciler.cli import cli
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ConfigRepo, ModuleRef
+from reconciler.core.objects import ObjectRef
 from reconciler.operations.engine import Engine
-from reconciler.operations.model import OperationState
+from reconciler.operations.model import OperationState, OperationType
 from reconciler.operations.runner import Runner
 from reconciler.operations.store import SqliteStore
 from tests.lifecycle_helpers import repo
@@ -82,3 +83,46 @@ def test_a_removal_blocked_by_a_users_resource_shows_as_deleting(tmp_path: Path)
     assert "rt                   Deleting" in text
     last = next(line for line in text.splitlines() if line.startswith("  last finished"))
     assert last.split()[2] == "Ready"
+
+
+def test_a_resumed_operation_that_finishes_is_followed_by_one_for_the_current_repo(
+    tmp_path: Path,
+) -> None:
+    """Issue 12, item 9: a module removed from git while the first operation waited is removed
+    by the same sync that finishes that operation, not by a second one."""
+    store, cluster = SqliteStore(tmp_path / "state.db"), InMemoryCluster(auto_ready=False)
+    first = _runner(store, repo(ModuleRef("widget"), ModuleRef("gadget")), cluster)
+    waiting = first.run(first.operation_for("rt")).operation
+    assert waiting.state is OperationState.IN_PROGRESS
+    for body in cluster.list_objects("apps/v1", "Deployment"):
+        cluster.set_status(ObjectRef.of(body), READY)
+    again = _runner(store, repo(ModuleRef("widget")), cluster)
+
+    resumed = again.run(again.operation_for("rt")).operation
+    follow_up = again.follow_up(resumed)
+
+    assert resumed.id == waiting.id
+    assert resumed.state is OperationState.SUCCEEDED
+    assert follow_up is not None
+    assert follow_up.type is OperationType.UPDATE
+    assert again.run(follow_up).operation.state is OperationState.SUCCEEDED
+    modules = {o["metadata"]["labels"].get("reconciler.dev/module") for o in _ours(cluster)}
+    assert modules == {"widget"}
+    assert again.follow_up(follow_up) is None  # created by this runner: nothing more to do
+
+
+READY = {
+    "observedGeneration": 1,
+    "replicas": 1,
+    "readyReplicas": 1,
+    "availableReplicas": 1,
+    "updatedReplicas": 1,
+}
+
+
+def _ours(cluster: InMemoryCluster) -> list[dict[str, Any]]:
+    return [
+        o
+        for o in cluster.list_objects("apps/v1", "Deployment")
+        if (o["metadata"].get("labels") or {}).get("reconciler.dev/module")
+    ]

@@ -164,7 +164,7 @@ def run_sync(run: RunRequest, options: SyncOptions) -> int:
     operations, errors = [], {}
     for name in scope.runtimes:
         try:
-            operations.append(_run_with_wait(runner, runner.operation_for(name), options.wait))
+            operations.extend(_sync_runtime(runner, name, options.wait))
         except ReconcilerError as error:
             errors[name] = str(error)
     _print_operations(operations, errors, options.output_format)
@@ -209,6 +209,16 @@ def _print_operations(
             click.echo(operation_text(operation), nl=False)
         for name, message in sorted(errors.items()):
             click.echo(f"runtime {name}: error: {message}", err=True)
+
+
+def _sync_runtime(runner: Runner, name: str, wait: float) -> list[Operation]:
+    """The operation of runtime ``name``, run; a resumed one that finished is followed by the
+    operation for the repo's current state (which a change made while it waited needs)."""
+    done = [_run_with_wait(runner, runner.operation_for(name), wait)]
+    follow_up = runner.follow_up(done[0])
+    if follow_up is not None:
+        done.append(_run_with_wait(runner, follow_up, wait))
+    return done
 
 
 def _run_with_wait(runner: Runner, operation: Operation, wait: float) -> Operation:

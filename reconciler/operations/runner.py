@@ -60,6 +60,8 @@ class Runner:
         self.clock = clock
         self.commit = commit
         self._renderer = Renderer(repo)
+        #: Operations this runner created (the others it returned were resumed).
+        self._created: set[str] = set()
 
     def removed_runtimes(self) -> list[str]:
         """Runtimes the store knows that git no longer lists."""
@@ -81,9 +83,35 @@ class Runner:
                 kind = OperationType.PROVISION
                 self.store.put_runtime(self._first_record(runtime))
             data = OperationData(access=self.repo.runtimes[runtime].cluster)
-            return self.engine.create(runtime, kind, commit=self.commit, data=data)
+            return self._created_one(
+                self.engine.create(runtime, kind, commit=self.commit, data=data)
+            )
         data = OperationData(access=recorded_access(self.store, runtime))
-        return self.engine.create(runtime, OperationType.DEPROVISION, commit=self.commit, data=data)
+        operation = self.engine.create(
+            runtime, OperationType.DEPROVISION, commit=self.commit, data=data
+        )
+        return self._created_one(operation)
+
+    def _created_one(self, operation: Operation) -> Operation:
+        self._created.add(operation.id)
+        return operation
+
+    def follow_up(self, finished: Operation) -> Operation | None:
+        """The operation for the repo's current state after a *resumed* operation finished.
+
+        A resumed operation keeps the plan it recorded when it started (O2), so a change made
+        in git while it waited (a module removed, a version bumped) is not in it: the runtime
+        gets an update right after, in the same run, instead of at the next sync. None when
+        ``finished`` was created by this runner, did not succeed, or removed its runtime.
+        """
+        if (
+            finished.id in self._created
+            or finished.state is not OperationState.SUCCEEDED
+            or finished.type is OperationType.DEPROVISION
+            or finished.runtime not in self.repo.runtimes
+        ):
+            return None
+        return self.operation_for(finished.runtime)
 
     def _held_elsewhere(self, operation: Operation) -> bool:
         """Another live process runs it: leave it to that process (O3)."""
