@@ -126,3 +126,17 @@ def _ours(cluster: InMemoryCluster) -> list[dict[str, Any]]:
         for o in cluster.list_objects("apps/v1", "Deployment")
         if (o["metadata"].get("labels") or {}).get("reconciler.dev/module")
     ]
+
+
+def test_a_resumed_operation_whose_plan_is_still_current_is_not_followed(tmp_path: Path) -> None:
+    store, cluster = SqliteStore(tmp_path / "state.db"), InMemoryCluster(auto_ready=False)
+    first = _runner(store, repo(ModuleRef("widget")), cluster)
+    assert first.run(first.operation_for("rt")).operation.state is OperationState.IN_PROGRESS
+    for body in cluster.list_objects("apps/v1", "Deployment"):
+        cluster.set_status(ObjectRef.of(body), READY)
+    again = _runner(store, repo(ModuleRef("widget")), cluster)
+
+    resumed = again.run(again.operation_for("rt")).operation
+
+    assert resumed.state is OperationState.SUCCEEDED
+    assert again.follow_up(resumed) is None

@@ -20,6 +20,7 @@ Kubernetes client or the daemon's HTTP server.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,7 +34,31 @@ from reconciler.errors import ReconcilerError
 
 class _Group(click.Group):
     """Maps our errors to messages and exit codes, for every command, in one place; anything
-    else is a bug: one line and exit 2 (the traceback with --debug)."""
+    else is a bug: one line and exit 2 (the traceback with --debug). A usage error (a bad flag
+    value, an unknown command) is one line too, naming the command's ``--help``."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            result = super().main(args, prog_name, complete_var, False, **extra)
+        except click.UsageError as error:
+            click.echo(one_line_usage_error(error), err=True)
+            sys.exit(error.exit_code)
+        except click.ClickException as error:
+            error.show()
+            sys.exit(error.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -64,6 +89,13 @@ def cli(debug: bool) -> None:
     channels. validate checks such a repo, render shows what each runtime should run, diff
     shows what would change in the clusters and sync makes it so.
     """
+
+
+def one_line_usage_error(error: click.UsageError) -> str:
+    """``error: MESSAGE (see 'reconciler COMMAND --help')``: what to fix, on one line."""
+    command = error.ctx.command_path if error.ctx is not None else "reconciler"
+    message = " ".join(error.format_message().split())
+    return f"error: {message} (see '{command} --help')"
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -17,7 +17,7 @@ from datetime import datetime
 from reconciler.cluster.api import Cluster
 from reconciler.core.head import Head
 from reconciler.core.model import ClusterAccess, ConfigRepo
-from reconciler.core.plan import Context
+from reconciler.core.plan import Context, ModuleAction
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.status import ModuleState
@@ -102,16 +102,27 @@ class Runner:
         A resumed operation keeps the plan it recorded when it started (O2), so a change made
         in git while it waited (a module removed, a version bumped) is not in it: the runtime
         gets an update right after, in the same run, instead of at the next sync. None when
-        ``finished`` was created by this runner, did not succeed, or removed its runtime.
+        ``finished`` was created by this runner, did not succeed, removed its runtime, or
+        planned for the modules and versions git wants now.
         """
         if (
             finished.id in self._created
             or finished.state is not OperationState.SUCCEEDED
             or finished.type is OperationType.DEPROVISION
             or finished.runtime not in self.repo.runtimes
+            or self._planned_as_now(finished)
         ):
             return None
         return self.operation_for(finished.runtime)
+
+    def _planned_as_now(self, operation: Operation) -> bool:
+        """Whether ``operation``'s recorded plan kept the modules (and versions) git wants now."""
+        resolution = resolve_runtime(self.repo, self.repo.runtimes[operation.runtime])
+        wanted = {m.name: m.version for m in resolution.modules}
+        kept = {p.module: p.to_version for p in operation.data.plan if p.action not in _REMOVALS}
+        return kept.keys() == wanted.keys() and all(
+            version in (None, wanted[name]) for name, version in kept.items()
+        )
 
     def _held_elsewhere(self, operation: Operation) -> bool:
         """Another live process runs it: leave it to that process (O3)."""
@@ -183,3 +194,8 @@ def recorded_access(store: StateStore, runtime: str) -> ClusterAccess:
 def deployed(store: StateStore) -> dict[str, dict[str, str]]:
     """Runtime -> module -> version, as the store knows them (what the brake counts from)."""
     return {record.runtime: record.deployed() for record in store.runtimes()}
+
+
+_REMOVALS = frozenset(
+    {ModuleAction.REMOVE_IGNORE, ModuleAction.REMOVE_DELETE, ModuleAction.BLOCKED_DELETION}
+)
