@@ -41,7 +41,13 @@ def test_each_command_help_lists_its_exit_statuses(name: str) -> None:
     for statuses in DOCUMENTED[name]:
         assert statuses.describe() in flat
         for code, _ in statuses.meanings:
-            assert code in (exits.OK, exits.CONFIG_INVALID, exits.USAGE, exits.HELD)
+            assert code in (
+                exits.OK,
+                exits.CONFIG_INVALID,
+                exits.USAGE,
+                exits.HELD,
+                exits.INTERRUPTED,
+            )
 
 
 def test_every_command_is_documented() -> None:
@@ -55,7 +61,7 @@ def test_every_command_is_documented() -> None:
 
 
 def test_exit_values_stay_what_scripts_rely_on() -> None:
-    assert (exits.OK, exits.USAGE, exits.HELD) == (0, 2, 3)
+    assert (exits.OK, exits.USAGE, exits.HELD, exits.INTERRUPTED) == (0, 2, 3, 130)
     assert exits.VALIDATE_INVALID == exits.DIFF_CHANGES == exits.SYNC_FAILED == 1
     assert exits.CONFIG_INVALID == 1
 

@@ -5,7 +5,7 @@ beside its snapshot. Used by ``diff``, ``sync`` and ``daemon`` when they run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -22,11 +22,24 @@ class Access:
     """How the CLI reaches each runtime's cluster: a live one, or a snapshot file."""
 
     options: ClusterOptions
+    #: Keep each snapshot file's cluster between connections (one command's run, where
+    #: :meth:`release` is called); the daemon reads the file at each connection instead.
+    reuse_snapshots: bool = True
+    #: Snapshot files read in this run, by path: each stage of an operation connects again,
+    #: and reading a file once is enough (it is saved after every change, so the file and the
+    #: cluster in memory never differ). :meth:`release` forgets a runtime's.
+    _snapshots: dict[Path, SnapshotFileCluster] = field(default_factory=dict)
 
     def connect(self, access: ClusterAccess, name: str) -> Cluster:
         """The cluster of runtime ``name``; with a snapshot, its file, saved after each change."""
         if self.options.snapshot is not None:
-            return SnapshotFileCluster(snapshot_file(self.options.snapshot, name))
+            path = snapshot_file(self.options.snapshot, name)
+            if not self.reuse_snapshots:
+                return SnapshotFileCluster(path)
+            cluster = self._snapshots.get(path)
+            if cluster is None:
+                cluster = self._snapshots[path] = SnapshotFileCluster(path)
+            return cluster
         from reconciler.cluster.kube import connect  # the client is imported only when needed
 
         return connect(
@@ -37,6 +50,11 @@ class Access:
             rate=self.options.rate,
             cache_dir=self.options.cache_dir or user_cache_dir(),
         )
+
+    def release(self, name: str) -> None:
+        """Forget runtime ``name``'s snapshot cluster (its run is over; memory stays flat)."""
+        if self.options.snapshot is not None:
+            self._snapshots.pop(snapshot_file(self.options.snapshot, name), None)
 
 
 def is_folder(snapshot: str) -> bool:

@@ -303,7 +303,7 @@ def run_daemon(
     source = RemoteSource(
         git.repo_url, git.branch, git.repo_path, cache, git_env, local=True, runner=git_runner
     )
-    access = Access(clusters)
+    access = Access(clusters, reuse_snapshots=False)  # workers run runtimes side by side
     options = DaemonOptions(
         workers=schedule.workers,
         allow_deletions=schedule.allow_commit,

@@ -32,6 +32,8 @@ HELD = 3
 VALIDATE_INVALID = 1
 DIFF_CHANGES = 1
 SYNC_FAILED = 1
+#: Stopped by Ctrl-C (128 + SIGINT, as shells report it).
+INTERRUPTED = 130
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,7 @@ SYNC = ExitStatuses(
         (SYNC_FAILED, "one failed or a module is in Error (or the config repo is invalid)"),
         (USAGE, _UNREADABLE),
         (HELD, "held by the deletion brake"),
+        (INTERRUPTED, "stopped by Ctrl-C (operations under way stay resumable)"),
     )
 )
 RECORDS = ExitStatuses(

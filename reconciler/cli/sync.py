@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,9 +37,13 @@ from reconciler.cli.options import (
 from reconciler.cluster.ratelimit import ClientRate
 from reconciler.errors import AccessError, HeldByBrakeError, ReconcilerError
 
+#: Runtimes synced at once by default: the work waits on API servers, not on this process.
+DEFAULT_PARALLEL = 8
+
 if TYPE_CHECKING:
     from reconciler.cli.clusters import Access
     from reconciler.cli.plans import Scope
+    from reconciler.cli.progress import Progress
     from reconciler.operations.crash import Crash
     from reconciler.operations.model import Operation
     from reconciler.operations.runner import Runner
@@ -79,6 +85,15 @@ if TYPE_CHECKING:
     help="Deprovision runtimes through a different cluster access than the one they were "
     "synced with (a snapshot instead of a real cluster, another API server).",
 )
+@click.option(
+    "--parallel",
+    type=click.IntRange(min=1),
+    default=DEFAULT_PARALLEL,
+    show_default=True,
+    envvar="RECONCILER_PARALLEL",
+    help="Runtimes synced at once (they wait on their API servers; one snapshot file for all "
+    "runtimes is synced one at a time).",
+)
 @format_option
 @channels_option
 @max_size_option
@@ -99,6 +114,7 @@ def sync(
     secret_file: Path | None,
     allow_deletions: Sequence[str],
     allow_access_change: bool,
+    parallel: int,
     output_format: str,
     channels_dir: Path | None,
     max_file_size: int,
@@ -124,7 +140,8 @@ def sync(
     run = RunRequest(source, clusters, store_url, runtime_names, allow_deletions)
     if dry_run:
         sys.exit(dry_run_sync(run, output_format))
-    sys.exit(run_sync(run, SyncOptions(wait, allow_access_change, output_format, debugging(ctx))))
+    options = SyncOptions(wait, allow_access_change, output_format, debugging(ctx), parallel)
+    sys.exit(run_sync(run, options))
 
 
 def dry_run_sync(run: RunRequest, output_format: str) -> int:
@@ -149,30 +166,105 @@ class SyncOptions:
     allow_access_change: bool
     output_format: str
     debug: bool = False
+    #: Runtimes synced at once (``--parallel``).
+    parallel: int = 1
 
 
 def run_sync(run: RunRequest, options: SyncOptions) -> int:
-    """Run (or resume) each runtime's operation and print them; the exit status of ``sync``."""
-    from reconciler.cli.clusters import Access
+    """Run (or resume) each runtime's operation, ``options.parallel`` runtimes at a time, and
+    print each as it finishes; the exit status of ``sync``."""
+    from reconciler.cli.clusters import Access, is_folder
     from reconciler.cli.plans import open_scope, report_brake
 
     scope = open_scope(run)
     if scope.verdict.held:
         raise HeldByBrakeError(scope.verdict.message)
     report_brake(scope.verdict)
-    runner = _runner(scope, Access(run.clusters), options.allow_access_change)
-    operations, errors = [], {}
-    for name in scope.runtimes:
-        try:
-            operations.extend(_sync_runtime(runner, name, options.wait))
-        except ReconcilerError as error:
-            errors[name] = str(error)
-    _print_operations(operations, errors, options.output_format)
-    _report_crashes(operations, runner.engine.crashes, debug=options.debug)
-    failed = any(_failed(o) for o in operations)
-    if errors and not operations:
+    access = Access(run.clusters)
+    runner = _runner(scope, access, options.allow_access_change)
+    snapshot = run.clusters.snapshot
+    parallel = options.parallel if snapshot is None or is_folder(snapshot) else 1
+    fleet = _Fleet(runner, access, options, _progress(len(scope.runtimes)))
+    fleet.run(scope.runtimes, parallel)
+    if options.output_format == "json":
+        _print_operations(fleet.operations, fleet.errors, options.output_format)
+    failed = any(_failed(o) for o in fleet.operations)
+    if fleet.interrupted:
+        return exits.INTERRUPTED
+    if fleet.errors and not fleet.operations:
         return exits.USAGE
-    return exits.SYNC_FAILED if failed or errors else exits.OK
+    return exits.SYNC_FAILED if failed or fleet.errors else exits.OK
+
+
+def _progress(total: int) -> Progress:
+    from reconciler.cli.progress import Progress
+
+    return Progress(total, sys.stderr, time.monotonic, terminal=sys.stderr.isatty())
+
+
+class _Fleet:
+    """Runtimes synced on a pool of threads (the work waits on API servers and the store),
+    each printed as it finishes, with progress and a summary on standard error. Ctrl-C stops
+    starting runtimes, lets those under way end their current run (their operations stay
+    resumable) and says so."""
+
+    def __init__(
+        self, runner: Runner, access: Access, options: SyncOptions, progress: Progress
+    ) -> None:
+        self.runner, self.access, self.options, self.progress = runner, access, options, progress
+        self.operations: list[Operation] = []
+        self.errors: dict[str, str] = {}
+        self.interrupted = False
+        self._stop = threading.Event()
+
+    def run(self, names: Sequence[str], parallel: int) -> None:
+        """Sync every runtime of ``names``."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="sync")
+        futures = [pool.submit(self._one, name) for name in names]
+        try:
+            for future in futures:
+                future.result()
+        except KeyboardInterrupt:
+            self.interrupted = True
+            self._stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+            self.progress.close("interrupted: the rest were not started; sync again to go on")
+            return
+        pool.shutdown(wait=True)
+        self.progress.close(summary=len(names) > 1)  # one runtime's result says it all
+
+    def _one(self, name: str) -> None:
+        if self._stop.is_set():
+            return
+        try:
+            done = _sync_runtime(self.runner, name, self.options.wait, self._stop)
+        except ReconcilerError as error:
+            self.errors[name] = str(error)
+            self.progress.finished("failed", f"runtime {name}: error: {error}\n", sys.stderr)
+            return
+        finally:
+            self.access.release(name)
+        self.operations.extend(done)
+        self.progress.finished(_outcome(done[-1]), self._text(done), sys.stdout)
+        _report_crashes(done, self.runner.engine.crashes, debug=self.options.debug)
+
+    def _text(self, done: Sequence[Operation]) -> str:
+        if self.options.output_format == "json":
+            return ""
+        from reconciler.operations.report import operation_text
+
+        return "".join(operation_text(o) for o in done)
+
+
+def _outcome(operation: Operation) -> str:
+    """How a runtime's run ended, for the progress counts."""
+    from reconciler.operations.model import OperationState
+
+    if _failed(operation):
+        return "failed"
+    return "waiting" if operation.state is not OperationState.SUCCEEDED else "done"
 
 
 def _runner(scope: Scope, access: Access, allow_access_change: bool) -> Runner:
@@ -196,41 +288,43 @@ def _runner(scope: Scope, access: Access, allow_access_change: bool) -> Runner:
 def _print_operations(
     operations: Sequence[Operation], errors: dict[str, str], output_format: str
 ) -> None:
-    from reconciler.operations.report import operation_json, operation_text
+    """The JSON document of a sync (text is printed per runtime as each finishes)."""
+    from reconciler.operations.report import operation_json
 
-    if output_format == "json":
-        document = {
-            "operations": [operation_json(o) for o in operations],
-            "errors": [{"runtime": r, "error": e} for r, e in sorted(errors.items())],
-        }
-        click.echo(json.dumps(document, indent=2, sort_keys=True))
-    else:
-        for operation in operations:
-            click.echo(operation_text(operation), nl=False)
-        for name, message in sorted(errors.items()):
-            click.echo(f"runtime {name}: error: {message}", err=True)
+    document = {
+        "operations": [operation_json(o) for o in sorted(operations, key=_by_runtime)],
+        "errors": [{"runtime": r, "error": e} for r, e in sorted(errors.items())],
+    }
+    click.echo(json.dumps(document, indent=2, sort_keys=True))
 
 
-def _sync_runtime(runner: Runner, name: str, wait: float) -> list[Operation]:
+def _by_runtime(operation: Operation) -> tuple[str, datetime]:
+    return operation.runtime, operation.created
+
+
+def _sync_runtime(runner: Runner, name: str, wait: float, stop: threading.Event) -> list[Operation]:
     """The operation of runtime ``name``, run; a resumed one that finished is followed by the
     operation for the repo's current state (which a change made while it waited needs)."""
-    done = [_run_with_wait(runner, runner.operation_for(name), wait)]
+    done = [_run_with_wait(runner, runner.operation_for(name), wait, stop)]
     follow_up = runner.follow_up(done[0])
-    if follow_up is not None:
-        done.append(_run_with_wait(runner, follow_up, wait))
+    if follow_up is not None and not stop.is_set():
+        done.append(_run_with_wait(runner, follow_up, wait, stop))
     return done
 
 
-def _run_with_wait(runner: Runner, operation: Operation, wait: float) -> Operation:
+def _run_with_wait(
+    runner: Runner, operation: Operation, wait: float, stop: threading.Event
+) -> Operation:
+    """Run ``operation``; while it waits, run it again when it asked, for ``wait`` seconds at
+    most (or until ``stop`` is set: Ctrl-C)."""
     from reconciler.cli.clusters import now
 
     deadline = time.monotonic() + wait
     outcome = runner.run(operation)
     while outcome.retry_at is not None:
-        delay = (outcome.retry_at - now()).total_seconds()
-        if time.monotonic() + max(delay, 0) > deadline:
+        delay = max((outcome.retry_at - now()).total_seconds(), 0)
+        if time.monotonic() + delay > deadline or stop.wait(delay):
             break
-        time.sleep(max(delay, 0))
         outcome = runner.run(outcome.operation)
     return outcome.operation
 

@@ -118,6 +118,8 @@ class InMemoryCluster:
         self.writes = 0
         self.calls: dict[str, int] = {}
         self._objects: dict[tuple[str, str, str, str], _Stored] = {}
+        #: Each object's part of :meth:`snapshot_text`, kept while the object is unchanged.
+        self._texts: dict[tuple[str, str, str, str], tuple[_Stored, Any, str]] = {}
         self._kinds: dict[tuple[str, str], KindInfo] = {(k.group, k.kind): k for k in BUILTIN_KINDS}
         self._resource_version = 0
         self._uids = 0
@@ -251,6 +253,22 @@ class InMemoryCluster:
     def snapshot(self) -> list[Body]:
         """Every object with its field owners in ``metadata.managedFields``."""
         return [_with_managed_fields(s) for _, s in sorted(self._objects.items())]
+
+    def snapshot_text(self, dump: Callable[[Body], str]) -> str:
+        """:meth:`snapshot` as one text, each object's part made by ``dump`` and kept until the
+        object changes (a new stored object or resource version): a snapshot saved after every
+        write costs the objects that write changed, not the whole cluster again."""
+        parts: list[str] = []
+        kept: dict[tuple[str, str, str, str], tuple[_Stored, Any, str]] = {}
+        for key, stored in sorted(self._objects.items()):
+            version = stored.body["metadata"].get("resourceVersion")
+            cached = self._texts.get(key)
+            if cached is None or cached[0] is not stored or cached[1] != version:
+                cached = (stored, version, dump(_with_managed_fields(stored)))
+            kept[key] = cached
+            parts.append(cached[2])
+        self._texts = kept
+        return "".join(parts)
 
     def load(self, objects: Sequence[Mapping[str, Any]]) -> None:
         """Add objects from a snapshot: CRDs and Namespaces first, as an API server needs."""

@@ -43,10 +43,13 @@ def load_snapshot(path: Path) -> InMemoryCluster:
 
 
 def save_snapshot(cluster: InMemoryCluster, path: Path) -> None:
-    """Write every object of ``cluster`` to ``path`` as a YAML stream."""
+    """Write every object of ``cluster`` to ``path`` as a YAML stream (``---`` before each)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = yaml.dump_all(cluster.snapshot(), Dumper=_Dumper, sort_keys=True)
-    path.write_text(text, encoding="utf-8")
+    path.write_text(cluster.snapshot_text(_dump), encoding="utf-8")
+
+
+def _dump(body: Mapping[str, Any]) -> str:
+    return str(yaml.dump(dict(body), Dumper=_Dumper, sort_keys=True, explicit_start=True))
 
 
 def _objects(documents: list[Any]) -> Iterator[Mapping[str, Any]]:

@@ -44,7 +44,9 @@ def operation_text(operation: Operation) -> str:
 def _state(operation: Operation) -> str:
     if operation.state is OperationState.IN_PROGRESS:
         return f"in progress: {operation.message}"
-    return f"{operation.state}: {operation.message}" if operation.message else str(operation.state)
+    if not operation.message or operation.message == str(operation.state):
+        return str(operation.state)  # not "succeeded: succeeded"
+    return f"{operation.state}: {operation.message}"
 
 
 def operation_line(operation: Operation) -> str:

@@ -1,0 +1,150 @@
+"""Fleet-scale ``sync`` (issue 13, item 1): runtimes in parallel, each printed as it finishes,
+progress and a summary on standard error, store work per runtime that does not grow with the
+fleet, and snapshot saves that cost the objects a write changed."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from bench.generate_fleet import generate_fleet
+from reconciler.cli import cli
+from reconciler.cli.progress import Progress
+from reconciler.operations.store import SqliteStore
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# -- progress ------------------------------------------------------------------------------------
+
+
+def test_progress_off_a_terminal_is_a_line_every_period_then_the_summary() -> None:
+    stream, out, clock = io.StringIO(), io.StringIO(), FakeClock()
+    progress = Progress(4, stream, clock, terminal=False, every=10.0)
+
+    clock.now = 2.0
+    progress.finished("done", "runtime a: ok\n", out)
+    clock.now = 11.0
+    progress.finished("failed", "runtime b: failed\n", out)
+    clock.now = 12.0
+    progress.finished("waiting", "", out)
+    clock.now = 16.0
+    progress.finished("done", "", out)
+    progress.close()
+
+    assert out.getvalue() == "runtime a: ok\nruntime b: failed\n"
+    assert stream.getvalue().splitlines() == [
+        "progress: 2/4 runtimes: 1 done, 1 failed, 0 waiting, 0.2/s, about 11.0s left",
+        "synced 4 of 4 runtimes in 16.0s: 2 done, 1 failed, 1 waiting",
+    ]
+
+
+def test_progress_on_a_terminal_is_one_line_redrawn_under_the_output() -> None:
+    stream, clock = io.StringIO(), FakeClock()
+    progress = Progress(2, stream, clock, terminal=True)
+
+    clock.now = 1.0
+    progress.finished("done", "runtime a: ok\n", stream)
+    clock.now = 2.0
+    progress.finished("done", "runtime b: ok\n", stream)
+    progress.close()
+
+    text = stream.getvalue()
+    assert text.startswith("runtime a: ok\n\r\x1b[2K1/2 runtimes: 1 done")
+    assert "\r\x1b[2Kruntime b: ok\n" in text
+    assert text.endswith("\r\x1b[2Ksynced 2 of 2 runtimes in 2.0s: 2 done, 0 failed, 0 waiting\n")
+
+
+# -- the command -------------------------------------------------------------------------------
+
+
+def _sync(fleet: Path, tmp: Path, *extra: str) -> Any:
+    snapshots = tmp / "clusters"
+    args = ["sync", str(fleet), "--snapshot", f"{snapshots}/", "--state", f"sqlite:///{tmp}/s.db"]
+    return CliRunner().invoke(cli, [*args, *extra])
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("fleet") / "repo"
+    generate_fleet(root, runtimes=12, modules=4, versions=2, seed=3)
+    return root
+
+
+def test_parallel_sync_prints_every_runtime_once_and_a_summary(fleet: Path, tmp_path: Path) -> None:
+    result = _sync(fleet, tmp_path, "--parallel", "4")
+
+    assert result.exit_code == 0, result.output
+    headlines = [line for line in result.stdout.splitlines() if line.startswith("runtime ")]
+    assert sorted(h.split(":")[0] for h in headlines) == [f"runtime rt-{i:05d}" for i in range(12)]
+    assert all(" provision " in h and h.endswith(" succeeded") for h in headlines)
+    assert result.stderr.splitlines()[-1].startswith("synced 12 of 12 runtimes in ")
+    assert result.stderr.splitlines()[-1].endswith(": 12 done, 0 failed, 0 waiting")
+
+
+def test_parallel_and_one_at_a_time_leave_the_same_clusters(fleet: Path, tmp_path: Path) -> None:
+    one, many = tmp_path / "one", tmp_path / "many"
+    one.mkdir()
+    many.mkdir()
+
+    assert _sync(fleet, one, "--parallel", "1").exit_code == 0
+    assert _sync(fleet, many, "--parallel", "6").exit_code == 0
+
+    for path in sorted((one / "clusters").glob("*.yaml")):
+        assert _objects(path) == _objects(many / "clusters" / path.name), path.name
+
+
+def _objects(path: Path) -> list[tuple[str, str, str]]:
+    import yaml
+
+    documents = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return sorted(
+        (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]) for d in documents
+    )
+
+
+def test_the_json_document_lists_operations_by_runtime(fleet: Path, tmp_path: Path) -> None:
+    result = _sync(fleet, tmp_path, "--parallel", "4", "--format", "json")
+
+    document = json.loads(result.stdout)
+    runtimes = [o["runtime"] for o in document["operations"]]
+    assert runtimes == sorted(runtimes)
+    assert len(runtimes) == 12
+
+
+def test_store_work_per_runtime_does_not_grow_with_the_fleet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Linear cost: the statements a sync sends to the store, per runtime, are the same for a
+    fleet of 4 and of 16 (the first sync, then a second that changes nothing)."""
+    counted: list[int] = []
+    real = SqliteStore._query
+
+    def counting(store: SqliteStore, sql: str, parameters: tuple[object, ...] = ()) -> Any:
+        counted.append(1)
+        return real(store, sql, parameters)
+
+    monkeypatch.setattr(SqliteStore, "_query", counting)
+    per_runtime = {}
+    for size in (4, 16):
+        fleet = tmp_path / f"fleet-{size}"
+        generate_fleet(fleet, runtimes=size, modules=3, versions=2, seed=5)
+        work = tmp_path / f"work-{size}"
+        work.mkdir()
+        assert _sync(fleet, work, "--parallel", "1").exit_code == 0
+        counted.clear()
+        assert _sync(fleet, work, "--parallel", "1").exit_code == 0
+        per_runtime[size] = len(counted) / size
+
+    assert per_runtime[16] <= per_runtime[4] * 1.1, per_runtime
