@@ -29,6 +29,7 @@ DOCUMENTED = {
     "operations show": [exits.RECORDS],
     "operations retrigger": [exits.RETRIGGER],
     "daemon": [exits.DAEMON],
+    "completion": [exits.COMPLETION],
 }
 
 

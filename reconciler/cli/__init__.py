@@ -104,7 +104,16 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _add_commands() -> None:
-    from reconciler.cli import daemon, diff, operations, render, status, sync, validate
+    from reconciler.cli import (
+        completion,
+        daemon,
+        diff,
+        operations,
+        render,
+        status,
+        sync,
+        validate,
+    )
 
     for command in (
         validate.validate,
@@ -114,6 +123,7 @@ def _add_commands() -> None:
         operations.operations,
         status.status,
         daemon.daemon,
+        completion.completion,
     ):
         cli.add_command(command)
 

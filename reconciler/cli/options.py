@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import click.shell_completion
 
 from reconciler.cluster.ratelimit import DEFAULT_BURST, DEFAULT_QPS, ClientRate
 from reconciler.core.durations import parse_duration
@@ -145,10 +146,34 @@ secret_namespace_option = click.option(
     show_default=True,
     help="Namespace of the Secrets that runtimes name in spec.cluster.kubeconfigSecret.",
 )
+
+
+def complete_runtime(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[click.shell_completion.CompletionItem]:
+    """Shell completion of runtime names: the ``runtimes/*.yaml`` files of the command's REPO
+    (the current directory by default), read as names only (nothing is parsed). click parses
+    nothing after an option that still waits for its value, so REPO is also looked for among
+    the words being completed (``COMP_WORDS``, set by the bash, zsh and fish scripts)."""
+    repo = Path(str(ctx.params.get("repo") or "."))
+    words = os.environ.get("COMP_WORDS", "").split()
+    given = [
+        Path(w) for w in words[1:] if not w.startswith("-") and (Path(w) / "runtimes").is_dir()
+    ]
+    if given:
+        repo = given[0]
+    try:
+        names = sorted(p.stem for p in (repo / "runtimes").glob("*.yaml"))
+    except OSError:
+        return []
+    return [click.shell_completion.CompletionItem(n) for n in names if n.startswith(incomplete)]
+
+
 runtimes_option = click.option(
     "--runtime",
     "runtime_names",
     multiple=True,
+    shell_complete=complete_runtime,
     help="Only this runtime (repeat for several; default: every runtime).",
 )
 state_option = click.option(

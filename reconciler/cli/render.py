@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING
 import click
 
 from reconciler.cli import exits
-from reconciler.cli.options import RepoInput, channels_option, max_size_option, repo_argument
+from reconciler.cli.options import (
+    RepoInput,
+    channels_option,
+    complete_runtime,
+    max_size_option,
+    repo_argument,
+)
 from reconciler.errors import NotFoundError
 
 if TYPE_CHECKING:
@@ -19,7 +25,13 @@ if TYPE_CHECKING:
 
 @click.command(epilog=exits.RENDER.describe())
 @repo_argument
-@click.option("--runtime", "runtime_name", required=True, help="The runtime to render.")
+@click.option(
+    "--runtime",
+    "runtime_name",
+    required=True,
+    shell_complete=complete_runtime,
+    help="The runtime to render.",
+)
 @click.option(
     "--module",
     "modules",
