@@ -8,6 +8,7 @@ store, the operations engine or the Kubernetes client (unless ``--live``).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -91,7 +92,11 @@ if TYPE_CHECKING:
     default=None,
     help="Object changes and field diffs (default: on for live diffs, off for fleet diffs).",
 )
-@click.option("--color/--no-color", default=None, help="Colour (default: when on a terminal).")
+@click.option(
+    "--color/--no-color",
+    default=None,
+    help="Colour, also when piped (default: on a terminal, unless NO_COLOR is set).",
+)
 @click.option(
     "--now",
     type=click.DateTime(formats=["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d"]),
@@ -217,7 +222,7 @@ def fleet_diff(
     fleet = _only(review.compare(base, head, request.now, live), request.runtimes)
     with review.timings.phase("render"):
         text = _fleet_text(fleet, view)
-    click.echo(text, nl=False)
+    click.echo(text, nl=False, color=colour_enabled(view.color))  # --color survives a pipe
     if view.timings:
         click.echo(f"timings: {review.timings.format()}", err=True)
     if not fleet.has_changes:
@@ -260,9 +265,16 @@ def _only(fleet: FleetDiff, names: Sequence[str]) -> FleetDiff:
     return FleetDiff(fleet.base, fleet.head, kept, fleet.unchanged)
 
 
+def colour_enabled(color: bool | None) -> bool:
+    """``--color``/``--no-color`` when given; else on a terminal, unless ``NO_COLOR`` is set
+    to anything (https://no-color.org)."""
+    if color is not None:
+        return color
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
 def _style(color: bool | None) -> Style:
-    enabled = sys.stdout.isatty() if color is None else color
-    if not enabled:
+    if not colour_enabled(color):
         return lambda text, colour: text
     return lambda text, colour: click.style(
         text, fg=None if colour == "bold" else colour, bold=colour == "bold"
