@@ -7,6 +7,9 @@ adapter's behaviour against a real cluster when one is configured.
 from __future__ import annotations
 
 import json
+import socket
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -65,7 +68,7 @@ def test_status_codes_map_to_our_errors(
 
     assert isinstance(raised.value, TransientError) is transient
     assert isinstance(raised.value, PermanentError) is not transient
-    assert str(raised.value) == f"apply Deployment/ns/x: {status} the reason"
+    assert str(raised.value).startswith(f"apply Deployment/ns/x: {status} the reason")
     assert "s3cr3t" not in str(raised.value)
 
 
@@ -86,3 +89,94 @@ def test_connect_without_credentials_is_an_access_error(tmp_path: object) -> Non
         connect(ClusterAccess(kubeconfig_file="a.yaml"), name="rt")
     with pytest.raises(AccessError, match="rt: cannot use context nowhere"):
         connect(ClusterAccess(context="nowhere"), name="rt")
+
+
+# -- a server that cannot be reached: its URL, the cause and a hint (issue 13, item 2) ----------
+
+
+def _kubeconfig(tmp_path: Path, server: str) -> Path:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "users": [{"name": "u", "user": {"token": "t0ps3cr3t-token"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    (tmp_path / "k.yaml").write_text(json.dumps(config))
+    return tmp_path
+
+
+def _unreachable(tmp_path: Path, server: str) -> str:
+    folder = _kubeconfig(tmp_path, server)
+    with pytest.raises(ServerError) as caught:
+        connect(ClusterAccess(kubeconfig_file="k.yaml"), name="rt", kubeconfig_dir=folder)
+    message = str(caught.value)
+    assert "t0ps3cr3t" not in message
+    assert isinstance(caught.value, TransientError)
+    return message
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_a_refused_connection_names_the_server_and_what_to_check(tmp_path: Path) -> None:
+    port = _free_port()
+
+    message = _unreachable(tmp_path, f"https://127.0.0.1:{port}")
+
+    assert f"cannot reach the API server https://127.0.0.1:{port}: connection refused" in message
+
+
+def test_a_name_that_does_not_resolve_says_so(tmp_path: Path) -> None:
+    message = _unreachable(tmp_path, "https://api.cluster.invalid:6443")
+
+    assert "https://api.cluster.invalid:6443: the host name does not resolve" in message
+
+
+def test_an_endpoint_that_does_not_speak_tls_says_so(tmp_path: Path) -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        port = server.getsockname()[1]
+        stop = threading.Event()
+
+        def answer_in_plain_http() -> None:
+            server.settimeout(0.2)
+            while not stop.is_set():
+                try:
+                    peer, _ = server.accept()
+                except OSError:
+                    continue
+                with peer:
+                    peer.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+        thread = threading.Thread(target=answer_in_plain_http, daemon=True)
+        thread.start()
+        try:
+            message = _unreachable(tmp_path, f"https://127.0.0.1:{port}")
+        finally:
+            stop.set()
+            thread.join(timeout=5)
+
+    assert "the TLS handshake failed" in message
+
+
+def test_refused_credentials_carry_a_hint() -> None:
+    with pytest.raises(ForbiddenError) as caught, _translated("list Pod"):
+        raise _dynamic_error(401, "Unauthorized")
+
+    assert "renew the token or client certificate" in str(caught.value)
+
+
+def test_a_kubeconfig_that_cannot_be_used_says_why(tmp_path: Path) -> None:
+    (tmp_path / "k.yaml").write_text("apiVersion: v1\nkind: Config\n")
+
+    with pytest.raises(AccessError) as caught:
+        connect(ClusterAccess(kubeconfig_file="k.yaml"), name="rt", kubeconfig_dir=tmp_path)
+
+    assert "ConfigException" not in str(caught.value)
+    assert str(caught.value).startswith("rt: cannot use kubeconfig file k.yaml: ")

@@ -19,6 +19,8 @@ import base64
 import binascii
 import hashlib
 import json
+import socket
+import ssl
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,12 +32,14 @@ from kubernetes import config as _k8s_config
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.dynamic import DynamicClient as _DynamicClient
 from kubernetes.dynamic import exceptions as dyn
+from urllib3 import exceptions as urllib3_exceptions
 from urllib3.exceptions import HTTPError
 
 from reconciler.cluster.api import KindInfo
 from reconciler.cluster.ratelimit import Buckets, ClientRate, TokenBucket
 from reconciler.core.model import ClusterAccess
 from reconciler.core.objects import Body, ObjectRef
+from reconciler.core.redaction import mask
 from reconciler.errors import (
     AccessError,
     ConflictError,
@@ -71,7 +75,8 @@ class KubeCluster:
         self.identity = f"server {getattr(api_client.configuration, 'host', '') or name}"
         self.name = name
         self._bucket = bucket
-        with _translated(f"{name}: discovery"):
+        self._server = str(getattr(api_client.configuration, "host", "") or "")
+        with _translated(f"{name}: discovery", self._server):
             self._dynamic: Any = DynamicClient(
                 api_client, cache_file=str(cache_file) if cache_file is not None else None
             )
@@ -81,7 +86,7 @@ class KubeCluster:
         """One request to the server: a token of its rate limit first, errors translated."""
         if self._bucket is not None:
             self._bucket.take()
-        with _translated(what):
+        with _translated(what, self._server):
             yield
 
     def get(self, ref: ObjectRef) -> Body | None:
@@ -172,7 +177,7 @@ class KubeCluster:
 
     def served_kinds(self) -> list[KindInfo]:
         """See :meth:`reconciler.cluster.api.Cluster.served_kinds`."""
-        with _translated(f"{self.name}: discovery"):
+        with _translated(f"{self.name}: discovery", self._server):
             found = self._dynamic.resources.search()
         kinds: dict[tuple[str, str], KindInfo] = {}
         for resource in found:
@@ -194,7 +199,7 @@ class KubeCluster:
         """A resource by query; the discovery cache is refreshed once on a miss."""
         for attempt in range(2):
             try:
-                with _translated(f"{self.name}: discovery"):
+                with _translated(f"{self.name}: discovery", self._server):
                     found = self._dynamic.resources.search(**query)
             except ReconcilerError:
                 raise
@@ -241,8 +246,9 @@ _BY_STATUS: dict[int, type[ReconcilerError]] = {
 
 
 @contextmanager
-def _translated(what: str) -> Iterator[None]:
-    """Turn the client's exceptions into ours, once, here; no bodies or headers in messages."""
+def _translated(what: str, server: str = "") -> Iterator[None]:
+    """Turn the client's exceptions into ours, once, here; no bodies or headers in messages.
+    A connection failure names the server (never its credentials), the cause and a hint."""
     try:
         yield
     except dyn.ResourceNotFoundError as error:
@@ -250,15 +256,71 @@ def _translated(what: str) -> Iterator[None]:
     except dyn.DynamicApiError as error:
         raise _api_error(what, error) from error
     except (HTTPError, OSError) as error:
-        raise ServerError(
-            f"{what}: cannot reach the API server ({type(error).__name__})"
-        ) from error
+        where = f"the API server {mask(server)}" if server else "the API server"
+        raise ServerError(f"{what}: cannot reach {where}: {connection_cause(error)}") from error
+
+
+#: Causes of a failed connection, found in the exception chain, with what to check.
+_CAUSES: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
+    (
+        (socket.gaierror,),
+        "the host name does not resolve (check the server URL of the kubeconfig, or DNS)",
+    ),
+    (
+        (ssl.SSLCertVerificationError,),
+        "its TLS certificate is not trusted (check certificate-authority-data and the host name)",
+    ),
+    (
+        (ssl.SSLError, urllib3_exceptions.SSLError),
+        "the TLS handshake failed (is it an https endpoint? check the server URL and port)",
+    ),
+    (
+        (ConnectionRefusedError,),
+        "connection refused (is the API server up, and the port in the server URL right?)",
+    ),
+    (
+        (TimeoutError, socket.timeout, urllib3_exceptions.TimeoutError),
+        "no answer in time (a firewall, a private address, or the wrong host?)",
+    ),
+)
+
+
+def connection_cause(error: BaseException) -> str:
+    """Why a connection failed, in words, from the exception and what it wraps."""
+    chain = _chain(error)
+    for kinds, cause in _CAUSES:
+        if any(isinstance(e, kinds) for e in chain):
+            return cause
+    return f"{type(chain[-1]).__name__} (check the server URL and the network)"
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """``error`` and what it wraps: urllib3's ``reason``, else the cause or context."""
+    found: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and len(found) < 10 and all(current is not e for e in found):
+        found.append(current)
+        reason = getattr(current, "reason", None)
+        current = (
+            reason
+            if isinstance(reason, BaseException)
+            else (current.__cause__ or current.__context__)
+        )
+    return found
+
+
+_HINTS = {
+    401: "the server refused the credentials: renew the token or client certificate",
+    403: "the identity lacks this permission: see the RBAC in deploy/",
+}
 
 
 def _api_error(what: str, error: Any) -> ReconcilerError:
     status = int(getattr(error, "status", 0) or 0)
     reason = _server_message(error)
     message = f"{what}: {status} {reason}".strip()
+    if status in _HINTS:
+        message += f" ({_HINTS[status]})"
     kind = _BY_STATUS.get(status)
     if kind is ThrottledError:
         return ThrottledError(message, retry_after=_retry_after(error))
@@ -307,8 +369,9 @@ def connect(
     try:
         api_client = _api_client(access, kubeconfig_dir, secret_namespace)
     except (ConfigException, OSError, yaml.YAMLError, binascii.Error, UnicodeDecodeError) as error:
+        detail = " ".join(str(error).split())[:200]
         raise AccessError(
-            f"{name}: cannot use {access.describe()}: {type(error).__name__}"
+            f"{name}: cannot use {access.describe()}: {mask(detail) or type(error).__name__}"
         ) from error
     server = str(getattr(api_client.configuration, "host", "") or name)
     bucket = BUCKETS.for_server(server, rate or ClientRate())
