@@ -30,6 +30,8 @@ DOCUMENTED = {
     "operations retrigger": [exits.RETRIGGER],
     "daemon": [exits.DAEMON],
     "completion": [exits.COMPLETION],
+    "suspend": [exits.SUSPEND],
+    "resume": [exits.SUSPEND],
 }
 
 

@@ -111,6 +111,7 @@ def _add_commands() -> None:
         operations,
         render,
         status,
+        suspend,
         sync,
         validate,
     )
@@ -123,6 +124,8 @@ def _add_commands() -> None:
         operations.operations,
         status.status,
         daemon.daemon,
+        suspend.suspend,
+        suspend.resume,
         completion.completion,
     ):
         cli.add_command(command)

@@ -88,6 +88,7 @@ SYNC = ExitStatuses(
         (INTERRUPTED, "stopped by Ctrl-C (operations under way stay resumable)"),
     )
 )
+SUSPEND = ExitStatuses(((OK, "done"), (USAGE, "a bad name, or the state store cannot be used")))
 COMPLETION = ExitStatuses(((OK, "printed"), (USAGE, "an unknown shell")))
 RECORDS = ExitStatuses(
     ((OK, "shown"), (USAGE, "the state store cannot be read or the id is unknown"))

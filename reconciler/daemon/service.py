@@ -562,7 +562,9 @@ class Daemon:
         )
         _log_module_errors(runtime, operation, extra)
         if operation.data.modules:
-            suspended = runtime in repo.runtimes and repo.runtimes[runtime].suspend
+            suspended = (
+                runtime in repo.runtimes and repo.runtimes[runtime].suspend
+            ) or runtime in self.store.suspensions()
             status = RuntimeRecord.of(operation, self.clock(), suspended=suspended)
             self.metrics.runtime_status(status)
         if outcome.retry_at is not None:

@@ -182,7 +182,7 @@ class RuntimeRecord:
         reason = next((m.reason for m in modules if m.state is state), "Ready")
         message = f"{len(modules)} modules"
         if suspended:
-            reason, message = "Suspended", "suspended in git: nothing is changed"
+            reason, message = "Suspended", "suspended (spec.suspend or reconciler suspend)"
         return cls(operation.runtime, state, reason, message, operation.commit, now, modules)
 
     def deployed(self) -> dict[str, str]:
@@ -297,3 +297,19 @@ class CommitRecord:
     message: str = ""
     detail: dict[str, Any] = field(default_factory=dict)
     attempts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Suspension:
+    """A runtime suspended from the command line (``reconciler suspend``): nothing is changed
+    in its cluster until ``reconciler resume``. ``spec.suspend: true`` in git suspends too, and
+    wins: resuming does not undo it."""
+
+    runtime: str
+    since: datetime
+    reason: str = ""
+
+    def describe(self) -> str:
+        """``suspended since 2026-11-24 10:00 UTC: <reason>``."""
+        when = self.since.strftime("%Y-%m-%d %H:%M UTC")
+        return f"suspended since {when}" + (f": {self.reason}" if self.reason else "")

@@ -12,6 +12,7 @@ back) is superseded. Callers: ``reconciler sync``, the daemon.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 
 from reconciler.cluster.api import Cluster
@@ -165,6 +166,8 @@ class Runner:
             resolution = resolve_runtime(self.repo, runtime)
             desired = desired_modules(self.repo, resolution, self._renderer)
         planning = Context.of(self.repo, operation.runtime, self.clock(), leaving=leaving)
+        if operation.runtime in self.store.suspensions():  # reconciler suspend
+            planning = replace(planning, suspended=True)
         access = operation.data.access or ClusterAccess()
         return StepContext(
             store=self.store,

@@ -53,9 +53,10 @@ from reconciler.operations.model import (
     StageRecord,
     StepRecord,
     StepState,
+    Suspension,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _UPSERT_OPERATION = """
     INSERT INTO operations (id, runtime, type, state, created, updated, deadline, commit_id,
                             message, owner, lease_until, retrigger_of, data)
@@ -128,6 +129,13 @@ MIGRATIONS: dict[int, str] = {
         attempts INTEGER NOT NULL DEFAULT 0
     );
     """,
+    3: """
+    CREATE TABLE suspensions (
+        runtime TEXT PRIMARY KEY,
+        since TEXT NOT NULL,
+        reason TEXT NOT NULL DEFAULT ''
+    );
+    """,
 }
 
 
@@ -180,6 +188,15 @@ class StateStore(Protocol):
 
     def last_accepted(self) -> CommitRecord | None:
         """The commit accepted last (the one in force)."""
+
+    def suspend(self, suspension: Suspension) -> None:
+        """Suspend a runtime (again: the reason and time are replaced)."""
+
+    def resume(self, runtime: str) -> bool:
+        """Lift a runtime's suspension; whether it was suspended."""
+
+    def suspensions(self) -> dict[str, Suspension]:
+        """Every suspended runtime's suspension, by runtime."""
 
 
 def load_statuses(store: StateStore, runtimes: Sequence[str] = ()) -> list[RuntimeStatus]:
@@ -519,6 +536,26 @@ class SqliteStore:
         )
         return _commit(rows[0]) if rows else None
 
+    def suspend(self, suspension: Suspension) -> None:
+        """See :class:`StateStore`."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO suspensions (runtime, since, reason) VALUES (?, ?, ?)",
+                (suspension.runtime, _iso(suspension.since), suspension.reason),
+            )
+
+    def resume(self, runtime: str) -> bool:
+        """See :class:`StateStore`."""
+        with self._transaction() as db:
+            return db.execute("DELETE FROM suspensions WHERE runtime = ?", (runtime,)).rowcount > 0
+
+    def suspensions(self) -> dict[str, Suspension]:
+        """See :class:`StateStore`."""
+        rows = self._query("SELECT * FROM suspensions ORDER BY runtime")
+        return {
+            r["runtime"]: Suspension(r["runtime"], _since(r["since"]), r["reason"]) for r in rows
+        }
+
 
 def encode_data(data: OperationData) -> str:
     """An operation's typed data as the JSON text every store keeps."""
@@ -572,6 +609,10 @@ def _commit(row: sqlite3.Row) -> CommitRecord:
 
 def _iso(moment: datetime | None) -> str | None:
     return moment.astimezone(UTC).isoformat() if moment is not None else None
+
+
+def _since(text: str) -> datetime:
+    return datetime.fromisoformat(text)
 
 
 def _parse(text: str | None) -> datetime | None:

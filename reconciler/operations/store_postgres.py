@@ -45,6 +45,7 @@ from reconciler.operations.model import (
     StageRecord,
     StepRecord,
     StepState,
+    Suspension,
 )
 from reconciler.operations.store import (
     SCHEMA_VERSION,
@@ -126,6 +127,13 @@ MIGRATIONS: dict[int, str] = {
         detail TEXT NOT NULL DEFAULT '{}',
         attempts INTEGER NOT NULL DEFAULT 0,
         seq BIGSERIAL
+    );
+    """,
+    3: """
+    CREATE TABLE suspensions (
+        runtime TEXT PRIMARY KEY,
+        since TIMESTAMPTZ NOT NULL,
+        reason TEXT NOT NULL DEFAULT ''
     );
     """,
 }
@@ -429,6 +437,30 @@ class PostgresStore:
             (str(CommitVerdict.ACCEPTED),),
         )
         return _commit(rows[0]) if rows else None
+
+    def suspend(self, suspension: Suspension) -> None:
+        """See :class:`~reconciler.operations.store.StateStore`."""
+        with self._transaction() as cursor:
+            cursor.execute(
+                "INSERT INTO suspensions (runtime, since, reason) VALUES (%s, %s, %s) "
+                "ON CONFLICT (runtime) DO UPDATE SET since = excluded.since, "
+                "reason = excluded.reason",
+                (suspension.runtime, _utc(suspension.since), suspension.reason),
+            )
+
+    def resume(self, runtime: str) -> bool:
+        """See :class:`~reconciler.operations.store.StateStore`."""
+        with self._transaction() as cursor:
+            cursor.execute("DELETE FROM suspensions WHERE runtime = %s", (runtime,))
+            return cursor.rowcount > 0
+
+    def suspensions(self) -> dict[str, Suspension]:
+        """See :class:`~reconciler.operations.store.StateStore`."""
+        rows = self._query("SELECT * FROM suspensions ORDER BY runtime")
+        return {
+            r["runtime"]: Suspension(r["runtime"], r["since"].astimezone(UTC), r["reason"])
+            for r in rows
+        }
 
 
 def _operation_row(operation: Operation) -> tuple[object, ...]:

@@ -43,6 +43,7 @@ from reconciler.operations.model import (
     StageRecord,
     StepRecord,
     StepState,
+    Suspension,
 )
 from reconciler.operations.runner import Runner
 from reconciler.operations.store import SCHEMA_VERSION, StateStore
@@ -464,3 +465,19 @@ def test_sync_status_and_operations_work_on_the_store_url(backend: Backend, tmp_
     assert [r["runtime"] for r in json.loads(status.stdout)] == ["prod-eu-1"]
     assert "provision" in listed.stdout
     assert "stage apply" in shown.stdout
+
+
+def test_a_suspension_is_kept_replaced_and_lifted(backend: Backend) -> None:
+    store = backend.open()
+
+    store.suspend(Suspension("rt", T0, "incident 42"))
+    store.suspend(Suspension("rt", T0 + timedelta(minutes=5), "still on it"))
+    store.suspend(Suspension("other", T0))
+
+    assert backend.open().suspensions() == {
+        "other": Suspension("other", T0),
+        "rt": Suspension("rt", T0 + timedelta(minutes=5), "still on it"),
+    }
+    assert store.resume("rt") is True
+    assert store.resume("rt") is False
+    assert list(store.suspensions()) == ["other"]
