@@ -301,6 +301,7 @@ def test_status_json_is_one_value_for_the_cli_and_the_daemon(tmp_path: Path) -> 
             }
             for m in ("widget", "gadget")
         ],
+        "suspension": None,
         "error": "",
     }
 

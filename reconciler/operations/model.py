@@ -218,13 +218,20 @@ class RuntimeStatus:
     operation: Operation | None = None
     #: The last finished result, while ``operation`` is under way.
     last: RuntimeRecord | None = None
+    #: A suspension made with ``reconciler suspend``, if any.
+    suspension: Suspension | None = None
 
     @classmethod
-    def of(cls, record: RuntimeRecord, unfinished: Operation | None) -> RuntimeStatus:
+    def of(
+        cls,
+        record: RuntimeRecord,
+        unfinished: Operation | None,
+        suspension: Suspension | None = None,
+    ) -> RuntimeStatus:
         """``record`` (the last finished result) seen through ``unfinished``, if any."""
         if unfinished is None:
-            return cls(record)
-        return cls(_under_way(record, unfinished), unfinished, record)
+            return cls(record, suspension=suspension)
+        return cls(_under_way(record, unfinished), unfinished, record, suspension)
 
     def to_json(self) -> dict[str, Any]:
         """The runtime's JSON (:meth:`RuntimeRecord.to_json`) with ``operation`` (the one under
@@ -240,6 +247,9 @@ class RuntimeStatus:
                 "message": operation.message,
             },
             "lastFinished": self.last.to_json() if self.last is not None else None,
+            "suspension": None
+            if self.suspension is None
+            else {"since": self.suspension.since.isoformat(), "reason": self.suspension.reason},
         }
 
 

@@ -203,8 +203,9 @@ def load_statuses(store: StateStore, runtimes: Sequence[str] = ()) -> list[Runti
     """Every runtime's status now (or those named): its last finished record seen through its
     unfinished operation, if one is under way (one read per runtime: linear in the fleet)."""
     wanted = set(runtimes)
+    suspended = store.suspensions()
     return [
-        RuntimeStatus.of(record, store.unfinished(record.runtime))
+        RuntimeStatus.of(record, store.unfinished(record.runtime), suspended.get(record.runtime))
         for record in store.runtimes()
         if not wanted or record.runtime in wanted
     ]
