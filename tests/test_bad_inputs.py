@@ -76,7 +76,7 @@ CASES: list[tuple[str, str]] = [
     ("sync /nonexistent/repo", "/nonexistent/repo"),
     ("status --state {not_sqlite}", "sqlite:///"),
     ("status --state sqlite:///{not_sqlite}", "not-sqlite.db"),
-    ("status --state sqlite:////proc/nonexistent/state.db", "/proc/nonexistent"),
+    ("sync {sample} --state sqlite:////proc/nonexistent/state.db", "/proc/nonexistent"),
     ("status --state {store} --format xml", "--format"),
     ("operations show c --state {store}", "'c'"),
     ("operations show % --state {store}", "'%'"),

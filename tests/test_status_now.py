@@ -140,3 +140,18 @@ def test_a_resumed_operation_whose_plan_is_still_current_is_not_followed(tmp_pat
 
     assert resumed.state is OperationState.SUCCEEDED
     assert again.follow_up(resumed) is None
+
+
+def test_reading_commands_never_create_a_store(tmp_path: Path) -> None:
+    db = tmp_path / "nowhere" / "state.db"
+    url = f"sqlite:///{db}"
+
+    status = CliRunner().invoke(cli, ["status", "--state", url])
+    listed = CliRunner().invoke(cli, ["operations", "list", "--state", url])
+    shown = CliRunner().invoke(cli, ["operations", "show", "abc", "--state", url])
+
+    assert (status.exit_code, listed.exit_code, shown.exit_code) == (0, 0, 2)
+    assert "no runtime recorded yet" in status.output
+    assert "no operation with id (prefix) 'abc'" in shown.output
+    assert not db.exists()
+    assert not db.parent.exists()

@@ -27,9 +27,10 @@ def operations_list(
 ) -> None:
     """Operations, newest first: id, runtime, type, state, created, message."""
     from reconciler.operations.report import operation_json, operation_line
-    from reconciler.operations.store import open_store
+    from reconciler.operations.store import open_existing_store
 
-    found = open_store(state_url).operations(runtime=runtime_name, limit=limit)
+    store = open_existing_store(state_url)
+    found = store.operations(runtime=runtime_name, limit=limit) if store is not None else []
     if output_format == "json":
         click.echo(json.dumps([operation_json(o) for o in found], indent=2, sort_keys=True))
         return
@@ -47,9 +48,10 @@ def operations_show(operation_id: str, state_url: str, output_format: str) -> No
     """One operation as a tree: stages, steps, attempts, times, the last message of each step
     (what a blocked deletion waits for), the error that failed it. ID may be a unique prefix."""
     from reconciler.operations.report import operation_json, operation_tree
-    from reconciler.operations.store import open_store
+    from reconciler.operations.store import open_existing_store
 
-    operation = open_store(state_url).get(operation_id)
+    store = open_existing_store(state_url)
+    operation = store.get(operation_id) if store is not None else None
     if operation is None:
         raise NotFoundError(f"no operation with id (prefix) '{operation_id}'")
     if output_format == "json":

@@ -20,9 +20,10 @@ def status(runtime_names: Sequence[str], state_url: str, output_format: str) -> 
     operation recorded it."""
     from reconciler.cli.clusters import now as _now
     from reconciler.operations.report import status_lines
-    from reconciler.operations.store import load_statuses, open_store
+    from reconciler.operations.store import load_statuses, open_existing_store
 
-    records = load_statuses(open_store(state_url), runtime_names)
+    store = open_existing_store(state_url)  # a read: never creates a store
+    records = load_statuses(store, runtime_names) if store is not None else []
     if output_format == "json":
         document = [r.to_json() for r in records]
         click.echo(json.dumps(document, indent=2, sort_keys=True))
@@ -33,5 +34,10 @@ def status(runtime_names: Sequence[str], state_url: str, output_format: str) -> 
         if record.suspension is not None:
             name = record.current.runtime
             click.echo(f"{name}: {record.suspension.describe()} (reconciler resume {name})")
-    if not records:
+    if store is None:
+        click.echo(
+            f"no runtime recorded yet: no state store at {state_url} (run reconciler sync)",
+            err=True,
+        )
+    elif not records:
         click.echo("no runtime recorded yet (run reconciler sync)", err=True)

@@ -233,6 +233,15 @@ def open_store(url: str) -> StateStore:
     return SqliteStore(Path(os.path.expanduser(url[len(prefix) :])))
 
 
+def open_existing_store(url: str) -> StateStore | None:
+    """:func:`open_store` for commands that only read: ``None`` for a SQLite file that does not
+    exist (nothing was recorded there), instead of creating it."""
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and not Path(os.path.expanduser(url[len(prefix) :])).exists():
+        return None
+    return open_store(url)
+
+
 class SqliteStore:
     """:class:`StateStore` in one SQLite file."""
 
