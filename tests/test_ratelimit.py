@@ -1,16 +1,24 @@
 """Client-side rate limits per API server (issue 12, item 5): a token bucket of kubectl's size
 by default, shared by every runtime on one server, set by --kube-qps/--kube-burst; discovery
-kept in a file per server between runs."""
+kept in a file per server between runs; the settings' spec.kubeClient under the flags."""
 
 from __future__ import annotations
 
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import cli
-from reconciler.cluster.kube import discovery_cache_file
+from reconciler.cli.clusters import Access
+from reconciler.cli.options import ClusterOptions
+from reconciler.cluster.kube import BUCKETS, KubeCluster, discovery_cache_file
 from reconciler.cluster.ratelimit import (
     DEFAULT_BURST,
     DEFAULT_QPS,
@@ -18,6 +26,9 @@ from reconciler.cluster.ratelimit import (
     ClientRate,
     TokenBucket,
 )
+from reconciler.core.model import ClusterAccess, Settings
+from reconciler.source.loader import load_repo
+from tests.conftest import RepoFactory, runtime_file, small_repo
 
 
 class FakeTime:
@@ -117,3 +128,133 @@ def test_a_cache_folder_that_cannot_be_made_only_loses_the_cache(tmp_path: Path)
     blocker.write_text("")
 
     assert discovery_cache_file(blocker, "https://10.0.0.1:6443") is None
+
+
+# -- the settings' spec.kubeClient, under the flags ------------------------------------------
+
+
+class DiscoveryServer:
+    """An HTTP server on 127.0.0.1 answering the discovery requests a client makes when it
+    connects (``/version``, ``/apis``), and 404 to anything else."""
+
+    ANSWERS: ClassVar[dict[str, dict[str, object]]] = {
+        "/version": {"major": "1", "minor": "31", "gitVersion": "v1.31.0"},
+        "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": []},
+    }
+
+    def __init__(self) -> None:
+        answers = self.ANSWERS
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = answers.get(self.path.split("?")[0])
+                data = json.dumps(body).encode()
+                self.send_response(200 if body is not None else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def kubeconfig(self, folder: Path) -> Path:
+        """A kubeconfig file named ``k`` in ``folder`` reaching this server."""
+        (folder / "k").write_text(
+            "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+            f"clusters: [{{name: c, cluster: {{server: '{self.url}'}}}}]\n"
+            "users: [{name: u, user: {token: t0ken}}]\n"
+            "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+        )
+        return folder
+
+
+@pytest.fixture
+def discovery() -> Iterator[DiscoveryServer]:
+    server = DiscoveryServer()
+    yield server
+    server.server.shutdown()
+    server.server.server_close()
+
+
+def _settings_file(kube_client: str) -> dict[str, str]:
+    return {
+        "reconciler.yaml": "apiVersion: reconciler.dev/v1alpha1\nkind: Settings\n"
+        f"metadata: {{name: s}}\nspec: {{kubeClient: {kube_client}}}\n"
+    }
+
+
+def _fleet(make_repo: RepoFactory, kube_client: str) -> Path:
+    files = {**small_repo(), **_settings_file(kube_client)}
+    files.update(
+        runtime_file("one", "regular", [{"name": "alpha"}], cluster={"kubeconfigFile": "k"})
+    )
+    return make_repo(files)
+
+
+def test_settings_give_the_rate_and_each_flag_overrides_its_part() -> None:
+    settings = Settings(client_rate=ClientRate(qps=7, burst=9))
+    options = ClusterOptions(kubeconfig_dir=None, secret_namespace="ns")
+
+    assert options.rate(None) == ClientRate()  # kubectl's
+    assert options.rate(settings) == ClientRate(7, 9)
+    assert replace(options, qps=11).rate(settings) == ClientRate(11, 9)
+    assert replace(options, burst=40).rate(settings) == ClientRate(7, 40)
+
+
+def test_spec_kube_client_is_read_into_the_settings(make_repo: RepoFactory) -> None:
+    repo = _fleet(make_repo, "{qps: 7.5, burst: 9}")
+
+    config = load_repo(repo).repo
+
+    assert config is not None
+    assert config.settings.client_rate == ClientRate(7.5, 9)
+
+
+@pytest.mark.parametrize(
+    ("kube_client", "place"), [("{qps: 0}", "qps"), ("{burst: 0}", "burst"), ("{qs: 1}", "qs")]
+)
+def test_a_bad_kube_client_setting_is_refused_with_its_place(
+    make_repo: RepoFactory, kube_client: str, place: str
+) -> None:
+    repo = _fleet(make_repo, kube_client)
+
+    result = CliRunner().invoke(cli, ["validate", str(repo)])
+
+    assert result.exit_code == 1
+    assert "reconciler.yaml" in result.output
+    assert place in result.output
+
+
+def test_a_live_diff_connects_at_the_settings_rate_unless_a_flag_says_otherwise(
+    make_repo: RepoFactory, discovery: DiscoveryServer, tmp_path: Path
+) -> None:
+    repo = _fleet(make_repo, "{qps: 7, burst: 9}")
+    kubeconfigs = discovery.kubeconfig(tmp_path)
+    args = ["diff", str(repo), "--runtime", "one", "--kubeconfig-dir", str(kubeconfigs)]
+
+    CliRunner().invoke(cli, args)
+    CliRunner().invoke(cli, [*args, "--kube-qps", "11"])
+
+    assert BUCKETS.rates_for(discovery.url) == [ClientRate(7, 9), ClientRate(11, 9)]
+
+
+def test_the_daemons_connections_follow_the_settings_in_force(
+    discovery: DiscoveryServer, tmp_path: Path
+) -> None:
+    access = Access(ClusterOptions(discovery.kubeconfig(tmp_path), "ns", cache_dir=tmp_path))
+    in_force = [Settings(client_rate=ClientRate(7, 9))]
+    connect = access.following(lambda: in_force[-1])
+    cluster_access = ClusterAccess(kubeconfig_file="k")
+
+    first = connect(cluster_access, "one")
+    in_force.append(Settings(client_rate=ClientRate(3, 4)))  # a new commit
+    second = connect(cluster_access, "one")
+
+    assert isinstance(first, KubeCluster)
+    assert isinstance(second, KubeCluster)
+    assert (first.rate, second.rate) == (ClientRate(7, 9), ClientRate(3, 4))

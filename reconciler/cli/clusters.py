@@ -5,16 +5,21 @@ beside its snapshot. Used by ``diff``, ``sync`` and ``daemon`` when they run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from reconciler.cli.options import ClusterOptions, user_cache_dir
 from reconciler.cluster.api import Cluster
 from reconciler.cluster.snapshot import SnapshotFileCluster
-from reconciler.core.model import ClusterAccess
+from reconciler.core.model import ClusterAccess, Settings
+
+if TYPE_CHECKING:
+    from reconciler.operations.runner import Connect
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +27,8 @@ class Access:
     """How the CLI reaches each runtime's cluster: a live one, or a snapshot file."""
 
     options: ClusterOptions
+    #: The config repo's settings (their ``spec.kubeClient`` rate, under the flags').
+    settings: Settings | None = None
     #: Keep each snapshot file's cluster between connections (one command's run, where
     #: :meth:`release` is called); the daemon reads the file at each connection instead.
     reuse_snapshots: bool = True
@@ -30,8 +37,11 @@ class Access:
     #: cluster in memory never differ). :meth:`release` forgets a runtime's.
     _snapshots: dict[Path, SnapshotFileCluster] = field(default_factory=dict)
 
-    def connect(self, access: ClusterAccess, name: str) -> Cluster:
-        """The cluster of runtime ``name``; with a snapshot, its file, saved after each change."""
+    def connect(
+        self, access: ClusterAccess, name: str, *, settings: Settings | None = None
+    ) -> Cluster:
+        """The cluster of runtime ``name``; with a snapshot, its file, saved after each change.
+        ``settings`` (else :attr:`settings`) give the client rate where no flag does."""
         if self.options.snapshot is not None:
             path = snapshot_file(self.options.snapshot, name)
             if not self.reuse_snapshots:
@@ -47,9 +57,18 @@ class Access:
             name=name,
             kubeconfig_dir=self.options.kubeconfig_dir,
             secret_namespace=self.options.secret_namespace,
-            rate=self.options.rate,
+            rate=self.options.rate(settings or self.settings),
             cache_dir=self.options.cache_dir or user_cache_dir(),
         )
+
+    def following(self, settings_of: Callable[[], Settings | None]) -> Connect:
+        """:meth:`connect` at the client rate of the settings ``settings_of`` gives at each
+        connection (the daemon's commit in force changes them)."""
+
+        def connect(access: ClusterAccess, name: str) -> Cluster:
+            return self.connect(access, name, settings=settings_of())
+
+        return connect
 
     def release(self, name: str) -> None:
         """Forget runtime ``name``'s snapshot cluster (its run is over; memory stays flat)."""

@@ -29,10 +29,10 @@ from reconciler.cli.options import (
     snapshot_option,
     state_option,
 )
-from reconciler.cluster.ratelimit import ClientRate
 from reconciler.errors import AccessError
 
 if TYPE_CHECKING:
+    from reconciler.core.model import Settings
     from reconciler.daemon.http import HttpServer
     from reconciler.daemon.service import Daemon
 
@@ -183,8 +183,8 @@ def daemon(
     listen: tuple[str, int],
     kubeconfig_dir: Path | None,
     secret_namespace: str,
-    kube_qps: float,
-    kube_burst: int,
+    kube_qps: float | None,
+    kube_burst: int | None,
     state_url: str,
     workers: int,
     cache_dir: Path | None,
@@ -229,7 +229,8 @@ def daemon(
             kubeconfig_dir,
             secret_namespace,
             snapshot,
-            ClientRate(kube_qps, kube_burst),
+            kube_qps,
+            kube_burst,
             cache_dir,
         ),
         state_url,
@@ -316,7 +317,12 @@ def run_daemon(
         channels_cache = cache.with_name(cache.name + "-channels")
         return RemoteSource(url, ref, path, channels_cache, git_env, runner=git_runner)
 
-    the_daemon = Daemon(source, store, access.connect, now, options, make_source=second_source)
+    def settings_in_force() -> Settings | None:
+        repo = the_daemon.state.repo
+        return repo.settings if repo is not None else None
+
+    connect = access.following(settings_in_force)  # the client rate of the commit in force
+    the_daemon = Daemon(source, store, connect, now, options, make_source=second_source)
     server = _serve(the_daemon, http)
     scheduler = start_scheduler(the_daemon)
     stop = StopSignals()  # whichever thread the kernel hands SIGTERM to, the main one wakes

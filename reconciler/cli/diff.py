@@ -35,7 +35,6 @@ from reconciler.cli.options import (
     snapshot_option,
     state_option,
 )
-from reconciler.cluster.ratelimit import ClientRate
 from reconciler.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -119,8 +118,8 @@ def diff(
     snapshot: str | None,
     kubeconfig_dir: Path | None,
     secret_namespace: str,
-    kube_qps: float,
-    kube_burst: int,
+    kube_qps: float | None,
+    kube_burst: int | None,
     output_format: str,
     details: bool | None,
     color: bool | None,
@@ -146,9 +145,7 @@ def diff(
     """
     when = now.replace(tzinfo=UTC) if now else datetime.now(UTC)
     source = RepoInput(repo, channels_dir, max_file_size)
-    clusters = ClusterOptions(
-        kubeconfig_dir, secret_namespace, snapshot, ClientRate(kube_qps, kube_burst)
-    )
+    clusters = ClusterOptions(kubeconfig_dir, secret_namespace, snapshot, kube_qps, kube_burst)
     if base_rev is not None or base_path is not None:
         request = FleetRequest(repo, base_rev, head_rev, base_path, runtime_names, when)
         view = FleetView(output_format, bool(details), color, timings)
@@ -174,7 +171,7 @@ def live_diff(run: RunRequest, when: datetime, output_format: str, details: bool
         details,
         lambda results, errors: plans_json([r.plan for r in results], errors),
     )
-    planned = show_plans(scope, Access(run.clusters), when, view)
+    planned = show_plans(scope, Access(run.clusters, scope.config.settings), when, view)
     return planned.exit_status(changes=exits.DIFF_CHANGES)
 
 
@@ -236,7 +233,7 @@ def _observe(
     from reconciler.cli.clusters import Access
     from reconciler.lifecycle.executor import Lifecycle
 
-    access = Access(clusters)
+    access = Access(clusters, head.settings)
     return review.observe(
         head,
         lambda config, name: Lifecycle(

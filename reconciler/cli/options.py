@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 import click.shell_completion
 
-from reconciler.cluster.ratelimit import DEFAULT_BURST, DEFAULT_QPS, ClientRate
 from reconciler.core.durations import parse_duration
+from reconciler.core.model import ClientRate, Settings
 
 #: The default limit of a YAML file's size (C6); the loader's ``DEFAULT_MAX_FILE_SIZE``.
 DEFAULT_MAX_FILE_SIZE = 5 * 1024 * 1024
@@ -44,10 +44,21 @@ class ClusterOptions:
     kubeconfig_dir: Path | None
     secret_namespace: str
     snapshot: str | None = None
-    #: Requests per second and burst to one API server (``--kube-qps``, ``--kube-burst``).
-    rate: ClientRate = field(default_factory=ClientRate)
+    #: Requests per second to one API server (``--kube-qps``); None: the settings' value.
+    qps: float | None = None
+    #: Requests at once to one API server (``--kube-burst``); None: the settings' value.
+    burst: int | None = None
     #: Where discovery is cached between runs (default: :func:`user_cache_dir`).
     cache_dir: Path | None = None
+
+    def rate(self, settings: Settings | None) -> ClientRate:
+        """The client rate per API server: the flags where given, else the settings'
+        ``spec.kubeClient``, else kubectl's defaults."""
+        fallback = settings.client_rate if settings is not None else ClientRate()
+        return ClientRate(
+            self.qps if self.qps is not None else fallback.qps,
+            self.burst if self.burst is not None else fallback.burst,
+        )
 
 
 def user_cache_dir() -> Path:
@@ -127,18 +138,16 @@ kubeconfig_dir_option = click.option(
 kube_qps_option = click.option(
     "--kube-qps",
     type=click.FloatRange(min=0, min_open=True),
-    default=DEFAULT_QPS,
-    show_default=True,
     envvar="RECONCILER_KUBE_QPS",
-    help="Requests per second to one API server, shared by every runtime on it (as kubectl).",
+    help="Requests per second to one API server, shared by every runtime on it "
+    "[default: spec.kubeClient.qps of the settings, else 50 as kubectl].",
 )
 kube_burst_option = click.option(
     "--kube-burst",
     type=click.IntRange(min=1),
-    default=DEFAULT_BURST,
-    show_default=True,
     envvar="RECONCILER_KUBE_BURST",
-    help="Requests that may go at once to one API server after a quiet spell (as kubectl).",
+    help="Requests that may go at once to one API server after a quiet spell "
+    "[default: spec.kubeClient.burst of the settings, else 300 as kubectl].",
 )
 secret_namespace_option = click.option(
     "--secret-namespace",

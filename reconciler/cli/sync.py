@@ -34,7 +34,6 @@ from reconciler.cli.options import (
     snapshot_option,
     state_option,
 )
-from reconciler.cluster.ratelimit import ClientRate
 from reconciler.errors import AccessError, HeldByBrakeError, ReconcilerError
 
 #: Runtimes synced at once by default: the work waits on API servers, not on this process.
@@ -106,8 +105,8 @@ def sync(
     snapshot: str | None,
     kubeconfig_dir: Path | None,
     secret_namespace: str,
-    kube_qps: float,
-    kube_burst: int,
+    kube_qps: float | None,
+    kube_burst: int | None,
     state_url: str,
     wait: float,
     daemon_url: str | None,
@@ -133,9 +132,7 @@ def sync(
     from reconciler.cli.clusters import state_url_for
 
     source = RepoInput(repo, channels_dir, max_file_size)
-    clusters = ClusterOptions(
-        kubeconfig_dir, secret_namespace, snapshot, ClientRate(kube_qps, kube_burst)
-    )
+    clusters = ClusterOptions(kubeconfig_dir, secret_namespace, snapshot, kube_qps, kube_burst)
     store_url = state_url_for(ctx, state_url, snapshot)
     run = RunRequest(source, clusters, store_url, runtime_names, allow_deletions)
     if dry_run:
@@ -151,9 +148,8 @@ def dry_run_sync(run: RunRequest, output_format: str) -> int:
     from reconciler.cli.report import results_json
 
     scope = open_scope(run)
-    planned = show_plans(
-        scope, Access(run.clusters), now(), PlanView(output_format, True, results_json)
-    )
+    access = Access(run.clusters, scope.config.settings)
+    planned = show_plans(scope, access, now(), PlanView(output_format, True, results_json))
     return planned.exit_status(changes=exits.OK)
 
 
@@ -180,7 +176,7 @@ def run_sync(run: RunRequest, options: SyncOptions) -> int:
     if scope.verdict.held:
         raise HeldByBrakeError(scope.verdict.message)
     report_brake(scope.verdict)
-    access = Access(run.clusters)
+    access = Access(run.clusters, scope.config.settings)
     runner = _runner(scope, access, options.allow_access_change)
     snapshot = run.clusters.snapshot
     parallel = options.parallel if snapshot is None or is_folder(snapshot) else 1

@@ -81,6 +81,11 @@ class KubeCluster:
                 api_client, cache_file=str(cache_file) if cache_file is not None else None
             )
 
+    @property
+    def rate(self) -> ClientRate | None:
+        """The client rate its requests keep to (None: unlimited)."""
+        return self._bucket.rate if self._bucket is not None else None
+
     @contextmanager
     def _request(self, what: str) -> Iterator[None]:
         """One request to the server: a token of its rate limit first, errors translated."""

@@ -3,8 +3,9 @@
 A fleet-wide sync or a daemon with many workers must not flood one API server: every request
 the real cluster adapter sends (:mod:`reconciler.cluster.kube`) first takes a token from the
 bucket of its server, shared by every runtime that reaches that server in this process. The
-defaults are kubectl's (50 requests per second, bursts of 300); ``--kube-qps``/``--kube-burst``
-(or ``RECONCILER_KUBE_QPS``/``RECONCILER_KUBE_BURST``) change them.
+defaults are kubectl's (50 requests per second, bursts of 300); the settings'
+``spec.kubeClient`` and, over them, ``--kube-qps``/``--kube-burst`` (or ``RECONCILER_KUBE_QPS``/
+``RECONCILER_KUBE_BURST``) change them.
 
 Pure apart from the clock and the sleep it is given (tests pass fake ones).
 """
@@ -14,23 +15,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
-#: kubectl's client-side limits (k8s.io/kubectl, since v1.27).
-DEFAULT_QPS = 50.0
-DEFAULT_BURST = 300
+from reconciler.core.model import DEFAULT_BURST, DEFAULT_QPS, ClientRate
 
-
-@dataclass(frozen=True, slots=True)
-class ClientRate:
-    """Requests per second to one API server, and how many may go at once after a pause."""
-
-    qps: float = DEFAULT_QPS
-    burst: int = DEFAULT_BURST
-
-    def __post_init__(self) -> None:
-        if self.qps <= 0 or self.burst < 1:
-            raise ValueError("a client rate needs qps above 0 and a burst of at least 1")
+__all__ = ["DEFAULT_BURST", "DEFAULT_QPS", "Buckets", "ClientRate", "TokenBucket"]
 
 
 class TokenBucket:
@@ -89,3 +77,8 @@ class Buckets:
             if bucket is None:
                 bucket = self._buckets[(server, rate)] = self._make(rate)
             return bucket
+
+    def rates_for(self, server: str) -> list[ClientRate]:
+        """The rates the buckets of ``server`` were made at, oldest first (for tests)."""
+        with self._lock:
+            return [rate for (url, rate) in self._buckets if url == server]

@@ -30,6 +30,7 @@ from reconciler.core.model import (
     LABEL_APP_VERSION,
     Channel,
     ChannelsFrom,
+    ClientRate,
     ClusterAccess,
     ConfigRepo,
     MaintenanceWindow,
@@ -576,6 +577,7 @@ def settings_from(spec: Mapping[str, Any]) -> Settings:
     brake = spec.get("deletionBrake", {})
     intervals = spec.get("intervals", {})
     operations = spec.get("operations", {})
+    kube_client = spec.get("kubeClient", {})
     defaults = Settings()
     return Settings(
         system_namespace=spec.get("systemNamespace", defaults.system_namespace),
@@ -589,6 +591,10 @@ def settings_from(spec: Mapping[str, Any]) -> Settings:
             kind: _duration(text, timedelta(0))
             for kind, text in operations.get("timeouts", {}).items()
         },
+        client_rate=ClientRate(
+            float(kube_client.get("qps", defaults.client_rate.qps)),
+            int(kube_client.get("burst", defaults.client_rate.burst)),
+        ),
     )
 
 

@@ -29,6 +29,24 @@ ANNOTATION_DEFAULT_CONFIGURATION = "reconciler.dev/default-configuration"
 LABEL_APP_VERSION = "app.kubernetes.io/version"
 
 
+#: kubectl's client-side limits per API server (k8s.io/kubectl, since v1.27).
+DEFAULT_QPS = 50.0
+DEFAULT_BURST = 300
+
+
+@dataclass(frozen=True, slots=True)
+class ClientRate:
+    """Requests per second to one API server, and how many may go at once after a pause
+    (``spec.kubeClient`` of the settings; ``--kube-qps``/``--kube-burst`` override it)."""
+
+    qps: float = DEFAULT_QPS
+    burst: int = DEFAULT_BURST
+
+    def __post_init__(self) -> None:
+        if self.qps <= 0 or self.burst < 1:
+            raise ValueError("a client rate needs qps above 0 and a burst of at least 1")
+
+
 class Strategy(StrEnum):
     """What happens to a module's objects when it leaves a runtime (L7, L8)."""
 
@@ -173,6 +191,8 @@ class Settings:
     disabled_steps: tuple[str, ...] = ()
     #: ``spec.operations.timeouts``: operation type (provision, update, deprovision) -> limit.
     operation_timeouts: Mapping[str, timedelta] = field(default_factory=dict)
+    #: ``spec.kubeClient``: client-side rate limits per API server.
+    client_rate: ClientRate = field(default_factory=ClientRate)
 
 
 @dataclass(frozen=True, slots=True)
