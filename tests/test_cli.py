@@ -204,7 +204,8 @@ def test_validate_invalid_repo_as_json(make_repo: RepoFactory) -> None:
     assert result.exit_code == 1
     document = json.loads(result.stdout)
     assert document["valid"] is False
-    assert "runtimes" not in document
+    assert document["kind"] == "Validation"
+    assert (document["runtimes"], document["modules"], document["channels"]) == ([], {}, [])
     errors = document["errors"]
     assert [set(e) for e in errors] == [
         {"path", "line", "column", "rule", "message", "pointer"}
@@ -473,7 +474,7 @@ def test_main_exit_codes(make_repo: RepoFactory, tmp_path: Path) -> None:
     assert _exit_code("validate", SAMPLE) == 0
     assert _exit_code("validate", invalid) == 1
     assert _exit_code("validate", tmp_path / "nowhere") == 2
-    assert _exit_code("validate", SAMPLE, "--format", "yaml") == 2
+    assert _exit_code("validate", SAMPLE, "--format", "csv") == 2
     assert _exit_code("validate", "--format", "xml", SAMPLE) == 2  # options before the path
     assert _exit_code("validate", ROOT / "tests" / "fixtures" / "broken-repo") == 1
     assert _exit_code("render", SAMPLE) == 2  # --runtime is required

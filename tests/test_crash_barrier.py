@@ -160,7 +160,7 @@ def test_a_crashing_step_is_one_line_exit_1_and_recorded(tmp_path: Path, plugins
         shown.stdout
     )
     status = CliRunner().invoke(cli, ["status", "--state", state])
-    assert re.search(r"prod-eu-1\s+Error\s+InternalError", status.stdout), status.stdout
+    assert re.search(r"prod-eu-1\s+Error\s+-\s+InternalError", status.stdout), status.stdout
 
 
 @pytest.mark.parametrize(

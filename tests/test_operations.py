@@ -232,7 +232,9 @@ def test_blocked_deletion_is_named_by_operations_show(tmp_path: Path) -> None:
         snapshot.write(users_resource)
 
     result = runner.invoke(cli, ["sync", str(fleet), *args])
-    listing = runner.invoke(cli, ["operations", "list", "--runtime", "prod-eu-1", "--state", state])
+    listing = runner.invoke(
+        cli, ["operations", "list", "--runtime", "prod-eu-1", "--no-headers", "--state", state]
+    )
     newest = listing.stdout.split()[0]
     shown = runner.invoke(cli, ["operations", "show", newest[:6], "--state", state])
 

@@ -174,7 +174,9 @@ def _operations(tmp: Path) -> list[dict[str, Any]]:
         text=True,
         check=True,
     )
-    found: list[dict[str, Any]] = json.loads(done.stdout)
+    document = json.loads(done.stdout)
+    assert document["kind"] == "OperationList"
+    found: list[dict[str, Any]] = document["items"]
     return found
 
 

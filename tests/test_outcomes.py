@@ -281,7 +281,7 @@ def test_status_json_is_one_value_for_the_cli_and_the_daemon(tmp_path: Path) -> 
     )
 
     assert printed.exit_code == 0, printed.output
-    assert [r | {"error": ""} for r in json.loads(printed.output)] == served
+    assert [r | {"error": ""} for r in json.loads(printed.output)["items"]] == served
     assert served[0] | {"updated": "-"} == {
         "runtime": "rt",
         "state": "Ready",

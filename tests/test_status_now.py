@@ -8,6 +8,7 @@ then reads that store as a user would.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from reconciler.core.model import ConfigRepo, ModuleRef
 from reconciler.core.objects import ObjectRef
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import OperationState, OperationType
+from reconciler.operations.report import STATUS_COLUMNS
 from reconciler.operations.runner import Runner
 from reconciler.operations.store import SqliteStore
 from tests.lifecycle_helpers import repo
@@ -37,8 +39,16 @@ def _status(db: Path) -> tuple[list[dict[str, Any]], str]:
     document = CliRunner().invoke(cli, ["status", "--state", url, "--format", "json"])
     text = CliRunner().invoke(cli, ["status", "--state", url])
     assert document.exit_code == text.exit_code == 0, document.output + text.output
-    found: list[dict[str, Any]] = json.loads(document.stdout)
+    parsed = json.loads(document.stdout)
+    assert (parsed["apiVersion"], parsed["kind"]) == ("reconciler.dev/v1", "RuntimeStatusList")
+    found: list[dict[str, Any]] = parsed["items"]
     return found, text.stdout
+
+
+def _row(text: str, name: str) -> list[str]:
+    """The cells of the status row called ``name`` (cells are two or more spaces apart)."""
+    line = next(line for line in text.splitlines() if line.strip().startswith(name))
+    return re.split(r"\s{2,}", line.strip())
 
 
 def test_a_first_operation_that_waits_for_the_operator_shows_as_processing(
@@ -55,9 +65,12 @@ def test_a_first_operation_that_waits_for_the_operator_shows_as_processing(
     assert runtime["operation"]["id"] == waiting.operation.id
     assert runtime["operation"]["state"] == "in progress"
     assert runtime["lastFinished"]["reason"] == "Provisioning"
-    assert "rt                   Processing WaitingForOperator" in text
-    assert f"operation {waiting.operation.id} (provision, in progress)" in text
-    assert "widget             Processing" in text
+    assert text.splitlines()[0].split() == list(STATUS_COLUMNS)
+    assert _row(text, "rt")[:4] == ["rt", "Processing", "-", "WaitingForOperator"]
+    under_way = _row(text, "(operation)")
+    assert under_way[:4] == ["(operation)", "in progress", "-", "provision"]
+    assert under_way[-1].startswith(f"{waiting.operation.id}: ")
+    assert _row(text, "widget")[:2] == ["widget", "Processing"]
 
 
 def test_a_removal_blocked_by_a_users_resource_shows_as_deleting(tmp_path: Path) -> None:
@@ -80,9 +93,8 @@ def test_a_removal_blocked_by_a_users_resource_shows_as_deleting(tmp_path: Path)
     assert gadget["state"] == "Deleting"
     assert "Gadget/apps/mine" in gadget["message"]
     assert runtime["lastFinished"]["state"] == "Ready"
-    assert "rt                   Deleting" in text
-    last = next(line for line in text.splitlines() if line.startswith("  last finished"))
-    assert last.split()[2] == "Ready"
+    assert _row(text, "rt")[:2] == ["rt", "Deleting"]
+    assert _row(text, "(last finished)")[:2] == ["(last finished)", "Ready"]
 
 
 def test_a_resumed_operation_that_finishes_is_followed_by_one_for_the_current_repo(

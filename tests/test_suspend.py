@@ -51,7 +51,7 @@ def test_a_suspended_runtime_is_not_changed_until_resumed(tmp_path: Path) -> Non
     assert "rt: suspended since " in output
     assert ": incident 42 (reconciler resume rt)" in output
     code, output = _invoke("status", "--state", f"sqlite:///{db}", "--format", "json")
-    (runtime,) = json.loads(output)
+    (runtime,) = json.loads(output)["items"]
     assert runtime["suspension"]["reason"] == "incident 42"
     assert runtime["reason"] == "Suspended"
 
@@ -65,9 +65,9 @@ def test_a_suspended_runtime_is_not_changed_until_resumed(tmp_path: Path) -> Non
 
     assert cluster.writes > writes  # gadget is removed now
     assert (
-        json.loads(_invoke("status", "--state", f"sqlite:///{db}", "--format", "json")[1])[0][
-            "suspension"
-        ]
+        json.loads(_invoke("status", "--state", f"sqlite:///{db}", "--format", "json")[1])["items"][
+            0
+        ]["suspension"]
         is None
     )
 

@@ -27,7 +27,7 @@ from typing import Any
 import click
 
 from reconciler import __version__
-from reconciler.cli.exits import exit_status_of, report_internal
+from reconciler.cli.exits import BROKEN_PIPE, exit_status_of, report_internal
 from reconciler.cli.options import DEBUG_ENV, debugging
 from reconciler.errors import ReconcilerError
 
@@ -67,6 +67,9 @@ class _Group(click.Group):
             ctx.exit(exit_status_of(error))
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
+        except BrokenPipeError:  # `reconciler status | head`: stop quietly, as cat does
+            _silence_stdout()
+            ctx.exit(BROKEN_PIPE)
         except Exception as error:  # the crash barrier of every command
             ctx.exit(report_internal(error, debug=debugging(ctx)))
 
@@ -89,6 +92,17 @@ def cli(debug: bool) -> None:
     channels. validate checks such a repo, render shows what each runtime should run, diff
     shows what would change in the clusters and sync makes it so.
     """
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit does not fail again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file descriptor (tests): nothing to flush
+        pass
 
 
 def one_line_usage_error(error: click.UsageError) -> str:

@@ -7,7 +7,6 @@ store, the operations engine or the Kubernetes client (unless ``--live``).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -35,6 +34,7 @@ from reconciler.cli.options import (
     snapshot_option,
     state_option,
 )
+from reconciler.cli.output import document, document_text, is_document, output_option
 from reconciler.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -78,13 +78,13 @@ if TYPE_CHECKING:
 @secret_namespace_option
 @kube_qps_option
 @kube_burst_option
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json", "markdown"]),
-    default="text",
-    show_default=True,
-    help="markdown (fleet diffs only) fits a pull-request comment.",
+@output_option(
+    "text",
+    "json",
+    "yaml",
+    "markdown",
+    help="json/yaml: a versioned document (docs/json-output.md); markdown (fleet diffs only) "
+    "fits a pull-request comment.",
 )
 @click.option(
     "--details/--no-details",
@@ -151,7 +151,7 @@ def diff(
         view = FleetView(output_format, bool(details), color, timings)
         sys.exit(fleet_diff(request, view, source, clusters if live or snapshot else None))
     if output_format == "markdown":
-        raise click.UsageError("--format markdown needs --base or --base-path")
+        raise click.UsageError("-o markdown needs --base or --base-path")
     from reconciler.cli.clusters import state_url_for
 
     store_url = state_url_for(ctx, state_url, snapshot)
@@ -170,6 +170,7 @@ def live_diff(run: RunRequest, when: datetime, output_format: str, details: bool
         output_format,
         details,
         lambda results, errors: plans_json([r.plan for r in results], errors),
+        "LiveDiff",
     )
     planned = show_plans(scope, Access(run.clusters, scope.config.settings), when, view)
     return planned.exit_status(changes=exits.DIFF_CHANGES)
@@ -246,8 +247,8 @@ def _observe(
 def _fleet_text(fleet: FleetDiff, view: FleetView) -> str:
     from reconciler.cli.report import fleet_markdown, fleet_text
 
-    if view.output_format == "json":
-        return json.dumps(fleet.to_json(), indent=2, sort_keys=True) + "\n"
+    if is_document(view.output_format):
+        return document_text(document("FleetDiff", fleet.to_json()), view.output_format)
     if view.output_format == "markdown":
         return fleet_markdown(fleet)
     return fleet_text(fleet, details=view.details, style=_style(view.color))

@@ -34,6 +34,8 @@ DIFF_CHANGES = 1
 SYNC_FAILED = 1
 #: Stopped by Ctrl-C (128 + SIGINT, as shells report it).
 INTERRUPTED = 130
+#: The reader of the output went away (``reconciler status | head``): 128 + SIGPIPE, silently.
+BROKEN_PIPE = 141
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
 from reconciler.cli import exits
-from reconciler.cli.options import allow_option, format_option, state_option
+from reconciler.cli.options import allow_option, state_option
+from reconciler.cli.output import (
+    Column,
+    echo_document,
+    is_document,
+    no_headers_option,
+    output_option,
+    table_lines,
+)
 from reconciler.errors import HeldByBrakeError, NotFoundError
+
+if TYPE_CHECKING:
+    from reconciler.operations.model import Operation
 
 
 @click.group()
@@ -21,29 +32,46 @@ def operations() -> None:
 @click.option("--runtime", "runtime_name", help="Only this runtime's operations.")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 @state_option
-@format_option
+@output_option("text", "wide", "json", "yaml")
+@no_headers_option
 def operations_list(
-    runtime_name: str | None, limit: int, state_url: str, output_format: str
+    runtime_name: str | None, limit: int, state_url: str, output_format: str, no_headers: bool
 ) -> None:
     """Operations, newest first: id, runtime, type, state, created, message."""
-    from reconciler.operations.report import operation_json, operation_line
     from reconciler.operations.store import open_existing_store
 
     store = open_existing_store(state_url)
     found = store.operations(runtime=runtime_name, limit=limit) if store is not None else []
-    if output_format == "json":
-        click.echo(json.dumps([operation_json(o) for o in found], indent=2, sort_keys=True))
+    print_operations(found, output_format, no_headers)
+
+
+def print_operations(found: Sequence[Operation], output_format: str, no_headers: bool) -> None:
+    """Operations as a table (``text``, ``wide``) or an ``OperationList`` document."""
+    from reconciler.operations.report import (
+        OPERATION_COLUMNS,
+        OPERATION_WIDE_COLUMNS,
+        operation_json,
+        operation_row,
+    )
+
+    if is_document(output_format):
+        items = [operation_json(o) for o in found]
+        echo_document("OperationList", {"items": items}, output_format)
         return
-    for operation in found:
-        click.echo(operation_line(operation))
     if not found:
         click.echo("no operations", err=True)
+        return
+    columns = [Column(h) for h in OPERATION_COLUMNS]
+    columns += [Column(h, wide=True) for h in OPERATION_WIDE_COLUMNS]
+    rows = [operation_row(o) for o in found]
+    for line in table_lines(columns, rows, wide=output_format == "wide", headers=not no_headers):
+        click.echo(line)
 
 
 @operations.command("show", epilog=exits.RECORDS.describe())
 @click.argument("operation_id")
 @state_option
-@format_option
+@output_option("text", "json", "yaml")
 def operations_show(operation_id: str, state_url: str, output_format: str) -> None:
     """One operation as a tree: stages, steps, attempts, times, the last message of each step
     (what a blocked deletion waits for), the error that failed it. ID may be a unique prefix."""
@@ -54,8 +82,8 @@ def operations_show(operation_id: str, state_url: str, output_format: str) -> No
     operation = store.get(operation_id) if store is not None else None
     if operation is None:
         raise NotFoundError(f"no operation with id (prefix) '{operation_id}'")
-    if output_format == "json":
-        click.echo(json.dumps(operation_json(operation), indent=2, sort_keys=True))
+    if is_document(output_format):
+        echo_document("Operation", operation_json(operation), output_format)
     else:
         click.echo(operation_tree(operation), nl=False)
 

@@ -5,7 +5,6 @@ git, the deletion brake's verdict) that ``sync`` shares.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -17,6 +16,7 @@ from reconciler.cli import exits
 from reconciler.cli.clusters import Access, is_folder
 from reconciler.cli.loading import load_valid_repo
 from reconciler.cli.options import RunRequest
+from reconciler.cli.output import echo_document, is_document
 from reconciler.cli.report import plan_text
 from reconciler.core.brake import Allowance, Verdict, count_deletions, judge
 from reconciler.core.diagnostics import did_you_mean
@@ -102,6 +102,8 @@ class PlanView:
     output_format: str
     details: bool
     document: Document
+    #: The ``kind`` of the JSON/YAML document (docs/json-output.md).
+    kind: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,9 +128,9 @@ def show_plans(scope: Scope, access: Access, now: datetime, view: PlanView) -> P
     """Plan every runtime of ``scope`` against its cluster (changing nothing) and print the
     plans, the brake's verdict and the runtimes that could not be planned."""
     results, errors = plan_all(scope, access, now)
-    if view.output_format == "json":
+    if is_document(view.output_format):
         document = view.document(results, errors) | {"deletionBrake": scope.verdict.to_json()}
-        click.echo(json.dumps(document, indent=2, sort_keys=True))
+        echo_document(view.kind, document, view.output_format)
     else:
         for result in results:
             click.echo(plan_text(result.plan, details=view.details), nl=False)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,6 +18,7 @@ from reconciler.cli.options import (
     max_size_option,
     repo_argument,
 )
+from reconciler.cli.output import output_option
 from reconciler.errors import NotFoundError
 
 if TYPE_CHECKING:
@@ -40,12 +43,20 @@ if TYPE_CHECKING:
 )
 @channels_option
 @max_size_option
+@output_option(
+    "yaml",
+    "json",
+    default="yaml",
+    help="yaml: a YAML stream with a comment per module; json: a kind: List of the objects "
+    "(as kubectl get -o json prints, for kubectl apply -f -).",
+)
 def render(
     repo: Path,
     runtime_name: str,
     modules: Sequence[str],
     channels_dir: Path | None,
     max_file_size: int,
+    output_format: str,
 ) -> None:
     """Print the objects a runtime should run, as a YAML stream.
 
@@ -72,7 +83,22 @@ def render(
             + did_you_mean(unknown[0], names)
             + f" (it runs: {', '.join(names)})"
         )
-    click.echo(render_stream(config, resolution, modules), nl=False)
+    if output_format == "json":
+        click.echo(json.dumps(render_list(config, resolution, modules), indent=2))
+    else:
+        click.echo(render_stream(config, resolution, modules), nl=False)
+
+
+def render_list(
+    config: ConfigRepo, resolution: Resolution, modules: Sequence[str]
+) -> dict[str, Any]:
+    """``render -o json``: the objects as a ``v1`` ``List``, in the order of the stream."""
+    from reconciler.core.render import Renderer
+
+    wanted = [m for m in resolution.modules if not modules or m.name in modules]
+    only = replace(resolution, modules=tuple(wanted))
+    items = [dict(rendered.body) for rendered in Renderer(config).render(only)]
+    return {"apiVersion": "v1", "kind": "List", "items": items}
 
 
 def render_stream(config: ConfigRepo, resolution: Resolution, modules: Sequence[str]) -> str:

@@ -2,34 +2,47 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 import click
 
 from reconciler.cli import exits
-from reconciler.cli.options import format_option, state_option
+from reconciler.cli.options import state_option
+from reconciler.cli.output import (
+    Column,
+    echo_document,
+    is_document,
+    no_headers_option,
+    output_option,
+    table_lines,
+)
 
 
 @click.command(epilog=exits.RECORDS.describe())
 @click.option("--runtime", "runtime_names", multiple=True, help="Only these runtimes.")
 @state_option
-@format_option
-def status(runtime_names: Sequence[str], state_url: str, output_format: str) -> None:
-    """Each runtime's and module's state, reason, version, last commit and age, as the last
-    operation recorded it."""
+@output_option("text", "wide", "json", "yaml")
+@no_headers_option
+def status(
+    runtime_names: Sequence[str], state_url: str, output_format: str, no_headers: bool
+) -> None:
+    """Each runtime's and module's state, reason, version, last commit and age, as its newest
+    operation (finished or not) shows it; under a runtime, each of its modules."""
     from reconciler.cli.clusters import now as _now
-    from reconciler.operations.report import status_lines
+    from reconciler.operations.report import STATUS_COLUMNS, STATUS_WIDE_COLUMNS, status_rows
     from reconciler.operations.store import load_statuses, open_existing_store
 
     store = open_existing_store(state_url)  # a read: never creates a store
     records = load_statuses(store, runtime_names) if store is not None else []
-    if output_format == "json":
-        document = [r.to_json() for r in records]
-        click.echo(json.dumps(document, indent=2, sort_keys=True))
+    if is_document(output_format):
+        items = [r.to_json() for r in records]
+        echo_document("RuntimeStatusList", {"items": items}, output_format)
         return
-    for line in status_lines(records, _now()):
-        click.echo(line)
+    columns = [Column(h) for h in STATUS_COLUMNS] + [Column(h, True) for h in STATUS_WIDE_COLUMNS]
+    rows = status_rows(records, _now())
+    for line in table_lines(columns, rows, wide=output_format == "wide", headers=not no_headers):
+        if rows:
+            click.echo(line)
     for record in records:
         if record.suspension is not None:
             name = record.current.runtime

@@ -23,7 +23,6 @@ from reconciler.cli.options import (
     allow_option,
     channels_option,
     debugging,
-    format_option,
     kube_burst_option,
     kube_qps_option,
     kubeconfig_dir_option,
@@ -34,6 +33,7 @@ from reconciler.cli.options import (
     snapshot_option,
     state_option,
 )
+from reconciler.cli.output import echo_document, is_document, output_option
 from reconciler.errors import AccessError, HeldByBrakeError, ReconcilerError
 
 #: Runtimes synced at once by default: the work waits on API servers, not on this process.
@@ -93,7 +93,13 @@ if TYPE_CHECKING:
     help="Runtimes synced at once (they wait on their API servers; one snapshot file for all "
     "runtimes is synced one at a time).",
 )
-@format_option
+@output_option(
+    "text",
+    "json",
+    "yaml",
+    help="text: each runtime as it finishes; json/yaml: one "
+    "document at the end (docs/json-output.md).",
+)
 @channels_option
 @max_size_option
 @click.pass_context
@@ -149,7 +155,8 @@ def dry_run_sync(run: RunRequest, output_format: str) -> int:
 
     scope = open_scope(run)
     access = Access(run.clusters, scope.config.settings)
-    planned = show_plans(scope, access, now(), PlanView(output_format, True, results_json))
+    view = PlanView(output_format, True, results_json, "SyncPlan")
+    planned = show_plans(scope, access, now(), view)
     return planned.exit_status(changes=exits.OK)
 
 
@@ -182,7 +189,7 @@ def run_sync(run: RunRequest, options: SyncOptions) -> int:
     parallel = options.parallel if snapshot is None or is_folder(snapshot) else 1
     fleet = _Fleet(runner, access, options, _progress(len(scope.runtimes)))
     fleet.run(scope.runtimes, parallel)
-    if options.output_format == "json":
+    if is_document(options.output_format):
         _print_operations(fleet.operations, fleet.errors, options.output_format)
     failed = any(_failed(o) for o in fleet.operations)
     if fleet.interrupted:
@@ -247,7 +254,7 @@ class _Fleet:
         _report_crashes(done, self.runner.engine.crashes, debug=self.options.debug)
 
     def _text(self, done: Sequence[Operation]) -> str:
-        if self.options.output_format == "json":
+        if is_document(self.options.output_format):
             return ""
         from reconciler.operations.report import operation_text
 
@@ -284,14 +291,14 @@ def _runner(scope: Scope, access: Access, allow_access_change: bool) -> Runner:
 def _print_operations(
     operations: Sequence[Operation], errors: dict[str, str], output_format: str
 ) -> None:
-    """The JSON document of a sync (text is printed per runtime as each finishes)."""
+    """The document of a sync (text is printed per runtime as each finishes)."""
     from reconciler.operations.report import operation_json
 
     document = {
         "operations": [operation_json(o) for o in sorted(operations, key=_by_runtime)],
         "errors": [{"runtime": r, "error": e} for r, e in sorted(errors.items())],
     }
-    click.echo(json.dumps(document, indent=2, sort_keys=True))
+    echo_document("SyncReport", document, output_format)
 
 
 def _by_runtime(operation: Operation) -> tuple[str, datetime]:

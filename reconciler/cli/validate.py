@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,6 +10,7 @@ import click
 
 from reconciler.cli import exits
 from reconciler.cli.options import RepoInput, channels_option, max_size_option, repo_argument
+from reconciler.cli.output import echo_document, is_document, output_option
 
 if TYPE_CHECKING:
     from reconciler.config.validate import Validation
@@ -20,13 +20,12 @@ if TYPE_CHECKING:
 @repo_argument
 @channels_option
 @max_size_option
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="text: one compiler-style line per error; json: a document for tools.",
+@output_option(
+    "text",
+    "json",
+    "yaml",
+    help="text: one compiler-style line per error; json/yaml: a versioned document "
+    "(docs/json-output.md).",
 )
 def validate(repo: Path, channels_dir: Path | None, max_file_size: int, output_format: str) -> None:
     """Check a config repo against every rule and list every error in one pass.
@@ -38,8 +37,8 @@ def validate(repo: Path, channels_dir: Path | None, max_file_size: int, output_f
     from reconciler.cli.loading import load_validation
 
     validation = load_validation(RepoInput(repo, channels_dir, max_file_size))
-    if output_format == "json":
-        click.echo(json.dumps(_validation_json(repo, validation), indent=2, sort_keys=True))
+    if is_document(output_format):
+        echo_document("Validation", _validation_json(repo, validation), output_format)
     else:
         for diagnostic in validation.diagnostics:
             click.echo(diagnostic.format())
@@ -78,11 +77,12 @@ def _validation_json(repo: Path, validation: Validation) -> dict[str, Any]:
         "errors": [d.to_json() for d in validation.diagnostics],
         "warnings": [d.to_json() for d in validation.warnings],
     }
-    if validation.repo is not None:
-        result["runtimes"] = sorted(validation.repo.runtimes)
-        result["modules"] = {
-            name: sorted_versions(list(m.versions))
-            for name, m in sorted(validation.repo.modules.items())
-        }
-        result["channels"] = sorted(validation.repo.channels)
+    config = validation.repo  # the same keys whether valid or not: empty when invalid
+    result["runtimes"] = sorted(config.runtimes) if config else []
+    result["modules"] = (
+        {name: sorted_versions(list(m.versions)) for name, m in sorted(config.modules.items())}
+        if config
+        else {}
+    )
+    result["channels"] = sorted(config.channels) if config else []
     return result

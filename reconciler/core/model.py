@@ -14,6 +14,9 @@ from enum import StrEnum
 from typing import Any
 
 API_VERSION = "reconciler.dev/v1alpha1"
+#: The version of the documents commands print (``-o json|yaml``, ``/status``):
+#: schemas/output/output.schema.json, docs/json-output.md.
+OUTPUT_API_VERSION = "reconciler.dev/v1"
 DEFAULT_SYSTEM_NAMESPACE = "reconciler-system"
 
 #: Labels and annotations put on every object we apply (DESIGN.md §3).

@@ -41,7 +41,7 @@ from reconciler.core.brake import Allowance, Verdict, count_deletions, judge
 from reconciler.core.diagnostics import Diagnostic
 from reconciler.core.fleetdiff import FleetDiffer
 from reconciler.core.head import Head, head_text
-from reconciler.core.model import ConfigRepo, Settings
+from reconciler.core.model import OUTPUT_API_VERSION, ConfigRepo, Settings
 from reconciler.core.redaction import mask, mask_all
 from reconciler.core.resolve import resolve_runtime
 from reconciler.daemon.metrics import Metrics
@@ -608,6 +608,8 @@ class Daemon:
         ]
         source = self.state
         document = {
+            "apiVersion": OUTPUT_API_VERSION,
+            "kind": "DaemonStatus",
             "source": {
                 "url": self.source.shown,
                 "path": self.source.path,

@@ -49,11 +49,22 @@ def _state(operation: Operation) -> str:
     return f"{operation.state}: {operation.message}"
 
 
-def operation_line(operation: Operation) -> str:
-    """One line of ``reconciler operations list``."""
+#: The columns of :func:`operation_row`; the last two only with ``-o wide``.
+OPERATION_COLUMNS = ("ID", "RUNTIME", "TYPE", "STATE", "CREATED", "MESSAGE")
+OPERATION_WIDE_COLUMNS = ("COMMIT", "DEADLINE")
+
+
+def operation_row(operation: Operation) -> tuple[str, ...]:
+    """One row of ``reconciler operations list`` (and ``get operations``)."""
     return (
-        f"{operation.id}  {operation.runtime:<20} {operation.type!s:<12} {operation.state!s:<12} "
-        f"{_time(operation.created)}  {operation.message[:80]}"
+        operation.id,
+        operation.runtime,
+        str(operation.type),
+        str(operation.state),
+        _time(operation.created),
+        operation.message[:80],
+        head_text(operation.commit)[:8] or "-",
+        _time(operation.deadline),
     )
 
 
@@ -133,33 +144,48 @@ def operation_json(operation: Operation) -> dict[str, Any]:
     }
 
 
-def status_lines(statuses: list[RuntimeStatus], now: datetime) -> list[str]:
-    """``reconciler status``: each runtime and module with state, reason, version, commit, age;
-    an operation under way, with the last finished result beside it."""
-    lines = []
+#: The columns of :func:`status_rows`, in order; the wide ones only with ``-o wide``.
+STATUS_COLUMNS = ("NAME", "STATE", "VERSION", "REASON", "COMMIT", "AGE", "MESSAGE")
+STATUS_WIDE_COLUMNS = ("UPDATED", "ACCESS")
+
+
+def status_rows(statuses: list[RuntimeStatus], now: datetime) -> list[tuple[str, ...]]:
+    """``reconciler status``: a row per runtime (state, reason, commit, age, what it says);
+    under it the operation under way and the last finished result, then a row per module."""
+    rows = []
     for status in statuses:
         record = status.current
-        lines.append(_record_line(record.runtime, record, now))
-        if status.operation is not None:
-            operation = status.operation
-            lines.append(
-                f"  operation {operation.id} ({operation.type}, {operation.state}): "
-                f"{operation.message or 'under way'}"
-            )
-            if status.last is not None:
-                lines.append(_record_line("  last finished", status.last, now))
+        rows.append(_record_row(record.runtime, record, now))
+        operation = status.operation
+        if operation is not None:
+            message = f"{operation.id}: {operation.message or 'under way'}"
+            updated = operation.updated or operation.created
+            commit = head_text(operation.commit)[:8] or "-"
+            age = _age(now, updated)
+            kind = str(operation.type)
+            rows.append(("  (operation)", str(operation.state), "-", kind, commit, age, message))
+        if status.last is not None:
+            rows.append(_record_row("  (last finished)", status.last, now))
         for module in record.modules:
-            lines.append(
-                f"  {module.module:<18} {module.state or 'Removed':<10} "
-                f"{module.version or '-':<8} {module.reason}: {module.message}"
+            state = str(module.state or "Removed")
+            version = module.version or "-"
+            rows.append(
+                (f"  {module.module}", state, version, module.reason, "", "", module.message)
             )
-    return lines
+    return rows
 
 
-def _record_line(label: str, record: RuntimeRecord, now: datetime) -> str:
+def _record_row(label: str, record: RuntimeRecord, now: datetime) -> tuple[str, ...]:
     return (
-        f"{label:<20} {record.state:<10} {record.reason:<24} "
-        f"commit {head_text(record.commit)[:8] or '-':<8} {_age(now, record.updated)} ago"
+        label,
+        str(record.state),
+        "-",
+        record.reason,
+        head_text(record.commit)[:8] or "-",
+        _age(now, record.updated),
+        record.message,
+        _time(record.updated),
+        record.access or "-",
     )
 
 

@@ -458,11 +458,11 @@ def test_sync_status_and_operations_work_on_the_store_url(backend: Backend, tmp_
         cli, ["sync", str(SAMPLE), "--runtime", "prod-eu-1", "--snapshot", clusters, *state]
     )
     status = runner.invoke(cli, ["status", "--format", "json", *state])
-    listed = runner.invoke(cli, ["operations", "list", *state])
+    listed = runner.invoke(cli, ["operations", "list", "--no-headers", *state])
     shown = runner.invoke(cli, ["operations", "show", listed.stdout.split()[0][:6], *state])
 
     assert synced.exit_code == 0, synced.output
-    assert [r["runtime"] for r in json.loads(status.stdout)] == ["prod-eu-1"]
+    assert [r["runtime"] for r in json.loads(status.stdout)["items"]] == ["prod-eu-1"]
     assert "provision" in listed.stdout
     assert "stage apply" in shown.stdout
 
