@@ -161,7 +161,7 @@ def status_rows(statuses: list[RuntimeStatus], now: datetime) -> list[tuple[str,
             message = f"{operation.id}: {operation.message or 'under way'}"
             updated = operation.updated or operation.created
             commit = head_text(operation.commit)[:8] or "-"
-            age = _age(now, updated)
+            age = age_text(now, updated)
             kind = str(operation.type)
             rows.append(("  (operation)", str(operation.state), "-", kind, commit, age, message))
         if status.last is not None:
@@ -182,14 +182,15 @@ def _record_row(label: str, record: RuntimeRecord, now: datetime) -> tuple[str, 
         "-",
         record.reason,
         head_text(record.commit)[:8] or "-",
-        _age(now, record.updated),
+        age_text(now, record.updated),
         record.message,
         _time(record.updated),
         record.access or "-",
     )
 
 
-def _age(now: datetime, then: datetime) -> str:
+def age_text(now: datetime, then: datetime) -> str:
+    """How long ago ``then`` was, as kubectl's AGE column: ``45s``, ``3m``, ``2h``, ``5d``."""
     seconds = int((now - then).total_seconds())
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
