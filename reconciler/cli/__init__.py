@@ -128,6 +128,7 @@ def _add_commands() -> None:
         status,
         suspend,
         sync,
+        tree,
         validate,
     )
 
@@ -139,6 +140,7 @@ def _add_commands() -> None:
         operations.operations,
         status.status,
         get.get,
+        tree.tree,
         daemon.daemon,
         suspend.suspend,
         suspend.resume,

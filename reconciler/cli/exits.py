@@ -90,6 +90,13 @@ SYNC = ExitStatuses(
         (INTERRUPTED, "stopped by Ctrl-C (operations under way stay resumable)"),
     )
 )
+TREE = ExitStatuses(
+    (
+        (OK, "shown"),
+        (CONFIG_INVALID, "the repo is invalid"),
+        (USAGE, "an unknown runtime or module, or a cluster that cannot be read"),
+    )
+)
 SUSPEND = ExitStatuses(((OK, "done"), (USAGE, "a bad name, or the state store cannot be used")))
 COMPLETION = ExitStatuses(((OK, "printed"), (USAGE, "an unknown shell")))
 RECORDS = ExitStatuses(

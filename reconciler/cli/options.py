@@ -8,16 +8,18 @@ options say so that no function below a click callback takes a long parameter li
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 import click.shell_completion
 
 from reconciler.core.durations import parse_duration
 from reconciler.core.model import ClientRate, Settings
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 #: The default limit of a YAML file's size (C6); the loader's ``DEFAULT_MAX_FILE_SIZE``.
 DEFAULT_MAX_FILE_SIZE = 5 * 1024 * 1024
@@ -155,6 +157,20 @@ secret_namespace_option = click.option(
     show_default=True,
     help="Namespace of the Secrets that runtimes name in spec.cluster.kubeconfigSecret.",
 )
+
+
+def cluster_options(command: F) -> F:
+    """How a command reaches clusters: ``--snapshot``, ``--kubeconfig-dir``,
+    ``--secret-namespace``, ``--kube-qps``, ``--kube-burst`` (see :class:`ClusterOptions`)."""
+    for option in (
+        kube_burst_option,
+        kube_qps_option,
+        secret_namespace_option,
+        kubeconfig_dir_option,
+        snapshot_option,
+    ):
+        command = option(command)
+    return command
 
 
 def complete_runtime(

@@ -165,6 +165,13 @@ class Lifecycle:
             self.view.inventories = self._list_inventories(runtime)
         return dict(self.view.inventories)
 
+    def inventory_tree(self, runtime: str) -> list[tuple[Inventory, dict[ObjectRef, Body | None]]]:
+        """Each recorded module (by name) with the live body of every object its inventory
+        lists, the default configuration included (``None``: missing). One list per kind."""
+        inventories = [inv for _, inv in sorted(self.read_inventories(runtime).items())]
+        found = self._get_all(runtime, [r for inv in inventories for r in _recorded_refs(inv)])
+        return [(inv, {r: found.get(r) for r in _recorded_refs(inv)}) for inv in inventories]
+
     def _list_inventories(self, runtime: str) -> dict[str, Inventory]:
         labels = {LABEL_INVENTORY: "true", LABEL_RUNTIME: runtime}
         found = self.cluster.list_objects(
@@ -580,6 +587,31 @@ def _waiting_for_dependents(entry: ModulePlan, waiting: list[str]) -> ModuleStat
     return ModuleStatus(
         entry.module, ModuleState.DELETING, "WaitingForDependents", message, entry.from_version
     )
+
+
+def _recorded_refs(inventory: Inventory) -> list[ObjectRef]:
+    """The objects an inventory lists, then its default configuration if it is not among them."""
+    refs = list(inventory.objects)
+    default = inventory.default_configuration
+    if default is not None and default not in refs:
+        refs.append(default)
+    return refs
+
+
+def live_state(body: Mapping[str, Any] | None) -> str:
+    """One word for an object's live state, as ``reconciler tree`` shows it: ``Missing``,
+    ``Terminating``, ``Established``/``NotEstablished`` (a CRD), ``Available``/``Progressing``
+    (a workload), else ``Present``."""
+    if body is None:
+        return "Missing"
+    if (body.get("metadata") or {}).get("deletionTimestamp"):
+        return "Terminating"
+    kind = body.get("kind")
+    if kind == "CustomResourceDefinition":
+        return "Established" if is_established(body) else "NotEstablished"
+    if kind in ("Deployment", "StatefulSet", "DaemonSet"):
+        return "Available" if workload_available(body) else "Progressing"
+    return "Present"
 
 
 def workload_available(body: Mapping[str, Any]) -> bool:
