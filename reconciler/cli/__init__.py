@@ -119,6 +119,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def _add_commands() -> None:
     from reconciler.cli import (
+        check,
         completion,
         daemon,
         diff,
@@ -141,6 +142,7 @@ def _add_commands() -> None:
         status.status,
         get.get,
         tree.tree,
+        check.check,
         daemon.daemon,
         suspend.suspend,
         suspend.resume,

@@ -32,6 +32,7 @@ HELD = 3
 VALIDATE_INVALID = 1
 DIFF_CHANGES = 1
 SYNC_FAILED = 1
+CHECK_FAILED = 1
 #: Stopped by Ctrl-C (128 + SIGINT, as shells report it).
 INTERRUPTED = 130
 #: The reader of the output went away (``reconciler status | head``): 128 + SIGPIPE, silently.
@@ -88,6 +89,14 @@ SYNC = ExitStatuses(
         (USAGE, _UNREADABLE),
         (HELD, "held by the deletion brake"),
         (INTERRUPTED, "stopped by Ctrl-C (operations under way stay resumable)"),
+    )
+)
+CHECK = ExitStatuses(
+    (
+        (OK, "every runtime reachable with every permission"),
+        (CHECK_FAILED, "a runtime unreachable or missing a permission"),
+        (CONFIG_INVALID, "the repo is invalid"),
+        (USAGE, "an unknown runtime or a wrong command line"),
     )
 )
 TREE = ExitStatuses(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from reconciler.core.objects import Body, ObjectRef
 
@@ -31,6 +31,35 @@ class KindInfo:
     def api_version(self) -> str:
         """``group/version``, or ``version`` for the core group."""
         return f"{self.group}/{self.version}" if self.group else self.version
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Permission:
+    """A verb on a resource (in a namespace, or in all when empty), as RBAC grants it."""
+
+    verb: str
+    group: str
+    resource: str
+    namespace: str = ""
+
+    def describe(self) -> str:
+        """``delete customresourcedefinitions.apiextensions.k8s.io`` (``in NAMESPACE``)."""
+        resource = f"{self.resource}.{self.group}" if self.group else self.resource
+        return f"{self.verb} {resource}" + (f" in {self.namespace}" if self.namespace else "")
+
+
+@runtime_checkable
+class Reviewer(Protocol):
+    """What ``reconciler check`` asks a server about the identity it is reached with."""
+
+    def server_version(self) -> str:
+        """The server's version, such as ``v1.31.2``."""
+
+    def whoami(self) -> str:
+        """The user name the server sees (SelfSubjectReview); ``unknown`` when not served."""
+
+    def can_i(self, permission: Permission) -> bool:
+        """Whether the identity may do ``permission`` (SelfSubjectAccessReview)."""
 
 
 class Cluster(Protocol):

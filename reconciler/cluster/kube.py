@@ -35,7 +35,7 @@ from kubernetes.dynamic import exceptions as dyn
 from urllib3 import exceptions as urllib3_exceptions
 from urllib3.exceptions import HTTPError
 
-from reconciler.cluster.api import KindInfo
+from reconciler.cluster.api import KindInfo, Permission
 from reconciler.cluster.ratelimit import Buckets, ClientRate, TokenBucket
 from reconciler.core.model import ClusterAccess
 from reconciler.core.objects import Body, ObjectRef
@@ -80,6 +80,45 @@ class KubeCluster:
             self._dynamic: Any = DynamicClient(
                 api_client, cache_file=str(cache_file) if cache_file is not None else None
             )
+
+    def server_version(self) -> str:
+        """See :meth:`reconciler.cluster.api.Reviewer.server_version` (read at discovery)."""
+        version = getattr(self._dynamic, "version", None) or {}
+        return str((version.get("kubernetes") or {}).get("gitVersion") or "unknown")
+
+    def whoami(self) -> str:
+        """See :meth:`reconciler.cluster.api.Reviewer.whoami` (Kubernetes 1.28 and later)."""
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        try:
+            with self._request(f"{self.name}: SelfSubjectReview"):
+                resource = self._dynamic.resources.get(
+                    api_version="authentication.k8s.io/v1", kind="SelfSubjectReview"
+                )
+                answer = resource.create(body=body).to_dict()
+        except UnknownKindError:
+            return "unknown (SelfSubjectReview needs Kubernetes 1.28)"
+        user = ((answer.get("status") or {}).get("userInfo") or {}).get("username")
+        return str(user or "unknown")
+
+    def can_i(self, permission: Permission) -> bool:
+        """See :meth:`reconciler.cluster.api.Reviewer.can_i`."""
+        attributes = {
+            "verb": permission.verb,
+            "group": permission.group,
+            "resource": permission.resource,
+            "namespace": permission.namespace,
+        }
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attributes},
+        }
+        with self._request(f"{self.name}: SelfSubjectAccessReview"):
+            resource = self._dynamic.resources.get(
+                api_version="authorization.k8s.io/v1", kind="SelfSubjectAccessReview"
+            )
+            answer = resource.create(body=body).to_dict()
+        return bool((answer.get("status") or {}).get("allowed"))
 
     @property
     def rate(self) -> ClientRate | None:

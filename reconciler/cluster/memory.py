@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.cluster.api import KindInfo
+from reconciler.cluster.api import KindInfo, Permission
 from reconciler.core.objects import Body, ObjectRef, crd_kind
 from reconciler.errors import ConflictError, InvalidObjectError, NotFoundError, UnknownKindError
 
@@ -123,6 +123,10 @@ class InMemoryCluster:
         self._kinds: dict[tuple[str, str], KindInfo] = {(k.group, k.kind): k for k in BUILTIN_KINDS}
         self._resource_version = 0
         self._uids = 0
+        #: What ``reconciler check`` is told: the identity, the version, what RBAC refuses.
+        self.user = "system:serviceaccount:reconciler-system:reconciler"
+        self.version = "v1.31.0"
+        self.denied: set[Permission] = set()
 
     # -- the Cluster interface ---------------------------------------------------------------
 
@@ -230,6 +234,23 @@ class InMemoryCluster:
         return self._kinds.get((group, kind))
 
     # -- for tests and benchmarks ------------------------------------------------------------
+
+    def server_version(self) -> str:
+        """See :meth:`reconciler.cluster.api.Reviewer.server_version`."""
+        self._enter("version", None)
+        return self.version
+
+    def whoami(self) -> str:
+        """See :meth:`reconciler.cluster.api.Reviewer.whoami`."""
+        self._enter("review", None)
+        return self.user
+
+    def can_i(self, permission: Permission) -> bool:
+        """See :meth:`reconciler.cluster.api.Reviewer.can_i`: refused when :attr:`denied`
+        holds it, or holds it for every namespace (``namespace`` empty)."""
+        self._enter("review", None)
+        everywhere = Permission(permission.verb, permission.group, permission.resource)
+        return permission not in self.denied and everywhere not in self.denied
 
     def set_status(self, ref: ObjectRef, status: Mapping[str, Any]) -> None:
         """Replace an object's status, as its controller would (not counted as our write)."""

@@ -72,6 +72,7 @@ class SnapshotFileCluster(InMemoryCluster):
         super().__init__()
         self.path = path
         self.identity = f"snapshot {path.resolve()}"
+        self.user = "(a snapshot: no access control)"
         self.load(load_snapshot(path).snapshot())
         self.writes = 0
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from reconciler.cluster.api import Permission, Reviewer
 from reconciler.core.objects import ObjectRef, is_established
 from reconciler.errors import ConflictError, NotFoundError, UnknownKindError
 from tests.contract.conftest import Target
@@ -226,3 +227,15 @@ def test_patch_of_a_missing_object(target: Target) -> None:
         target.cluster.patch(
             ObjectRef("v1", "ConfigMap", namespace, "nothing"), {"data": {"a": "b"}}
         )
+
+
+def test_the_identity_and_its_permissions_can_be_reviewed(target: Target) -> None:
+    """What ``reconciler check`` asks: the server's version, who we are (SelfSubjectReview),
+    and whether we may do something (SelfSubjectAccessReview)."""
+    cluster = target.cluster
+    assert isinstance(cluster, Reviewer)
+    namespace = target.namespace()
+
+    assert cluster.server_version().startswith("v")
+    assert cluster.whoami() != ""
+    assert cluster.can_i(Permission("list", "", "configmaps", namespace)) is True

@@ -1,0 +1,222 @@
+"""``reconciler check`` (issue 13, item 4): each runtime's cluster reached, the identity it is
+reached with, and a SelfSubjectAccessReview per permission its sync needs.
+
+The real adapter is checked against an HTTP server on 127.0.0.1 that answers discovery,
+SelfSubjectReview and SelfSubjectAccessReview as a kube-apiserver does (a throwaway fake of the
+API server, our boundary); the command itself on snapshots and on the in-memory cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.cli.check import check_runtime, needed_permissions
+from reconciler.cli.clusters import Access
+from reconciler.cli.options import ClusterOptions
+from reconciler.cluster.api import Permission
+from reconciler.cluster.kube import KubeCluster
+from reconciler.cluster.memory import InMemoryCluster
+from reconciler.core.model import ClusterAccess
+from reconciler.source.loader import load_repo
+from tests.test_json_output import ROOT, Fleet, _check
+
+_RESOURCES = {
+    "/apis/authorization.k8s.io/v1": [("selfsubjectaccessreviews", "SelfSubjectAccessReview")],
+    "/apis/authentication.k8s.io/v1": [("selfsubjectreviews", "SelfSubjectReview")],
+}
+
+
+@dataclass
+class ApiServer:
+    """Discovery, SelfSubjectReview and SelfSubjectAccessReview, as a kube-apiserver answers
+    them; ``denied`` holds the (verb, resource) pairs it refuses; ``reviews`` what it was asked."""
+
+    denied: set[tuple[str, str]] = field(default_factory=set)
+    reviews: list[dict[str, Any]] = field(default_factory=list)
+    user: str = "alice@example.com"
+
+    def start(self) -> str:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self._answer(server.get(self.path.split("?")[0]))
+
+            def do_POST(self) -> None:
+                size = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(size) or b"{}")
+                self._answer(server.post(self.path.split("?")[0], body))
+
+            def _answer(self, body: dict[str, Any] | None) -> None:
+                data = json.dumps(body or {"kind": "Status", "code": 404}).encode()
+                self.send_response(200 if body is not None else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{self.http.server_port}"
+
+    def get(self, path: str) -> dict[str, Any] | None:
+        if path == "/version":
+            return {"major": "1", "minor": "31", "gitVersion": "v1.31.4"}
+        if path == "/api":
+            return {"kind": "APIVersions", "versions": ["v1"]}
+        if path == "/apis":
+            groups = [
+                {
+                    "name": name,
+                    "versions": [{"groupVersion": f"{name}/v1", "version": "v1"}],
+                    "preferredVersion": {"groupVersion": f"{name}/v1", "version": "v1"},
+                }
+                for name in ("authorization.k8s.io", "authentication.k8s.io")
+            ]
+            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+        if path in _RESOURCES:
+            resources = [
+                {"name": plural, "kind": kind, "namespaced": False, "verbs": ["create"]}
+                for plural, kind in _RESOURCES[path]
+            ]
+            return {"kind": "APIResourceList", "groupVersion": path[6:], "resources": resources}
+        return None
+
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        if path.endswith("/selfsubjectreviews"):
+            return body | {"status": {"userInfo": {"username": self.user, "groups": ["dev"]}}}
+        if path.endswith("/selfsubjectaccessreviews"):
+            attributes = body["spec"]["resourceAttributes"]
+            self.reviews.append(attributes)
+            allowed = (attributes["verb"], attributes["resource"]) not in self.denied
+            return body | {"status": {"allowed": allowed}}
+        return None
+
+    def kubeconfig(self, folder: Path, url: str) -> Path:
+        (folder / "k").write_text(
+            "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+            f"clusters: [{{name: c, cluster: {{server: '{url}'}}}}]\n"
+            "users: [{name: u, user: {token: t0ken}}]\n"
+            "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+        )
+        return folder
+
+
+@pytest.fixture
+def apiserver() -> Iterator[ApiServer]:
+    server = ApiServer(denied={("delete", "customresourcedefinitions")})
+    yield server
+    server.http.shutdown()
+    server.http.server_close()
+
+
+def test_the_real_adapter_asks_the_server_who_we_are_and_what_we_may_do(
+    apiserver: ApiServer, tmp_path: Path
+) -> None:
+    url = apiserver.start()
+    folder = apiserver.kubeconfig(tmp_path, url)
+    access = Access(ClusterOptions(folder, "ns", cache_dir=tmp_path))
+    cluster = access.connect(ClusterAccess(kubeconfig_file="k"), "one")
+    assert isinstance(cluster, KubeCluster)
+
+    crds = Permission("delete", "apiextensions.k8s.io", "customresourcedefinitions")
+    maps = Permission("patch", "", "configmaps", "reconciler-system")
+
+    assert cluster.server_version() == "v1.31.4"
+    assert cluster.whoami() == "alice@example.com"
+    assert cluster.can_i(crds) is False
+    assert cluster.can_i(maps) is True
+    assert apiserver.reviews[-1] == {
+        "verb": "patch",
+        "group": "",
+        "resource": "configmaps",
+        "namespace": "reconciler-system",
+    }
+
+
+class _Clusters:
+    """Hands out one in-memory cluster per runtime, as :class:`Access` hands out real ones."""
+
+    def __init__(self) -> None:
+        self.clusters: dict[str, InMemoryCluster] = {}
+
+    def connect(self, access: ClusterAccess, name: str) -> InMemoryCluster:
+        return self.clusters.setdefault(name, InMemoryCluster())
+
+    def release(self, name: str) -> None:
+        pass
+
+
+def test_check_names_the_permissions_a_sync_would_miss() -> None:
+    config = load_repo(ROOT / "sample-repo").repo
+    assert config is not None
+    clusters = _Clusters()
+    denied = clusters.connect(ClusterAccess(), "prod-eu-1")
+    denied.denied = {Permission("delete", "apiextensions.k8s.io", "customresourcedefinitions")}
+
+    found = check_runtime(config, clusters, "prod-eu-1")  # type: ignore[arg-type]
+    fine = check_runtime(config, clusters, "prod-us-1")  # type: ignore[arg-type]
+
+    assert (found.reachable, found.ok, fine.ok) == (True, False, True)
+    assert found.missing == ("delete customresourcedefinitions.apiextensions.k8s.io",)
+    assert found.checked > 20
+    assert denied.calls["review"] == found.checked + 1  # one review per permission, and whoami
+
+
+def test_the_permissions_cover_every_kind_of_the_runtimes_modules() -> None:
+    config = load_repo(ROOT / "sample-repo").repo
+    assert config is not None
+    cluster = InMemoryCluster()  # no CRD installed yet: plurals come from the manifests' CRDs
+
+    needed = {p.describe() for p in needed_permissions(config, "prod-eu-1", cluster)}
+
+    for verb in ("get", "list", "patch", "delete"):
+        assert f"{verb} deployments.apps" in needed
+        assert f"{verb} customresourcedefinitions.apiextensions.k8s.io" in needed
+        assert f"{verb} serverlesses.operator.kyma-project.io" in needed  # a default configuration
+        assert f"{verb} configmaps in reconciler-system" in needed
+    assert "delete namespaces" not in needed  # namespaces are never deleted (S1)
+
+
+def test_check_on_snapshots_prints_a_table_and_a_document(tmp_path: Path) -> None:
+    fleet = Fleet(tmp_path)
+    where = ["--snapshot", f"{fleet.clusters}/"]
+
+    text = fleet.run("check", str(fleet.repo), *where)
+    document = fleet.document("check", str(fleet.repo), "--runtime", "prod-eu-1", *where)
+    unknown = fleet.run("check", str(fleet.repo), "--runtime", "nowhere", *where, code=2)
+
+    lines = text.splitlines()
+    assert lines[0].split() == ["RUNTIME", "REACHABLE", "VERSION", "IDENTITY", "ALLOWED", "MESSAGE"]
+    assert len(lines) == 7
+    assert all(line.split()[1] == "yes" and line.endswith("ok") for line in lines[1:])
+    _check(document, "AccessCheckList")
+    assert [(i["runtime"], i["ok"]) for i in document["items"]] == [("prod-eu-1", True)]
+    assert unknown == ""
+
+
+def test_an_unreachable_runtime_fails_the_check_with_its_cause(tmp_path: Path) -> None:
+    fleet = Fleet(tmp_path)
+    runtime = fleet.repo / "runtimes" / "prod-eu-1.yaml"
+    text = runtime.read_text()
+    secret = "    kubeconfigSecret:\n      name: prod-eu-1-kubeconfig\n      key: config\n"
+    assert secret in text
+    runtime.write_text(text.replace(secret, "    kubeconfigFile: gone.yaml\n"))
+    folder = tmp_path / "kubeconfigs"
+    folder.mkdir()
+    args = ["--runtime", "prod-eu-1", "--kubeconfig-dir", str(folder)]
+    shown = fleet.run("check", str(fleet.repo), *args, code=1)
+
+    assert shown.splitlines()[1].split()[:2] == ["prod-eu-1", "no"]
+    assert "gone.yaml: no such file" in shown
