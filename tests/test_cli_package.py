@@ -32,6 +32,12 @@ DOCUMENTED = {
     "completion": [exits.COMPLETION],
     "suspend": [exits.SUSPEND],
     "resume": [exits.SUSPEND],
+    "reconcile": [exits.RECONCILE],
+    "get runtimes": [exits.RECORDS],
+    "get modules": [exits.RECORDS],
+    "get operations": [exits.RECORDS],
+    "tree": [exits.TREE],
+    "check": [exits.CHECK],
 }
 
 
@@ -66,6 +72,7 @@ def test_every_command_is_documented() -> None:
 def test_exit_values_stay_what_scripts_rely_on() -> None:
     assert (exits.OK, exits.USAGE, exits.HELD, exits.INTERRUPTED) == (0, 2, 3, 130)
     assert exits.VALIDATE_INVALID == exits.DIFF_CHANGES == exits.SYNC_FAILED == 1
+    assert exits.CHECK_FAILED == 1
     assert exits.CONFIG_INVALID == 1
 
 

@@ -210,7 +210,7 @@ def test_a_signed_hook_and_a_token_start_a_poll(start: Serve) -> None:
     assert (answer[0], json.loads(answer[2])) == (202, {"accepted": True})
     _until(lambda: daemon.ready)
     sync = _post(port, "/sync", b"", {"Authorization": "Bearer " + SECRET.decode()})
-    assert (sync[0], json.loads(sync[2])) == (202, {"accepted": True})
+    assert (sync[0], json.loads(sync[2])) == (202, {"accepted": True, "runtime": None})
 
 
 def test_the_flag_opens_sync_without_a_secret_but_never_the_hook(start: Serve) -> None:

@@ -91,6 +91,15 @@ SYNC = ExitStatuses(
         (INTERRUPTED, "stopped by Ctrl-C (operations under way stay resumable)"),
     )
 )
+RECONCILE = ExitStatuses(
+    (
+        (OK, "reconciled (with --daemon and no --wait: asked)"),
+        (SYNC_FAILED, "the operation failed, a module is in Error, or --wait ran out"),
+        (CONFIG_INVALID, "the repo is invalid"),
+        (USAGE, "an unknown runtime, an unreachable daemon or store, a wrong command line"),
+        (HELD, "the deletion brake holds the change"),
+    )
+)
 CHECK = ExitStatuses(
     (
         (OK, "every runtime reachable with every permission"),

@@ -3,7 +3,6 @@ and prints only, or a request to a running daemon)."""
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
@@ -11,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -34,7 +33,7 @@ from reconciler.cli.options import (
     state_option,
 )
 from reconciler.cli.output import echo_document, is_document, output_option
-from reconciler.errors import AccessError, HeldByBrakeError, ReconcilerError
+from reconciler.errors import HeldByBrakeError, ReconcilerError
 
 #: Runtimes synced at once by default: the work waits on API servers, not on this process.
 DEFAULT_PARALLEL = 8
@@ -133,7 +132,9 @@ def sync(
     runtime at once, nothing is done without --allow-deletions.
     """
     if daemon_url is not None:
-        _ask_daemon(daemon_url, secret_file)
+        from reconciler.cli.daemon_client import request_sync
+
+        request_sync(daemon_url, secret_file)
         return
     from reconciler.cli.clusters import state_url_for
 
@@ -171,6 +172,8 @@ class SyncOptions:
     debug: bool = False
     #: Runtimes synced at once (``--parallel``).
     parallel: int = 1
+    #: ``reconcile --wait``: an operation still under way when ``wait`` runs out fails the run.
+    must_finish: bool = False
 
 
 def run_sync(run: RunRequest, options: SyncOptions) -> int:
@@ -192,11 +195,27 @@ def run_sync(run: RunRequest, options: SyncOptions) -> int:
     if is_document(options.output_format):
         _print_operations(fleet.operations, fleet.errors, options.output_format)
     failed = any(_failed(o) for o in fleet.operations)
+    if options.must_finish and not failed:
+        failed = _report_unfinished(fleet.operations, options.wait)
     if fleet.interrupted:
         return exits.INTERRUPTED
     if fleet.errors and not fleet.operations:
         return exits.USAGE
     return exits.SYNC_FAILED if failed or fleet.errors else exits.OK
+
+
+def _report_unfinished(operations: Sequence[Operation], waited: float) -> bool:
+    """Name the operations still under way after ``waited`` seconds; whether there are any."""
+    from reconciler.operations.model import OperationState
+
+    unfinished = [o for o in operations if o.state is not OperationState.SUCCEEDED]
+    for operation in unfinished:
+        click.echo(
+            f"runtime {operation.runtime}: operation {operation.id} still under way after "
+            f"{waited:g}s: {operation.message} (reconciler operations show {operation.id})",
+            err=True,
+        )
+    return bool(unfinished)
 
 
 def _progress(total: int) -> Progress:
@@ -354,35 +373,3 @@ def _failed(operation: Operation) -> bool:
     from reconciler.operations.model import OperationState
 
     return operation.state is OperationState.FAILED or operation.data.has_error
-
-
-def _ask_daemon(url: str, secret_file: Path | None) -> None:
-    """POST /sync to a running daemon."""
-    import urllib.error
-    import urllib.request
-
-    headers = {}
-    if secret_file is not None:
-        headers["Authorization"] = "Bearer " + secret_file.read_text().strip()
-    if not url.startswith(("http://", "https://")):
-        raise click.UsageError("--daemon needs an http:// or https:// URL")
-    request = urllib.request.Request(  # noqa: S310 (http and https only, checked above)
-        url.rstrip("/") + "/sync", data=b"", headers=headers, method="POST"
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (http only)
-            click.echo(f"daemon at {url}: reconcile requested ({response.status})")
-    except urllib.error.HTTPError as error:
-        raise AccessError(f"the daemon at {url} refused: {_refusal(error)}") from error
-    except (urllib.error.URLError, OSError) as error:
-        raise AccessError(f"cannot reach the daemon at {url}: {error}") from error
-    sys.exit(exits.OK)
-
-
-def _refusal(error: Any) -> str:
-    """An HTTP error answer of the daemon as ``403 <its error message>``."""
-    try:
-        message = str(json.loads(error.read(4096))["error"])
-    except (OSError, ValueError, KeyError, TypeError):
-        message = str(error.reason)
-    return f"{error.code} {message}"

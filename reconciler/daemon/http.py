@@ -28,6 +28,7 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -187,21 +188,42 @@ class Endpoints:
             given = str(environ.get("HTTP_AUTHORIZATION", "")).encode()
             if not hmac.compare_digest(given, b"Bearer " + self.secret):
                 return Response.failure(403, "missing or wrong token")
-        sync_now(self.daemon)
-        return Response.of_json(202, {"accepted": True})
+        runtime = _runtime_asked(str(environ.get("QUERY_STRING", "")))
+        if runtime == "":
+            return Response.failure(400, "?runtime= needs a runtime name (a DNS-1123 label)")
+        sync_now(self.daemon, runtime)
+        return Response.of_json(202, {"accepted": True, "runtime": runtime})
 
 
-def sync_now(daemon: Daemon) -> None:
-    """Poll, then reconcile every runtime on the commit in force, in the background: one job
-    however often asked. In this order: a reconcile started before the poll would run the old
-    commit, and the new commit's reconcile of that runtime would be merged into it (lost)."""
+def _runtime_asked(query: str) -> str | None:
+    """The runtime of ``POST /sync?runtime=NAME`` (None: every runtime; "" when not a name)."""
+    from urllib.parse import parse_qs
+
+    names = parse_qs(query[:300]).get("runtime")
+    if not names:
+        return None
+    return names[0] if _RUNTIME_NAME.fullmatch(names[0]) else ""
+
+
+_RUNTIME_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def sync_now(daemon: Daemon, runtime: str | None = None) -> None:
+    """Poll, then reconcile every runtime (or ``runtime``) on the commit in force, in the
+    background: one job however often asked. In this order: a reconcile started before the poll
+    would run the old commit, and the new commit's reconcile of that runtime would be merged
+    into it (lost)."""
 
     def run() -> None:
         daemon.poll()
-        daemon.reconcile_all()
+        if runtime is None:
+            daemon.reconcile_all()
+        else:
+            daemon.submit(runtime, newer_commit=True)
 
+    job = "sync" if runtime is None else f"sync-{runtime}"
     if daemon.scheduler is not None:
-        daemon.scheduler.add_job(run, id="sync", replace_existing=True)
+        daemon.scheduler.add_job(run, id=job, replace_existing=True)
     else:
         threading.Thread(target=run, name="sync", daemon=True).start()
 
