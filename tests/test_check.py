@@ -187,6 +187,7 @@ def test_the_permissions_cover_every_kind_of_the_runtimes_modules() -> None:
         assert f"{verb} serverlesses.operator.kyma-project.io" in needed  # a default configuration
         assert f"{verb} configmaps in reconciler-system" in needed
     assert "delete namespaces" not in needed  # namespaces are never deleted (S1)
+    assert {"create events", "patch events"} <= needed  # Events on what a sync changes
 
 
 def test_check_on_snapshots_prints_a_table_and_a_document(tmp_path: Path) -> None:

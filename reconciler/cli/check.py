@@ -4,7 +4,8 @@ do what a sync needs (as ``flux check --pre``)?
 Per runtime: connect (the server's version), ask who we are (SelfSubjectReview), then one
 SelfSubjectAccessReview per permission a sync of its modules needs: get, list, patch (server-side
 apply) and delete on each kind its manifests hold, in all namespaces; the same on ConfigMaps of
-the system namespace (the inventories); get, list and patch on Namespaces. Nothing is changed.
+the system namespace (the inventories); get, list and patch on Namespaces; create, get and patch
+on Events (unless ``spec.kubernetesEvents`` is off). Nothing is changed.
 """
 
 from __future__ import annotations
@@ -183,6 +184,8 @@ def needed_permissions(config: ConfigRepo, name: str, cluster: Cluster) -> list[
     wanted = {Permission(v, g, r) for g, r in resources for v in VERBS}
     wanted |= {Permission(v, "", "configmaps", namespace) for v in VERBS}
     wanted |= {Permission(v, "", "namespaces") for v in ("get", "list", "patch")}
+    if config.settings.kubernetes_events:
+        wanted |= {Permission(v, "", "events") for v in ("create", "get", "patch")}
     return sorted(wanted)
 
 

@@ -10,6 +10,7 @@ lifecycle executor, the inventory store, the CLI.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -60,6 +61,63 @@ class Reviewer(Protocol):
 
     def can_i(self, permission: Permission) -> bool:
         """Whether the identity may do ``permission`` (SelfSubjectAccessReview)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectEvent:
+    """A Kubernetes Event about one object: what ``kubectl get events`` and ``kubectl describe``
+    show (``reason`` one CamelCase word, ``kind`` Normal or Warning)."""
+
+    ref: ObjectRef
+    reason: str
+    message: str
+    kind: str = "Normal"
+
+
+def event_ref(event: ObjectEvent, component: str) -> ObjectRef:
+    """Where ``event`` is kept: in the object's namespace (``default`` for a cluster-scoped
+    object, as kubectl looks for it), named after the object and a digest of what the event
+    says, so that the same event again counts up one Event (as client-go aggregates them)
+    instead of making another."""
+    said = "|".join((str(event.ref), event.reason, event.message, component))
+    digest = hashlib.sha256(said.encode()).hexdigest()[:16]
+    return ObjectRef(
+        "v1", "Event", event.ref.namespace or "default", f"{event.ref.name[:200]}.{digest}"
+    )
+
+
+def event_body(event: ObjectEvent, component: str, now: str) -> Body:
+    """The core/v1 Event of ``event`` at ``now`` (RFC 3339), at :func:`event_ref`."""
+    ref = event.ref
+    where = event_ref(event, component)
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": where.name, "namespace": where.namespace},
+        "involvedObject": {
+            "apiVersion": ref.api_version,
+            "kind": ref.kind,
+            "name": ref.name,
+            **({"namespace": ref.namespace} if ref.namespace else {}),
+        },
+        "reason": event.reason,
+        "message": event.message[:1024],
+        "type": event.kind,
+        "source": {"component": component},
+        "reportingComponent": component,
+        "reportingInstance": component,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+
+
+@runtime_checkable
+class EventSink(Protocol):
+    """A cluster that records Events (the real one and the in-memory one)."""
+
+    def record_event(self, event: ObjectEvent, *, component: str) -> None:
+        """Create the Event, reported by ``component``; never raises for a refused Event."""
 
 
 class Cluster(Protocol):

@@ -19,10 +19,12 @@ import base64
 import binascii
 import hashlib
 import json
+import logging
 import socket
 import ssl
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,7 @@ from kubernetes.dynamic import exceptions as dyn
 from urllib3 import exceptions as urllib3_exceptions
 from urllib3.exceptions import HTTPError
 
-from reconciler.cluster.api import KindInfo, Permission
+from reconciler.cluster.api import KindInfo, ObjectEvent, Permission, event_body, event_ref
 from reconciler.cluster.ratelimit import Buckets, ClientRate, TokenBucket
 from reconciler.core.model import ClusterAccess
 from reconciler.core.objects import Body, ObjectRef
@@ -53,6 +55,8 @@ from reconciler.errors import (
 )
 
 MERGE_PATCH = "application/merge-patch+json"
+
+log = logging.getLogger(__name__)
 
 # The client's typing is partial; we hold it as Any at this edge and type our own interface.
 k8s_client: Any = _k8s_client
@@ -80,6 +84,29 @@ class KubeCluster:
             self._dynamic: Any = DynamicClient(
                 api_client, cache_file=str(cache_file) if cache_file is not None else None
             )
+
+    def record_event(self, event: ObjectEvent, *, component: str) -> None:
+        """See :meth:`reconciler.cluster.api.EventSink.record_event`: an Event the server
+        refuses (no RBAC for events, a namespace being deleted) is logged, never raised."""
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = event_body(event, component, now)
+        where = event_ref(event, component)
+        try:
+            with self._request(f"{self.name}: Event for {event.ref.subject}"):
+                resource = self._dynamic.resources.get(api_version="v1", kind="Event")
+                resource.create(body=body, namespace=where.namespace)
+        except ConflictError:  # the same event again: count it (as client-go aggregates)
+            self._count_event(where, now)
+        except ReconcilerError as error:
+            log.info("%s: no Event for %s: %s", self.name, event.ref.subject, error)
+
+    def _count_event(self, where: ObjectRef, now: str) -> None:
+        try:
+            again = self.get(where) or {}
+            patch = {"count": int(again.get("count") or 1) + 1, "lastTimestamp": now}
+            self.patch(where, patch)
+        except ReconcilerError as error:
+            log.info("%s: Event %s not counted: %s", self.name, where.name, error)
 
     def server_version(self) -> str:
         """See :meth:`reconciler.cluster.api.Reviewer.server_version` (read at discovery)."""

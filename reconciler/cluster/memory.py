@@ -25,9 +25,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.cluster.api import KindInfo, Permission
+from reconciler.cluster.api import KindInfo, ObjectEvent, Permission, event_body
 from reconciler.core.objects import Body, ObjectRef, crd_kind
-from reconciler.errors import ConflictError, InvalidObjectError, NotFoundError, UnknownKindError
+from reconciler.errors import (
+    ConflictError,
+    InvalidObjectError,
+    NotFoundError,
+    ReconcilerError,
+    UnknownKindError,
+)
 
 FieldPath = tuple[str, ...]
 
@@ -127,6 +133,8 @@ class InMemoryCluster:
         self.user = "system:serviceaccount:reconciler-system:reconciler"
         self.version = "v1.31.0"
         self.denied: set[Permission] = set()
+        #: Events recorded (core/v1 bodies, as the real server stores them), by name.
+        self.events: dict[str, Body] = {}
 
     # -- the Cluster interface ---------------------------------------------------------------
 
@@ -234,6 +242,22 @@ class InMemoryCluster:
         return self._kinds.get((group, kind))
 
     # -- for tests and benchmarks ------------------------------------------------------------
+
+    def record_event(self, event: ObjectEvent, *, component: str) -> None:
+        """See :meth:`reconciler.cluster.api.EventSink.record_event`."""
+        try:
+            self._enter("event", event.ref)
+        except ReconcilerError:
+            return
+        body = event_body(event, component, self._now())
+        name = body["metadata"]["name"]
+        if name in self.events:  # the same event again: counted, as client-go aggregates
+            again = self.events[name]
+            body = again | {
+                "count": int(again["count"]) + 1,
+                "lastTimestamp": body["lastTimestamp"],
+            }
+        self.events[name] = body
 
     def server_version(self) -> str:
         """See :meth:`reconciler.cluster.api.Reviewer.server_version`."""

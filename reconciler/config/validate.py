@@ -591,6 +591,7 @@ def settings_from(spec: Mapping[str, Any]) -> Settings:
             kind: _duration(text, timedelta(0))
             for kind, text in operations.get("timeouts", {}).items()
         },
+        kubernetes_events=bool(spec.get("kubernetesEvents", defaults.kubernetes_events)),
         client_rate=ClientRate(
             float(kube_client.get("qps", defaults.client_rate.qps)),
             int(kube_client.get("burst", defaults.client_rate.burst)),

@@ -196,6 +196,8 @@ class Settings:
     operation_timeouts: Mapping[str, timedelta] = field(default_factory=dict)
     #: ``spec.kubeClient``: client-side rate limits per API server.
     client_rate: ClientRate = field(default_factory=ClientRate)
+    #: ``spec.kubernetesEvents``: an Event on each object changed or blocking a removal.
+    kubernetes_events: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from reconciler.cluster.api import Cluster
+from reconciler.cluster.api import Cluster, EventSink, ObjectEvent
 from reconciler.core.inventory import (
     LABEL_INVENTORY,
     Inventory,
@@ -112,8 +112,12 @@ class Lifecycle:
         field_manager: str = FIELD_MANAGER,
         commit: str = "",
         view: LiveView | None = None,
+        events: bool = True,
     ) -> None:
         self.cluster = cluster
+        #: Record a Kubernetes Event on each object changed, and on each object that blocks a
+        #: removal (``spec.kubernetesEvents`` of the settings), where the cluster can.
+        self.events = events and isinstance(cluster, EventSink)
         self.system_namespace = system_namespace
         self.field_manager = field_manager
         self.commit = commit
@@ -439,6 +443,7 @@ class Lifecycle:
         for change in entry.changes:
             self._delete_or_release(entry.module, change, ChangeAction.DELETED)
         if entry.action is ModuleAction.BLOCKED_DELETION:
+            self._blocked_events(entry)
             if inventory.default_configuration is not None:
                 cleared = replace(inventory, default_configuration=None)
                 self._write_inventory(cleared, inventory)
@@ -461,6 +466,22 @@ class Lifecycle:
 
     def _note(self, module: str, ref: ObjectRef, action: ChangeAction) -> None:
         self._changes.append(ChangeSetEntry(module, ref, action))
+        reason = _EVENT_REASONS.get(action)
+        if reason is not None:
+            self._event(ObjectEvent(ref, reason, f"{action} by reconciler for module {module}"))
+
+    def _blocked_events(self, entry: ModulePlan) -> None:
+        """A Warning on each object that holds a removal back (``kubectl describe`` shows it)."""
+        for ref in entry.blocking:
+            message = (
+                f"module {entry.module} is not removed while this {ref.kind} exists: delete it, "
+                "or keep the module"
+            )
+            self._event(ObjectEvent(ref, "DeletionBlocked", message, "Warning"))
+
+    def _event(self, event: ObjectEvent) -> None:
+        if self.events:
+            cast(EventSink, self.cluster).record_event(event, component=self.field_manager)
 
     def delete(self, ref: ObjectRef) -> bool:
         """Ask for the deletion of ``ref`` (``False`` when it was gone); the view forgets it."""
@@ -587,6 +608,16 @@ def _waiting_for_dependents(entry: ModulePlan, waiting: list[str]) -> ModuleStat
     return ModuleStatus(
         entry.module, ModuleState.DELETING, "WaitingForDependents", message, entry.from_version
     )
+
+
+#: The Event reason of each change (an unchanged object has none).
+_EVENT_REASONS = {
+    ChangeAction.CREATED: "Created",
+    ChangeAction.CONFIGURED: "Configured",
+    ChangeAction.PRUNED: "Pruned",
+    ChangeAction.DELETED: "Deleted",
+    ChangeAction.RELEASED: "Released",
+}
 
 
 def _recorded_refs(inventory: Inventory) -> list[ObjectRef]:
@@ -809,5 +840,10 @@ def sync_runtime(
     resolution = resolve_runtime(repo, runtime)
     desired = desired_modules(repo, resolution, renderer or Renderer(repo))
     context = Context.of(repo, runtime.name, now)
-    lifecycle = Lifecycle(cluster, system_namespace=repo.settings.system_namespace, commit=commit)
+    lifecycle = Lifecycle(
+        cluster,
+        system_namespace=repo.settings.system_namespace,
+        commit=commit,
+        events=repo.settings.kubernetes_events,
+    )
     return lifecycle.sync(context, desired, dry_run=dry_run)

@@ -72,6 +72,7 @@ class StepContext:
             system_namespace=self.system_namespace,
             commit=head_text(operation.commit),
             view=self.view,
+            events=self.repo.settings.kubernetes_events if self.repo is not None else True,
         )
 
 

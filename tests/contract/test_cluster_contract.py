@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.cluster.api import Permission, Reviewer
+from reconciler.cluster.api import EventSink, ObjectEvent, Permission, Reviewer, event_ref
+from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.objects import ObjectRef, is_established
 from reconciler.errors import ConflictError, NotFoundError, UnknownKindError
 from tests.contract.conftest import Target
@@ -239,3 +240,26 @@ def test_the_identity_and_its_permissions_can_be_reviewed(target: Target) -> Non
     assert cluster.server_version().startswith("v")
     assert cluster.whoami() != ""
     assert cluster.can_i(Permission("list", "", "configmaps", namespace)) is True
+
+
+def test_an_event_is_recorded_once_and_counted_when_it_happens_again(target: Target) -> None:
+    """What ``kubectl describe`` then shows: our component, the reason, the count."""
+    cluster = target.cluster
+    assert isinstance(cluster, EventSink)
+    namespace = _namespace(target, "events")
+    about = ObjectRef("v1", "ConfigMap", namespace, "settings")
+    event = ObjectEvent(about, "Configured", "configured by reconciler for module contract")
+
+    cluster.record_event(event, component=MANAGER)
+    cluster.record_event(event, component=MANAGER)
+
+    where = event_ref(event, MANAGER)
+    stored = (
+        cluster.events.get(where.name)
+        if isinstance(cluster, InMemoryCluster)
+        else cluster.get(where)
+    )
+    assert stored is not None
+    assert stored["involvedObject"]["name"] == "settings"
+    assert (stored["reason"], stored["count"]) == ("Configured", 2)
+    assert stored["source"]["component"] == MANAGER

@@ -1,0 +1,237 @@
+"""Kubernetes Events on the objects a sync changes or refuses to delete (issue 13, item 4):
+``kubectl get events`` and ``kubectl describe`` tell what the reconciler did.
+
+On the in-memory cluster (its Events as the server stores them), and through the real adapter
+against an HTTP server on 127.0.0.1 that answers as a kube-apiserver does for Events.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.cli.clusters import Access
+from reconciler.cli.options import ClusterOptions
+from reconciler.cluster.api import ObjectEvent
+from reconciler.cluster.kube import KubeCluster
+from reconciler.cluster.memory import Fault, InMemoryCluster
+from reconciler.core.model import ClusterAccess, ModuleRef
+from reconciler.core.objects import ObjectRef
+from reconciler.core.status import ModuleState
+from reconciler.errors import ServerError
+from tests.lifecycle_helpers import repo, sync
+from tests.scenarios import USER_GADGET
+
+OPERATOR = ObjectRef("apps/v1", "Deployment", "widget-system", "widget-operator")
+
+
+def _events(cluster: InMemoryCluster) -> list[dict[str, Any]]:
+    return sorted(cluster.events.values(), key=lambda e: e["metadata"]["name"])
+
+
+def _about(cluster: InMemoryCluster, ref: ObjectRef) -> list[tuple[str, str, int]]:
+    return [
+        (e["reason"], e["type"], e["count"])
+        for e in _events(cluster)
+        if e["involvedObject"]["kind"] == ref.kind and e["involvedObject"]["name"] == ref.name
+    ]
+
+
+def test_an_install_records_a_created_event_on_each_object() -> None:
+    cluster = InMemoryCluster()
+
+    result = sync(cluster, repo(ModuleRef("widget")))
+
+    created = [c for c in result.outcome.changes if str(c.action) == "created"]
+    events = _events(cluster)
+    assert len(events) == len(created) > 3
+    operator = next(e for e in events if e["involvedObject"]["kind"] == "Deployment")
+    assert operator["metadata"]["namespace"] == "widget-system"
+    assert operator["involvedObject"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": "widget-operator",
+        "namespace": "widget-system",
+    }
+    assert (operator["reason"], operator["type"]) == ("Created", "Normal")
+    assert operator["message"] == "created by reconciler for module widget"
+    assert operator["source"] == {"component": "reconciler"}
+    crd = next(e for e in events if e["involvedObject"]["kind"] == "CustomResourceDefinition")
+    assert crd["metadata"]["namespace"] == "default"  # cluster-scoped: where kubectl looks
+
+
+def test_an_unchanged_sync_records_nothing_and_a_removal_records_deletions() -> None:
+    cluster = InMemoryCluster()
+    sync(cluster, repo(ModuleRef("widget"), ModuleRef("gadget")))
+    before = len(cluster.events)
+
+    sync(cluster, repo(ModuleRef("widget"), ModuleRef("gadget")))
+    unchanged = len(cluster.events)
+    sync(cluster, repo(ModuleRef("widget")))
+
+    assert unchanged == before
+    deleted = [e for e in _events(cluster) if e["reason"] == "Deleted"]
+    assert deleted
+    assert all(e["message"] == "deleted by reconciler for module gadget" for e in deleted)
+
+
+def test_a_blocked_removal_warns_on_the_users_object_once_however_often_it_is_tried() -> None:
+    cluster = InMemoryCluster()
+    sync(cluster, repo(ModuleRef("widget"), ModuleRef("gadget")))
+    apps = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}}
+    for body in (apps, USER_GADGET):
+        cluster.apply(body, field_manager="kubectl")
+    mine = ObjectRef.of(USER_GADGET)
+
+    first = sync(cluster, repo(ModuleRef("widget")))
+    sync(cluster, repo(ModuleRef("widget")))
+
+    gadget = next(s for s in first.modules if s.module == "gadget")
+    assert gadget.state is ModuleState.DELETING
+    assert _about(cluster, mine) == [("DeletionBlocked", "Warning", 2)]  # one Event, counted
+    warning = next(e for e in _events(cluster) if e["reason"] == "DeletionBlocked")
+    assert warning["metadata"]["namespace"] == "apps"
+    assert "module gadget is not removed while this Gadget exists" in warning["message"]
+
+
+def test_events_can_be_turned_off_and_never_fail_a_sync() -> None:
+    quiet = InMemoryCluster()
+    failing = InMemoryCluster()
+    failing.faults.append(Fault("event", ServerError("events are down"), times=1000))
+    config = repo(ModuleRef("widget"))
+    off = replace(config, settings=replace(config.settings, kubernetes_events=False))
+
+    done = sync(quiet, off)
+    despite = sync(failing, config)
+
+    assert quiet.events == {}
+    assert "event" not in quiet.calls
+    assert {s.state for s in done.modules} == {s.state for s in despite.modules}
+    assert {s.state for s in despite.modules} == {ModuleState.READY}
+    assert failing.events == {}
+
+
+# -- the real adapter ----------------------------------------------------------------------------
+
+
+class EventServer:
+    """Discovery of core/v1 events, and POST (409 when the name exists), GET and PATCH of
+    Events, as a kube-apiserver answers them."""
+
+    def __init__(self) -> None:
+        self.events: dict[str, dict[str, Any]] = {}
+        self.requests: list[str] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                server.requests.append(f"GET {self.path}")
+                self._answer(*server.get(self.path.split("?")[0]))
+
+            def do_POST(self) -> None:
+                server.requests.append(f"POST {self.path}")
+                self._answer(*server.create(self._body()))
+
+            def do_PATCH(self) -> None:
+                server.requests.append(f"PATCH {self.path}")
+                self._answer(*server.patch(self.path.split("?")[0], self._body()))
+
+            def _body(self) -> dict[str, Any]:
+                size = int(self.headers.get("Content-Length") or 0)
+                found: dict[str, Any] = json.loads(self.rfile.read(size) or b"{}")
+                return found
+
+            def _answer(self, status: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.http.server_port}"
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+
+    def get(self, path: str) -> tuple[int, dict[str, Any]]:
+        fixed: dict[str, dict[str, Any]] = {
+            "/version": {"major": "1", "minor": "31", "gitVersion": "v1.31.4"},
+            "/api": {"kind": "APIVersions", "versions": ["v1"]},
+            "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": []},
+            "/api/v1": {
+                "kind": "APIResourceList",
+                "groupVersion": "v1",
+                "resources": [
+                    {
+                        "name": "events",
+                        "kind": "Event",
+                        "namespaced": True,
+                        "verbs": ["create", "get", "patch", "list"],
+                    }
+                ],
+            },
+        }
+        if path in fixed:
+            return 200, fixed[path]
+        name = path.rsplit("/", 1)[-1]
+        if name in self.events:
+            return 200, self.events[name]
+        return 404, {"kind": "Status", "code": 404, "reason": "NotFound", "message": "not found"}
+
+    def create(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        name = body["metadata"]["name"]
+        if name in self.events:
+            return 409, {"kind": "Status", "code": 409, "reason": "AlreadyExists", "message": name}
+        self.events[name] = body
+        return 201, body
+
+    def patch(self, path: str, patch: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        name = path.rsplit("/", 1)[-1]
+        self.events[name] = self.events[name] | patch
+        return 200, self.events[name]
+
+    def kubeconfig(self, folder: Path) -> Path:
+        (folder / "k").write_text(
+            "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+            f"clusters: [{{name: c, cluster: {{server: '{self.url}'}}}}]\n"
+            "users: [{name: u, user: {token: t0ken}}]\n"
+            "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+        )
+        return folder
+
+
+@pytest.fixture
+def apiserver() -> Iterator[EventServer]:
+    server = EventServer()
+    yield server
+    server.http.shutdown()
+    server.http.server_close()
+
+
+def test_the_real_adapter_creates_an_event_then_counts_it_up(
+    apiserver: EventServer, tmp_path: Path
+) -> None:
+    access = Access(ClusterOptions(apiserver.kubeconfig(tmp_path), "ns", cache_dir=tmp_path))
+    cluster = access.connect(ClusterAccess(kubeconfig_file="k"), "one")
+    assert isinstance(cluster, KubeCluster)
+    event = ObjectEvent(OPERATOR, "Configured", "configured by reconciler for module widget")
+
+    cluster.record_event(event, component="reconciler")
+    cluster.record_event(event, component="reconciler")
+
+    (stored,) = apiserver.events.values()
+    assert stored["metadata"]["namespace"] == "widget-system"
+    assert stored["metadata"]["name"].startswith("widget-operator.")
+    assert (stored["reason"], stored["count"]) == ("Configured", 2)
+    posts = [r for r in apiserver.requests if r.startswith("POST")]
+    assert posts == ["POST /api/v1/namespaces/widget-system/events"] * 2
