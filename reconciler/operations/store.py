@@ -360,8 +360,9 @@ class SqliteStore:
 
     def get(self, operation_id: str) -> Operation | None:
         """See :class:`StateStore`."""
-        rows = self._query(
-            "SELECT * FROM operations WHERE id LIKE ? ORDER BY created", (operation_id + "%",)
+        rows = self._query(  # a prefix compared as text: % and _ are no wildcards here
+            "SELECT * FROM operations WHERE substr(id, 1, ?) = ? ORDER BY created LIMIT 2",
+            (len(operation_id), operation_id.lower()),  # ids are lower-case hex
         )
         if len(rows) != 1:
             return None

@@ -313,8 +313,9 @@ class PostgresStore:
         """See :class:`~reconciler.operations.store.StateStore`."""
         with self._transaction(read_only=True) as cursor:
             rows = cursor.execute(
-                "SELECT * FROM operations WHERE id ILIKE %s ORDER BY created, seq LIMIT 2",
-                (operation_id + "%",),
+                "SELECT * FROM operations WHERE left(id, %s::int) = %s "
+                "ORDER BY created, seq LIMIT 2",
+                (len(operation_id), operation_id.lower()),  # ids are lower-case hex
             ).fetchall()
             return _load_operations(cursor, rows)[0] if len(rows) == 1 else None
 

@@ -240,6 +240,18 @@ def test_an_unknown_or_ambiguous_prefix_finds_nothing(backend: Backend) -> None:
     assert store.get("abc2") == _operation("abc2")
 
 
+def test_a_prefix_is_text_not_a_pattern(backend: Backend) -> None:
+    """``operations show`` takes a prefix: % and _ are characters there, not SQL wildcards;
+    case does not count (ids are lower-case hex)."""
+    store = backend.open()
+    store.save(_operation("c0ffee"))
+
+    assert store.get("%") is None
+    assert store.get("c_ff") is None
+    assert store.get("C0FF") == _operation("c0ffee")
+    assert store.get("c0ff") == _operation("c0ffee")
+
+
 def test_operations_are_listed_newest_first_then_last_saved_first(backend: Backend) -> None:
     store = backend.open()
     for name, runtime, minutes in [
