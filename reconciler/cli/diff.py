@@ -92,10 +92,16 @@ if TYPE_CHECKING:
     help="Object changes and field diffs (default: on for live diffs, off for fleet diffs).",
 )
 @click.option(
-    "--color/--no-color",
-    default=None,
-    help="Colour, also when piped (default: on a terminal, unless NO_COLOR is set).",
+    "--color",
+    type=click.Choice(["auto", "always", "never"]),
+    default="auto",
+    show_default=True,
+    is_flag=False,
+    flag_value="always",
+    help="auto: on a terminal unless NO_COLOR is set; always: also when piped (--color alone "
+    "says always); never.",
 )
+@click.option("--no-color", "no_color", is_flag=True, hidden=True)  # the older spelling of never
 @click.option(
     "--now",
     type=click.DateTime(formats=["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d"]),
@@ -122,7 +128,8 @@ def diff(
     kube_burst: int | None,
     output_format: str,
     details: bool | None,
-    color: bool | None,
+    color: str,
+    no_color: bool,
     now: datetime | None,
     timings: bool,
     state_url: str,
@@ -148,7 +155,7 @@ def diff(
     clusters = ClusterOptions(kubeconfig_dir, secret_namespace, snapshot, kube_qps, kube_burst)
     if base_rev is not None or base_path is not None:
         request = FleetRequest(repo, base_rev, head_rev, base_path, runtime_names, when)
-        view = FleetView(output_format, bool(details), color, timings)
+        view = FleetView(output_format, bool(details), "never" if no_color else color, timings)
         sys.exit(fleet_diff(request, view, source, clusters if live or snapshot else None))
     if output_format == "markdown":
         raise click.UsageError("-o markdown needs --base or --base-path")
@@ -194,7 +201,7 @@ class FleetView:
 
     output_format: str
     details: bool
-    color: bool | None
+    color: str
     timings: bool
 
 
@@ -263,15 +270,15 @@ def _only(fleet: FleetDiff, names: Sequence[str]) -> FleetDiff:
     return FleetDiff(fleet.base, fleet.head, kept, fleet.unchanged)
 
 
-def colour_enabled(color: bool | None) -> bool:
-    """``--color``/``--no-color`` when given; else on a terminal, unless ``NO_COLOR`` is set
-    to anything (https://no-color.org)."""
-    if color is not None:
-        return color
+def colour_enabled(color: str) -> bool:
+    """``--color always`` or ``never`` as said; ``auto``: on a terminal, unless ``NO_COLOR``
+    is set to anything (https://no-color.org)."""
+    if color != "auto":
+        return color == "always"
     return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
 
 
-def _style(color: bool | None) -> Style:
+def _style(color: str) -> Style:
     if not colour_enabled(color):
         return lambda text, colour: text
     return lambda text, colour: click.style(
