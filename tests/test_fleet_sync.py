@@ -148,3 +148,41 @@ def test_store_work_per_runtime_does_not_grow_with_the_fleet(
         per_runtime[size] = len(counted) / size
 
     assert per_runtime[16] <= per_runtime[4] * 1.1, per_runtime
+
+
+# -- diff over the fleet -----------------------------------------------------------------------
+
+
+def _diff(fleet: Path, tmp: Path, *extra: str) -> Any:
+    snapshots = tmp / "clusters"
+    args = ["diff", str(fleet), "--snapshot", f"{snapshots}/", "--state", f"sqlite:///{tmp}/s.db"]
+    return CliRunner().invoke(cli, [*args, *extra])
+
+
+def test_a_parallel_diff_prints_the_runtimes_in_order_whatever_finishes_first(
+    fleet: Path, tmp_path: Path
+) -> None:
+    one = _diff(fleet, tmp_path, "--parallel", "1")
+    many = _diff(fleet, tmp_path, "--parallel", "6")
+
+    assert one.exit_code == many.exit_code == 1  # nothing synced yet: changes
+    assert one.stdout == many.stdout
+    headlines = [line.split(":")[0] for line in many.stdout.splitlines() if line[:1] == "r"]
+    assert headlines == [f"runtime rt-{i:05d}" for i in range(12)]
+    assert many.stderr.splitlines()[-1].startswith("planned 12 of 12 runtimes in ")
+
+
+def test_a_runtime_that_cannot_be_planned_is_named_at_once_and_the_rest_go_on(
+    fleet: Path, tmp_path: Path
+) -> None:
+    clusters = tmp_path / "clusters"
+    clusters.mkdir()
+    (clusters / "rt-00003.yaml").write_text("- not: [a snapshot\n")
+
+    result = _diff(fleet, tmp_path, "--parallel", "4")
+
+    assert result.exit_code == 2
+    assert "runtime rt-00003: error: " in result.stderr
+    headlines = [line.split(":")[0] for line in result.stdout.splitlines() if line[:1] == "r"]
+    assert len(headlines) == 11
+    assert result.stderr.splitlines()[-1].endswith(": 11 done, 1 failed, 0 waiting")

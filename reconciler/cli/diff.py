@@ -28,6 +28,7 @@ from reconciler.cli.options import (
     kube_qps_option,
     kubeconfig_dir_option,
     max_size_option,
+    parallel_option,
     repo_argument,
     runtimes_option,
     secret_namespace_option,
@@ -108,6 +109,7 @@ if TYPE_CHECKING:
     help="Judge maintenance windows at this UTC time instead of now (e.g. the planned merge).",
 )
 @click.option("--timings", is_flag=True, help="Print the time of each phase to stderr.")
+@parallel_option
 @state_option
 @allow_option
 @channels_option
@@ -132,6 +134,7 @@ def diff(
     no_color: bool,
     now: datetime | None,
     timings: bool,
+    parallel: int,
     state_url: str,
     allow_deletions: Sequence[str],
     channels_dir: Path | None,
@@ -163,10 +166,12 @@ def diff(
 
     store_url = state_url_for(ctx, state_url, snapshot)
     run = RunRequest(source, clusters, store_url, runtime_names, allow_deletions)
-    sys.exit(live_diff(run, when, output_format, details is not False))
+    sys.exit(live_diff(run, when, output_format, details is not False, parallel))
 
 
-def live_diff(run: RunRequest, when: datetime, output_format: str, details: bool) -> int:
+def live_diff(
+    run: RunRequest, when: datetime, output_format: str, details: bool, parallel: int = 1
+) -> int:
     """Print each runtime's plan against its cluster; the exit status of ``diff``."""
     from reconciler.cli.clusters import Access
     from reconciler.cli.plans import PlanView, open_scope, show_plans
@@ -179,7 +184,8 @@ def live_diff(run: RunRequest, when: datetime, output_format: str, details: bool
         lambda results, errors: plans_json([r.plan for r in results], errors),
         "LiveDiff",
     )
-    planned = show_plans(scope, Access(run.clusters, scope.config.settings), when, view)
+    access = Access(run.clusters, scope.config.settings)
+    planned = show_plans(scope, access, when, view, parallel)
     return planned.exit_status(changes=exits.DIFF_CHANGES)
 
 

@@ -159,6 +159,19 @@ secret_namespace_option = click.option(
 )
 
 
+#: Runtimes worked on at once by default: the work waits on API servers, not on this process.
+DEFAULT_PARALLEL = 8
+parallel_option = click.option(
+    "--parallel",
+    type=click.IntRange(min=1, max=256),
+    default=DEFAULT_PARALLEL,
+    show_default=True,
+    envvar="RECONCILER_PARALLEL",
+    help="Runtimes worked on at once (they wait on their API servers; one snapshot file for "
+    "all runtimes is worked on one at a time).",
+)
+
+
 def cluster_options(command: F) -> F:
     """How a command reaches clusters: ``--snapshot``, ``--kubeconfig-dir``,
     ``--secret-namespace``, ``--kube-qps``, ``--kube-burst`` (see :class:`ClusterOptions`)."""

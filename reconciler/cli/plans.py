@@ -5,7 +5,11 @@ git, the deletion brake's verdict) that ``sync`` shares.
 
 from __future__ import annotations
 
+import sys
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -17,6 +21,7 @@ from reconciler.cli.clusters import Access, is_folder
 from reconciler.cli.loading import load_valid_repo
 from reconciler.cli.options import RunRequest
 from reconciler.cli.output import echo_document, is_document
+from reconciler.cli.progress import Progress
 from reconciler.cli.report import plan_text
 from reconciler.core.brake import Allowance, Verdict, count_deletions, judge
 from reconciler.core.diagnostics import did_you_mean
@@ -124,33 +129,87 @@ class Planned:
         return changes if any(r.plan.has_changes for r in self.results) else exits.OK
 
 
-def show_plans(scope: Scope, access: Access, now: datetime, view: PlanView) -> Planned:
-    """Plan every runtime of ``scope`` against its cluster (changing nothing) and print the
-    plans, the brake's verdict and the runtimes that could not be planned."""
-    results, errors = plan_all(scope, access, now)
-    if is_document(view.output_format):
-        document = view.document(results, errors) | {"deletionBrake": scope.verdict.to_json()}
-        echo_document(view.kind, document, view.output_format)
+def show_plans(
+    scope: Scope, access: Access, now: datetime, view: PlanView, parallel: int = 1
+) -> Planned:
+    """Plan every runtime of ``scope`` against its cluster (changing nothing), ``parallel`` at
+    a time, and print the plans in the order of the runtimes as soon as each is known (text:
+    streamed, with progress on standard error; json/yaml: one document at the end), then the
+    brake's verdict and the runtimes that could not be planned."""
+    names = scope.runtimes
+    document = is_document(view.output_format)
+    stream = _OrderedOutput(names, None if document else view.details)
+    progress = Progress(
+        len(names), sys.stderr, time.monotonic, terminal=sys.stderr.isatty(), verb="planned"
+    )
+
+    def plan(name: str) -> None:
+        try:
+            stream.add(name, _plan_one(scope, access, name, now), None, progress)
+        except ReconcilerError as error:
+            stream.add(name, None, str(error), progress)
+        finally:
+            access.release(name)
+
+    workers = (
+        parallel if access.options.snapshot is None or is_folder(access.options.snapshot) else 1
+    )
+    with ThreadPoolExecutor(max_workers=max(workers, 1)) as pool:
+        try:
+            list(pool.map(plan, names))
+        except KeyboardInterrupt:
+            pool.shutdown(wait=False, cancel_futures=True)
+            progress.close("stopped by Ctrl-C; nothing was changed")
+            raise click.exceptions.Exit(exits.INTERRUPTED) from None
+    progress.close(summary=len(names) > 1 and not document)
+    results, errors = stream.results(), stream.errors
+    if document:
+        body = view.document(results, errors) | {"deletionBrake": scope.verdict.to_json()}
+        echo_document(view.kind, body, view.output_format)
     else:
-        for result in results:
-            click.echo(plan_text(result.plan, details=view.details), nl=False)
         report_brake(scope.verdict)
-        for name, message in sorted(errors.items()):
-            click.echo(f"runtime {name}: error: {message}", err=True)
     return Planned(results, errors, scope.verdict.held)
 
 
-def plan_all(
-    scope: Scope, access: Access, now: datetime
-) -> tuple[list[SyncResult], dict[str, str]]:
-    """Every runtime's plan against its cluster (changing nothing), deprovisions included."""
-    results, errors = [], {}
-    for name in scope.runtimes:
-        try:
-            results.append(_plan_one(scope, access, name, now))
-        except ReconcilerError as error:
-            errors[name] = str(error)
-    return results, errors
+class _OrderedOutput:
+    """Plans printed in the order of the runtimes, each as soon as those before it are known
+    (the output is the same whatever finishes first); ``details`` None prints nothing."""
+
+    def __init__(self, names: Sequence[str], details: bool | None) -> None:
+        self._names = list(names)
+        self._details = details
+        self._known: dict[str, SyncResult | None] = {}
+        self._next = 0
+        self._lock = threading.Lock()
+        self.errors: dict[str, str] = {}
+
+    def add(
+        self, name: str, result: SyncResult | None, error: str | None, progress: Progress
+    ) -> None:
+        """``name``'s plan (or ``error``); prints what is now next in order."""
+        with self._lock:
+            self._known[name] = result
+            if error is None:
+                progress.finished("done")
+            else:  # at once, on standard error
+                self.errors[name] = error
+                progress.finished("failed", f"runtime {name}: error: {error}\n", sys.stderr)
+            progress.write(self._ready_text(), sys.stdout)
+
+    def _ready_text(self) -> str:
+        parts = []
+        while self._next < len(self._names) and self._names[self._next] in self._known:
+            name = self._names[self._next]
+            self._next += 1
+            result = self._known[name]
+            if self._details is not None and result is not None:
+                parts.append(plan_text(result.plan, details=self._details))
+        return "".join(parts)
+
+    def results(self) -> list[SyncResult]:
+        """The plans, in the order of the runtimes."""
+        found = (self._known.get(name) for name in self._names)
+        return [result for result in found if result is not None]
 
 
 def _plan_one(scope: Scope, access: Access, name: str, now: datetime) -> SyncResult:

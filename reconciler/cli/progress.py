@@ -40,8 +40,11 @@ class Progress:
         *,
         terminal: bool,
         every: float = 10.0,
+        verb: str = "synced",
     ) -> None:
         self.total = total
+        #: What the summary says was done to the runtimes (``synced``, ``planned``).
+        self.verb = verb
         self.counts = Counts()
         self._stream = stream
         self._clock = clock
@@ -63,6 +66,15 @@ class Progress:
                 out.flush()
             self._show()
 
+    def write(self, output: str, out: TextIO) -> None:
+        """Print ``output`` on ``out`` above the progress line, counting nothing."""
+        with self._lock:
+            if output:
+                self._clear()
+                out.write(output)
+                out.flush()
+                self._show()
+
     def line(self) -> str:
         """``120/5000 runtimes: 117 done, 2 failed, 1 waiting, 41.2/s, about 1m58s left``."""
         counts, elapsed = self.counts, max(self._clock() - self._start, 1e-9)
@@ -79,7 +91,7 @@ class Progress:
         """The last line: the counts and the time it all took."""
         counts = self.counts
         return (
-            f"synced {counts.finished} of {self.total} runtimes in "
+            f"{self.verb} {counts.finished} of {self.total} runtimes in "
             f"{_duration(self._clock() - self._start)}: {counts.done} done, {counts.failed} "
             f"failed, {counts.waiting} waiting"
         )

@@ -26,6 +26,7 @@ from reconciler.cli.options import (
     kube_qps_option,
     kubeconfig_dir_option,
     max_size_option,
+    parallel_option,
     repo_argument,
     runtimes_option,
     secret_namespace_option,
@@ -34,9 +35,6 @@ from reconciler.cli.options import (
 )
 from reconciler.cli.output import echo_document, is_document, output_option
 from reconciler.errors import HeldByBrakeError, ReconcilerError
-
-#: Runtimes synced at once by default: the work waits on API servers, not on this process.
-DEFAULT_PARALLEL = 8
 
 if TYPE_CHECKING:
     from reconciler.cli.clusters import Access
@@ -83,15 +81,7 @@ if TYPE_CHECKING:
     help="Deprovision runtimes through a different cluster access than the one they were "
     "synced with (a snapshot instead of a real cluster, another API server).",
 )
-@click.option(
-    "--parallel",
-    type=click.IntRange(min=1),
-    default=DEFAULT_PARALLEL,
-    show_default=True,
-    envvar="RECONCILER_PARALLEL",
-    help="Runtimes synced at once (they wait on their API servers; one snapshot file for all "
-    "runtimes is synced one at a time).",
-)
+@parallel_option
 @output_option(
     "text",
     "json",
@@ -143,12 +133,12 @@ def sync(
     store_url = state_url_for(ctx, state_url, snapshot)
     run = RunRequest(source, clusters, store_url, runtime_names, allow_deletions)
     if dry_run:
-        sys.exit(dry_run_sync(run, output_format))
+        sys.exit(dry_run_sync(run, output_format, parallel))
     options = SyncOptions(wait, allow_access_change, output_format, debugging(ctx), parallel)
     sys.exit(run_sync(run, options))
 
 
-def dry_run_sync(run: RunRequest, output_format: str) -> int:
+def dry_run_sync(run: RunRequest, output_format: str, parallel: int = 1) -> int:
     """Plan and print what a sync would do; the exit status of ``sync --dry-run``."""
     from reconciler.cli.clusters import Access, now
     from reconciler.cli.plans import PlanView, open_scope, show_plans
@@ -157,7 +147,7 @@ def dry_run_sync(run: RunRequest, output_format: str) -> int:
     scope = open_scope(run)
     access = Access(run.clusters, scope.config.settings)
     view = PlanView(output_format, True, results_json, "SyncPlan")
-    planned = show_plans(scope, access, now(), view)
+    planned = show_plans(scope, access, now(), view, parallel)
     return planned.exit_status(changes=exits.OK)
 
 
