@@ -322,7 +322,8 @@ def test_scheduler_and_webhook(setup: Any) -> None:
         status, text = _get(base + "/metrics")
         assert status == 200
         assert "reconciler_last_successful_poll_timestamp_seconds" in text
-        assert 'reconciler_module_state{module="widget",runtime="a",state="Ready"} 1.0' in text
+        assert 'reconciler_runtime_state{runtime="a",state="Ready"} 1.0' in text
+        assert 'reconciler_modules{module="widget",state="Ready"} ' in text
         assert json.loads(_get(base + "/status")[1])["ready"] is True
     finally:
         server.shutdown()

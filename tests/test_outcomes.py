@@ -330,21 +330,25 @@ def test_the_runtime_state_is_its_worst_module_s() -> None:
     assert [m.module for m in record.modules] == ["a", "b", "c"]
 
 
-def test_metrics_label_every_module_state_and_clear_modules_that_left() -> None:
+def test_metrics_keep_one_series_per_runtime_and_count_modules_by_state() -> None:
     metrics = Metrics()
     widget = ModuleStatus("widget", ModuleState.PROCESSING, "WaitingForOperator", "")
     gadget = ModuleStatus("gadget", ModuleState.READY, "Ready", "")
     record = RuntimeRecord("rt", ModuleState.PROCESSING, "", "", None, NOW, (widget, gadget))
+    other = replace(record, runtime="two", modules=(gadget,), state=ModuleState.READY)
 
     metrics.runtime_status(record)
-    metrics.runtime_status(replace(record, modules=(widget,)))
+    metrics.runtime_status(other)
+    metrics.runtime_status(replace(record, state=ModuleState.READY, modules=(gadget,)))
 
     text = metrics.exposition().decode()
-    for state in ModuleState:  # the label list is the enum
-        value = "1.0" if state is ModuleState.PROCESSING else "0.0"
-        line = f'reconciler_module_state{{module="widget",runtime="rt",state="{state}"}} {value}'
-        assert line in text
-        assert f'{{module="gadget",runtime="rt",state="{state}"}} 0.0' in text
+    runtime_series = [line for line in text.splitlines() if line.startswith("reconciler_runtime_")]
+    assert sorted(runtime_series) == [
+        'reconciler_runtime_state{runtime="rt",state="Ready"} 1.0',
+        'reconciler_runtime_state{runtime="two",state="Ready"} 1.0',
+    ]  # the former state's series is gone
+    assert 'reconciler_modules{module="gadget",state="Ready"} 2.0' in text
+    assert 'reconciler_modules{module="widget",state="Processing"} 0.0' in text
 
 
 # -- one way to build the planner's context ------------------------------------------------

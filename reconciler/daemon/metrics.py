@@ -1,25 +1,46 @@
-"""Prometheus metrics of the daemon (prometheus_client), on a registry of its own.
+"""Prometheus metrics of the daemon (prometheus_client), on a registry of its own, with a
+number of series bounded by the fleet (one per runtime) rather than by runtimes x modules x
+states:
 
+- reconciler_build_info{version,python} (1), process_* and python_info (the process),
 - reconciler_reconcile_duration_seconds (histogram),
 - reconciler_operations_total{type,result},
-- reconciler_module_state{runtime,module,state} (1 for the current state, 0 for every other
-  :class:`~reconciler.core.status.ModuleState`),
+- reconciler_runtime_state{runtime,state}: 1, one series per runtime, for its current state
+  (the series of a former state is removed),
+- reconciler_modules{module,state}: how many runtimes run each module in each state,
 - reconciler_source_lag_seconds (how long the remote has had a commit not in force),
 - reconciler_last_successful_poll_timestamp_seconds, reconciler_polls_total{result},
-- reconciler_reconcile_failures_total{runtime,error}, reconciler_commit_held.
+- reconciler_commits_refused_total, reconciler_commit_held,
+- reconciler_reconcile_failures_total{error} (by error type; /status names the runtime).
 
-Callers: the daemon and its HTTP server.
+No ``_created`` series. Callers: the daemon and its HTTP server.
 """
 
 from __future__ import annotations
 
+import platform
 import threading
+from collections import Counter as Tally
 from datetime import datetime, timedelta
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
 
-from reconciler.core.status import ModuleState
+from reconciler import __version__
 from reconciler.operations.model import Operation, RuntimeRecord
+
+disable_created_metrics()  # type: ignore[no-untyped-call]  # _created series say little
+
+#: The state of a module that left its runtime, in ``reconciler_modules``.
+REMOVED = "Removed"
 
 
 class Metrics:
@@ -27,6 +48,14 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        Gauge(
+            "reconciler_build_info",
+            "1, with the version of reconciler and of Python as labels.",
+            ["version", "python"],
+            registry=self.registry,
+        ).labels(__version__, platform.python_version()).set(1)
         self._duration = Histogram(
             "reconciler_reconcile_duration_seconds",
             "Time of one runtime's reconcile.",
@@ -38,10 +67,16 @@ class Metrics:
             ["type", "result"],
             registry=self.registry,
         )
+        self._runtimes = Gauge(
+            "reconciler_runtime_state",
+            "1 for each runtime, labelled with its current state (its worst module's).",
+            ["runtime", "state"],
+            registry=self.registry,
+        )
         self._modules = Gauge(
-            "reconciler_module_state",
-            "1 for each module's current state.",
-            ["runtime", "module", "state"],
+            "reconciler_modules",
+            "Runtimes running each module, by the module's state.",
+            ["module", "state"],
             registry=self.registry,
         )
         self._lag = Gauge(
@@ -56,8 +91,13 @@ class Metrics:
         )
         self._failures = Counter(
             "reconciler_reconcile_failures",
-            "Reconciles of a runtime that ended in an error, by runtime and error type.",
-            ["runtime", "error"],
+            "Reconciles of a runtime that ended in an error, by error type.",
+            ["error"],
+            registry=self.registry,
+        )
+        self._refused = Counter(
+            "reconciler_commits_refused",
+            "Commits refused (invalid or unreadable); the last one is in /status.",
             registry=self.registry,
         )
         self._held = Gauge(
@@ -65,14 +105,17 @@ class Metrics:
             "1 while the newest commit is held by the deletion brake.",
             registry=self.registry,
         )
-        self._shown: dict[str, set[str]] = {}
-        self._lock = threading.Lock()
         self._polls = Counter(
             "reconciler_polls",
             "Polls of the source by result.",
             ["result"],
             registry=self.registry,
         )
+        #: Each runtime's state shown, and its modules' states (for the per-module counts).
+        self._states: dict[str, str] = {}
+        self._module_states: dict[str, dict[str, str]] = {}
+        self._counts: Tally[tuple[str, str]] = Tally()
+        self._lock = threading.Lock()
 
     def poll(self, ok: bool, now: datetime | None = None) -> None:
         """Count a poll."""
@@ -90,22 +133,34 @@ class Metrics:
         self._operations.labels(str(operation.type), str(operation.state)).inc()
 
     def runtime_status(self, record: RuntimeRecord) -> None:
-        """Module states of a runtime's status: 1 for each module's state, 0 for the others
-        (every :class:`ModuleState`); a module shown before and gone now has 0 for every state."""
-        states = {m.module: m.state for m in record.modules}
+        """A runtime's state now: its one ``reconciler_runtime_state`` series (the former
+        state's removed), and the per-module counts of ``reconciler_modules`` (updated by the
+        difference from the runtime's last status: constant work per runtime)."""
+        state = str(record.state)
+        modules = {m.module: str(m.state) if m.state else REMOVED for m in record.modules}
         with self._lock:
-            gone = self._shown.get(record.runtime, set()) - set(states)
-            self._shown[record.runtime] = set(states)
-        for module in sorted(gone):
-            states[module] = None
-        for module, current in states.items():
-            for state in ModuleState:
-                value = 1.0 if current is state else 0.0
-                self._modules.labels(record.runtime, module, str(state)).set(value)
+            before = self._states.get(record.runtime)
+            if before is not None and before != state:
+                self._runtimes.remove(record.runtime, before)
+            self._runtimes.labels(record.runtime, state).set(1)
+            self._states[record.runtime] = state
+            old = self._module_states.get(record.runtime, {})
+            self._module_states[record.runtime] = modules
+            changed = set(old.items()) ^ set(modules.items())
+            self._counts.subtract(old.items())
+            self._counts.update(modules.items())
+            for module, module_state in changed:
+                self._modules.labels(module, module_state).set(self._counts[(module, module_state)])
 
     def reconcile_failed(self, runtime: str, error: BaseException) -> None:
-        """Count a runtime's reconcile that ended in an error."""
-        self._failures.labels(runtime, type(error).__name__).inc()
+        """Count a runtime's reconcile that ended in an error (by type: the runtime is in the
+        logs and /status, not a label, so the series stay few)."""
+        del runtime
+        self._failures.labels(type(error).__name__).inc()
+
+    def commit_refused(self) -> None:
+        """Count a refused commit."""
+        self._refused.inc()
 
     def held(self, held: bool) -> None:
         """Whether the newest commit is held by the deletion brake."""

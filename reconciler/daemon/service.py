@@ -324,6 +324,7 @@ class Daemon:
         message = f"commit {head.shown} refused: {reason}; still on {_shown(self.state.commit)}"
         self.state.refused = {"commit": head.text, "errors": [], "message": message}
         self._record(head, CommitVerdict.REFUSED, message, self.state.refused)
+        self.metrics.commit_refused()
         log.error("%s", message)
         self._update_lag(head)
 
@@ -405,6 +406,7 @@ class Daemon:
             f"still on {_shown(self.state.commit)}",
         }
         self._record(head, CommitVerdict.REFUSED, self.state.refused["message"], self.state.refused)
+        self.metrics.commit_refused()
         for diagnostic in diagnostics:
             log.error("commit %s refused: %s", head.shown, diagnostic.format())
         self._update_lag(head)
