@@ -310,6 +310,22 @@ class CommitRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class Member:
+    """A daemon replica sharing the store: alive while its heartbeat is younger than the lease.
+    ``epoch`` grows each time it joins again after its lease ran out (fencing: what it did
+    under an older epoch is no longer its to go on with)."""
+
+    name: str
+    epoch: int
+    heartbeat: datetime
+    started: datetime
+
+    def live(self, now: datetime, lease: timedelta) -> bool:
+        """Whether its last heartbeat is within ``lease`` of ``now``."""
+        return now - self.heartbeat <= lease
+
+
+@dataclass(frozen=True, slots=True)
 class Suspension:
     """A runtime suspended from the command line (``reconciler suspend``): nothing is changed
     in its cluster until ``reconciler resume``. ``spec.suspend: true`` in git suspends too, and

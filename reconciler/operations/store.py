@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -44,6 +44,7 @@ from reconciler.errors import SourceError
 from reconciler.operations.model import (
     CommitRecord,
     CommitVerdict,
+    Member,
     Operation,
     OperationData,
     OperationState,
@@ -56,7 +57,7 @@ from reconciler.operations.model import (
     Suspension,
 )
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 _UPSERT_OPERATION = """
     INSERT INTO operations (id, runtime, type, state, created, updated, deadline, commit_id,
                             message, owner, lease_until, retrigger_of, data)
@@ -136,6 +137,14 @@ MIGRATIONS: dict[int, str] = {
         reason TEXT NOT NULL DEFAULT ''
     );
     """,
+    4: """
+    CREATE TABLE members (
+        name TEXT PRIMARY KEY,
+        epoch INTEGER NOT NULL,
+        heartbeat TEXT NOT NULL,
+        started TEXT NOT NULL
+    );
+    """,
 }
 
 
@@ -197,6 +206,16 @@ class StateStore(Protocol):
 
     def suspensions(self) -> dict[str, Suspension]:
         """Every suspended runtime's suspension, by runtime."""
+
+    def heartbeat(self, name: str, now: datetime, lease: timedelta) -> Member:
+        """Member ``name`` is alive at ``now``: a new member, or one whose last heartbeat is
+        older than ``lease``, starts a new epoch (one more than its last)."""
+
+    def members(self) -> list[Member]:
+        """Every member that beat and did not leave, by name."""
+
+    def leave(self, name: str) -> None:
+        """Member ``name`` stops (its runtimes go to the others at once)."""
 
 
 def load_statuses(store: StateStore, runtimes: Sequence[str] = ()) -> list[RuntimeStatus]:
@@ -566,6 +585,40 @@ class SqliteStore:
         return {
             r["runtime"]: Suspension(r["runtime"], _since(r["since"]), r["reason"]) for r in rows
         }
+
+    def heartbeat(self, name: str, now: datetime, lease: timedelta) -> Member:
+        """See :class:`StateStore`."""
+        with self._transaction() as db:
+            row = db.execute("SELECT * FROM members WHERE name = ?", (name,)).fetchone()
+            member = next_beat(_member(row) if row is not None else None, name, now, lease)
+            db.execute(
+                "INSERT OR REPLACE INTO members (name, epoch, heartbeat, started) "
+                "VALUES (?, ?, ?, ?)",
+                (name, member.epoch, _iso(member.heartbeat), _iso(member.started)),
+            )
+        return member
+
+    def members(self) -> list[Member]:
+        """See :class:`StateStore`."""
+        return [_member(r) for r in self._query("SELECT * FROM members ORDER BY name")]
+
+    def leave(self, name: str) -> None:
+        """See :class:`StateStore`."""
+        with self._transaction() as db:
+            db.execute("DELETE FROM members WHERE name = ?", (name,))
+
+
+def next_beat(last: Member | None, name: str, now: datetime, lease: timedelta) -> Member:
+    """Member ``name`` after a heartbeat at ``now``: the same epoch while its lease held, the
+    next one after a lapse (or the first)."""
+    if last is not None and last.live(now, lease):
+        return Member(name, last.epoch, now, last.started)
+    return Member(name, (last.epoch if last is not None else 0) + 1, now, now)
+
+
+def _member(row: Any) -> Member:
+    heartbeat, started = _since(row["heartbeat"]), _since(row["started"])
+    return Member(row["name"], int(row["epoch"]), heartbeat, started)
 
 
 def encode_data(data: OperationData) -> str:

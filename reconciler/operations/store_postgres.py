@@ -23,7 +23,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import unquote
 
@@ -38,6 +38,7 @@ from reconciler.errors import NotFoundError, SourceError, StoreError
 from reconciler.operations.model import (
     CommitRecord,
     CommitVerdict,
+    Member,
     Operation,
     OperationState,
     OperationType,
@@ -53,6 +54,7 @@ from reconciler.operations.store import (
     decode_modules,
     encode_data,
     encode_modules,
+    next_beat,
 )
 
 #: Seconds to wait for the server when the URL (or PGCONNECT_TIMEOUT) does not say.
@@ -134,6 +136,14 @@ MIGRATIONS: dict[int, str] = {
         runtime TEXT PRIMARY KEY,
         since TIMESTAMPTZ NOT NULL,
         reason TEXT NOT NULL DEFAULT ''
+    );
+    """,
+    4: """
+    CREATE TABLE members (
+        name TEXT PRIMARY KEY,
+        epoch INTEGER NOT NULL,
+        heartbeat TIMESTAMPTZ NOT NULL,
+        started TIMESTAMPTZ NOT NULL
     );
     """,
 }
@@ -463,6 +473,35 @@ class PostgresStore:
             for r in rows
         }
 
+    def heartbeat(self, name: str, now: datetime, lease: timedelta) -> Member:
+        """See :class:`~reconciler.operations.store.StateStore` (the member's row locked)."""
+        with self._transaction() as cursor:
+            cursor.execute(
+                "INSERT INTO members (name, epoch, heartbeat, started) VALUES (%s, 0, %s, %s) "
+                "ON CONFLICT (name) DO NOTHING",
+                (name, _utc(now), _utc(now)),
+            )
+            row = cursor.execute(
+                "SELECT * FROM members WHERE name = %s FOR UPDATE", (name,)
+            ).fetchone()
+            last = _member(row) if row is not None and int(row["epoch"]) > 0 else None
+            member = next_beat(last, name, now, lease)
+            cursor.execute(
+                "UPDATE members SET epoch = %s, heartbeat = %s, started = %s WHERE name = %s",
+                (member.epoch, _utc(member.heartbeat), _utc(member.started), name),
+            )
+        return member
+
+    def members(self) -> list[Member]:
+        """See :class:`~reconciler.operations.store.StateStore`."""
+        rows = self._query("SELECT * FROM members WHERE epoch > 0 ORDER BY name")
+        return [_member(r) for r in rows]
+
+    def leave(self, name: str) -> None:
+        """See :class:`~reconciler.operations.store.StateStore`."""
+        with self._transaction() as cursor:
+            cursor.execute("DELETE FROM members WHERE name = %s", (name,))
+
 
 def _operation_row(operation: Operation) -> tuple[object, ...]:
     return (
@@ -551,6 +590,11 @@ def _commit(row: DictRow) -> CommitRecord:
         json.loads(row["detail"]),
         row["attempts"],
     )
+
+
+def _member(row: DictRow) -> Member:
+    heartbeat, started = row["heartbeat"].astimezone(UTC), row["started"].astimezone(UTC)
+    return Member(row["name"], int(row["epoch"]), heartbeat, started)
 
 
 def _utc(moment: datetime | None) -> datetime | None:

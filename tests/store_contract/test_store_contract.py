@@ -493,3 +493,59 @@ def test_a_suspension_is_kept_replaced_and_lifted(backend: Backend) -> None:
     assert store.resume("rt") is True
     assert store.resume("rt") is False
     assert list(store.suspensions()) == ["other"]
+
+
+# -- members (issue 14): replicas sharing the store ----------------------------------------------
+
+LEASE = timedelta(seconds=30)
+
+
+def test_a_member_keeps_its_epoch_while_it_beats_and_starts_a_new_one_after_a_lapse(
+    backend: Backend,
+) -> None:
+    store = backend.open()
+
+    first = store.heartbeat("replica-a", T0, LEASE)
+    again = store.heartbeat("replica-a", T0 + timedelta(seconds=20), LEASE)
+    lapsed = store.heartbeat("replica-a", T0 + timedelta(seconds=60), LEASE)
+
+    assert (first.epoch, first.started, first.heartbeat) == (1, T0, T0)
+    assert (again.epoch, again.started) == (1, T0)
+    assert again.heartbeat == T0 + timedelta(seconds=20)
+    assert (lapsed.epoch, lapsed.started) == (2, T0 + timedelta(seconds=60))
+    assert store.members() == [lapsed]
+
+
+def test_members_are_listed_by_name_with_who_is_alive_and_leave(backend: Backend) -> None:
+    store = backend.open()
+    store.heartbeat("replica-b", T0, LEASE)
+    store.heartbeat("replica-a", T0 + timedelta(seconds=45), LEASE)
+
+    members = store.members()
+    now = T0 + timedelta(seconds=50)
+    store.leave("replica-a")
+
+    assert [m.name for m in members] == ["replica-a", "replica-b"]
+    assert [m.live(now, LEASE) for m in members] == [True, False]
+    assert [m.name for m in store.members()] == ["replica-b"]
+
+
+def test_two_members_beating_at_once_each_keep_their_own_epoch(backend: Backend) -> None:
+    stores = [backend.open(), backend.open()]
+    epochs: dict[str, list[int]] = {"a": [], "b": []}
+
+    def beat(store: StateStore, name: str) -> None:
+        for second in range(20):
+            member = store.heartbeat(name, T0 + timedelta(seconds=second), LEASE)
+            epochs[name].append(member.epoch)
+
+    threads = [
+        threading.Thread(target=beat, args=(s, n)) for s, n in zip(stores, "ab", strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert epochs == {"a": [1] * 20, "b": [1] * 20}
+    assert {m.name for m in stores[0].members()} == {"a", "b"}
