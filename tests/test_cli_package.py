@@ -38,6 +38,7 @@ DOCUMENTED = {
     "get operations": [exits.RECORDS],
     "tree": [exits.TREE],
     "check": [exits.CHECK],
+    "members": [exits.RECORDS],
 }
 
 

@@ -100,6 +100,22 @@ if TYPE_CHECKING:
     help="Runtimes reconciled at once.",
 )
 @click.option(
+    "--member",
+    default="",
+    envvar="RECONCILER_MEMBER",
+    help="This replica's name among the daemons sharing the state store (default: host:pid; "
+    "in Kubernetes, the pod name).",
+)
+@click.option(
+    "--lease",
+    type=Duration(),
+    default="30s",
+    show_default=True,
+    envvar="RECONCILER_LEASE",
+    help="A replica without a heartbeat for this long is dead: its runtimes go to the others "
+    "(it stops writing after half of it).",
+)
+@click.option(
     "--cache-dir",
     type=click.Path(file_okay=False, path_type=Path),
     envvar="RECONCILER_CACHE_DIR",
@@ -187,6 +203,8 @@ def daemon(
     kube_burst: int | None,
     state_url: str,
     workers: int,
+    member: str,
+    lease: float,
     cache_dir: Path | None,
     webhook_secret_file: Path | None,
     allow_unauthenticated_sync: bool,
@@ -224,6 +242,8 @@ def daemon(
             workers,
             allow_commit,
             debugging(ctx),
+            member,
+            timedelta(seconds=lease),
         ),
         ClusterOptions(
             kubeconfig_dir,
@@ -279,6 +299,9 @@ class ScheduleOptions:
     workers: int
     allow_commit: str
     debug: bool = False
+    #: ``--member`` and ``--lease``: this replica among those sharing the store.
+    member: str = ""
+    lease: timedelta = timedelta(seconds=30)
 
 
 def run_daemon(
@@ -311,6 +334,8 @@ def run_daemon(
         poll_interval=schedule.interval,
         resync_interval=schedule.resync_interval,
         debug=schedule.debug,
+        member=schedule.member,
+        lease=schedule.lease,
     )
 
     def second_source(url: str, ref: str, path: str) -> RemoteSource:

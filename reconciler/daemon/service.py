@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -37,16 +38,18 @@ from typing import Any, Protocol
 from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
 from apscheduler.schedulers.base import BaseScheduler  # type: ignore[import-untyped]
 
+from reconciler.cluster.api import Cluster
 from reconciler.core.brake import Allowance, Verdict, count_deletions, judge
 from reconciler.core.diagnostics import Diagnostic
 from reconciler.core.fleetdiff import FleetDiffer
 from reconciler.core.head import Head, head_text
-from reconciler.core.model import OUTPUT_API_VERSION, ConfigRepo, Settings
+from reconciler.core.model import OUTPUT_API_VERSION, ClusterAccess, ConfigRepo, Settings
 from reconciler.core.redaction import mask, mask_all
 from reconciler.core.resolve import resolve_runtime
+from reconciler.daemon.membership import DEFAULT_LEASE, FencedCluster, Membership
 from reconciler.daemon.metrics import Metrics
 from reconciler.errors import PermanentError, ReconcilerError, TransientError
-from reconciler.operations.engine import Engine
+from reconciler.operations.engine import Engine, this_owner
 from reconciler.operations.model import (
     CommitRecord,
     CommitVerdict,
@@ -115,6 +118,9 @@ class DaemonOptions:
     #: ``--interval``/``--resync-interval`` when given: they override ``spec.intervals``.
     poll_interval: timedelta | None = None
     resync_interval: timedelta | None = None
+    #: This replica's member name (``--member``; default host:pid) and the members' lease.
+    member: str = ""
+    lease: timedelta = DEFAULT_LEASE
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +143,7 @@ class Daemon:
         options: DaemonOptions | None = None,
         metrics: Metrics | None = None,
         make_source: Callable[[str, str, str], Source] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.source = source
         self.make_source = make_source or _no_second_source
@@ -159,6 +166,14 @@ class Daemon:
         self.runtime_errors: dict[str, str] = {}
         #: The intervals the scheduler's jobs run at (:func:`schedule_jobs`).
         self.scheduled: Intervals | None = None
+        #: This replica among those sharing the store: who owns which runtime, fencing.
+        self.membership = Membership(
+            store,
+            self.options.member or this_owner(),
+            clock,
+            lease=self.options.lease,
+            monotonic=monotonic,
+        )
 
     @property
     def ready(self) -> bool:
@@ -463,7 +478,15 @@ class Daemon:
     # -- reconciling -----------------------------------------------------------------------------
 
     def targets(self) -> list[str]:
-        """Runtimes in git and runtimes the store knows that git dropped."""
+        """The runtimes this replica owns (all of them when it runs alone) among those in git
+        and those the store knows that git dropped."""
+        everyone = self.fleet()
+        if not everyone or self.membership.fresh() is None:
+            return []
+        return self.membership.mine(everyone)
+
+    def fleet(self) -> list[str]:
+        """Runtimes in git and runtimes the store knows that git dropped, whoever owns them."""
         repo = self.state.repo
         if repo is None:
             return []
@@ -542,15 +565,24 @@ class Daemon:
     def reconcile(self, runtime: str) -> Operation | None:
         """Run (or resume) ``runtime``'s operation once; schedule a retry if it waits."""
         repo = self.state.repo
-        if repo is None:
-            return None
+        member = self.membership.fresh()
+        if repo is None or member is None or runtime not in self.membership.mine(self.fleet()):
+            return None  # another replica's (or none while the store cannot be reached)
         engine = Engine(
             self.store,
             clock=self.clock,
             disabled=frozenset(repo.settings.disabled_steps),
             limits=operation_limits(repo.settings),
+            owner=self.membership.name,
         )
-        runner = Runner(self.store, engine, repo, self.connect, self.clock, self.state.commit)
+        epoch = member.epoch
+
+        def fenced_connect(access: ClusterAccess, name: str) -> Cluster:
+            cluster = self.connect(access, name)
+            return FencedCluster(cluster, lambda: self.membership.fenced(epoch))
+
+        commit = self.state.commit
+        runner = Runner(self.store, engine, repo, fenced_connect, self.clock, commit)
         outcome = runner.run(runner.operation_for(runtime))
         operation = outcome.operation
         extra = {"runtime": runtime, "operation": operation.id}
@@ -604,9 +636,15 @@ class Daemon:
         """``/status``: the source, and every runtime and module with state and reason."""
         # the runtime status of `reconciler status --format json`, plus what only this process
         # knows: the error of its last reconcile of the runtime ("" when none)
+        statuses = load_statuses(self.store)
+        owners = self.membership.owners(sorted({s.current.runtime for s in statuses}))
         runtimes = [
-            status.to_json() | {"error": self.runtime_errors.get(status.current.runtime, "")}
-            for status in load_statuses(self.store)
+            status.to_json()
+            | {
+                "error": self.runtime_errors.get(status.current.runtime, ""),
+                "owner": owners.get(status.current.runtime, ""),
+            }
+            for status in statuses
         ]
         source = self.state
         document = {
@@ -626,9 +664,24 @@ class Daemon:
             },
             "channels": self._channels_status(),
             "ready": self.ready,
+            "member": self.membership.name,
+            "members": self._members_status(),
             "runtimes": runtimes,
         }
         return mask_all(document)  # S4: whatever an error message carried
+
+    def _members_status(self) -> list[dict[str, Any]]:
+        """``/status`` of the replicas sharing the store, each with its last heartbeat."""
+        now, lease = self.clock(), self.membership.lease
+        return [
+            {
+                "name": member.name,
+                "epoch": member.epoch,
+                "heartbeat": member.heartbeat.isoformat(),
+                "live": member.live(now, lease),
+            }
+            for member in self.store.members()
+        ]
 
     def _channels_status(self) -> dict[str, Any] | None:
         """``/status`` of the channels source (``channelsFrom.git``), reported apart."""
@@ -646,8 +699,11 @@ class Daemon:
         }
 
     def close(self) -> None:
-        """Let running reconciles finish, then stop the pool."""
+        """Let running reconciles finish, stop the pool, and leave the members (the other
+        replicas take this one's runtimes over at once)."""
         self._pool.shutdown(wait=True)
+        if self.membership.member is not None:
+            self.membership.leave()
 
 
 def _shown(head: Head | None) -> str:
@@ -728,6 +784,13 @@ def schedule_jobs(daemon: Daemon, scheduler: BaseScheduler) -> None:
         id="resync",
         jitter=_jitter(intervals.resync),
         next_run_time=daemon.clock() + intervals.resync,
+    )
+    scheduler.add_job(
+        daemon.membership.beat,
+        "interval",
+        seconds=daemon.membership.lease.total_seconds() / 3,
+        id="heartbeat",
+        next_run_time=daemon.clock(),
     )
     daemon.scheduler = scheduler
     daemon.scheduled = intervals

@@ -1,0 +1,213 @@
+"""Daemon replicas sharing one state store (issue 14, item 2): each runtime owned by one live
+member, the owners proved by the operations the store keeps; a dead member's runtimes taken
+over after its lease; a member whose heartbeat lapsed writes nothing more.
+
+Two daemons in one process on one SQLite file and a real git server, each with its own member
+name, wall clock and monotonic clock (fakes: the lease runs out without waiting).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from reconciler.cli import cli
+from reconciler.cluster.memory import InMemoryCluster
+from reconciler.core.model import ClusterAccess
+from reconciler.daemon.membership import FencedCluster, FencedError, Membership
+from reconciler.daemon.service import Daemon, DaemonOptions
+from reconciler.operations.store import SqliteStore
+from reconciler.source.git import RemoteSource
+from tests.test_daemon import WIDGET, Fleet, GitServer
+from tests.test_fleet_diff import _runtime
+from tests.test_json_output import _check
+
+LEASE = timedelta(seconds=30)
+T0 = datetime(2026, 11, 25, 4, tzinfo=UTC)
+
+
+class Replica:
+    """A daemon with its own clocks."""
+
+    def __init__(self, world: World, name: str) -> None:
+        self.now = T0
+        self.ticks = 0.0
+        self.world = world
+        source = RemoteSource(world.git.url, "main", "fleet", world.root / f"cache-{name}")
+        options = DaemonOptions(member=name, lease=LEASE)
+        self.daemon = Daemon(
+            source,
+            SqliteStore(world.root / "state.db"),
+            world.connect,
+            lambda: self.now,
+            options,
+            monotonic=lambda: self.ticks,
+        )
+
+    def later(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+        self.ticks += seconds
+
+
+class World:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.fleet = Fleet(root)
+        self.git = GitServer(root)
+        self.git.start()
+        self.clusters: dict[str, InMemoryCluster] = {}
+        self.replicas: list[Replica] = []
+        self.on_connect: list[str] = []
+
+    def connect(self, access: ClusterAccess, name: str) -> InMemoryCluster:
+        self.on_connect.append(name)
+        return self.clusters.setdefault(name, InMemoryCluster())
+
+    def replica(self, name: str) -> Replica:
+        made = Replica(self, name)
+        self.replicas.append(made)
+        return made
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    made = World(tmp_path)
+    try:
+        yield made
+    finally:
+        for replica in made.replicas:
+            replica.daemon.close()
+        made.git.stop()
+
+
+def _owners_recorded(replica: Replica) -> dict[str, set[str]]:
+    """Runtime -> the members that ran its operations, as the store recorded them."""
+    store = replica.daemon.store
+    return {runtime: {o.owner for o in store.operations(runtime=runtime)} for runtime in "abc"}
+
+
+def test_each_runtime_is_worked_on_by_its_owner_only(world: World) -> None:
+    one, two = world.replica("replica-a"), world.replica("replica-b")
+    for replica in (one, two):
+        replica.daemon.membership.beat()
+    for replica in (one, two):
+        replica.daemon.poll()
+        replica.daemon.reconcile_all(wait=True)
+        replica.daemon.wait_idle()
+
+    mine = {r.daemon.membership.name: set(r.daemon.targets()) for r in (one, two)}
+    recorded = _owners_recorded(one)
+
+    assert mine["replica-a"] | mine["replica-b"] == {"a", "b", "c"}
+    assert not mine["replica-a"] & mine["replica-b"]
+    assert all(recorded[r] == {owner} for owner, runtimes in mine.items() for r in runtimes)
+    status = one.daemon.status()
+    assert {m["name"] for m in status["members"]} == {"replica-a", "replica-b"}
+    assert {r["runtime"]: r["owner"] for r in status["runtimes"]} == {
+        r: owner for owner, runtimes in mine.items() for r in runtimes
+    }
+
+
+def test_a_dead_members_runtimes_are_taken_over_after_its_lease(world: World) -> None:
+    one, two = world.replica("replica-a"), world.replica("replica-b")
+    for replica in (one, two):
+        replica.daemon.membership.beat()
+        replica.daemon.poll()
+        replica.daemon.wait_idle()
+    theirs = set(two.daemon.targets())
+    assert theirs  # replica-b owned some, then died without leaving
+
+    one.later(LEASE.total_seconds() + 1)  # replica-a beats again; replica-b does not
+    one.daemon.reconcile_all(wait=True)
+
+    assert set(one.daemon.targets()) == {"a", "b", "c"}
+    recorded = _owners_recorded(one)
+    assert all("replica-a" in recorded[r] for r in theirs)
+
+
+def test_a_member_that_leaves_hands_its_runtimes_over_at_once(world: World) -> None:
+    one, two = world.replica("replica-a"), world.replica("replica-b")
+    for replica in (one, two):
+        replica.daemon.membership.beat()
+        replica.daemon.poll()
+        replica.daemon.wait_idle()
+    assert set(one.daemon.targets()) != {"a", "b", "c"}
+
+    two.daemon.membership.leave()
+
+    assert set(one.daemon.targets()) == {"a", "b", "c"}
+
+
+def test_a_member_whose_heartbeat_lapsed_mid_run_writes_nothing(world: World) -> None:
+    one = world.replica("replica-a")
+    one.daemon.membership.beat()
+    one.daemon.poll()
+    one.daemon.wait_idle()
+    world.fleet.commit(
+        "c gets gadget",
+        {"fleet/runtimes/c.yaml": _runtime("c", "fast", "[{name: widget}, {name: gadget}]")},
+    )
+    cluster = world.clusters["c"]
+    writes = cluster.writes
+
+    def paused(access: ClusterAccess, name: str) -> FencedCluster | InMemoryCluster:
+        one.ticks += LEASE.total_seconds()  # the process was stopped here, past its lease
+        return world.connect(access, name)
+
+    one.daemon.connect = paused
+    one.daemon.poll()
+    one.daemon.wait_idle()
+
+    assert cluster.writes == writes
+    assert cluster.get(WIDGET) is not None  # what was there stays
+    operation = one.daemon.store.operations(runtime="c")[0]
+    assert "not written: member replica-a: no heartbeat for" in operation.message
+
+
+def test_the_fence_refuses_writes_but_not_reads() -> None:
+    store = _MemoryStore()
+    ticks = [0.0]
+    membership = Membership(store, "m", lambda: T0, lease=LEASE, monotonic=lambda: ticks[0])
+    member = membership.beat()
+    assert member is not None
+    cluster = FencedCluster(InMemoryCluster(), lambda: membership.fenced(member.epoch))
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}
+
+    cluster.apply(namespace, field_manager="t")
+    ticks[0] += 16  # more than half the lease without a heartbeat
+
+    with pytest.raises(FencedError, match="no heartbeat for 16s"):
+        cluster.apply(namespace, field_manager="t")
+    assert cluster.list_objects("v1", "Namespace") != []
+
+
+class _MemoryStore(SqliteStore):
+    def __init__(self) -> None:
+        super().__init__(Path(":memory:"))
+
+
+def test_members_lists_the_replicas_and_what_they_own(world: World) -> None:
+    one, two = world.replica("replica-a"), world.replica("replica-b")
+    for replica in (one, two):
+        replica.daemon.membership.beat()
+        replica.daemon.poll()
+        replica.daemon.wait_idle()
+    state = ["--state", f"sqlite:///{world.root / 'state.db'}", "--lease", "100000h"]
+
+    result = CliRunner().invoke(cli, ["members", *state])
+
+    document = CliRunner().invoke(cli, ["members", *state, "-o", "json"])
+    lines = result.stdout.splitlines()
+    assert result.exit_code == 0, result.output
+    _check(json.loads(document.stdout), "MemberList")
+    assert lines[0].split() == ["NAME", "LIVE", "EPOCH", "HEARTBEAT", "RUNTIMES"]
+    owned = {line.split()[0]: int(line.split()[-1]) for line in lines[1:]}
+    assert owned == {
+        "replica-a": len(one.daemon.targets()),
+        "replica-b": len(two.daemon.targets()),
+    }
