@@ -211,3 +211,16 @@ def test_members_lists_the_replicas_and_what_they_own(world: World) -> None:
         "replica-a": len(one.daemon.targets()),
         "replica-b": len(two.daemon.targets()),
     }
+
+
+def test_a_fenced_member_is_not_ready(world: World) -> None:
+    one = world.replica("replica-a")
+    one.daemon.membership.beat()
+    one.daemon.poll()
+    one.daemon.wait_idle()
+    ready = one.daemon.ready
+
+    one.ticks += LEASE.total_seconds()  # no heartbeat for a whole lease
+
+    assert ready is True
+    assert one.daemon.ready is False

@@ -177,8 +177,11 @@ class Daemon:
 
     @property
     def ready(self) -> bool:
-        """Ready once a valid commit is loaded."""
-        return self.state.repo is not None
+        """Ready once a valid commit is loaded, and not while fenced (its heartbeat to the
+        state store lapsed: it writes nothing then)."""
+        member = self.membership.member
+        fenced = member is not None and self.membership.fenced(member.epoch) is not None
+        return self.state.repo is not None and not fenced
 
     @property
     def intervals(self) -> Intervals:
