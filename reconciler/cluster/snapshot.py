@@ -24,7 +24,12 @@ _Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 def load_snapshot(path: Path) -> InMemoryCluster:
     """An in-memory cluster holding the objects of ``path``; an empty one if it does not exist."""
-    cluster = InMemoryCluster()
+    return load_into(InMemoryCluster(), path)
+
+
+def load_into(cluster: InMemoryCluster, path: Path) -> InMemoryCluster:
+    """``cluster`` with the objects of ``path`` added (none when it does not exist);
+    :class:`SourceError` naming the file when it is no snapshot."""
     if not path.exists():
         return cluster
     try:
@@ -73,8 +78,7 @@ class SnapshotFileCluster(InMemoryCluster):
         self.path = path
         self.identity = f"snapshot {path.resolve()}"
         self.user = "(a snapshot: no access control)"
-        self.load(load_snapshot(path).snapshot())
-        self.writes = 0
+        load_into(self, path)  # read once, straight into this cluster
 
     def apply(
         self,
