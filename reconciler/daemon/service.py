@@ -161,6 +161,8 @@ class Daemon:
         )
         self._running: dict[str, Future[None]] = {}
         self._again: set[str] = set()
+        #: The runtimes this replica owned at its last heartbeat.
+        self._owned: set[str] = set()
         self._lock = threading.Lock()
         self._poll_lock = threading.Lock()
         self.runtime_errors: dict[str, str] = {}
@@ -488,6 +490,16 @@ class Daemon:
             return []
         return self.membership.mine(everyone)
 
+    def heartbeat(self) -> None:
+        """Beat in the store; runtimes this replica has come to own (a member died or left)
+        are reconciled at once, not at the next resync."""
+        self.membership.beat()
+        owned = set(self.targets())
+        with self._lock:
+            new, self._owned = owned - self._owned, owned
+        for runtime in sorted(new):
+            self.submit(runtime)
+
     def fleet(self) -> list[str]:
         """Runtimes in git and runtimes the store knows that git dropped, whoever owns them."""
         repo = self.state.repo
@@ -789,7 +801,7 @@ def schedule_jobs(daemon: Daemon, scheduler: BaseScheduler) -> None:
         next_run_time=daemon.clock() + intervals.resync,
     )
     scheduler.add_job(
-        daemon.membership.beat,
+        daemon.heartbeat,
         "interval",
         seconds=daemon.membership.lease.total_seconds() / 3,
         id="heartbeat",
