@@ -125,6 +125,11 @@ class ServerError(TransientError):
     """The API server failed, timed out or could not be reached."""
 
 
+class FencedError(TransientError):
+    """This daemon replica may not write any more: its heartbeat lapsed, or its runtime moved
+    to another member (issue 14's fencing)."""
+
+
 class StoreError(TransientError):
     """The state store's database server could not be reached, or a transaction failed in a way
     that a new try may fix (connection lost, deadlock, serialisation failure)."""

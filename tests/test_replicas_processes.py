@@ -2,7 +2,8 @@
 a fleet of 300 runtimes on ``--snapshot`` clusters converges; each runtime is worked on by one
 member only, proved from the owners the store records on each operation; after SIGKILL of one
 member its runtimes are taken over by the others (at their next heartbeat after its lease, not
-at a resync) and converge.
+at a resync) and converge; a member paused (SIGSTOP) past its lease loses its runtimes, and once
+resumed saves nothing from its old epoch (it comes back in a new one).
 
 Needs the PostgreSQL server that ``.ci/run`` starts (``RECONCILER_TEST_POSTGRES``); skipped
 without it, failed under CI. Slow (about a minute) because it runs real processes: the work of
@@ -92,6 +93,36 @@ class Cluster:
                     found.append(f"{runtime}: {owner} until {end:.1f}, {other} from {start:.1f}")
         return found
 
+    def epoch(self, member: str) -> int:
+        """``member``'s epoch in the store (0 when it is not there)."""
+        store = PostgresStore(self.url)
+        try:
+            return next((m.epoch for m in store.members() if m.name == member), 0)
+        finally:
+            store.close()
+
+    def member_started(self, member: str) -> float:
+        """When ``member``'s current epoch began (a Unix time)."""
+        store = PostgresStore(self.url)
+        try:
+            return next(m.started.timestamp() for m in store.members() if m.name == member)
+        finally:
+            store.close()
+
+    def saved_by(self, member: str, start: float, end: float) -> list[str]:
+        """Operations ``member`` saved between ``start`` and ``end``."""
+        store = PostgresStore(self.url)
+        try:
+            return [
+                f"{o.runtime} {o.id}"
+                for o in store.operations(limit=100_000)
+                if o.owner == member
+                and o.updated is not None
+                and start < o.updated.timestamp() < end
+            ]
+        finally:
+            store.close()
+
     def current_owners(self) -> dict[str, str]:
         """Runtime -> the member that claimed its newest operation, as the store records it."""
         store = PostgresStore(self.url)
@@ -151,6 +182,7 @@ def test_three_daemons_share_the_fleet_and_take_over_a_dead_ones_runtimes(
     for member in ("d1", "d2", "d3"):
         replicas.start(member)
     everyone = {f"rt-{index:05d}" for index in range(RUNTIMES)}
+    begun = time.time()
 
     _until(lambda: replicas.converged() >= everyone, 300, "every runtime converged")
     _until(lambda: len(replicas.current_owners()) == RUNTIMES, 60, "every runtime owned")
@@ -164,12 +196,33 @@ def test_three_daemons_share_the_fleet_and_take_over_a_dead_ones_runtimes(
     theirs = {runtime for runtime, owner in owners.items() if owner == "d3"}
     replicas.processes["d3"].send_signal(signal.SIGKILL)
     killed = time.time()
+    print(f"converged in {killed - begun:.1f}s")
 
     _until(
         lambda: replicas.converged(since=killed) >= theirs,
         300,
         "d3's runtimes converged under the others",
     )
+    print(f"d3's runtimes taken over in {time.time() - killed:.1f}s")
     assert replicas.overlaps() == []
     after = replicas.current_owners()
     assert all(after[runtime] in {"d1", "d2"} for runtime in theirs)
+
+    # d2 paused past its lease: d1 takes its runtimes; resumed, d2 writes nothing it lost
+    paused = {runtime for runtime, owner in after.items() if owner == "d2"}
+    replicas.processes["d2"].send_signal(signal.SIGSTOP)
+    stopped = time.time()
+    _until(
+        lambda: replicas.converged(since=stopped) >= paused,
+        300,
+        "d2's runtimes converged under d1 while d2 was stopped",
+    )
+    print(f"d2's runtimes taken over in {time.time() - stopped:.1f}s")
+    replicas.processes["d2"].send_signal(signal.SIGCONT)
+    resumed = time.time()
+    _until(lambda: replicas.epoch("d2") == 2, 60, "d2 beating again, in a new epoch")
+    rejoined = replicas.member_started("d2")
+    print(f"d2 back in a new epoch {time.time() - resumed:.1f}s after it resumed")
+
+    assert replicas.overlaps() == []
+    assert replicas.saved_by("d2", stopped, rejoined) == []  # nothing while it was fenced

@@ -24,7 +24,8 @@ from typing import Any
 from reconciler.cluster.api import Cluster, EventSink, KindInfo, ObjectEvent
 from reconciler.core.objects import Body, ObjectRef
 from reconciler.core.sharding import assign
-from reconciler.errors import ReconcilerError, TransientError
+from reconciler.errors import FencedError, ReconcilerError
+from reconciler.operations.engine import owner_alive
 from reconciler.operations.model import Member
 from reconciler.operations.store import StateStore
 
@@ -34,8 +35,7 @@ log = logging.getLogger(__name__)
 DEFAULT_LEASE = timedelta(seconds=30)
 
 
-class FencedError(TransientError):
-    """This replica may not write any more: its lease lapsed, or its runtime moved on."""
+__all__ = ["DEFAULT_LEASE", "FencedCluster", "FencedError", "Membership"]
 
 
 class Membership:
@@ -119,6 +119,16 @@ class Membership:
         """The runtimes of ``runtimes`` this replica owns."""
         owners = self.owners(runtimes)
         return [r for r in runtimes if owners.get(r) == self.name]
+
+    def alive(self, owner: str) -> bool:
+        """Whether the holder of an operation's claim may still be working: a member while its
+        heartbeat is within the lease (a dead member's claims are taken over at once, not when
+        they run out), anything else (a ``reconciler sync``) by :func:`owner_alive`."""
+        now = self.clock()
+        for member in self.store.members():
+            if member.name == owner:
+                return member.live(now, self.lease)
+        return owner_alive(owner)
 
     def leave(self) -> None:
         """Leave at shutdown: the others take the runtimes over at once."""

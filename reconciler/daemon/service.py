@@ -589,6 +589,8 @@ class Daemon:
             disabled=frozenset(repo.settings.disabled_steps),
             limits=operation_limits(repo.settings),
             owner=self.membership.name,
+            alive=self.membership.alive,
+            fence=lambda: self.membership.fenced(member.epoch),
         )
         epoch = member.epoch
 

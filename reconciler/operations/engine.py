@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from importlib.metadata import entry_points
 
 from reconciler.core.head import Head
-from reconciler.errors import PermanentError, TransientError
+from reconciler.errors import FencedError, PermanentError, TransientError
 from reconciler.operations.crash import Crash, errored
 from reconciler.operations.model import (
     Operation,
@@ -136,6 +136,7 @@ class Engine:
         limits: Mapping[OperationType, timedelta] | None = None,
         owner: str | None = None,
         alive: Callable[[str], bool] = owner_alive,
+        fence: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -144,6 +145,10 @@ class Engine:
         self.limits = {**DEFAULT_LIMITS, **(limits or {})}
         self.owner = owner or this_owner()
         self.alive = alive
+        #: Why this process may no longer write (a daemon replica whose lease lapsed): every
+        #: save of an operation asks first, so a fenced replica never overwrites the record
+        #: of the member that took the operation over.
+        self.fence = fence
         #: Operation id -> the unexpected exception that failed it in this process (for --debug).
         self.crashes: dict[str, Crash] = {}
 
@@ -319,6 +324,9 @@ class Engine:
         )
 
     def _save(self, operation: Operation) -> None:
+        reason = self.fence()
+        if reason is not None:
+            raise FencedError(f"operation {operation.id} not saved: {reason}")
         operation.updated = self.clock()
         self.store.save(operation)
 
