@@ -226,3 +226,19 @@ def test_a_fenced_member_is_not_ready(world: World) -> None:
 
     assert ready is True
     assert one.daemon.ready is False
+
+
+def test_the_heartbeat_names_the_member_and_its_share_in_the_metrics(world: World) -> None:
+    one, two = world.replica("replica-a"), world.replica("replica-b")
+    for replica in (one, two):
+        replica.daemon.membership.beat()
+        replica.daemon.poll()
+        replica.daemon.wait_idle()
+
+    one.daemon.heartbeat()
+    one.daemon.wait_idle()
+
+    text = one.daemon.metrics.exposition().decode()
+    assert 'reconciler_member{member="replica-a"} 1.0' in text
+    assert "reconciler_members_live 2.0" in text
+    assert f"reconciler_owned_runtimes {float(len(one.daemon.targets()))}" in text

@@ -54,6 +54,7 @@ def test_build_process_and_counter_series_and_no_created_ones() -> None:
     metrics = Metrics()
     metrics.commit_refused()
     metrics.reconcile_failed("rt-1", RuntimeError("boom"))
+    metrics.membership("replica-a", live=3, owned=97)
 
     text = metrics.exposition().decode()
 
@@ -63,6 +64,9 @@ def test_build_process_and_counter_series_and_no_created_ones() -> None:
     assert "python_info{" in text
     assert "reconciler_commits_refused_total 1.0" in text
     assert 'reconciler_reconcile_failures_total{error="RuntimeError"} 1.0' in text
+    assert 'reconciler_member{member="replica-a"} 1.0' in text
+    assert "reconciler_members_live 3.0" in text
+    assert "reconciler_owned_runtimes 97.0" in text
     assert "_created" not in text
 
 

@@ -11,7 +11,9 @@ states:
 - reconciler_source_lag_seconds (how long the remote has had a commit not in force),
 - reconciler_last_successful_poll_timestamp_seconds, reconciler_polls_total{result},
 - reconciler_commits_refused_total, reconciler_commit_held,
-- reconciler_reconcile_failures_total{error} (by error type; /status names the runtime).
+- reconciler_reconcile_failures_total{error} (by error type; /status names the runtime),
+- reconciler_member{member}: 1, naming this replica (its series are of the runtimes it owns),
+  reconciler_members_live and reconciler_owned_runtimes.
 
 No ``_created`` series. Callers: the daemon and its HTTP server.
 """
@@ -105,6 +107,22 @@ class Metrics:
             "1 while the newest commit is held by the deletion brake.",
             registry=self.registry,
         )
+        self._member = Gauge(
+            "reconciler_member",
+            "1, naming this replica among the daemons sharing the state store.",
+            ["member"],
+            registry=self.registry,
+        )
+        self._live = Gauge(
+            "reconciler_members_live",
+            "Replicas alive (beating within the lease), this one included.",
+            registry=self.registry,
+        )
+        self._owned = Gauge(
+            "reconciler_owned_runtimes",
+            "Runtimes this replica owns.",
+            registry=self.registry,
+        )
         self._polls = Counter(
             "reconciler_polls",
             "Polls of the source by result.",
@@ -157,6 +175,12 @@ class Metrics:
         logs and /status, not a label, so the series stay few)."""
         del runtime
         self._failures.labels(type(error).__name__).inc()
+
+    def membership(self, member: str, live: int, owned: int) -> None:
+        """This replica's name, how many replicas are alive and how many runtimes it owns."""
+        self._member.labels(member).set(1)
+        self._live.set(live)
+        self._owned.set(owned)
 
     def commit_refused(self) -> None:
         """Count a refused commit."""

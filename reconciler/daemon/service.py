@@ -495,6 +495,8 @@ class Daemon:
         are reconciled at once, not at the next resync."""
         self.membership.beat()
         owned = set(self.targets())
+        live = len(self.membership.live_members())
+        self.metrics.membership(self.membership.name, live, len(owned))
         with self._lock:
             new, self._owned = owned - self._owned, owned
         for runtime in sorted(new):
