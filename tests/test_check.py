@@ -8,11 +8,7 @@ API server, our boundary); the command itself on snapshots and on the in-memory 
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -26,106 +22,63 @@ from reconciler.cluster.kube import KubeCluster
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ClusterAccess
 from reconciler.source.loader import load_repo
+from tests.http_fakes import NOT_FOUND, Answer, JsonServer, discovery, write_kubeconfig
 from tests.test_json_output import ROOT, Fleet, _check
 
-_RESOURCES = {
-    "/apis/authorization.k8s.io/v1": [("selfsubjectaccessreviews", "SelfSubjectAccessReview")],
-    "/apis/authentication.k8s.io/v1": [("selfsubjectreviews", "SelfSubjectReview")],
+_GROUPS = {
+    "authorization.k8s.io/v1": [
+        {
+            "name": "selfsubjectaccessreviews",
+            "kind": "SelfSubjectAccessReview",
+            "namespaced": False,
+            "verbs": ["create"],
+        }
+    ],
+    "authentication.k8s.io/v1": [
+        {
+            "name": "selfsubjectreviews",
+            "kind": "SelfSubjectReview",
+            "namespaced": False,
+            "verbs": ["create"],
+        }
+    ],
 }
 
 
-@dataclass
-class ApiServer:
+class ApiServer(JsonServer):
     """Discovery, SelfSubjectReview and SelfSubjectAccessReview, as a kube-apiserver answers
     them; ``denied`` holds the (verb, resource) pairs it refuses; ``reviews`` what it was asked."""
 
-    denied: set[tuple[str, str]] = field(default_factory=set)
-    reviews: list[dict[str, Any]] = field(default_factory=list)
-    user: str = "alice@example.com"
+    def __init__(self, denied: set[tuple[str, str]]) -> None:
+        self.denied = denied
+        self.reviews: list[dict[str, Any]] = []
+        self.user = "alice@example.com"
+        super().__init__(self.answer)
 
-    def start(self) -> str:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                self._answer(server.get(self.path.split("?")[0]))
-
-            def do_POST(self) -> None:
-                size = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(size) or b"{}")
-                self._answer(server.post(self.path.split("?")[0], body))
-
-            def _answer(self, body: dict[str, Any] | None) -> None:
-                data = json.dumps(body or {"kind": "Status", "code": 404}).encode()
-                self.send_response(200 if body is not None else 404)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
-        return f"http://127.0.0.1:{self.http.server_port}"
-
-    def get(self, path: str) -> dict[str, Any] | None:
-        if path == "/version":
-            return {"major": "1", "minor": "31", "gitVersion": "v1.31.4"}
-        if path == "/api":
-            return {"kind": "APIVersions", "versions": ["v1"]}
-        if path == "/apis":
-            groups = [
-                {
-                    "name": name,
-                    "versions": [{"groupVersion": f"{name}/v1", "version": "v1"}],
-                    "preferredVersion": {"groupVersion": f"{name}/v1", "version": "v1"},
-                }
-                for name in ("authorization.k8s.io", "authentication.k8s.io")
-            ]
-            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
-        if path in _RESOURCES:
-            resources = [
-                {"name": plural, "kind": kind, "namespaced": False, "verbs": ["create"]}
-                for plural, kind in _RESOURCES[path]
-            ]
-            return {"kind": "APIResourceList", "groupVersion": path[6:], "resources": resources}
-        return None
-
-    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    def answer(self, method: str, path: str, body: dict[str, Any]) -> Answer:
+        if method == "GET":
+            return discovery(path, _GROUPS) or NOT_FOUND
         if path.endswith("/selfsubjectreviews"):
-            return body | {"status": {"userInfo": {"username": self.user, "groups": ["dev"]}}}
+            return 201, body | {"status": {"userInfo": {"username": self.user, "groups": ["dev"]}}}
         if path.endswith("/selfsubjectaccessreviews"):
             attributes = body["spec"]["resourceAttributes"]
             self.reviews.append(attributes)
             allowed = (attributes["verb"], attributes["resource"]) not in self.denied
-            return body | {"status": {"allowed": allowed}}
-        return None
-
-    def kubeconfig(self, folder: Path, url: str) -> Path:
-        (folder / "k").write_text(
-            "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
-            f"clusters: [{{name: c, cluster: {{server: '{url}'}}}}]\n"
-            "users: [{name: u, user: {token: t0ken}}]\n"
-            "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
-        )
-        return folder
+            return 201, body | {"status": {"allowed": allowed}}
+        return NOT_FOUND
 
 
 @pytest.fixture
 def apiserver() -> Iterator[ApiServer]:
     server = ApiServer(denied={("delete", "customresourcedefinitions")})
     yield server
-    server.http.shutdown()
-    server.http.server_close()
+    server.close()
 
 
 def test_the_real_adapter_asks_the_server_who_we_are_and_what_we_may_do(
     apiserver: ApiServer, tmp_path: Path
 ) -> None:
-    url = apiserver.start()
-    folder = apiserver.kubeconfig(tmp_path, url)
+    folder = write_kubeconfig(tmp_path, apiserver.url)
     access = Access(ClusterOptions(folder, "ns", cache_dir=tmp_path))
     cluster = access.connect(ClusterAccess(kubeconfig_file="k"), "one")
     assert isinstance(cluster, KubeCluster)

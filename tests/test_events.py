@@ -7,11 +7,8 @@ against an HTTP server on 127.0.0.1 that answers as a kube-apiserver does for Ev
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +23,7 @@ from reconciler.core.model import ClusterAccess, ModuleRef
 from reconciler.core.objects import ObjectRef
 from reconciler.core.status import ModuleState
 from reconciler.errors import ServerError
+from tests.http_fakes import NOT_FOUND, Answer, JsonServer, discovery, write_kubeconfig
 from tests.lifecycle_helpers import repo, sync
 from tests.scenarios import USER_GADGET
 
@@ -121,107 +119,57 @@ def test_events_can_be_turned_off_and_never_fail_a_sync() -> None:
 # -- the real adapter ----------------------------------------------------------------------------
 
 
-class EventServer:
+_EVENTS = {
+    "v1": [
+        {
+            "name": "events",
+            "kind": "Event",
+            "namespaced": True,
+            "verbs": ["create", "get", "patch", "list"],
+        }
+    ]
+}
+
+
+class EventServer(JsonServer):
     """Discovery of core/v1 events, and POST (409 when the name exists), GET and PATCH of
     Events, as a kube-apiserver answers them."""
 
     def __init__(self) -> None:
         self.events: dict[str, dict[str, Any]] = {}
-        self.requests: list[str] = []
-        server = self
+        super().__init__(self.answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                server.requests.append(f"GET {self.path}")
-                self._answer(*server.get(self.path.split("?")[0]))
-
-            def do_POST(self) -> None:
-                server.requests.append(f"POST {self.path}")
-                self._answer(*server.create(self._body()))
-
-            def do_PATCH(self) -> None:
-                server.requests.append(f"PATCH {self.path}")
-                self._answer(*server.patch(self.path.split("?")[0], self._body()))
-
-            def _body(self) -> dict[str, Any]:
-                size = int(self.headers.get("Content-Length") or 0)
-                found: dict[str, Any] = json.loads(self.rfile.read(size) or b"{}")
+    def answer(self, method: str, path: str, body: dict[str, Any]) -> Answer:
+        if method == "GET":
+            found = discovery(path, _EVENTS)
+            if found is not None:
                 return found
-
-            def _answer(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.http.server_port}"
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
-
-    def get(self, path: str) -> tuple[int, dict[str, Any]]:
-        fixed: dict[str, dict[str, Any]] = {
-            "/version": {"major": "1", "minor": "31", "gitVersion": "v1.31.4"},
-            "/api": {"kind": "APIVersions", "versions": ["v1"]},
-            "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": []},
-            "/api/v1": {
-                "kind": "APIResourceList",
-                "groupVersion": "v1",
-                "resources": [
-                    {
-                        "name": "events",
-                        "kind": "Event",
-                        "namespaced": True,
-                        "verbs": ["create", "get", "patch", "list"],
-                    }
-                ],
-            },
-        }
-        if path in fixed:
-            return 200, fixed[path]
         name = path.rsplit("/", 1)[-1]
-        if name in self.events:
-            return 200, self.events[name]
-        return 404, {"kind": "Status", "code": 404, "reason": "NotFound", "message": "not found"}
-
-    def create(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        name = body["metadata"]["name"]
-        if name in self.events:
-            return 409, {"kind": "Status", "code": 409, "reason": "AlreadyExists", "message": name}
-        self.events[name] = body
-        return 201, body
-
-    def patch(self, path: str, patch: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        name = path.rsplit("/", 1)[-1]
-        self.events[name] = self.events[name] | patch
+        if method == "POST":
+            name = body["metadata"]["name"]
+            if name in self.events:
+                return 409, {"kind": "Status", "code": 409, "reason": "AlreadyExists"}
+            self.events[name] = body
+            return 201, body
+        if name not in self.events:
+            return NOT_FOUND
+        if method == "PATCH":
+            self.events[name] = self.events[name] | body
         return 200, self.events[name]
-
-    def kubeconfig(self, folder: Path) -> Path:
-        (folder / "k").write_text(
-            "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
-            f"clusters: [{{name: c, cluster: {{server: '{self.url}'}}}}]\n"
-            "users: [{name: u, user: {token: t0ken}}]\n"
-            "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
-        )
-        return folder
 
 
 @pytest.fixture
 def apiserver() -> Iterator[EventServer]:
     server = EventServer()
     yield server
-    server.http.shutdown()
-    server.http.server_close()
+    server.close()
 
 
 def test_the_real_adapter_creates_an_event_then_counts_it_up(
     apiserver: EventServer, tmp_path: Path
 ) -> None:
-    access = Access(ClusterOptions(apiserver.kubeconfig(tmp_path), "ns", cache_dir=tmp_path))
+    folder = write_kubeconfig(tmp_path, apiserver.url)
+    access = Access(ClusterOptions(folder, "ns", cache_dir=tmp_path))
     cluster = access.connect(ClusterAccess(kubeconfig_file="k"), "one")
     assert isinstance(cluster, KubeCluster)
     event = ObjectEvent(OPERATOR, "Configured", "configured by reconciler for module widget")

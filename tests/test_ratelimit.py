@@ -4,13 +4,9 @@ kept in a file per server between runs; the settings' spec.kubeClient under the 
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 from click.testing import CliRunner
@@ -29,6 +25,7 @@ from reconciler.cluster.ratelimit import (
 from reconciler.core.model import ClusterAccess, Settings
 from reconciler.source.loader import load_repo
 from tests.conftest import RepoFactory, runtime_file, small_repo
+from tests.http_fakes import NOT_FOUND, JsonServer, discovery, write_kubeconfig
 
 
 class FakeTime:
@@ -133,52 +130,22 @@ def test_a_cache_folder_that_cannot_be_made_only_loses_the_cache(tmp_path: Path)
 # -- the settings' spec.kubeClient, under the flags ------------------------------------------
 
 
-class DiscoveryServer:
-    """An HTTP server on 127.0.0.1 answering the discovery requests a client makes when it
-    connects (``/version``, ``/apis``), and 404 to anything else."""
-
-    ANSWERS: ClassVar[dict[str, dict[str, object]]] = {
-        "/version": {"major": "1", "minor": "31", "gitVersion": "v1.31.0"},
-        "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": []},
-    }
+class DiscoveryServer(JsonServer):
+    """An API server answering the discovery requests a client makes when it connects."""
 
     def __init__(self) -> None:
-        answers = self.ANSWERS
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = answers.get(self.path.split("?")[0])
-                data = json.dumps(body).encode()
-                self.send_response(200 if body is not None else 404)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        super().__init__(lambda method, path, body: discovery(path, {}) or NOT_FOUND)
 
     def kubeconfig(self, folder: Path) -> Path:
         """A kubeconfig file named ``k`` in ``folder`` reaching this server."""
-        (folder / "k").write_text(
-            "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
-            f"clusters: [{{name: c, cluster: {{server: '{self.url}'}}}}]\n"
-            "users: [{name: u, user: {token: t0ken}}]\n"
-            "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
-        )
-        return folder
+        return write_kubeconfig(folder, self.url)
 
 
 @pytest.fixture
-def discovery() -> Iterator[DiscoveryServer]:
+def discovery_server() -> Iterator[DiscoveryServer]:
     server = DiscoveryServer()
     yield server
-    server.server.shutdown()
-    server.server.server_close()
+    server.close()
 
 
 def _settings_file(kube_client: str) -> dict[str, str]:
@@ -231,22 +198,22 @@ def test_a_bad_kube_client_setting_is_refused_with_its_place(
 
 
 def test_a_live_diff_connects_at_the_settings_rate_unless_a_flag_says_otherwise(
-    make_repo: RepoFactory, discovery: DiscoveryServer, tmp_path: Path
+    make_repo: RepoFactory, discovery_server: DiscoveryServer, tmp_path: Path
 ) -> None:
     repo = _fleet(make_repo, "{qps: 7, burst: 9}")
-    kubeconfigs = discovery.kubeconfig(tmp_path)
+    kubeconfigs = discovery_server.kubeconfig(tmp_path)
     args = ["diff", str(repo), "--runtime", "one", "--kubeconfig-dir", str(kubeconfigs)]
 
     CliRunner().invoke(cli, args)
     CliRunner().invoke(cli, [*args, "--kube-qps", "11"])
 
-    assert BUCKETS.rates_for(discovery.url) == [ClientRate(7, 9), ClientRate(11, 9)]
+    assert BUCKETS.rates_for(discovery_server.url) == [ClientRate(7, 9), ClientRate(11, 9)]
 
 
 def test_the_daemons_connections_follow_the_settings_in_force(
-    discovery: DiscoveryServer, tmp_path: Path
+    discovery_server: DiscoveryServer, tmp_path: Path
 ) -> None:
-    access = Access(ClusterOptions(discovery.kubeconfig(tmp_path), "ns", cache_dir=tmp_path))
+    access = Access(ClusterOptions(discovery_server.kubeconfig(tmp_path), "ns", cache_dir=tmp_path))
     in_force = [Settings(client_rate=ClientRate(7, 9))]
     connect = access.following(lambda: in_force[-1])
     cluster_access = ClusterAccess(kubeconfig_file="k")
