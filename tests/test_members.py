@@ -73,6 +73,15 @@ class World:
         self.replicas.append(made)
         return made
 
+    def started(self, *names: str) -> list[Replica]:
+        """Replicas that beat, then polled git (each reconciling what it owns)."""
+        made = [self.replica(name) for name in names]
+        for replica in made:
+            replica.daemon.membership.beat()
+            replica.daemon.poll()
+            replica.daemon.wait_idle()
+        return made
+
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
@@ -114,11 +123,7 @@ def test_each_runtime_is_worked_on_by_its_owner_only(world: World) -> None:
 
 
 def test_a_dead_members_runtimes_are_taken_over_after_its_lease(world: World) -> None:
-    one, two = world.replica("replica-a"), world.replica("replica-b")
-    for replica in (one, two):
-        replica.daemon.membership.beat()
-        replica.daemon.poll()
-        replica.daemon.wait_idle()
+    one, two = world.started("replica-a", "replica-b")
     theirs = set(two.daemon.targets())
     assert theirs  # replica-b owned some, then died without leaving
 
@@ -131,11 +136,7 @@ def test_a_dead_members_runtimes_are_taken_over_after_its_lease(world: World) ->
 
 
 def test_a_member_that_leaves_hands_its_runtimes_over_at_once(world: World) -> None:
-    one, two = world.replica("replica-a"), world.replica("replica-b")
-    for replica in (one, two):
-        replica.daemon.membership.beat()
-        replica.daemon.poll()
-        replica.daemon.wait_idle()
+    one, two = world.started("replica-a", "replica-b")
     assert set(one.daemon.targets()) != {"a", "b", "c"}
 
     two.daemon.membership.leave()
@@ -194,11 +195,7 @@ class _MemoryStore(SqliteStore):
 
 
 def test_members_lists_the_replicas_and_what_they_own(world: World) -> None:
-    one, two = world.replica("replica-a"), world.replica("replica-b")
-    for replica in (one, two):
-        replica.daemon.membership.beat()
-        replica.daemon.poll()
-        replica.daemon.wait_idle()
+    one, two = world.started("replica-a", "replica-b")
     state = ["--state", f"sqlite:///{world.root / 'state.db'}", "--lease", "100000h"]
 
     result = CliRunner().invoke(cli, ["members", *state])
@@ -229,11 +226,7 @@ def test_a_fenced_member_is_not_ready(world: World) -> None:
 
 
 def test_the_heartbeat_names_the_member_and_its_share_in_the_metrics(world: World) -> None:
-    one, two = world.replica("replica-a"), world.replica("replica-b")
-    for replica in (one, two):
-        replica.daemon.membership.beat()
-        replica.daemon.poll()
-        replica.daemon.wait_idle()
+    one, _ = world.started("replica-a", "replica-b")
 
     one.daemon.heartbeat()
     one.daemon.wait_idle()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -197,32 +197,22 @@ def _desired_bodies(config: ConfigRepo, name: str) -> list[dict[str, Any]]:
     return [dict(rendered.body) for rendered in Renderer(config).render(resolution)]
 
 
-@dataclass(slots=True)
-class _Plurals:
-    """The plural of each (group, kind) a manifest's CRDs define (kinds not served yet)."""
-
-    by_kind: dict[tuple[str, str], str] = field(default_factory=dict)
-
-    def add(self, crd: dict[str, Any]) -> None:
-        spec = crd.get("spec") or {}
-        names = spec.get("names") or {}
-        if spec.get("group") and names.get("kind") and names.get("plural"):
-            self.by_kind[(str(spec["group"]), str(names["kind"]))] = str(names["plural"])
-
-
 def _resources(bodies: Iterable[dict[str, Any]], cluster: Cluster) -> Iterable[tuple[str, str]]:
     """(group, resource) of every kind among ``bodies``: from discovery, else from the CRD in
     the same manifests (a kind not served until its module is installed)."""
+    from reconciler.core.objects import crd_kind
+
     bodies = list(bodies)
-    plurals = _Plurals()
-    for body in bodies:
-        if body.get("kind") == "CustomResourceDefinition":
-            plurals.add(body)
+    plurals = {
+        crd_kind(body): str(((body.get("spec") or {}).get("names") or {}).get("plural") or "")
+        for body in bodies
+        if body.get("kind") == "CustomResourceDefinition"
+    }
     for body in bodies:
         api_version, kind = str(body.get("apiVersion") or ""), str(body.get("kind") or "")
         group = api_version.rpartition("/")[0]
         info = cluster.kind_info(api_version, kind)
         if info is not None:
             yield info.group, info.plural
-        elif (group, kind) in plurals.by_kind:
-            yield group, plurals.by_kind[(group, kind)]
+        elif plurals.get((group, kind)):
+            yield group, plurals[(group, kind)]

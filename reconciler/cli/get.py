@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from reconciler.cli import exits
-from reconciler.cli.options import Duration, complete_runtime, state_option
+from reconciler.cli.options import Duration, runtimes_option, state_option
 from reconciler.cli.output import (
     Column,
     echo_document,
@@ -159,6 +159,8 @@ RUNTIME_COLUMNS = [
 
 def runtime_row(item: RuntimeItem, modules: Sequence[str], now: datetime) -> tuple[str, ...]:
     """A row of ``get runtimes``."""
+    from reconciler.operations.report import age_text
+
     status = item.status
     record = status.current if status is not None else None
     ready = sum(1 for m in record.modules if str(m.state) == "Ready") if record else 0
@@ -169,7 +171,7 @@ def runtime_row(item: RuntimeItem, modules: Sequence[str], now: datetime) -> tup
         record.reason if record else "-",
         f"{ready}/{len(modules)}",
         item.suspended or "-",
-        _age(now, record.updated) if record else "-",
+        age_text(now, record.updated) if record else "-",
         record.message if record else "not synced yet",
         item.channel or "-",
         ",".join(f"{k}={v}" for k, v in sorted(item.labels.items())) or "-",
@@ -192,6 +194,8 @@ def module_rows(
     items: Sequence[RuntimeItem], filters: Filters, now: datetime
 ) -> list[tuple[str, ...]]:
     """The rows of ``get modules``: each recorded module of each runtime kept by ``filters``."""
+    from reconciler.operations.report import age_text
+
     rows: list[tuple[str, ...]] = []
     for item in items:
         if item.status is None:
@@ -204,7 +208,7 @@ def module_rows(
                 continue
             state = str(module.state) if module.state else "Removed"
             version = module.version or "-"
-            age = _age(now, record.updated)
+            age = age_text(now, record.updated)
             rows.append(
                 (item.name, module.module, state, version, module.reason, age, module.message)
             )
@@ -221,12 +225,6 @@ def _module_json(row: tuple[str, ...]) -> dict[str, Any]:
         "reason": reason,
         "message": message,
     }
-
-
-def _age(now: datetime, then: datetime) -> str:
-    from reconciler.operations.report import age_text
-
-    return age_text(now, then)
 
 
 # -- watching ----------------------------------------------------------------------------------
@@ -396,13 +394,7 @@ def _repo_options(command: Callable[..., Any]) -> Callable[..., Any]:
                 "region=eu,tier!=ops, env in (prod,staging), key, !key.",
             ),
             click.option("--module", help="Only runtimes that run MODULE (its rows, for modules)."),
-            click.option(
-                "--runtime",
-                "runtime_names",
-                multiple=True,
-                shell_complete=complete_runtime,
-                help="Only this runtime (repeat for several).",
-            ),
+            runtimes_option,
         ]
     ):
         command = option(command)
@@ -497,13 +489,7 @@ def get_modules(
 
 
 @get.command("operations", epilog=exits.RECORDS.describe())
-@click.option(
-    "--runtime",
-    "runtime_names",
-    multiple=True,
-    shell_complete=complete_runtime,
-    help="Only this runtime's operations (repeat for several).",
-)
+@runtimes_option
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 @_common(OPERATION_STATES)
 def get_operations(

@@ -9,18 +9,15 @@ wins: ``resume`` lifts only the suspension made here.
 
 from __future__ import annotations
 
-import re
-
 import click
 
 from reconciler.cli import exits
 from reconciler.cli.options import state_option
-
-_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+from reconciler.core.model import is_runtime_name
 
 
 def _runtime_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    if _NAME.fullmatch(value) is None:
+    if not is_runtime_name(value):
         raise click.BadParameter(f"{value[:70]!r} is not a runtime name (a DNS-1123 label)")
     return value
 

@@ -7,6 +7,7 @@ here does I/O or knows about files beyond the source path kept for messages.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -18,6 +19,15 @@ API_VERSION = "reconciler.dev/v1alpha1"
 #: schemas/output/output.schema.json, docs/json-output.md.
 OUTPUT_API_VERSION = "reconciler.dev/v1"
 DEFAULT_SYSTEM_NAMESPACE = "reconciler-system"
+
+#: A runtime's name: a DNS-1123 label (what the Runtime schema asks of ``metadata.name``).
+_RUNTIME_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def is_runtime_name(text: str) -> bool:
+    """Whether ``text`` can name a runtime (a DNS-1123 label)."""
+    return _RUNTIME_NAME.fullmatch(text) is not None
+
 
 #: Labels and annotations put on every object we apply (DESIGN.md §3).
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"

@@ -28,7 +28,6 @@ import hashlib
 import hmac
 import json
 import logging
-import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -43,6 +42,7 @@ from waitress.task import ErrorTask
 from waitress.utilities import BadRequest
 
 from reconciler.core.head import head_text
+from reconciler.core.model import is_runtime_name
 from reconciler.daemon.service import Daemon, poll_now
 from reconciler.errors import AccessError
 
@@ -202,10 +202,7 @@ def _runtime_asked(query: str) -> str | None:
     names = parse_qs(query[:300]).get("runtime")
     if not names:
         return None
-    return names[0] if _RUNTIME_NAME.fullmatch(names[0]) else ""
-
-
-_RUNTIME_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+    return names[0] if is_runtime_name(names[0]) else ""
 
 
 def sync_now(daemon: Daemon, runtime: str | None = None) -> None:
