@@ -1,7 +1,8 @@
 """SIGKILL trials of the scenario of :mod:`tests.scenarios`, on files, in real processes.
 
 :func:`prepare` runs the scenario once without faults on a snapshot-file cluster
-(:class:`~reconciler.cluster.snapshot.SnapshotFileCluster`, saved after every change) and a
+(:class:`DurableCluster`: a snapshot file saved after every change, as a real API server keeps
+every write it answered) and a
 SQLite store file, keeping a copy of both at the start of every phase and counting the API calls
 each phase makes. :func:`trial` copies a phase's start, forks a child that does the phase's work
 (Runner and Engine, as ``reconciler sync`` does) and kills it with SIGKILL: at a chosen API call
@@ -22,7 +23,7 @@ import shutil
 import signal
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.cluster.snapshot import SnapshotFileCluster
+from reconciler.core.objects import ObjectRef
 from reconciler.operations.store import SqliteStore
 from tests.scenarios import (
     Clock,
@@ -62,12 +64,42 @@ class Start:
     seconds: float
 
 
+class DurableCluster(SnapshotFileCluster):
+    """A snapshot file that keeps every write at once, as a real API server does (the product's
+    snapshot cluster keeps them at each step's end): a kill after any call finds it there."""
+
+    def apply(
+        self,
+        body: Mapping[str, Any],
+        *,
+        field_manager: str,
+        force: bool = True,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Apply, then save."""
+        result = super().apply(body, field_manager=field_manager, force=force, dry_run=dry_run)
+        self.flush()
+        return result
+
+    def patch(self, ref: ObjectRef, merge_patch: Mapping[str, Any]) -> dict[str, Any]:
+        """Patch, then save."""
+        result = super().patch(ref, merge_patch)
+        self.flush()
+        return result
+
+    def delete(self, ref: ObjectRef, *, propagation: str = "Background") -> bool:
+        """Delete, then save."""
+        result = super().delete(ref, propagation=propagation)
+        self.flush()
+        return result
+
+
 def open_world(folder: Path, seed: int = 0, later: float = 0.0) -> World:
     """A world on the files of ``folder``; its clock ``later`` seconds after the saved one."""
     now = datetime.fromisoformat((folder / CLOCK_FILE).read_text(encoding="utf-8"))
     clock = Clock(now)
     clock.advance(later)
-    cluster = SnapshotFileCluster(folder / CLUSTER_FILE)
+    cluster = DurableCluster(folder / CLUSTER_FILE)
     return new_world(cluster, SqliteStore(folder / STORE_FILE), clock, seed)
 
 

@@ -177,6 +177,7 @@ def _killed_while_saving(path: Path, moment: str) -> bool:
             else:
                 Path.replace = before_rename  # type: ignore[assignment,method-assign]
             cluster.apply(_config_map("new"), field_manager="t")
+            cluster.flush()
         finally:
             os._exit(0)
     os.close(ready_w)

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from bench.generate_fleet import generate_fleet
 from reconciler.cli import cli
 from reconciler.cli.progress import Progress
+from reconciler.cluster.snapshot import load_snapshot
 from reconciler.operations.store import SqliteStore
 
 
@@ -106,9 +107,7 @@ def test_parallel_and_one_at_a_time_leave_the_same_clusters(fleet: Path, tmp_pat
 
 
 def _objects(path: Path) -> list[tuple[str, str, str]]:
-    import yaml
-
-    documents = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    documents = load_snapshot(path).objects()
     return sorted(
         (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]) for d in documents
     )

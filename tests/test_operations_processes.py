@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
+from reconciler.cluster.snapshot import load_snapshot
 
 ROOT = Path(__file__).parent.parent
 SAMPLE = ROOT / "sample-repo"
@@ -146,7 +146,7 @@ def _start(tmp: Path, plugins: Path | None, extra_env: dict[str, str]) -> subpro
 
 
 def _objects(path: Path) -> list[dict[str, Any]]:
-    objects = [o for o in yaml.safe_load_all(path.read_text()) if o]
+    objects = load_snapshot(path).snapshot()
     for body in objects:
         for name in SERVER_FIELDS:
             body["metadata"].pop(name, None)

@@ -10,11 +10,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import yaml
 from click.testing import CliRunner, Result
 
 from reconciler.cli import cli
 from reconciler.cluster.memory import InMemoryCluster
+from reconciler.cluster.snapshot import load_snapshot
 from reconciler.core.fielddiff import MASK, removed_owned_fields
 from reconciler.core.model import FIELD_MANAGER
 from reconciler.core.objects import ObjectRef
@@ -30,8 +30,8 @@ def _run(*args: str) -> Result:
 
 
 def _pod_spec(clusters: Path) -> dict[str, Any]:
-    for body in yaml.safe_load_all((clusters / "prod-eu-1.yaml").read_text()):
-        if body and ObjectRef.of(body) == DEPLOYMENT:
+    for body in load_snapshot(clusters / "prod-eu-1.yaml").objects():
+        if ObjectRef.of(body) == DEPLOYMENT:
             spec: dict[str, Any] = body["spec"]["template"]["spec"]
             return spec
     raise AssertionError("no operator Deployment in the snapshot")

@@ -3,9 +3,8 @@ live state, read with one list per kind and nothing written."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-
-import yaml
 
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.lifecycle.executor import Lifecycle, live_state, sync_runtime
@@ -24,9 +23,9 @@ def _fleet(tmp_path: Path) -> Fleet:
 def test_tree_shows_each_module_and_the_live_state_of_its_objects(tmp_path: Path) -> None:
     fleet = _fleet(tmp_path)
     snapshot = fleet.clusters / "prod-eu-1.yaml"
-    objects = [o for o in yaml.safe_load_all(snapshot.read_text()) if o]
-    kept = [o for o in objects if o["metadata"]["name"] != "serverless-operator-metrics"]
-    snapshot.write_text(yaml.safe_dump_all(kept))  # someone deleted a Service by hand
+    listed = json.loads(snapshot.read_text())  # a v1 List, as kubectl get -o json prints
+    kept = [o for o in listed["items"] if o["metadata"]["name"] != "serverless-operator-metrics"]
+    snapshot.write_text(json.dumps({**listed, "items": kept}))  # someone deleted a Service
 
     text = fleet.run("tree", "prod-eu-1", str(fleet.repo), "--snapshot", f"{fleet.clusters}/")
 

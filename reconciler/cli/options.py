@@ -127,9 +127,9 @@ max_size_option = click.option(
 snapshot_option = click.option(
     "--snapshot",
     type=click.Path(),
-    help="Use a recorded cluster instead of a live one: a YAML file of objects (one runtime) or "
-    "a folder of <runtime>.yaml files (an existing folder, or a path ending in /). sync writes "
-    "the result back (not with --dry-run).",
+    help="Use a recorded cluster instead of a live one: a YAML or JSON file of objects (one "
+    "runtime) or a folder of <runtime>.yaml files (an existing folder, or a path ending in /). "
+    "sync writes the result back as a JSON List (not with --dry-run).",
 )
 kubeconfig_dir_option = click.option(
     "--kubeconfig-dir",

@@ -120,6 +120,22 @@ class EventSink(Protocol):
         """Create the Event, reported by ``component``; never raises for a refused Event."""
 
 
+@runtime_checkable
+class Buffered(Protocol):
+    """A cluster that keeps its writes in memory until flushed (a snapshot file). The engine
+    flushes after every step attempt, so the state store never records a step whose writes the
+    cluster could still lose."""
+
+    def flush(self) -> None:
+        """Make every write so far durable."""
+
+
+def flush_writes(cluster: object) -> None:
+    """Flush ``cluster`` when it buffers its writes; nothing for a live API server."""
+    if isinstance(cluster, Buffered):
+        cluster.flush()
+
+
 class Cluster(Protocol):
     """A Kubernetes API server, as the product needs it."""
 

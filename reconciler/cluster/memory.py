@@ -124,7 +124,7 @@ class InMemoryCluster:
         self.writes = 0
         self.calls: dict[str, int] = {}
         self._objects: dict[tuple[str, str, str, str], _Stored] = {}
-        #: Each object's part of :meth:`snapshot_text`, kept while the object is unchanged.
+        #: Each object's part of :meth:`snapshot_parts`, kept while the object is unchanged.
         self._texts: dict[tuple[str, str, str, str], tuple[_Stored, Any, str]] = {}
         self._kinds: dict[tuple[str, str], KindInfo] = {(k.group, k.kind): k for k in BUILTIN_KINDS}
         self._resource_version = 0
@@ -299,10 +299,10 @@ class InMemoryCluster:
         """Every object with its field owners in ``metadata.managedFields``."""
         return [_with_managed_fields(s) for _, s in sorted(self._objects.items())]
 
-    def snapshot_text(self, dump: Callable[[Body], str]) -> str:
-        """:meth:`snapshot` as one text, each object's part made by ``dump`` and kept until the
-        object changes (a new stored object or resource version): a snapshot saved after every
-        write costs the objects that write changed, not the whole cluster again."""
+    def snapshot_parts(self, dump: Callable[[Body], str]) -> list[str]:
+        """:meth:`snapshot` as texts, each object's made by ``dump`` and kept until the object
+        changes (a new stored object or resource version): a snapshot saved after every write
+        costs the objects that write changed, not the whole cluster again."""
         parts: list[str] = []
         kept: dict[tuple[str, str, str, str], tuple[_Stored, Any, str]] = {}
         for key, stored in sorted(self._objects.items()):
@@ -313,7 +313,7 @@ class InMemoryCluster:
             kept[key] = cached
             parts.append(cached[2])
         self._texts = kept
-        return "".join(parts)
+        return parts
 
     def load(self, objects: Sequence[Mapping[str, Any]]) -> None:
         """Add objects from a snapshot: CRDs and Namespaces first, as an API server needs."""

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.cluster.api import Cluster, EventSink, KindInfo, ObjectEvent
+from reconciler.cluster.api import Cluster, EventSink, KindInfo, ObjectEvent, flush_writes
 from reconciler.core.objects import Body, ObjectRef
 from reconciler.core.sharding import assign
 from reconciler.errors import FencedError, ReconcilerError
@@ -200,6 +200,11 @@ class FencedCluster:
     def served_kinds(self) -> list[KindInfo]:
         """See :meth:`Cluster.served_kinds`."""
         return self.cluster.served_kinds()
+
+    def flush(self) -> None:
+        """See :meth:`Buffered.flush`: writes the fence let through are kept, as a real API
+        server keeps what it answered."""
+        flush_writes(self.cluster)
 
     def record_event(self, event: ObjectEvent, *, component: str) -> None:
         """See :meth:`EventSink.record_event`: fenced; nothing when the cluster keeps none."""

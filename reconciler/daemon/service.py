@@ -529,7 +529,13 @@ class Daemon:
                 if newer_commit:
                     self._again.add(runtime)
                 return running
-            future = self._pool.submit(self._reconcile, runtime)
+            try:
+                future = self._pool.submit(self._reconcile, runtime)
+            except RuntimeError:  # the pool is shutting down: the next start reconciles it
+                log.info("runtime %s: not started, stopping", runtime)
+                stopped: Future[None] = Future()
+                stopped.cancel()
+                return stopped
             self._running[runtime] = future
             return future
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from importlib.metadata import entry_points
 
+from reconciler.cluster.api import flush_writes
 from reconciler.core.head import Head
 from reconciler.errors import FencedError, PermanentError, TransientError
 from reconciler.operations.crash import Crash, errored
@@ -277,6 +278,8 @@ class Engine:
             result = StepResult(error=str(error))
         except Exception as error:  # the crash barrier: a bug fails this operation, not the process
             result = self._crashed(operation, record, error)
+        finally:
+            flush_writes(context.cluster)  # before the store records the step's end
         record.message = result.error or result.message
         return result
 

@@ -277,6 +277,9 @@ class SqliteStore:
         self._db.row_factory = sqlite3.Row
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
+            # a commit is kept across a process crash without an fsync; only a power loss may
+            # take back the last commits (never corrupt): every step is safe to run again (O4)
+            self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
         except sqlite3.DatabaseError as error:
