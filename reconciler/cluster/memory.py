@@ -315,8 +315,9 @@ class InMemoryCluster:
         self._texts = kept
         return parts
 
-    def load(self, objects: Sequence[Mapping[str, Any]]) -> None:
-        """Add objects from a snapshot: CRDs and Namespaces first, as an API server needs."""
+    def load(self, objects: Sequence[Mapping[str, Any]], *, owned: bool = False) -> None:
+        """Add objects from a snapshot: CRDs and Namespaces first, as an API server needs.
+        ``owned``: the bodies are the cluster's to keep (just parsed), not copied."""
         ordered: list[Mapping[str, Any]] = sorted(
             objects,
             key=lambda o: (
@@ -325,7 +326,7 @@ class InMemoryCluster:
             ),
         )
         for body in ordered:
-            self._load_one(body)
+            self._load_one(dict(body) if owned else copy.deepcopy(dict(body)))
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -475,8 +476,7 @@ class InMemoryCluster:
     def _now(self) -> str:
         return self.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    def _load_one(self, body: Mapping[str, Any]) -> None:
-        data = copy.deepcopy(dict(body))
+    def _load_one(self, data: dict[str, Any]) -> None:
         metadata = data["metadata"] = data.get("metadata") or {}
         managed = metadata.pop("managedFields", None) or []
         owners = {str(e["manager"]): _paths_of_fields(e.get("fieldsV1") or {}) for e in managed}

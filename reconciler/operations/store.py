@@ -349,7 +349,7 @@ class SqliteStore:
                     operation.owner,
                     _iso(operation.lease_until),
                     operation.retrigger_of,
-                    encode_data(operation.data),
+                    data_text(operation),
                 ),
             )
             db.execute("DELETE FROM steps WHERE operation_id = ?", (operation.id,))
@@ -622,6 +622,30 @@ def next_beat(last: Member | None, name: str, now: datetime, lease: timedelta) -
 def _member(row: Any) -> Member:
     heartbeat, started = _since(row["heartbeat"]), _since(row["started"])
     return Member(row["name"], int(row["epoch"]), heartbeat, started)
+
+
+class _DataTexts:
+    """:func:`encode_data` of each unfinished operation's data, kept while the data is the same
+    object (:class:`OperationData` is frozen; steps replace it): the engine saves an operation
+    after every step, and its data changes at few of them."""
+
+    def __init__(self) -> None:
+        self._texts: dict[str, tuple[OperationData, str]] = {}
+
+    def of(self, operation: Operation) -> str:
+        """The JSON text of ``operation``'s data."""
+        kept = self._texts.get(operation.id)
+        data = operation.data
+        text = kept[1] if kept is not None and kept[0] is data else encode_data(data)
+        if operation.finished:
+            self._texts.pop(operation.id, None)
+        else:
+            self._texts[operation.id] = (data, text)
+        return text
+
+
+#: Shared by the stores of a process (an operation is saved to one store).
+data_text = _DataTexts().of
 
 
 def encode_data(data: OperationData) -> str:

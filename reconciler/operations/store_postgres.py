@@ -50,9 +50,9 @@ from reconciler.operations.model import (
 )
 from reconciler.operations.store import (
     SCHEMA_VERSION,
+    data_text,
     decode_data,
     decode_modules,
-    encode_data,
     encode_modules,
     next_beat,
 )
@@ -508,7 +508,7 @@ def _operation_row(operation: Operation) -> tuple[object, ...]:
         *(operation.id, operation.runtime, str(operation.type), str(operation.state)),
         *(_utc(operation.created), _utc(operation.updated), _utc(operation.deadline)),
         *(head_text(operation.commit), operation.message, operation.owner),
-        *(_utc(operation.lease_until), operation.retrigger_of, encode_data(operation.data)),
+        *(_utc(operation.lease_until), operation.retrigger_of, data_text(operation)),
     )
 
 

@@ -230,6 +230,22 @@ def test_saving_again_replaces_the_stages_and_steps(backend: Backend) -> None:
     assert len(store.operations()) == 1
 
 
+def test_each_save_keeps_the_data_of_that_moment(backend: Backend) -> None:
+    """The JSON of an operation's data is kept between saves while the data object is the same
+    (the engine saves after every step); a step that replaces it is saved with the new data."""
+    store = backend.open()
+    operation = _full_operation()
+    store.save(operation)
+    store.save(operation)
+
+    operation.data = replace(operation.data, blocking="something else", inventories_left=())
+    store.save(operation)
+
+    loaded = backend.open().get(operation.id)
+    assert loaded is not None
+    assert (loaded.state, loaded.data) == (operation.state, operation.data)
+
+
 def test_an_unknown_or_ambiguous_prefix_finds_nothing(backend: Backend) -> None:
     store = backend.open()
     store.save(_operation("abc1"))
