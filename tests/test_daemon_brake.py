@@ -161,7 +161,7 @@ def test_a_commit_the_daemon_died_reading_twice_is_refused_by_id(world: World) -
     crashing = world.fleet.commit("a commit that kills the parser", {"fleet/runtimes/c.yaml": None})
     store = SqliteStore(world.root / "state.db")
     record = CommitRecord(Head(crashing), CommitVerdict.READING, datetime.now(UTC), attempts=2)
-    store.put_commit(record)
+    store.decide_commit(record)
 
     started = world.daemon()
     assert not _poll(started)

@@ -59,7 +59,7 @@ from reconciler.operations.model import (
     operation_limits,
 )
 from reconciler.operations.runner import Connect, Runner, deployed
-from reconciler.operations.store import StateStore, load_statuses
+from reconciler.operations.store import ALLOWED_DELETIONS, StateStore, load_statuses
 from reconciler.source.git import Revision, redact
 from reconciler.source.loader import ChannelsRepository, ReadOptions, channels_repository, load_repo
 
@@ -198,13 +198,17 @@ class Daemon:
     # -- polling ---------------------------------------------------------------------------------
 
     def poll(self) -> bool:
-        """One poll; True when a new commit was accepted and the fleet reconciled."""
+        """One poll; True when a new commit was put in force here (accepted by this replica or,
+        seen in git, by another) and the runtimes it changes were submitted."""
         with self._poll_lock:
             return self._poll()
 
     def _poll(self) -> bool:
         now = self.clock()
         self.state.last_poll = now
+        # the commit in force, read before asking git: accepting another one is a compare-and-set
+        # on it, so a replica whose git is behind another's never moves the fleet back
+        in_force = self.store.last_accepted()
         try:
             config = self.source.check()  # the config repo first: a revert needs nothing else
         except ReconcilerError as error:
@@ -218,27 +222,26 @@ class Daemon:
                 error,
             )
             self.metrics.poll(ok=False)
+            self._follow(in_force)
             return False
         self.state.error = ""
         self.state.last_success = now
         self.metrics.poll(ok=True, now=now)
         head = self._head(config)
-        if head == self.state.commit:
+        if head in (self.state.commit, in_force.commit if in_force else None):
             self._update_lag(head)
-            return False
+            return self._follow(in_force)
         earlier = self.store.commit(head)
         if earlier is not None and self._still_stands(head, earlier):
-            self._restore_last_good()
             self._update_lag(head)
+            self._follow(in_force)  # the last one accepted stays in force (S3)
             return False
         self.state.pending_since = self.state.pending_since or now
-        accepted = self._consider(head, earlier)
-        if not accepted:
-            self._restore_last_good()
-        return accepted
+        return self._consider(head, earlier, in_force)
 
     def _still_stands(self, head: Head, earlier: CommitRecord) -> bool:
-        """A refused commit stays refused, a held one held until allowed (across restarts)."""
+        """A refused commit stays refused, a held one held until allowed (across restarts and
+        replicas: the verdict any of them recorded first)."""
         if earlier.verdict is CommitVerdict.REFUSED:
             self.state.refused = earlier.detail
             return True
@@ -248,42 +251,52 @@ class Daemon:
             return True
         return False
 
-    def _restore_last_good(self) -> None:
-        """After a start, the commit accepted last stays in force while the newest is refused
-        or held (S3): runtimes keep being reconciled against it."""
-        last = self.store.last_accepted()
-        if self.state.repo is not None or last is None:
-            return
+    def follow_store(self) -> bool:
+        """Take up the commit in force in the store when another replica moved it (before a
+        reconcile: every replica works on the same commit); whether it changed here."""
+        in_force = self.store.last_accepted()
+        if in_force is None or in_force.commit == self.state.commit:
+            return False
+        with self._poll_lock:
+            return self._follow(self.store.last_accepted())
+
+    def _follow(self, in_force: CommitRecord | None) -> bool:
+        """Put ``in_force`` (the store's commit in force, accepted by this replica or another)
+        in force here when it is not yet; whether it changed. The newest commit may be refused
+        or held meanwhile (S3): runtimes keep being reconciled against the one in force."""
+        if in_force is None or in_force.commit == self.state.commit:
+            return False
+        head = in_force.commit
         try:
-            revision = self.source.revision(last.commit.config)
-            options, _ = self._read_options(revision, last.commit)
+            revision = self.source.revision(head.config)
+            options, _ = self._read_options(revision, head)
             validation = load_repo(self.source.path or ".", options, tree=revision.tree)
         except ReconcilerError as error:
             log.warning(
-                "cannot read the last accepted commit %s (%s): %s",
-                last.commit.shown,
-                _cause(error),
-                error,
+                "cannot read the commit in force %s (%s): %s", head.shown, _cause(error), error
             )
-            return
-        if validation.repo is not None:
-            refused, held = self.state.refused, self.state.held
-            self._accept(last.commit, validation.repo)
-            self.state.refused, self.state.held = refused, held
-            self.metrics.held(held is not None)
+            return False
+        if validation.repo is None:
+            log.warning("the commit in force %s does not load here", head.shown)
+            return False
+        self._take(head, validation.repo)
+        return True
 
     def _allowed(self, head: Head) -> bool:
         wanted = self.options.allow_deletions
         return len(wanted) >= 7 and head.text.startswith(wanted)
 
-    def _consider(self, head: Head, earlier: CommitRecord | None) -> bool:
-        attempts = (
-            earlier.attempts + 1 if earlier and earlier.verdict is CommitVerdict.READING else 1
-        )
-        if attempts > MAX_READ_ATTEMPTS:
-            self._refuse_unreadable(head, "the daemon stopped twice while reading it")
-            return False
-        self._record(head, CommitVerdict.READING, attempts=attempts)
+    def _consider(
+        self, head: Head, earlier: CommitRecord | None, in_force: CommitRecord | None
+    ) -> bool:
+        if earlier is None or earlier.verdict is CommitVerdict.READING:  # not decided yet
+            attempts = self._read_attempts(earlier)
+            if attempts > MAX_READ_ATTEMPTS:
+                return self._refuse_unreadable(head, "the daemon stopped twice while reading it")
+            reading = {"reader": self.membership.name}
+            standing = self._record(head, CommitVerdict.READING, detail=reading, attempts=attempts)
+            if standing.verdict is not CommitVerdict.READING:  # another replica decided first
+                return self._adopt(head, standing)
         try:
             revision = self.source.revision(head.config)
             options, head = self._read_options(revision, head)
@@ -291,25 +304,43 @@ class Daemon:
         except TransientError as error:
             self.state.error = str(error)
             log.warning("cannot read commit %s (%s): %s", head.shown, _cause(error), error)
+            self._follow(in_force)
             return False
         except PermanentError as error:
-            self._refuse_unreadable(head, str(error))
-            return False
+            return self._refuse_unreadable(head, str(error))
         except Exception as error:
-            self._refuse_unreadable(head, f"internal error: {type(error).__name__}: {error}")
-            return False
+            return self._refuse_unreadable(head, f"internal error: {type(error).__name__}: {error}")
         if validation.repo is None:
-            self._refuse(head, validation.diagnostics)
-            return False
+            return self._refuse(head, validation.diagnostics)
         if earlier is not None and earlier.verdict is CommitVerdict.ACCEPTED:
-            self._accept(head, validation.repo)  # judged before this start: not again
-            return True
+            return self._accept(head, validation.repo, in_force)  # judged before: not again
         verdict = self._brake(head, validation.repo)
         if verdict.held:
-            self._hold(head, verdict)
-            return False
-        self._accept(head, validation.repo)
-        return True
+            return self._hold(head, verdict)
+        return self._accept(head, validation.repo, in_force)
+
+    def _read_attempts(self, earlier: CommitRecord | None) -> int:
+        """This read's number: one more than a READING record of this replica's or of one that
+        is gone (it stopped while reading); another live replica reading it is no crash."""
+        if earlier is None:
+            return 1
+        reader = str(earlier.detail.get("reader", ""))
+        crashed = reader in ("", self.membership.name) or not self.membership.alive(reader)
+        return earlier.attempts + 1 if crashed else max(earlier.attempts, 1)
+
+    def _adopt(self, head: Head, standing: CommitRecord) -> bool:
+        """Act on the verdict another replica recorded on ``head`` first."""
+        if standing.verdict is CommitVerdict.ACCEPTED:
+            return self._follow(self.store.last_accepted())
+        if standing.verdict is CommitVerdict.REFUSED:
+            self.state.refused = standing.detail
+            self.metrics.commit_refused()
+        elif standing.verdict is CommitVerdict.HELD:
+            self.state.held = standing.detail
+            self.metrics.held(True)
+        self._update_lag(head)
+        self._follow(self.store.last_accepted())
+        return False
 
     def _record(
         self,
@@ -318,11 +349,13 @@ class Daemon:
         message: str = "",
         detail: dict[str, Any] | None = None,
         attempts: int = 0,
-    ) -> None:
+    ) -> CommitRecord:
+        """Record a verdict other than ACCEPTED; the one that stands (another replica's when it
+        decided first)."""
         record = CommitRecord(head, verdict, self.clock(), message, detail or {}, attempts)
-        self.store.put_commit(record)
+        return self.store.decide_commit(record)
 
-    def _hold(self, head: Head, verdict: Verdict) -> None:
+    def _hold(self, head: Head, verdict: Verdict) -> bool:
         deletions = verdict.deletions
         message = f"{verdict.message}; for this commit only: --allow-deletions {head.shown}"
         detail: dict[str, Any] = {
@@ -334,19 +367,18 @@ class Daemon:
             "crds": list(deletions.crds),
             "message": message,
         }
-        self.state.held = detail
-        self.metrics.held(True)
-        self._record(head, CommitVerdict.HELD, message, detail)
-        log.warning("commit %s held: %s", head.shown, message)
-        self._update_lag(head)
+        standing = self._record(head, CommitVerdict.HELD, message, detail)
+        if standing.verdict is CommitVerdict.HELD:
+            log.warning("commit %s held: %s", head.shown, standing.message)
+        return self._adopt(head, standing)
 
-    def _refuse_unreadable(self, head: Head, reason: str) -> None:
+    def _refuse_unreadable(self, head: Head, reason: str) -> bool:
         message = f"commit {head.shown} refused: {reason}; still on {_shown(self.state.commit)}"
-        self.state.refused = {"commit": head.text, "errors": [], "message": message}
-        self._record(head, CommitVerdict.REFUSED, message, self.state.refused)
-        self.metrics.commit_refused()
-        log.error("%s", message)
-        self._update_lag(head)
+        refused = {"commit": head.text, "errors": [], "message": message}
+        standing = self._record(head, CommitVerdict.REFUSED, message, refused)
+        if standing.verdict is CommitVerdict.REFUSED:
+            log.error("%s", standing.message)
+        return self._adopt(head, standing)
 
     def _read_options(self, revision: Revision, head: Head) -> tuple[ReadOptions, Head]:
         """With ``channelsFrom.git``, the channels come from that repository's commit; the
@@ -418,27 +450,48 @@ class Daemon:
             return Head(config)
         return Head(config, self._channels_commit(self.channels) or None)
 
-    def _refuse(self, head: Head, diagnostics: tuple[Diagnostic, ...]) -> None:
-        self.state.refused = {
+    def _refuse(self, head: Head, diagnostics: tuple[Diagnostic, ...]) -> bool:
+        refused: dict[str, Any] = {
             "commit": head.text,
             "errors": [d.to_json() for d in diagnostics],
             "message": f"commit {head.shown} refused: {len(diagnostics)} error(s); "
             f"still on {_shown(self.state.commit)}",
         }
-        self._record(head, CommitVerdict.REFUSED, self.state.refused["message"], self.state.refused)
-        self.metrics.commit_refused()
-        for diagnostic in diagnostics:
-            log.error("commit %s refused: %s", head.shown, diagnostic.format())
-        self._update_lag(head)
+        message = str(refused["message"])
+        standing = self._record(head, CommitVerdict.REFUSED, message, refused)
+        if standing.verdict is CommitVerdict.REFUSED:
+            for diagnostic in diagnostics:
+                log.error("commit %s refused: %s", head.shown, diagnostic.format())
+        return self._adopt(head, standing)
 
-    def _accept(self, head: Head, repo: ConfigRepo) -> None:
-        log.info("commit %s accepted (was %s)", head.shown, _shown(self.state.commit))
-        previous = self.state.repo
-        self.state.commit, self.state.repo = head, repo
+    def _accept(self, head: Head, repo: ConfigRepo, in_force: CommitRecord | None) -> bool:
+        """Make ``head`` the commit in force, in the store (if no other replica moved it since
+        ``in_force`` was read) and here; else take up the one the store has."""
+        expected = in_force.commit if in_force is not None else None
+        allowed = {ALLOWED_DELETIONS: self.options.allow_deletions} if self._allowed(head) else {}
+        record = CommitRecord(head, CommitVerdict.ACCEPTED, self.clock(), detail=allowed)
+        now_in_force = self.store.accept_commit(record, expected)
+        if now_in_force is None or now_in_force.commit != head:
+            standing = self.store.commit(head)
+            if standing is not None and standing.verdict is not CommitVerdict.ACCEPTED:
+                return self._adopt(head, standing)  # another replica held or refused it first
+            log.info(
+                "commit %s not taken up: another replica put %s in force meanwhile",
+                head.shown,
+                now_in_force.commit.shown if now_in_force else "nothing",
+            )
+            return self._follow(now_in_force)
         self.state.refused = self.state.held = None
         self.state.pending_since = None
         self.metrics.held(False)
-        self._record(head, CommitVerdict.ACCEPTED)
+        self._take(head, repo)
+        return True
+
+    def _take(self, head: Head, repo: ConfigRepo) -> None:
+        """Put ``head`` in force here and reconcile the runtimes it changes."""
+        log.info("commit %s in force (was %s)", head.shown, _shown(self.state.commit))
+        previous = self.state.repo
+        self.state.commit, self.state.repo = head, repo
         self._update_lag(head)
         self._reschedule()
         if previous is None:
@@ -587,6 +640,7 @@ class Daemon:
 
     def reconcile(self, runtime: str) -> Operation | None:
         """Run (or resume) ``runtime``'s operation once; schedule a retry if it waits."""
+        self.follow_store()  # the commit in force for every replica, not only this one's git
         repo = self.state.repo
         member = self.membership.fresh()
         if repo is None or member is None or runtime not in self.membership.mine(self.fleet()):

@@ -189,8 +189,16 @@ class StateStore(Protocol):
     def record_access(self, runtime: str, access: str) -> None:
         """Remember where ``runtime`` was synced (see :attr:`RuntimeRecord.access`)."""
 
-    def put_commit(self, record: CommitRecord) -> None:
-        """Record the daemon's verdict on a commit."""
+    def decide_commit(self, record: CommitRecord) -> CommitRecord:
+        """Record a verdict on a commit other than ACCEPTED (READING, REFUSED, HELD) unless one
+        that may not be replaced stands (:func:`may_replace`); the record that stands. Replicas
+        judging the same commit at once end with one verdict, the first one written."""
+
+    def accept_commit(self, record: CommitRecord, expected: Head | None) -> CommitRecord | None:
+        """Make ``record``'s commit (ACCEPTED) the one in force, if the one in force is still
+        ``expected`` (``None``: none yet) and its verdict may become ACCEPTED; in one
+        transaction (compare-and-set). The commit in force afterwards: a replica whose git is
+        behind another's learns the newer one instead of moving the fleet back."""
 
     def commit(self, commit: Head) -> CommitRecord | None:
         """The verdict on ``commit``, if one was recorded."""
@@ -540,21 +548,55 @@ class SqliteStore:
 
     # -- commits ---------------------------------------------------------------------------------
 
-    def put_commit(self, record: CommitRecord) -> None:
+    def decide_commit(self, record: CommitRecord) -> CommitRecord:
         """See :class:`StateStore`."""
         with self._transaction() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO commits (commit_id, verdict, decided, message, detail, "
-                "attempts) VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    record.commit.text,
-                    str(record.verdict),
-                    _iso(record.decided),
-                    record.message,
-                    json.dumps(record.detail, sort_keys=True),
-                    record.attempts,
-                ),
-            )
+            standing = self._commit_in(db, record.commit)
+            if standing is not None and not may_replace(standing, record):
+                return standing
+            self._write_commit(db, record)
+            return record
+
+    def accept_commit(self, record: CommitRecord, expected: Head | None) -> CommitRecord | None:
+        """See :class:`StateStore`."""
+        with self._transaction() as db:
+            current = self._last_accepted_in(db)
+            standing = self._commit_in(db, record.commit)
+            moved = (current.commit if current else None) == expected
+            if not moved or (standing is not None and not may_replace(standing, record)):
+                return current
+            self._write_commit(db, record)
+            return record
+
+    @staticmethod
+    def _commit_in(db: sqlite3.Connection, commit: Head) -> CommitRecord | None:
+        row = db.execute("SELECT * FROM commits WHERE commit_id = ?", (commit.text,)).fetchone()
+        return _commit(row) if row is not None else None
+
+    @staticmethod
+    def _last_accepted_in(db: sqlite3.Connection) -> CommitRecord | None:
+        row = db.execute(
+            "SELECT * FROM commits WHERE verdict = ? ORDER BY decided DESC, rowid DESC LIMIT 1",
+            (str(CommitVerdict.ACCEPTED),),
+        ).fetchone()
+        return _commit(row) if row is not None else None
+
+    @staticmethod
+    def _write_commit(db: sqlite3.Connection, record: CommitRecord) -> None:
+        """The verdict, as the newest row (the last accepted is the newest by time, then row)."""
+        db.execute("DELETE FROM commits WHERE commit_id = ?", (record.commit.text,))
+        db.execute(
+            "INSERT INTO commits (commit_id, verdict, decided, message, detail, attempts) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                record.commit.text,
+                str(record.verdict),
+                _iso(record.decided),
+                record.message,
+                json.dumps(record.detail, sort_keys=True),
+                record.attempts,
+            ),
+        )
 
     def commit(self, commit: Head) -> CommitRecord | None:
         """See :class:`StateStore`."""
@@ -563,11 +605,8 @@ class SqliteStore:
 
     def last_accepted(self) -> CommitRecord | None:
         """See :class:`StateStore`."""
-        rows = self._query(
-            "SELECT * FROM commits WHERE verdict = ? ORDER BY decided DESC, rowid DESC LIMIT 1",
-            (str(CommitVerdict.ACCEPTED),),
-        )
-        return _commit(rows[0]) if rows else None
+        with self._lock:
+            return self._last_accepted_in(self._db)
 
     def suspend(self, suspension: Suspension) -> None:
         """See :class:`StateStore`."""
@@ -609,6 +648,23 @@ class SqliteStore:
         """See :class:`StateStore`."""
         with self._transaction() as db:
             db.execute("DELETE FROM members WHERE name = ?", (name,))
+
+
+#: In an ACCEPTED record's detail: the ``--allow-deletions`` that let a held commit through.
+ALLOWED_DELETIONS = "allowedDeletions"
+
+
+def may_replace(standing: CommitRecord | None, new: CommitRecord) -> bool:
+    """Whether ``new`` may replace ``standing``, the verdict recorded on the same commit: a
+    verdict is decided once. READING (a daemon reading it) gives way to anything; HELD to
+    ACCEPTED only when ``--allow-deletions`` named it (the record says so under
+    :data:`ALLOWED_DELETIONS`); ACCEPTED to ACCEPTED (in force again after a revert)."""
+    if standing is None or standing.verdict is CommitVerdict.READING:
+        return True
+    if new.verdict is CommitVerdict.ACCEPTED and standing.verdict is CommitVerdict.HELD:
+        return bool(new.detail.get(ALLOWED_DELETIONS))  # not a replica that judged without
+    accepted = CommitVerdict.ACCEPTED
+    return new.verdict is accepted and standing.verdict is accepted
 
 
 def next_beat(last: Member | None, name: str, now: datetime, lease: timedelta) -> Member:

@@ -54,6 +54,7 @@ from reconciler.operations.store import (
     decode_data,
     decode_modules,
     encode_modules,
+    may_replace,
     next_beat,
 )
 
@@ -61,6 +62,8 @@ from reconciler.operations.store import (
 CONNECT_TIMEOUT = 10
 #: Advisory lock keys: one for migrations; claims lock (CLAIM_LOCK, hashtext(runtime)).
 MIGRATION_LOCK = 0x7265636F6E63
+#: Held while a verdict on a commit is decided (one decision at a time, across replicas).
+COMMITS_LOCK = 0x7265636F6E64
 CLAIM_LOCK = 0x72636C6D
 IN_PROGRESS = str(OperationState.IN_PROGRESS)
 FIX = (
@@ -421,20 +424,28 @@ class PostgresStore:
 
     # -- commits ---------------------------------------------------------------------------------
 
-    def put_commit(self, record: CommitRecord) -> None:
-        """See :class:`~reconciler.operations.store.StateStore`. Replaces an earlier verdict on
-        the commit, which then counts as the newest (as SQLite's INSERT OR REPLACE does)."""
+    def decide_commit(self, record: CommitRecord) -> CommitRecord:
+        """See :class:`~reconciler.operations.store.StateStore`: serialised by an advisory lock
+        held to the end of the transaction (a row lock cannot lock a row not written yet)."""
         with self._transaction() as cursor:
-            cursor.execute("DELETE FROM commits WHERE commit_id = %s", (record.commit.text,))
-            cursor.execute(
-                "INSERT INTO commits (commit_id, verdict, decided, message, detail, attempts) "
-                "VALUES (%s, %s, %s, %s, %s, %s)",
-                (
-                    *(record.commit.text, str(record.verdict), _utc(record.decided)),
-                    record.message,
-                    *(json.dumps(record.detail, sort_keys=True), record.attempts),
-                ),
-            )
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (COMMITS_LOCK,))
+            standing = _commit_in(cursor, record.commit)
+            if standing is not None and not may_replace(standing, record):
+                return standing
+            _write_commit(cursor, record)
+            return record
+
+    def accept_commit(self, record: CommitRecord, expected: Head | None) -> CommitRecord | None:
+        """See :class:`~reconciler.operations.store.StateStore`."""
+        with self._transaction() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (COMMITS_LOCK,))
+            current = _last_accepted_in(cursor)
+            standing = _commit_in(cursor, record.commit)
+            moved = (current.commit if current else None) == expected
+            if not moved or (standing is not None and not may_replace(standing, record)):
+                return current
+            _write_commit(cursor, record)
+            return record
 
     def commit(self, commit: Head) -> CommitRecord | None:
         """See :class:`~reconciler.operations.store.StateStore`."""
@@ -443,11 +454,8 @@ class PostgresStore:
 
     def last_accepted(self) -> CommitRecord | None:
         """See :class:`~reconciler.operations.store.StateStore`."""
-        rows = self._query(
-            "SELECT * FROM commits WHERE verdict = %s ORDER BY decided DESC, seq DESC LIMIT 1",
-            (str(CommitVerdict.ACCEPTED),),
-        )
-        return _commit(rows[0]) if rows else None
+        with self._transaction() as cursor:
+            return _last_accepted_in(cursor)
 
     def suspend(self, suspension: Suspension) -> None:
         """See :class:`~reconciler.operations.store.StateStore`."""
@@ -576,6 +584,33 @@ def _runtime(row: DictRow) -> RuntimeRecord:
         row["updated"].astimezone(UTC),
         decode_modules(row["modules"]),
         row["access"],
+    )
+
+
+def _commit_in(cursor: Cursor, commit: Head) -> CommitRecord | None:
+    row = cursor.execute("SELECT * FROM commits WHERE commit_id = %s", (commit.text,)).fetchone()
+    return _commit(row) if row is not None else None
+
+
+def _last_accepted_in(cursor: Cursor) -> CommitRecord | None:
+    row = cursor.execute(
+        "SELECT * FROM commits WHERE verdict = %s ORDER BY decided DESC, seq DESC LIMIT 1",
+        (str(CommitVerdict.ACCEPTED),),
+    ).fetchone()
+    return _commit(row) if row is not None else None
+
+
+def _write_commit(cursor: Cursor, record: CommitRecord) -> None:
+    """The verdict, as the newest row (the last accepted is the newest by time, then row)."""
+    cursor.execute("DELETE FROM commits WHERE commit_id = %s", (record.commit.text,))
+    cursor.execute(
+        "INSERT INTO commits (commit_id, verdict, decided, message, detail, attempts) "
+        "VALUES (%s, %s, %s, %s, %s, %s)",
+        (
+            *(record.commit.text, str(record.verdict), _utc(record.decided)),
+            record.message,
+            *(json.dumps(record.detail, sort_keys=True), record.attempts),
+        ),
     )
 
 

@@ -46,7 +46,7 @@ from reconciler.operations.model import (
     Suspension,
 )
 from reconciler.operations.runner import Runner
-from reconciler.operations.store import SCHEMA_VERSION, StateStore
+from reconciler.operations.store import ALLOWED_DELETIONS, SCHEMA_VERSION, StateStore
 from tests.lifecycle_helpers import NAMESPACE, repo
 from tests.store_contract.conftest import Backend
 
@@ -182,7 +182,7 @@ def test_a_store_of_an_older_version_is_migrated_keeping_its_records(backend: Ba
     assert old is not None
     assert (old.state, old.created) == (OperationState.SUCCEEDED, T0 - timedelta(hours=1))
     store.record_access("rt", "snapshot /srv/clusters")  # version 2: runtimes.access
-    store.put_commit(CommitRecord(Head("c2"), CommitVerdict.ACCEPTED, T0))  # version 2: commits
+    store.accept_commit(CommitRecord(Head("c2"), CommitVerdict.ACCEPTED, T0), None)  # version 2
     assert store.runtime("rt") == replace(record, access="snapshot /srv/clusters")
     assert store.last_accepted() == CommitRecord(Head("c2"), CommitVerdict.ACCEPTED, T0)
 
@@ -418,16 +418,79 @@ def test_commit_verdicts_round_trip_and_the_last_accepted_is_in_force(backend: B
     )
     first = CommitRecord(Head("c1", "d1"), CommitVerdict.ACCEPTED, T0, "ok", {"runtimes": ["a"]}, 1)
     second = CommitRecord(Head("c2"), CommitVerdict.ACCEPTED, T0 + timedelta(minutes=2))
-    for record in (second, first, held):
-        store.put_commit(record)
+    assert store.accept_commit(first, None) == first
+    assert store.accept_commit(second, first.commit) == second
+    assert store.decide_commit(held) == held
 
     assert store.commit(Head("c3")) == held
     assert store.commit(Head("c9")) is None
     assert store.last_accepted() == second
     again = replace(first, decided=T0 + timedelta(minutes=2), attempts=2)
-    store.put_commit(again)  # the same time as c2: the verdict recorded last is in force
-    assert backend.open().last_accepted() == again
+    assert store.accept_commit(again, second.commit) == again  # a revert: the same time as c2
+    assert backend.open().last_accepted() == again  # the verdict recorded last is in force
     assert store.commit(Head("c1", "d1")) == again
+
+
+def test_a_verdict_is_decided_once(backend: Backend) -> None:
+    """READING gives way to a verdict; a verdict stays, whoever writes another; a held commit
+    may still be accepted (--allow-deletions), a refused one never."""
+    store = backend.open()
+    reading = CommitRecord(Head("c1"), CommitVerdict.READING, T0, detail={"reader": "a"})
+    refused = CommitRecord(Head("c1"), CommitVerdict.REFUSED, T0, "bad")
+    held = CommitRecord(Head("c1"), CommitVerdict.HELD, T0 + timedelta(seconds=1), "brake")
+
+    assert store.decide_commit(reading) == reading
+    assert store.decide_commit(refused) == refused
+    assert store.decide_commit(held) == refused
+    assert store.decide_commit(replace(reading, attempts=2)) == refused
+    accepted = CommitRecord(Head("c1"), CommitVerdict.ACCEPTED, T0 + timedelta(seconds=2))
+    assert store.accept_commit(accepted, None) is None  # refused: nothing in force
+    assert store.commit(Head("c1")) == refused
+
+    store.decide_commit(replace(held, commit=Head("c2")))
+    judged_alone = replace(accepted, commit=Head("c2"))
+    assert store.accept_commit(judged_alone, None) is None  # a replica that judged without it
+    allowed = replace(judged_alone, detail={ALLOWED_DELETIONS: "c2"})
+    assert store.accept_commit(allowed, None) == allowed
+    assert backend.open().commit(Head("c2")) == allowed
+
+
+def test_the_commit_in_force_moves_only_from_the_one_expected(backend: Backend) -> None:
+    """Compare-and-set: a replica that read c1 in force accepts c3 only while c1 still is; after
+    another moved it to c2, it is told c2 instead."""
+    store = backend.open()
+    c1 = CommitRecord(Head("c1"), CommitVerdict.ACCEPTED, T0)
+    c2 = CommitRecord(Head("c2"), CommitVerdict.ACCEPTED, T0 + timedelta(minutes=1))
+    c3 = CommitRecord(Head("c3"), CommitVerdict.ACCEPTED, T0 + timedelta(minutes=2))
+    store.accept_commit(c1, None)
+    assert store.accept_commit(c2, Head("c1")) == c2
+
+    assert store.accept_commit(c3, Head("c1")) == c2
+    assert store.commit(Head("c3")) is None
+    assert backend.open().last_accepted() == c2
+
+
+def test_replicas_deciding_one_commit_at_once_end_with_one_verdict(backend: Backend) -> None:
+    """Eight connections decide the same commit at the same moment, half of them REFUSED and
+    half HELD: every one is told the same verdict, the one the store keeps."""
+    barrier = threading.Barrier(8)
+    told: list[CommitRecord] = []
+
+    def decide(index: int) -> None:
+        store = backend.open()
+        verdict = CommitVerdict.REFUSED if index % 2 else CommitVerdict.HELD
+        barrier.wait()
+        told.append(store.decide_commit(CommitRecord(Head("c1"), verdict, T0, f"by {index}")))
+
+    threads = [threading.Thread(target=decide, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    kept = backend.open().commit(Head("c1"))
+    assert kept is not None
+    assert told == [kept] * 8
 
 
 # -- the engine on the store ---------------------------------------------------------------------
