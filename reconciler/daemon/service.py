@@ -560,8 +560,7 @@ class Daemon:
         repo = self.state.repo
         if repo is None:
             return []
-        known = {r.runtime for r in self.store.runtimes()}
-        return sorted(set(repo.runtimes) | known)
+        return sorted(set(repo.runtimes).union(self.store.runtime_names()))
 
     def reconcile_all(self, wait: bool = False) -> list[Future[None]]:
         """Submit every runtime to the worker pool; a runtime already running is not submitted

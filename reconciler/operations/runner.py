@@ -66,8 +66,7 @@ class Runner:
 
     def removed_runtimes(self) -> list[str]:
         """Runtimes the store knows that git no longer lists."""
-        known = {r.runtime for r in self.store.runtimes()}
-        return sorted(known - set(self.repo.runtimes))
+        return sorted(set(self.store.runtime_names()) - set(self.repo.runtimes))
 
     def operation_for(self, runtime: str) -> Operation:
         """The unfinished operation of ``runtime``, or a new one of the right kind."""

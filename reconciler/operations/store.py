@@ -180,6 +180,9 @@ class StateStore(Protocol):
     def runtimes(self) -> list[RuntimeRecord]:
         """Every runtime's last known state, by name."""
 
+    def runtime_names(self) -> list[str]:
+        """The names of the runtimes :meth:`runtimes` lists (a daemon asks at each reconcile)."""
+
     def runtime(self, runtime: str) -> RuntimeRecord | None:
         """One runtime's last known state."""
 
@@ -530,6 +533,10 @@ class SqliteStore:
     def runtimes(self) -> list[RuntimeRecord]:
         """See :class:`StateStore`."""
         return [_runtime(row) for row in self._query("SELECT * FROM runtimes ORDER BY runtime")]
+
+    def runtime_names(self) -> list[str]:
+        """See :class:`StateStore`."""
+        return [r["runtime"] for r in self._query("SELECT runtime FROM runtimes ORDER BY runtime")]
 
     def runtime(self, runtime: str) -> RuntimeRecord | None:
         """See :class:`StateStore`."""

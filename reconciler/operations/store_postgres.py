@@ -22,7 +22,7 @@ import os
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import unquote
@@ -270,10 +270,13 @@ class PostgresStore:
             ) from None
 
     @contextmanager
-    def _transaction(self, read_only: bool = False) -> Iterator[Cursor]:
+    def _transaction(self, read_only: bool = False, batched: bool = False) -> Iterator[Cursor]:
+        """A transaction; ``batched``: in pipeline mode, its statements sent in one round trip
+        (none may need the answer of another, nor hold several commands)."""
         with self._lock, self._translated():
             db = self._live()
-            with db.transaction(), db.cursor() as cursor:
+            batch = db.pipeline() if batched else nullcontext()
+            with batch, db.transaction(), db.cursor() as cursor:
                 if read_only:  # several queries, one snapshot
                     cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 yield cursor
@@ -315,7 +318,7 @@ class PostgresStore:
             for index, stage in enumerate(operation.stages)
             for position, step in enumerate(stage.steps)
         ]
-        with self._transaction() as cursor:
+        with self._transaction(batched=True) as cursor:  # seven statements, one round trip
             cursor.execute(_UPSERT_OPERATION, _operation_row(operation))
             cursor.execute("DELETE FROM steps WHERE operation_id = %s", (operation.id,))
             cursor.execute("DELETE FROM stages WHERE operation_id = %s", (operation.id,))
@@ -406,6 +409,10 @@ class PostgresStore:
     def runtimes(self) -> list[RuntimeRecord]:
         """See :class:`~reconciler.operations.store.StateStore`."""
         return [_runtime(row) for row in self._query("SELECT * FROM runtimes ORDER BY runtime")]
+
+    def runtime_names(self) -> list[str]:
+        """See :class:`~reconciler.operations.store.StateStore`."""
+        return [r["runtime"] for r in self._query("SELECT runtime FROM runtimes ORDER BY runtime")]
 
     def runtime(self, runtime: str) -> RuntimeRecord | None:
         """See :class:`~reconciler.operations.store.StateStore`."""

@@ -408,6 +408,7 @@ def test_runtime_records_round_trip_and_keep_where_they_were_synced(backend: Bac
     store.forget_runtime("zeta")
 
     assert [r.runtime for r in backend.open().runtimes()] == ["alpha"]
+    assert backend.open().runtime_names() == ["alpha"]
 
 
 def test_commit_verdicts_round_trip_and_the_last_accepted_is_in_force(backend: Backend) -> None:
