@@ -9,7 +9,10 @@
   Every verdict is kept in the state store with its commit, so a restart decides the same: a
   held commit stays held until allowed (``--allow-deletions COMMIT``, for that commit only), the
   brake counts from what the store knows runs (never from "nothing" after a start), and a commit
-  the daemon died reading twice is refused by id instead of crashing it again.
+  the daemon died reading twice is refused by id instead of crashing it again. Replicas sharing
+  the store judge a commit once (the first verdict written stands, for all of them) and move
+  the commit in force by compare-and-set; each takes up the store's commit in force at each
+  poll, before it judges anything, and before each reconcile.
   The config repo is asked first and a channels repository (``channelsFrom.git``) second, each
   failure reported on its own; channels that cannot be reached keep their last seen commit.
 - :meth:`Daemon.reconcile_all` (after a commit and on the resync interval) runs each runtime's
@@ -49,7 +52,7 @@ from reconciler.core.resolve import resolve_runtime
 from reconciler.daemon.membership import DEFAULT_LEASE, FencedCluster, Membership
 from reconciler.daemon.metrics import Metrics
 from reconciler.errors import PermanentError, ReconcilerError, TransientError
-from reconciler.operations.engine import Engine, this_owner
+from reconciler.operations.engine import Engine, owner_alive, this_owner
 from reconciler.operations.model import (
     CommitRecord,
     CommitVerdict,
@@ -96,6 +99,10 @@ class SourceState:
     error: str = ""
     refused: dict[str, Any] | None = None
     held: dict[str, Any] | None = None
+    #: The head this replica's git showed at its last poll (None before one, or when reading it
+    #: failed and is to be tried again): a commit accepted before and no longer in force is
+    #: taken up again (a revert) only when this replica's own git moved to it.
+    seen: Head | None = None
     pending_since: datetime | None = None
     #: The channels source (``channelsFrom.git``), asked after the config repo: its own error,
     #: and the last commit each channels source (url, ref, path) was seen at, kept in force
@@ -201,7 +208,11 @@ class Daemon:
         """One poll; True when a new commit was put in force here (accepted by this replica or,
         seen in git, by another) and the runtimes it changes were submitted."""
         with self._poll_lock:
-            return self._poll()
+            before = self.state.repo
+            try:
+                return self._poll()
+            finally:  # once, against the commit the poll ended on (it may follow, then accept)
+                self._submit_changed(before)
 
     def _poll(self) -> bool:
         now = self.clock()
@@ -228,14 +239,21 @@ class Daemon:
         self.state.last_success = now
         self.metrics.poll(ok=True, now=now)
         head = self._head(config)
+        seen, self.state.seen = self.state.seen, head
+        # the fleet's commit first: a new one is judged (the brake counts) from the one in force
+        followed = self._follow(in_force)
         if head in (self.state.commit, in_force.commit if in_force else None):
             self._update_lag(head)
-            return self._follow(in_force)
+            return followed
         earlier = self.store.commit(head)
         if earlier is not None and self._still_stands(head, earlier):
             self._update_lag(head)
-            self._follow(in_force)  # the last one accepted stays in force (S3)
-            return False
+            return False  # the last one accepted stays in force (S3)
+        if earlier is not None and earlier.verdict is CommitVerdict.ACCEPTED and head == seen:
+            # accepted before, no longer in force, and this replica's git has not moved: the
+            # fleet went past it while this replica's fetch lags (a revert moves the git view)
+            self._update_lag(head)
+            return followed
         self.state.pending_since = self.state.pending_since or now
         return self._consider(head, earlier, in_force)
 
@@ -258,7 +276,10 @@ class Daemon:
         if in_force is None or in_force.commit == self.state.commit:
             return False
         with self._poll_lock:
-            return self._follow(self.store.last_accepted())
+            before = self.state.repo
+            followed = self._follow(self.store.last_accepted())
+            self._submit_changed(before)
+            return followed
 
     def _follow(self, in_force: CommitRecord | None) -> bool:
         """Put ``in_force`` (the store's commit in force, accepted by this replica or another)
@@ -269,7 +290,7 @@ class Daemon:
         head = in_force.commit
         try:
             revision = self.source.revision(head.config)
-            options, _ = self._read_options(revision, head)
+            options, _ = self._read_options(revision, head, pinned=True)
             validation = load_repo(self.source.path or ".", options, tree=revision.tree)
         except ReconcilerError as error:
             log.warning(
@@ -303,6 +324,7 @@ class Daemon:
             validation = load_repo(self.source.path or ".", options, tree=revision.tree)
         except TransientError as error:
             self.state.error = str(error)
+            self.state.seen = None  # read again at the next poll, even a revert
             log.warning("cannot read commit %s (%s): %s", head.shown, _cause(error), error)
             self._follow(in_force)
             return False
@@ -321,11 +343,14 @@ class Daemon:
 
     def _read_attempts(self, earlier: CommitRecord | None) -> int:
         """This read's number: one more than a READING record of this replica's or of one that
-        is gone (it stopped while reading); another live replica reading it is no crash."""
+        is gone (it stopped while reading); another live replica reading it is no crash. A
+        process on this host that no longer runs is gone before its lease ends (a daemon named
+        host:pid that restarts at once after dying on the commit)."""
         if earlier is None:
             return 1
         reader = str(earlier.detail.get("reader", ""))
-        crashed = reader in ("", self.membership.name) or not self.membership.alive(reader)
+        alive = self.membership.alive(reader) and owner_alive(reader)
+        crashed = reader in ("", self.membership.name) or not alive
         return earlier.attempts + 1 if crashed else max(earlier.attempts, 1)
 
     def _adopt(self, head: Head, standing: CommitRecord) -> bool:
@@ -380,11 +405,14 @@ class Daemon:
             log.error("%s", standing.message)
         return self._adopt(head, standing)
 
-    def _read_options(self, revision: Revision, head: Head) -> tuple[ReadOptions, Head]:
+    def _read_options(
+        self, revision: Revision, head: Head, *, pinned: bool = False
+    ) -> tuple[ReadOptions, Head]:
         """With ``channelsFrom.git``, the channels come from that repository's commit; the
         head then names both commits. A remote git may not fetch is never asked (validation
         refuses the commit with its place); an unreachable channels source leaves its last seen
-        commit in force, so the config repo's commits still apply.
+        commit in force, so the config repo's commits still apply. ``pinned``: the head's
+        channels commit is the one (a commit another replica accepted), never asked anew.
         """
         config, seen = head.config, head.channels
         wanted = channels_repository(self.source.path or ".", revision.tree)
@@ -394,7 +422,7 @@ class Daemon:
             return self.options.read, Head(config)
         same = self.channels is not None and self._channels_key == _key(wanted)
         channels = self._channels_source(wanted)
-        commit = seen if same and seen else self._channels_commit(channels)
+        commit = seen if (same or pinned) and seen else self._channels_commit(channels)
         if not commit:
             raise TransientError(
                 f"commit {config[:12]} waits for its channels source {channels.shown}: "
@@ -488,12 +516,19 @@ class Daemon:
         return True
 
     def _take(self, head: Head, repo: ConfigRepo) -> None:
-        """Put ``head`` in force here and reconcile the runtimes it changes."""
+        """Put ``head`` in force here (its runtimes are reconciled by :meth:`_submit_changed`
+        when the poll ends)."""
         log.info("commit %s in force (was %s)", head.shown, _shown(self.state.commit))
-        previous = self.state.repo
         self.state.commit, self.state.repo = head, repo
         self._update_lag(head)
         self._reschedule()
+
+    def _submit_changed(self, previous: ConfigRepo | None) -> None:
+        """Reconcile the runtimes the commit in force changes from ``previous`` (every one
+        after a start)."""
+        repo = self.state.repo
+        if repo is None or repo is previous:
+            return
         if previous is None:
             for name in self.targets():
                 self.submit(name, newer_commit=True)

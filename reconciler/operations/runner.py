@@ -195,7 +195,7 @@ def recorded_access(store: StateStore, runtime: str) -> ClusterAccess:
 
 def deployed(store: StateStore) -> dict[str, dict[str, str]]:
     """Runtime -> module -> version, as the store knows them (what the brake counts from)."""
-    return {record.runtime: record.deployed() for record in store.runtimes()}
+    return store.deployed()
 
 
 _REMOVALS = frozenset(

@@ -183,6 +183,10 @@ class StateStore(Protocol):
     def runtime_names(self) -> list[str]:
         """The names of the runtimes :meth:`runtimes` lists (a daemon asks at each reconcile)."""
 
+    def deployed(self) -> dict[str, dict[str, str]]:
+        """Runtime -> module -> version, as :meth:`RuntimeRecord.deployed` of each record says
+        (what the deletion brake counts from; read without building the records)."""
+
     def runtime(self, runtime: str) -> RuntimeRecord | None:
         """One runtime's last known state."""
 
@@ -207,7 +211,11 @@ class StateStore(Protocol):
         """The verdict on ``commit``, if one was recorded."""
 
     def last_accepted(self) -> CommitRecord | None:
-        """The commit accepted last (the one in force)."""
+        """The commit accepted last (the one in force): the ACCEPTED record written last, in
+        the store's own order of writes, not by its ``decided`` time (replicas' clocks differ).
+        No pointer of its own is needed: every ACCEPTED record is written by
+        :meth:`accept_commit`, one decision at a time, so the last one written is the one its
+        compare-and-set left in force."""
 
     def suspend(self, suspension: Suspension) -> None:
         """Suspend a runtime (again: the reason and time are replaced)."""
@@ -538,6 +546,11 @@ class SqliteStore:
         """See :class:`StateStore`."""
         return [r["runtime"] for r in self._query("SELECT runtime FROM runtimes ORDER BY runtime")]
 
+    def deployed(self) -> dict[str, dict[str, str]]:
+        """See :class:`StateStore`."""
+        rows = self._query("SELECT runtime, modules FROM runtimes ORDER BY runtime")
+        return {row["runtime"]: deployed_of(row["modules"]) for row in rows}
+
     def runtime(self, runtime: str) -> RuntimeRecord | None:
         """See :class:`StateStore`."""
         rows = self._query("SELECT * FROM runtimes WHERE runtime = ?", (runtime,))
@@ -583,14 +596,15 @@ class SqliteStore:
     @staticmethod
     def _last_accepted_in(db: sqlite3.Connection) -> CommitRecord | None:
         row = db.execute(
-            "SELECT * FROM commits WHERE verdict = ? ORDER BY decided DESC, rowid DESC LIMIT 1",
+            # a new row's rowid is one more than the largest (no AUTOINCREMENT needed)
+            "SELECT * FROM commits WHERE verdict = ? ORDER BY rowid DESC LIMIT 1",
             (str(CommitVerdict.ACCEPTED),),
         ).fetchone()
         return _commit(row) if row is not None else None
 
     @staticmethod
     def _write_commit(db: sqlite3.Connection, record: CommitRecord) -> None:
-        """The verdict, as the newest row (the last accepted is the newest by time, then row)."""
+        """The verdict, as the newest row (the last ACCEPTED row written is the one in force)."""
         db.execute("DELETE FROM commits WHERE commit_id = ?", (record.commit.text,))
         db.execute(
             "INSERT INTO commits (commit_id, verdict, decided, message, detail, attempts) "
@@ -719,6 +733,17 @@ def encode_data(data: OperationData) -> str:
 def decode_data(text: str) -> OperationData:
     """Inverse of :func:`encode_data` (rows written by earlier versions included)."""
     return _data_from_json(json.loads(text))
+
+
+def deployed_of(modules: str) -> dict[str, str]:
+    """:meth:`RuntimeRecord.deployed` of a record whose modules are the JSON text ``modules``
+    (:func:`encode_modules`), without building the statuses."""
+    unmanaged = str(ModuleState.UNMANAGED)
+    return {
+        m["module"]: m.get("version") or ""
+        for m in json.loads(modules)
+        if m.get("state") and m["state"] != unmanaged
+    }
 
 
 def encode_modules(modules: tuple[ModuleStatus, ...]) -> str:

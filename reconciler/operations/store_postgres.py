@@ -53,6 +53,7 @@ from reconciler.operations.store import (
     data_text,
     decode_data,
     decode_modules,
+    deployed_of,
     encode_modules,
     may_replace,
     next_beat,
@@ -414,6 +415,11 @@ class PostgresStore:
         """See :class:`~reconciler.operations.store.StateStore`."""
         return [r["runtime"] for r in self._query("SELECT runtime FROM runtimes ORDER BY runtime")]
 
+    def deployed(self) -> dict[str, dict[str, str]]:
+        """See :class:`~reconciler.operations.store.StateStore`."""
+        rows = self._query("SELECT runtime, modules FROM runtimes ORDER BY runtime")
+        return {row["runtime"]: deployed_of(row["modules"]) for row in rows}
+
     def runtime(self, runtime: str) -> RuntimeRecord | None:
         """See :class:`~reconciler.operations.store.StateStore`."""
         rows = self._query("SELECT * FROM runtimes WHERE runtime = %s", (runtime,))
@@ -601,14 +607,15 @@ def _commit_in(cursor: Cursor, commit: Head) -> CommitRecord | None:
 
 def _last_accepted_in(cursor: Cursor) -> CommitRecord | None:
     row = cursor.execute(
-        "SELECT * FROM commits WHERE verdict = %s ORDER BY decided DESC, seq DESC LIMIT 1",
+        "SELECT * FROM commits WHERE verdict = %s ORDER BY seq DESC LIMIT 1",
         (str(CommitVerdict.ACCEPTED),),
     ).fetchone()
     return _commit(row) if row is not None else None
 
 
 def _write_commit(cursor: Cursor, record: CommitRecord) -> None:
-    """The verdict, as the newest row (the last accepted is the newest by time, then row)."""
+    """The verdict, as the newest row: ``seq`` numbers the writes, which COMMITS_LOCK puts in
+    one order (the last ACCEPTED row written is the one in force, whatever the clocks said)."""
     cursor.execute("DELETE FROM commits WHERE commit_id = %s", (record.commit.text,))
     cursor.execute(
         "INSERT INTO commits (commit_id, verdict, decided, message, detail, attempts) "

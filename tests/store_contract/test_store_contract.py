@@ -391,6 +391,25 @@ def _runtime(name: str, access: str = "", state: str = "Ready") -> RuntimeRecord
     )
 
 
+def test_deployed_modules_are_read_as_the_records_say(backend: Backend) -> None:
+    """What the deletion brake counts from: the modules each record says the runtime runs
+    (not the ones gone, nor the ones left unmanaged), with their versions."""
+    store = backend.open()
+    modules = (
+        ModuleStatus("widget", ModuleState.READY, "Ready", "", "1.0.0"),
+        ModuleStatus("gadget", ModuleState.ERROR, "Retrying", "", None),
+        ModuleStatus("mesh", ModuleState.UNMANAGED, "Unmanaged", "", "2.0.0"),
+        ModuleStatus("istio", None, "Removed", "gone", "1.0.0"),
+    )
+    store.put_runtime(replace(_runtime("beta"), modules=modules))
+    store.put_runtime(_runtime("alpha", state="Error"))
+
+    deployed = backend.open().deployed()
+
+    assert deployed == {r.runtime: r.deployed() for r in store.runtimes()}
+    assert deployed["beta"] == {"widget": "1.0.0", "gadget": ""}
+
+
 def test_runtime_records_round_trip_and_keep_where_they_were_synced(backend: Backend) -> None:
     store = backend.open()
     store.put_runtime(_runtime("zeta", access="server https://z"))
@@ -471,17 +490,35 @@ def test_the_commit_in_force_moves_only_from_the_one_expected(backend: Backend) 
     assert backend.open().last_accepted() == c2
 
 
+def test_the_commit_in_force_is_the_one_accepted_last_whatever_the_clocks_said(
+    backend: Backend,
+) -> None:
+    """Replicas' clocks differ: c2, accepted from c1 by a replica whose clock is a minute
+    behind, is in force (a compare-and-set that succeeded moved it), and c1's replica, a minute
+    ahead, cannot move it back from c1."""
+    store = backend.open()
+    c1 = CommitRecord(Head("c1"), CommitVerdict.ACCEPTED, T0 + timedelta(minutes=1))
+    c2 = CommitRecord(Head("c2"), CommitVerdict.ACCEPTED, T0)
+    c3 = CommitRecord(Head("c3"), CommitVerdict.ACCEPTED, T0 + timedelta(minutes=2))
+    store.accept_commit(c1, None)
+
+    assert store.accept_commit(c2, Head("c1")) == c2
+    assert backend.open().last_accepted() == c2
+    assert store.accept_commit(c3, Head("c1")) == c2
+
+
 def test_replicas_deciding_one_commit_at_once_end_with_one_verdict(backend: Backend) -> None:
     """Eight connections decide the same commit at the same moment, half of them REFUSED and
     half HELD: every one is told the same verdict, the one the store keeps."""
+    stores = [backend.open() for _ in range(8)]  # opened first: only the decisions race
     barrier = threading.Barrier(8)
     told: list[CommitRecord] = []
 
     def decide(index: int) -> None:
-        store = backend.open()
         verdict = CommitVerdict.REFUSED if index % 2 else CommitVerdict.HELD
-        barrier.wait()
-        told.append(store.decide_commit(CommitRecord(Head("c1"), verdict, T0, f"by {index}")))
+        barrier.wait(timeout=60)
+        record = CommitRecord(Head("c1"), verdict, T0, f"by {index}")
+        told.append(stores[index].decide_commit(record))
 
     threads = [threading.Thread(target=decide, args=(i,)) for i in range(8)]
     for thread in threads:
@@ -492,6 +529,34 @@ def test_replicas_deciding_one_commit_at_once_end_with_one_verdict(backend: Back
     kept = backend.open().commit(Head("c1"))
     assert kept is not None
     assert told == [kept] * 8
+
+
+def test_replicas_accepting_commits_at_once_from_one_in_force_move_it_once(
+    backend: Backend,
+) -> None:
+    """Eight connections each accept a commit of their own from c0 at the same moment: one
+    compare-and-set wins, and every one is told the winner's commit, the one in force."""
+    stores = [backend.open() for _ in range(8)]
+    stores[0].accept_commit(CommitRecord(Head("c0"), CommitVerdict.ACCEPTED, T0), None)
+    barrier = threading.Barrier(8)
+    told: list[CommitRecord | None] = []
+
+    def accept(index: int) -> None:
+        record = CommitRecord(Head(f"c{index + 1}"), CommitVerdict.ACCEPTED, T0)
+        barrier.wait(timeout=60)
+        told.append(stores[index].accept_commit(record, Head("c0")))
+
+    threads = [threading.Thread(target=accept, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    in_force = backend.open().last_accepted()
+    assert in_force is not None
+    assert told == [in_force] * 8
+    moved = [i for i in range(1, 9) if backend.open().commit(Head(f"c{i}")) is not None]
+    assert [f"c{i}" for i in moved] == [in_force.commit.config]
 
 
 # -- the engine on the store ---------------------------------------------------------------------
