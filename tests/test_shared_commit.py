@@ -15,20 +15,21 @@ from __future__ import annotations
 
 import socket
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from reconciler.core.head import Head
 from reconciler.core.resolve import resolve_runtime
 from reconciler.operations.model import CommitRecord, CommitVerdict
 from reconciler.operations.store import StateStore
 from reconciler.source.git import RemoteSource
+from tests import test_members
 from tests.test_daemon_brake import LIMIT_ONE, REMOVE_TWO
 from tests.test_fleet_diff import BASE_FILES, _channel, _git, _write
 from tests.test_members import LEASE, T0, Replica, World
+
+world = test_members.world  # the same fixture: replicas on one store and git server
 
 
 class Interleaved:
@@ -68,17 +69,6 @@ class StaleSource:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.source, name)
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    made = World(tmp_path)
-    try:
-        yield made
-    finally:
-        for replica in made.replicas:
-            replica.daemon.close()
-        made.git.stop()
 
 
 def _in_force(replica: Replica) -> Head | None:
