@@ -235,3 +235,19 @@ def test_the_heartbeat_names_the_member_and_its_share_in_the_metrics(world: Worl
     assert 'reconciler_member{member="replica-a"} 1.0' in text
     assert "reconciler_members_live 2.0" in text
     assert f"reconciler_owned_runtimes {float(len(one.daemon.targets()))}" in text
+
+
+def test_a_start_reconciles_each_runtime_once(world: World) -> None:
+    """As ``reconciler daemon`` starts: a heartbeat before any commit is loaded, the first poll,
+    then the next heartbeat, which takes none of the runtimes the poll ran for newly owned."""
+    (one,) = [world.replica("replica-a")]
+    one.daemon.heartbeat()  # no fleet yet: it owns nothing
+    one.daemon.poll()
+    one.daemon.wait_idle()
+
+    one.later(10)
+    one.daemon.heartbeat()
+    one.daemon.wait_idle()
+
+    store = one.daemon.store
+    assert {r: len(store.operations(runtime=r)) for r in "abc"} == {"a": 1, "b": 1, "c": 1}

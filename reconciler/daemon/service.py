@@ -530,7 +530,10 @@ class Daemon:
         if repo is None or repo is previous:
             return
         if previous is None:
-            for name in self.targets():
+            owned = self.targets()
+            with self._lock:  # the next heartbeat takes none of these for newly owned
+                self._owned = set(owned)
+            for name in owned:
                 self.submit(name, newer_commit=True)
             return
         # only the runtimes this commit changes; drift elsewhere is the resync's job
