@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from click.testing import CliRunner
 from bench.generate_fleet import generate_fleet
 from reconciler.cli import cli
 from reconciler.cli.progress import Progress
+from reconciler.cli.workers import RampUp
 from reconciler.cluster.snapshot import load_snapshot
 from reconciler.operations.store import SqliteStore
 
@@ -25,6 +27,51 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.now
+
+
+# -- ramp-up -------------------------------------------------------------------------------------
+
+
+def test_the_width_grows_by_one_per_finished_runtime_and_per_step_up_to_the_limit() -> None:
+    clock = FakeClock()
+    ramp = RampUp(4, clock, step=1.0)
+    assert ramp.width() == 1  # the first runtime alone: its result is not held up by others
+
+    with ramp.slot():
+        pass
+    assert ramp.width() == 2
+    clock.now = 1.0
+    assert ramp.width() == 3  # a step passed: I/O-bound work does not wait for a first result
+    clock.now = 60.0
+    assert ramp.width() == 4
+
+
+def test_a_second_runtime_waits_for_the_first_to_finish_before_a_step_passed() -> None:
+    asked = threading.Event()  # the second runtime's thread looked at the clock: it is waiting
+
+    def clock() -> float:
+        if threading.current_thread().name == "second":
+            asked.set()
+        return 0.0  # no step ever passes
+
+    ramp = RampUp(8, clock, step=3600.0)
+    release, started = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def second() -> None:
+        with ramp.slot():
+            order.append("second started")
+            started.set()
+
+    with ramp.slot():
+        thread = threading.Thread(target=second, name="second")
+        thread.start()
+        assert asked.wait(30)
+        assert not started.is_set()
+        order.append("first finished")
+    assert started.wait(30)
+    thread.join()
+    assert order == ["first finished", "second started"]
 
 
 # -- progress ------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from reconciler.cli.options import RunRequest
 from reconciler.cli.output import echo_document, is_document
 from reconciler.cli.progress import Progress
 from reconciler.cli.report import plan_text
+from reconciler.cli.workers import RampUp, fleet_width
 from reconciler.core.brake import Allowance, Verdict, count_deletions, judge
 from reconciler.core.diagnostics import did_you_mean
 from reconciler.core.model import ConfigRepo
@@ -143,18 +144,18 @@ def show_plans(
         len(names), sys.stderr, time.monotonic, terminal=sys.stderr.isatty(), verb="planned"
     )
 
-    def plan(name: str) -> None:
-        try:
-            stream.add(name, _plan_one(scope, access, name, now), None, progress)
-        except ReconcilerError as error:
-            stream.add(name, None, str(error), progress)
-        finally:
-            access.release(name)
+    ramp = RampUp(fleet_width(parallel, access.options.snapshot), time.monotonic)
 
-    workers = (
-        parallel if access.options.snapshot is None or is_folder(access.options.snapshot) else 1
-    )
-    with ThreadPoolExecutor(max_workers=max(workers, 1)) as pool:
+    def plan(name: str) -> None:
+        with ramp.slot():
+            try:
+                stream.add(name, _plan_one(scope, access, name, now), None, progress)
+            except ReconcilerError as error:
+                stream.add(name, None, str(error), progress)
+            finally:
+                access.release(name)
+
+    with ThreadPoolExecutor(max_workers=ramp.limit) as pool:
         try:
             list(pool.map(plan, names))
         except KeyboardInterrupt:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from reconciler.cli.clusters import Access
     from reconciler.cli.plans import Scope
     from reconciler.cli.progress import Progress
+    from reconciler.cli.workers import RampUp
     from reconciler.operations.crash import Crash
     from reconciler.operations.model import Operation
     from reconciler.operations.runner import Runner
@@ -169,8 +170,9 @@ class SyncOptions:
 def run_sync(run: RunRequest, options: SyncOptions) -> int:
     """Run (or resume) each runtime's operation, ``options.parallel`` runtimes at a time, and
     print each as it finishes; the exit status of ``sync``."""
-    from reconciler.cli.clusters import Access, is_folder
+    from reconciler.cli.clusters import Access
     from reconciler.cli.plans import open_scope, report_brake
+    from reconciler.cli.workers import fleet_width
 
     scope = open_scope(run)
     if scope.verdict.held:
@@ -178,10 +180,8 @@ def run_sync(run: RunRequest, options: SyncOptions) -> int:
     report_brake(scope.verdict)
     access = Access(run.clusters, scope.config.settings)
     runner = _runner(scope, access, options.allow_access_change)
-    snapshot = run.clusters.snapshot
-    parallel = options.parallel if snapshot is None or is_folder(snapshot) else 1
     fleet = _Fleet(runner, access, options, _progress(len(scope.runtimes)))
-    fleet.run(scope.runtimes, parallel)
+    fleet.run(scope.runtimes, fleet_width(options.parallel, run.clusters.snapshot))
     if is_document(options.output_format):
         _print_operations(fleet.operations, fleet.errors, options.output_format)
     failed = any(_failed(o) for o in fleet.operations)
@@ -233,8 +233,11 @@ class _Fleet:
         """Sync every runtime of ``names``."""
         from concurrent.futures import ThreadPoolExecutor
 
-        pool = ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="sync")
-        futures = [pool.submit(self._one, name) for name in names]
+        from reconciler.cli.workers import RampUp
+
+        ramp = RampUp(parallel, time.monotonic)
+        pool = ThreadPoolExecutor(max_workers=ramp.limit, thread_name_prefix="sync")
+        futures = [pool.submit(self._one, name, ramp) for name in names]
         try:
             for future in futures:
                 future.result()
@@ -247,7 +250,11 @@ class _Fleet:
         pool.shutdown(wait=True)
         self.progress.close(summary=len(names) > 1)  # one runtime's result says it all
 
-    def _one(self, name: str) -> None:
+    def _one(self, name: str, ramp: RampUp) -> None:
+        with ramp.slot():
+            self._sync(name)
+
+    def _sync(self, name: str) -> None:
         if self._stop.is_set():
             return
         try:
