@@ -7,6 +7,7 @@ resolver repos the validator would refuse, to check the problems it reports.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -401,3 +402,21 @@ def test_a_module_channel_override_resolves_even_when_the_runtime_channel_is_unk
 
 def test_a_resolution_without_the_module_answers_none() -> None:
     assert _resolve(PROBLEMS, ModuleRef("istio")).module("serverless") is None
+
+
+# -- remembered by the repo ----------------------------------------------------------------------
+
+
+def test_a_repo_remembers_its_resolutions_and_a_changed_repo_or_runtime_resolves_anew() -> None:
+    repo = _repo([_module("m")], {"regular": {"m": "1.0.0"}, "fast": {"m": "2.0.0"}})
+    runtime = _runtime(ModuleRef("m"))
+
+    first = resolve_runtime(repo, runtime)
+    assert resolve_runtime(repo, runtime) is first  # the brake and every stage ask again
+
+    moved = _runtime(ModuleRef("m"), channel="fast")  # same name, another runtime: a new commit
+    assert _one(resolve_runtime(repo, moved), "m").version == "2.0.0"
+    bumped = replace(repo, channels={"regular": Channel("regular", {"m": "2.0.0"})})
+    assert bumped.resolved == {}  # replace gives a repo of its own, remembering nothing
+    assert _one(resolve_runtime(bumped, runtime), "m").version == "2.0.0"
+    assert _one(resolve_runtime(repo, runtime), "m").version == "1.0.0"

@@ -218,3 +218,8 @@ class ConfigRepo:
     runtimes: Mapping[str, Runtime]
     modules: Mapping[str, Module]
     channels: Mapping[str, Channel]
+    #: Resolutions made against this repo, by runtime name, with the runtime resolved (see
+    #: :func:`reconciler.core.resolve.resolve_runtime`); not copied by ``replace``.
+    resolved: dict[str, tuple[Runtime, object]] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import cast
 
 from reconciler.core.diagnostics import Pointer, did_you_mean
 from reconciler.core.model import Channel, ConfigRepo, Module, ModuleRef, Runtime, Strategy
@@ -92,11 +93,17 @@ class Resolution:
 
 
 def resolve_runtime(repo: ConfigRepo, runtime: Runtime) -> Resolution:
-    """Resolve ``runtime`` against ``repo``; see the module docstring."""
+    """Resolve ``runtime`` against ``repo``; see the module docstring. Remembered by the repo
+    (a repo does not change): the brake, each stage of a sync and the plans ask again."""
+    known = repo.resolved.get(runtime.name)
+    if known is not None and known[0] is runtime:
+        return cast(Resolution, known[1])
     resolver = _Resolver(repo, runtime)
     resolver.run()
     ordered = order_by_dependencies(resolver.resolved.values(), repo.modules)
-    return Resolution(runtime, tuple(ordered), tuple(resolver.problems))
+    resolution = Resolution(runtime, tuple(ordered), tuple(resolver.problems))
+    repo.resolved[runtime.name] = (runtime, resolution)
+    return resolution
 
 
 def order_by_dependencies(
