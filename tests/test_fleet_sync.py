@@ -55,7 +55,7 @@ def test_a_second_runtime_waits_for_the_first_to_finish_before_a_step_passed() -
         return 0.0  # no step ever passes
 
     ramp = RampUp(8, clock, step=3600.0)
-    release, started = threading.Event(), threading.Event()
+    started = threading.Event()
     order: list[str] = []
 
     def second() -> None:
