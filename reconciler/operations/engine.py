@@ -14,8 +14,9 @@
 - O5 a step marked "retry without fail" that keeps asking to retry past its own limit is skipped
   and recorded; :meth:`Engine.retrigger` starts a new operation for runtimes with skipped work.
 
-Every change of state is saved before the next step runs. Callers: the operations runner
-(``reconciler sync`` and the daemon), ``reconciler operations``.
+Every change of state is saved before the next step runs: a step's start (attempts, lease)
+and its end, with the end of its stage and of the operation after the last one. Callers: the
+operations runner (``reconciler sync`` and the daemon), ``reconciler operations``.
 """
 
 from __future__ import annotations
@@ -206,8 +207,13 @@ class Engine:
             outcome = self._stage(operation, stage, steps.get(stage.name, []), context)
             if outcome is not None:
                 return outcome
-            stage.done, stage.finished = True, self.clock()
+        if operation.state is not OperationState.SUCCEEDED:  # every stage was done already
+            self._succeed(operation)
             self._save(operation)
+        return RunOutcome(operation)
+
+    def _succeed(self, operation: Operation) -> None:
+        """The operation succeeded (its message names the steps skipped, O5); not saved."""
         operation.state = OperationState.SUCCEEDED
         skipped = operation.skipped_steps()
         operation.message = (
@@ -215,8 +221,20 @@ class Engine:
             if skipped
             else "succeeded"
         )
+
+    def _finish_stage(self, operation: Operation, stage: StageRecord) -> None:
+        """``stage`` is done (O2), and the operation succeeded when it was the last; not saved:
+        the save of the stage's last step records it."""
+        stage.done, stage.finished = True, self.clock()
+        if all(s.done for s in operation.stages):
+            self._succeed(operation)
+
+    def _step_ended(self, operation: Operation, stage: StageRecord, last: bool) -> None:
+        """Save a step's end (done or skipped); after the ``last`` step of ``stage``, the end of
+        the stage and, after the last stage, of the operation in the same save."""
+        if last:
+            self._finish_stage(operation, stage)
         self._save(operation)
-        return RunOutcome(operation)
 
     def _claim(self, operation: Operation) -> str | None:
         now = self.clock()
@@ -238,10 +256,13 @@ class Engine:
         context: StepContext,
     ) -> RunOutcome | None:
         by_name = {cls.name: cls for cls in classes}
-        for record in stage.steps:
-            cls = by_name.get(record.name)
-            if record.state is StepState.SKIPPED or cls is None:
-                continue
+        runnable = [
+            (record, by_name[record.name])
+            for record in stage.steps
+            if record.state is not StepState.SKIPPED and record.name in by_name
+        ]
+        for record, cls in runnable:
+            last = record is runnable[-1][0]
             if self.clock() > operation.deadline:
                 return self._fail(operation, record, self._timeout_message(operation, record))
             result = self._attempt(operation, record, cls, context)
@@ -254,10 +275,13 @@ class Engine:
                     record.message = (
                         f"skipped after {cls.retry_without_fail:.0f}s: {record.message}"
                     )
-                    self._save(operation)
+                    self._step_ended(operation, stage, last)
                     continue
                 return self._wait(operation, stage, record, result.retry_after)
             record.state, record.finished, record.retry_at = StepState.DONE, self.clock(), None
+            self._step_ended(operation, stage, last)
+        if not stage.done:  # no step to run in it
+            self._finish_stage(operation, stage)
             self._save(operation)
         return None
 

@@ -5,6 +5,10 @@
 runtime for an operation (O3) happens in an immediate transaction, so two processes sharing the
 file never run two operations of one runtime at once; an operation whose owner died (a process
 on this host that no longer exists, or a lease that ran out) may be taken over and resumed.
+Saving an operation writes its row and only the stage and step rows that changed since the store
+last wrote or read it, guarded by a version of the operation's row that every write moves on
+(:class:`SavedRows`, shared by both stores): a store that finds it moved by someone else (another
+replica, a claim) writes the whole operation instead.
 :func:`open_store` opens the store a ``--state`` URL names: this one, or the PostgreSQL store of
 :mod:`reconciler.operations.store_postgres` for several daemons sharing the work (O6).
 Nothing secret is stored (S4). The typed values an operation carries (:class:`OperationData`:
@@ -20,9 +24,10 @@ import json
 import os
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
@@ -57,17 +62,41 @@ from reconciler.operations.model import (
     Suspension,
 )
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 _UPSERT_OPERATION = """
     INSERT INTO operations (id, runtime, type, state, created, updated, deadline, commit_id,
-                            message, owner, lease_until, retrigger_of, data)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            message, owner, lease_until, retrigger_of, data, version)
+    VALUES (:id, :runtime, :type, :state, :created, :updated, :deadline, :commit_id,
+            :message, :owner, :lease_until, :retrigger_of, :data, 1)
     ON CONFLICT (id) DO UPDATE SET
         runtime = excluded.runtime, type = excluded.type, state = excluded.state,
         created = excluded.created, updated = excluded.updated, deadline = excluded.deadline,
         commit_id = excluded.commit_id, message = excluded.message, owner = excluded.owner,
         lease_until = excluded.lease_until, retrigger_of = excluded.retrigger_of,
-        data = excluded.data
+        data = excluded.data, version = operations.version + 1
+"""
+#: The operation's row, if it is still at the version this store saw (see :class:`SavedRows`).
+_UPDATE_SEEN_OPERATION = """
+    UPDATE operations SET
+        runtime = :runtime, type = :type, state = :state, created = :created,
+        updated = :updated, deadline = :deadline, commit_id = :commit_id, message = :message,
+        owner = :owner, lease_until = :lease_until, retrigger_of = :retrigger_of, data = :data,
+        version = version + 1
+    WHERE id = :id AND version = :seen
+"""
+_UPSERT_STAGE = """
+    INSERT INTO stages (operation_id, position, name, done, finished) VALUES (?, ?, ?, ?, ?)
+    ON CONFLICT (operation_id, position) DO UPDATE SET
+        name = excluded.name, done = excluded.done, finished = excluded.finished
+"""
+_UPSERT_STEP = """
+    INSERT INTO steps (operation_id, stage_position, position, name, state, attempts,
+                       first_started, started, finished, retry_at, message)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (operation_id, stage_position, position) DO UPDATE SET
+        name = excluded.name, state = excluded.state, attempts = excluded.attempts,
+        first_started = excluded.first_started, started = excluded.started,
+        finished = excluded.finished, retry_at = excluded.retry_at, message = excluded.message
 """
 MIGRATIONS: dict[int, str] = {
     1: """
@@ -144,6 +173,9 @@ MIGRATIONS: dict[int, str] = {
         heartbeat TEXT NOT NULL,
         started TEXT NOT NULL
     );
+    """,
+    5: """
+    ALTER TABLE operations ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
     """,
 }
 
@@ -293,6 +325,7 @@ class SqliteStore:
         except (OSError, sqlite3.Error) as error:
             raise SourceError(f"cannot open the state store {path}: {error}") from error
         self._lock = threading.RLock()
+        self._saved = SavedRows()
         self._db.row_factory = sqlite3.Row
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -351,53 +384,96 @@ class SqliteStore:
     # -- operations ------------------------------------------------------------------------------
 
     def save(self, operation: Operation) -> None:
-        """See :class:`StateStore`."""
-        with self._transaction() as db:
-            db.execute(
-                _UPSERT_OPERATION,
-                (
-                    operation.id,
-                    operation.runtime,
-                    str(operation.type),
-                    str(operation.state),
-                    _iso(operation.created),
-                    _iso(operation.updated),
-                    _iso(operation.deadline),
-                    head_text(operation.commit),
-                    operation.message,
-                    operation.owner,
-                    _iso(operation.lease_until),
-                    operation.retrigger_of,
-                    data_text(operation),
-                ),
-            )
-            db.execute("DELETE FROM steps WHERE operation_id = ?", (operation.id,))
-            db.execute("DELETE FROM stages WHERE operation_id = ?", (operation.id,))
-            for index, stage in enumerate(operation.stages):
-                db.execute(
-                    "INSERT INTO stages (operation_id, position, name, done, finished) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (operation.id, index, stage.name, int(stage.done), _iso(stage.finished)),
-                )
-                for position, step in enumerate(stage.steps):
-                    db.execute(
-                        "INSERT INTO steps (operation_id, stage_position, position, name, state, "
-                        "attempts, first_started, started, finished, retry_at, message) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            operation.id,
-                            index,
-                            position,
-                            step.name,
-                            str(step.state),
-                            step.attempts,
-                            _iso(step.first_started),
-                            _iso(step.started),
-                            _iso(step.finished),
-                            _iso(step.retry_at),
-                            step.message,
-                        ),
-                    )
+        """See :class:`StateStore`: only the rows that changed since this store last wrote or
+        read the operation, while nobody else wrote it in between (:class:`SavedRows`), else
+        all of them."""
+        rows = OperationRows.of(operation)
+        with self._lock:
+            seen = self._saved.seen(operation.id)
+            try:
+                with self._transaction() as db:
+                    version = self._save_changes(db, operation, rows, seen) if seen else None
+                    if version is None:
+                        version = self._save_all(db, operation, rows)
+            except BaseException:
+                self._saved.forget(operation.id)
+                raise
+            self._saved.remember(operation, version, rows)
+
+    def _save_changes(
+        self,
+        db: sqlite3.Connection,
+        operation: Operation,
+        rows: OperationRows,
+        seen: tuple[int, OperationRows],
+    ) -> int | None:
+        """Write the operation's row and its changed rows if its row is still at the version
+        ``seen``; the new version, or ``None`` (someone else wrote it: nothing written)."""
+        version, before = seen
+        values = {**self._operation_values(operation), "seen": version}
+        if db.execute(_UPDATE_SEEN_OPERATION, values).rowcount == 0:
+            return None
+        self._write_rows(db, operation.id, rows.changes(before))
+        return version + 1
+
+    def _save_all(self, db: sqlite3.Connection, operation: Operation, rows: OperationRows) -> int:
+        """Write the operation with all its rows (replacing whatever was stored); the new
+        version of its row."""
+        db.execute(_UPSERT_OPERATION, self._operation_values(operation))
+        db.execute("DELETE FROM steps WHERE operation_id = ?", (operation.id,))
+        db.execute("DELETE FROM stages WHERE operation_id = ?", (operation.id,))
+        self._write_rows(db, operation.id, rows.everything())
+        return self._version_in(db, operation.id)
+
+    @staticmethod
+    def _version_in(db: sqlite3.Connection, operation_id: str) -> int:
+        row = db.execute("SELECT version FROM operations WHERE id = ?", (operation_id,)).fetchone()
+        return int(row["version"])
+
+    @staticmethod
+    def _operation_values(operation: Operation) -> dict[str, object]:
+        """The operation's own row, by column."""
+        return {
+            "id": operation.id,
+            "runtime": operation.runtime,
+            "type": str(operation.type),
+            "state": str(operation.state),
+            "created": _iso(operation.created),
+            "updated": _iso(operation.updated),
+            "deadline": _iso(operation.deadline),
+            "commit_id": head_text(operation.commit),
+            "message": operation.message,
+            "owner": operation.owner,
+            "lease_until": _iso(operation.lease_until),
+            "retrigger_of": operation.retrigger_of,
+            "data": data_text(operation),
+        }
+
+    @staticmethod
+    def _write_rows(db: sqlite3.Connection, operation_id: str, changes: RowChanges) -> None:
+        """Delete the stage and step rows gone, upsert those new or different."""
+        db.executemany(
+            "DELETE FROM steps WHERE operation_id = ? AND stage_position = ? AND position = ?",
+            [(operation_id, *key) for key in changes.gone_steps],
+        )
+        db.executemany(
+            "DELETE FROM stages WHERE operation_id = ? AND position = ?",
+            [(operation_id, key) for key in changes.gone_stages],
+        )
+        db.executemany(
+            _UPSERT_STAGE,
+            [
+                (operation_id, key, name, int(done), _iso(finished))
+                for key, (name, done, finished) in changes.stages
+            ],
+        )
+        db.executemany(
+            _UPSERT_STEP,
+            [
+                (operation_id, *key, name, state, attempts, *(_iso(t) for t in times), message)
+                for key, (name, state, attempts, *times, message) in changes.steps
+            ],
+        )
 
     def get(self, operation_id: str) -> Operation | None:
         """See :class:`StateStore`."""
@@ -440,7 +516,25 @@ class SqliteStore:
         lease_until: datetime,
         alive: Callable[[str], bool],
     ) -> str | None:
-        """See :class:`StateStore`."""
+        """See :class:`StateStore`. The claim moves the operation's version on
+        (:class:`SavedRows`), remembered once it is committed."""
+        with self._lock:
+            outcome = self._claim(operation_id, owner, now, lease_until, alive)
+            if isinstance(outcome, str):
+                return outcome
+            self._saved.claimed(operation_id, outcome)
+        return None
+
+    def _claim(
+        self,
+        operation_id: str,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        alive: Callable[[str], bool],
+    ) -> str | int:
+        """:meth:`claim` in one transaction: the live holder's description, or the version of
+        the operation's row claimed."""
         with self._transaction() as db:
             row = db.execute(
                 "SELECT runtime FROM operations WHERE id = ?", (operation_id,)
@@ -456,8 +550,8 @@ class SqliteStore:
                 if lease is not None and lease > now and alive(holder["owner"]):
                     return f"operation {holder['id']} of {holder['owner']}"
             db.execute(
-                "UPDATE operations SET state = ?, owner = ?, lease_until = ?, updated = ? "
-                "WHERE id = ?",
+                "UPDATE operations SET state = ?, owner = ?, lease_until = ?, updated = ?, "
+                "version = version + 1 WHERE id = ?",
                 (
                     str(OperationState.IN_PROGRESS),
                     owner,
@@ -466,7 +560,7 @@ class SqliteStore:
                     operation_id,
                 ),
             )
-        return None
+            return self._version_in(db, operation_id)
 
     def _operation(self, row: sqlite3.Row) -> Operation:
         stages: list[StageRecord] = []
@@ -496,7 +590,7 @@ class SqliteStore:
         created, deadline = _parse(row["created"]), _parse(row["deadline"])
         assert created is not None
         assert deadline is not None
-        return Operation(
+        operation = Operation(
             id=row["id"],
             runtime=row["runtime"],
             type=OperationType(row["type"]),
@@ -512,6 +606,10 @@ class SqliteStore:
             retrigger_of=row["retrigger_of"],
             data=decode_data(row["data"]),
         )
+        # the row was read first: rows read later at a newer version fail the check at the
+        # next save (versions only grow), they are never taken for the version read
+        self._saved.loaded(operation, int(row["version"]))
+        return operation
 
     # -- runtimes --------------------------------------------------------------------------------
 
@@ -701,6 +799,129 @@ def _member(row: Any) -> Member:
     return Member(row["name"], int(row["epoch"]), heartbeat, started)
 
 
+#: A stage's row as values: name, done, finished (in UTC).
+StageRow = tuple[str, bool, datetime | None]
+#: A step's row as values: name, state, attempts, first started, started, finished, retry at
+#: (times in UTC) and message.
+StepRow = tuple[
+    str, str, int, datetime | None, datetime | None, datetime | None, datetime | None, str
+]
+
+
+@dataclass(frozen=True, slots=True)
+class RowChanges:
+    """The stage and step rows a save writes (new or different, by key) and the keys of those
+    it deletes."""
+
+    stages: list[tuple[int, StageRow]]
+    steps: list[tuple[tuple[int, int], StepRow]]
+    gone_stages: list[int]
+    gone_steps: list[tuple[int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class OperationRows:
+    """An operation's stage and step rows as values, by key (a stage's position; a step's stage
+    position and position): what a store keeps of it besides the operation's own row."""
+
+    stages: dict[int, StageRow]
+    steps: dict[tuple[int, int], StepRow]
+
+    @classmethod
+    def of(cls, operation: Operation) -> OperationRows:
+        """The rows of ``operation`` as it is now."""
+        stages = {
+            index: (stage.name, stage.done, _utc(stage.finished))
+            for index, stage in enumerate(operation.stages)
+        }
+        steps = {
+            (index, position): (
+                *(step.name, str(step.state), step.attempts, _utc(step.first_started)),
+                *(_utc(step.started), _utc(step.finished), _utc(step.retry_at), step.message),
+            )
+            for index, stage in enumerate(operation.stages)
+            for position, step in enumerate(stage.steps)
+        }
+        return cls(stages, steps)
+
+    def changes(self, since: OperationRows) -> RowChanges:
+        """What turns the rows ``since`` into these: the rows new or different, the keys gone."""
+        return RowChanges(
+            [(key, row) for key, row in self.stages.items() if since.stages.get(key) != row],
+            [(key, row) for key, row in self.steps.items() if since.steps.get(key) != row],
+            [key for key in since.stages if key not in self.stages],
+            [key for key in since.steps if key not in self.steps],
+        )
+
+    def everything(self) -> RowChanges:
+        """Every row, as a save that knows nothing of the rows stored writes them."""
+        return RowChanges(list(self.stages.items()), list(self.steps.items()), [], [])
+
+
+#: How many unfinished operations a store remembers the rows of (a daemon runs one per runtime).
+SAVED_LIMIT = 1000
+
+
+class SavedRows:
+    """What one store object last wrote or read of each unfinished operation: the version its
+    row had then, and its stage and step rows (:class:`OperationRows`).
+
+    A save writes the operation's row only if it is still at that version (optimistic
+    concurrency; every write of an operation, a claim too, moves the version on), and then only
+    the stage and step rows that differ. When another process or store object wrote in between,
+    the version differs and the store writes the whole operation instead. Finished operations
+    are forgotten, and the least recently used beyond ``limit``. Thread-safe: a daemon's worker
+    threads share a store."""
+
+    def __init__(self, limit: int = SAVED_LIMIT) -> None:
+        self._limit = limit
+        self._known: OrderedDict[str, tuple[int, OperationRows]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        """How many operations are remembered."""
+        return len(self._known)
+
+    def seen(self, operation_id: str) -> tuple[int, OperationRows] | None:
+        """The version and rows last written or read of the operation, if remembered."""
+        with self._lock:
+            return self._known.get(operation_id)
+
+    def remember(self, operation: Operation, version: int, rows: OperationRows) -> None:
+        """The store wrote or read ``rows`` of ``operation`` with its row at ``version``."""
+        with self._lock:
+            if operation.finished:
+                self._known.pop(operation.id, None)
+                return
+            self._known[operation.id] = (version, rows)
+            self._known.move_to_end(operation.id)
+            while len(self._known) > self._limit:
+                self._known.popitem(last=False)
+
+    def claimed(self, operation_id: str, version: int) -> None:
+        """This store's claim moved the operation's row to ``version`` (its stages and steps
+        untouched): still remembered if the store knew the version before it."""
+        with self._lock:
+            known = self._known.get(operation_id)
+            if known is not None and known[0] == version - 1:
+                self._known[operation_id] = (version, known[1])
+            else:
+                self._known.pop(operation_id, None)
+
+    def loaded(self, operation: Operation, version: int) -> None:
+        """The store read ``operation`` with its row at ``version`` (a finished one is not kept:
+        its rows are not worked out)."""
+        if operation.finished:
+            self.forget(operation.id)
+        else:
+            self.remember(operation, version, OperationRows.of(operation))
+
+    def forget(self, operation_id: str) -> None:
+        """Nothing is known of the operation (a save that may or may not have been written)."""
+        with self._lock:
+            self._known.pop(operation_id, None)
+
+
 class _DataTexts:
     """:func:`encode_data` of each unfinished operation's data, kept while the data is the same
     object (:class:`OperationData` is frozen; steps replace it): the engine saves an operation
@@ -788,6 +1009,10 @@ def _commit(row: sqlite3.Row) -> CommitRecord:
 
 def _iso(moment: datetime | None) -> str | None:
     return moment.astimezone(UTC).isoformat() if moment is not None else None
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    return moment.astimezone(UTC) if moment is not None else None
 
 
 def _since(text: str) -> datetime:

@@ -6,7 +6,9 @@ UTC), JSON is kept as text as SQLite keeps it, and a ``seq`` column stands for S
 (insertion order breaks ties). Migrations run in one transaction under an advisory lock, so
 daemons starting together migrate once. Claiming a runtime (O3) is one transaction holding a
 transaction-scoped advisory lock on the runtime's name: two daemons on different hosts never both
-move an operation of one runtime to in progress.
+move an operation of one runtime to in progress. Saving an operation is one statement, one round
+trip: its row and the stage and step rows that changed (see
+:class:`~reconciler.operations.store.SavedRows`).
 
 The URL is libpq's (``postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?PARAM=VALUE...]``); the
 password comes from it, from a PGPASSFILE (or ``~/.pgpass``) or from PGPASSWORD, by libpq's own
@@ -22,7 +24,7 @@ import os
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import unquote
@@ -50,6 +52,9 @@ from reconciler.operations.model import (
 )
 from reconciler.operations.store import (
     SCHEMA_VERSION,
+    OperationRows,
+    RowChanges,
+    SavedRows,
     data_text,
     decode_data,
     decode_modules,
@@ -150,27 +155,73 @@ MIGRATIONS: dict[int, str] = {
         started TIMESTAMPTZ NOT NULL
     );
     """,
+    5: """
+    ALTER TABLE operations ADD COLUMN version BIGINT NOT NULL DEFAULT 0;
+    """,
 }
 
-_UPSERT_OPERATION = """
+#: Saving an operation is one statement (one round trip, no transaction of its own to open or
+#: commit): its row is written by one of the two ``saved`` parts below, and only if that part
+#: wrote it are its stage and step rows written (the ones given) and those past its shape
+#: deleted. The version of the row written, or no row.
+_SAVE_ANY = """
     INSERT INTO operations (id, runtime, type, state, created, updated, deadline, commit_id,
-                            message, owner, lease_until, retrigger_of, data)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                            message, owner, lease_until, retrigger_of, data, version)
+    VALUES (%(id)s, %(runtime)s, %(type)s, %(state)s, %(created)s, %(updated)s, %(deadline)s,
+            %(commit_id)s, %(message)s, %(owner)s, %(lease_until)s, %(retrigger_of)s, %(data)s, 1)
     ON CONFLICT (id) DO UPDATE SET
         runtime = excluded.runtime, type = excluded.type, state = excluded.state,
         created = excluded.created, updated = excluded.updated, deadline = excluded.deadline,
         commit_id = excluded.commit_id, message = excluded.message, owner = excluded.owner,
         lease_until = excluded.lease_until, retrigger_of = excluded.retrigger_of,
-        data = excluded.data
+        data = excluded.data, version = operations.version + 1
+    RETURNING version
 """
-_INSERT_STAGE = (
-    "INSERT INTO stages (operation_id, position, name, done, finished) VALUES (%s, %s, %s, %s, %s)"
-)
-_INSERT_STEP = (
-    "INSERT INTO steps (operation_id, stage_position, position, name, state, attempts, "
-    "first_started, started, finished, retry_at, message) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-)
+_SAVE_SEEN = """
+    UPDATE operations SET
+        runtime = %(runtime)s, type = %(type)s, state = %(state)s, created = %(created)s,
+        updated = %(updated)s, deadline = %(deadline)s, commit_id = %(commit_id)s,
+        message = %(message)s, owner = %(owner)s, lease_until = %(lease_until)s,
+        retrigger_of = %(retrigger_of)s, data = %(data)s, version = version + 1
+    WHERE id = %(id)s AND version = %(seen)s
+    RETURNING version
+"""
+_SAVE_ROWS = """,
+    stage_rows AS (
+        INSERT INTO stages (operation_id, position, name, done, finished)
+        SELECT %(id)s, s.* FROM saved, unnest(
+            %(stage_position)s::int[], %(stage_name)s::text[], %(stage_done)s::boolean[],
+            %(stage_finished)s::timestamptz[]) AS s
+        ON CONFLICT (operation_id, position) DO UPDATE SET
+            name = excluded.name, done = excluded.done, finished = excluded.finished
+    ),
+    step_rows AS (
+        INSERT INTO steps (operation_id, stage_position, position, name, state, attempts,
+                           first_started, started, finished, retry_at, message)
+        SELECT %(id)s, s.* FROM saved, unnest(
+            %(step_stage)s::int[], %(step_position)s::int[], %(step_name)s::text[],
+            %(step_state)s::text[], %(step_attempts)s::int[],
+            %(step_first_started)s::timestamptz[], %(step_started)s::timestamptz[],
+            %(step_finished)s::timestamptz[], %(step_retry_at)s::timestamptz[],
+            %(step_message)s::text[]) AS s
+        ON CONFLICT (operation_id, stage_position, position) DO UPDATE SET
+            name = excluded.name, state = excluded.state, attempts = excluded.attempts,
+            first_started = excluded.first_started, started = excluded.started,
+            finished = excluded.finished, retry_at = excluded.retry_at, message = excluded.message
+    ),
+    stages_gone AS (
+        DELETE FROM stages WHERE operation_id = %(id)s AND position >= %(stage_count)s
+        AND EXISTS (SELECT FROM saved)
+    ),
+    steps_gone AS (
+        DELETE FROM steps WHERE operation_id = %(id)s
+        AND position >= coalesce((%(step_counts)s::int[])[stage_position + 1], 0)
+        AND EXISTS (SELECT FROM saved)
+    )
+    SELECT version FROM saved
+"""
+_SAVE_OPERATION = f"WITH saved AS ({_SAVE_ANY}){_SAVE_ROWS}"
+_SAVE_SEEN_OPERATION = f"WITH saved AS ({_SAVE_SEEN}){_SAVE_ROWS}"
 _UPSERT_RUNTIME = (
     "INSERT INTO runtimes (runtime, state, reason, message, commit_id, updated, modules, access) "
     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
@@ -191,6 +242,7 @@ class PostgresStore:
         self._url = url
         self._conninfo = self._parse(url)
         self._lock = threading.RLock()  # one connection, shared by the daemon's worker threads
+        self._saved = SavedRows()
         self._closed = False
         self._db = self._connect()
         try:
@@ -271,13 +323,11 @@ class PostgresStore:
             ) from None
 
     @contextmanager
-    def _transaction(self, read_only: bool = False, batched: bool = False) -> Iterator[Cursor]:
-        """A transaction; ``batched``: in pipeline mode, its statements sent in one round trip
-        (none may need the answer of another, nor hold several commands)."""
+    def _transaction(self, read_only: bool = False) -> Iterator[Cursor]:
+        """A transaction."""
         with self._lock, self._translated():
             db = self._live()
-            batch = db.pipeline() if batched else nullcontext()
-            with batch, db.transaction(), db.cursor() as cursor:
+            with db.transaction(), db.cursor() as cursor:
                 if read_only:  # several queries, one snapshot
                     cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 yield cursor
@@ -305,26 +355,36 @@ class PostgresStore:
     # -- operations ------------------------------------------------------------------------------
 
     def save(self, operation: Operation) -> None:
-        """See :class:`~reconciler.operations.store.StateStore`."""
-        stages = [
-            (operation.id, index, stage.name, stage.done, _utc(stage.finished))
-            for index, stage in enumerate(operation.stages)
-        ]
-        steps = [
-            (
-                *(operation.id, index, position, step.name, str(step.state), step.attempts),
-                *(_utc(step.first_started), _utc(step.started), _utc(step.finished)),
-                *(_utc(step.retry_at), step.message),
-            )
-            for index, stage in enumerate(operation.stages)
-            for position, step in enumerate(stage.steps)
-        ]
-        with self._transaction(batched=True) as cursor:  # seven statements, one round trip
-            cursor.execute(_UPSERT_OPERATION, _operation_row(operation))
-            cursor.execute("DELETE FROM steps WHERE operation_id = %s", (operation.id,))
-            cursor.execute("DELETE FROM stages WHERE operation_id = %s", (operation.id,))
-            cursor.executemany(_INSERT_STAGE, stages)
-            cursor.executemany(_INSERT_STEP, steps)
+        """See :class:`~reconciler.operations.store.StateStore`: one statement writing the
+        operation's row and the stage and step rows that changed since this store last wrote or
+        read it, while nobody else wrote it in between (:class:`SavedRows`); else a second one
+        writing all of them."""
+        rows = OperationRows.of(operation)
+        with self._lock:
+            seen = self._saved.seen(operation.id)
+            try:
+                version = None
+                if seen is not None:
+                    version = self._write(operation, rows, rows.changes(seen[1]), seen[0])
+                if version is None:
+                    version = self._write(operation, rows, rows.everything(), None)
+            except BaseException:
+                self._saved.forget(operation.id)
+                raise
+            assert version is not None  # written unconditionally
+            self._saved.remember(operation, version, rows)
+
+    def _write(
+        self, operation: Operation, rows: OperationRows, changes: RowChanges, seen: int | None
+    ) -> int | None:
+        """Write the operation's row and ``changes`` (rows past the shape of ``rows`` deleted);
+        with ``seen``, only if its row is still at that version. The new version, or ``None``
+        when nothing was written."""
+        sql = _SAVE_OPERATION if seen is None else _SAVE_SEEN_OPERATION
+        parameters = _save_parameters(operation, rows, changes) | {"seen": seen}
+        with self._lock, self._translated():
+            found = self._live().execute(sql, parameters).fetchone()
+        return int(found["version"]) if found is not None else None
 
     def get(self, operation_id: str) -> Operation | None:
         """See :class:`~reconciler.operations.store.StateStore`."""
@@ -334,7 +394,7 @@ class PostgresStore:
                 "ORDER BY created, seq LIMIT 2",
                 (len(operation_id), operation_id.lower()),  # ids are lower-case hex
             ).fetchall()
-            return _load_operations(cursor, rows)[0] if len(rows) == 1 else None
+            return self._loaded(cursor, rows)[0] if len(rows) == 1 else None
 
     def operations(self, runtime: str | None = None, limit: int = 50) -> list[Operation]:
         """See :class:`~reconciler.operations.store.StateStore`."""
@@ -344,7 +404,15 @@ class PostgresStore:
                 "ORDER BY created DESC, seq DESC LIMIT %(limit)s",
                 {"runtime": runtime, "limit": limit},
             ).fetchall()
-            return _load_operations(cursor, rows)
+            return self._loaded(cursor, rows)
+
+    def _loaded(self, cursor: Cursor, rows: list[DictRow]) -> list[Operation]:
+        """The operations of ``rows`` (read in one snapshot with their stages and steps),
+        remembered with the version read."""
+        operations = _load_operations(cursor, rows)
+        for row, operation in zip(rows, operations, strict=True):
+            self._saved.loaded(operation, int(row["version"]))
+        return operations
 
     def unfinished(self, runtime: str) -> Operation | None:
         """See :class:`~reconciler.operations.store.StateStore`."""
@@ -354,7 +422,7 @@ class PostgresStore:
                 "ORDER BY created, seq LIMIT 1",
                 (runtime, str(OperationState.PENDING), str(OperationState.IN_PROGRESS)),
             ).fetchall()
-            return _load_operations(cursor, rows)[0] if rows else None
+            return self._loaded(cursor, rows)[0] if rows else None
 
     def claim(
         self,
@@ -365,7 +433,26 @@ class PostgresStore:
         alive: Callable[[str], bool],
     ) -> str | None:
         """See :class:`~reconciler.operations.store.StateStore`. The advisory lock on the runtime
-        is held until this transaction ends, so a second claimer reads the first one's result."""
+        is held until this transaction ends, so a second claimer reads the first one's result.
+        The claim moves the operation's version on (:class:`SavedRows`), remembered once it is
+        committed."""
+        with self._lock:
+            outcome = self._claim(operation_id, owner, now, lease_until, alive)
+            if isinstance(outcome, str):
+                return outcome
+            self._saved.claimed(operation_id, outcome)
+        return None
+
+    def _claim(
+        self,
+        operation_id: str,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        alive: Callable[[str], bool],
+    ) -> str | int:
+        """:meth:`claim` in one transaction: the live holder's description, or the version of
+        the operation's row claimed."""
         with self._transaction() as cursor:
             row = cursor.execute(
                 "SELECT runtime FROM operations WHERE id = %s", (operation_id,)
@@ -386,12 +473,13 @@ class PostgresStore:
                     continue
                 if lease is not None and lease > now and alive(holder["owner"]):
                     return f"operation {holder['id']} of {holder['owner']}"
-            cursor.execute(
-                "UPDATE operations SET state = %s, owner = %s, lease_until = %s, updated = %s "
-                "WHERE id = %s",
+            claimed = cursor.execute(
+                "UPDATE operations SET state = %s, owner = %s, lease_until = %s, updated = %s, "
+                "version = version + 1 WHERE id = %s RETURNING version",
                 (IN_PROGRESS, owner, _utc(lease_until), _utc(now), operation_id),
-            )
-        return None
+            ).fetchone()
+        assert claimed is not None  # its row was read above
+        return int(claimed["version"])
 
     # -- runtimes --------------------------------------------------------------------------------
 
@@ -524,13 +612,53 @@ class PostgresStore:
             cursor.execute("DELETE FROM members WHERE name = %s", (name,))
 
 
-def _operation_row(operation: Operation) -> tuple[object, ...]:
-    return (
-        *(operation.id, operation.runtime, str(operation.type), str(operation.state)),
-        *(_utc(operation.created), _utc(operation.updated), _utc(operation.deadline)),
-        *(head_text(operation.commit), operation.message, operation.owner),
-        *(_utc(operation.lease_until), operation.retrigger_of, data_text(operation)),
-    )
+def _save_parameters(
+    operation: Operation, rows: OperationRows, changes: RowChanges
+) -> dict[str, object]:
+    """The parameters of :data:`_SAVE_OPERATION`: the operation's row, ``changes`` as arrays by
+    column and the shape of ``rows`` (stages, steps in each) past which rows are deleted."""
+    stages, steps = changes.stages, changes.steps
+    counts = [0] * len(rows.stages)
+    for index, _ in rows.steps:
+        counts[index] += 1
+    return {
+        **(_operation_values(operation)),
+        "stage_position": [key for key, _ in stages],
+        "stage_name": [row[0] for _, row in stages],
+        "stage_done": [row[1] for _, row in stages],
+        "stage_finished": [row[2] for _, row in stages],
+        "step_stage": [key[0] for key, _ in steps],
+        "step_position": [key[1] for key, _ in steps],
+        **{name: [row[n] for _, row in steps] for n, name in enumerate(_STEP_COLUMNS)},
+        "stage_count": len(rows.stages),
+        "step_counts": counts,
+    }
+
+
+#: The parameters of a step row's values, in the order of :data:`StepRow`.
+_STEP_COLUMNS = (
+    *("step_name", "step_state", "step_attempts", "step_first_started", "step_started"),
+    *("step_finished", "step_retry_at", "step_message"),
+)
+
+
+def _operation_values(operation: Operation) -> dict[str, object]:
+    """The operation's own row, by column."""
+    return {
+        "id": operation.id,
+        "runtime": operation.runtime,
+        "type": str(operation.type),
+        "state": str(operation.state),
+        "created": _utc(operation.created),
+        "updated": _utc(operation.updated),
+        "deadline": _utc(operation.deadline),
+        "commit_id": head_text(operation.commit),
+        "message": operation.message,
+        "owner": operation.owner,
+        "lease_until": _utc(operation.lease_until),
+        "retrigger_of": operation.retrigger_of,
+        "data": data_text(operation),
+    }
 
 
 def _load_operations(cursor: Cursor, rows: list[DictRow]) -> list[Operation]:

@@ -1,0 +1,367 @@
+"""Saving an operation writes only what changed (StateStore.save, DESIGN.md O6), and stays right
+when someone else wrote the operation in between: another store object on the same database (a
+second replica), a claim, a takeover.
+
+Runs against SQLite always and PostgreSQL when RECONCILER_TEST_POSTGRES is set (see
+conftest.py). The rows a save writes are counted by triggers in the database itself.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
+
+import psycopg
+
+from reconciler.operations.model import (
+    Operation,
+    OperationData,
+    OperationState,
+    OperationType,
+    StageRecord,
+    StepRecord,
+    StepState,
+)
+from reconciler.operations.store import OperationRows, SavedRows
+from tests.store_contract.conftest import Backend
+
+T0 = datetime(2026, 11, 18, 12, 0, tzinfo=UTC)
+
+_SQLITE_COUNTING = "".join(
+    f"CREATE TRIGGER {table}_{event.lower()} AFTER {event} ON {table} "
+    f"BEGIN INSERT INTO row_writes (tbl) VALUES ('{table}'); END;"
+    for table in ("operations", "stages", "steps")
+    for event in ("INSERT", "UPDATE", "DELETE")
+)
+_POSTGRES_COUNTING = """
+    CREATE FUNCTION count_row_write() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN INSERT INTO row_writes (tbl) VALUES (TG_TABLE_NAME); RETURN NULL; END $$;
+""" + "".join(
+    f"CREATE TRIGGER {table}_writes AFTER INSERT OR UPDATE OR DELETE ON {table} "
+    "FOR EACH ROW EXECUTE FUNCTION count_row_write();"
+    for table in ("operations", "stages", "steps")
+)
+
+
+def _operation(operation_id: str = "op1", runtime: str = "rt") -> Operation:
+    """An operation of three stages (two, one and two steps), one of them finished."""
+    return Operation(
+        id=operation_id,
+        runtime=runtime,
+        type=OperationType.UPDATE,
+        state=OperationState.IN_PROGRESS,
+        created=T0,
+        deadline=T0 + timedelta(hours=3),
+        stages=[
+            StageRecord(
+                "starting",
+                [StepRecord("Starting", StepState.DONE, 1, T0, T0, T0, None, "in progress")],
+                done=True,
+                finished=T0,
+            ),
+            StageRecord("plan", [StepRecord("Resolve_Kubeconfig"), StepRecord("Plan_Changes")]),
+            StageRecord("apply", [StepRecord("Apply_Modules"), StepRecord("Check_Ready")]),
+        ],
+        owner="host-a:1",
+        updated=T0,
+    )
+
+
+def _start(operation: Operation, stage: int, step: int, minutes: int = 1) -> None:
+    """The engine's start of a step: one more attempt, RUNNING, a new lease."""
+    record = operation.stages[stage].steps[step]
+    now = T0 + timedelta(minutes=minutes)
+    record.attempts += 1
+    record.state, record.started, record.first_started = StepState.RUNNING, now, now
+    operation.updated, operation.lease_until = now, now + timedelta(minutes=2)
+
+
+def _count_row_writes(backend: Backend) -> None:
+    """Triggers that add a row to ``row_writes`` for each row written to an operation's tables."""
+    backend.execute("CREATE TABLE row_writes (tbl TEXT NOT NULL)")
+    backend.execute(_SQLITE_COUNTING if backend.name == "sqlite" else _POSTGRES_COUNTING)
+
+
+def _row_writes(backend: Backend) -> dict[str, int]:
+    """Rows written by table since the last call (which empties ``row_writes``)."""
+    sql = "SELECT tbl, count(*) AS n FROM row_writes GROUP BY tbl"
+    if backend.name == "sqlite":
+        db = sqlite3.connect(backend.url.removeprefix("sqlite:///"))
+        try:
+            found = dict(db.execute(sql).fetchall())
+            db.execute("DELETE FROM row_writes")
+            db.commit()
+        finally:
+            db.close()
+    else:
+        with psycopg.connect(backend.url, autocommit=True) as pg:
+            found = dict(pg.execute(sql).fetchall())
+            pg.execute("DELETE FROM row_writes")
+    return {str(table): int(count) for table, count in found.items()}
+
+
+def _wrote_whole(writes: dict[str, int]) -> bool:
+    """Whether every stage and step row of :func:`_operation` was written (a store may delete
+    and insert them or update them in place)."""
+    return writes["stages"] >= 3 and writes["steps"] >= 5
+
+
+def _stored(backend: Backend, operation_id: str = "op1") -> Operation | None:
+    """The operation as a store opened afresh reads it."""
+    return backend.open().get(operation_id)
+
+
+# -- what a save writes --------------------------------------------------------------------------
+
+
+def test_a_save_after_one_step_changed_writes_that_step_and_the_operation_row(
+    backend: Backend,
+) -> None:
+    store = backend.open()
+    _count_row_writes(backend)
+    operation = _operation()
+    store.save(operation)
+    assert _row_writes(backend) == {"operations": 1, "stages": 3, "steps": 5}
+
+    _start(operation, 1, 0)
+    store.save(operation)
+
+    assert _row_writes(backend) == {"operations": 1, "steps": 1}
+    store.save(operation)  # nothing changed: the operation's row alone
+    assert _row_writes(backend) == {"operations": 1}
+    assert _stored(backend) == operation
+
+
+def test_the_end_of_a_stage_writes_its_last_step_and_the_stage(backend: Backend) -> None:
+    store = backend.open()
+    operation = _operation()
+    store.save(operation)
+    _count_row_writes(backend)
+
+    stage = operation.stages[1]
+    for step in stage.steps:
+        step.state, step.finished = StepState.DONE, T0
+    stage.done, stage.finished = True, T0
+    store.save(operation)
+
+    assert _row_writes(backend) == {"operations": 1, "stages": 1, "steps": 2}
+    assert _stored(backend) == operation
+
+
+def test_an_operation_read_from_the_store_is_saved_by_its_changes(backend: Backend) -> None:
+    """A store that read an operation (a resumed one, a replica's takeover) knows its rows."""
+    backend.open().save(_operation())
+    store = backend.open()
+    loaded = store.get("op1")
+    assert loaded is not None
+    _count_row_writes(backend)
+
+    _start(loaded, 2, 0)
+    store.save(loaded)
+
+    assert _row_writes(backend) == {"operations": 1, "steps": 1}
+    assert _stored(backend) == loaded
+
+
+def test_stages_and_steps_no_longer_there_are_deleted_and_new_ones_written(
+    backend: Backend,
+) -> None:
+    store = backend.open()
+    operation = _operation()
+    store.save(operation)
+
+    operation.stages[2].steps.pop()  # a step gone
+    operation.stages.pop(1)  # a whole stage gone: the one after it moves up
+    operation.stages.append(StageRecord("finish", [StepRecord("Record_Status")]))
+    store.save(operation)
+
+    assert _stored(backend) == operation
+    operation.stages = operation.stages[:1]
+    store.save(operation)
+    assert _stored(backend) == operation
+
+
+# -- someone else wrote in between ---------------------------------------------------------------
+
+
+def test_a_save_of_another_store_in_between_is_overwritten_whole(backend: Backend) -> None:
+    """Replica A saved the operation; replica B (another connection) saved it with another step
+    changed; A's next save must leave the database equal to A's operation, not A's change on
+    top of B's rows."""
+    mine, theirs = backend.open(), backend.open()
+    operation = _operation()
+    mine.save(operation)
+    copy = theirs.get("op1")
+    assert copy is not None
+    _start(copy, 2, 1, minutes=5)
+    copy.stages[1].steps[0].message = "theirs"
+    theirs.save(copy)
+    _count_row_writes(backend)
+
+    _start(operation, 1, 0)
+    mine.save(operation)
+
+    assert _stored(backend) == operation
+    assert _wrote_whole(_row_writes(backend))
+    operation.stages[1].steps[0].message = "mine"
+    mine.save(operation)  # known again: its changes only
+    assert _row_writes(backend) == {"operations": 1, "steps": 1}
+    assert _stored(backend) == operation
+
+
+def test_a_store_whose_save_was_overwritten_writes_whole_again(backend: Backend) -> None:
+    """Both stores keep saving in turns: each one's save finds the other's in between."""
+    first, second = backend.open(), backend.open()
+    operation = _operation()
+    first.save(operation)
+    other = second.get("op1")
+    assert other is not None
+
+    for turn in range(3):
+        _start(operation, 1, turn % 2, minutes=turn + 1)
+        first.save(operation)
+        assert _stored(backend) == operation
+        _start(other, 2, turn % 2, minutes=turn + 1)
+        other.message = f"turn {turn}"
+        second.save(other)
+        assert _stored(backend) == other
+
+
+def test_a_claim_in_between_by_another_store_is_seen(backend: Backend) -> None:
+    """A store that claims an operation while it knows an older version of it must not take
+    the claimed version for the one it knew: its next save writes the whole operation."""
+    mine, theirs = backend.open(), backend.open()
+    operation = _operation()
+    mine.save(operation)
+    copy = theirs.get("op1")  # theirs knows this version
+    assert copy is not None
+    _start(operation, 1, 0)
+    mine.save(operation)  # a version theirs does not know
+
+    claimed = theirs.claim("op1", "host-b:2", T0, T0 + timedelta(minutes=2), lambda _: False)
+    assert claimed is None  # host-a:1 is dead: a takeover
+    copy.state, copy.owner = OperationState.IN_PROGRESS, "host-b:2"
+    _start(copy, 2, 0, minutes=3)
+    theirs.save(copy)
+
+    assert _stored(backend) == copy
+
+
+def test_a_claim_of_the_store_itself_keeps_the_rows_it_knows(backend: Backend) -> None:
+    store = backend.open()
+    operation = replace(_operation(), state=OperationState.PENDING, owner="")
+    store.save(operation)
+    _count_row_writes(backend)
+
+    assert store.claim("op1", "host-a:1", T0, T0 + timedelta(minutes=2), lambda _: True) is None
+    operation.state, operation.owner = OperationState.IN_PROGRESS, "host-a:1"
+    operation.lease_until = T0 + timedelta(minutes=2)
+    _start(operation, 1, 0)
+    store.save(operation)
+
+    assert _row_writes(backend) == {"operations": 2, "steps": 1}  # the claim, then the save
+    assert _stored(backend) == operation
+
+
+def test_a_claim_in_between_by_another_store_then_my_save_is_written_whole(
+    backend: Backend,
+) -> None:
+    mine, theirs = backend.open(), backend.open()
+    operation = _operation()
+    mine.save(operation)
+    assert theirs.claim("op1", "host-b:2", T0, T0 + timedelta(minutes=2), lambda _: False) is None
+    _count_row_writes(backend)
+
+    _start(operation, 1, 1)
+    mine.save(operation)
+
+    assert _wrote_whole(_row_writes(backend))
+    assert _stored(backend) == operation
+
+
+# -- an operation of an older version, many of them, several threads ----------------------------
+
+
+def test_an_operation_written_before_versions_were_kept_is_saved_by_its_changes(
+    backend: Backend,
+) -> None:
+    backend.create_at_version(4)
+    backend.execute(
+        "INSERT INTO operations (id, runtime, type, state, created, deadline, owner) "
+        "VALUES ('old1', 'rt', 'update', 'in progress', '2026-11-18T12:00:00+00:00', "
+        "'2026-11-18T15:00:00+00:00', 'host-a:1');"
+        "INSERT INTO stages (operation_id, position, name) VALUES ('old1', 0, 'plan');"
+        "INSERT INTO steps (operation_id, stage_position, position, name, state) "
+        "VALUES ('old1', 0, 0, 'Plan_Changes', 'pending');"
+        "INSERT INTO steps (operation_id, stage_position, position, name, state) "
+        "VALUES ('old1', 0, 1, 'Check', 'pending')"
+    )
+    store = backend.open()
+    old = store.get("old1")
+    assert old is not None
+    _count_row_writes(backend)
+
+    _start(old, 0, 1)
+    store.save(old)
+
+    assert _row_writes(backend) == {"operations": 1, "steps": 1}
+    assert _stored(backend, "old1") == old
+
+
+def test_threads_saving_operations_through_one_store_leave_each_as_saved(
+    backend: Backend,
+) -> None:
+    store = backend.open()
+    operations = [_operation(f"op{n}", runtime=f"rt{n}") for n in range(6)]
+    start = threading.Barrier(len(operations))
+
+    def work(operation: Operation) -> None:
+        start.wait()
+        for round_ in range(5):
+            _start(operation, 1 + round_ % 2, round_ % 2, minutes=round_)
+            operation.message = f"round {round_}"
+            store.save(operation)
+
+    threads = [threading.Thread(target=work, args=(o,)) for o in operations]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    for operation in operations:
+        assert _stored(backend, operation.id) == operation
+
+
+def test_finished_operations_are_forgotten_and_the_rest_bounded() -> None:
+    saved = SavedRows(limit=2)
+    operations = [_operation(f"op{n}") for n in range(3)]
+    for operation in operations:
+        saved.remember(operation, 1, OperationRows.of(operation))
+
+    assert len(saved) == 2
+    assert saved.seen("op0") is None  # the least recently used went first
+    finished = replace(operations[2], state=OperationState.SUCCEEDED, data=OperationData())
+    saved.remember(finished, 2, OperationRows.of(finished))
+    assert saved.seen("op2") is None
+    assert saved.seen("op1") is not None
+
+
+def test_a_claim_forgets_rows_known_of_an_older_version() -> None:
+    saved = SavedRows()
+    operation = _operation()
+    saved.remember(operation, 3, OperationRows.of(operation))
+
+    saved.claimed("op1", 4)
+    assert saved.seen("op1") == (4, OperationRows.of(operation))
+    saved.claimed("op1", 6)  # someone else wrote version 5
+    assert saved.seen("op1") is None
+
+
+def test_the_same_moment_in_another_zone_is_no_change() -> None:
+    operation = _operation()
+    before = OperationRows.of(operation)
+    operation.stages[0].finished = T0.astimezone(timezone(timedelta(hours=1)))
+
+    assert OperationRows.of(operation).changes(before).stages == []
