@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.config.validate import Validation
+from reconciler.core.resolve import resolve_runtime
 from reconciler.errors import SourceError
 from reconciler.source.loader import ReadOptions, load_repo, read_repo
 from tests.conftest import (
@@ -45,6 +46,18 @@ def _settings(channels_from: str) -> str:
         "  channelsFrom:\n"
         f"    {channels_from}\n"
     )
+
+
+def test_a_valid_repo_keeps_the_resolutions_its_validation_made(make_repo: RepoFactory) -> None:
+    make_repo(small_repo())
+
+    config = load_repo("repo").repo
+
+    assert config is not None
+    runtime, resolution = config.resolved["one"]  # the brake and the first sync ask at once
+    assert runtime is config.runtimes["one"]
+    assert resolve_runtime(config, runtime) is resolution
+    assert [m.name for m in resolution.modules] == ["alpha", "beta"]
 
 
 def test_the_small_repo_is_valid_and_counts_its_files(make_repo: RepoFactory) -> None:

@@ -190,6 +190,7 @@ def _validate(
         return Validation(None, diagnostics, files, warnings)
     valid_runtimes = {name: r for name, r in runtimes.items() if r is not None}
     config = ConfigRepo(settings, valid_runtimes, modules, repo.channels)
+    config.resolved.update(repo.resolved)  # the same modules and channels: the same answers
     return Validation(config, (), files, warnings)
 
 
