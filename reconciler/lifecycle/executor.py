@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from reconciler.cluster.api import Cluster, EventSink, ObjectEvent
@@ -60,10 +60,13 @@ from reconciler.core.resolve import Resolution, resolve_runtime
 from reconciler.core.status import ChangeAction, ChangeSetEntry, ModuleError, PassResult
 from reconciler.core.status import ModuleState as ModuleState
 from reconciler.core.status import ModuleStatus as ModuleStatus
+from reconciler.core.windows import in_window
 from reconciler.errors import PermanentError, ReconcilerError, UnknownKindError
-from reconciler.lifecycle.observe import LiveView, kind_key
+from reconciler.lifecycle.observe import LiveView, Planned, kind_key
 
 BLOCKING_KEPT = 20
+#: The time put in a plan's facts to compare them without it.
+_NO_TIME = datetime.min.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +141,7 @@ class Lifecycle:
     ) -> SyncResult:
         """Observe, plan and (unless ``dry_run``) carry the plan out; ``part`` "desired" or
         "removals" carries out only the modules git wants, or only those it dropped."""
-        live = self.observe(context.runtime, desired)
-        the_plan = plan(context, desired, live)
+        live, the_plan = self._observed_plan(context, desired)
         if part != "all":
             wanted = {d.name for d in desired}
             kept = tuple(m for m in the_plan.modules if (m.module in wanted) == (part == "desired"))
@@ -148,6 +150,21 @@ class Lifecycle:
             return SyncResult(context.runtime, the_plan, dry_run=dry_run)
         outcome = self.execute(context.runtime, the_plan, desired, live, context.dependencies)
         return SyncResult(context.runtime, the_plan, outcome)
+
+    def _observed_plan(
+        self, context: Context, desired: Sequence[DesiredModule]
+    ) -> tuple[dict[str, LiveModule], Plan]:
+        """Observe and plan; or, when nothing the view holds changed since the last time, for
+        the same desired modules and the same facts (the time aside, but whether the runtime's
+        maintenance window is open), the last observation and plan again."""
+        key = (replace(context, now=_NO_TIME), in_window(context.window, context.now))
+        known = self.view.planned
+        if known is not None and known.answers(self.view.generation, desired, key):
+            return known.live, known.plan
+        live = self.observe(context.runtime, desired)
+        the_plan = plan(context, desired, live)
+        self.view.planned = Planned(self.view.generation, desired, key, live, the_plan)
+        return live, the_plan
 
     # -- observation ---------------------------------------------------------------------------
 
@@ -165,9 +182,11 @@ class Lifecycle:
     def read_inventories(self, runtime: str, *, fresh: bool = False) -> dict[str, Inventory]:
         """Every inventory of ``runtime`` in the system namespace (listed once per pass, or
         again when ``fresh``)."""
-        if self.view.inventories is None or fresh:
-            self.view.inventories = self._list_inventories(runtime)
-        return dict(self.view.inventories)
+        inventories = self.view.inventories
+        if inventories is None or fresh:
+            inventories = self._list_inventories(runtime)
+            self.view.record_inventories(inventories)
+        return dict(inventories)
 
     def inventory_tree(self, runtime: str) -> list[tuple[Inventory, dict[ObjectRef, Body | None]]]:
         """Each recorded module (by name) with the live body of every object its inventory
@@ -294,9 +313,9 @@ class Lifecycle:
         try:
             items = self.cluster.list_objects(ref.api_version, ref.kind, labels=labels)
         except UnknownKindError:  # its CRD is not there (yet): nothing of that kind exists
-            self.view.unserved.add(kind_key(ref))
+            self.view.record_list(kind_key(ref), None)
             return
-        self.view.listed[kind_key(ref)] = {_listed_ref(ref, body): body for body in items}
+        self.view.record_list(kind_key(ref), {_listed_ref(ref, body): body for body in items})
 
     def _read(self, ref: ObjectRef, *, fresh: bool = False) -> Body | None:
         """``ref`` from the view, else (or when ``fresh``) read from the server and kept."""

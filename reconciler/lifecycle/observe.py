@@ -10,14 +10,19 @@ as the server answered them, so a later stage of the same pass sees them without
 
 The view holds data only; :class:`~reconciler.lifecycle.executor.Lifecycle` does the reads.
 A view lives for one run of an operation (its stages in one go); the next run starts afresh.
+It also keeps the last observation and plan made from it (:class:`Planned`): while nothing it
+holds changed, the next stage of the run plans from them instead of again (a sync that changes
+nothing plans once, not once per stage).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from reconciler.core.inventory import Inventory
 from reconciler.core.objects import Body, ObjectRef
+from reconciler.core.plan import DesiredModule, LiveModule, Plan
 
 #: (apiVersion, kind) of a list.
 KindKey = tuple[str, str]
@@ -40,6 +45,10 @@ class LiveView:
     read: dict[ObjectRef, Body | None] = field(default_factory=dict)
     #: The runtime's inventories once read, by module.
     inventories: dict[str, Inventory] | None = None
+    #: Moves on at every change of what the view holds (a list, a read, a write of ours).
+    generation: int = 0
+    #: The last observation and plan made from the view (see ``Lifecycle.sync``).
+    planned: Planned | None = None
 
     def lookup(self, ref: ObjectRef) -> tuple[bool, Body | None]:
         """(whether the view knows ``ref``, its body or ``None`` when known absent)."""
@@ -61,13 +70,46 @@ class LiveView:
     def record(self, ref: ObjectRef, body: Body | None) -> None:
         """What the server holds now for ``ref`` (after a read or our own write)."""
         self.read[ref] = body
+        self.generation += 1
+
+    def record_list(self, key: KindKey, items: dict[ObjectRef, Body] | None) -> None:
+        """What a list of a kind found (``None``: the kind is not served)."""
+        if items is None:
+            self.unserved.add(key)
+        else:
+            self.listed[key] = items
+        self.generation += 1
+
+    def record_inventories(self, inventories: dict[str, Inventory]) -> None:
+        """The runtime's inventories, as listed."""
+        self.inventories = inventories
+        self.generation += 1
 
     def record_inventory(self, inventory: Inventory) -> None:
         """An inventory we wrote."""
         if self.inventories is not None:
             self.inventories[inventory.module] = inventory
+        self.generation += 1
 
     def forget_inventory(self, module: str) -> None:
         """An inventory we deleted."""
         if self.inventories is not None:
             self.inventories.pop(module, None)
+        self.generation += 1
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """An observation of a view and the plan made from it, with what they depended on: the
+    view's generation, the desired modules (the very list) and the planner's facts but the
+    time (``key``)."""
+
+    generation: int
+    desired: Sequence[DesiredModule]
+    key: object
+    live: dict[str, LiveModule]
+    plan: Plan
+
+    def answers(self, generation: int, desired: Sequence[DesiredModule], key: object) -> bool:
+        """Whether this observation and plan hold for those."""
+        return self.generation == generation and self.desired is desired and self.key == key

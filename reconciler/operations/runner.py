@@ -11,6 +11,7 @@ back) is superseded. Callers: ``reconciler sync``, the daemon.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
@@ -18,7 +19,7 @@ from datetime import datetime
 from reconciler.cluster.api import Cluster
 from reconciler.core.head import Head
 from reconciler.core.model import ClusterAccess, ConfigRepo
-from reconciler.core.plan import Context, ModuleAction
+from reconciler.core.plan import Context, DesiredModule, ModuleAction
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.status import ModuleState
@@ -155,15 +156,22 @@ class Runner:
     def run(self, operation: Operation) -> RunOutcome:
         """Run ``operation`` once (until it finishes or must wait)."""
         view = LiveView()  # read once per run, shared by its stages
-        return self.engine.run(operation, lambda: self._context(operation, view))
+        desired = functools.cache(lambda: self._desired(operation))  # the same for every stage
+        return self.engine.run(operation, lambda: self._context(operation, view, desired()))
 
-    def _context(self, operation: Operation, view: LiveView) -> StepContext:
+    def _desired(self, operation: Operation) -> list[DesiredModule]:
+        """The modules git wants on the operation's runtime (none when it leaves)."""
+        runtime = self.repo.runtimes.get(operation.runtime)
+        if runtime is None or operation.type is OperationType.DEPROVISION:
+            return []
+        resolution = resolve_runtime(self.repo, runtime)
+        return desired_modules(self.repo, resolution, self._renderer)
+
+    def _context(
+        self, operation: Operation, view: LiveView, desired: list[DesiredModule]
+    ) -> StepContext:
         runtime = self.repo.runtimes.get(operation.runtime)
         leaving = runtime is None or operation.type is OperationType.DEPROVISION
-        desired = []
-        if runtime is not None and not leaving:
-            resolution = resolve_runtime(self.repo, runtime)
-            desired = desired_modules(self.repo, resolution, self._renderer)
         planning = Context.of(self.repo, operation.runtime, self.clock(), leaving=leaving)
         if operation.runtime in self.store.suspensions():  # reconciler suspend
             planning = replace(planning, suspended=True)
