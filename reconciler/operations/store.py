@@ -45,7 +45,7 @@ from reconciler.core.status import (
     ModuleStatus,
     PassResult,
 )
-from reconciler.errors import SourceError
+from reconciler.errors import NotFoundError, SourceError
 from reconciler.operations.model import (
     CommitRecord,
     CommitVerdict,
@@ -539,6 +539,8 @@ class SqliteStore:
             row = db.execute(
                 "SELECT runtime FROM operations WHERE id = ?", (operation_id,)
             ).fetchone()
+            if row is None:
+                raise NotFoundError(f"no operation {operation_id} in the state store")
             holders = db.execute(
                 "SELECT id, owner, lease_until FROM operations WHERE runtime = ? AND state = ?",
                 (row["runtime"], str(OperationState.IN_PROGRESS)),

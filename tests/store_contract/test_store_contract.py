@@ -30,7 +30,7 @@ from reconciler.core.status import (
     ModuleStatus,
     PassResult,
 )
-from reconciler.errors import SourceError, ThrottledError
+from reconciler.errors import NotFoundError, SourceError, ThrottledError
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import (
     CommitRecord,
@@ -343,6 +343,11 @@ def test_an_operation_of_a_dead_owner_or_a_lapsed_lease_is_taken_over(backend: B
     later = T0 + timedelta(minutes=3)  # host-b:2's lease ended at T0 + 2 minutes
     assert store.claim("op1", "host-c:3", later, later, lambda _: True) is None
     assert _claim(store, "op1", "host-d:4") == "operation op1 of host-c:3"
+
+
+def test_a_claim_of_an_unknown_operation_says_so(backend: Backend) -> None:
+    with pytest.raises(NotFoundError, match="no operation gone in the state store"):
+        _claim(backend.open(), "gone", "host-a:1")
 
 
 def test_racing_claims_on_two_connections_let_exactly_one_win(backend: Backend) -> None:
