@@ -159,19 +159,22 @@ class Runner:
         desired = functools.cache(lambda: self._desired(operation))  # the same for every stage
         return self.engine.run(operation, lambda: self._context(operation, view, desired()))
 
+    def _leaving(self, operation: Operation) -> bool:
+        """Whether the operation takes its runtime away (a deprovision, or gone from git)."""
+        gone = operation.runtime not in self.repo.runtimes
+        return gone or operation.type is OperationType.DEPROVISION
+
     def _desired(self, operation: Operation) -> list[DesiredModule]:
         """The modules git wants on the operation's runtime (none when it leaves)."""
-        runtime = self.repo.runtimes.get(operation.runtime)
-        if runtime is None or operation.type is OperationType.DEPROVISION:
+        if self._leaving(operation):
             return []
-        resolution = resolve_runtime(self.repo, runtime)
+        resolution = resolve_runtime(self.repo, self.repo.runtimes[operation.runtime])
         return desired_modules(self.repo, resolution, self._renderer)
 
     def _context(
         self, operation: Operation, view: LiveView, desired: list[DesiredModule]
     ) -> StepContext:
-        runtime = self.repo.runtimes.get(operation.runtime)
-        leaving = runtime is None or operation.type is OperationType.DEPROVISION
+        leaving = self._leaving(operation)
         planning = Context.of(self.repo, operation.runtime, self.clock(), leaving=leaving)
         if operation.runtime in self.store.suspensions():  # reconciler suspend
             planning = replace(planning, suspended=True)
