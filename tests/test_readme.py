@@ -64,7 +64,8 @@ def _steps(body: list[str]) -> list[Step]:
 
 _MASKS = (
     (re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?( UTC|\+00:00|Z)?"), "<time>"),
-    (re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"), "<hex>"),
+    # a commit or operation id: 7-40 hex digits, at least one a digit (an id may be all digits)
+    (re.compile(r"\b(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b"), "<hex>"),
     (re.compile(r"\b\d+(\.\d+)?(ms|s|m|h|d)\b"), "<t>"),
     (re.compile(r" +"), " "),
 )
@@ -149,6 +150,8 @@ def test_the_matcher_masks_what_changes_and_skips_what_is_left_out() -> None:
     assert matches(shown, printed)
     assert not matches(shown, printed[:-1])
     assert not matches(("1.2.0",), ["1.3.0"])  # versions are no ids
+    assert matches(("diff HEAD (f4fd8f39) ->",), ["diff HEAD (98193639) ->"])  # all digits
+    assert not matches(("a defaced b",), ["a effaced b"])  # words are no ids
     assert masked("since 2026-11-25 03:21 UTC: x") == "since <time>: x"
 
 
