@@ -280,7 +280,7 @@ def test_a_force_push_back_to_a_commit_accepted_before_is_judged_again(world: Wo
     _poll(daemon)
     before = daemon.state.commit
     assert before is not None
-    added = {f"fleet/runtimes/{n}.yaml": _runtime_file(n) for n in "de"}
+    added: dict[str, str | None] = {f"fleet/runtimes/{n}.yaml": _runtime_file(n) for n in "de"}
     world.fleet.commit("add d and e", added)
     assert _poll(daemon)
     assert world.clusters["d"].get(WIDGET) is not None
