@@ -5,11 +5,17 @@
 - :meth:`Daemon.poll` asks the source whether the ref moved (one ``ls-remote`` per poll for the
   whole fleet), reads and validates a new commit as a whole (C7) and either refuses it (the last
   good commit stays in force and ``/status`` says which file and why), holds it (deletion brake,
-  S5), or accepts it and reconciles every runtime. An unreachable remote changes nothing (S3).
+  S5), or accepts it and reconciles every runtime. An unreachable remote changes nothing (S3);
+  a commit that cannot be read for a reason that may pass (a fetch cut, an unreachable channels
+  source: a :class:`~reconciler.errors.TransientError`) waits, PENDING, and is read again after
+  a backoff (:mod:`reconciler.daemon.verdicts`), never refused for it.
   Every verdict is kept in the state store with its commit, so a restart decides the same: a
   held commit stays held until allowed (``--allow-deletions COMMIT``, for that commit only), the
-  brake counts from what the store knows runs (never from "nothing" after a start), and a commit
-  the daemon died reading twice is refused by id instead of crashing it again. Replicas sharing
+  brake counts from the clusters' inventories and what the store knows runs (never from
+  "nothing" after a start), at the limits of the commit in force when stricter than the judged
+  commit's (a commit never lifts its own brake), and every commit not in force is judged, one
+  accepted before included; a commit the daemon died reading twice (a process that stopped
+  mid-read, not a read that failed) is refused by id instead of crashing it again. Replicas sharing
   the store judge a commit once (the first verdict written stands, for all of them) and move
   the commit in force by compare-and-set; each takes up the store's commit in force at each
   poll, before it judges anything, and before each reconcile.

@@ -238,9 +238,10 @@ class StateStore(Protocol):
         """Remember where ``runtime`` was synced (see :attr:`RuntimeRecord.access`)."""
 
     def decide_commit(self, record: CommitRecord) -> CommitRecord:
-        """Record a verdict on a commit other than ACCEPTED (READING, REFUSED, HELD) unless one
-        that may not be replaced stands (:func:`may_replace`); the record that stands. Replicas
-        judging the same commit at once end with one verdict, the first one written."""
+        """Record a verdict on a commit other than ACCEPTED (READING, PENDING, REFUSED, HELD)
+        unless one that may not be replaced stands (:func:`may_replace`); the record that
+        stands. Replicas judging the same commit at once end with one verdict, the first one
+        written."""
 
     def accept_commit(self, record: CommitRecord, expected: Head | None) -> CommitRecord | None:
         """Make ``record``'s commit (ACCEPTED) the one in force, if the one in force is still
