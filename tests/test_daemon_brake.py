@@ -228,3 +228,77 @@ def _held(base: str) -> Any:
 
 def _text(path: Path) -> str:
     return path.read_text() if path.exists() else ""
+
+
+# -- a commit never lifts its own brake (issue 23, finding 2) ------------------------------------
+
+LIMIT_FIVE = LIMIT_ONE.replace("maxDeletionsPerSync: 1", "maxDeletionsPerSync: 5")
+ALLOW = LIMIT_ONE.replace("maxDeletionsPerSync: 1", "maxDeletionsPerSync: 1, allow: true")
+
+
+@pytest.mark.parametrize("settings", [LIMIT_FIVE, ALLOW], ids=["raised limit", "allow: true"])
+def test_a_commit_that_loosens_the_brake_is_judged_by_the_limit_in_force(
+    world: World, settings: str
+) -> None:
+    daemon = world.daemon()
+    _poll(daemon)
+    good = daemon.state.commit
+    loosened = world.fleet.commit(
+        "remove two, loosen", {**REMOVE_TWO, "fleet/reconciler.yaml": settings}
+    )
+
+    assert not _poll(daemon)
+
+    held = daemon.status()["source"]["held"]
+    assert held["commit"] == loosened
+    assert (held["removals"], held["limit"]) == (2, 1)
+    assert "applies once it is accepted" in held["message"]
+    assert daemon.state.commit == good
+    assert world.intact()
+
+
+def test_a_raised_limit_applies_once_its_commit_is_accepted(world: World) -> None:
+    """The way to raise it: a commit that raises it alone, then the deletion."""
+    daemon = world.daemon()
+    _poll(daemon)
+    world.fleet.commit("limit 5", {"fleet/reconciler.yaml": LIMIT_FIVE})
+    assert _poll(daemon)
+    removed = world.fleet.commit("remove two", REMOVE_TWO)
+
+    assert _poll(daemon)
+
+    assert daemon.state.commit == Head(removed)
+    assert world.clusters["a"].get(WIDGET) is None
+    assert world.clusters["c"].get(WIDGET) is not None
+
+
+def test_a_force_push_back_to_a_commit_accepted_before_is_judged_again(world: World) -> None:
+    """Two runtimes added, then git forced back to the commit before them: that commit was
+    accepted once, but from the commit in force it removes two runtimes (limit 1), as a revert
+    commit would: held, nothing deprovisioned."""
+    daemon = world.daemon()
+    _poll(daemon)
+    before = daemon.state.commit
+    assert before is not None
+    added: dict[str, str | None] = {f"fleet/runtimes/{n}.yaml": _runtime_file(n) for n in "de"}
+    world.fleet.commit("add d and e", added)
+    assert _poll(daemon)
+    assert world.clusters["d"].get(WIDGET) is not None
+    remote = world.root / "remote.git"
+    subprocess.run(
+        ["git", "-C", str(world.fleet.work), "push", "-qf", str(remote), f"{before.config}:main"],
+        check=True,
+    )
+
+    assert not _poll(daemon)
+
+    held = daemon.status()["source"]["held"]
+    assert held["commit"] == before.text
+    assert held["runtimes"] == ["d", "e"]
+    assert world.clusters["d"].get(WIDGET) is not None
+    assert world.clusters["e"].get(WIDGET) is not None
+    record = daemon.store.commit(before)
+    assert record is not None
+    assert record.verdict is CommitVerdict.HELD
+    assert not _poll(daemon)  # it stays held
+    assert world.clusters["d"].get(WIDGET) is not None

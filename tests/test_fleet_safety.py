@@ -203,6 +203,92 @@ def test_module_removals_count_for_the_brake(fleet: Synced) -> None:
     assert "module prod-us-1/serverless" in held.output
 
 
+@pytest.mark.parametrize(
+    "loosened", ["maxDeletionsPerSync: 10", "allow: true"], ids=["raised limit", "allow: true"]
+)
+def test_a_repo_that_loosens_the_brake_is_judged_by_the_limits_in_force(
+    fleet: Synced, loosened: str
+) -> None:
+    """Issue 23, finding 2a: the limit is the stricter of the repo's and the one the last sync
+    of the whole fleet went ahead under (3), so a change cannot lift its own brake."""
+    settings = fleet.repo / "reconciler.yaml"
+    settings.write_text(settings.read_text().replace("maxDeletionsPerSync: 3", loosened))
+    fleet.remove(REMOVED)
+    before = fleet.snapshots()
+
+    held = fleet.sync()
+
+    assert held.exit_code == 3, held.output
+    assert "deletion brake: held: 4 deletion(s), limit 3" in held.output
+    assert "applies once it is accepted" in held.output
+    assert fleet.snapshots() == before
+    assert len(fleet.known()) == 6
+
+
+def test_a_raised_limit_applies_from_the_sync_after_it(fleet: Synced) -> None:
+    """The way to raise it: a sync of the whole fleet with the raised limit alone, then the
+    removals."""
+    settings = fleet.repo / "reconciler.yaml"
+    settings.write_text(
+        settings.read_text().replace("maxDeletionsPerSync: 3", "maxDeletionsPerSync: 4")
+    )
+    assert fleet.sync().exit_code == 0
+    fleet.remove(REMOVED)
+
+    done = fleet.sync()
+
+    assert done.exit_code == 0, done.output
+    assert sorted(fleet.known()) == ["control-plane", "dev-sandbox"]
+
+
+def _without_modules(fleet: Synced, names: Sequence[str]) -> None:
+    for name in names:
+        runtime = fleet.repo / "runtimes" / f"{name}.yaml"
+        text = runtime.read_text()
+        runtime.write_text(text[: text.index("  modules:")] + "  modules: []\n")
+
+
+def test_a_new_state_store_counts_what_the_clusters_inventories_hold(fleet: Synced) -> None:
+    """Issue 23, finding 2b: a store that knows nothing (lost, truncated, a move to another
+    database) does not make the brake count nothing: the inventories in the clusters list every
+    module a sync would remove."""
+    _without_modules(fleet, ["prod-eu-1", "prod-us-1"])
+    before = fleet.snapshots()
+    new_store = f"sqlite:///{fleet.root / 'new-state.db'}"
+
+    held = fleet.run(
+        "sync", str(fleet.repo), "--snapshot", f"{fleet.clusters}/", "--state", new_store
+    )
+
+    assert held.exit_code == 3, held.output
+    assert "deletion brake: held:" in held.output
+    assert "module prod-eu-1/serverless" in held.output
+    assert "module prod-us-1/serverless" in held.output
+    assert fleet.snapshots() == before
+
+
+def test_with_no_limits_recorded_a_repo_cannot_raise_the_default(fleet: Synced) -> None:
+    """A store with no sync of the whole fleet recorded judges by the stricter of the repo's
+    limits and the defaults (5, no allow)."""
+    settings = fleet.repo / "reconciler.yaml"
+    settings.write_text(settings.read_text().replace("maxDeletionsPerSync: 3", "allow: true"))
+    _without_modules(fleet, ["prod-eu-1", "prod-us-1"])
+    new_store = f"sqlite:///{fleet.root / 'new-state.db'}"
+
+    held = fleet.run(
+        "sync",
+        str(fleet.repo),
+        "--dry-run",
+        "--snapshot",
+        f"{fleet.clusters}/",
+        "--state",
+        new_store,
+    )
+
+    assert held.exit_code == 3, held.output
+    assert ", limit 5: " in held.output
+
+
 # -- deletions are shown before they happen ------------------------------------------------------
 
 

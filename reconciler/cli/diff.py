@@ -173,19 +173,17 @@ def live_diff(
     run: RunRequest, when: datetime, output_format: str, details: bool, parallel: int = 1
 ) -> int:
     """Print each runtime's plan against its cluster; the exit status of ``diff``."""
-    from reconciler.cli.clusters import Access
     from reconciler.cli.plans import PlanView, open_scope, show_plans
     from reconciler.cli.report import plans_json
 
-    scope = open_scope(run)
+    scope = open_scope(run, parallel)
     view = PlanView(
         output_format,
         details,
         lambda results, errors: plans_json([r.plan for r in results], errors),
         "LiveDiff",
     )
-    access = Access(run.clusters, scope.config.settings)
-    planned = show_plans(scope, access, when, view, parallel)
+    planned = show_plans(scope, scope.access, when, view, parallel)
     return planned.exit_status(changes=exits.DIFF_CHANGES)
 
 

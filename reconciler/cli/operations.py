@@ -96,8 +96,7 @@ def operations_retrigger(state_url: str, allow_deletions: Sequence[str]) -> None
     limit (O5); `reconciler sync` then runs it. Re-triggered deprovisions pass the deletion
     brake (default limit 5)."""
     from reconciler.cli.clusters import now as _now
-    from reconciler.core.brake import Allowance, Deletions, judge
-    from reconciler.core.model import Settings
+    from reconciler.core.brake import Allowance, Deletions, Limits, judge
     from reconciler.operations.engine import Engine
     from reconciler.operations.model import OperationType
     from reconciler.operations.store import open_store
@@ -106,7 +105,7 @@ def operations_retrigger(state_url: str, allow_deletions: Sequence[str]) -> None
     engine = Engine(store, clock=_now, plugins=[])
     candidates = engine.retrigger_candidates()
     removed = tuple(sorted(o.runtime for o in candidates if o.type is OperationType.DEPROVISION))
-    verdict = judge(Deletions(runtimes=removed), Settings(), Allowance.parse(allow_deletions))
+    verdict = judge(Deletions(runtimes=removed), Limits(), Allowance.parse(allow_deletions))
     if verdict.held:
         raise HeldByBrakeError(verdict.message)
     for operation in engine.retrigger(candidates):

@@ -24,13 +24,22 @@ from reconciler.cli.output import echo_document, is_document
 from reconciler.cli.progress import Progress
 from reconciler.cli.report import plan_text
 from reconciler.cli.workers import RampUp, fleet_width
-from reconciler.core.brake import Allowance, Verdict, count_deletions, judge
+from reconciler.core.brake import (
+    Allowance,
+    Limits,
+    Verdict,
+    count_deletions,
+    judge,
+    limits_for,
+    with_unread,
+)
 from reconciler.core.diagnostics import did_you_mean
 from reconciler.core.model import ConfigRepo
 from reconciler.core.plan import Context
 from reconciler.errors import NotFoundError, ReconcilerError
 from reconciler.lifecycle.executor import Lifecycle, SyncResult, sync_runtime
-from reconciler.operations.runner import deployed, recorded_access
+from reconciler.operations.runner import recorded_access
+from reconciler.operations.running import fetch_running
 from reconciler.operations.store import StateStore, open_store
 
 
@@ -43,6 +52,8 @@ class Scope:
     targets: list[str]
     removed: list[str]
     verdict: Verdict
+    #: How the run reaches the runtimes' clusters.
+    access: Access
 
     @property
     def runtimes(self) -> list[str]:
@@ -53,21 +64,37 @@ class Scope:
 def scope_of(
     config: ConfigRepo,
     names: Sequence[str],
-    snapshot: str | None,
+    access: Access,
     store: StateStore,
     allow: Sequence[str],
+    parallel: int = 1,
 ) -> Scope:
     """The runtimes to plan or sync and what deleting them means for the brake (S5): runtimes
-    the store knows and git dropped are deprovisioned (all of them, or those named)."""
-    known = deployed(store)
+    the store knows and git dropped are deprovisioned (all of them, or those named). The brake
+    counts what the clusters' inventories hold (and the store knows), at the stricter of the
+    repo's limits and those recorded by the last sync of the whole fleet (the defaults before
+    one: :func:`reconciler.core.brake.limits_for`)."""
+    snapshot = access.options.snapshot
+    known = store.deployed()
     chosen = targets(config, names, snapshot, known)
     in_git = [n for n in chosen if n in config.runtimes]
     removed = [n for n in chosen if n not in config.runtimes]
     if not names:
         removed = sorted(set(known) - set(config.runtimes))
-    deletions = count_deletions(known, config, only=chosen if names else None)
-    verdict = judge(deletions, config.settings, Allowance.parse(allow))
-    return Scope(config, store, in_git, removed, verdict)
+    running = fetch_running(
+        store,
+        config,
+        access.connect,
+        system_namespace=config.settings.system_namespace,
+        workers=fleet_width(parallel, snapshot),
+        release=access.release,
+    )
+    deletions = count_deletions(running.modules, config, only=chosen if names else None)
+    limits = limits_for(config.settings, store.limits_in_force())
+    asked = Limits.of(config.settings)
+    verdict = judge(deletions, limits, Allowance.parse(allow), asked)
+    verdict = with_unread(verdict, [n for n in running.unread if not names or n in chosen])
+    return Scope(config, store, in_git, removed, verdict, access)
 
 
 def targets(
@@ -95,6 +122,14 @@ def report_brake(verdict: Verdict) -> None:
     """The brake's verdict on its own line when anything is deleted (stderr when it holds)."""
     if verdict.deletions.count:
         click.echo(verdict.message, err=verdict.held)
+
+
+def record_limits(scope: Scope) -> None:
+    """Keep the repo's brake limits in the store as those in force: a sync of the whole fleet
+    went ahead under them (a sync of some runtimes only never raises them)."""
+    from reconciler.cli.clusters import now
+
+    scope.store.record_limits(Limits.of(scope.config.settings), now())
 
 
 #: The JSON document of a run's results and the runtimes that could not be planned.
@@ -226,9 +261,9 @@ def _plan_one(scope: Scope, access: Access, name: str, now: datetime) -> SyncRes
     return replace(result, plan=replace(result.plan, deprovision=True))
 
 
-def open_scope(request: RunRequest) -> Scope:
+def open_scope(request: RunRequest, parallel: int = 1) -> Scope:
     """Load the valid repo and the state store a run names, and decide its scope."""
     config = load_valid_repo(request.source)
     store = open_store(request.state_url)
-    snapshot = request.clusters.snapshot
-    return scope_of(config, request.runtime_names, snapshot, store, request.allow_deletions)
+    access = Access(request.clusters, config.settings)
+    return scope_of(config, request.runtime_names, access, store, request.allow_deletions, parallel)

@@ -141,14 +141,13 @@ def sync(
 
 def dry_run_sync(run: RunRequest, output_format: str, parallel: int = 1) -> int:
     """Plan and print what a sync would do; the exit status of ``sync --dry-run``."""
-    from reconciler.cli.clusters import Access, now
+    from reconciler.cli.clusters import now
     from reconciler.cli.plans import PlanView, open_scope, show_plans
     from reconciler.cli.report import results_json
 
-    scope = open_scope(run)
-    access = Access(run.clusters, scope.config.settings)
+    scope = open_scope(run, parallel)
     view = PlanView(output_format, True, results_json, "SyncPlan")
-    planned = show_plans(scope, access, now(), view, parallel)
+    planned = show_plans(scope, scope.access, now(), view, parallel)
     return planned.exit_status(changes=exits.OK)
 
 
@@ -170,15 +169,16 @@ class SyncOptions:
 def run_sync(run: RunRequest, options: SyncOptions) -> int:
     """Run (or resume) each runtime's operation, ``options.parallel`` runtimes at a time, and
     print each as it finishes; the exit status of ``sync``."""
-    from reconciler.cli.clusters import Access
-    from reconciler.cli.plans import open_scope, report_brake
+    from reconciler.cli.plans import open_scope, record_limits, report_brake
     from reconciler.cli.workers import fleet_width
 
-    scope = open_scope(run)
+    scope = open_scope(run, options.parallel)
     if scope.verdict.held:
         raise HeldByBrakeError(scope.verdict.message)
     report_brake(scope.verdict)
-    access = Access(run.clusters, scope.config.settings)
+    if not run.runtime_names:  # the whole fleet went ahead: its limits are in force now
+        record_limits(scope)
+    access = scope.access
     runner = _runner(scope, access, options.allow_access_change)
     fleet = _Fleet(runner, access, options, _progress(len(scope.runtimes)))
     fleet.run(scope.runtimes, fleet_width(options.parallel, run.clusters.snapshot))

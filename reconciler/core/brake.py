@@ -1,18 +1,23 @@
 """The deletion brake (S5): count what a sync would delete and decide whether it may (pure).
 
-Every path that deletes asks here first: ``reconciler sync`` (against the runtimes and modules
-the state store knows), the daemon (against the same, and the commit in force) and
-``operations retrigger``. A deletion is a runtime that left git, a module that left a runtime,
-or a CustomResourceDefinition that a module's new version no longer ships. More deletions than
-``spec.deletionBrake.maxDeletionsPerSync`` hold the whole sync until an explicit allow; a repo
-that removes every runtime the store knows is always held unless the allow names the count or
-the runtimes. Callers: the CLI, the daemon.
+Every path that deletes asks here first: ``reconciler sync`` and the daemon (against what the
+clusters' inventories hold, the runtimes and modules the state store knows and, for the daemon,
+the commit in force) and ``operations retrigger``. A deletion is a runtime that left git, a
+module that left a runtime, or a CustomResourceDefinition that a module's new version no longer
+ships. More deletions than ``spec.deletionBrake.maxDeletionsPerSync`` hold the whole sync until
+an explicit allow; a repo that removes every runtime the store knows is always held unless the
+allow names the count or the runtimes.
+
+A commit never loosens the brake that judges it: its :class:`Limits` are bounded by those in
+force (:func:`limits_for`: the last accepted commit's, or the built-in defaults when none is
+recorded), so a commit that raises ``maxDeletionsPerSync`` or sets ``allow: true`` has that
+effect only once it is itself accepted. Callers: the CLI, the daemon.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from reconciler.core.model import ConfigRepo, Settings
@@ -20,6 +25,7 @@ from reconciler.core.resolve import resolve_runtime
 
 #: How many deletions a message names.
 SHOWN = 10
+_DEFAULTS = Settings()
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,13 +137,43 @@ class Allowance:
 
 
 @dataclass(frozen=True, slots=True)
+class Limits:
+    """The brake's settings (``spec.deletionBrake``): the most deletions one sync may carry out,
+    and whether syncs over it go ahead (``allow``; never one that removes every runtime)."""
+
+    max_deletions: int = _DEFAULTS.max_deletions_per_sync
+    allow: bool = _DEFAULTS.allow_deletions
+
+    @classmethod
+    def of(cls, settings: Settings) -> Limits:
+        """The limits ``settings`` ask for."""
+        return cls(settings.max_deletions_per_sync, settings.allow_deletions)
+
+    def stricter(self, other: Limits) -> Limits:
+        """The lower limit of the two, and ``allow`` only when both allow."""
+        return Limits(min(self.max_deletions, other.max_deletions), self.allow and other.allow)
+
+
+def limits_for(wanted: Settings, in_force: Limits | None) -> Limits:
+    """The limits that judge a commit whose settings are ``wanted``: the stricter of its own
+    and those ``in_force`` (the last accepted commit's; the built-in defaults when none is
+    known, as with a new state store). A commit's looser limits apply from the next commit on,
+    once it is accepted."""
+    return Limits.of(wanted).stricter(in_force if in_force is not None else Limits())
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
-    """The brake's decision on a sync."""
+    """The brake's decision on a sync; ``asked`` is the limit the judged commit itself sets
+    (above :attr:`limit` when it raises one that is not in force yet)."""
 
     deletions: Deletions
     limit: int
     held: bool
     message: str
+    asked: int | None = None
+    #: Runtimes whose cluster's inventories could not be read for the count.
+    unread: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """JSON form (``/status``, ``diff -o json``)."""
@@ -149,25 +185,52 @@ class Verdict:
         }
 
 
-def judge(deletions: Deletions, settings: Settings, allowance: Allowance) -> Verdict:
+def judge(
+    deletions: Deletions, limits: Limits, allowance: Allowance, asked: Limits | None = None
+) -> Verdict:
     """Hold ``deletions`` over the limit (or of every runtime) unless explicitly allowed; the
-    setting ``spec.deletionBrake.allow`` lifts the limit but never passes "every runtime"."""
-    limit = settings.max_deletions_per_sync
+    setting ``spec.deletionBrake.allow`` lifts the limit but never passes "every runtime".
+    ``asked``: the judged commit's own limits, named in the message when looser than
+    ``limits``."""
+    limit = limits.max_deletions
     over = deletions.every_runtime or deletions.count > limit
-    allowed = allowance.covers(deletions) or (
-        settings.allow_deletions and not deletions.every_runtime
-    )
+    allowed = allowance.covers(deletions) or (limits.allow and not deletions.every_runtime)
     held = deletions.count > 0 and over and not allowed
-    return Verdict(deletions, limit, held, _message(deletions, limit, held, allowed and over))
+    message = _message(deletions, limit, held, allowed and over)
+    looser = asked is not None and asked != asked.stricter(limits)
+    if held and looser and asked is not None:
+        message += f"; {_not_yet(asked, limits)}"
+    asked_limit = asked.max_deletions if asked is not None else None
+    return Verdict(deletions, limit, held, message, asked_limit)
+
+
+def with_unread(verdict: Verdict, unread: Iterable[str]) -> Verdict:
+    """``verdict``, its message naming the runtimes whose cluster could not be read (counted
+    from what the state store knows of them)."""
+    names = sorted(unread)
+    if not names:
+        return verdict
+    note = f"; not read, counted from the state store: {_listed(names)}"
+    return replace(verdict, message=verdict.message + note, unread=tuple(names))
+
+
+def _not_yet(asked: Limits, limits: Limits) -> str:
+    """Why a commit's own looser limits did not judge it."""
+    what = (
+        "allow: true"
+        if asked.allow and not limits.allow
+        else (f"maxDeletionsPerSync {asked.max_deletions}")
+    )
+    return (
+        f"this commit's {what} applies once it is accepted (the limit in force is "
+        f"{limits.max_deletions}): commit that change alone first"
+    )
 
 
 def _message(deletions: Deletions, limit: int, held: bool, allowed: bool) -> str:
     if not deletions.count:
         return "deletion brake: nothing is deleted"
-    items = deletions.items()
-    shown = ", ".join(items[:SHOWN]) + (
-        f" and {len(items) - SHOWN} more" if len(items) > SHOWN else ""
-    )
+    shown = _listed(deletions.items())
     what = (
         f"removes every runtime ({deletions.count} deletions)"
         if deletions.every_runtime
@@ -180,3 +243,9 @@ def _message(deletions: Deletions, limit: int, held: bool, allowed: bool) -> str
         )
     verdict = "allowed explicitly" if allowed else "within the limit"
     return f"deletion brake: {verdict}: {what}: {shown}"
+
+
+def _listed(items: Sequence[str]) -> str:
+    """The first :data:`SHOWN` of ``items``, and how many more."""
+    more = f" and {len(items) - SHOWN} more" if len(items) > SHOWN else ""
+    return ", ".join(items[:SHOWN]) + more

@@ -5,11 +5,17 @@
 - :meth:`Daemon.poll` asks the source whether the ref moved (one ``ls-remote`` per poll for the
   whole fleet), reads and validates a new commit as a whole (C7) and either refuses it (the last
   good commit stays in force and ``/status`` says which file and why), holds it (deletion brake,
-  S5), or accepts it and reconciles every runtime. An unreachable remote changes nothing (S3).
+  S5), or accepts it and reconciles every runtime. An unreachable remote changes nothing (S3);
+  a commit that cannot be read for a reason that may pass (a fetch cut, an unreachable channels
+  source: a :class:`~reconciler.errors.TransientError`) waits, PENDING, and is read again after
+  a backoff (:mod:`reconciler.daemon.verdicts`), never refused for it.
   Every verdict is kept in the state store with its commit, so a restart decides the same: a
   held commit stays held until allowed (``--allow-deletions COMMIT``, for that commit only), the
-  brake counts from what the store knows runs (never from "nothing" after a start), and a commit
-  the daemon died reading twice is refused by id instead of crashing it again. Replicas sharing
+  brake counts from the clusters' inventories and what the store knows runs (never from
+  "nothing" after a start), at the limits of the commit in force when stricter than the judged
+  commit's (a commit never lifts its own brake), and every commit not in force is judged, one
+  accepted before included; a commit the daemon died reading twice (a process that stopped
+  mid-read, not a read that failed) is refused by id instead of crashing it again. Replicas sharing
   the store judge a commit once (the first verdict written stands, for all of them) and move
   the commit in force by compare-and-set; each takes up the store's commit in force at each
   poll, before it judges anything, and before each reconcile.
@@ -42,7 +48,15 @@ from apscheduler.schedulers.background import BackgroundScheduler  # type: ignor
 from apscheduler.schedulers.base import BaseScheduler  # type: ignore[import-untyped]
 
 from reconciler.cluster.api import Cluster
-from reconciler.core.brake import Allowance, Verdict, count_deletions, judge
+from reconciler.core.brake import (
+    Allowance,
+    Limits,
+    Verdict,
+    count_deletions,
+    judge,
+    limits_for,
+    with_unread,
+)
 from reconciler.core.diagnostics import Diagnostic
 from reconciler.core.fleetdiff import FleetDiffer
 from reconciler.core.head import Head, head_text
@@ -51,6 +65,7 @@ from reconciler.core.redaction import mask, mask_all
 from reconciler.core.resolve import resolve_runtime
 from reconciler.daemon.membership import DEFAULT_LEASE, FencedCluster, Membership
 from reconciler.daemon.metrics import Metrics
+from reconciler.daemon.verdicts import Held, Reading, Waiting, failed
 from reconciler.errors import PermanentError, ReconcilerError, TransientError
 from reconciler.operations.engine import Engine, owner_alive, this_owner
 from reconciler.operations.model import (
@@ -61,7 +76,8 @@ from reconciler.operations.model import (
     RuntimeRecord,
     operation_limits,
 )
-from reconciler.operations.runner import Connect, Runner, deployed
+from reconciler.operations.runner import Connect, Runner
+from reconciler.operations.running import fetch_running
 from reconciler.operations.store import ALLOWED_DELETIONS, StateStore, load_statuses
 from reconciler.source.git import Revision, redact
 from reconciler.source.loader import ChannelsRepository, ReadOptions, channels_repository, load_repo
@@ -99,6 +115,8 @@ class SourceState:
     error: str = ""
     refused: dict[str, Any] | None = None
     held: dict[str, Any] | None = None
+    #: The newest commit, while reading it fails in a way that may pass (PENDING).
+    waiting: Waiting | None = None
     #: The head this replica's git showed at its last poll (None before one, or when reading it
     #: failed and is to be tried again): a commit accepted before and no longer in force is
     #: taken up again (a revert) only when this replica's own git moved to it.
@@ -173,6 +191,9 @@ class Daemon:
         self._lock = threading.Lock()
         self._poll_lock = threading.Lock()
         self.runtime_errors: dict[str, str] = {}
+        #: Commits (head text) this process read to the end, whatever came of it: a READING
+        #: record of this replica's on one of them is no crash (:meth:`_read_attempts`).
+        self._reads_ended: set[str] = set()
         #: The intervals the scheduler's jobs run at (:func:`schedule_jobs`).
         self.scheduled: Intervals | None = None
         #: This replica among those sharing the store: who owns which runtime, fencing.
@@ -240,6 +261,8 @@ class Daemon:
         self.metrics.poll(ok=True, now=now)
         head = self._head(config)
         seen, self.state.seen = self.state.seen, head
+        if self.state.waiting is not None and self.state.waiting.commit != head.text:
+            self.state.waiting = None  # git moved on (or back) from the commit that waited
         # the fleet's commit first: a new one is judged (the brake counts) from the one in force
         followed = self._follow(in_force)
         if head in (self.state.commit, in_force.commit if in_force else None):
@@ -259,7 +282,12 @@ class Daemon:
 
     def _still_stands(self, head: Head, earlier: CommitRecord) -> bool:
         """A refused commit stays refused, a held one held until allowed (across restarts and
-        replicas: the verdict any of them recorded first)."""
+        replicas: the verdict any of them recorded first); a waiting one waits until its next
+        read is due."""
+        if earlier.verdict is CommitVerdict.PENDING:
+            waiting = Waiting.from_json(earlier.detail)
+            self.state.waiting = waiting
+            return self.clock() < waiting.retry_at
         if earlier.verdict is CommitVerdict.REFUSED:
             self.state.refused = earlier.detail
             return True
@@ -310,51 +338,93 @@ class Daemon:
     def _consider(
         self, head: Head, earlier: CommitRecord | None, in_force: CommitRecord | None
     ) -> bool:
-        if earlier is None or earlier.verdict is CommitVerdict.READING:  # not decided yet
-            attempts = self._read_attempts(earlier)
+        attempts = 0
+        undecided = (None, CommitVerdict.READING, CommitVerdict.PENDING)
+        if (earlier.verdict if earlier is not None else None) in undecided:  # not decided yet
+            attempts = self._read_attempts(head, earlier)
             if attempts > MAX_READ_ATTEMPTS:
                 return self._refuse_unreadable(head, "the daemon stopped twice while reading it")
-            reading = {"reader": self.membership.name}
+            reading = Reading(self.membership.name).to_json()
             standing = self._record(head, CommitVerdict.READING, detail=reading, attempts=attempts)
             if standing.verdict is not CommitVerdict.READING:  # another replica decided first
                 return self._adopt(head, standing)
         try:
+            return self._read_and_judge(head, earlier, in_force)
+        except TransientError as error:
+            return self._wait(head, error, earlier, attempts, in_force)
+        finally:  # whatever the outcome, this read ended here: no crash (see _read_attempts)
+            self._reads_ended.add(head.text)
+
+    def _read_and_judge(
+        self, head: Head, earlier: CommitRecord | None, in_force: CommitRecord | None
+    ) -> bool:
+        """Read ``head`` and refuse, hold or accept it. Every commit not in force is judged
+        by the brake, one accepted before included (a force-push back to it, S5)."""
+        try:
             revision = self.source.revision(head.config)
             options, head = self._read_options(revision, head)
             validation = load_repo(self.source.path or ".", options, tree=revision.tree)
-        except TransientError as error:
-            self.state.error = str(error)
-            self.state.seen = None  # read again at the next poll, even a revert
-            log.warning("cannot read commit %s (%s): %s", head.shown, _cause(error), error)
-            self._follow(in_force)
-            return False
+        except TransientError:
+            raise
         except PermanentError as error:
             return self._refuse_unreadable(head, str(error))
         except Exception as error:
             return self._refuse_unreadable(head, f"internal error: {type(error).__name__}: {error}")
         if validation.repo is None:
             return self._refuse(head, validation.diagnostics)
-        if earlier is not None and earlier.verdict is CommitVerdict.ACCEPTED:
-            return self._accept(head, validation.repo, in_force)  # judged before: not again
         verdict = self._brake(head, validation.repo)
         if verdict.held:
             return self._hold(head, verdict)
         return self._accept(head, validation.repo, in_force)
 
-    def _read_attempts(self, earlier: CommitRecord | None) -> int:
-        """This read's number: one more than a READING record of this replica's or of one that
-        is gone (it stopped while reading); another live replica reading it is no crash. A
+    def _wait(
+        self,
+        head: Head,
+        error: TransientError,
+        earlier: CommitRecord | None,
+        attempts: int,
+        in_force: CommitRecord | None,
+    ) -> bool:
+        """Reading ``head`` failed in a way that may pass (S3): it stays PENDING, never
+        refused for it, and is read again after a backoff; the commit in force stays."""
+        now = self.clock()
+        before = self.state.waiting
+        failures = before.failures + 1 if before is not None and before.commit == head.text else 1
+        if earlier is not None and earlier.verdict is CommitVerdict.PENDING:
+            failures = max(failures, Waiting.from_json(earlier.detail).failures + 1)
+        waiting = failed(head, str(error), now, error.retry_after, failures)
+        self.state.error = str(error)
+        self.state.waiting = waiting
+        self.state.seen = None  # read again at the next poll, even a revert
+        log.warning("%s (%s)", waiting.message, _cause(error))
+        if attempts:  # this replica's READING record: its read ended, no crash (attempts - 1)
+            self._record(
+                head, CommitVerdict.PENDING, waiting.message, waiting.to_json(), attempts - 1
+            )
+        self._follow(in_force)
+        return False
+
+    def _read_attempts(self, head: Head, earlier: CommitRecord | None) -> int:
+        """This read's number: one more than the reads that died (a process that stopped while
+        reading it). A PENDING record counts those; a READING record of this replica's or of
+        one that is gone is one more, unless this very process ended that read (a read that
+        failed or was decided is no crash); another live replica reading it is no crash. A
         process on this host that no longer runs is gone before its lease ends (a daemon named
         host:pid that restarts at once after dying on the commit)."""
         if earlier is None:
             return 1
-        reader = str(earlier.detail.get("reader", ""))
+        if earlier.verdict is CommitVerdict.PENDING:
+            return earlier.attempts + 1
+        reader = Reading.from_json(earlier.detail).reader
+        ended_here = reader == self.membership.name and head.text in self._reads_ended
         alive = self.membership.alive(reader) and owner_alive(reader)
-        crashed = reader in ("", self.membership.name) or not alive
+        crashed = not ended_here and (reader in ("", self.membership.name) or not alive)
         return earlier.attempts + 1 if crashed else max(earlier.attempts, 1)
 
     def _adopt(self, head: Head, standing: CommitRecord) -> bool:
         """Act on the verdict another replica recorded on ``head`` first."""
+        if self.state.waiting is not None and self.state.waiting.commit == head.text:
+            self.state.waiting = None  # decided: it waits no more
         if standing.verdict is CommitVerdict.ACCEPTED:
             return self._follow(self.store.last_accepted())
         if standing.verdict is CommitVerdict.REFUSED:
@@ -381,18 +451,9 @@ class Daemon:
         return self.store.decide_commit(record)
 
     def _hold(self, head: Head, verdict: Verdict) -> bool:
-        deletions = verdict.deletions
         message = f"{verdict.message}; for this commit only: --allow-deletions {head.shown}"
-        detail: dict[str, Any] = {
-            "commit": head.text,
-            "removals": deletions.count,
-            "limit": verdict.limit,
-            "runtimes": list(deletions.runtimes),
-            "modules": list(deletions.modules),
-            "crds": list(deletions.crds),
-            "message": message,
-        }
-        standing = self._record(head, CommitVerdict.HELD, message, detail)
+        held = Held(head.text, verdict, message)
+        standing = self._record(head, CommitVerdict.HELD, message, held.to_json())
         if standing.verdict is CommitVerdict.HELD:
             log.warning("commit %s held: %s", head.shown, standing.message)
         return self._adopt(head, standing)
@@ -510,6 +571,7 @@ class Daemon:
             )
             return self._follow(now_in_force)
         self.state.refused = self.state.held = None
+        self.state.waiting = None
         self.state.pending_since = None
         self.metrics.held(False)
         self._take(head, repo)
@@ -554,16 +616,31 @@ class Daemon:
         log.info("polling every %gs, resyncing every %gs", poll, resync)
 
     def _brake(self, head: Head, repo: ConfigRepo) -> Verdict:
-        """S5, counted from what runs: the store's records and the commit in force."""
-        known = deployed(self.store)
+        """S5, counted from what runs: the clusters' inventories, the store's records and the
+        commit in force; at the stricter of the limits of the commit in force and the judged
+        commit's own (the defaults when none is in force: a new store)."""
         current = self.state.repo
+        settings = current.settings if current is not None else repo.settings
+        running = fetch_running(
+            self.store,
+            repo,
+            self.connect,
+            system_namespace=settings.system_namespace,
+            workers=self.options.workers,
+        )
+        for name, error in sorted(running.unread.items()):
+            log.warning("brake: runtime %s not read, counted from the store: %s", name, error)
+        known = running.modules
         if current is not None:
             for name, runtime in current.runtimes.items():
                 modules = known.setdefault(name, {})
                 for module in resolve_runtime(current, runtime).modules:
                     modules.setdefault(module.name, module.version)
         allowance = Allowance(count=sys.maxsize) if self._allowed(head) else Allowance()
-        return judge(count_deletions(known, repo), repo.settings, allowance)
+        in_force = Limits.of(current.settings) if current is not None else None
+        limits = limits_for(repo.settings, in_force)
+        verdict = judge(count_deletions(known, repo), limits, allowance, Limits.of(repo.settings))
+        return with_unread(verdict, running.unread)
 
     def _update_lag(self, head: Head) -> None:
         since = self.state.pending_since
@@ -777,6 +854,7 @@ class Daemon:
                 "error": source.error,
                 "refused": source.refused,
                 "held": source.held,
+                "waiting": source.waiting.to_json() if source.waiting is not None else None,
             },
             "channels": self._channels_status(),
             "ready": self.ready,

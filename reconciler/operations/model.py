@@ -289,9 +289,12 @@ def _under_way(record: RuntimeRecord, operation: Operation) -> RuntimeRecord:
 
 
 class CommitVerdict(StrEnum):
-    """What the daemon decided about a commit; kept so that a restart decides the same."""
+    """What the daemon decided about a commit; kept so that a restart decides the same.
+    READING and PENDING are no verdicts yet: a daemon is reading it, or its reading failed in a
+    way that may pass (a fetch cut, an unreachable channels source) and is tried again."""
 
     READING = "reading"
+    PENDING = "pending"
     ACCEPTED = "accepted"
     REFUSED = "refused"
     HELD = "held"

@@ -32,6 +32,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
+from reconciler.core.brake import Limits
 from reconciler.core.head import Head, head_text
 from reconciler.core.model import ClusterAccess
 from reconciler.core.objects import ObjectRef
@@ -62,7 +63,7 @@ from reconciler.operations.model import (
     Suspension,
 )
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 _UPSERT_OPERATION = """
     INSERT INTO operations (id, runtime, type, state, created, updated, deadline, commit_id,
                             message, owner, lease_until, retrigger_of, data, version)
@@ -177,6 +178,14 @@ MIGRATIONS: dict[int, str] = {
     5: """
     ALTER TABLE operations ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
     """,
+    6: """
+    CREATE TABLE brake_limits (
+        scope TEXT PRIMARY KEY,
+        max_deletions INTEGER NOT NULL,
+        allow INTEGER NOT NULL,
+        recorded TEXT NOT NULL
+    );
+    """,
 }
 
 
@@ -229,9 +238,10 @@ class StateStore(Protocol):
         """Remember where ``runtime`` was synced (see :attr:`RuntimeRecord.access`)."""
 
     def decide_commit(self, record: CommitRecord) -> CommitRecord:
-        """Record a verdict on a commit other than ACCEPTED (READING, REFUSED, HELD) unless one
-        that may not be replaced stands (:func:`may_replace`); the record that stands. Replicas
-        judging the same commit at once end with one verdict, the first one written."""
+        """Record a verdict on a commit other than ACCEPTED (READING, PENDING, REFUSED, HELD)
+        unless one that may not be replaced stands (:func:`may_replace`); the record that
+        stands. Replicas judging the same commit at once end with one verdict, the first one
+        written."""
 
     def accept_commit(self, record: CommitRecord, expected: Head | None) -> CommitRecord | None:
         """Make ``record``'s commit (ACCEPTED) the one in force, if the one in force is still
@@ -248,6 +258,14 @@ class StateStore(Protocol):
         No pointer of its own is needed: every ACCEPTED record is written by
         :meth:`accept_commit`, one decision at a time, so the last one written is the one its
         compare-and-set left in force."""
+
+    def limits_in_force(self) -> Limits | None:
+        """The deletion brake's limits recorded by the last ``reconciler sync`` of the whole
+        fleet that went ahead (:meth:`record_limits`); ``None`` before one."""
+
+    def record_limits(self, limits: Limits, now: datetime) -> None:
+        """Record the limits of a repo a sync of the whole fleet carried out: the next sync is
+        judged by the stricter of these and its own (:func:`reconciler.core.brake.limits_for`)."""
 
     def suspend(self, suspension: Suspension) -> None:
         """Suspend a runtime (again: the reason and time are replaced)."""
@@ -672,7 +690,9 @@ class SqliteStore:
         """See :class:`StateStore`."""
         with self._transaction() as db:
             standing = self._commit_in(db, record.commit)
-            if standing is not None and not may_replace(standing, record):
+            current = self._last_accepted_in(db)
+            in_force = current.commit if current is not None else None
+            if standing is not None and not may_replace(standing, record, in_force):
                 return standing
             self._write_commit(db, record)
             return record
@@ -729,6 +749,20 @@ class SqliteStore:
         with self._lock:
             return self._last_accepted_in(self._db)
 
+    def limits_in_force(self) -> Limits | None:
+        """See :class:`StateStore`."""
+        rows = self._query("SELECT * FROM brake_limits WHERE scope = ?", (LIMITS_SCOPE,))
+        return limits_of(rows[0]) if rows else None
+
+    def record_limits(self, limits: Limits, now: datetime) -> None:
+        """See :class:`StateStore`."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO brake_limits (scope, max_deletions, allow, recorded) "
+                "VALUES (?, ?, ?, ?)",
+                (LIMITS_SCOPE, limits.max_deletions, int(limits.allow), _iso(now)),
+            )
+
     def suspend(self, suspension: Suspension) -> None:
         """See :class:`StateStore`."""
         with self._transaction() as db:
@@ -773,18 +807,31 @@ class SqliteStore:
 
 #: In an ACCEPTED record's detail: the ``--allow-deletions`` that let a held commit through.
 ALLOWED_DELETIONS = "allowedDeletions"
+#: The row of ``brake_limits`` that ``reconciler sync`` keeps.
+LIMITS_SCOPE = "sync"
 
 
-def may_replace(standing: CommitRecord | None, new: CommitRecord) -> bool:
+def limits_of(row: Any) -> Limits:
+    """The limits of a ``brake_limits`` row (either store's)."""
+    return Limits(int(row["max_deletions"]), bool(row["allow"]))
+
+
+def may_replace(
+    standing: CommitRecord | None, new: CommitRecord, in_force: Head | None = None
+) -> bool:
     """Whether ``new`` may replace ``standing``, the verdict recorded on the same commit: a
-    verdict is decided once. READING (a daemon reading it) gives way to anything; HELD to
-    ACCEPTED only when ``--allow-deletions`` named it (the record says so under
-    :data:`ALLOWED_DELETIONS`); ACCEPTED to ACCEPTED (in force again after a revert)."""
-    if standing is None or standing.verdict is CommitVerdict.READING:
+    verdict is decided once. READING (a daemon reading it) and PENDING (its reading failed in a
+    way that may pass) give way to anything; HELD to ACCEPTED only when ``--allow-deletions``
+    named it (the record says so under :data:`ALLOWED_DELETIONS`); ACCEPTED to ACCEPTED (in
+    force again after a revert), and to HELD when it is no longer ``in_force`` (a force-push
+    back to it is judged again, from the commit in force)."""
+    if standing is None or standing.verdict in (CommitVerdict.READING, CommitVerdict.PENDING):
         return True
     if new.verdict is CommitVerdict.ACCEPTED and standing.verdict is CommitVerdict.HELD:
         return bool(new.detail.get(ALLOWED_DELETIONS))  # not a replica that judged without
     accepted = CommitVerdict.ACCEPTED
+    if new.verdict is CommitVerdict.HELD and standing.verdict is accepted:
+        return standing.commit != in_force
     return new.verdict is accepted and standing.verdict is accepted
 
 

@@ -33,6 +33,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import DictRow, dict_row
 
+from reconciler.core.brake import Limits
 from reconciler.core.head import Head, head_text
 from reconciler.core.redaction import MASK, mask_url_password, url_passwords
 from reconciler.core.status import ModuleState
@@ -51,6 +52,7 @@ from reconciler.operations.model import (
     Suspension,
 )
 from reconciler.operations.store import (
+    LIMITS_SCOPE,
     SCHEMA_VERSION,
     OperationRows,
     RowChanges,
@@ -60,6 +62,7 @@ from reconciler.operations.store import (
     decode_modules,
     deployed_of,
     encode_modules,
+    limits_of,
     may_replace,
     next_beat,
 )
@@ -157,6 +160,14 @@ MIGRATIONS: dict[int, str] = {
     """,
     5: """
     ALTER TABLE operations ADD COLUMN version BIGINT NOT NULL DEFAULT 0;
+    """,
+    6: """
+    CREATE TABLE brake_limits (
+        scope TEXT PRIMARY KEY,
+        max_deletions INTEGER NOT NULL,
+        allow BOOLEAN NOT NULL,
+        recorded TIMESTAMPTZ NOT NULL
+    );
     """,
 }
 
@@ -531,7 +542,9 @@ class PostgresStore:
         with self._transaction() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", (COMMITS_LOCK,))
             standing = _commit_in(cursor, record.commit)
-            if standing is not None and not may_replace(standing, record):
+            current = _last_accepted_in(cursor)
+            in_force = current.commit if current is not None else None
+            if standing is not None and not may_replace(standing, record, in_force):
                 return standing
             _write_commit(cursor, record)
             return record
@@ -557,6 +570,22 @@ class PostgresStore:
         """See :class:`~reconciler.operations.store.StateStore`."""
         with self._transaction() as cursor:
             return _last_accepted_in(cursor)
+
+    def limits_in_force(self) -> Limits | None:
+        """See :class:`~reconciler.operations.store.StateStore`."""
+        rows = self._query("SELECT * FROM brake_limits WHERE scope = %s", (LIMITS_SCOPE,))
+        return limits_of(rows[0]) if rows else None
+
+    def record_limits(self, limits: Limits, now: datetime) -> None:
+        """See :class:`~reconciler.operations.store.StateStore`."""
+        with self._transaction() as cursor:
+            cursor.execute(
+                "INSERT INTO brake_limits (scope, max_deletions, allow, recorded) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (scope) DO UPDATE SET "
+                "max_deletions = excluded.max_deletions, allow = excluded.allow, "
+                "recorded = excluded.recorded",
+                (LIMITS_SCOPE, limits.max_deletions, limits.allow, _utc(now)),
+            )
 
     def suspend(self, suspension: Suspension) -> None:
         """See :class:`~reconciler.operations.store.StateStore`."""

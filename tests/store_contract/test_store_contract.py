@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from reconciler.cli import cli
 from reconciler.cluster.memory import InMemoryCluster
+from reconciler.core.brake import Limits
 from reconciler.core.head import Head
 from reconciler.core.model import ClusterAccess, ModuleRef
 from reconciler.core.objects import ObjectRef
@@ -185,6 +186,7 @@ def test_a_store_of_an_older_version_is_migrated_keeping_its_records(backend: Ba
     store.accept_commit(CommitRecord(Head("c2"), CommitVerdict.ACCEPTED, T0), None)  # version 2
     assert store.runtime("rt") == replace(record, access="snapshot /srv/clusters")
     assert store.last_accepted() == CommitRecord(Head("c2"), CommitVerdict.ACCEPTED, T0)
+    assert store.limits_in_force() is None  # version 6: brake_limits, empty
 
 
 def test_a_store_of_a_newer_version_is_refused_in_one_line(backend: Backend) -> None:
@@ -478,6 +480,40 @@ def test_a_verdict_is_decided_once(backend: Backend) -> None:
     allowed = replace(judged_alone, detail={ALLOWED_DELETIONS: "c2"})
     assert store.accept_commit(allowed, None) == allowed
     assert backend.open().commit(Head("c2")) == allowed
+
+
+def test_a_pending_commit_gives_way_and_an_accepted_one_not_in_force_may_be_held(
+    backend: Backend,
+) -> None:
+    """PENDING (a read that failed and may pass) is no verdict: anything replaces it, and it
+    replaces no verdict. A commit accepted before and no longer in force (git forced back to
+    it) may be held by the brake; the commit in force never is."""
+    store = backend.open()
+    pending = CommitRecord(Head("c1"), CommitVerdict.PENDING, T0, "waits", {"failures": 1})
+    reading = CommitRecord(Head("c1"), CommitVerdict.READING, T0, detail={"reader": "a"})
+    assert store.decide_commit(pending) == pending
+    assert backend.open().commit(Head("c1")) == pending
+    assert store.decide_commit(reading) == reading
+    c1 = CommitRecord(Head("c1"), CommitVerdict.ACCEPTED, T0)
+    assert store.accept_commit(c1, None) == c1
+    assert store.decide_commit(replace(pending, decided=T0 + timedelta(seconds=1))) == c1
+    held = CommitRecord(Head("c1"), CommitVerdict.HELD, T0 + timedelta(seconds=2), "brake")
+    assert store.decide_commit(held) == c1  # in force: its verdict stays
+
+    c2 = CommitRecord(Head("c2"), CommitVerdict.ACCEPTED, T0 + timedelta(minutes=1))
+    assert store.accept_commit(c2, Head("c1")) == c2
+    assert store.decide_commit(held) == held  # no longer in force: judged again, held
+    assert backend.open().last_accepted() == c2
+
+
+def test_the_brake_limits_of_the_last_sync_are_kept_and_replaced(backend: Backend) -> None:
+    store = backend.open()
+    assert store.limits_in_force() is None
+
+    store.record_limits(Limits(3, allow=False), T0)
+    store.record_limits(Limits(10, allow=True), T0 + timedelta(minutes=1))
+
+    assert backend.open().limits_in_force() == Limits(10, allow=True)
 
 
 def test_the_commit_in_force_moves_only_from_the_one_expected(backend: Backend) -> None:
