@@ -192,7 +192,8 @@ class Endpoints:
         if runtime == "":
             return Response.failure(400, "?runtime= needs a runtime name (a DNS-1123 label)")
         sync_now(self.daemon, runtime)
-        return Response.of_json(202, {"accepted": True, "runtime": runtime})
+        requested = self.daemon.clock().isoformat()
+        return Response.of_json(202, {"accepted": True, "runtime": runtime, "requested": requested})
 
 
 def _runtime_asked(query: str) -> str | None:
