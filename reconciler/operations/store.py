@@ -339,6 +339,10 @@ def open_existing_store(url: str) -> StateStore | None:
     return open_store(url)
 
 
+#: SQLite's messages of errors a person causes and must fix (not our bugs).
+_OPERATOR_CAUSES = ("readonly database", "unable to open")
+
+
 class SqliteStore:
     """:class:`StateStore` in one SQLite file."""
 
@@ -374,14 +378,32 @@ class SqliteStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:  # one connection, shared by the daemon's worker threads
+        with self._lock, self._translated():  # one connection, shared by worker threads
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        """The one place SQLite's errors that a person must fix (a file or folder that may not
+        be written, a file that cannot be opened) become our permanent error, naming the file
+        and what to check."""
+        try:
+            yield
+        except sqlite3.OperationalError as error:
+            text = str(error)
+            if not any(cause in text for cause in _OPERATOR_CAUSES):
+                raise
+            raise SourceError(
+                f"cannot use the state store {self.path}: {text}; check that this user may "
+                "write the file and its folder (and that the disk is not read-only), or name "
+                "another store with --state or RECONCILER_STATE"
+            ) from error
 
     def _migrate(self) -> None:
         with self._transaction() as db:
@@ -400,7 +422,7 @@ class SqliteStore:
                 db.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
 
     def _query(self, sql: str, parameters: tuple[object, ...] = ()) -> list[sqlite3.Row]:
-        with self._lock:
+        with self._lock, self._translated():
             return self._db.execute(sql, parameters).fetchall()
 
     def schema_version(self) -> int:
