@@ -9,6 +9,7 @@ help::
      |    +-- OverBudgetError       reading a file or commit took too long (becomes a diagnostic)
      |    +-- SourceError           the config repo cannot be read (missing dir, permissions)
      |    |    +-- UnreadableError  one file of it cannot be read
+     |    |    +-- SnapshotError    a recorded cluster (--snapshot) is missing or unreadable
      |    +-- NotFoundError         a named thing (runtime, module, object) does not exist
      |    +-- InvalidObjectError    the API server refused an object as invalid (422)
      |    +-- ForbiddenError        the credentials may not do this (401, 403)
@@ -91,6 +92,10 @@ class SourceError(PermanentError):
 
 class UnreadableError(SourceError):
     """A file exists but cannot be read (permissions, I/O)."""
+
+
+class SnapshotError(SourceError):
+    """A snapshot standing in for a cluster (``--snapshot``) cannot be read, or is missing."""
 
 
 class NotFoundError(PermanentError):

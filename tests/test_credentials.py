@@ -12,6 +12,7 @@ from reconciler.config.yamlsafe import parse_yaml
 from reconciler.core.diagnostics import Diagnostic
 from reconciler.source.loader import ReadOptions, load_repo
 from tests.conftest import RepoFactory, small_repo
+from tests.tools import require_shared
 
 #: A value that must never show up in any message.
 SECRET = "hunter2-s3cr3t-Zq9"
@@ -412,14 +413,13 @@ def test_ordinary_auth_annotations_are_fine(annotation: str) -> None:
 
 # -- real manifests -------------------------------------------------------------------------------
 
-CORPUS = Path("/work/shared/corpus/prometheus-operator")
+CORPUS = ("corpus", "prometheus-operator")
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason="the shared corpus is not on this machine")
 def test_the_prometheus_operator_manifests_hold_no_credential() -> None:
     documents = [
         document
-        for path in sorted(CORPUS.glob("*/*.yaml"))
+        for path in sorted(require_shared(*CORPUS).glob("*/*.yaml"))
         for document in parse_yaml(path.read_text(), str(path))[0]
     ]
 
@@ -427,11 +427,10 @@ def test_the_prometheus_operator_manifests_hold_no_credential() -> None:
     assert [d.format() for doc in documents for d in find_inline_credentials(doc)] == []
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason="the shared corpus is not on this machine")
 def test_a_module_of_the_prometheus_operator_manifests_validates_clean(
     make_repo: RepoFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    texts = [p.read_text() for p in sorted(CORPUS.glob("*/*.yaml"))]
+    texts = [p.read_text() for p in sorted(require_shared(*CORPUS).glob("*/*.yaml"))]
     readable = [t for t in texts if parse_yaml(t, "x.yaml")[1] == []]  # see the note above
     module = (
         "apiVersion: reconciler.dev/v1alpha1\nkind: Module\nmetadata: {name: prometheus}\n"

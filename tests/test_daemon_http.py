@@ -210,7 +210,9 @@ def test_a_signed_hook_and_a_token_start_a_poll(start: Serve) -> None:
     assert (answer[0], json.loads(answer[2])) == (202, {"accepted": True})
     _until(lambda: daemon.ready)
     sync = _post(port, "/sync", b"", {"Authorization": "Bearer " + SECRET.decode()})
-    assert (sync[0], json.loads(sync[2])) == (202, {"accepted": True, "runtime": None})
+    answered = json.loads(sync[2])
+    assert (sync[0], answered["accepted"], answered["runtime"]) == (202, True, None)
+    assert datetime.fromisoformat(answered["requested"]) <= datetime.now(UTC)
 
 
 def test_the_flag_opens_sync_without_a_secret_but_never_the_hook(start: Serve) -> None:
@@ -364,3 +366,42 @@ def _until(condition: Callable[[], bool], seconds: float = 30) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.05)
+
+
+def test_suspend_and_resume_go_through_the_authenticated_port_and_names_are_checked(
+    start: Serve, tmp_path: Path
+) -> None:
+    """Issue 24: a typo of a runtime is a 404 with the closest name, never a silent success."""
+    server, daemon = start()
+    port = _port(server)
+    token = {"Authorization": "Bearer " + SECRET.decode()}
+    assert daemon.poll()
+    url = f"http://127.0.0.1:{port}"
+    secret = tmp_path / "secret"
+    secret.write_bytes(SECRET)
+
+    assert "wrong token" in _error(_post(port, "/suspend?runtime=a"), 403)
+    typo = _error(_post(port, "/sync?runtime=aa", b"", token), 404)
+    assert (
+        typo
+        == "runtime 'aa' is not in the commit in force nor in the state store; did you mean 'a'?"
+    )
+    assert "is not in" in _error(_post(port, "/suspend?runtime=nope", b"", token), 404)
+    assert daemon.store.suspensions() == {}
+    suspended = CliRunner().invoke(
+        cli,
+        ["suspend", "b", "--reason", "incident 5", "--daemon", url, "--secret-file", str(secret)],
+    )
+    assert suspended.exit_code == 0, suspended.output
+    assert suspended.stdout.startswith("runtime b: suspended; ")
+    assert daemon.store.suspensions()["b"].reason == "incident 5"
+    mistyped = CliRunner().invoke(
+        cli, ["resume", "bb", "--daemon", url, "--secret-file", str(secret)]
+    )
+    assert mistyped.exit_code == 2
+    assert "refused: 404 runtime 'bb' is not in" in mistyped.output
+    resumed = CliRunner().invoke(
+        cli, ["resume", "b", "--daemon", url, "--secret-file", str(secret)]
+    )
+    assert (resumed.exit_code, resumed.stdout.split(";")[0]) == (0, "runtime b: resumed")
+    assert daemon.store.suspensions() == {}

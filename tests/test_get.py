@@ -178,8 +178,9 @@ def test_watch_prints_each_row_that_changes_until_ctrl_c(
     assert lines[0].split()[0] == "NAME"
     assert _names("\n".join(lines[:4])) == ["dev-sandbox", "prod-eu-1", "staging-eu"]
     assert len(lines) == 5  # the table, then the one row that changed, once
-    assert lines[4].split()[:5] == ["prod-eu-1", "Ready", "Install", "4/4", "store"]
-    assert lines[4].index("store") == lines[0].index("SUSPENDED")  # under its header
+    assert lines[4].split()[:5] == ["prod-eu-1", "Suspended", "Suspended", "4/4", "store"]
+    # under its header, or pushed right by the longer cells before it (as kubectl's --watch)
+    assert lines[4].index("store") - lines[0].index("SUSPENDED") in range(0, 5)
 
 
 @pytest.mark.parametrize(

@@ -31,6 +31,7 @@ from bench.hostile_corpus import (
 )
 from reconciler.source.loader import load_repo
 from tests.conftest import RepoFactory, small_repo
+from tests.tools import require_shared
 
 #: The per-file budget the workers read with (a fifth of the default), and how far past it a
 #: file may end: the budget is looked at between steps (every thousand nodes, every schema
@@ -73,10 +74,10 @@ def outcomes() -> list[Outcome]:
 
 
 def test_the_corpus_is_large_deterministic_and_uses_real_files() -> None:
+    assert require_shared("corpus", "prometheus-operator") == PROMETHEUS
     cases = corpus()
 
     assert len(cases) >= 2_000
-    assert PROMETHEUS.is_dir(), "the corpus needs ../shared/corpus/prometheus-operator"
     assert any(c.name.startswith("flip/prometheus/crds/") for c in cases)
     assert [(c.name, c.data) for c in corpus()[:300]] == [(c.name, c.data) for c in cases[:300]]
     families = {c.name.split("/")[0] for c in cases}

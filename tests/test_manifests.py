@@ -18,9 +18,8 @@ from click.testing import CliRunner
 from reconciler.cli import cli
 from reconciler.source.loader import ReadOptions, load_repo
 from tests.conftest import RepoFactory, channel_file, dump, module_files, runtime_file
+from tests.tools import require_shared
 
-#: Real manifests, in the shared material beside the repo (as CI has it: see .ci/run).
-CORPUS = Path(__file__).parent.parent.parent / "shared" / "corpus" / "prometheus-operator"
 MANIFEST = "modules/alpha/1.0.0/manifest.yaml"
 OPERATOR = """\
 apiVersion: apps/v1
@@ -284,7 +283,8 @@ def test_the_operators_version_label_is_its_folders_version(
 def test_the_prometheus_operator_corpus_validates_and_renders(make_repo: RepoFactory) -> None:
     """The upstream CRDs (an enum lists the plain scalar ``=``, read by kubectl as the string
     "=") are accepted as a module by the loader, ``validate`` and ``render``."""
-    texts = [p.read_text() for p in sorted(CORPUS.glob("*/*.yaml"))]
+    corpus = require_shared("corpus", "prometheus-operator")  # real manifests, as CI has them
+    texts = [p.read_text() for p in sorted(corpus.glob("*/*.yaml"))]
     assert len(texts) == 16
     module = {
         "apiVersion": "reconciler.dev/v1alpha1",

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from reconciler import __version__
 from reconciler.core.status import ModuleState, ModuleStatus
 from reconciler.daemon.metrics import Metrics
-from reconciler.operations.model import RuntimeRecord
+from reconciler.operations.model import RuntimeRecord, RuntimeStatus
 from tests.test_daemon_http import Serve, _exchange, _port, start  # noqa: F401 (a fixture)
 from tests.tools import require_tool
 
@@ -27,7 +27,7 @@ def _fleet(metrics: Metrics, runtimes: int) -> None:
             for position, name in enumerate(MODULES)
         )
         record = RuntimeRecord(f"rt-{index:05d}", ModuleState.READY, "", "", None, NOW, modules)
-        metrics.runtime_status(record)
+        metrics.runtime_status(RuntimeStatus(record))
 
 
 def _series(text: str) -> list[str]:
@@ -53,7 +53,7 @@ def test_the_series_grow_with_runtimes_not_with_modules_and_states() -> None:
 def test_build_process_and_counter_series_and_no_created_ones() -> None:
     metrics = Metrics()
     metrics.commit_refused()
-    metrics.reconcile_failed("rt-1", RuntimeError("boom"))
+    metrics.reconcile_failed("rt-1", "RuntimeError")
     metrics.membership("replica-a", live=3, owned=97)
 
     text = metrics.exposition().decode()

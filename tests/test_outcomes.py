@@ -38,6 +38,7 @@ from reconciler.operations.model import (
     OperationState,
     OperationType,
     RuntimeRecord,
+    RuntimeStatus,
     StepState,
 )
 from reconciler.operations.runner import Runner
@@ -303,6 +304,7 @@ def test_status_json_is_one_value_for_the_cli_and_the_daemon(tmp_path: Path) -> 
             for m in ("widget", "gadget")
         ],
         "suspension": None,
+        "suspended": False,
         "error": "",
         "owner": "",
     }
@@ -339,9 +341,11 @@ def test_metrics_keep_one_series_per_runtime_and_count_modules_by_state() -> Non
     record = RuntimeRecord("rt", ModuleState.PROCESSING, "", "", None, NOW, (widget, gadget))
     other = replace(record, runtime="two", modules=(gadget,), state=ModuleState.READY)
 
-    metrics.runtime_status(record)
-    metrics.runtime_status(other)
-    metrics.runtime_status(replace(record, state=ModuleState.READY, modules=(gadget,)))
+    metrics.runtime_status(RuntimeStatus(record))
+    metrics.runtime_status(RuntimeStatus(other))
+    metrics.runtime_status(
+        RuntimeStatus(replace(record, state=ModuleState.READY, modules=(gadget,)))
+    )
 
     text = metrics.exposition().decode()
     runtime_series = [line for line in text.splitlines() if line.startswith("reconciler_runtime_")]

@@ -23,6 +23,7 @@ from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ClusterAccess
 from reconciler.daemon.http import HttpServer, serve
 from reconciler.daemon.service import Daemon
+from reconciler.errors import AccessError
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
 from tests.test_daemon import Fleet as GitFleet
@@ -80,6 +81,8 @@ class DaemonWorld:
         self.git = GitServer(root)
         self.git.start()
         self.clusters: dict[str, InMemoryCluster] = {}
+        #: Runtimes whose cluster cannot be reached (no kubeconfig).
+        self.broken: set[str] = set()
         source = RemoteSource(self.git.url, "main", "fleet", root / "cache")
         store = SqliteStore(root / "state.db")
         self.daemon = Daemon(source, store, self.connect, lambda: datetime.now(UTC))
@@ -89,6 +92,8 @@ class DaemonWorld:
         self.url = f"http://127.0.0.1:{self.http.server_address[1]}"
 
     def connect(self, access: ClusterAccess, name: str) -> InMemoryCluster:
+        if name in self.broken:
+            raise AccessError(f"runtime {name}: no kubeconfig file {name}.yaml")
         return self.clusters.setdefault(name, InMemoryCluster())
 
     def settle(self, seconds: float) -> None:
@@ -134,6 +139,32 @@ def test_through_the_daemon_it_polls_git_then_reconciles_that_runtime(
     assert after["a"] >= 2  # a again
     assert world.daemon.state.commit is not None
     assert world.daemon.state.commit.config == newest  # git was polled first
+
+
+def test_wait_ends_with_the_operation_it_asked_for_and_exit_1_when_it_failed(
+    world: DaemonWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24: it waited out its timeout, then said the daemon "goes on with it"."""
+    looks: list[float] = []
+
+    def settle(seconds: float) -> None:
+        looks.append(seconds)
+        world.settle(seconds)
+
+    monkeypatch.setattr(reconcile_module, "pause", settle)
+    world.daemon.poll()
+    world.settle(0)
+    world.broken.add("a")
+
+    result = CliRunner().invoke(
+        cli, ["reconcile", "a", "--daemon", world.url, "--wait", "--timeout", "1h"]
+    )
+
+    assert result.exit_code == 1, result.output
+    assert result.stdout.splitlines()[1].startswith("runtime a: Error ClusterAccessFailed: ")
+    assert "no kubeconfig file a.yaml" in result.stdout
+    assert "goes on with it" not in result.stderr
+    assert len(looks) <= 2  # once the run asked for ended, not at the timeout
 
 
 def test_a_bad_runtime_name_or_an_absent_daemon_is_one_line(world: DaemonWorld) -> None:

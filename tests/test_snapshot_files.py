@@ -94,6 +94,14 @@ def test_a_recorded_yaml_value_json_has_no_type_for_is_saved_as_its_text(
         ('{"items": ' + "[" * 100_000 + "]" * 100_000 + "}", "cannot read the snapshot"),
         ('{"apiVersion": "v1", "kind": "List", "items": [1, null]}', "not a snapshot"),
         ('{"apiVersion": "v1", "kind": "List", "items": [{"kind": "Nope"}]}', "Nope"),
+        # issue 24: an object of the wrong shape (was an AttributeError: "internal error")
+        ("apiVersion: v1\nkind: ConfigMap\nmetadata: 7\n", "ConfigMap's metadata is a number"),
+        ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [1]}\n", "no string metadata.name"),
+        ("kind: ConfigMap\nmetadata: {name: a, labels: 3}\n", "has no string apiVersion"),
+        ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, labels: 3}\n", "labels is"),
+        ("- 1\n", "a document of the snapshot is a list"),
+        # the place in the file, not PyYAML's "<unicode string>"
+        ("{{{\n", "did not find expected node content (line 2, column 1)"),
     ],
 )
 def test_a_broken_json_snapshot_is_one_line_naming_the_file(
@@ -109,6 +117,8 @@ def test_a_broken_json_snapshot_is_one_line_naming_the_file(
     assert message.startswith(f"{path}: ")
     assert why in message
     assert "\n" not in message
+    assert "<unicode string>" not in message
+    assert "Error(" not in message  # no Python repr
 
 
 def test_writes_reach_the_file_at_a_flush_and_a_flush_without_writes_saves_nothing(

@@ -1,5 +1,8 @@
 """``reconciler status`` and ``/status`` tell the truth (issue 12): a runtime's state comes from
-its newest operation, finished or not, with the last finished result beside it.
+its newest operation, finished or not, with the last finished result beside it. Issue 24: one
+rule for every view (``RuntimeStatus.of``): a failed operation leaves its runtime in Error with
+the failing step's reason until one succeeds, a first one too; an unreachable API server is
+Error while the operation retries; a suspended runtime says Suspended.
 
 Operations run through the runner on the in-memory cluster and a real SQLite store; ``status``
 then reads that store as a user would.
@@ -9,19 +12,21 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
 
 from reconciler.cli import cli
-from reconciler.cluster.memory import InMemoryCluster
-from reconciler.core.model import ConfigRepo, ModuleRef
+from reconciler.cluster.memory import Fault, InMemoryCluster
+from reconciler.core.model import ClusterAccess, ConfigRepo, ModuleRef
 from reconciler.core.objects import ObjectRef
+from reconciler.errors import AccessError, ReconcilerError, ServerError
 from reconciler.operations.engine import Engine
-from reconciler.operations.model import OperationState, OperationType
+from reconciler.operations.model import OperationState, OperationType, Suspension
 from reconciler.operations.report import STATUS_COLUMNS
-from reconciler.operations.runner import Runner
+from reconciler.operations.runner import Connect, Runner
 from reconciler.operations.store import SqliteStore
 from tests.lifecycle_helpers import repo
 from tests.scenarios import USER_GADGET, Clock
@@ -167,3 +172,117 @@ def test_reading_commands_never_create_a_store(tmp_path: Path) -> None:
     assert "no operation with id (prefix) 'abc'" in shown.output
     assert not db.exists()
     assert not db.parent.exists()
+
+
+# -- issue 24: status that never lies --------------------------------------------------------------
+
+
+def _connect_failing(cluster: InMemoryCluster, error: ReconcilerError | None) -> Connect:
+    """A connection that raises ``error`` (when one is given), else gives ``cluster``."""
+
+    def connect(access: ClusterAccess, name: str) -> InMemoryCluster:
+        if error is not None:
+            raise error
+        return cluster
+
+    return connect
+
+
+def test_a_failed_operation_leaves_the_runtime_in_error_until_one_succeeds(
+    tmp_path: Path,
+) -> None:
+    store, cluster, clock = SqliteStore(tmp_path / "state.db"), InMemoryCluster(), Clock()
+    config = repo(ModuleRef("widget"))
+    engine = Engine(store, clock=clock, plugins=[])
+    good = Runner(store, engine, config, _connect_failing(cluster, None), clock)
+    assert good.run(good.operation_for("rt")).operation.state is OperationState.SUCCEEDED
+    broken = AccessError("clusters/rt.yaml: cannot read the snapshot: not YAML")
+    bad = Runner(store, engine, config, _connect_failing(cluster, broken), clock)
+
+    failed = bad.run(bad.operation_for("rt")).operation
+
+    assert failed.state is OperationState.FAILED
+    (runtime,), text = _status(tmp_path / "state.db")
+    assert (runtime["state"], runtime["reason"]) == ("Error", "ClusterAccessFailed")
+    assert runtime["message"].startswith(f"update {failed.id} failed: step Resolve_Kubeconfig ")
+    assert "cannot read the snapshot" in runtime["message"]
+    assert [m["state"] for m in runtime["modules"]] == ["Ready"]  # what still runs there
+    assert _row(text, "rt")[:4] == ["rt", "Error", "-", "ClusterAccessFailed"]
+    waiting = bad.operation_for("rt")  # a new operation, created and not run yet: still Error
+    (runtime,), _ = _status(tmp_path / "state.db")
+    assert (runtime["state"], runtime["operation"]["id"]) == ("Error", waiting.id)
+
+    assert good.run(waiting).operation.state is OperationState.SUCCEEDED
+    (runtime,), _ = _status(tmp_path / "state.db")
+    assert (runtime["state"], runtime["reason"]) == ("Ready", "Ready")
+
+
+def test_a_first_operation_that_fails_is_error_not_processing(tmp_path: Path) -> None:
+    store, clock = SqliteStore(tmp_path / "state.db"), Clock()
+    engine = Engine(store, clock=clock, plugins=[])
+    missing = AccessError("runtime rt: no kubeconfig file rt.yaml in /etc/kubeconfigs")
+    runner = Runner(store, engine, repo(), _connect_failing(InMemoryCluster(), missing), clock)
+
+    assert runner.run(runner.operation_for("rt")).operation.state is OperationState.FAILED
+
+    (runtime,), _ = _status(tmp_path / "state.db")
+    assert (runtime["state"], runtime["reason"]) == ("Error", "ClusterAccessFailed")
+    assert "no kubeconfig file" in runtime["message"]
+    errors = CliRunner().invoke(
+        cli, ["get", "runtimes", "--state-selector", "Error", "--state", f"sqlite:///{store.path}"]
+    )
+    assert _names(errors.stdout) == ["rt"]
+
+
+def test_an_unreachable_api_server_is_error_while_the_operation_retries(tmp_path: Path) -> None:
+    store, clock = SqliteStore(tmp_path / "state.db"), Clock()
+    cluster = InMemoryCluster()
+    refused = ServerError("cannot reach the API server https://10.0.0.7:6443: connection refused")
+    cluster.faults.append(Fault("list", refused, times=99))
+    runner = Runner(
+        store, Engine(store, clock=clock, plugins=[]), repo(), lambda a, n: cluster, clock
+    )
+
+    outcome = runner.run(runner.operation_for("rt"))
+
+    assert outcome.retry_at is not None  # the daemon tries again
+    (runtime,), _ = _status(tmp_path / "state.db")
+    assert (runtime["state"], runtime["reason"]) == ("Error", "ClusterUnreachable")
+    assert "connection refused" in runtime["message"]
+    assert runtime["operation"]["state"] == "in progress"
+
+
+def test_a_suspended_runtime_says_suspended_and_keeps_its_modules(tmp_path: Path) -> None:
+    store, cluster, clock = SqliteStore(tmp_path / "state.db"), InMemoryCluster(), Clock()
+    config = repo(ModuleRef("widget"))
+    runner = Runner(
+        store, Engine(store, clock=clock, plugins=[]), config, lambda a, n: cluster, clock
+    )
+    assert runner.run(runner.operation_for("rt")).operation.state is OperationState.SUCCEEDED
+    store.suspend(Suspension("rt", clock(), "incident 7"))
+
+    assert runner.run(runner.operation_for("rt")).operation.state is OperationState.SUCCEEDED
+
+    (runtime,), text = _status(tmp_path / "state.db")
+    assert (runtime["state"], runtime["reason"], runtime["suspended"]) == (
+        "Suspended",
+        "Suspended",
+        True,
+    )
+    assert runtime["message"].endswith(": incident 7")
+    assert [m["state"] for m in runtime["modules"]] == ["Ready"]  # not "0 of 1"
+    assert _row(text, "rt")[:4] == ["rt", "Suspended", "-", "Suspended"]
+    in_git = replace(config.runtimes["rt"], suspend=True)
+    by_git = replace(config, runtimes={"rt": in_git})
+    store.resume("rt")
+    again = Runner(
+        store, Engine(store, clock=clock, plugins=[]), by_git, lambda a, n: cluster, clock
+    )
+    assert again.run(again.operation_for("rt")).operation.state is OperationState.SUCCEEDED
+    (runtime,), _ = _status(tmp_path / "state.db")
+    assert (runtime["state"], runtime["message"]) == ("Suspended", "suspended (spec.suspend)")
+    assert [m["state"] for m in runtime["modules"]] == ["Ready"]
+
+
+def _names(text: str) -> list[str]:
+    return [line.split()[0] for line in text.splitlines()[1:] if line.strip()]

@@ -11,8 +11,9 @@ from click.testing import CliRunner
 from reconciler.cli import cli
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ModuleRef
+from reconciler.core.status import ModuleState
 from reconciler.operations.engine import Engine
-from reconciler.operations.model import OperationState
+from reconciler.operations.model import OperationState, RuntimeRecord
 from reconciler.operations.runner import Runner
 from reconciler.operations.store import SqliteStore
 from tests.lifecycle_helpers import repo
@@ -73,9 +74,38 @@ def test_a_suspended_runtime_is_not_changed_until_resumed(tmp_path: Path) -> Non
 
 
 def test_resuming_a_runtime_that_is_not_suspended_says_so(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    first = _runner(store, InMemoryCluster(), "widget")
+    first.run(first.operation_for("rt"))
+
     code, output = _invoke("resume", "rt", "--state", f"sqlite:///{tmp_path / 's.db'}")
 
     assert (code, output.strip()) == (0, "runtime rt: was not suspended by 'reconciler suspend'")
+
+
+def test_a_runtime_that_is_neither_in_the_store_nor_in_the_repo_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Issue 24: ``suspend prod-eu1`` said "suspended" and the real runtime went on syncing."""
+    db = tmp_path / "state.db"
+    store = SqliteStore(db)
+    store.put_runtime(RuntimeRecord("rt-one", ModuleState.READY, "Ready", "", None, Clock()()))
+    state = ("--state", f"sqlite:///{db}", str(tmp_path))
+
+    for command in (("suspend", "rt-on"), ("resume", "rt-on"), ("status", "--runtime", "rt-on")):
+        code, output = _invoke(*command, *state[:2], *(state[2:] if command[0] != "status" else ()))
+        assert code == 2, (command, output)
+        assert output.strip() == (
+            f"error: runtime 'rt-on' is not in the state store sqlite:///{db}; "
+            "did you mean 'rt-one'?"
+        )
+    assert store.suspensions() == {}
+    repo = tmp_path / "fleet"
+    (repo / "runtimes").mkdir(parents=True)
+    (repo / "runtimes" / "rt-new.yaml").write_text("kind: Runtime\n")
+    code, output = _invoke("suspend", "rt-new", *state[:2], str(repo))  # in git, never synced
+    assert code == 0, output
+    assert list(store.suspensions()) == ["rt-new"]
 
 
 def test_a_bad_runtime_name_is_one_line_and_exit_2(tmp_path: Path) -> None:

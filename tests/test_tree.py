@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from click.testing import CliRunner
+
+from reconciler.cli import cli
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.lifecycle.executor import Lifecycle, live_state, sync_runtime
 from tests.conftest import RepoFactory
@@ -81,3 +84,17 @@ def test_tree_reads_one_list_per_kind_and_writes_nothing(make_repo: RepoFactory)
         live_state(body) != "Missing" for _, objects in branches for body in objects.values()
     )
     assert calls == {"list": 5 + 1 + MODULES + 1}  # 6 kinds, a CR kind per module, inventories
+
+
+def test_a_mistyped_runtime_is_one_line_with_the_closest_name(tmp_path: Path) -> None:
+    """Issue 24: it said "no record of how to reach its cluster"."""
+    fleet = _fleet(tmp_path)
+
+    where = ["--snapshot", f"{fleet.clusters}/", *fleet.state]
+    result = CliRunner().invoke(cli, ["tree", "prod-eu1", str(fleet.repo), *where])
+
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        "error: runtime 'prod-eu1' is not in the config repo nor in the state store; "
+        "did you mean 'prod-eu-1'?"
+    )

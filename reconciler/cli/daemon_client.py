@@ -7,6 +7,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,19 +22,51 @@ def _check_url(url: str) -> str:
     return url.rstrip("/")
 
 
-def request_sync(url: str, secret_file: Path | None, runtime: str | None = None) -> None:
+def request_sync(url: str, secret_file: Path | None, runtime: str | None = None) -> datetime | None:
     """``POST /sync`` (``?runtime=NAME`` for one runtime): the daemon polls git, then
-    reconciles; :class:`AccessError` naming the daemon's answer when it refuses."""
+    reconciles; :class:`AccessError` naming the daemon's answer when it refuses (404 for a
+    runtime it does not know). The daemon's time of the request (``None`` from an older one)."""
+    query = {"runtime": runtime} if runtime else {}
+    answer = post(url, "/sync", secret_file, query)
+    what = f"reconcile of {runtime}" if runtime else "reconcile"
+    click.echo(f"daemon at {url}: {what} requested ({answer.status})")
+    try:
+        return datetime.fromisoformat(str(answer.document.get("requested")))
+    except ValueError:
+        return None
+
+
+class Answer:
+    """A daemon's answer to a POST: its status and JSON document."""
+
+    def __init__(self, status: int, document: dict[str, Any]) -> None:
+        self.status = status
+        self.document = document
+
+
+def post(url: str, path: str, secret_file: Path | None, query: dict[str, str]) -> Answer:
+    """``POST path?query`` with the webhook secret as Bearer token (from ``secret_file``);
+    :class:`AccessError` naming the daemon's answer when it refuses."""
     headers = {}
     if secret_file is not None:
-        headers["Authorization"] = "Bearer " + secret_file.read_text().strip()
-    query = "?" + urllib.parse.urlencode({"runtime": runtime}) if runtime else ""
+        headers["Authorization"] = "Bearer " + _secret(secret_file)
+    encoded = "?" + urllib.parse.urlencode(query) if query else ""
     request = urllib.request.Request(  # noqa: S310 (http and https only, checked)
-        _check_url(url) + "/sync" + query, data=b"", headers=headers, method="POST"
+        _check_url(url) + path + encoded, data=b"", headers=headers, method="POST"
     )
     with _answer(url, request) as response:
-        what = f"reconcile of {runtime}" if runtime else "reconcile"
-        click.echo(f"daemon at {url}: {what} requested ({response.status})")
+        try:
+            document = json.loads(response.read(1 << 16))
+        except ValueError:
+            document = {}
+        return Answer(response.status, document if isinstance(document, dict) else {})
+
+
+def _secret(secret_file: Path) -> str:
+    try:
+        return secret_file.read_text().strip()
+    except OSError as error:
+        raise AccessError(f"cannot read the secret file {secret_file}: {error.strerror}") from error
 
 
 def runtime_status(url: str, runtime: str) -> dict[str, Any] | None:

@@ -43,10 +43,12 @@ if TYPE_CHECKING:
 
 #: The state of a runtime in git that no operation has touched yet.
 NOT_SYNCED = "NotSynced"
+#: The state of a suspended runtime (spec.suspend or reconciler suspend); never a module's.
+SUSPENDED = "Suspended"
 RUNTIME_STATES = frozenset(
-    ("Ready", "Processing", "Deleting", "Warning", "Error", "Unmanaged", NOT_SYNCED)
+    ("Ready", "Processing", "Deleting", "Warning", "Error", "Unmanaged", NOT_SYNCED, SUSPENDED)
 )
-MODULE_STATES = RUNTIME_STATES - {NOT_SYNCED} | {"Removed"}
+MODULE_STATES = RUNTIME_STATES - {NOT_SYNCED, SUSPENDED} | {"Removed"}
 OPERATION_STATES = frozenset(("pending", "in progress", "succeeded", "failed"))
 
 
@@ -84,8 +86,11 @@ class RuntimeItem:
 
     @property
     def state(self) -> str:
-        """Its state now, ``NotSynced`` before its first operation."""
-        return str(self.status.current.state) if self.status is not None else NOT_SYNCED
+        """Its state now (:meth:`RuntimeStatus.of`'s rule), ``NotSynced`` before its first
+        operation (``Suspended`` then too, when git suspends it)."""
+        if self.status is not None:
+            return self.status.state
+        return SUSPENDED if self.suspended else NOT_SYNCED
 
     @property
     def modules(self) -> tuple[str, ...]:
@@ -111,8 +116,10 @@ def runtime_items(store: StateStore | None, config: ConfigRepo | None) -> list[R
     """Every runtime the store recorded or git declares, by name."""
     from reconciler.operations.store import load_statuses
 
-    statuses = {s.current.runtime: s for s in load_statuses(store)} if store is not None else {}
     declared = config.runtimes if config is not None else {}
+    in_git = {name: runtime.suspend for name, runtime in declared.items()}
+    found = load_statuses(store, git_suspended=in_git) if store is not None else []
+    statuses = {s.current.runtime: s for s in found}
     items = []
     for name in sorted(statuses.keys() | declared.keys()):
         runtime = declared.get(name)
@@ -168,11 +175,11 @@ def runtime_row(item: RuntimeItem, modules: Sequence[str], now: datetime) -> tup
     return (
         item.name,
         item.state,
-        record.reason if record else "-",
+        status.reason if status is not None else "-",
         f"{ready}/{len(modules)}",
         item.suspended or "-",
         age_text(now, record.updated) if record else "-",
-        record.message if record else "not synced yet",
+        status.message if status is not None else "not synced yet",
         item.channel or "-",
         ",".join(f"{k}={v}" for k, v in sorted(item.labels.items())) or "-",
         operation.id if operation is not None else "-",
@@ -293,7 +300,7 @@ def _aligned(view: View, row: tuple[str, ...], header: str) -> str:
         return "  ".join(row[: len(shown)])
     line = ""
     for start, cell in zip(starts, row, strict=False):
-        line = line.ljust(start) if len(line) < start else line + "  "
+        line = line.ljust(start) if len(line) < start or not line else line + "  "
         line += cell
     return line.rstrip()
 

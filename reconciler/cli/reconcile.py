@@ -111,19 +111,23 @@ def reconcile(
 
 def through_daemon(url: str, secret_file: Path | None, runtime: str, timeout: float | None) -> int:
     """Ask the daemon to reconcile ``runtime``; with a ``timeout``, follow its ``/status``
-    until an operation that ended after the request is recorded (the exit status)."""
+    until the operation asked for ends (the exit status: 1 when it failed) or shows an error
+    it retries on (an unreachable API server: 1 too, the daemon goes on retrying)."""
     from reconciler.cli.daemon_client import request_sync, runtime_status
 
-    asked = datetime.now(UTC)
-    request_sync(url, secret_file, runtime)
+    asked = request_sync(url, secret_file, runtime) or datetime.now(UTC)
     if timeout is None:
         return exits.OK
     deadline = time.monotonic() + timeout
     while True:
         found = runtime_status(url, runtime)
-        if found is not None and _finished_since(found, asked):
+        if found is not None and _ended_since(found, asked):
             click.echo(f"runtime {runtime}: {found['state']} {found['reason']}: {found['message']}")
-            return exits.SYNC_FAILED if found["state"] == "Error" else exits.OK
+            if found["state"] != "Error":
+                return exits.OK
+            if found.get("operation") is not None:
+                click.echo(f"runtime {runtime}: the daemon retries it", err=True)
+            return exits.SYNC_FAILED
         left = deadline - time.monotonic()
         if left <= 0:
             shown = f"{found['state']} {found['reason']}" if found is not None else "not seen yet"
@@ -136,10 +140,13 @@ def through_daemon(url: str, secret_file: Path | None, runtime: str, timeout: fl
         pause(min(1.0, left))
 
 
-def _finished_since(found: dict[str, Any], asked: datetime) -> bool:
-    """Whether the daemon's entry shows an operation that ended after ``asked``."""
+def _ended_since(found: dict[str, Any], asked: datetime) -> bool:
+    """Whether the daemon's entry shows, since ``asked`` (the daemon's clock), an operation
+    that ended, or one that retries on an error (state Error)."""
     try:
         updated = datetime.fromisoformat(str(found.get("updated")))
     except ValueError:
         return False
-    return found.get("operation") is None and updated >= asked
+    if updated < asked:
+        return False
+    return found.get("operation") is None or found.get("state") == "Error"

@@ -33,6 +33,13 @@ def status(
     from reconciler.operations.store import load_statuses, open_existing_store
 
     store = open_existing_store(state_url)  # a read: never creates a store
+    if runtime_names:
+        from reconciler.cli.names import check_runtime
+        from reconciler.core.redaction import mask_url_password
+
+        known = store.runtime_names() if store is not None else []
+        for name in runtime_names:
+            check_runtime(name, known, f"the state store {mask_url_password(state_url)}")
     records = load_statuses(store, runtime_names) if store is not None else []
     if is_document(output_format):
         items = [r.to_json() for r in records]

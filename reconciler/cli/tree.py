@@ -9,7 +9,7 @@ recorded its last operation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -75,9 +75,8 @@ def tree(
     if runtime in config.runtimes:
         cluster = access.connect(config.runtimes[runtime].cluster, runtime)
     else:
-        cluster = access.connect(
-            _recorded(state_url_for(ctx, state_url, snapshot), runtime), runtime
-        )
+        recorded = _recorded(state_url_for(ctx, state_url, snapshot), runtime, config.runtimes)
+        cluster = access.connect(recorded, runtime)
     lifecycle = Lifecycle(cluster, system_namespace=config.settings.system_namespace)
     branches = [
         b for b in lifecycle.inventory_tree(runtime) if not modules or b[0].module in modules
@@ -92,13 +91,17 @@ def tree(
     click.echo(tree_text(runtime, where, branches), nl=False)
 
 
-def _recorded(state_url: str, runtime: str) -> Any:
+def _recorded(state_url: str, runtime: str, in_git: Iterable[str]) -> Any:
+    """How the store last reached ``runtime``, which left git; refused (did you mean) when the
+    store does not know it either."""
+    from reconciler.cli.names import check_runtime
     from reconciler.operations.runner import recorded_access
     from reconciler.operations.store import open_existing_store
 
     store = open_existing_store(state_url)
-    if store is None:
-        raise NotFoundError(f"runtime {runtime} is not in the config repo, and no store records it")
+    known = set(in_git) | set(store.runtime_names() if store is not None else ())
+    check_runtime(runtime, known, "the config repo nor in the state store")
+    assert store is not None  # it knows the runtime
     return recorded_access(store, runtime)
 
 

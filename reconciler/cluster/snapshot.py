@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.errors import ReconcilerError, SourceError
+from reconciler.errors import ReconcilerError, SnapshotError
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 #: What a saved snapshot starts and ends with: a ``v1`` ``List`` around the objects.
@@ -33,22 +33,47 @@ def load_snapshot(path: Path) -> InMemoryCluster:
 
 def load_into(cluster: InMemoryCluster, path: Path) -> InMemoryCluster:
     """``cluster`` with the objects of ``path`` added (none when it does not exist);
-    :class:`SourceError` naming the file when it is no snapshot."""
+    :class:`SnapshotError` naming the file (and the place) when it is no snapshot."""
     if not path.exists():
         return cluster
     try:
         documents = _documents(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError, RecursionError) as error:
-        reason = " ".join(str(error).split()) or type(error).__name__  # one line, as ours are
-        raise SourceError(f"{path}: cannot read the snapshot: {reason}") from error
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise SnapshotError(f"{path}: cannot read the snapshot: {reason}") from error
+    except (UnicodeDecodeError, yaml.YAMLError, ValueError, RecursionError) as error:
+        raise SnapshotError(f"{path}: cannot read the snapshot: {_reason(error)}") from error
     try:
-        cluster.load(list(_objects(documents)), owned=True)
-    except (KeyError, TypeError, ValueError) as error:
-        raise SourceError(f"{path}: not a snapshot of Kubernetes objects: {error!r}") from error
+        objects = list(_objects(documents))
+        cluster.load(objects, owned=True)
+    except ValueError as error:
+        raise SnapshotError(f"{path}: not a snapshot of Kubernetes objects: {error}") from error
+    except (KeyError, TypeError, AttributeError, IndexError) as error:  # a shape not checked
+        reason = f"an object is malformed ({type(error).__name__}: {_one_line(str(error))})"
+        raise SnapshotError(f"{path}: not a snapshot of Kubernetes objects: {reason}") from error
     except ReconcilerError as error:  # e.g. a custom resource whose CRD is not in the snapshot
-        raise SourceError(f"{path}: {error}") from error
+        raise SnapshotError(f"{path}: {error}") from error
     cluster.writes = 0
     return cluster
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:200]
+
+
+def _reason(error: BaseException) -> str:
+    """Why a snapshot's text could not be read, on one line: a YAML error as its problem and
+    place (``line 2, column 1``), never the parser's ``<unicode string>``."""
+    if isinstance(error, yaml.MarkedYAMLError):
+        mark = error.problem_mark or error.context_mark
+        what = " ".join(p for p in (error.context, error.problem) if p) or "not YAML"
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        return _one_line(what) + where
+    if isinstance(error, json.JSONDecodeError):
+        return f"{error.msg} (line {error.lineno}, column {error.colno})"
+    if isinstance(error, RecursionError):
+        return "nested too deeply"
+    return _one_line(str(error)) or type(error).__name__
 
 
 def save_snapshot(cluster: InMemoryCluster, path: Path) -> None:
@@ -81,18 +106,55 @@ def _objects(documents: list[Any]) -> Iterator[Mapping[str, Any]]:
         if document is None:
             continue
         if not isinstance(document, Mapping):
-            raise ValueError("a snapshot document is not a mapping")
+            raise ValueError(f"a document of the snapshot is {_kind_of(document)}, not a mapping")
         if document.get("kind") == "List" or str(document.get("kind", "")).endswith("List"):
             items = document.get("items") or []
             if not isinstance(items, list):
                 raise ValueError("the items of a snapshot list are not a list")
             for item in items:
-                if item is not None and not isinstance(item, Mapping):
-                    raise ValueError(f"an item of a snapshot list is not an object: {item!r:.40}")
                 if item is not None:
-                    yield item
+                    yield _checked(item)
         else:
-            yield document
+            yield _checked(document)
+
+
+def _checked(item: object) -> Mapping[str, Any]:
+    """``item`` when it has the shape of a Kubernetes object (string ``apiVersion`` and
+    ``kind``, a ``metadata`` mapping with a string ``name``); a ValueError naming the object
+    and the field otherwise."""
+    if not isinstance(item, Mapping):
+        raise ValueError(f"an item of a snapshot list is not an object but {_kind_of(item)}")
+    kind, version = item.get("kind"), item.get("apiVersion")
+    if not isinstance(kind, str) or not kind:
+        raise ValueError("an object has no string kind")
+    if not isinstance(version, str) or not version:
+        raise ValueError(f"a {kind} has no string apiVersion")
+    metadata = item.get("metadata")
+    if not isinstance(metadata, Mapping):
+        raise ValueError(f"a {kind}'s metadata is {_kind_of(metadata)}, not a mapping")
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a {kind} has no string metadata.name")
+    for field in ("namespace",):
+        if field in metadata and not isinstance(metadata[field], str | None):
+            raise ValueError(f"{kind} {name}: metadata.{field} is {_kind_of(metadata[field])}")
+    for field in ("labels", "annotations"):
+        if metadata.get(field) is not None and not isinstance(metadata[field], Mapping):
+            raise ValueError(f"{kind} {name}: metadata.{field} is {_kind_of(metadata[field])}")
+    return item
+
+
+def _kind_of(value: object) -> str:
+    """``a number``, ``a string``, ``a list``, ``null``: what a value is, not what it says."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else f"a {type(value).__name__}"
 
 
 class SnapshotFileCluster(InMemoryCluster):

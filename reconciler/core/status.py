@@ -9,6 +9,9 @@
 - :class:`ChangeSetEntry` and :class:`ChangeAction`: what the pass did to each object (created,
   configured, unchanged, pruned, deleted, released), the way Flux's ``ChangeSet`` reports it.
 - :class:`PassResult`: one pass of the lifecycle over a runtime: module statuses and changes.
+- :class:`Reason`: the reason codes of a runtime's state that no module gives (a suspension, an
+  operation that failed or retries on an error); :class:`StepFailure`: the error a step of an
+  operation ended on, kept as its type with the reason code :func:`failure_reason` gives it.
 
 The state store keeps these as JSON (``reconciler.operations.store``) and reads them back into
 the same types. Callers: the lifecycle executor, the operations steps, store and reports, the
@@ -24,7 +27,17 @@ from typing import Any
 
 from reconciler import errors
 from reconciler.core.objects import ObjectRef
-from reconciler.errors import PermanentError, ReconcilerError, TransientError
+from reconciler.errors import (
+    AccessError,
+    ForbiddenError,
+    InvalidObjectError,
+    PermanentError,
+    ReconcilerError,
+    ServerError,
+    SnapshotError,
+    ThrottledError,
+    TransientError,
+)
 
 
 class ModuleState(StrEnum):
@@ -112,7 +125,7 @@ class ModuleStatus:
         return {
             "module": self.module,
             "state": str(self.state) if self.state else None,
-            "reason": self.reason,
+            "reason": str(self.reason),
             "message": self.message,
             "version": self.version,
         }
@@ -166,3 +179,66 @@ class PassResult:
     def in_state(self, state: ModuleState) -> tuple[ModuleStatus, ...]:
         """Modules in ``state``."""
         return tuple(m for m in self.modules if m.state is state)
+
+
+class Reason(StrEnum):
+    """Reason codes of a runtime's state that do not come from a module: part of the user's
+    contract (``status -o json``, ``/status``, alerts), so named here and nowhere else."""
+
+    #: ``spec.suspend: true`` or ``reconciler suspend``: nothing is changed in its cluster.
+    SUSPENDED = "Suspended"
+    #: The API server cannot be reached, or failed (network, timeout, 5xx).
+    CLUSTER_UNREACHABLE = "ClusterUnreachable"
+    #: The API server asked to slow down (429) for longer than a step waits.
+    THROTTLED = "Throttled"
+    #: No way to the cluster: no kubeconfig, an unknown context, an unreadable snapshot.
+    CLUSTER_ACCESS_FAILED = "ClusterAccessFailed"
+    #: The credentials may not do what the step needs (401, 403).
+    FORBIDDEN = "Forbidden"
+    #: The API server refused an object as invalid (422).
+    INVALID_OBJECT = "InvalidObject"
+    #: A bug: an exception that is not one of the reconciler's errors.
+    INTERNAL_ERROR = "InternalError"
+    #: The operation ran past its time limit (O4).
+    TIMED_OUT = "TimedOut"
+    #: Any other permanent failure of a step (its message says which and why).
+    STEP_FAILED = "StepFailed"
+    #: Any other transient error a step retries on (a conflict, a kind not served yet).
+    STEP_RETRYING = "StepRetrying"
+
+
+_REASONS: tuple[tuple[type[ReconcilerError], Reason], ...] = (
+    (ThrottledError, Reason.THROTTLED),
+    (ServerError, Reason.CLUSTER_UNREACHABLE),
+    (AccessError, Reason.CLUSTER_ACCESS_FAILED),
+    (SnapshotError, Reason.CLUSTER_ACCESS_FAILED),
+    (ForbiddenError, Reason.FORBIDDEN),
+    (InvalidObjectError, Reason.INVALID_OBJECT),
+)
+
+
+def failure_reason(cause: type[ReconcilerError]) -> Reason:
+    """The reason code of a step that ended on an error of class ``cause``."""
+    found = next((reason for kind, reason in _REASONS if issubclass(cause, kind)), None)
+    if found is not None:
+        return found
+    return Reason.STEP_RETRYING if issubclass(cause, TransientError) else Reason.STEP_FAILED
+
+
+@dataclass(frozen=True, slots=True)
+class StepFailure:
+    """The error the step ``step`` of an operation ended on: a failure of the operation when
+    permanent, a retry of its stage when transient. ``reason`` is a :class:`Reason`."""
+
+    step: str
+    reason: Reason
+    error: ModuleError
+
+    @classmethod
+    def of(cls, step: str, error: ReconcilerError) -> StepFailure:
+        """The failure of ``step`` on ``error``, with its reason code."""
+        return cls(step, failure_reason(type(error)), ModuleError.of(error))
+
+    def describe(self) -> str:
+        """``step Check_Cluster_Access: <the error's message>``."""
+        return f"step {self.step}: {self.error.message}"

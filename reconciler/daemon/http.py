@@ -9,7 +9,10 @@
   or GitLab (``X-Gitlab-Token``); starts a poll at once. Refused (403) without a secret.
 - ``POST /sync``: ``reconciler sync --daemon URL`` asks for a reconcile now, with
   ``Authorization: Bearer <secret>``; refused (403) without a secret unless the daemon runs with
-  ``allow_unauthenticated_sync``.
+  ``allow_unauthenticated_sync``. ``?runtime=NAME`` for one runtime: 404 (with the closest name)
+  for a runtime neither the commit in force nor the store knows, after one poll.
+- ``POST /suspend?runtime=NAME&reason=TEXT`` and ``POST /resume?runtime=NAME``: ``reconciler
+  suspend|resume --daemon URL``, authenticated as ``POST /sync``; 404 for an unknown runtime.
 
 The port faces the network, so every request is bounded (:class:`HttpLimits`): waitress reads
 requests on one event loop and hands only complete ones to a fixed pool of threads, so a slow
@@ -34,6 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, cast
+from urllib.parse import parse_qs
 
 from waitress import wasyncore
 from waitress.channel import HTTPChannel
@@ -41,15 +45,17 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask
 from waitress.utilities import BadRequest
 
+from reconciler.core.diagnostics import did_you_mean
 from reconciler.core.head import head_text
 from reconciler.core.model import is_runtime_name
 from reconciler.daemon.service import Daemon, poll_now
 from reconciler.errors import AccessError
+from reconciler.operations.model import Suspension
 
 log = logging.getLogger("reconciler.http")
 MAX_BODY = 1 << 20
 GET_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/status"})
-POST_PATHS = frozenset({"/hooks/git", "/sync"})
+POST_PATHS = frozenset({"/hooks/git", "/sync", "/suspend", "/resume"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +154,14 @@ class Endpoints:
             body = _read_body(environ, self.max_body)
             if isinstance(body, Response):
                 return body
-            return self._hook(environ, body) if path == "/hooks/git" else self._sync(environ)
+            if path == "/hooks/git":
+                return self._hook(environ, body)
+            refused = self._authorize(environ)
+            if refused is not None:
+                return refused
+            if path == "/sync":
+                return self._sync(environ)
+            return self._suspension(path, str(environ.get("QUERY_STRING", "")))
         return Response.failure(404, f"no such endpoint: {_shown(path)}")
 
     def _get(self, path: str) -> Response:
@@ -176,29 +189,71 @@ class Endpoints:
         poll_now(self.daemon)
         return Response.of_json(202, {"accepted": True})
 
+    def _authorize(self, environ: Mapping[str, Any]) -> Response | None:
+        """``None`` when the request carries the webhook secret as Bearer token (or
+        ``/sync`` is open to all), else the 403 answer."""
+        path = str(environ.get("PATH_INFO", ""))
+        if path == "/sync" and self.allow_unauthenticated_sync:
+            return None
+        if self.secret is None:
+            opened = " or --allow-unauthenticated-sync" if path == "/sync" else ""
+            return Response.failure(
+                403,
+                f"POST {path} is disabled: start the daemon with --webhook-secret-file "
+                f"(and call it with Authorization: Bearer <secret>){opened}",
+            )
+        given = str(environ.get("HTTP_AUTHORIZATION", "")).encode()
+        if not hmac.compare_digest(given, b"Bearer " + self.secret):
+            return Response.failure(403, "missing or wrong token")
+        return None
+
     def _sync(self, environ: Mapping[str, Any]) -> Response:
-        if not self.allow_unauthenticated_sync:
-            if self.secret is None:
-                return Response.failure(
-                    403,
-                    "POST /sync is disabled: start the daemon with --webhook-secret-file "
-                    "(and call it with Authorization: Bearer <secret>) "
-                    "or --allow-unauthenticated-sync",
-                )
-            given = str(environ.get("HTTP_AUTHORIZATION", "")).encode()
-            if not hmac.compare_digest(given, b"Bearer " + self.secret):
-                return Response.failure(403, "missing or wrong token")
         runtime = _runtime_asked(str(environ.get("QUERY_STRING", "")))
         if runtime == "":
             return Response.failure(400, "?runtime= needs a runtime name (a DNS-1123 label)")
+        if runtime is not None:
+            unknown = self._unknown(runtime, poll=True)
+            if unknown is not None:
+                return unknown
         sync_now(self.daemon, runtime)
-        return Response.of_json(202, {"accepted": True, "runtime": runtime})
+        requested = self.daemon.clock().isoformat()
+        return Response.of_json(202, {"accepted": True, "runtime": runtime, "requested": requested})
+
+    def _unknown(self, runtime: str, *, poll: bool = False) -> Response | None:
+        """404 with the closest name when the daemon knows no ``runtime`` (in the commit in
+        force or the store; with ``poll``, after one poll: it may have been pushed just now)."""
+        if runtime in self.daemon.fleet():
+            return None
+        if poll:
+            self.daemon.poll()
+        known = self.daemon.fleet()
+        if runtime in known:
+            return None
+        return Response.failure(
+            404,
+            f"runtime '{runtime}' is not in the commit in force nor in the state store"
+            + did_you_mean(runtime, known),
+        )
+
+    def _suspension(self, path: str, query: str) -> Response:
+        """``POST /suspend`` or ``POST /resume`` of ``?runtime=``, recorded in the store."""
+        runtime = _runtime_asked(query)
+        if not runtime:
+            return Response.failure(400, "?runtime= needs a runtime name (a DNS-1123 label)")
+        unknown = self._unknown(runtime)
+        if unknown is not None:
+            return unknown
+        store = self.daemon.store
+        if path == "/resume":
+            return Response.of_json(200, {"runtime": runtime, "resumed": store.resume(runtime)})
+        reason = " ".join(parse_qs(query[:2000]).get("reason", [""])[0].split())[:500]
+        store.suspend(Suspension(runtime, self.daemon.clock(), reason))
+        log.info("runtime %s: suspended: %s", runtime, reason, extra={"runtime": runtime})
+        return Response.of_json(200, {"runtime": runtime, "suspended": True, "reason": reason})
 
 
 def _runtime_asked(query: str) -> str | None:
     """The runtime of ``POST /sync?runtime=NAME`` (None: every runtime; "" when not a name)."""
-    from urllib.parse import parse_qs
-
     names = parse_qs(query[:300]).get("runtime")
     if not names:
         return None

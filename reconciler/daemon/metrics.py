@@ -6,12 +6,17 @@ states:
 - reconciler_reconcile_duration_seconds (histogram),
 - reconciler_operations_total{type,result},
 - reconciler_runtime_state{runtime,state}: 1, one series per runtime, for its current state
-  (the series of a former state is removed),
+  (the series of a former state is removed), by the rule of ``reconciler status``,
+- reconciler_runtime_suspended{runtime}: 1 while the runtime is suspended (as Flux's
+  ``gotk_suspend_status``); only suspended runtimes have the series (a fleet's count of
+  series stays about one per runtime), removed when resumed,
 - reconciler_modules{module,state}: how many runtimes run each module in each state,
 - reconciler_source_lag_seconds (how long the remote has had a commit not in force),
 - reconciler_last_successful_poll_timestamp_seconds, reconciler_polls_total{result},
 - reconciler_commits_refused_total, reconciler_commit_held,
-- reconciler_reconcile_failures_total{error} (by error type; /status names the runtime),
+- reconciler_reconcile_failures_total{error}: reconciles that ended on an error (an operation
+  that failed, a step retrying on an error, a failure outside one), by error type; /status
+  names the runtime,
 - reconciler_member{member}: 1, naming this replica (its series are of the runtimes it owns),
   reconciler_members_live and reconciler_owned_runtimes.
 
@@ -37,7 +42,7 @@ from prometheus_client import (
 )
 
 from reconciler import __version__
-from reconciler.operations.model import Operation, RuntimeRecord
+from reconciler.operations.model import Operation, RuntimeStatus
 
 disable_created_metrics()  # type: ignore[no-untyped-call]  # _created series say little
 
@@ -73,6 +78,13 @@ class Metrics:
             "reconciler_runtime_state",
             "1 for each runtime, labelled with its current state (its worst module's).",
             ["runtime", "state"],
+            registry=self.registry,
+        )
+        self._suspended = Gauge(
+            "reconciler_runtime_suspended",
+            "1 while the runtime is suspended (spec.suspend or reconciler suspend); no series "
+            "for a runtime that is not.",
+            ["runtime"],
             registry=self.registry,
         )
         self._modules = Gauge(
@@ -133,6 +145,7 @@ class Metrics:
         self._states: dict[str, str] = {}
         self._module_states: dict[str, dict[str, str]] = {}
         self._counts: Tally[tuple[str, str]] = Tally()
+        self._suspended_now: set[str] = set()
         self._lock = threading.Lock()
 
     def poll(self, ok: bool, now: datetime | None = None) -> None:
@@ -150,13 +163,16 @@ class Metrics:
         self._duration.observe(took.total_seconds())
         self._operations.labels(str(operation.type), str(operation.state)).inc()
 
-    def runtime_status(self, record: RuntimeRecord) -> None:
-        """A runtime's state now: its one ``reconciler_runtime_state`` series (the former
-        state's removed), and the per-module counts of ``reconciler_modules`` (updated by the
-        difference from the runtime's last status: constant work per runtime)."""
-        state = str(record.state)
+    def runtime_status(self, status: RuntimeStatus) -> None:
+        """A runtime's state now (:meth:`RuntimeStatus.of`'s rule, as ``reconciler status``
+        shows it): its one ``reconciler_runtime_state`` series (the former state's removed),
+        whether it is suspended, and the per-module counts of ``reconciler_modules`` (updated
+        by the difference from the runtime's last status: constant work per runtime)."""
+        record = status.current
+        state = status.state
         modules = {m.module: str(m.state) if m.state else REMOVED for m in record.modules}
         with self._lock:
+            self._suspension(record.runtime, status.suspended)
             before = self._states.get(record.runtime)
             if before is not None and before != state:
                 self._runtimes.remove(record.runtime, before)
@@ -170,11 +186,32 @@ class Metrics:
             for module, module_state in changed:
                 self._modules.labels(module, module_state).set(self._counts[(module, module_state)])
 
-    def reconcile_failed(self, runtime: str, error: BaseException) -> None:
-        """Count a runtime's reconcile that ended in an error (by type: the runtime is in the
-        logs and /status, not a label, so the series stay few)."""
+    def _suspension(self, runtime: str, suspended: bool) -> None:
+        """The runtime's ``reconciler_runtime_suspended`` series: there while suspended."""
+        if suspended:
+            self._suspended.labels(runtime).set(1)
+            self._suspended_now.add(runtime)
+        elif runtime in self._suspended_now:
+            self._suspended.remove(runtime)
+            self._suspended_now.discard(runtime)
+
+    def forget_runtime(self, runtime: str) -> None:
+        """A runtime the store no longer knows (deprovisioned): its series go."""
+        with self._lock:
+            before = self._states.pop(runtime, None)
+            if before is not None:
+                self._runtimes.remove(runtime, before)
+            self._suspension(runtime, False)
+            old = self._module_states.pop(runtime, {})
+            self._counts.subtract(old.items())
+            for module, module_state in old.items():
+                self._modules.labels(module, module_state).set(self._counts[(module, module_state)])
+
+    def reconcile_failed(self, runtime: str, error: str) -> None:
+        """Count a runtime's reconcile that ended on an error, by the error's type name (the
+        runtime is in the logs and /status, not a label, so the series stay few)."""
         del runtime
-        self._failures.labels(type(error).__name__).inc()
+        self._failures.labels(error).inc()
 
     def membership(self, member: str, live: int, owned: int) -> None:
         """This replica's name, how many replicas are alive and how many runtimes it owns."""

@@ -73,12 +73,16 @@ from reconciler.operations.model import (
     CommitVerdict,
     Operation,
     OperationState,
-    RuntimeRecord,
     operation_limits,
 )
 from reconciler.operations.runner import Connect, Runner
 from reconciler.operations.running import fetch_running
-from reconciler.operations.store import ALLOWED_DELETIONS, StateStore, load_statuses
+from reconciler.operations.store import (
+    ALLOWED_DELETIONS,
+    StateStore,
+    load_status,
+    load_statuses,
+)
 from reconciler.source.git import Revision, redact
 from reconciler.source.loader import ChannelsRepository, ReadOptions, channels_repository, load_repo
 
@@ -744,7 +748,7 @@ class Daemon:
 
     def _failed(self, runtime: str, error: BaseException, message: str) -> None:
         self.runtime_errors[runtime] = message
-        self.metrics.reconcile_failed(runtime, error)
+        self.metrics.reconcile_failed(runtime, type(error).__name__)
         operation = self.store.unfinished(runtime)
         extra = {"runtime": runtime, "operation": operation.id if operation else ""}
         if isinstance(error, ReconcilerError):
@@ -788,12 +792,7 @@ class Daemon:
             extra=extra,
         )
         _log_module_errors(runtime, operation, extra)
-        if operation.data.modules:
-            suspended = (
-                runtime in repo.runtimes and repo.runtimes[runtime].suspend
-            ) or runtime in self.store.suspensions()
-            status = RuntimeRecord.of(operation, self.clock(), suspended=suspended)
-            self.metrics.runtime_status(status)
+        self._measure(runtime, repo, operation, engine)
         if outcome.retry_at is not None:
             self._retry(runtime, outcome.retry_at)
         elif operation.state is OperationState.FAILED:
@@ -806,10 +805,27 @@ class Daemon:
                 extra={"runtime": runtime, "operation": operation.id},
                 exc_info=crash.error if crash is not None and self.options.debug else None,
             )
-            if crash is not None:  # a bug inside a step: shown and counted like one outside
+            if crash is not None:  # a bug inside a step: shown like one outside
                 self.runtime_errors[runtime] = crash.describe()
-                self.metrics.reconcile_failed(runtime, crash.error)
         return operation
+
+    def _measure(
+        self, runtime: str, repo: ConfigRepo, operation: Operation, engine: Engine
+    ) -> None:
+        """The runtime's state in the metrics, by the rule of ``reconciler status``; a run
+        that ended on an error (a failed operation, a step retrying) counted by its type."""
+        declared = repo.runtimes.get(runtime)
+        in_git = declared.suspend if declared is not None else None
+        status = load_status(self.store, runtime, git_suspended=in_git)
+        if status is None:
+            self.metrics.forget_runtime(runtime)
+        else:
+            self.metrics.runtime_status(status)
+        crash, failure = engine.crashes.get(operation.id), operation.data.failure
+        if crash is not None:
+            self.metrics.reconcile_failed(runtime, crash.type)
+        elif failure is not None:
+            self.metrics.reconcile_failed(runtime, failure.error.cause.__name__)
 
     def _retry(self, runtime: str, when: datetime) -> None:
         if self.scheduler is None:
@@ -829,7 +845,9 @@ class Daemon:
         """``/status``: the source, and every runtime and module with state and reason."""
         # the runtime status of `reconciler status --format json`, plus what only this process
         # knows: the error of its last reconcile of the runtime ("" when none)
-        statuses = load_statuses(self.store)
+        repo = self.state.repo
+        in_git = {n: r.suspend for n, r in repo.runtimes.items()} if repo is not None else None
+        statuses = load_statuses(self.store, git_suspended=in_git)
         owners = self.membership.owners(sorted({s.current.runtime for s in statuses}))
         runtimes = [
             status.to_json()

@@ -5,7 +5,7 @@ a surprise from a library. Inside a step, the engine turns it into that step's f
 exception's type, its message (one line, bounded, secret shapes masked) and the place it was
 raised, ``file:line`` of the innermost frame inside the ``reconciler`` package (the line of ours
 that called the code that failed, when that code is a plugin or a library). The operation fails,
-the runtime's state becomes ``Error`` (reason ``InternalError``) and the process goes on. The
+the engine puts the runtime in ``Error`` (reason ``InternalError``) and the process goes on. The
 traceback stays in memory only, for ``--debug`` (``RECONCILER_DEBUG=1``). Callers: the engine,
 the CLI, the daemon.
 """
@@ -13,19 +13,14 @@ the CLI, the daemon.
 from __future__ import annotations
 
 import traceback
-from dataclasses import dataclass, replace
-from datetime import datetime
+from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.core.redaction import mask
-from reconciler.core.status import ModuleState
-from reconciler.operations.model import Operation, RuntimeRecord
 
 #: The folder holding the ``reconciler`` package; places are shown relative to it.
 _ROOT = Path(__file__).resolve().parents[2]
 MESSAGE_SHOWN = 300
-#: The state and reason of a runtime whose operation failed on an unexpected exception.
-STATE, REASON = ModuleState.ERROR, "InternalError"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,13 +71,3 @@ def _inside_package(filename: str) -> bool:
 def _shown(filename: str) -> str:
     path = Path(filename).resolve()
     return path.relative_to(_ROOT).as_posix() if path.is_relative_to(_ROOT) else path.name
-
-
-def errored(
-    known: RuntimeRecord | None, operation: Operation, message: str, now: datetime
-) -> RuntimeRecord:
-    """The runtime's record once ``operation`` failed on an unexpected exception: state Error,
-    reason InternalError, ``message``; its modules and access as they were."""
-    if known is None:
-        return RuntimeRecord(operation.runtime, STATE, REASON, message, operation.commit, now)
-    return replace(known, state=STATE, reason=REASON, message=message, updated=now)

@@ -25,19 +25,21 @@ import os
 import socket
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from importlib.metadata import entry_points
 
 from reconciler.cluster.api import flush_writes
 from reconciler.core.head import Head
+from reconciler.core.status import ModuleError, Reason, StepFailure
 from reconciler.errors import FencedError, PermanentError, TransientError
-from reconciler.operations.crash import Crash, errored
+from reconciler.operations.crash import Crash
 from reconciler.operations.model import (
     Operation,
     OperationData,
     OperationState,
     OperationType,
+    RuntimeRecord,
     StageRecord,
     StepRecord,
     StepResult,
@@ -75,6 +77,13 @@ def owner_alive(owner: str) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _failed_on(operation: Operation, failure: StepFailure | None) -> None:
+    """Keep the error the step under way ended on (``None``: none, or not yet) with the
+    operation, for its runtime's status."""
+    if operation.data.failure != failure:
+        operation.data = replace(operation.data, failure=failure)
 
 
 def plugin_steps() -> list[type[Step]]:
@@ -264,11 +273,18 @@ class Engine:
         for record, cls in runnable:
             last = record is runnable[-1][0]
             if self.clock() > operation.deadline:
-                return self._fail(operation, record, self._timeout_message(operation, record))
+                message = self._timeout_message(operation, record)
+                timed_out = ModuleError(PermanentError, message)
+                _failed_on(operation, StepFailure(record.name, Reason.TIMED_OUT, timed_out))
+                return self._fail(operation, record, message)
             result = self._attempt(operation, record, cls, context)
             if result.error is not None:
                 record.state, record.finished = StepState.FAILED, self.clock()
-                return self._fail(operation, record, f"step {record.name} failed: {result.error}")
+                if operation.data.failure is None:  # a step that returned its error
+                    failure = StepFailure.of(record.name, PermanentError(result.error))
+                    _failed_on(operation, failure)
+                message = f"step {record.name} failed: {result.error}"
+                return self._fail(operation, record, message, records_status=cls.records_status)
             if result.retry_after is not None:
                 if self._past_own_limit(cls, record):
                     record.state, record.finished = StepState.SKIPPED, self.clock()
@@ -294,11 +310,14 @@ class Engine:
         record.first_started = record.first_started or now
         operation.lease_until = now + timedelta(seconds=LEASE_SECONDS)
         self._save(operation)
+        _failed_on(operation, None)
         try:
             result = cls().run(operation, context)
         except TransientError as error:
+            _failed_on(operation, StepFailure.of(record.name, error))
             result = transient_retry(error)
         except PermanentError as error:
+            _failed_on(operation, StepFailure.of(record.name, error))
             result = StepResult(error=str(error))
         except Exception as error:  # the crash barrier: a bug fails this operation, not the process
             result = self._crashed(operation, record, error)
@@ -308,12 +327,11 @@ class Engine:
         return result
 
     def _crashed(self, operation: Operation, record: StepRecord, error: Exception) -> StepResult:
-        """An unexpected exception in a step: the step's failure (type, message, place) and the
-        runtime in Error; the traceback stays in memory, in :attr:`crashes`."""
+        """An unexpected exception in a step: the step's failure (type, message, place), reason
+        InternalError; the traceback stays in memory, in :attr:`crashes`."""
         crash = self.crashes[operation.id] = Crash.of(error)
-        message = f"step {record.name} of operation {operation.id} failed: {crash.describe()}"
-        known = self.store.runtime(operation.runtime)
-        self.store.put_runtime(errored(known, operation, message, self.clock()))
+        kept = ModuleError(PermanentError, crash.describe())
+        _failed_on(operation, StepFailure(record.name, Reason.INTERNAL_ERROR, kept))
         return StepResult(error=crash.describe())
 
     def _past_own_limit(self, cls: type[Step], record: StepRecord) -> bool:
@@ -334,10 +352,22 @@ class Engine:
         self._save(operation)
         return RunOutcome(operation, retry_at)
 
-    def _fail(self, operation: Operation, record: StepRecord, message: str) -> RunOutcome:
+    def _fail(
+        self,
+        operation: Operation,
+        record: StepRecord,
+        message: str,
+        *,
+        records_status: bool = False,
+    ) -> RunOutcome:
+        """The operation failed: saved, and the runtime's record says Error with the step's
+        reason until an operation succeeds (unless the step wrote the record itself)."""
         operation.state, operation.message = OperationState.FAILED, message
         record.state = StepState.FAILED
         self._save(operation)
+        if not records_status:
+            known = self.store.runtime(operation.runtime)
+            self.store.put_runtime(RuntimeRecord.failed(operation, known, self.clock()))
         return RunOutcome(operation)
 
     def _timeout_message(self, operation: Operation, record: StepRecord) -> str:

@@ -11,7 +11,7 @@ the CLI, the daemon.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -19,7 +19,14 @@ from typing import Any
 from reconciler.core.head import Head, head_text
 from reconciler.core.model import ClusterAccess, Settings
 from reconciler.core.plan import PlannedModule
-from reconciler.core.status import ModuleState, ModuleStatus, PassResult, worst_state
+from reconciler.core.status import (
+    ModuleState,
+    ModuleStatus,
+    PassResult,
+    Reason,
+    StepFailure,
+    worst_state,
+)
 
 
 class OperationType(StrEnum):
@@ -96,6 +103,9 @@ class OperationData:
     blocking: str = ""
     #: ``Delete_Inventory``: modules whose inventory is still in the cluster.
     inventories_left: tuple[str, ...] = ()
+    #: The error the last step run ended on (a permanent one failed the operation, a transient
+    #: one has its stage retried); ``None`` once a step ends well.
+    failure: StepFailure | None = None
 
     @property
     def modules(self) -> tuple[ModuleStatus, ...]:
@@ -174,16 +184,42 @@ class RuntimeRecord:
     access: str = ""
 
     @classmethod
-    def of(cls, operation: Operation, now: datetime, *, suspended: bool = False) -> RuntimeRecord:
+    def of(
+        cls,
+        operation: Operation,
+        now: datetime,
+        *,
+        suspended: bool = False,
+        before: RuntimeRecord | None = None,
+    ) -> RuntimeRecord:
         """The runtime's status as ``operation`` left it: the modules still there, the worst
-        state among them (Ready when none) and the reason of the first module in it."""
+        state among them (Ready when none) and the reason of the first module in it. A
+        ``suspended`` operation plans nothing: the modules are those of the record ``before``
+        (they still run), and the reason says it is suspended (``spec.suspend``)."""
         modules = operation.data.present
+        if suspended and not modules and before is not None:
+            modules = before.modules
         state = worst_state(m.state for m in modules)
         reason = next((m.reason for m in modules if m.state is state), "Ready")
         message = f"{len(modules)} modules"
         if suspended:
-            reason, message = "Suspended", "suspended (spec.suspend or reconciler suspend)"
+            reason, message = Reason.SUSPENDED, SUSPENDED_IN_GIT
         return cls(operation.runtime, state, reason, message, operation.commit, now, modules)
+
+    @classmethod
+    def failed(
+        cls, operation: Operation, before: RuntimeRecord | None, now: datetime
+    ) -> RuntimeRecord:
+        """The runtime's status once ``operation`` failed: Error, with the reason code of the
+        step's error (:class:`~reconciler.core.status.Reason`) and the operation's message; the
+        modules it reached, else those ``before`` had."""
+        failure = operation.data.failure
+        reason = failure.reason if failure is not None else Reason.STEP_FAILED
+        modules = operation.data.present or (before.modules if before is not None else ())
+        message = f"{operation.type} {operation.id} failed: {operation.message}"
+        return cls(
+            operation.runtime, ModuleState.ERROR, reason, message, operation.commit, now, modules
+        )
 
     def deployed(self) -> dict[str, str]:
         """Module -> version of the modules this record says the runtime runs."""
@@ -198,12 +234,16 @@ class RuntimeRecord:
         return {
             "runtime": self.runtime,
             "state": str(self.state),
-            "reason": self.reason,
+            "reason": str(self.reason),
             "message": self.message,
             "commit": head_text(self.commit),
             "updated": self.updated.isoformat(),
             "modules": [m.to_json() for m in self.modules],
         }
+
+
+#: The message of a runtime suspended by ``spec.suspend`` (``reconciler suspend`` says its own).
+SUSPENDED_IN_GIT = "suspended (spec.suspend)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +260,8 @@ class RuntimeStatus:
     last: RuntimeRecord | None = None
     #: A suspension made with ``reconciler suspend``, if any.
     suspension: Suspension | None = None
+    #: Suspended, by ``reconciler suspend`` or ``spec.suspend``: nothing is changed there.
+    suspended: bool = False
 
     @classmethod
     def of(
@@ -227,17 +269,47 @@ class RuntimeStatus:
         record: RuntimeRecord,
         unfinished: Operation | None,
         suspension: Suspension | None = None,
+        *,
+        git_suspended: bool | None = None,
     ) -> RuntimeStatus:
-        """``record`` (the last finished result) seen through ``unfinished``, if any."""
+        """The one rule of a runtime's state, for ``status``, ``get``, ``/status`` and the
+        metrics: ``record`` (the last finished result, Error when that operation failed) seen
+        through ``unfinished``, if any (an operation that retries on an error is Error with
+        that error's reason until one succeeds); Suspended when ``suspension`` is set or
+        ``spec.suspend`` is (``git_suspended``; ``None``: as the record says)."""
+        in_git = record.reason == Reason.SUSPENDED if git_suspended is None else git_suspended
+        suspended = suspension is not None or in_git
         if unfinished is None:
-            return cls(record, suspension=suspension)
-        return cls(_under_way(record, unfinished), unfinished, record, suspension)
+            return cls(record, suspension=suspension, suspended=suspended)
+        current = _under_way(record, unfinished)
+        return cls(current, unfinished, record, suspension, suspended)
+
+    @property
+    def state(self) -> str:
+        """The runtime's state as shown: ``Suspended``, else its record's state."""
+        return str(Reason.SUSPENDED) if self.suspended else str(self.current.state)
+
+    @property
+    def reason(self) -> str:
+        """The reason code shown with :attr:`state`."""
+        return str(Reason.SUSPENDED) if self.suspended else str(self.current.reason)
+
+    @property
+    def message(self) -> str:
+        """What the runtime's state means, for people."""
+        if self.suspension is not None:
+            return self.suspension.describe()
+        return SUSPENDED_IN_GIT if self.suspended else self.current.message
 
     def to_json(self) -> dict[str, Any]:
         """The runtime's JSON (:meth:`RuntimeRecord.to_json`) with ``operation`` (the one under
         way, or ``null``) and ``lastFinished`` (the record it will replace, or ``null``)."""
         operation = self.operation
         return self.current.to_json() | {
+            "state": self.state,
+            "reason": self.reason,
+            "message": self.message,
+            "suspended": self.suspended,
             "operation": None
             if operation is None
             else {
@@ -254,9 +326,23 @@ class RuntimeStatus:
 
 
 def _under_way(record: RuntimeRecord, operation: Operation) -> RuntimeRecord:
-    """The runtime's state as an unfinished operation shows it."""
+    """The runtime's state as an unfinished operation shows it: Error while a step retries on
+    an error (an unreachable API server), and while nothing is known yet after a failed one."""
     updated = operation.updated or operation.created
     message = operation.message or f"{operation.type} under way"
+    failure = operation.data.failure
+    if failure is not None:
+        modules = operation.data.present or record.modules
+        return RuntimeRecord(
+            record.runtime,
+            ModuleState.ERROR,
+            failure.reason,
+            message,
+            operation.commit,
+            updated,
+            modules,
+            record.access,
+        )
     if operation.type is OperationType.DEPROVISION:
         return RuntimeRecord(
             record.runtime,
@@ -269,6 +355,9 @@ def _under_way(record: RuntimeRecord, operation: Operation) -> RuntimeRecord:
             record.access,
         )
     modules = operation.data.present
+    if not modules and record.state is ModuleState.ERROR:  # Error until an operation succeeds
+        under_way = f"{record.message} ({operation.type} {operation.id} under way: {message})"
+        return replace(record, message=under_way, updated=updated)
     if not modules:
         reason = "Provisioning" if operation.type is OperationType.PROVISION else "Updating"
         return RuntimeRecord(

@@ -7,6 +7,7 @@ as a tree. Callers: the CLI.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -155,7 +156,8 @@ def status_rows(statuses: list[RuntimeStatus], now: datetime) -> list[tuple[str,
     rows = []
     for status in statuses:
         record = status.current
-        rows.append(_record_row(record.runtime, record, now))
+        shown = replace(record, reason=status.reason, message=status.message)
+        rows.append(_record_row(record.runtime, shown, now, status.state))
         operation = status.operation
         if operation is not None:
             message = f"{operation.id}: {operation.message or 'under way'}"
@@ -175,10 +177,12 @@ def status_rows(statuses: list[RuntimeStatus], now: datetime) -> list[tuple[str,
     return rows
 
 
-def _record_row(label: str, record: RuntimeRecord, now: datetime) -> tuple[str, ...]:
+def _record_row(
+    label: str, record: RuntimeRecord, now: datetime, state: str = ""
+) -> tuple[str, ...]:
     return (
         label,
-        str(record.state),
+        state or str(record.state),
         "-",
         record.reason,
         head_text(record.commit)[:8] or "-",

@@ -86,6 +86,9 @@ class Step:
     optional: ClassVar[bool] = False
     #: O5: seconds after which a step that keeps asking to retry is skipped instead of failing.
     retry_without_fail: ClassVar[float | None] = None
+    #: Whether the step writes the runtime's record itself, also when it fails (else a failed
+    #: operation leaves the runtime in Error with the step's reason).
+    records_status: ClassVar[bool] = False
     #: For plugins: the operations, the stage and the step to come after.
     operations: ClassVar[tuple[OperationType, ...]] = ()
     stage: ClassVar[str] = ""
@@ -289,13 +292,23 @@ class RecordStatus(Step):
 
     name = "Record_Status"
     domain = "operations"
+    records_status = True
     description = (
         "Records each module's state and the runtime's (its worst module's) with the commit."
     )
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
+        before = context.store.runtime(operation.runtime)
+        runtime = context.repo.runtimes.get(operation.runtime) if context.repo else None
+        in_git = runtime is not None and runtime.suspend
+        if context.planning.suspended and not in_git and before is not None:
+            # reconciler suspend: the store's suspension says so while it lasts, and the record
+            # keeps what runs there
+            kept = replace(before, commit=operation.commit, updated=context.now())
+            context.store.put_runtime(kept)
+            return StepResult(f"runtime {kept.state}: suspended, {kept.message}")
         suspended = context.planning.suspended
-        record = RuntimeRecord.of(operation, context.now(), suspended=suspended)
+        record = RuntimeRecord.of(operation, context.now(), suspended=suspended, before=before)
         context.store.put_runtime(record)
         return StepResult(f"runtime {record.state}: {record.message}")
 
@@ -393,6 +406,7 @@ class RemoveRuntimeRecord(Step):
 
     name = "Remove_Runtime_Record"
     domain = "operations"
+    records_status = True
     description = (
         "Removes the runtime's record from the state store when no inventory is left in its "
         "cluster; otherwise keeps it as Deleting and fails the operation, naming what is left "

@@ -25,7 +25,7 @@ import os
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
@@ -45,6 +45,8 @@ from reconciler.core.status import (
     ModuleState,
     ModuleStatus,
     PassResult,
+    Reason,
+    StepFailure,
 )
 from reconciler.errors import NotFoundError, SourceError
 from reconciler.operations.model import (
@@ -287,16 +289,41 @@ class StateStore(Protocol):
         """Member ``name`` stops (its runtimes go to the others at once)."""
 
 
-def load_statuses(store: StateStore, runtimes: Sequence[str] = ()) -> list[RuntimeStatus]:
-    """Every runtime's status now (or those named): its last finished record seen through its
-    unfinished operation, if one is under way (one read per runtime: linear in the fleet)."""
+def load_statuses(
+    store: StateStore,
+    runtimes: Sequence[str] = (),
+    *,
+    git_suspended: Mapping[str, bool] | None = None,
+) -> list[RuntimeStatus]:
+    """Every runtime's status now (or those named), by :meth:`RuntimeStatus.of`: its last
+    finished record seen through its unfinished operation, if one is under way, and its
+    suspension (one read per runtime: linear in the fleet). ``git_suspended``: runtime ->
+    ``spec.suspend`` where the caller read git (else the records say)."""
     wanted = set(runtimes)
     suspended = store.suspensions()
+    in_git = git_suspended or {}
     return [
-        RuntimeStatus.of(record, store.unfinished(record.runtime), suspended.get(record.runtime))
+        RuntimeStatus.of(
+            record,
+            store.unfinished(record.runtime),
+            suspended.get(record.runtime),
+            git_suspended=in_git.get(record.runtime),
+        )
         for record in store.runtimes()
         if not wanted or record.runtime in wanted
     ]
+
+
+def load_status(
+    store: StateStore, runtime: str, *, git_suspended: bool | None = None
+) -> RuntimeStatus | None:
+    """One runtime's status now, as :func:`load_statuses` (``None``: the store has none)."""
+    record = store.runtime(runtime)
+    if record is None:
+        return None
+    suspension = store.suspensions().get(runtime)
+    unfinished = store.unfinished(runtime)
+    return RuntimeStatus.of(record, unfinished, suspension, git_suspended=git_suspended)
 
 
 def default_state_url() -> str:
@@ -328,6 +355,10 @@ def open_existing_store(url: str) -> StateStore | None:
     if url.startswith(prefix) and not Path(os.path.expanduser(url[len(prefix) :])).exists():
         return None
     return open_store(url)
+
+
+#: SQLite's messages of errors a person causes and must fix (not our bugs).
+_OPERATOR_CAUSES = ("readonly database", "unable to open")
 
 
 class SqliteStore:
@@ -365,14 +396,32 @@ class SqliteStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:  # one connection, shared by the daemon's worker threads
+        with self._lock, self._translated():  # one connection, shared by worker threads
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        """The one place SQLite's errors that a person must fix (a file or folder that may not
+        be written, a file that cannot be opened) become our permanent error, naming the file
+        and what to check."""
+        try:
+            yield
+        except sqlite3.OperationalError as error:
+            text = str(error)
+            if not any(cause in text for cause in _OPERATOR_CAUSES):
+                raise
+            raise SourceError(
+                f"cannot use the state store {self.path}: {text}; check that this user may "
+                "write the file and its folder (and that the disk is not read-only), or name "
+                "another store with --state or RECONCILER_STATE"
+            ) from error
 
     def _migrate(self) -> None:
         with self._transaction() as db:
@@ -391,7 +440,7 @@ class SqliteStore:
                 db.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
 
     def _query(self, sql: str, parameters: tuple[object, ...] = ()) -> list[sqlite3.Row]:
-        with self._lock:
+        with self._lock, self._translated():
             return self._db.execute(sql, parameters).fetchall()
 
     def schema_version(self) -> int:
@@ -1087,7 +1136,41 @@ def _data_json(data: OperationData) -> dict[str, Any]:
         document["blocking"] = data.blocking
     if data.inventories_left:
         document["inventoriesLeft"] = list(data.inventories_left)
+    if data.failure is not None:
+        document["failure"] = _failure_json(data.failure)
     return document
+
+
+def _failure_json(failure: StepFailure) -> dict[str, Any]:
+    return {
+        "step": failure.step,
+        "reason": str(failure.reason),
+        **_error_json(failure.error),
+    }
+
+
+def _failure_from_json(document: dict[str, Any] | None) -> StepFailure | None:
+    if not isinstance(document, dict):
+        return None
+    try:
+        reason = Reason(str(document.get("reason")))
+    except ValueError:
+        reason = Reason.STEP_FAILED  # a code of a newer version, read by an older one
+    return StepFailure(str(document.get("step", "")), reason, _error_from_json(document))
+
+
+def _error_json(error: ModuleError) -> dict[str, Any]:
+    return {
+        "cause": error.cause.__name__,
+        "permanent": error.permanent,
+        "message": error.message,
+        "retryAfter": error.retry_after,
+    }
+
+
+def _error_from_json(document: dict[str, Any]) -> ModuleError:
+    cause = ModuleError.cause_named(str(document.get("cause", "")), bool(document["permanent"]))
+    return ModuleError(cause, str(document.get("message", "")), document.get("retryAfter"))
 
 
 def _data_from_json(document: dict[str, Any]) -> OperationData:
@@ -1103,6 +1186,7 @@ def _data_from_json(document: dict[str, Any]) -> OperationData:
         removals=_pass_from_json(removals if isinstance(removals, dict) else {"modules": removals}),
         blocking=str(document.get("blocking", "")),
         inventories_left=tuple(document.get("inventoriesLeft", ())),
+        failure=_failure_from_json(document.get("failure")),
     )
 
 
@@ -1135,14 +1219,8 @@ def _pass_from_json(document: dict[str, Any]) -> PassResult:
 
 def _status_json(status: ModuleStatus) -> dict[str, Any]:
     document = status.to_json()
-    error = status.error
-    if error is not None:
-        document["error"] = {
-            "cause": error.cause.__name__,
-            "permanent": error.permanent,
-            "message": error.message,
-            "retryAfter": error.retry_after,
-        }
+    if status.error is not None:
+        document["error"] = _error_json(status.error)
     return document
 
 
@@ -1153,8 +1231,7 @@ def _status_from_json(document: dict[str, Any]) -> ModuleStatus:
     error = document.get("error")
     kept = None
     if error is not None:
-        cause = ModuleError.cause_named(error["cause"], bool(error["permanent"]))
-        kept = ModuleError(cause, error["message"], error.get("retryAfter"))
+        kept = _error_from_json(error)
     elif state is ModuleState.ERROR:
         permanent = document.get("reason") == "Failed"
         kept = ModuleError(ModuleError.cause_named("", permanent), document.get("message", ""))

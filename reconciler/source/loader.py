@@ -176,14 +176,31 @@ class FolderTree:
                 )
         except (FileNotFoundError, NotADirectoryError):
             return []
+        except OSError as error:  # a folder this user may not read: one line, never a crash
+            raise self._unreadable(folder, error) from error
 
     def is_dir(self, path: str) -> bool:
         """See :class:`reconciler.source.tree.SourceTree`."""
-        return self._path(path).is_dir()
+        try:
+            return self._path(path).is_dir()
+        except OSError as error:
+            raise self._unreadable(path, error) from error
 
     def is_file(self, path: str) -> bool:
         """See :class:`reconciler.source.tree.SourceTree`."""
-        return self._path(path).is_file()
+        try:
+            return self._path(path).is_file()
+        except OSError as error:
+            raise self._unreadable(path, error) from error
+
+    def _unreadable(self, path: str, error: OSError) -> UnreadableError:
+        """``<path>: cannot be read (Permission denied); check ...``, for a folder or file the
+        operator must make readable."""
+        reason = error.strerror or type(error).__name__
+        return UnreadableError(
+            f"{self._path(path)}: cannot be read ({reason}); check that this user may read "
+            "it and the folders above it"
+        )
 
     def size(self, path: str) -> int:
         """See :class:`reconciler.source.tree.SourceTree`; a FIFO or device is refused, not read."""
