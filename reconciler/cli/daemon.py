@@ -7,6 +7,7 @@ The command line becomes a few frozen values (:class:`GitOptions`, :class:`HttpO
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -405,5 +406,7 @@ def _git_env(token_file: Path | None, ssh_key_file: Path | None) -> dict[str, st
             }
         )
     if ssh_key_file is not None:
-        env["GIT_SSH_COMMAND"] = f"ssh -i {ssh_key_file} -o IdentitiesOnly=yes"
+        # git runs this through a shell: the path is one quoted word, whatever it holds
+        key = shlex.quote(str(ssh_key_file.absolute()))
+        env["GIT_SSH_COMMAND"] = f"ssh -i {key} -o IdentitiesOnly=yes"
     return env
