@@ -19,19 +19,28 @@ import contextlib
 import os
 import posixpath
 import re
+import shlex
 import signal
 import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import git
 from gitdb.exc import BadName, BadObject
 
-from reconciler.config.remotes import allowed_protocols, is_local, ref_problem, remote_problem
+from reconciler.config.remotes import (
+    CredentialHost,
+    allowed_protocols,
+    credential_origin,
+    is_local,
+    may_get_credentials,
+    ref_problem,
+    remote_problem,
+)
 from reconciler.errors import SourceError, TransientError, UnreadableError
 from reconciler.source.tree import Entry
 
@@ -342,11 +351,55 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
+@dataclass(frozen=True, slots=True)
+class GitCredentials:
+    """The daemon's credentials for its remotes (``--token-file``, ``--ssh-key-file``) and the
+    hosts they may go to (``--repo``'s and each ``--credential-host``): a remote elsewhere, such
+    as a ``channelsFrom.git`` only a commit names, is asked without them. Never logged."""
+
+    token: str | None = field(default=None, repr=False)
+    ssh_key: Path | None = None
+    hosts: tuple[CredentialHost, ...] = ()
+
+    def env(self, url: str) -> dict[str, str]:
+        """The environment git needs to reach ``url``: the token as a header bound to that
+        https host and port (git's ``http.<url>.extraHeader``), or the key for that ssh host;
+        nothing for another host."""
+        origin = credential_origin(url)
+        if origin is None or not may_get_credentials(url, self.hosts):
+            return {}
+        scheme, host, port = origin
+        if scheme == "https" and self.token is not None:
+            where = host if port == 443 else f"{host}:{port}"
+            return {
+                "GIT_CONFIG_COUNT": "1",
+                "GIT_CONFIG_KEY_0": f"http.https://{where}/.extraHeader",
+                "GIT_CONFIG_VALUE_0": f"Authorization: Bearer {self.token}",
+            }
+        if scheme == "ssh" and self.ssh_key is not None:
+            # git runs this through a shell: the path is one quoted word, whatever it holds
+            key = shlex.quote(str(self.ssh_key.absolute()))
+            return {"GIT_SSH_COMMAND": f"ssh -i {key} -o IdentitiesOnly=yes"}
+        return {}
+
+    def withheld(self, url: str) -> str:
+        """Why ``url`` is asked without the credentials the daemon has (``""`` when it is not),
+        for the message of a failed call."""
+        origin = credential_origin(url)
+        given = self.token if origin is not None and origin[0] == "https" else self.ssh_key
+        if origin is None or given is None or may_get_credentials(url, self.hosts):
+            return ""
+        return (
+            f" (asked without credentials: {origin[1]}:{origin[2]} is not the host of --repo "
+            "nor a --credential-host)"
+        )
+
+
 class RemoteSource:
     """A branch, tag or fixed commit of a repository (a URL or a local path), fetched into a
     bare cache; ``check`` is the cheap "anything new?" question (``git ls-remote``), asked once
-    per poll for the whole source. Credentials come from the environment given (e.g. a token in
-    ``http.extraHeader``, an ``ssh -i`` command) and never appear in messages.
+    per poll for the whole source. Credentials (:class:`GitCredentials`) go to the remote only
+    when its host is one they may go to, and never appear in messages.
 
     ``local`` is for a remote the user gave on the command line: it may then be a local path
     or ``file://``; a remote named by a commit may not
@@ -361,7 +414,7 @@ class RemoteSource:
         ref: str,
         path: str,
         cache_dir: Path,
-        env: dict[str, str] | None = None,
+        credentials: GitCredentials | None = None,
         *,
         local: bool = False,
         runner: GitRunner | None = None,
@@ -375,7 +428,9 @@ class RemoteSource:
         self.ref = ref
         self.path = path.strip("/")
         self.cache_dir = cache_dir
-        self.env = dict(env or {})
+        given = credentials or GitCredentials()
+        self.env = given.env(self.url)
+        self._withheld = given.withheld(self.url)
         self.protocols = allowed_protocols(local)
         self.runner = runner or GitRunner()
         cache_dir.mkdir(parents=True, exist_ok=True)
@@ -388,9 +443,18 @@ class RemoteSource:
         return redact(self.url)
 
     def _git(self, *args: str) -> str:
-        return self.runner.run(
-            args, git_dir=self.cache_dir, shown=self.shown, protocols=self.protocols, env=self.env
-        )
+        try:
+            return self.runner.run(
+                args,
+                git_dir=self.cache_dir,
+                shown=self.shown,
+                protocols=self.protocols,
+                env=self.env,
+            )
+        except TransientError as error:
+            if not self._withheld:
+                raise
+            raise TransientError(f"{error}{self._withheld}", error.retry_after) from None
 
     def check(self) -> str:
         """The commit the ref points to at the remote now."""
