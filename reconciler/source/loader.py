@@ -266,18 +266,31 @@ class _Reader:
     # -- layout ------------------------------------------------------------------------------
 
     def runtimes(self) -> tuple[RawFile, ...]:
-        return self.yaml_files("runtimes", "runtime", "")
+        return self.yaml_files("runtimes", "runtime", "", strict=True)
 
-    def yaml_files(self, folder: str, what: str, boundary: str) -> tuple[RawFile, ...]:
-        """The ``*.yaml`` files of ``folder``, by name; ``*.yml`` files are reported."""
+    def yaml_files(
+        self, folder: str, what: str, boundary: str, *, strict: bool = False
+    ) -> tuple[RawFile, ...]:
+        """The ``*.yaml`` files of ``folder``, by name; ``*.yml`` and ``*.YAML`` files are
+        reported. ``strict`` (``runtimes/``, where a file not read is a runtime deprovisioned)
+        reports every other entry too, hidden ones aside."""
         files: list[RawFile] = []
         for entry in self.tree.entries(folder):
             path = _join(folder, entry.name)
-            if entry.name.endswith(".yml"):
+            if entry.name.endswith(".yaml") and not entry.is_dir:
+                files.append(self.file(path, boundary))
+            elif entry.name.endswith(".yml"):
                 message = f"{what} files are named <name>.yaml, not .yml"
                 self.problems.append(Diagnostic(self.show(path), 1, 1, "C4", message))
-            elif entry.name.endswith(".yaml") and not entry.is_dir:
-                files.append(self.file(path, boundary))
+            elif entry.name.lower().endswith((".yaml", ".yml")) and not entry.is_dir:
+                message = f"{what} files are named <name>.yaml, in lower case"
+                self.problems.append(Diagnostic(self.show(path), 1, 1, "C4", message))
+            elif strict and not entry.name.startswith("."):
+                message = (
+                    f"{folder}/ holds only <name>.yaml files, one {what} each: "
+                    f"this {'folder' if entry.is_dir else 'file'} would be ignored"
+                )
+                self.problems.append(Diagnostic(self.show(path), 1, 1, "C4", message))
         return tuple(files)
 
     def modules(self) -> tuple[RawModule, ...]:
