@@ -46,6 +46,11 @@ from reconciler.source.tree import Entry
 
 _LINK_MODE = 0o120000
 _TREE = "tree"
+#: The largest blob read ahead with the others, and all of them together (memory held at once).
+PREFETCH_BLOB_BYTES = 1 << 20
+PREFETCH_TOTAL_BYTES = 64 << 20
+#: The longest symbolic link target read (Linux's PATH_MAX); a longer one leads nowhere.
+_LINK_MAX_BYTES = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +71,14 @@ class GitTree:
     """A folder of a commit's tree as a :class:`~reconciler.source.tree.SourceTree`.
 
     Paths are relative to ``prefix`` (the config repo's folder inside the git repository) and
-    may climb out of it with ``..`` as long as they stay inside the repository. When the first
-    file is read, every ``*.yaml`` blob below ``prefix`` is read with it, in one
-    ``git cat-file --batch`` (a repo of 1,000 runtimes costs two calls to git, not a round trip
-    per file); a file elsewhere (channels in ``../channels``) is read on its own.
+    may climb out of it with ``..`` as long as they stay inside the repository. Sizes come from
+    the object headers, for every file below ``prefix`` at once (``git ls-tree -r -l``), before
+    any file is read: the loader refuses a file over its size limit without reading it (a 2 GB
+    blob of zeros is a few MB pushed). When the first file is read, the small ``*.yaml`` blobs
+    below ``prefix`` are read with it, in one ``git cat-file --batch`` (a repo of 1,000 runtimes
+    costs two calls to git, not a round trip per file), up to :data:`PREFETCH_BLOB_BYTES` each
+    and :data:`PREFETCH_TOTAL_BYTES` in all; any other file (larger, or elsewhere: channels in
+    ``../channels``) is read on its own, only when asked for.
     """
 
     def __init__(self, root: Any, prefix: str) -> None:
@@ -79,6 +88,8 @@ class GitTree:
         self._data: dict[str, bytes] = {}
         #: The ``*.yaml`` blobs below ``prefix`` read together and not read since, by id.
         self._fetched: dict[str, bytes] | None = None
+        #: Every blob below ``prefix`` (links aside): its size and whether it is ``*.yaml``, by id.
+        self._blobs: dict[str, tuple[int, bool]] | None = None
         #: Seconds spent reading git objects (for ``--timings``).
         self.io_seconds = 0.0
 
@@ -86,7 +97,7 @@ class GitTree:
         joined = posixpath.normpath(posixpath.join(self._prefix, path)) if path else self._prefix
         if joined in ("", "."):
             return ""
-        return None if joined.startswith("..") else joined
+        return None if joined.startswith(("..", "/")) else joined  # out of the repository
 
     def _node(self, path: str) -> Any | None:
         full = self._full(path)
@@ -130,6 +141,10 @@ class GitTree:
         return target is not None and target.type == _TREE
 
     def _link_target(self, path: str, item: Any) -> str:
+        """Where the link ``item`` at ``path`` leads; a target longer than any real one is not
+        read and leads out of the repository ("/")."""
+        if int(item.size) > _LINK_MAX_BYTES:  # gitpython: the header only
+            return "/"
         target = item.data_stream.read().decode("utf-8", "replace")
         return posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
 
@@ -151,8 +166,12 @@ class GitTree:
         return self._blob(path) is not None
 
     def size(self, path: str) -> int:
-        """See :class:`reconciler.source.tree.SourceTree`."""
-        return len(self.read(path))
+        """See :class:`reconciler.source.tree.SourceTree`: from the object's header, unread."""
+        blob = self._blob(path)
+        if blob is None:
+            raise UnreadableError(f"{path}: not a file at this revision")
+        known = self._blob_listing().get(str(blob.hexsha))
+        return known[0] if known is not None else int(blob.size)  # gitpython: header only
 
     def read(self, path: str) -> bytes:
         """See :class:`reconciler.source.tree.SourceTree`."""
@@ -173,20 +192,35 @@ class GitTree:
         return data
 
     def _read_yaml_blobs(self) -> dict[str, bytes]:
-        """Every ``*.yaml`` blob below ``prefix`` (links aside), by id: two calls to git."""
+        """The small ``*.yaml`` blobs below ``prefix`` (links aside), by id, within the limits of
+        what is read ahead: one call to git."""
+        ids, total = [], 0
+        for blob_id, (size, is_yaml) in sorted(self._blob_listing().items()):
+            if is_yaml and size <= PREFETCH_BLOB_BYTES and total + size <= PREFETCH_TOTAL_BYTES:
+                ids.append(blob_id)
+                total += size
+        git_dir = str(self._root.repo.git_dir)
+        return _read_blobs(git_dir, ids) if ids else {}
+
+    def _blob_listing(self) -> dict[str, tuple[int, bool]]:
+        """Every blob below ``prefix`` (links aside) with its size, by id: one call to git,
+        which reads the objects' headers only."""
+        if self._blobs is not None:
+            return self._blobs
+        self._blobs = {}
         top = self._node("")
         if top is None or top.type != _TREE:
-            return {}
+            return self._blobs
+        started = time.perf_counter()
         git_dir = str(self._root.repo.git_dir)
-        listing = _git_output(git_dir, ["ls-tree", "-r", "-z", str(top.hexsha)])
-        ids = set()
+        listing = _git_output(git_dir, ["ls-tree", "-r", "-l", "-z", str(top.hexsha)])
         for entry in listing.split(b"\0"):
             info, _, name = entry.partition(b"\t")
-            fields = info.split()
-            blob = len(fields) == 3 and fields[1] == b"blob" and int(fields[0], 8) != _LINK_MODE
-            if blob and name.endswith(b".yaml"):
-                ids.add(fields[2].decode())
-        return _read_blobs(git_dir, sorted(ids)) if ids else {}
+            fields = info.split()  # mode, type, id, size
+            if len(fields) == 4 and fields[1] == b"blob" and int(fields[0], 8) != _LINK_MODE:
+                self._blobs[fields[2].decode()] = (int(fields[3]), name.endswith(b".yaml"))
+        self.io_seconds += time.perf_counter() - started
+        return self._blobs
 
     def escapes(self, path: str, boundary: str) -> bool:
         """See :class:`reconciler.source.tree.SourceTree`."""
@@ -256,6 +290,10 @@ def open_revision(folder: Path, revision: str) -> Revision:
     return Revision(tree, str(commit.hexsha), revision)
 
 
+#: Blobs larger than this are streamed to disk by a fetch (``core.bigFileThreshold``, 512 MiB
+#: by default), not held whole in git's memory: a blob of zeros costs a few MB to push.
+STREAM_BLOB_BYTES = 1 << 20
+
 #: How long one git call to a remote may take unless told otherwise (``--git-timeout``).
 DEFAULT_GIT_TIMEOUT = 60.0
 
@@ -286,7 +324,14 @@ class GitRunner:
         """git ``args`` in the repository ``git_dir``; its output, or a
         :class:`~reconciler.errors.TransientError` naming ``shown`` (the remote without
         credentials) when git fails, outlives its limit or is stopped."""
-        command = ["git", "--git-dir", str(git_dir), *_protocol_options(protocols), *args]
+        command = [
+            "git",
+            "--git-dir",
+            str(git_dir),
+            *_protocol_options(protocols),
+            *("-c", f"core.bigFileThreshold={STREAM_BLOB_BYTES}"),
+            *args,
+        ]
         environment = {
             **os.environ,
             **env,
