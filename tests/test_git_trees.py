@@ -2,7 +2,9 @@
 
 A blob over the file-size limit is refused from its header, never read (a ``git`` wrapper first
 on ``PATH`` records every object id asked of ``git cat-file --batch``, the only way git hands
-out content).
+out content); a symbolic link target longer than any real one is not read either. A link out
+of the repository gets the same verdict in a commit and in its checkout; a git submodule is
+one diagnostic, not a crash.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,7 @@ from reconciler.source.loader import ReadOptions, load_repo
 from tests.test_fleet_diff import BASE_FILES, _git, _runtime, _write
 
 MIB = 1 << 20
+MANIFEST = "fleet/modules/widget/1.0.0/manifest.yaml"
 
 
 def _repo(root: Path) -> Path:
@@ -91,3 +95,72 @@ def test_a_file_too_large_to_read_ahead_is_read_on_its_own(tmp_path: Path, asked
 
     assert _errors(root) == []
     assert asked.read_text().count(large) == 1
+
+
+def test_a_link_target_longer_than_any_path_is_not_read(tmp_path: Path, asked: Path) -> None:
+    root = _repo(tmp_path / "repo")
+    link = _add_blob(root, "fleet/modules/evil", b"x" * (2 * MIB), mode="120000")
+
+    errors = _errors(root)
+
+    assert errors == ["fleet/modules/evil:1:1: C6 symbolic link pointing outside the repo"]
+    assert link not in asked.read_text()
+
+
+def _both_ways(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]:
+    """The diagnostics of the commit (read from git) and of its checkout (read from disk)."""
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "links")
+    monkeypatch.chdir(root)
+    checkout = [d.format() for d in load_repo("fleet").diagnostics]
+    return _errors(root), checkout
+
+
+LINKS = {
+    "an absolute link to a folder": ("fleet/modules/evil", "/etc"),
+    "a module folder": ("fleet/modules/evil", "../../../outside/modules/gamma"),
+    "a version folder": ("fleet/modules/widget/3.0.0", "../../../../outside/modules/gamma/1.0.0"),
+    "the runtimes folder": ("fleet/runtimes", "../../outside/runtimes"),
+    "a link to nothing": ("fleet/modules/gone", "../../../nowhere"),
+}
+
+
+@pytest.mark.parametrize(("link", "target"), LINKS.values(), ids=LINKS.keys())
+def test_a_link_out_of_the_repo_is_refused_in_a_commit_as_in_a_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, link: str, target: str
+) -> None:
+    root = _repo(tmp_path / "repo")
+    outside = tmp_path / "outside"
+    _write(outside, {"modules/gamma/1.0.0/manifest.yaml": BASE_FILES[MANIFEST]})
+    _write(outside, {"runtimes/a.yaml": BASE_FILES["fleet/runtimes/a.yaml"]})
+    if link == "fleet/runtimes":
+        shutil.rmtree(root / link)
+    (root / link).symlink_to(target)
+
+    in_git, on_disk = _both_ways(root, monkeypatch)
+
+    assert in_git == [f"{link}:1:1: C6 symbolic link pointing outside the repo"]
+    assert on_disk == in_git
+
+
+SUBMODULE = "C6 git submodule: its files are not in this commit (keep them in the repo)"
+
+
+@pytest.mark.parametrize("path", ["fleet/modules/widget/sub", "fleet/runtimes/sub"])
+def test_a_submodule_without_gitmodules_is_one_diagnostic(tmp_path: Path, path: str) -> None:
+    root = _repo(tmp_path / "repo")
+    _git(root, "update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},{path}")
+    _git(root, "commit", "-qm", "gitlink")
+
+    assert _errors(root) == [f"{path}:1:1: {SUBMODULE}"]
+
+    done = subprocess.run(
+        [sys.executable, "-m", "reconciler", "diff", "fleet", "--base", "HEAD~1", "--head", "HEAD"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert f"{path}:1:1: {SUBMODULE}" in done.stderr
+    assert "internal error" not in done.stderr

@@ -46,6 +46,7 @@ from reconciler.source.tree import Entry
 
 _LINK_MODE = 0o120000
 _TREE = "tree"
+_SUBMODULE = "submodule"
 #: The largest blob read ahead with the others, and all of them together (memory held at once).
 PREFETCH_BLOB_BYTES = 1 << 20
 PREFETCH_TOTAL_BYTES = 64 << 20
@@ -116,7 +117,9 @@ class GitTree:
         listing = self._children.get(tree.hexsha)
         if listing is None:
             started = time.perf_counter()
-            listing = self._children[tree.hexsha] = {item.name: item for item in tree}
+            # the name from the path: a submodule's own ``name`` needs a .gitmodules entry
+            listing = {posixpath.basename(item.path): item for item in tree}
+            self._children[tree.hexsha] = listing
             self.io_seconds += time.perf_counter() - started
         return listing
 
@@ -130,6 +133,7 @@ class GitTree:
                 name,
                 item.type == _TREE or self._links_to_tree(folder, name, item),
                 item.mode == _LINK_MODE,
+                item.type == _SUBMODULE,
             )
             for name, item in sorted(self._listing(node).items())
         ]
