@@ -29,10 +29,10 @@ from reconciler.cli.options import (
     snapshot_option,
     state_option,
 )
-from reconciler.config.remotes import CredentialHost, parse_credential_host, repo_credential_host
 from reconciler.errors import AccessError
 
 if TYPE_CHECKING:
+    from reconciler.config.remotes import CredentialHost
     from reconciler.core.model import Settings
     from reconciler.daemon.http import HttpServer
     from reconciler.daemon.service import Daemon
@@ -43,6 +43,8 @@ def credential_hosts_option(
     ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
 ) -> tuple[CredentialHost, ...]:
     """``--credential-host`` values as (host, port), or a usage error naming the bad one."""
+    from reconciler.config.remotes import parse_credential_host
+
     try:
         return tuple(parse_credential_host(value) for value in values)
     except ValueError as error:
@@ -433,6 +435,7 @@ def _serve(the_daemon: Daemon, http: HttpOptions) -> HttpServer:
 def _git_credentials(git: GitOptions) -> GitCredentials:
     """The daemon's credentials, bound to the host of ``--repo`` and the ``--credential-host``
     ones; a token that would break the header it goes in is refused, without repeating it."""
+    from reconciler.config.remotes import repo_credential_host
     from reconciler.source.git import GitCredentials
 
     token = git.token_file.read_text().strip() if git.token_file is not None else None
