@@ -453,3 +453,33 @@ def test_paths_of_an_absolute_repo_are_absolute(make_repo: RepoFactory, tmp_path
 
     assert paths == {str(tmp_path / "repo/runtimes/a.yaml"), str(tmp_path / "channels/fast.yaml")}
     assert all(os.path.isabs(p) for p in paths)
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("two.YAML", "C4 runtime files are named <name>.yaml, in lower case"),
+        ("two.Yaml", "C4 runtime files are named <name>.yaml, in lower case"),
+        ("two.json", "C4 runtimes/ holds only <name>.yaml files, one runtime each: this file"),
+        ("two", "C4 runtimes/ holds only <name>.yaml files, one runtime each: this file"),
+        ("old/two.yaml", "C4 runtimes/ holds only <name>.yaml files, one runtime each: this fo"),
+    ],
+)
+def test_an_unexpected_entry_of_runtimes_is_an_error_not_a_runtime_gone(
+    make_repo: RepoFactory, name: str, message: str
+) -> None:
+    make_repo({**small_repo(), f"runtimes/{name}": "kind: Runtime\n", "runtimes/.gitkeep": ""})
+
+    lines = _lines(load_repo("repo"))
+
+    shown = f"repo/runtimes/{name.split('/')[0]}:1:1: "
+    assert len(lines) == 1
+    assert lines[0].startswith(shown + message)
+
+
+def test_a_channel_file_in_upper_case_is_reported(make_repo: RepoFactory) -> None:
+    make_repo({**small_repo(), "channels/slow.YAML": "kind: Channel\n", "channels/README.md": ""})
+
+    assert _lines(load_repo("repo")) == [
+        "repo/channels/slow.YAML:1:1: C4 channel files are named <name>.yaml, in lower case"
+    ]

@@ -158,6 +158,22 @@ CASES: dict[str, tuple[str, list[str]]] = {
             "(/spec/template/spec/initContainers)",
         ],
     ),
+    "ConfigMap data that are not strings": (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  a: {b: c}\n  l: [1]\n"
+        "  num: 5\n  'x y': s\n  ok: text\nbinaryData: {bin: 'not base64!', good: aGk=}\n---\n"
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: d}\ndata: [a]\n",
+        [
+            "5:6: C1 ConfigMap data values must be strings (quote numbers; a map or list as a "
+            "text block) (/data/a)",
+            "6:6: C1 ConfigMap data values must be strings (quote numbers; a map or list as a "
+            "text block) (/data/l)",
+            "7:8: C1 ConfigMap data values must be strings (quote numbers; a map or list as a "
+            "text block) (/data/num)",
+            "8:3: C1 a ConfigMap data key is not valid: letters, digits, '-', '_' or '.' (/data)",
+            "10:19: C1 ConfigMap binaryData values must be base64 strings (/binaryData/bin)",
+            "15:7: C1 ConfigMap data must be a map of keys to strings (/data)",
+        ],
+    ),
     "types of apiVersion, kind and metadata": (
         "apiVersion: 1\nkind: [ConfigMap]\nmetadata: c\n---\n"
         "apiVersion: apps/v1/extra\nkind: Config Map\nmetadata: {name: c}\n---\n- a list\n",

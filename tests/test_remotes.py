@@ -6,7 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.config.remotes import allowed_protocols, is_local, ref_problem, remote_problem
+from reconciler.config.remotes import (
+    allowed_protocols,
+    credential_origin,
+    is_local,
+    may_get_credentials,
+    parse_credential_host,
+    ref_problem,
+    remote_problem,
+    repo_credential_host,
+)
 
 ACCEPTED_EVERYWHERE = [
     "https://git.example.com/platform/channels.git",
@@ -91,3 +100,54 @@ def test_plain_refs_are_accepted(ref: str) -> None:
 @pytest.mark.parametrize("ref", ["--upload-pack=x", "+refs/*:refs/*", "a..b", "x.lock", "a b"])
 def test_refspecs_and_options_are_not_refs(ref: str) -> None:
     assert ref_problem(ref) is not None
+
+
+@pytest.mark.parametrize(
+    ("url", "origin"),
+    [
+        ("https://Git.Example.com/platform/fleet.git", ("https", "git.example.com", 443)),
+        ("https://git.example.com:8443/fleet.git", ("https", "git.example.com", 8443)),
+        ("ssh://git@git.example.com:2222/fleet.git", ("ssh", "git.example.com", 2222)),
+        ("git@git.example.com:platform/fleet.git", ("ssh", "git.example.com", 22)),
+        ("git://git.example.com/fleet.git", None),
+        ("/srv/git/fleet", None),
+        ("ext::sh -c x", None),
+    ],
+)
+def test_a_credential_would_go_to_the_https_or_ssh_host_and_port(
+    url: str, origin: tuple[str, str, int] | None
+) -> None:
+    assert credential_origin(url) == origin
+
+
+def test_credentials_go_only_to_the_hosts_named_on_their_port() -> None:
+    hosts = (
+        repo_credential_host("https://git.example.com/fleet.git"),
+        parse_credential_host("channels.example.com"),
+        parse_credential_host("mirror.example.com:8443"),
+    )
+    assert None not in hosts
+    named = tuple(h for h in hosts if h is not None)
+
+    allowed = [
+        "https://git.example.com/attacker/anything.git",
+        "https://channels.example.com/c.git",
+        "git@channels.example.com:c.git",
+        "https://mirror.example.com:8443/c.git",
+    ]
+    refused = [
+        "https://attacker.example/c.git",
+        "https://git.example.com:8443/c.git",
+        "https://channels.example.com:444/c.git",
+        "https://mirror.example.com/c.git",
+        "git://git.example.com/c.git",
+        "https://git.example.com.attacker.example/c.git",
+    ]
+    assert [may_get_credentials(url, named) for url in allowed] == [True] * len(allowed)
+    assert [may_get_credentials(url, named) for url in refused] == [False] * len(refused)
+
+
+@pytest.mark.parametrize("text", ["https://h", "u@h", "h/x", "h:port", ""])
+def test_a_credential_host_is_a_host_and_an_optional_port(text: str) -> None:
+    with pytest.raises(ValueError, match="is not HOST or HOST:PORT"):
+        parse_credential_host(text)

@@ -32,9 +32,23 @@ from reconciler.cli.options import (
 from reconciler.errors import AccessError
 
 if TYPE_CHECKING:
+    from reconciler.config.remotes import CredentialHost
     from reconciler.core.model import Settings
     from reconciler.daemon.http import HttpServer
     from reconciler.daemon.service import Daemon
+    from reconciler.source.git import GitCredentials
+
+
+def credential_hosts_option(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> tuple[CredentialHost, ...]:
+    """``--credential-host`` values as (host, port), or a usage error naming the bad one."""
+    from reconciler.config.remotes import parse_credential_host
+
+    try:
+        return tuple(parse_credential_host(value) for value in values)
+    except ValueError as error:
+        raise click.BadParameter(str(error), ctx, param) from None
 
 
 @click.command(epilog=exits.DAEMON.describe())
@@ -155,13 +169,27 @@ if TYPE_CHECKING:
     "--token-file",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     envvar="RECONCILER_TOKEN_FILE",
-    help="Token for an https remote (never logged).",
+    help="Token for https remotes, sent as 'Authorization: Bearer' only to the host of --repo "
+    "and each --credential-host (never logged).",
 )
 @click.option(
     "--ssh-key-file",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     envvar="RECONCILER_SSH_KEY_FILE",
-    help="Private key for an ssh remote.",
+    help="Private key for ssh remotes, offered only to the host of --repo and each "
+    "--credential-host.",
+)
+@click.option(
+    "--credential-host",
+    "credential_hosts",
+    multiple=True,
+    metavar="HOST[:PORT]",
+    callback=credential_hosts_option,
+    envvar="RECONCILER_CREDENTIAL_HOSTS",
+    help="Another host --token-file and --ssh-key-file may go to (repeatable; in the "
+    "environment, separated by spaces), e.g. where channelsFrom.git lives. Without a port, "
+    "https's 443 for the token and ssh's 22 for the key. A remote on any other host, such as "
+    "a channelsFrom.git that a commit names, is asked without credentials.",
 )
 @snapshot_option
 @click.option(
@@ -212,6 +240,7 @@ def daemon(
     http_max_connections: int,
     token_file: Path | None,
     ssh_key_file: Path | None,
+    credential_hosts: tuple[CredentialHost, ...],
     allow_commit: str,
     snapshot: str | None,
     log_format: str,
@@ -228,7 +257,16 @@ def daemon(
 
     setup_logging(log_format)
     run_daemon(
-        GitOptions(repo_url, branch, repo_path, cache_dir, token_file, ssh_key_file, git_timeout),
+        GitOptions(
+            repo_url,
+            branch,
+            repo_path,
+            cache_dir,
+            token_file,
+            ssh_key_file,
+            git_timeout,
+            credential_hosts,
+        ),
         HttpOptions(
             listen,
             webhook_secret_file,
@@ -276,6 +314,8 @@ class GitOptions:
     token_file: Path | None
     ssh_key_file: Path | None
     timeout: float
+    #: ``--credential-host``: where the credentials may go besides the host of ``repo_url``.
+    credential_hosts: tuple[CredentialHost, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,11 +361,11 @@ def run_daemon(
     store = open_store(state_url)
     beside = getattr(store, "path", None) or Path(default_state_url().removeprefix("sqlite:///"))
     cache = git.cache_dir or Path(beside).parent / "git-cache"
-    git_env = _git_env(git.token_file, git.ssh_key_file)
+    credentials = _git_credentials(git)
     git_runner = GitRunner(git.timeout)
     # the command line may name a local path; a commit (channelsFrom.git) may not
     source = RemoteSource(
-        git.repo_url, git.branch, git.repo_path, cache, git_env, local=True, runner=git_runner
+        git.repo_url, git.branch, git.repo_path, cache, credentials, local=True, runner=git_runner
     )
     access = Access(clusters, reuse_snapshots=False)  # workers run runtimes side by side
     options = DaemonOptions(
@@ -340,7 +380,7 @@ def run_daemon(
 
     def second_source(url: str, ref: str, path: str) -> RemoteSource:
         channels_cache = cache.with_name(cache.name + "-channels")
-        return RemoteSource(url, ref, path, channels_cache, git_env, runner=git_runner)
+        return RemoteSource(url, ref, path, channels_cache, credentials, runner=git_runner)
 
     def settings_in_force() -> Settings | None:
         repo = the_daemon.state.repo
@@ -392,18 +432,17 @@ def _serve(the_daemon: Daemon, http: HttpOptions) -> HttpServer:
         raise AccessError(f"cannot listen on {host}:{port}: {error.strerror or error}") from error
 
 
-def _git_env(token_file: Path | None, ssh_key_file: Path | None) -> dict[str, str]:
-    """Environment for git: a bearer token header for https, a key for ssh; never logged."""
-    env: dict[str, str] = {"GIT_TERMINAL_PROMPT": "0"}
-    if token_file is not None:
-        token = token_file.read_text().strip()
-        env.update(
-            {
-                "GIT_CONFIG_COUNT": "1",
-                "GIT_CONFIG_KEY_0": "http.extraHeader",
-                "GIT_CONFIG_VALUE_0": f"Authorization: Bearer {token}",
-            }
+def _git_credentials(git: GitOptions) -> GitCredentials:
+    """The daemon's credentials, bound to the host of ``--repo`` and the ``--credential-host``
+    ones; a token that would break the header it goes in is refused, without repeating it."""
+    from reconciler.config.remotes import repo_credential_host
+    from reconciler.source.git import GitCredentials
+
+    token = git.token_file.read_text().strip() if git.token_file is not None else None
+    if token is not None and (not token or any(ord(c) < 0x21 or ord(c) == 0x7F for c in token)):
+        raise click.BadParameter(
+            "the token is empty or holds spaces or control characters", param_hint="--token-file"
         )
-    if ssh_key_file is not None:
-        env["GIT_SSH_COMMAND"] = f"ssh -i {ssh_key_file} -o IdentitiesOnly=yes"
-    return env
+    own = repo_credential_host(git.repo_url)
+    hosts = (own, *git.credential_hosts) if own is not None else git.credential_hosts
+    return GitCredentials(token, git.ssh_key_file, hosts)

@@ -73,7 +73,6 @@ def _with_git_channels(repo: Path, options: ReadOptions) -> ReadOptions:
         wanted.ref,
         wanted.sub_path,
         user_cache_dir() / f"channels-{key}",
-        {"GIT_TERMINAL_PROMPT": "0"},
         runner=GitRunner(git_timeout(os.environ.get(GIT_TIMEOUT_ENV, "60s"))),
     )
     commit = source.check()

@@ -15,6 +15,8 @@ own code reads before that (rendering, planning, readiness). :func:`object_probl
   ``spec.names.kind``, ``spec.names.plural``, ``spec.scope`` (Namespaced or Cluster) and a
   non-empty ``spec.versions`` of mappings with ``name``, ``served`` and ``storage``, exactly one
   of them the storage version;
+- a ConfigMap's ``data`` maps keys to strings and its ``binaryData`` to base64 strings (a map
+  or list there passed, then failed every apply; a Secret's are refused whole, C6);
 - workloads: ``spec`` and the pod template are mappings, ``spec.replicas`` and the other count
   fields are integers >= 0, and containers are lists of mappings with a string ``name`` (a
   DNS-1123 label) and ``image``.
@@ -30,6 +32,7 @@ validator.
 
 from __future__ import annotations
 
+import binascii
 import re
 from collections.abc import Generator, Iterator, Mapping
 from typing import Any
@@ -80,6 +83,12 @@ COUNT_FIELDS: Mapping[str, tuple[str, ...]] = {
     "Job": ("parallelism", "completions", "backoffLimit", "activeDeadlineSeconds"),
 }
 _CONTAINER_LISTS = ("initContainers", "containers")
+#: Maps of key to string of each kind: (field, whether the strings are base64). A Secret's
+#: ``data`` and ``stringData`` are refused whole (C6: no credentials in the repo).
+DATA_FIELDS: Mapping[str, tuple[tuple[str, bool], ...]] = {
+    "ConfigMap": (("data", False), ("binaryData", True)),
+}
+_DATA_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 
 
 def object_problems(document: Document) -> Iterator[Diagnostic]:
@@ -95,6 +104,8 @@ def object_problems(document: Document) -> Iterator[Diagnostic]:
         yield from _crd_problems(at, data)
     elif kind in POD_SPEC_PATHS:
         yield from _workload_problems(at, data, kind)
+    for field, base64 in DATA_FIELDS.get(kind, ()):
+        yield from _data_problems(at, data, kind, field, base64=base64)
 
 
 class _Located:
@@ -127,6 +138,37 @@ def _type_problems(at: _Located, data: Mapping[str, Any]) -> Generator[Diagnosti
         yield at("kind must be a name of letters and digits (e.g. ConfigMap)", ("kind",))
         return ""
     return kind
+
+
+# -- ConfigMap and Secret data -------------------------------------------------------------------
+
+
+def _data_problems(
+    at: _Located, data: Mapping[str, Any], kind: str, field: str, *, base64: bool
+) -> Iterator[Diagnostic]:
+    """``data`` and ``binaryData`` of a ConfigMap: maps of keys (letters, digits, ``-``,
+    ``_``, ``.``) to strings, base64 ones for ``binaryData``."""
+    values = data.get(field)
+    if values is None:
+        return
+    if not isinstance(values, Mapping):
+        yield at(f"{kind} {field} must be a map of keys to strings", (field,))
+        return
+    what = "base64 strings" if base64 else "strings (quote numbers; a map or list as a text block)"
+    for key, value in values.items():
+        if not isinstance(key, str) or len(key) > SUBDOMAIN_MAX or not _DATA_KEY.match(key):
+            message = f"a {kind} {field} key is not valid: letters, digits, '-', '_' or '.'"
+            yield at(message, (field, str(key)), key=True)
+        elif not isinstance(value, str) or (base64 and not _is_base64(value)):
+            yield at(f"{kind} {field} values must be {what}", (field, key))
+
+
+def _is_base64(text: str) -> bool:
+    try:
+        binascii.a2b_base64(text.replace("\n", "").replace("\r", ""), strict_mode=True)
+    except binascii.Error:
+        return False
+    return True
 
 
 # -- metadata ------------------------------------------------------------------------------------

@@ -12,6 +12,12 @@ or a payload); the validator reports it with its place (C6), the git source refu
 on it, and :func:`allowed_protocols` names the transports git itself is limited to, so a
 redirect or a submodule cannot reach ``ext::`` or ``file://`` either. Callers: validation,
 the loader, ``reconciler.source.git``.
+
+Credentials (the daemon's ``--token-file`` and ``--ssh-key-file``) go only to the hosts the
+operator named: the host of ``--repo`` and each ``--credential-host``, never to a host only a
+commit names. :func:`credential_origin` is where a credential for a URL would go (an https or
+ssh host and port), :func:`parse_credential_host` reads the flag and :func:`may_get_credentials`
+decides.
 """
 
 from __future__ import annotations
@@ -29,6 +35,13 @@ _HELPER = re.compile(r"[A-Za-z0-9][A-Za-z0-9+.-]*::")
 _HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9._-]*)(:[0-9]{1,5})?")
 _SCP = re.compile(r"(?:([A-Za-z0-9_][A-Za-z0-9._-]*)@)?([A-Za-z0-9][A-Za-z0-9._-]*):(.+)")
 _REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/+-]*")
+
+#: The transports a credential may go over, with their default ports.
+CREDENTIAL_PORTS = {"https": 443, "ssh": 22}
+
+#: A ``--credential-host``: a host name (lower-case) and a port (``None``: the default port of
+#: https for the token, of ssh for the key).
+CredentialHost = tuple[str, int | None]
 
 
 def remote_problem(url: str, *, local: bool = False) -> str | None:
@@ -109,3 +122,52 @@ def _is_scp_like(url: str) -> bool:
 def _has_password(url: str) -> bool:
     head = url.split("/", 1)[0]
     return "@" in head and ":" in head.rsplit("@", 1)[0]
+
+
+def credential_origin(url: str) -> tuple[str, str, int] | None:
+    """The transport (``https`` or ``ssh``), host (lower-case) and port a credential for
+    ``url`` would go to; ``None`` for a remote no credential goes to (``git://``, a local
+    path, a URL git may not fetch)."""
+    if remote_problem(url, local=True) is not None:
+        return None
+    found = _URL.fullmatch(url)
+    if found is not None:
+        scheme = found.group(1).lower()
+        if scheme not in CREDENTIAL_PORTS:
+            return None
+        authority = re.split(r"[/?#]", found.group(2), maxsplit=1)[0].rpartition("@")[2]
+        host = _HOST.fullmatch(authority)
+        if host is None:
+            return None
+        port = int(host.group(2)[1:]) if host.group(2) else CREDENTIAL_PORTS[scheme]
+        return scheme, host.group(1).lower(), port
+    scp = _SCP.fullmatch(url) if _is_scp_like(url) else None
+    return None if scp is None else ("ssh", scp.group(2).lower(), CREDENTIAL_PORTS["ssh"])
+
+
+def parse_credential_host(text: str) -> CredentialHost:
+    """``HOST`` or ``HOST:PORT`` (``--credential-host``); raises :class:`ValueError` saying
+    what is wrong (the value is not secret: it is repeated)."""
+    host = _HOST.fullmatch(text.strip())
+    if host is None:
+        raise ValueError(f"'{text}' is not HOST or HOST:PORT (no scheme, user or path)")
+    return host.group(1).lower(), int(host.group(2)[1:]) if host.group(2) else None
+
+
+def repo_credential_host(url: str) -> CredentialHost | None:
+    """The host and port of the followed repository (``--repo``): its credentials' own place."""
+    origin = credential_origin(url)
+    return None if origin is None else (origin[1], origin[2])
+
+
+def may_get_credentials(url: str, hosts: tuple[CredentialHost, ...]) -> bool:
+    """Whether a credential may go to ``url``: its host is one of ``hosts``, on the port given
+    there or, when none is, on the transport's default port."""
+    origin = credential_origin(url)
+    if origin is None:
+        return False
+    scheme, host, port = origin
+    return any(
+        name == host and (wanted if wanted is not None else CREDENTIAL_PORTS[scheme]) == port
+        for name, wanted in hosts
+    )

@@ -19,24 +19,39 @@ import contextlib
 import os
 import posixpath
 import re
+import shlex
 import signal
 import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import git
 from gitdb.exc import BadName, BadObject
 
-from reconciler.config.remotes import allowed_protocols, is_local, ref_problem, remote_problem
+from reconciler.config.remotes import (
+    CredentialHost,
+    allowed_protocols,
+    credential_origin,
+    is_local,
+    may_get_credentials,
+    ref_problem,
+    remote_problem,
+)
 from reconciler.errors import SourceError, TransientError, UnreadableError
 from reconciler.source.tree import Entry
 
 _LINK_MODE = 0o120000
 _TREE = "tree"
+_SUBMODULE = "submodule"
+#: The largest blob read ahead with the others, and all of them together (memory held at once).
+PREFETCH_BLOB_BYTES = 1 << 20
+PREFETCH_TOTAL_BYTES = 64 << 20
+#: The longest symbolic link target read (Linux's PATH_MAX); a longer one leads nowhere.
+_LINK_MAX_BYTES = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +72,14 @@ class GitTree:
     """A folder of a commit's tree as a :class:`~reconciler.source.tree.SourceTree`.
 
     Paths are relative to ``prefix`` (the config repo's folder inside the git repository) and
-    may climb out of it with ``..`` as long as they stay inside the repository. When the first
-    file is read, every ``*.yaml`` blob below ``prefix`` is read with it, in one
-    ``git cat-file --batch`` (a repo of 1,000 runtimes costs two calls to git, not a round trip
-    per file); a file elsewhere (channels in ``../channels``) is read on its own.
+    may climb out of it with ``..`` as long as they stay inside the repository. Sizes come from
+    the object headers, for every file below ``prefix`` at once (``git ls-tree -r -l``), before
+    any file is read: the loader refuses a file over its size limit without reading it (a 2 GB
+    blob of zeros is a few MB pushed). When the first file is read, the small ``*.yaml`` blobs
+    below ``prefix`` are read with it, in one ``git cat-file --batch`` (a repo of 1,000 runtimes
+    costs two calls to git, not a round trip per file), up to :data:`PREFETCH_BLOB_BYTES` each
+    and :data:`PREFETCH_TOTAL_BYTES` in all; any other file (larger, or elsewhere: channels in
+    ``../channels``) is read on its own, only when asked for.
     """
 
     def __init__(self, root: Any, prefix: str) -> None:
@@ -70,6 +89,8 @@ class GitTree:
         self._data: dict[str, bytes] = {}
         #: The ``*.yaml`` blobs below ``prefix`` read together and not read since, by id.
         self._fetched: dict[str, bytes] | None = None
+        #: Every blob below ``prefix`` (links aside): its size and whether it is ``*.yaml``, by id.
+        self._blobs: dict[str, tuple[int, bool]] | None = None
         #: Seconds spent reading git objects (for ``--timings``).
         self.io_seconds = 0.0
 
@@ -77,7 +98,7 @@ class GitTree:
         joined = posixpath.normpath(posixpath.join(self._prefix, path)) if path else self._prefix
         if joined in ("", "."):
             return ""
-        return None if joined.startswith("..") else joined
+        return None if joined.startswith(("..", "/")) else joined  # out of the repository
 
     def _node(self, path: str) -> Any | None:
         full = self._full(path)
@@ -96,7 +117,9 @@ class GitTree:
         listing = self._children.get(tree.hexsha)
         if listing is None:
             started = time.perf_counter()
-            listing = self._children[tree.hexsha] = {item.name: item for item in tree}
+            # the name from the path: a submodule's own ``name`` needs a .gitmodules entry
+            listing = {posixpath.basename(item.path): item for item in tree}
+            self._children[tree.hexsha] = listing
             self.io_seconds += time.perf_counter() - started
         return listing
 
@@ -110,6 +133,7 @@ class GitTree:
                 name,
                 item.type == _TREE or self._links_to_tree(folder, name, item),
                 item.mode == _LINK_MODE,
+                item.type == _SUBMODULE,
             )
             for name, item in sorted(self._listing(node).items())
         ]
@@ -121,6 +145,10 @@ class GitTree:
         return target is not None and target.type == _TREE
 
     def _link_target(self, path: str, item: Any) -> str:
+        """Where the link ``item`` at ``path`` leads; a target longer than any real one is not
+        read and leads out of the repository ("/")."""
+        if int(item.size) > _LINK_MAX_BYTES:  # gitpython: the header only
+            return "/"
         target = item.data_stream.read().decode("utf-8", "replace")
         return posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
 
@@ -142,8 +170,12 @@ class GitTree:
         return self._blob(path) is not None
 
     def size(self, path: str) -> int:
-        """See :class:`reconciler.source.tree.SourceTree`."""
-        return len(self.read(path))
+        """See :class:`reconciler.source.tree.SourceTree`: from the object's header, unread."""
+        blob = self._blob(path)
+        if blob is None:
+            raise UnreadableError(f"{path}: not a file at this revision")
+        known = self._blob_listing().get(str(blob.hexsha))
+        return known[0] if known is not None else int(blob.size)  # gitpython: header only
 
     def read(self, path: str) -> bytes:
         """See :class:`reconciler.source.tree.SourceTree`."""
@@ -164,20 +196,35 @@ class GitTree:
         return data
 
     def _read_yaml_blobs(self) -> dict[str, bytes]:
-        """Every ``*.yaml`` blob below ``prefix`` (links aside), by id: two calls to git."""
+        """The small ``*.yaml`` blobs below ``prefix`` (links aside), by id, within the limits of
+        what is read ahead: one call to git."""
+        ids, total = [], 0
+        for blob_id, (size, is_yaml) in sorted(self._blob_listing().items()):
+            if is_yaml and size <= PREFETCH_BLOB_BYTES and total + size <= PREFETCH_TOTAL_BYTES:
+                ids.append(blob_id)
+                total += size
+        git_dir = str(self._root.repo.git_dir)
+        return _read_blobs(git_dir, ids) if ids else {}
+
+    def _blob_listing(self) -> dict[str, tuple[int, bool]]:
+        """Every blob below ``prefix`` (links aside) with its size, by id: one call to git,
+        which reads the objects' headers only."""
+        if self._blobs is not None:
+            return self._blobs
+        self._blobs = {}
         top = self._node("")
         if top is None or top.type != _TREE:
-            return {}
+            return self._blobs
+        started = time.perf_counter()
         git_dir = str(self._root.repo.git_dir)
-        listing = _git_output(git_dir, ["ls-tree", "-r", "-z", str(top.hexsha)])
-        ids = set()
+        listing = _git_output(git_dir, ["ls-tree", "-r", "-l", "-z", str(top.hexsha)])
         for entry in listing.split(b"\0"):
             info, _, name = entry.partition(b"\t")
-            fields = info.split()
-            blob = len(fields) == 3 and fields[1] == b"blob" and int(fields[0], 8) != _LINK_MODE
-            if blob and name.endswith(b".yaml"):
-                ids.add(fields[2].decode())
-        return _read_blobs(git_dir, sorted(ids)) if ids else {}
+            fields = info.split()  # mode, type, id, size
+            if len(fields) == 4 and fields[1] == b"blob" and int(fields[0], 8) != _LINK_MODE:
+                self._blobs[fields[2].decode()] = (int(fields[3]), name.endswith(b".yaml"))
+        self.io_seconds += time.perf_counter() - started
+        return self._blobs
 
     def escapes(self, path: str, boundary: str) -> bool:
         """See :class:`reconciler.source.tree.SourceTree`."""
@@ -247,6 +294,10 @@ def open_revision(folder: Path, revision: str) -> Revision:
     return Revision(tree, str(commit.hexsha), revision)
 
 
+#: Blobs larger than this are streamed to disk by a fetch (``core.bigFileThreshold``, 512 MiB
+#: by default), not held whole in git's memory: a blob of zeros costs a few MB to push.
+STREAM_BLOB_BYTES = 1 << 20
+
 #: How long one git call to a remote may take unless told otherwise (``--git-timeout``).
 DEFAULT_GIT_TIMEOUT = 60.0
 
@@ -277,7 +328,14 @@ class GitRunner:
         """git ``args`` in the repository ``git_dir``; its output, or a
         :class:`~reconciler.errors.TransientError` naming ``shown`` (the remote without
         credentials) when git fails, outlives its limit or is stopped."""
-        command = ["git", "--git-dir", str(git_dir), *_protocol_options(protocols), *args]
+        command = [
+            "git",
+            "--git-dir",
+            str(git_dir),
+            *_protocol_options(protocols),
+            *("-c", f"core.bigFileThreshold={STREAM_BLOB_BYTES}"),
+            *args,
+        ]
         environment = {
             **os.environ,
             **env,
@@ -342,11 +400,55 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
+@dataclass(frozen=True, slots=True)
+class GitCredentials:
+    """The daemon's credentials for its remotes (``--token-file``, ``--ssh-key-file``) and the
+    hosts they may go to (``--repo``'s and each ``--credential-host``): a remote elsewhere, such
+    as a ``channelsFrom.git`` only a commit names, is asked without them. Never logged."""
+
+    token: str | None = field(default=None, repr=False)
+    ssh_key: Path | None = None
+    hosts: tuple[CredentialHost, ...] = ()
+
+    def env(self, url: str) -> dict[str, str]:
+        """The environment git needs to reach ``url``: the token as a header bound to that
+        https host and port (git's ``http.<url>.extraHeader``), or the key for that ssh host;
+        nothing for another host."""
+        origin = credential_origin(url)
+        if origin is None or not may_get_credentials(url, self.hosts):
+            return {}
+        scheme, host, port = origin
+        if scheme == "https" and self.token is not None:
+            where = host if port == 443 else f"{host}:{port}"
+            return {
+                "GIT_CONFIG_COUNT": "1",
+                "GIT_CONFIG_KEY_0": f"http.https://{where}/.extraHeader",
+                "GIT_CONFIG_VALUE_0": f"Authorization: Bearer {self.token}",
+            }
+        if scheme == "ssh" and self.ssh_key is not None:
+            # git runs this through a shell: the path is one quoted word, whatever it holds
+            key = shlex.quote(str(self.ssh_key.absolute()))
+            return {"GIT_SSH_COMMAND": f"ssh -i {key} -o IdentitiesOnly=yes"}
+        return {}
+
+    def withheld(self, url: str) -> str:
+        """Why ``url`` is asked without the credentials the daemon has (``""`` when it is not),
+        for the message of a failed call."""
+        origin = credential_origin(url)
+        given = self.token if origin is not None and origin[0] == "https" else self.ssh_key
+        if origin is None or given is None or may_get_credentials(url, self.hosts):
+            return ""
+        return (
+            f" (asked without credentials: {origin[1]}:{origin[2]} is not the host of --repo "
+            "nor a --credential-host)"
+        )
+
+
 class RemoteSource:
     """A branch, tag or fixed commit of a repository (a URL or a local path), fetched into a
     bare cache; ``check`` is the cheap "anything new?" question (``git ls-remote``), asked once
-    per poll for the whole source. Credentials come from the environment given (e.g. a token in
-    ``http.extraHeader``, an ``ssh -i`` command) and never appear in messages.
+    per poll for the whole source. Credentials (:class:`GitCredentials`) go to the remote only
+    when its host is one they may go to, and never appear in messages.
 
     ``local`` is for a remote the user gave on the command line: it may then be a local path
     or ``file://``; a remote named by a commit may not
@@ -361,7 +463,7 @@ class RemoteSource:
         ref: str,
         path: str,
         cache_dir: Path,
-        env: dict[str, str] | None = None,
+        credentials: GitCredentials | None = None,
         *,
         local: bool = False,
         runner: GitRunner | None = None,
@@ -375,7 +477,9 @@ class RemoteSource:
         self.ref = ref
         self.path = path.strip("/")
         self.cache_dir = cache_dir
-        self.env = dict(env or {})
+        given = credentials or GitCredentials()
+        self.env = given.env(self.url)
+        self._withheld = given.withheld(self.url)
         self.protocols = allowed_protocols(local)
         self.runner = runner or GitRunner()
         cache_dir.mkdir(parents=True, exist_ok=True)
@@ -388,9 +492,18 @@ class RemoteSource:
         return redact(self.url)
 
     def _git(self, *args: str) -> str:
-        return self.runner.run(
-            args, git_dir=self.cache_dir, shown=self.shown, protocols=self.protocols, env=self.env
-        )
+        try:
+            return self.runner.run(
+                args,
+                git_dir=self.cache_dir,
+                shown=self.shown,
+                protocols=self.protocols,
+                env=self.env,
+            )
+        except TransientError as error:
+            if not self._withheld:
+                raise
+            raise TransientError(f"{error}{self._withheld}", error.retry_after) from None
 
     def check(self) -> str:
         """The commit the ref points to at the remote now."""

@@ -139,7 +139,7 @@ def check_layout(tree: SourceTree, shown: str) -> None:
     """Refuse a folder that is not a config repo: every config repo has a ``runtimes/`` folder,
     so the wrong folder, an empty one or a commit without it never reads as "a fleet with no
     runtimes" (which would deprovision every runtime the state store knows)."""
-    if tree.is_dir("runtimes"):
+    if tree.is_dir("runtimes") or tree.escapes("runtimes", ""):  # the link is reported
         return
     found = ((SETTINGS_FILE, tree.is_file(SETTINGS_FILE)), ("modules/", tree.is_dir("modules")))
     present = [name for name, there in found if there]
@@ -283,18 +283,35 @@ class _Reader:
     # -- layout ------------------------------------------------------------------------------
 
     def runtimes(self) -> tuple[RawFile, ...]:
-        return self.yaml_files("runtimes", "runtime", "")
+        return self.yaml_files("runtimes", "runtime", "", strict=True)
 
-    def yaml_files(self, folder: str, what: str, boundary: str) -> tuple[RawFile, ...]:
-        """The ``*.yaml`` files of ``folder``, by name; ``*.yml`` files are reported."""
+    def yaml_files(
+        self, folder: str, what: str, boundary: str, *, strict: bool = False
+    ) -> tuple[RawFile, ...]:
+        """The ``*.yaml`` files of ``folder``, by name; ``*.yml`` and ``*.YAML`` files are
+        reported. ``strict`` (``runtimes/``, where a file not read is a runtime deprovisioned)
+        reports every other entry too, hidden ones aside."""
         files: list[RawFile] = []
+        if self.refused_folder(folder, boundary):
+            return ()
         for entry in self.tree.entries(folder):
             path = _join(folder, entry.name)
-            if entry.name.endswith(".yml"):
+            if self.refused_entry(entry, path, boundary):
+                continue
+            if entry.name.endswith(".yaml") and not entry.is_dir:
+                files.append(self.file(path, boundary))
+            elif entry.name.endswith(".yml"):
                 message = f"{what} files are named <name>.yaml, not .yml"
                 self.problems.append(Diagnostic(self.show(path), 1, 1, "C4", message))
-            elif entry.name.endswith(".yaml") and not entry.is_dir:
-                files.append(self.file(path, boundary))
+            elif entry.name.lower().endswith((".yaml", ".yml")) and not entry.is_dir:
+                message = f"{what} files are named <name>.yaml, in lower case"
+                self.problems.append(Diagnostic(self.show(path), 1, 1, "C4", message))
+            elif strict and not entry.name.startswith("."):
+                message = (
+                    f"{folder}/ holds only <name>.yaml files, one {what} each: "
+                    f"this {'folder' if entry.is_dir else 'file'} would be ignored"
+                )
+                self.problems.append(Diagnostic(self.show(path), 1, 1, "C4", message))
         return tuple(files)
 
     def modules(self) -> tuple[RawModule, ...]:
@@ -302,17 +319,39 @@ class _Reader:
 
     def folders(self, folder: str) -> list[str]:
         """Sub-folders of ``folder`` (not hidden, not links leading out of the repo)."""
+        if self.refused_folder(folder, ""):
+            return []
         found = []
         for entry in self.tree.entries(folder):
             path = _join(folder, entry.name)
-            if not entry.is_dir or entry.name.startswith("."):
+            if entry.name.startswith(".") or self.refused_entry(entry, path, ""):
                 continue
-            if self.tree.escapes(path, ""):
-                message = "symbolic link pointing outside the repo"
-                self.problems.append(Diagnostic(self.show(path), 1, 1, "C6", message))
-                continue
-            found.append(path)
+            if entry.is_dir:
+                found.append(path)
         return found
+
+    def refused_folder(self, folder: str, boundary: str) -> bool:
+        """C6: a folder of the layout (``runtimes``, ``modules``) that is a link out of the
+        repo is reported once and not read."""
+        if not folder or not self.tree.escapes(folder, boundary):
+            return False
+        message = "symbolic link pointing outside the repo"
+        self.problems.append(Diagnostic(self.show(folder), 1, 1, "C6", message))
+        return True
+
+    def refused_entry(self, entry: Entry, path: str, boundary: str) -> bool:
+        """C6 entries that are reported, not read: a git submodule (its files are in another
+        repository), a link leading out of the repo (to a folder, a file or nothing: the same
+        verdict in a checkout, where a link to a folder is a folder, and in a commit, where
+        it is a link)."""
+        if entry.is_submodule:
+            message = "git submodule: its files are not in this commit (keep them in the repo)"
+        elif entry.is_link and self.tree.escapes(path, boundary):
+            message = "symbolic link pointing outside the repo"
+        else:
+            return False
+        self.problems.append(Diagnostic(self.show(path), 1, 1, "C6", message))
+        return True
 
     def module(self, folder: str) -> RawModule:
         module_file = _join(folder, "module.yaml")
@@ -341,6 +380,8 @@ class _Reader:
             return FolderTree(override), "", os.path.normpath(str(override))
         if self.options.channels_tree is not None:
             return self.options.channels_tree, "", self.options.channels_label
+        if configured is None and self.refused_folder("channels", ""):
+            return self.tree, None, ""
         if configured is None:
             return _SubTree(self.tree, "channels"), "", self.show("channels")
         if outside or (configured.git is not None and _refused(configured)):

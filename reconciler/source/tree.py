@@ -20,6 +20,8 @@ class Entry:
     name: str
     is_dir: bool
     is_link: bool = False
+    #: A git submodule (a gitlink): a commit id of another repository, no files of this one.
+    is_submodule: bool = False
 
 
 class SourceTree(Protocol):
