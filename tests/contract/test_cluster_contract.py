@@ -1,7 +1,7 @@
 """What every Cluster implementation must do the way an API server does.
 
 Runs against the in-memory cluster always and against a real cluster when
-RECONCILER_TEST_KUBECONFIG is set (see conftest.py). Waiting on a real cluster (a CRD becoming
+a real API server is at hand (see conftest.py). Waiting on a real cluster (a CRD becoming
 Established, a deletion finishing) is done by polling the condition with a deadline.
 """
 

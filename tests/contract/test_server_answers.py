@@ -5,7 +5,7 @@ not ``omitempty`` in apiextensions/v1 and the create strategy resets the status)
 status of kinds that have none and empty ``labels``/``annotations``, and lists nothing as ``[]``.
 A cold install once crashed on the first of these (``'NoneType' object is not iterable`` in
 ``is_established``) because the in-memory cluster never answered so. Runs against the in-memory
-cluster always and against a real cluster when RECONCILER_TEST_KUBECONFIG is set (conftest.py).
+cluster always and against a real cluster when a real API server is at hand (conftest.py).
 """
 
 from __future__ import annotations
