@@ -171,11 +171,21 @@ class KubeCluster:
         with _translated(what, self._server):
             yield
 
-    def _on_resource(self, api_version: str, kind: str, what: str, call: Callable[[Any], _T]) -> _T:
-        """``call`` on the resource of ``kind``, as one request; when the server does not know
-        the resource discovery named (:class:`_StaleDiscoveryError`), discovery is refreshed and
-        ``call`` made once more, or :class:`UnknownKindError` raised when the kind is gone."""
+    def _on_resource(
+        self,
+        api_version: str,
+        kind: str,
+        what: str,
+        call: Callable[[Any], _T],
+        ref: ObjectRef | None = None,
+    ) -> _T:
+        """``call`` on the resource of ``kind``, as one request (about object ``ref``); when the
+        server does not know the resource discovery named (:class:`_StaleDiscoveryError`),
+        discovery is refreshed and ``call`` made once more, or :class:`UnknownKindError` raised
+        when the kind is gone. A namespaced ``ref`` without a namespace is invalid."""
         resource = self._resource(api_version, kind)
+        if ref is not None and resource.namespaced and not ref.namespace:
+            raise InvalidObjectError(f"{what}: a namespace is required for {kind}")
         try:
             with self._request(what):
                 return call(resource)
@@ -198,6 +208,7 @@ class KubeCluster:
                 ref.kind,
                 f"get {ref.subject}",
                 lambda r: r.get(name=ref.name, namespace=ref.namespace or None),
+                ref,
             )
         except NotFoundError:
             return None
@@ -247,6 +258,7 @@ class KubeCluster:
                 force_conflicts=force,
                 dry_run="All" if dry_run else None,
             ),
+            ref,
         )
         return _as_dict(applied)
 
@@ -263,6 +275,7 @@ class KubeCluster:
                 namespace=ref.namespace or None,
                 content_type=MERGE_PATCH,
             ),
+            ref,
         )
         return _as_dict(patched)
 
@@ -276,6 +289,7 @@ class KubeCluster:
                 lambda r: r.delete(
                     name=ref.name, namespace=ref.namespace or None, propagation_policy=propagation
                 ),
+                ref,
             )
         except NotFoundError:
             return False
