@@ -1,22 +1,20 @@
-"""Clusters the contract runs against: the in-memory one always; a real one when
-``RECONCILER_TEST_KUBECONFIG`` names a kubeconfig (each test then works in throwaway namespaces
-and a throwaway CRD group, deleted afterwards)."""
+"""Clusters the contract runs against: the in-memory one, and the real API server of the
+``kube_control_plane`` fixture (tests/conftest.py: started from ``RECONCILER_K8S_ASSETS``, or the
+cluster of ``RECONCILER_TEST_KUBECONFIG``; skipped without either, failed under CI). On the real
+one each test works in throwaway namespaces and a throwaway CRD group, deleted afterwards."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 
 from reconciler.cluster.api import Cluster
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.objects import ObjectRef
-
-KUBECONFIG = os.environ.get("RECONCILER_TEST_KUBECONFIG")
+from tests.kube_control_plane import ControlPlane
 
 
 @dataclass
@@ -40,21 +38,15 @@ class Target:
             self.cluster.delete(ref)
 
 
-def _targets() -> list[str]:
-    return ["memory", "real"] if KUBECONFIG else ["memory"]
-
-
-@pytest.fixture(params=_targets())
+@pytest.fixture(params=["memory", pytest.param("real", marks=pytest.mark.kube)])
 def target(request: pytest.FixtureRequest) -> Iterator[Target]:
     if request.param == "memory":
         yield Target(InMemoryCluster(), real=False)
         return
-    from kubernetes import config
+    control_plane: ControlPlane = request.getfixturevalue("kube_control_plane")
+    from reconciler.cluster.kube import KubeCluster, k8s_config
 
-    from reconciler.cluster.kube import KubeCluster
-
-    load: Any = config.new_client_from_config
-    api_client = load(config_file=KUBECONFIG)
+    api_client = k8s_config.new_client_from_config(config_file=str(control_plane.kubeconfig))
     target = Target(KubeCluster(api_client, name="contract"), real=True)
     try:
         yield target
