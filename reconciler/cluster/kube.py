@@ -22,6 +22,7 @@ import json
 import logging
 import socket
 import ssl
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -40,7 +41,7 @@ from urllib3.exceptions import HTTPError
 from reconciler.cluster.api import KindInfo, ObjectEvent, Permission, event_body, event_ref
 from reconciler.cluster.ratelimit import Buckets, ClientRate, TokenBucket
 from reconciler.core.model import ClusterAccess
-from reconciler.core.objects import Body, ObjectRef
+from reconciler.core.objects import Body, ObjectRef, is_established
 from reconciler.core.redaction import mask
 from reconciler.errors import (
     AccessError,
@@ -55,6 +56,12 @@ from reconciler.errors import (
 )
 
 MERGE_PATCH = "application/merge-patch+json"
+#: How long an apply of a CustomResourceDefinition waits for the server to establish it: a real
+#: API server answers the apply first and sets ``Established`` a little later (about 0.1 s),
+#: and L1 applies the rest of a module only after that. Past it the caller finds it not
+#: Established and retries later. Checked every :data:`ESTABLISH_POLL` seconds.
+ESTABLISH_SECONDS = 10.0
+ESTABLISH_POLL = 0.1
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +216,24 @@ class KubeCluster:
                 force_conflicts=force,
                 dry_run="All" if dry_run else None,
             )
-        return _as_dict(applied)
+        result = _as_dict(applied)
+        if ref.kind == "CustomResourceDefinition" and not dry_run:
+            return self._until_established(ref, result)
+        return result
+
+    def _until_established(self, ref: ObjectRef, body: Body) -> Body:
+        """``body`` of a CRD just applied, read again until the server established it, refused
+        its names (``NamesAccepted`` false: it never will) or :data:`ESTABLISH_SECONDS` passed."""
+        deadline = time.monotonic() + ESTABLISH_SECONDS
+        while not is_established(body) and not _names_refused(body):
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(ESTABLISH_POLL)  # the server establishes it on its own; poll, bounded
+            found = self.get(ref)
+            if found is None:  # deleted meanwhile: the caller sees that
+                return body
+            body = found
+        return body
 
     def patch(self, ref: ObjectRef, merge_patch: Mapping[str, Any]) -> Body:
         """See :meth:`reconciler.cluster.api.Cluster.patch`."""
@@ -280,6 +304,12 @@ class KubeCluster:
             if attempt == 0:
                 self._dynamic.resources.invalidate_cache()
         return None
+
+
+def _names_refused(crd: Body) -> bool:
+    """Whether a CustomResourceDefinition reports ``NamesAccepted`` false (a name conflict)."""
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "NamesAccepted" and c.get("status") == "False" for c in conditions)
 
 
 def _preferred(resources: list[Any]) -> Any:
