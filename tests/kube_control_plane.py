@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 ASSETS_ENV = "RECONCILER_K8S_ASSETS"
@@ -68,7 +69,8 @@ class ControlPlane:
     ``kubeconfig`` is an admin kubeconfig (``system:masters``); it lies alone in
     ``kubeconfig_dir`` (what ``--kubeconfig-dir`` takes, with ``kubeconfigFile:`` set to its
     name). ``audit_log`` is the API server's audit log (``None`` for a cluster given by
-    ``RECONCILER_TEST_KUBECONFIG``, whose log the tests cannot read)."""
+    ``RECONCILER_TEST_KUBECONFIG``, whose log the tests cannot read: a test that reads it is
+    skipped there)."""
 
     kubeconfig: Path
     server: str
@@ -100,7 +102,7 @@ class ControlPlane:
 
     def _audit_log(self) -> Path:
         if self.audit_log is None:
-            raise ControlPlaneError(f"no audit log: the cluster of {KUBECONFIG_ENV} is not ours")
+            pytest.skip(f"no audit log: the cluster of {KUBECONFIG_ENV} is not ours")
         return self.audit_log
 
 

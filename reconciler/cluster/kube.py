@@ -5,9 +5,13 @@ server-side apply with our field manager (``force`` on conflicts), JSON merge pa
 deletion with a propagation policy. Every request first takes a token of its API server's rate
 limit (:mod:`reconciler.cluster.ratelimit`). Discovery is cached, in a file per server between
 runs (:func:`discovery_cache_file`), and refreshed once when a kind is not
-found (a CRD was just added). Every library exception is translated here, once, into the errors
-of :mod:`reconciler.errors`; messages carry the status and the server's reason, never a
-credential or an object's content. :func:`connect` builds a client from a Runtime's
+found (a CRD was just added) and when the server answers a request for a kind it remembers with
+``404 page not found`` (a CRD deleted since, a cluster rebuilt at the same URL: a ``404`` that is
+no NotFound Status of an object), the request then retried once, as kubectl does. Discovery's
+answers are filtered to real kinds (a dynamic client adds the ``XxxList`` kind of every kind's
+lists, which can be neither listed nor read). Every library exception is translated here,
+once, into the errors of :mod:`reconciler.errors`; messages carry the status and the server's
+reason, never a credential or an object's content. :func:`connect` builds a client from a Runtime's
 ``spec.cluster``: a kubeconfig file in ``--kubeconfig-dir``, a context of the local kubeconfig,
 the in-cluster service account, or a kubeconfig kept in a Secret of the daemon's namespace (read
 into memory, never written anywhere).
@@ -23,11 +27,11 @@ import logging
 import socket
 import ssl
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from kubernetes import client as _k8s_client
@@ -35,6 +39,7 @@ from kubernetes import config as _k8s_config
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.dynamic import DynamicClient as _DynamicClient
 from kubernetes.dynamic import exceptions as dyn
+from kubernetes.dynamic.resource import ResourceList
 from urllib3 import exceptions as urllib3_exceptions
 from urllib3.exceptions import HTTPError
 
@@ -69,6 +74,12 @@ log = logging.getLogger(__name__)
 k8s_client: Any = _k8s_client
 k8s_config: Any = _k8s_config
 DynamicClient: Any = _DynamicClient
+_T = TypeVar("_T")
+
+
+class _StaleDiscoveryError(UnknownKindError):
+    """The server answered ``404 page not found`` (no Status of an object) for a resource
+    discovery named: the kind is not served there (any more)."""
 
 
 class KubeCluster:
@@ -167,12 +178,34 @@ class KubeCluster:
         with _translated(what, self._server):
             yield
 
+    def _on_resource(self, api_version: str, kind: str, what: str, call: Callable[[Any], _T]) -> _T:
+        """``call`` on the resource of ``kind``, as one request; when the server does not know
+        the resource discovery named (:class:`_StaleDiscoveryError`), discovery is refreshed and
+        ``call`` made once more, or :class:`UnknownKindError` raised when the kind is gone."""
+        resource = self._resource(api_version, kind)
+        try:
+            with self._request(what):
+                return call(resource)
+        except _StaleDiscoveryError:
+            log.info("%s: %s: discovery was stale, refreshed", self.name, what)
+            self._refresh_discovery()
+        resource = self._resource(api_version, kind)
+        with self._request(what):
+            return call(resource)
+
+    def _refresh_discovery(self) -> None:
+        with _translated(f"{self.name}: discovery", self._server):
+            self._dynamic.resources.invalidate_cache()
+
     def get(self, ref: ObjectRef) -> Body | None:
         """See :meth:`reconciler.cluster.api.Cluster.get`."""
-        resource = self._resource(ref.api_version, ref.kind)
         try:
-            with self._request(f"get {ref.subject}"):
-                found = resource.get(name=ref.name, namespace=ref.namespace or None)
+            found = self._on_resource(
+                ref.api_version,
+                ref.kind,
+                f"get {ref.subject}",
+                lambda r: r.get(name=ref.name, namespace=ref.namespace or None),
+            )
         except NotFoundError:
             return None
         return _as_dict(found)
@@ -186,10 +219,13 @@ class KubeCluster:
         labels: Mapping[str, str] | None = None,
     ) -> list[Body]:
         """See :meth:`reconciler.cluster.api.Cluster.list_objects`."""
-        resource = self._resource(api_version, kind)
         selector = ",".join(f"{k}={v}" for k, v in sorted((labels or {}).items())) or None
-        with self._request(f"list {kind}"):
-            found = resource.get(namespace=namespace, label_selector=selector)
+        found = self._on_resource(
+            api_version,
+            kind,
+            f"list {kind}",
+            lambda r: r.get(namespace=namespace, label_selector=selector),
+        )
         items = _as_dict(found).get("items") or []  # a server answers [], an aggregated API null
         for item in items:  # list items carry neither apiVersion nor kind
             item.setdefault("apiVersion", api_version)
@@ -206,16 +242,19 @@ class KubeCluster:
     ) -> Body:
         """See :meth:`reconciler.cluster.api.Cluster.apply`."""
         ref = ObjectRef.of(body)
-        resource = self._resource(ref.api_version, ref.kind)
-        with self._request(f"apply {ref.subject}"):
-            applied = self._dynamic.server_side_apply(
-                resource,
+        applied = self._on_resource(
+            ref.api_version,
+            ref.kind,
+            f"apply {ref.subject}",
+            lambda r: self._dynamic.server_side_apply(
+                r,
                 body=dict(body),
                 namespace=ref.namespace or None,
                 field_manager=field_manager,
                 force_conflicts=force,
                 dry_run="All" if dry_run else None,
-            )
+            ),
+        )
         result = _as_dict(applied)
         if ref.kind == "CustomResourceDefinition" and not dry_run:
             return self._until_established(ref, result)
@@ -237,25 +276,31 @@ class KubeCluster:
 
     def patch(self, ref: ObjectRef, merge_patch: Mapping[str, Any]) -> Body:
         """See :meth:`reconciler.cluster.api.Cluster.patch`."""
-        resource = self._resource(ref.api_version, ref.kind)
-        with self._request(f"patch {ref.subject}"):
-            patched = self._dynamic.patch(
-                resource,
+        patched = self._on_resource(
+            ref.api_version,
+            ref.kind,
+            f"patch {ref.subject}",
+            lambda r: self._dynamic.patch(
+                r,
                 body=dict(merge_patch),
                 name=ref.name,
                 namespace=ref.namespace or None,
                 content_type=MERGE_PATCH,
-            )
+            ),
+        )
         return _as_dict(patched)
 
     def delete(self, ref: ObjectRef, *, propagation: str = "Background") -> bool:
         """See :meth:`reconciler.cluster.api.Cluster.delete`."""
-        resource = self._resource(ref.api_version, ref.kind)
         try:
-            with self._request(f"delete {ref.subject}"):
-                resource.delete(
+            self._on_resource(
+                ref.api_version,
+                ref.kind,
+                f"delete {ref.subject}",
+                lambda r: r.delete(
                     name=ref.name, namespace=ref.namespace or None, propagation_policy=propagation
-                )
+                ),
+            )
         except NotFoundError:
             return False
         return True
@@ -275,9 +320,9 @@ class KubeCluster:
         with _translated(f"{self.name}: discovery", self._server):
             found = self._dynamic.resources.search()
         kinds: dict[tuple[str, str], KindInfo] = {}
-        for resource in found:
-            if "/" in str(resource.name) or "list" not in (resource.verbs or []):
-                continue  # subresources, and kinds that cannot be listed
+        for resource in _kinds_of_objects(found):
+            if "list" not in (resource.verbs or []):
+                continue  # kinds that cannot be listed
             info = _info(resource)
             kinds.setdefault((info.group, info.kind), info)
         return sorted(kinds.values(), key=lambda k: (k.group, k.kind))
@@ -298,7 +343,7 @@ class KubeCluster:
                     found = self._dynamic.resources.search(**query)
             except ReconcilerError:
                 raise
-            top = [r for r in found if "/" not in getattr(r, "name", "")]
+            top = _kinds_of_objects(found)
             if top:
                 return _preferred(top)
             if attempt == 0:
@@ -310,6 +355,16 @@ def _names_refused(crd: Body) -> bool:
     """Whether a CustomResourceDefinition reports ``NamesAccepted`` false (a name conflict)."""
     conditions = (crd.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "NamesAccepted" and c.get("status") == "False" for c in conditions)
+
+
+def _kinds_of_objects(resources: list[Any]) -> list[Any]:
+    """What discovery found, without the kinds of lists (``ConfigMapList``: the client's
+    ``ResourceList``, which answers for its base kind's name and verbs) and subresources."""
+    return [
+        r
+        for r in resources
+        if not isinstance(r, ResourceList) and "/" not in str(getattr(r, "name", "") or "")
+    ]
 
 
 def _preferred(resources: list[Any]) -> Any:
@@ -420,6 +475,8 @@ def _api_error(what: str, error: Any) -> ReconcilerError:
     status = int(getattr(error, "status", 0) or 0)
     reason = _server_message(error)
     message = f"{what}: {status} {reason}".strip()
+    if status == 404 and not _is_status(error):
+        return _StaleDiscoveryError(f"{what}: kind not served (404 {reason})")
     if status in _HINTS:
         message += f" ({_HINTS[status]})"
     kind = _BY_STATUS.get(status)
@@ -428,6 +485,16 @@ def _api_error(what: str, error: Any) -> ReconcilerError:
     if kind is not None:
         return kind(message)
     return ServerError(message, retry_after=10.0)
+
+
+def _is_status(error: Any) -> bool:
+    """Whether the body of an error answer is a Status object (a NotFound of an object),
+    rather than the ``404 page not found`` of a path the server does not serve."""
+    try:
+        answer = json.loads(getattr(error, "body", "") or "null")
+    except (ValueError, TypeError):
+        return False
+    return isinstance(answer, dict) and answer.get("kind") == "Status"
 
 
 def _server_message(error: Any) -> str:

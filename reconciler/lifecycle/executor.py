@@ -288,12 +288,23 @@ class Lifecycle:
             if ref.kind != "CustomResourceDefinition":
                 continue
             group, kind = crd_kind(objects[ref])
-            info = self.cluster.kinds_in_group(group, kind)
-            listed = self.cluster.list_objects(info.api_version, kind) if info else []
-            found = sorted(r for r in map(ObjectRef.of, listed) if r != ours)
+            found = sorted(r for r in map(ObjectRef.of, self._instances(group, kind)) if r != ours)
             if found:
                 left[ref] = Occupants(len(found), tuple(found[:BLOCKING_KEPT]))
         return left
+
+    def _instances(self, group: str, kind: str) -> list[Body]:
+        """Every object of ``kind`` in ``group``, in all namespaces, in the version served now
+        (none when the kind is not served). Discovery may name a version the server no longer
+        serves (the cluster refreshes it then): asked again once, never read as none."""
+        info = self.cluster.kinds_in_group(group, kind)
+        if info is None:
+            return []
+        try:
+            return self.cluster.list_objects(info.api_version, kind)
+        except UnknownKindError:  # that version is gone: ask the refreshed discovery
+            info = self.cluster.kinds_in_group(group, kind)
+        return self.cluster.list_objects(info.api_version, kind) if info else []
 
     def _get_all(self, runtime: str, refs: Sequence[ObjectRef]) -> dict[ObjectRef, Body]:
         """The objects of ``refs`` that exist: one list per kind by our labels, then a GET
@@ -334,10 +345,7 @@ class Lifecycle:
         (when it carries our labels: one recorded as intended may be a user's)."""
         found: list[ObjectRef] = []
         for group, kind in inventory.managed_kinds:
-            info = self.cluster.kinds_in_group(group, kind)
-            if info is None:
-                continue
-            for body in self.cluster.list_objects(info.api_version, kind):
+            for body in self._instances(group, kind):
                 ref = ObjectRef.of(body)
                 if ref != inventory.default_configuration or not _labelled(
                     body, inventory.runtime, inventory.module
@@ -732,8 +740,13 @@ def _ours_or_generated(body: Body) -> bool:
     return (str(body.get("kind")), str(metadata.get("name"))) in _GENERATED
 
 
-#: What Kubernetes creates in every Namespace.
-_GENERATED = {("ServiceAccount", "default"), ("ConfigMap", "kube-root-ca.crt")}
+#: What Kubernetes creates in every Namespace (kube-controller-manager's service account and
+#: root CA publisher; the service CA ConfigMap as OpenShift's, and MicroShift's, creates it).
+_GENERATED = {
+    ("ServiceAccount", "default"),
+    ("ConfigMap", "kube-root-ca.crt"),
+    ("ConfigMap", "openshift-service-ca.crt"),
+}
 
 
 def _labelled(body: Body | None, runtime: str, module: str) -> bool:

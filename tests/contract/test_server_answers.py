@@ -102,7 +102,8 @@ def test_removing_the_last_label_leaves_no_labels_map(target: Target) -> None:
 def test_a_list_of_nothing_is_an_empty_list(target: Target) -> None:
     namespace = _namespace(target)
 
-    found = target.cluster.list_objects("v1", "ConfigMap", namespace=namespace)
+    # (not ConfigMaps: a new namespace soon holds kube-root-ca.crt, see test_namespaces.py)
+    found = target.cluster.list_objects("v1", "Secret", namespace=namespace)
     labelled = target.cluster.list_objects("v1", "Secret", labels={"nothing": target.suffix})
 
     assert found == []
