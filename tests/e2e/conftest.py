@@ -41,6 +41,12 @@ class World:
         repo = self.fleet.write()
         return reconciler("sync", repo, *self.cluster_flags(), *args, env=self.env)
 
+    def reconciler_json(self, *args: str) -> dict[str, Any]:
+        """``reconciler ARGS -o json`` on the test's state store: the document it printed."""
+        result = reconciler(*args, "-o", "json", env=self.env)
+        assert result.exit_code == 0, result.output
+        return json_of(result)
+
     def status(self, runtime: str) -> dict[str, dict[str, Any]]:
         """``reconciler status -o json``: the modules of ``runtime`` by name."""
         result = reconciler("status", "-o", "json", env=self.env)
