@@ -257,22 +257,20 @@ class KubeCluster:
         )
         result = _as_dict(applied)
         if ref.kind == "CustomResourceDefinition" and not dry_run:
-            return self._until_established(ref, result)
+            self._until_established(ref, result)
         return result
 
-    def _until_established(self, ref: ObjectRef, body: Body) -> Body:
-        """``body`` of a CRD just applied, read again until the server established it, refused
-        its names (``NamesAccepted`` false: it never will) or :data:`ESTABLISH_SECONDS` passed."""
+    def _until_established(self, ref: ObjectRef, body: Body) -> None:
+        """Return once the CRD just applied (``body``: the server's answer, returned as is) is
+        established, its names refused (``NamesAccepted`` false: it never will be), it is gone,
+        or :data:`ESTABLISH_SECONDS` passed; the caller reads it to see which."""
         deadline = time.monotonic() + ESTABLISH_SECONDS
-        while not is_established(body) and not _names_refused(body):
+        current: Body | None = body
+        while current is not None and not is_established(current) and not _names_refused(current):
             if time.monotonic() >= deadline:
-                break
+                return
             time.sleep(ESTABLISH_POLL)  # the server establishes it on its own; poll, bounded
-            found = self.get(ref)
-            if found is None:  # deleted meanwhile: the caller sees that
-                return body
-            body = found
-        return body
+            current = self.get(ref)
 
     def patch(self, ref: ObjectRef, merge_patch: Mapping[str, Any]) -> Body:
         """See :meth:`reconciler.cluster.api.Cluster.patch`."""
