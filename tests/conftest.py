@@ -34,10 +34,13 @@ KUBE_FIXTURE = "kube_control_plane"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test on the real control plane carries the ``kube`` marker (``pytest -m kube``)."""
+    """Every test on the real control plane carries the ``kube`` marker (``pytest -m kube``),
+    and they run last, together: the control plane starts at the first of them and is not
+    running (taking CPU and memory) while the other tests run."""
     for item in items:
         if KUBE_FIXTURE in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.kube)
+    items.sort(key=lambda item: item.get_closest_marker("kube") is not None)
 
 
 NO_SERVER = (

@@ -178,11 +178,21 @@ class KubeCluster:
         with _translated(what, self._server):
             yield
 
-    def _on_resource(self, api_version: str, kind: str, what: str, call: Callable[[Any], _T]) -> _T:
-        """``call`` on the resource of ``kind``, as one request; when the server does not know
-        the resource discovery named (:class:`_StaleDiscoveryError`), discovery is refreshed and
-        ``call`` made once more, or :class:`UnknownKindError` raised when the kind is gone."""
+    def _on_resource(
+        self,
+        api_version: str,
+        kind: str,
+        what: str,
+        call: Callable[[Any], _T],
+        ref: ObjectRef | None = None,
+    ) -> _T:
+        """``call`` on the resource of ``kind``, as one request (about object ``ref``); when the
+        server does not know the resource discovery named (:class:`_StaleDiscoveryError`),
+        discovery is refreshed and ``call`` made once more, or :class:`UnknownKindError` raised
+        when the kind is gone. A namespaced ``ref`` without a namespace is invalid."""
         resource = self._resource(api_version, kind)
+        if ref is not None and resource.namespaced and not ref.namespace:
+            raise InvalidObjectError(f"{what}: a namespace is required for {kind}")
         try:
             with self._request(what):
                 return call(resource)
@@ -205,6 +215,7 @@ class KubeCluster:
                 ref.kind,
                 f"get {ref.subject}",
                 lambda r: r.get(name=ref.name, namespace=ref.namespace or None),
+                ref,
             )
         except NotFoundError:
             return None
@@ -254,6 +265,7 @@ class KubeCluster:
                 force_conflicts=force,
                 dry_run="All" if dry_run else None,
             ),
+            ref,
         )
         result = _as_dict(applied)
         if ref.kind == "CustomResourceDefinition" and not dry_run:
@@ -285,6 +297,7 @@ class KubeCluster:
                 namespace=ref.namespace or None,
                 content_type=MERGE_PATCH,
             ),
+            ref,
         )
         return _as_dict(patched)
 
@@ -298,6 +311,7 @@ class KubeCluster:
                 lambda r: r.delete(
                     name=ref.name, namespace=ref.namespace or None, propagation_policy=propagation
                 ),
+                ref,
             )
         except NotFoundError:
             return False

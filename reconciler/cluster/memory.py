@@ -2,7 +2,8 @@
 interface as the real adapter.
 
 It behaves like an API server where the product depends on it: resource versions that change only
-when an object changes, generation bumped by spec changes, uids, namespaces that must exist,
+when an object changes, generation bumped by spec changes, uids, names validated as the server
+validates them (422: a DNS label, subdomain or path segment by kind), namespaces that must exist,
 kinds refused until their CRD is applied (and Established), finalizers and deletion timestamps,
 server-side apply that tracks the fields each manager owns and removes those a manager stopped
 applying, cascading deletion of a CRD's instances and a namespace's objects. Bodies have the
@@ -19,6 +20,7 @@ field owners kept in ``metadata.managedFields``). Used by tests, benchmarks and 
 from __future__ import annotations
 
 import copy
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -183,8 +185,7 @@ class InMemoryCluster:
         info = self._served(ref.api_version, ref.kind)
         config = _config_of(body, info)
         ref = ObjectRef.of(config)
-        if not ref.name:
-            raise InvalidObjectError(f"{ref.kind}: metadata.name is required")
+        _check_name(ref)
         self._namespace_exists(info, ref)
         key = self._key(ref)
         existing = self._objects.get(key)
@@ -495,6 +496,34 @@ class InMemoryCluster:
         self._objects[self._key(ObjectRef.of(data))] = _Stored(data, owners)
         if data["kind"] == "CustomResourceDefinition":
             self._serve_crd(data)
+
+
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_NAME_RULES: dict[str, tuple[re.Pattern[str], int, str]] = {
+    "label": (re.compile(_DNS_LABEL), 63, "a lowercase RFC 1123 label"),
+    "subdomain": (
+        re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*"),
+        253,
+        "a lowercase RFC 1123 subdomain",
+    ),
+    "segment": (re.compile(r"[^/%]+"), 253, "a path segment (no '/' or '%')"),
+}
+
+
+def _check_name(ref: ObjectRef) -> None:
+    """``metadata.name`` as the API server validates it (422): a DNS label for a Namespace, a
+    path segment for RBAC kinds (``system:...``), a DNS subdomain for the others."""
+    if not ref.name:
+        raise InvalidObjectError(f"{ref.kind}: metadata.name is required")
+    rule = "label" if ref.kind == "Namespace" and not ref.group else "subdomain"
+    if ref.group == "rbac.authorization.k8s.io":
+        rule = "segment"
+    pattern, longest, what = _NAME_RULES[rule]
+    if not pattern.fullmatch(ref.name) or len(ref.name) > longest or ref.name in (".", ".."):
+        raise InvalidObjectError(
+            f'{ref.kind} "{ref.name}" is invalid: metadata.name: must be {what} '
+            f"of at most {longest} characters"
+        )
 
 
 def _config_of(body: Mapping[str, Any], info: KindInfo) -> Body:

@@ -16,7 +16,7 @@ import pytest
 from reconciler.cluster.api import EventSink, ObjectEvent, Permission, Reviewer, event_ref
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.objects import ObjectRef, is_established
-from reconciler.errors import ConflictError, NotFoundError, UnknownKindError
+from reconciler.errors import ConflictError, InvalidObjectError, NotFoundError, UnknownKindError
 from tests.contract.conftest import Target
 
 MANAGER = "reconciler-contract"
@@ -80,6 +80,29 @@ def _crd(target: Target) -> dict[str, Any]:
 def test_namespaced_objects_need_their_namespace(target: Target) -> None:
     with pytest.raises(NotFoundError):
         target.cluster.apply(_configmap(target.namespace("missing")), field_manager=MANAGER)
+
+
+def test_a_namespaced_object_without_a_namespace_is_invalid(target: Target) -> None:
+    body = _configmap("")
+    del body["metadata"]["namespace"]
+
+    with pytest.raises(InvalidObjectError):
+        target.cluster.apply(body, field_manager=MANAGER)
+
+
+def test_a_name_that_is_no_dns_subdomain_is_invalid(target: Target) -> None:
+    """As the server validates ``metadata.name`` (422): lower case, digits, ``-`` and ``.``."""
+    namespace = _namespace(target)
+
+    for name in ("Upper", "under_score", "-leading", "a" * 254):
+        with pytest.raises(InvalidObjectError):
+            target.cluster.apply(_configmap(namespace, name), field_manager=MANAGER)
+    with pytest.raises(InvalidObjectError):
+        target.cluster.apply(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dots.in.name"}},
+            field_manager=MANAGER,
+        )
+    assert target.cluster.apply(_configmap(namespace, "a.b-1"), field_manager=MANAGER)
 
 
 def test_apply_creates_and_an_identical_apply_changes_nothing(target: Target) -> None:
