@@ -26,6 +26,7 @@ import json
 import logging
 import socket
 import ssl
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -45,7 +46,7 @@ from urllib3.exceptions import HTTPError
 from reconciler.cluster.api import KindInfo, ObjectEvent, Permission, event_body, event_ref
 from reconciler.cluster.ratelimit import Buckets, ClientRate, TokenBucket
 from reconciler.core.model import ClusterAccess
-from reconciler.core.objects import Body, ObjectRef
+from reconciler.core.objects import Body, ObjectRef, is_established
 from reconciler.core.redaction import mask
 from reconciler.errors import (
     AccessError,
@@ -60,6 +61,12 @@ from reconciler.errors import (
 )
 
 MERGE_PATCH = "application/merge-patch+json"
+#: How long an apply of a CustomResourceDefinition waits for the server to establish it: a real
+#: API server answers the apply first and sets ``Established`` a little later (about 0.1 s),
+#: and L1 applies the rest of a module only after that. Past it the caller finds it not
+#: Established and retries later. Checked every :data:`ESTABLISH_POLL` seconds.
+ESTABLISH_SECONDS = 10.0
+ESTABLISH_POLL = 0.1
 
 log = logging.getLogger(__name__)
 
@@ -260,7 +267,22 @@ class KubeCluster:
             ),
             ref,
         )
-        return _as_dict(applied)
+        result = _as_dict(applied)
+        if ref.kind == "CustomResourceDefinition" and not dry_run:
+            self._until_established(ref, result)
+        return result
+
+    def _until_established(self, ref: ObjectRef, body: Body) -> None:
+        """Return once the CRD just applied (``body``: the server's answer, returned as is) is
+        established, its names refused (``NamesAccepted`` false: it never will be), it is gone,
+        or :data:`ESTABLISH_SECONDS` passed; the caller reads it to see which."""
+        deadline = time.monotonic() + ESTABLISH_SECONDS
+        current: Body | None = body
+        while current is not None and not is_established(current) and not _names_refused(current):
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(ESTABLISH_POLL)  # the server establishes it on its own; poll, bounded
+            current = self.get(ref)
 
     def patch(self, ref: ObjectRef, merge_patch: Mapping[str, Any]) -> Body:
         """See :meth:`reconciler.cluster.api.Cluster.patch`."""
@@ -339,6 +361,12 @@ class KubeCluster:
             if attempt == 0:
                 self._dynamic.resources.invalidate_cache()
         return None
+
+
+def _names_refused(crd: Body) -> bool:
+    """Whether a CustomResourceDefinition reports ``NamesAccepted`` false (a name conflict)."""
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "NamesAccepted" and c.get("status") == "False" for c in conditions)
 
 
 def _kinds_of_objects(resources: list[Any]) -> list[Any]:
