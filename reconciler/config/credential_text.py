@@ -54,16 +54,16 @@ _ENDS = "(?i:{})".format(
     "|".join(f"(?<={end})" for end in (*_ENDINGS, "data", "json", "cfg", "auth"))
 )
 _NAME = r"([A-Za-z][\w.-]{0,127}+)" + _ENDS
-_VALUE = r"([^\s;&,]{0,64}+)"
+_VALUE = r"([^\s;&,]{1,64}+)"
 #: ``NAME=value``, ``--name=value``, ``Name = value``.
 _ASSIGNMENT = re.compile(r"(?<![\w.-])-{0,2}+" + _NAME + r"[ \t]*+=[ \t]*+" + _VALUE)
 #: ``--name value``.
 _FLAG = re.compile(r"--(?<![\w-]--)" + _NAME + r"[ \t]++" + _VALUE)
 #: ``"name": "value"``.
-_JSON_PAIR = re.compile(r'"' + _NAME + r'"[ \t\r\n]*+:[ \t\r\n]*+"([^"\\]{0,1024}+)')
+_JSON_PAIR = re.compile(r'"' + _NAME + r'"[ \t\r\n]*+:[ \t\r\n]*+"([^"\\]{1,1024}+)')
 #: ``name: value`` at a line's start (``- name: value``, ``"name": value`` too).
 _LINE_PAIR = re.compile(
-    r"""(?m)^[ \t]*+(?:-[ \t]++)?+["']?+""" + _NAME + r"""["']?+[ \t]*+:[ \t]*+([^\s#]{0,64}+)"""
+    r"""(?m)^[ \t]*+(?:-[ \t]++)?+["']?+""" + _NAME + r"""["']?+[ \t]*+:[ \t]*+([^\s#]{1,64}+)"""
 )
 #: A string that is wholly base64 (lines of it).
 _BASE64 = re.compile(r"[A-Za-z0-9+/\r\n]++={0,2}+[\r\n]*+")
@@ -143,13 +143,17 @@ class _Kubeconfig:
     def find(self, window: str) -> str | None:
         """``"a kubeconfig"`` once both marks were met."""
         if "\n" in window:
-            self.kind = self.kind or _KUBECONFIG_KIND.search(window) is not None
-            self.users = self.users or _KUBECONFIG_USERS.search(window) is not None
+            self.kind = self.kind or ("kind" in window and _has(_KUBECONFIG_KIND, window))
+            self.users = self.users or ("users" in window and _has(_KUBECONFIG_USERS, window))
         if '"Config"' in window:
             self.kind = self.kind or _JSON_KUBECONFIG_KIND.search(window) is not None
         if '"users"' in window:
             self.users = self.users or _JSON_KUBECONFIG_USERS.search(window) is not None
         return "a kubeconfig" if self.kind and self.users else None
+
+
+def _has(pattern: re.Pattern[str], window: str) -> bool:
+    return pattern.search(window) is not None
 
 
 def _window_kind(window: str, prose: bool) -> str | None:
@@ -172,7 +176,7 @@ def _window_kind(window: str, prose: bool) -> str | None:
         what = _first_set(_FLAG, window, "--")
         if what is not None:
             return what
-    return _first_set(_LINE_PAIR, window, "") if "\n" in window else None
+    return _first_set(_LINE_PAIR, window, "") if "\n" in window and ":" in window else None
 
 
 def _assignment_kind(window: str) -> str | None:

@@ -7,16 +7,21 @@ Secret data belong in the cluster (a Secret in the daemon's namespace) or in the
 - a ``Secret`` with non-empty ``data`` or ``stringData``;
 - a kubeconfig: a document (``kind: Config`` with ``users``) or a string holding one (a
   ConfigMap's data);
-- a field named like a credential (``password`` in any case, ``token``, ``apiKey``,
-  ``clientSecret``, ``client-key-data``, ``id-token``, ``refresh-token``, ...; ``-`` and ``_``
-  ignored) holding a non-empty string or a number;
+- a field named like a credential (:mod:`reconciler.config.credential_names`: ``password``,
+  ``dbPassword``, ``aws_secret_access_key``, ``apiKey``, ``client-key-data``, ...) holding a
+  string set literally (not empty, not a placeholder such as ``${VAR}``) or a number;
 - a container's environment variable named like a secret (``*PASSWORD*``, ``*TOKEN*``,
-  ``*SECRET*``, ``*API_KEY*``, ...) with a literal ``value`` (not ``valueFrom``);
-- a ``user:password`` value of a field or annotation named like ``*auth*``, and an htpasswd
-  line (``user:$apr1$...``);
-- in any key or string: a PEM private key and every shape :mod:`reconciler.core.redaction` knows
-  (cloud and code-host tokens, JWTs, ``Bearer``/``Basic`` credentials, a password in a URL).
+  ``*SECRET*``, ``*API_KEY*``, ``DB_PASS``, ...) with a literal ``value`` (not ``valueFrom``);
+- a ``user:password`` value of a field or annotation named like ``*auth*``;
+- the item after a ``--password`` flag in a list (``args: ["--password", "x"]``);
+- in any key or string: every shape :mod:`reconciler.core.redaction` knows (cloud and code-host
+  tokens, JWTs, ``Bearer``/``Basic`` credentials, a password in a URL) and, in strings, what
+  :mod:`reconciler.config.credential_text` finds (PEM private keys, kubeconfigs, htpasswd
+  lines, ``NAME=value`` and the like in embedded files and command lines, base64 of these).
 
+With a time budget the scan looks at it every 1,024 strings and before each window of a long
+string; past it, :class:`~reconciler.errors.OverBudgetError` carries one C6 line at the value
+reached ("the credential scan stopped here: ...").
 Messages name the place and what was found, never the value. Callers: the validator.
 """
 

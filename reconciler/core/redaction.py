@@ -38,6 +38,9 @@ class Shape:
         return self.pattern.search(text)
 
 
+_IN_URL = "a password in a URL"
+
+
 def _shape(what: str, needles: str, pattern: str) -> Shape:
     return Shape(what, tuple(needles.split()), re.compile(pattern))
 
@@ -50,7 +53,9 @@ def _shape(what: str, needles: str, pattern: str) -> Shape:
 #: ``{n,}+``: what it took is never given back, so never tried again).
 SHAPES: tuple[Shape, ...] = (
     _shape("an AWS access key id", "AKIA ASIA", r"A(?<!\wA)(?:KIA|SIA)[A-Z0-9]{16}+\b"),
-    _shape("a GitHub token", "gh", r"gh(?<!\wgh)[pousr]_[A-Za-z0-9]{36,255}+\b"),
+    _shape(
+        "a GitHub token", "ghp_ gho_ ghu_ ghs_ ghr_", r"gh(?<!\wgh)[pousr]_[A-Za-z0-9]{36,255}+\b"
+    ),
     _shape(
         "a GitHub token", "github_pat_", r"github_pat_(?<!\wgithub_pat_)[A-Za-z0-9_]{22,255}+\b"
     ),
@@ -79,7 +84,7 @@ SHAPES: tuple[Shape, ...] = (
         r"[Bb](?<!\w[Bb])(?:earer|EARER)\s++(?=[A-Za-z._~+/-]*+\d)[A-Za-z0-9._~+/-]{16,}+=*+",
     ),
     _shape(
-        "a password in a URL",
+        _IN_URL,
         "://",
         r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*+://[^/\s:@]*+:[^/\s@]++@",
     ),
@@ -94,35 +99,39 @@ _BASIC = _shape(
 _USERINFO = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*+://)[^/\s@]++@")
 
 
-#: Any literal a shape needs, in one pass (most strings have none) ...
-_ANY_NEEDLE = re.compile(
-    "|".join(re.escape(n) for shape in (*SHAPES, _BASIC) for n in shape.needles)
+#: Any shape but a URL's, in one pass (most strings have none; a URL's needs ``://``) ...
+_ANY = re.compile(
+    "|".join(f"(?:{s.pattern.pattern})" for s in (*SHAPES, _BASIC) if s.what != _IN_URL)
 )
+_ALL = (*SHAPES, _BASIC)
+_URL_ONLY = tuple(shape for shape in SHAPES if shape.what == _IN_URL)
 #: ... for strings up to this length; a longer one is searched for each shape's literals
-#: (``str.__contains__`` scans faster than ``re`` tries many literals at every place).
+#: (``str.__contains__`` scans faster than ``re`` tries many shapes at every place).
 _ONE_PASS = 4096
 
 
-def _may_hold(text: str) -> bool:
-    """Whether ``text`` may hold a shape (``False`` for most strings, quickly)."""
-    return len(text) > _ONE_PASS or _ANY_NEEDLE.search(text) is not None
+def _candidates(text: str) -> tuple[Shape, ...]:
+    """The shapes ``text`` may hold, quickly (none for most strings): all of them (and Basic),
+    or only a URL's."""
+    if len(text) > _ONE_PASS or _ANY.search(text) is not None:
+        return _ALL
+    return _URL_ONLY if "://" in text else ()
 
 
 def token_kind(text: str) -> str | None:
     """What secret ``text`` holds (``"a GitHub token"``), or ``None`` when it has no shape of
     one."""
-    if not _may_hold(text):
-        return None
-    for shape in SHAPES:
-        if shape.search(text):
+    for shape in _candidates(text):
+        if shape is _BASIC:
+            if _has_basic(text):
+                return shape.what
+        elif shape.search(text):
             return shape.what
-    if _has_basic(text):
-        return _BASIC.what
     return None
 
 
 def _has_basic(text: str) -> bool:
-    if not any(needle in text for needle in _BASIC.needles):
+    if _BASIC.search(text) is None:
         return False
     return any(_is_basic(m) for m in _BASIC.pattern.finditer(text))
 
@@ -131,14 +140,11 @@ def mask(text: str) -> str:
     """``text`` with every secret shape and every URL's user information replaced by ``***``."""
     if "://" in text:
         text = _USERINFO.sub(rf"\1{MASK}@", text)
-    if not _may_hold(text):
-        return text
-    for shape in SHAPES:
+    for shape in _candidates(text):
         if shape.search(text):
-            text = shape.pattern.sub(_keep_scheme, text)
-    if not any(needle in text for needle in _BASIC.needles):
-        return text
-    return _BASIC.pattern.sub(_masked_basic, text)
+            replace = _masked_basic if shape is _BASIC else _keep_scheme
+            text = shape.pattern.sub(replace, text)
+    return text
 
 
 def mask_all(value: _T) -> _T:
