@@ -77,12 +77,16 @@ class OverBudgetError(PermanentError):
         self.seconds = seconds
         self.diagnostic: Diagnostic | None = None
 
-    def at(self, path: str, line: int, column: int) -> Diagnostic:
-        """The C6 diagnostic of this error; the first place given is kept."""
+    def at(
+        self, path: str, line: int, column: int, *, doing: str = "", pointer: str = ""
+    ) -> Diagnostic:
+        """The C6 diagnostic of this error; the first place given is kept. ``doing`` names the
+        work stopped there (``"the credential scan"``), ``pointer`` the value it was at."""
         if self.diagnostic is None:
             from reconciler.core.diagnostics import Diagnostic
 
-            self.diagnostic = Diagnostic(path, line, column, "C6", str(self))
+            message = f"{doing} stopped here: {self}" if doing else str(self)
+            self.diagnostic = Diagnostic(path, line, column, "C6", message, pointer)
         return self.diagnostic
 
 

@@ -7,16 +7,21 @@ Secret data belong in the cluster (a Secret in the daemon's namespace) or in the
 - a ``Secret`` with non-empty ``data`` or ``stringData``;
 - a kubeconfig: a document (``kind: Config`` with ``users``) or a string holding one (a
   ConfigMap's data);
-- a field named like a credential (``password`` in any case, ``token``, ``apiKey``,
-  ``clientSecret``, ``client-key-data``, ``id-token``, ``refresh-token``, ...; ``-`` and ``_``
-  ignored) holding a non-empty string or a number;
+- a field named like a credential (:mod:`reconciler.config.credential_names`: ``password``,
+  ``dbPassword``, ``aws_secret_access_key``, ``apiKey``, ``client-key-data``, ...) holding a
+  string set literally (not empty, not a placeholder such as ``${VAR}``) or a number;
 - a container's environment variable named like a secret (``*PASSWORD*``, ``*TOKEN*``,
-  ``*SECRET*``, ``*API_KEY*``, ...) with a literal ``value`` (not ``valueFrom``);
-- a ``user:password`` value of a field or annotation named like ``*auth*``, and an htpasswd
-  line (``user:$apr1$...``);
-- in any key or string: a PEM private key and every shape :mod:`reconciler.core.redaction` knows
-  (cloud and code-host tokens, JWTs, ``Bearer``/``Basic`` credentials, a password in a URL).
+  ``*SECRET*``, ``*API_KEY*``, ``DB_PASS``, ...) with a literal ``value`` (not ``valueFrom``);
+- a ``user:password`` value of a field or annotation named like ``*auth*``;
+- the item after a ``--password`` flag in a list (``args: ["--password", "x"]``);
+- in any key or string: every shape :mod:`reconciler.core.redaction` knows (cloud and code-host
+  tokens, JWTs, ``Bearer``/``Basic`` credentials, a password in a URL) and, in strings, what
+  :mod:`reconciler.config.credential_text` finds (PEM private keys, kubeconfigs, htpasswd
+  lines, ``NAME=value`` and the like in embedded files and command lines, base64 of these).
 
+With a time budget the scan looks at it every 1,024 strings and before each window of a long
+string; past it, :class:`~reconciler.errors.OverBudgetError` carries one C6 line at the value
+reached ("the credential scan stopped here: ...").
 Messages name the place and what was found, never the value. Callers: the validator.
 """
 
@@ -25,28 +30,17 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
+from reconciler.config.budget import TimeBudget
+from reconciler.config.credential_names import is_credential_name, is_reference
+from reconciler.config.credential_text import text_kind
 from reconciler.config.yamlsafe import Document
-from reconciler.core.diagnostics import Diagnostic, Pointer
+from reconciler.core.diagnostics import Diagnostic, Pointer, format_pointer
 from reconciler.core.redaction import token_kind
+from reconciler.errors import OverBudgetError
 
-#: Field names (lower case, without ``-`` and ``_``) whose string value is a credential.
-CREDENTIAL_KEYS = frozenset(
-    {
-        "password",
-        "passwd",
-        "token",
-        "idtoken",
-        "refreshtoken",
-        "accesstoken",
-        "authprovidertoken",
-        "clientkeydata",
-        "apikey",
-        "clientsecret",
-        "secretaccesskey",
-    }
-)
 #: Parts of an environment variable's name (upper case, without ``-`` and ``_``) that say its
 #: value is a secret ...
 _SECRET_ENV_PARTS = ("PASSWORD", "PASSWD", "TOKEN", "SECRET", "APIKEY", "PRIVATEKEY")
@@ -55,23 +49,37 @@ _SECRET_ENV_PARTS = ("PASSWORD", "PASSWD", "TOKEN", "SECRET", "APIKEY", "PRIVATE
 _REFERENCE_SUFFIXES = frozenset(
     {"FILE", "PATH", "DIR", "NAME", "REF", "URL", "ENDPOINT", "TYPE", "TTL", "AUDIENCE", "ISSUER"}
 )
-_PEM_MARKER = "PRIVATE KEY-----"
-_KUBECONFIG_KIND = re.compile(r"""(?m)^\s*["']?kind["']?\s*:\s*["']?Config["']?\s*,?\s*$""")
-_KUBECONFIG_USERS = re.compile(r"""(?m)^\s*["']?users["']?\s*:""")
-_HTPASSWD = re.compile(r"(?m)^[^\s:]+:(?:\$apr1\$|\$2[abxy]?\$\d\d\$|\$[156]\$|\{SHA\})\S+")
 #: ``user:password`` (not ``host:443``, not ``scheme://...``).
-_USER_PASSWORD = re.compile(r"^[^\s:/@]+:(?!\d+$)[^\s/][^\s]*$")
+_USER_PASSWORD = re.compile(r"^[^\s:/@]++:(?!\d++$)[^\s/]\S*+$")
+#: Keys whose strings are prose (a schema's descriptions), not settings.
+_PROSE_KEYS = frozenset({"description"})
 _LITERAL_ENV_FOUND = (
     "an environment variable named like a secret with a literal value (use valueFrom)"
 )
+_SCAN = "the credential scan"
 _ADVICE = "credentials never go in the config repo; create them in the cluster and refer to them"
+#: The scan looks at its time budget every this many keys and strings (and before each window
+#: of a long string).
+_CHECK_EVERY = 1024
 
 
-def find_inline_credentials(document: Document) -> list[Diagnostic]:
-    """One C6 diagnostic per credential found in ``document``."""
+def find_inline_credentials(
+    document: Document, budget: TimeBudget | None = None
+) -> list[Diagnostic]:
+    """One C6 diagnostic per credential found in ``document``. With a ``budget``, a scan past
+    the file's time raises :class:`~reconciler.errors.OverBudgetError`, located at the value
+    the scan had reached."""
+    scan = _Scan(budget)
+    try:
+        found = list(scan.findings(document.data))
+    except OverBudgetError as over:
+        place = document.position(scan.at)
+        where = format_pointer(scan.at)
+        over.at(document.path, place.line, place.column, doing=_SCAN, pointer=where)
+        raise
     return [
         document.diagnostic("C6", f"{what}: {_ADVICE}", pointer, key=key)
-        for pointer, what, key in _findings(document.data)
+        for pointer, what, key in found
     ]
 
 
@@ -79,76 +87,108 @@ def find_inline_credentials(document: Document) -> list[Diagnostic]:
 _Finding = tuple[Pointer, str, bool]
 
 
-def _findings(data: Any) -> Iterator[_Finding]:
-    if not isinstance(data, dict):
-        yield from _walk(data, ())
-        return
-    if data.get("kind") == "Config" and "users" in data:
-        yield (), "a kubeconfig with users", False
-        return
-    if str(data.get("kind", "")).endswith("List") and isinstance(data.get("items"), list):
-        for index, item in enumerate(data["items"]):
-            for pointer, what, key in _findings(item):
-                yield ("items", index, *pointer), what, key
-        return
-    secret_fields = ("data", "stringData") if data.get("kind") == "Secret" else ()
-    for key, child in data.items():
-        if key in secret_fields and child:
-            yield (key,), f"Secret with inline {key}", False
-        else:
-            yield from _walk({key: child}, ())
+@dataclass(slots=True)
+class _Scan:
+    """One scan of a document: its time budget and the place reached."""
+
+    budget: TimeBudget | None
+    at: Pointer = ()
+    seen: int = 0
+
+    def findings(self, data: Any) -> Iterator[_Finding]:
+        """Every credential of a document's data."""
+        if not isinstance(data, dict):
+            yield from self.walk(data, ())
+            return
+        if data.get("kind") == "Config" and "users" in data:
+            yield (), "a kubeconfig with users", False
+            return
+        if str(data.get("kind", "")).endswith("List") and isinstance(data.get("items"), list):
+            for index, item in enumerate(data["items"]):
+                for pointer, what, key in self.findings(item):
+                    yield ("items", index, *pointer), what, key
+            return
+        secret_fields = ("data", "stringData") if data.get("kind") == "Secret" else ()
+        for key, child in data.items():
+            if key in secret_fields and child:
+                yield (key,), f"Secret with inline {key}", False
+            else:
+                yield from self.walk({key: child}, ())
+
+    def walk(self, value: Any, pointer: Pointer) -> Iterator[_Finding]:
+        if isinstance(value, dict):
+            yield from self.mapping(value, pointer)
+        elif isinstance(value, list):
+            yield from self.sequence(value, pointer)
+        elif isinstance(value, str):
+            what = self.string(value, pointer)
+            if what is not None:
+                yield pointer, what, False
+
+    def mapping(self, value: dict[Any, Any], pointer: Pointer) -> Iterator[_Finding]:
+        secret_env = _is_secret_env(value)
+        if secret_env:
+            yield (*pointer, "value"), _LITERAL_ENV_FOUND, False
+        for key, child in value.items():
+            what, credential, auth = _key_class(str(key))
+            if what is not None:
+                yield (*pointer, key), f"{what} as a key", True
+            elif credential and _has_value(child):
+                yield (*pointer, key), f"inline credential '{key}'", False
+            elif auth and isinstance(child, str) and _USER_PASSWORD.match(child.strip()):
+                yield (*pointer, key), "a user:password credential", False
+            elif isinstance(child, str):  # the common case, without building a pointer
+                if secret_env and key == "value":
+                    continue
+                what = self.string(child, (*pointer, key), prose=key in _PROSE_KEYS)
+                if what is not None:
+                    yield (*pointer, key), what, False
+            elif isinstance(child, dict | list):
+                yield from self.walk(child, (*pointer, key))
+
+    def sequence(self, value: list[Any], pointer: Pointer) -> Iterator[_Finding]:
+        """Items, and a flag's value in the next item (``["--password", "x"]``)."""
+        flag = None
+        for index, child in enumerate(value):
+            if flag is not None and isinstance(child, str) and _is_flag_value(child):
+                yield (*pointer, index), f"inline credential after '{flag}'", False
+            else:
+                yield from self.walk(child, (*pointer, index))
+            flag = child if isinstance(child, str) and _is_credential_flag(child) else None
+
+    def string(self, text: str, pointer: Pointer, *, prose: bool = False) -> str | None:
+        """What ``text`` at ``pointer`` holds, within the time budget."""
+        self.seen += 1
+        if len(text) <= _SHORT:
+            if self.seen % _CHECK_EVERY == 0:
+                self.check_at(pointer)
+            return _short_text_kind(text, prose)
+        self.at = pointer
+        return text_kind(text, prose=prose, check=self.check)
+
+    def check_at(self, pointer: Pointer) -> None:
+        self.at = pointer
+        self.check()
+
+    def check(self) -> None:
+        """Raise :class:`OverBudgetError` when the file's time is up."""
+        if self.budget is not None:
+            self.budget.check()
 
 
 def _has_value(value: Any) -> bool:
-    """A credential value: a non-empty string or a number (``password: 84736251``)."""
+    """A credential value: a string set literally (not empty, not a reference such as
+    ``${VAR}``) or a number (``password: 84736251``)."""
     if isinstance(value, str):
-        return bool(value.strip())
+        return not is_reference(value)
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _walk(value: Any, pointer: Pointer) -> Iterator[_Finding]:
-    if isinstance(value, dict):
-        yield from _mapping(value, pointer)
-    elif isinstance(value, list):
-        for index, child in enumerate(value):
-            yield from _walk(child, (*pointer, index))
-    elif isinstance(value, str):
-        what = _string_kind(value)
-        if what is not None:
-            yield pointer, what, False
-
-
-def _mapping(value: dict[Any, Any], pointer: Pointer) -> Iterator[_Finding]:
-    secret_env = _is_secret_env(value)
-    if secret_env:
-        yield (*pointer, "value"), _LITERAL_ENV_FOUND, False
-    for key, child in value.items():
-        what, credential, auth = _key_class(str(key))
-        if what is not None:
-            yield (*pointer, key), f"{what} as a key", True
-        elif credential and _has_value(child):
-            yield (*pointer, key), f"inline credential '{key}'", False
-        elif auth and isinstance(child, str) and _USER_PASSWORD.match(child.strip()):
-            yield (*pointer, key), "a user:password credential", False
-        elif isinstance(child, str):  # the common case, without building a pointer
-            what = None if secret_env and key == "value" else _string_kind(child)
-            if what is not None:
-                yield (*pointer, key), what, False
-        elif isinstance(child, dict | list):
-            yield from _walk(child, (*pointer, key))
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def _key_class(key: str) -> tuple[str | None, bool, bool]:
     """A key's secret shape, whether it names a credential, whether it names auth (keys repeat
     across a repo's documents: each is looked at once)."""
-    return token_kind(key), _normal(key) in CREDENTIAL_KEYS, _is_auth_key(key)
-
-
-def _string_kind(text: str) -> str | None:
-    if len(text) <= _SHORT:
-        return _short_string_kind(text)
-    return _find_string_kind(text)
+    return token_kind(key), is_credential_name(key), _is_auth_key(key)
 
 
 #: Strings up to this length are remembered (names, labels, versions repeat across a repo).
@@ -156,31 +196,23 @@ _SHORT = 128
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _short_string_kind(text: str) -> str | None:
-    return _find_string_kind(text)
-
-
-def _find_string_kind(text: str) -> str | None:
-    if _PEM_MARKER in text:
-        return "a PEM private key"
-    if "\n" in text and _KUBECONFIG_KIND.search(text) and _KUBECONFIG_USERS.search(text):
-        return "a kubeconfig"
-    what = token_kind(text)
-    if what is not None:
-        return what
-    if "$" in text or "{SHA}" in text:
-        return "an htpasswd entry" if _HTPASSWD.search(text) else None
-    return None
-
-
-def _normal(key: Any) -> str:
-    return str(key).lower().replace("-", "").replace("_", "")
+def _short_text_kind(text: str, prose: bool) -> str | None:
+    return text_kind(text, prose=prose)
 
 
 def _is_auth_key(key: Any) -> bool:
     """``basicAuth``, ``auth``, ``nginx.ingress.kubernetes.io/auth-...``: the name after the
     last ``/`` mentions auth."""
     return "auth" in str(key).rsplit("/", 1)[-1].lower()
+
+
+def _is_credential_flag(text: str) -> bool:
+    """``--password``, ``-token``: a flag whose value is a credential."""
+    return text.startswith("-") and len(text) <= _SHORT and is_credential_name(text.lstrip("-"))
+
+
+def _is_flag_value(text: str) -> bool:
+    return not text.startswith("-") and not is_reference(text)
 
 
 def _is_secret_env(entry: dict[Any, Any]) -> bool:
@@ -192,4 +224,4 @@ def _is_secret_env(entry: dict[Any, Any]) -> bool:
     if words[-1] in _REFERENCE_SUFFIXES:
         return False
     compact = "".join(words)
-    return any(part in compact for part in _SECRET_ENV_PARTS)
+    return any(part in compact for part in _SECRET_ENV_PARTS) or is_credential_name(name)

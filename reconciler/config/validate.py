@@ -263,7 +263,7 @@ class _Run:
 
     def schema_problems(self, kind: str, document: Document) -> list[Diagnostic]:
         found = self.checker.check(kind, document, self.budget)
-        credentials = find_inline_credentials(document)
+        credentials = find_inline_credentials(document, self.budget)
         if credentials:  # a credential explains its own unknown-field error
             places = {d.pointer for d in credentials}
             found = [d for d in found if d.pointer not in places]
@@ -334,10 +334,9 @@ class _Run:
         self.diagnostics.extend(problems)
         return not problems
 
-    @staticmethod
-    def object_problems(document: Document) -> list[Diagnostic]:
+    def object_problems(self, document: Document) -> list[Diagnostic]:
         problems = list(object_problems(document))
-        problems.extend(find_inline_credentials(document))
+        problems.extend(find_inline_credentials(document, self.budget))
         return problems
 
     def default_configuration(self, file: RawFile | None) -> Mapping[str, Any] | None:

@@ -15,54 +15,136 @@ import base64
 import binascii
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar, cast
 
 MASK = "***"
 _T = TypeVar("_T")
 
-#: (what it is, its shape); the shapes of well-known issuers, each anchored on its prefix.
-_SHAPES: tuple[tuple[str, str], ...] = (
-    ("an AWS access key id", r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"),
-    ("a GitHub token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"),
-    ("a GitLab token", r"\bglpat-[A-Za-z0-9_-]{20,}"),
-    ("a Slack token", r"\bxox[baprs]-[A-Za-z0-9-]{10,}"),
-    ("a Google API key", r"\bAIza[0-9A-Za-z_-]{35}"),
-    ("a JSON Web Token", r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """A secret's shape: what it is, literals one of which any match holds (a quick test
+    before the pattern is run), and the pattern."""
+
+    what: str
+    needles: tuple[str, ...]
+    pattern: re.Pattern[str]
+
+    def search(self, text: str) -> re.Match[str] | None:
+        """The first match in ``text``."""
+        if not any(needle in text for needle in self.needles):
+            return None
+        return self.pattern.search(text)
+
+
+_IN_URL = "a password in a URL"
+
+
+def _shape(what: str, needles: str, pattern: str) -> Shape:
+    return Shape(what, tuple(needles.split()), re.compile(pattern))
+
+
+#: The shapes of well-known issuers, and of credentials in HTTP and URLs. Each runs in time
+#: linear in the text it searches (Python's ``re`` backtracks, so this is by construction;
+#: ``tests/test_credential_scan.py`` checks it): a shape opens with a literal prefix and a
+#: look-behind that lets it start only at the beginning of a run of its characters (so no two
+#: starts scan the same run), and every unbounded repeat is possessive (``++``, ``*+``,
+#: ``{n,}+``: what it took is never given back, so never tried again).
+SHAPES: tuple[Shape, ...] = (
+    _shape("an AWS access key id", "AKIA ASIA", r"A(?<!\wA)(?:KIA|SIA)[A-Z0-9]{16}+\b"),
+    _shape(
+        "a GitHub token", "ghp_ gho_ ghu_ ghs_ ghr_", r"gh(?<!\wgh)[pousr]_[A-Za-z0-9]{36,255}+\b"
+    ),
+    _shape(
+        "a GitHub token", "github_pat_", r"github_pat_(?<!\wgithub_pat_)[A-Za-z0-9_]{22,255}+\b"
+    ),
+    _shape("a GitLab token", "glpat-", r"glpat-(?<!\wglpat-)[A-Za-z0-9_-]{20,}+"),
+    _shape("a Slack token", "xox", r"xox(?<!\wxox)[abeprs]-[A-Za-z0-9-]{10,}+"),
+    _shape("a Google API key", "AIza", r"AIza(?<!\wAIza)[0-9A-Za-z_-]{35}+"),
+    _shape("a Stripe key", "sk_live_ sk_test_", r"sk_(?<!\wsk_)(?:live|test)_[0-9A-Za-z]{16,}+"),
+    _shape("a Stripe key", "rk_live_ rk_test_", r"rk_(?<!\wrk_)(?:live|test)_[0-9A-Za-z]{16,}+"),
+    _shape("an npm token", "npm_", r"npm_(?<!\wnpm_)[A-Za-z0-9]{36}+\b"),
+    _shape("a PyPI token", "pypi-AgE", r"pypi-(?<!\wpypi-)AgE[A-Za-z0-9_-]{50,}+"),
+    _shape("a SendGrid key", "SG.", r"SG\.(?<!\wSG\.)[A-Za-z0-9_-]{22}+\.[A-Za-z0-9_-]{43}+"),
+    _shape("a Vault token", "hvs. hvb.", r"hv(?<!\whv)[sb]\.[A-Za-z0-9_-]{24,}+"),
+    _shape("a Docker Hub token", "dckr_pat_", r"dckr_pat_(?<!\wdckr_pat_)[A-Za-z0-9_-]{27,}+"),
+    _shape(
+        "an OpenAI or Anthropic key", "sk-ant- sk-proj-", r"sk-(?<!\wsk-)(?:ant|proj)-[\w-]{32,}+"
+    ),
+    _shape(
+        "a JSON Web Token",
+        "eyJ",
+        r"eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+",
+    ),
     # 16+ token characters with a digit: "Bearer token" or "Bearer <token>" in prose is not one
-    ("a Bearer token", r"\b[Bb](?:earer|EARER)\s+(?=[A-Za-z0-9._~+/-]*\d)[A-Za-z0-9._~+/-]{16,}=*"),
-    ("a password in a URL", r"\b[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@"),
+    _shape(
+        "a Bearer token",
+        "earer EARER",
+        r"[Bb](?<!\w[Bb])(?:earer|EARER)\s++(?=[A-Za-z._~+/-]*+\d)[A-Za-z0-9._~+/-]{16,}+=*+",
+    ),
+    _shape(
+        _IN_URL,
+        "://",
+        r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*+://[^/\s:@]*+:[^/\s@]++@",
+    ),
 )
-_TOKENS = [(what, re.compile(shape)) for what, shape in _SHAPES]
 #: ``Basic <base64 of user:password>``; checked by decoding, so "Basic Authentication" is not one.
-_BASIC = re.compile(r"\b[Bb](?:asic|ASIC)\s+([A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])")
-#: Any shape at all, one pass over the text (most strings have none).
-_ANY = re.compile("|".join(f"(?:{shape})" for _, shape in _SHAPES) + "|" + _BASIC.pattern)
+_BASIC = _shape(
+    "a Basic credential",
+    "asic ASIC",
+    r"[Bb](?<!\w[Bb])(?:asic|ASIC)\s++([A-Za-z0-9+/]{8,}+={0,2}+)(?![A-Za-z0-9+/=])",
+)
 #: Any userinfo in a URL (``https://token@host``, ``https://user:pass@host``), for masking.
-_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@")
+_USERINFO = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*+://)[^/\s@]++@")
+
+
+#: Any shape but a URL's, in one pass (most strings have none; a URL's needs ``://``) ...
+_ANY = re.compile(
+    "|".join(f"(?:{s.pattern.pattern})" for s in (*SHAPES, _BASIC) if s.what != _IN_URL)
+)
+_ALL = (*SHAPES, _BASIC)
+_URL_ONLY = tuple(shape for shape in SHAPES if shape.what == _IN_URL)
+#: ... for strings up to this length; a longer one is searched for each shape's literals
+#: (``str.__contains__`` scans faster than ``re`` tries many shapes at every place).
+_ONE_PASS = 4096
+
+
+def _candidates(text: str) -> tuple[Shape, ...]:
+    """The shapes ``text`` may hold, quickly (none for most strings): all of them (and Basic),
+    or only a URL's."""
+    if len(text) > _ONE_PASS or _ANY.search(text) is not None:
+        return _ALL
+    return _URL_ONLY if "://" in text else ()
 
 
 def token_kind(text: str) -> str | None:
     """What secret ``text`` holds (``"a GitHub token"``), or ``None`` when it has no shape of
     one."""
-    if _ANY.search(text) is None:
-        return None
-    for what, shape in _TOKENS:
-        if shape.search(text):
-            return what
-    if any(_is_basic(m) for m in _BASIC.finditer(text)):
-        return "a Basic credential"
+    for shape in _candidates(text):
+        if shape is _BASIC:
+            if _has_basic(text):
+                return shape.what
+        elif shape.search(text):
+            return shape.what
     return None
+
+
+def _has_basic(text: str) -> bool:
+    if _BASIC.search(text) is None:
+        return False
+    return any(_is_basic(m) for m in _BASIC.pattern.finditer(text))
 
 
 def mask(text: str) -> str:
     """``text`` with every secret shape and every URL's user information replaced by ``***``."""
     if "://" in text:
         text = _USERINFO.sub(rf"\1{MASK}@", text)
-    if _ANY.search(text) is None:
-        return text
-    for _, shape in _TOKENS:
-        text = shape.sub(_keep_scheme, text)
-    return _BASIC.sub(_masked_basic, text)
+    for shape in _candidates(text):
+        if shape.search(text):
+            replace = _masked_basic if shape is _BASIC else _keep_scheme
+            text = shape.pattern.sub(replace, text)
+    return text
 
 
 def mask_all(value: _T) -> _T:
@@ -108,7 +190,7 @@ def _masked_basic(match: re.Match[str]) -> str:
 
 
 #: ``password=`` in a URL's query (libpq reads a password there too).
-_QUERY_PASSWORD = re.compile(r"([?&]password=)([^&#]*)", re.IGNORECASE)
+_QUERY_PASSWORD = re.compile(r"([?&]password=)([^&#]*+)", re.IGNORECASE)
 
 
 def url_passwords(url: str) -> list[str]:
@@ -132,3 +214,12 @@ def mask_url_password(url: str) -> str:
     if separator and at and ":" in userinfo:
         text = f"{scheme}://{userinfo.partition(':')[0]}:{MASK}@{host}"
     return text
+
+
+#: Every pattern of this module, for the test that none can backtrack.
+PATTERNS: tuple[re.Pattern[str], ...] = (
+    *(shape.pattern for shape in SHAPES),
+    _BASIC.pattern,
+    _USERINFO,
+    _QUERY_PASSWORD,
+)
