@@ -149,7 +149,17 @@ if TYPE_CHECKING:
     default=100,
     show_default=True,
     envvar="RECONCILER_HTTP_MAX_CONNECTIONS",
-    help="Open HTTP connections at once; more wait to be accepted.",
+    help="Open HTTP connections at once; past it, the oldest idle or unfinished one is "
+    "closed for a new one.",
+)
+@click.option(
+    "--http-max-connections-per-client",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    envvar="RECONCILER_HTTP_MAX_CONNECTIONS_PER_CLIENT",
+    help="Open HTTP connections of one client address; past it, that client's oldest idle or "
+    "unfinished one is closed.",
 )
 @click.option(
     "--token-file",
@@ -210,6 +220,7 @@ def daemon(
     allow_unauthenticated_sync: bool,
     http_read_timeout: float,
     http_max_connections: int,
+    http_max_connections_per_client: int,
     token_file: Path | None,
     ssh_key_file: Path | None,
     allow_commit: str,
@@ -235,6 +246,7 @@ def daemon(
             allow_unauthenticated_sync,
             http_read_timeout,
             http_max_connections,
+            http_max_connections_per_client,
         ),
         ScheduleOptions(
             given_duration(ctx, "interval", interval),
@@ -287,6 +299,7 @@ class HttpOptions:
     allow_unauthenticated_sync: bool
     read_timeout: float
     max_connections: int
+    max_per_client: int = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,7 +388,9 @@ def _serve(the_daemon: Daemon, http: HttpOptions) -> HttpServer:
     if secret == b"":
         raise click.BadParameter("the file is empty", param_hint="--webhook-secret-file")
     limits = HttpLimits(
-        read_timeout=max(1, round(http.read_timeout)), max_connections=http.max_connections
+        read_timeout=max(1, round(http.read_timeout)),
+        max_connections=http.max_connections,
+        max_per_client=http.max_per_client,
     )
     host, port = http.listen
     try:
