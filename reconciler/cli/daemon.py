@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from reconciler.core.model import Settings
     from reconciler.daemon.http import HttpServer
     from reconciler.daemon.service import Daemon
+    from reconciler.operations.store import StateStore
 
 
 @click.command(epilog=exits.DAEMON.describe())
@@ -235,9 +236,11 @@ def daemon(
     deletion brake, and runs each runtime's operation on a pool of workers; resyncs every
     runtime for drift. Every option can be set from the environment (RECONCILER_REPO, ...).
     """
+    from reconciler.cli.clusters import state_url_for
     from reconciler.daemon.logs import setup_logging
 
     setup_logging(log_format)
+    state_url = state_url_for(ctx, state_url, snapshot)  # a rehearsal keeps its own store
     run_daemon(
         GitOptions(repo_url, branch, repo_path, cache_dir, token_file, ssh_key_file, git_timeout),
         HttpOptions(
@@ -332,6 +335,7 @@ def run_daemon(
     from reconciler.source.git import GitRunner, RemoteSource
 
     store = open_store(state_url)
+    _check_store(store)
     beside = getattr(store, "path", None) or Path(default_state_url().removeprefix("sqlite:///"))
     cache = git.cache_dir or Path(beside).parent / "git-cache"
     git_env = _git_env(git.token_file, git.ssh_key_file)
@@ -378,6 +382,19 @@ def run_daemon(
     the_daemon.close()
     server.shutdown()
     server.server_close()
+
+
+def _check_store(store: StateStore) -> None:
+    """A damaged SQLite store stops the daemon before it starts (one line naming the file and
+    what to do), instead of failing at its first read of a damaged page."""
+    from reconciler.operations.store import SqliteStore
+
+    if isinstance(store, SqliteStore):
+        try:
+            store.check()
+        except BaseException:
+            store.close()
+            raise
 
 
 def _serve(the_daemon: Daemon, http: HttpOptions) -> HttpServer:

@@ -29,7 +29,7 @@ import hashlib
 import hmac
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
@@ -37,7 +37,7 @@ from typing import Any
 from reconciler.core.head import head_text
 from reconciler.core.model import is_runtime_name
 from reconciler.daemon.http_server import MAX_BODY, HttpLimits, HttpServer, json_bytes, shown
-from reconciler.daemon.service import Daemon, poll_now
+from reconciler.daemon.service import Daemon, guarded, poll_now
 
 __all__ = ["MAX_BODY", "Endpoints", "HttpLimits", "HttpServer", "serve", "verify_webhook"]
 
@@ -192,10 +192,15 @@ def sync_now(daemon: Daemon, runtime: str | None = None) -> None:
             daemon.submit(runtime, newer_commit=True)
 
     job = "sync" if runtime is None else f"sync-{runtime}"
+    safe = guarded(daemon, f"POST /sync ({runtime or 'every runtime'})", run, _next_poll(daemon))
     if daemon.scheduler is not None:
-        daemon.scheduler.add_job(run, id=job, replace_existing=True)
+        daemon.scheduler.add_job(safe, id=job, replace_existing=True)
     else:
-        threading.Thread(target=run, name="sync", daemon=True).start()
+        threading.Thread(target=safe, name="sync", daemon=True).start()
+
+
+def _next_poll(daemon: Daemon) -> Callable[[], str]:
+    return lambda: f"at the next poll ({daemon.intervals.poll})"
 
 
 def _read_body(environ: Mapping[str, Any], max_body: int) -> bytes | Response:
