@@ -105,7 +105,8 @@ if TYPE_CHECKING:
     default="",
     envvar="RECONCILER_MEMBER",
     help="This replica's name among the daemons sharing the state store (default: host:pid; "
-    "in Kubernetes, the pod name).",
+    "in Kubernetes, the pod name). A restart under the same name takes the member over at "
+    "once; two running processes must never share one.",
 )
 @click.option(
     "--lease",
