@@ -163,7 +163,7 @@ def test_unknown_endpoints_and_wrong_methods(
     answer = _exchange(port, b"GET /sync HTTP/1.1\r\n\r\n")
     assert _error(answer, 405) == "/sync answers POST only"
     assert answer[1]["Allow"] == "POST"
-    assert "GET only" in _error(_post(port, "/status"), 405)
+    assert "GET and HEAD only" in _error(_post(port, "/status"), 405)
     assert len(_logged(caplog, 404)) == 1
     assert len(_logged(caplog, 405)) == 2
 
@@ -278,20 +278,128 @@ def test_connections_never_add_threads(start: Serve) -> None:
             sock.close()
 
 
-def test_connections_over_the_limit_wait_for_a_free_one(start: Serve) -> None:
-    server, _ = start(limits=HttpLimits(max_connections=3))
-    held = [socket.create_connection(("127.0.0.1", _port(server))) for _ in range(3)]
+def _half_open(port: int, count: int, source: str = "127.0.0.1") -> list[socket.socket]:
+    """``count`` connections from ``source``, each with half a request line sent."""
+    held = []
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
+        sock.sendall(b"GET /status HTTP/1.1\r\nHost: t\r\n")
+        held.append(sock)
+    return held
+
+
+def _closed_by_the_server(sock: socket.socket, deadline: float) -> bool:
+    """Whether the server closed ``sock`` (after a 408, or at once) before ``deadline``."""
+    while time.monotonic() < deadline:
+        if _readable(sock, 0.05):
+            try:
+                while sock.recv(4096):
+                    pass
+            except OSError:
+                pass
+            return True
+    return False
+
+
+def test_a_new_connection_at_the_limit_closes_the_oldest_unfinished_one(start: Serve) -> None:
+    server, _ = start(limits=HttpLimits(max_connections=3, read_timeout=60))
+    held = _half_open(_port(server), 3)
     try:
-        for sock in held:
-            sock.sendall(b"GET /healthz HTTP/1.1\r\n")
-        with socket.create_connection(("127.0.0.1", _port(server)), timeout=10) as waiting:
-            waiting.sendall(b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n")
-            assert not _readable(waiting, 0.5)  # not accepted while three are open
-            held.pop().close()
-            assert _read_response(waiting)[0] == 200
+        # the limit is reached: waitress alone left the probe queued until a read timeout
+        answer = _exchange(_port(server), b"GET /healthz HTTP/1.1\r\n\r\n", timeout=10)
+        assert answer[0] == 200
+        deadline = time.monotonic() + 10
+        assert _closed_by_the_server(held[0], deadline)  # the oldest made room
+        assert not _readable(held[2], 0)  # the newest stays
     finally:
         for sock in held:
             sock.close()
+
+
+def test_a_client_past_its_share_loses_its_own_oldest_connections(start: Serve) -> None:
+    server, _ = start(limits=HttpLimits(max_per_client=5, read_timeout=60))
+    port = _port(server)
+    other = _half_open(port, 2, source="127.0.0.1")
+    try:
+        flood = _half_open(port, 8, source="127.0.0.2")
+    except OSError:  # pragma: no cover (loopback without 127.0.0.2)
+        pytest.skip("no second loopback address")
+    try:
+        deadline = time.monotonic() + 10
+        assert all(_closed_by_the_server(sock, deadline) for sock in flood[:3])
+        assert not any(_readable(sock, 0) for sock in flood[3:] + other)
+        assert _exchange(port, b"GET /readyz HTTP/1.1\r\n\r\n")[0] == 503  # answered
+    finally:
+        for sock in flood + other:
+            sock.close()
+
+
+def test_200_half_open_connections_starve_no_probe(start: Serve) -> None:
+    server, _ = start(limits=HttpLimits(read_timeout=60))
+    hostile = _half_open(_port(server), 200)
+    try:
+        for _ in range(3):  # each on a fresh connection, with a generous timeout
+            assert _exchange(_port(server), b"GET /healthz HTTP/1.1\r\n\r\n", timeout=10)[0] == 200
+        deadline = time.monotonic() + 10
+        closed = sum(_closed_by_the_server(sock, deadline) for sock in hostile[:100])
+        assert closed >= 100  # at most 100 open (of one client: 20), the oldest went first
+    finally:
+        for sock in hostile:
+            sock.close()
+
+
+def test_hostile_connections_are_closed_after_the_read_timeout(start: Serve) -> None:
+    server, _ = start(limits=HttpLimits(read_timeout=1, max_per_client=200, max_connections=200))
+    hostile = _half_open(_port(server), 200)
+    try:
+        deadline = time.monotonic() + 30
+        assert all(_closed_by_the_server(sock, deadline) for sock in hostile)
+    finally:
+        for sock in hostile:
+            sock.close()
+
+
+def test_probes_are_answered_while_every_handler_thread_is_busy(start: Serve) -> None:
+    server, daemon = start()
+    release = threading.Event()
+    busy = threading.Semaphore(0)
+
+    def slow_status() -> dict[str, Any]:
+        busy.release()
+        release.wait(timeout=30)
+        return {}
+
+    daemon.status = slow_status  # type: ignore[method-assign]
+    requests: list[socket.socket] = []
+    try:
+        for _ in range(6):  # 4 handler threads, all held, and 2 more queued
+            sock = socket.create_connection(("127.0.0.1", _port(server)), timeout=10)
+            sock.sendall(b"GET /status HTTP/1.1\r\n\r\n")
+            requests.append(sock)
+        for _ in range(4):
+            assert busy.acquire(timeout=10)
+        assert _exchange(_port(server), b"GET /healthz HTTP/1.1\r\n\r\n", timeout=10)[0] == 200
+        assert _exchange(_port(server), b"GET /readyz HTTP/1.1\r\n\r\n", timeout=10)[0] == 503
+    finally:
+        release.set()
+        for sock in requests:
+            sock.close()
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics", "/status"])
+def test_head_answers_like_get_without_a_body(start: Serve, path: str) -> None:
+    server, _ = start()
+    port = _port(server)
+    got = _exchange(port, f"GET {path} HTTP/1.1\r\n\r\n".encode())
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(f"HEAD {path} HTTP/1.1\r\n\r\n".encode())
+        response = http.client.HTTPResponse(sock, method="HEAD")
+        response.begin()
+        assert response.status == got[0]
+        assert response.getheader("Content-Type") == got[1]["Content-Type"]
+        assert int(response.getheader("Content-Length") or -1) > 0
+        assert response.read() == b""
+        assert not _readable(sock, 0.2)  # no body bytes follow the headers
 
 
 def test_a_failing_handler_is_a_500_document_and_one_line(

@@ -76,6 +76,8 @@ def daemon(tmp_path: Path) -> Iterator[Running]:
     command += ["--resync-interval", "1h", "--listen", f"127.0.0.1:{port}"]
     command += ["--snapshot", f"{tmp_path / 'clusters'}/", "--webhook-secret-file", str(secret)]
     command += ["--http-read-timeout", f"{READ_TIMEOUT}s", "--log-format", "json"]
+    # 61 clients at once, all on 127.0.0.1: the share of one address is not under test here
+    command += ["--http-max-connections-per-client", "100"]
     with log.open("wb") as output:  # a file, not a pipe: 1,000 log lines must never block it
         process = subprocess.Popen(command, env=env, stdout=output, stderr=output)
     running = Running(process, port, tmp_path / "state.db", log)

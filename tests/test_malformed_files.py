@@ -28,7 +28,8 @@ def test_a_state_store_that_is_not_sqlite_is_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
         f"error: {store}: not a usable reconciler state store (file is not a database); "
-        "name another with --state or RECONCILER_STATE"
+        "restore it from a backup or move it away (a new one is created), check that the file "
+        "and its folder are writable, or name another store with --state or RECONCILER_STATE"
     ]
 
 
@@ -68,8 +69,10 @@ def test_a_state_store_that_may_not_be_written_is_one_line_naming_it(
 
     assert result.exit_code == 2
     (line,) = result.output.strip().splitlines()
-    assert line.startswith(f"error: cannot use the state store {path}: attempt to write a readonly")
-    assert "check that this user may write the file and its folder" in line
+    assert line.startswith(
+        f"error: {path}: not a usable reconciler state store (attempt to write a readonly"
+    )
+    assert "check that the file and its folder are writable" in line
     assert "internal error" not in line
 
 

@@ -9,6 +9,9 @@ name, wall clock and monotonic clock (fakes: the lease runs out without waiting)
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -251,3 +254,40 @@ def test_a_start_reconciles_each_runtime_once(world: World) -> None:
 
     store = one.daemon.store
     assert {r: len(store.operations(runtime=r)) for r in "abc"} == {"a": 1, "b": 1, "c": 1}
+
+
+def test_a_restart_under_the_same_name_takes_its_runtimes_over_at_once(world: World) -> None:
+    one, two = world.started("replica-a", "replica-b")
+    theirs = set(two.daemon.targets())
+    assert theirs  # replica-b owned some, then died without leaving (SIGKILL, OOM)
+
+    again = world.replica("replica-b")  # the same --member (a pod's name), within the lease
+    again.daemon.membership.beat()
+    again.daemon.poll()
+    again.daemon.wait_idle()
+
+    assert set(again.daemon.targets()) == theirs
+    assert set(one.daemon.targets()) | theirs == {"a", "b", "c"}
+
+
+def test_a_restart_with_the_default_name_takes_over_its_dead_predecessor_at_once(
+    world: World,
+) -> None:
+    dead = f"{socket.gethostname()}:{_finished_pid()}"  # a process of this host, gone
+    (before,) = world.started(dead)
+    assert set(before.daemon.targets()) == {"a", "b", "c"}
+
+    restarted = world.replica(f"{socket.gethostname()}:{os.getpid()}")  # within the lease
+    restarted.daemon.membership.beat()
+    restarted.daemon.poll()
+    restarted.daemon.wait_idle()
+
+    assert restarted.daemon.membership.live_members() == [restarted.daemon.membership.name]
+    assert set(restarted.daemon.targets()) == {"a", "b", "c"}
+    assert not restarted.daemon.membership.alive(dead)  # its claims are taken over at once
+
+
+def _finished_pid() -> int:
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from reconciler.core.model import Settings
     from reconciler.daemon.http import HttpServer
     from reconciler.daemon.service import Daemon
+    from reconciler.operations.store import StateStore
     from reconciler.source.git import GitCredentials
 
 
@@ -118,7 +119,8 @@ def credential_hosts_option(
     default="",
     envvar="RECONCILER_MEMBER",
     help="This replica's name among the daemons sharing the state store (default: host:pid; "
-    "in Kubernetes, the pod name).",
+    "in Kubernetes, the pod name). A restart under the same name takes the member over at "
+    "once; two running processes must never share one.",
 )
 @click.option(
     "--lease",
@@ -163,7 +165,17 @@ def credential_hosts_option(
     default=100,
     show_default=True,
     envvar="RECONCILER_HTTP_MAX_CONNECTIONS",
-    help="Open HTTP connections at once; more wait to be accepted.",
+    help="Open HTTP connections at once; past it, the oldest idle or unfinished one is "
+    "closed for a new one.",
+)
+@click.option(
+    "--http-max-connections-per-client",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    envvar="RECONCILER_HTTP_MAX_CONNECTIONS_PER_CLIENT",
+    help="Open HTTP connections of one client address; past it, that client's oldest idle or "
+    "unfinished one is closed.",
 )
 @click.option(
     "--token-file",
@@ -238,6 +250,7 @@ def daemon(
     allow_unauthenticated_sync: bool,
     http_read_timeout: float,
     http_max_connections: int,
+    http_max_connections_per_client: int,
     token_file: Path | None,
     ssh_key_file: Path | None,
     credential_hosts: tuple[CredentialHost, ...],
@@ -253,9 +266,11 @@ def daemon(
     deletion brake, and runs each runtime's operation on a pool of workers; resyncs every
     runtime for drift. Every option can be set from the environment (RECONCILER_REPO, ...).
     """
+    from reconciler.cli.clusters import state_url_for
     from reconciler.daemon.logs import setup_logging
 
     setup_logging(log_format)
+    state_url = state_url_for(ctx, state_url, snapshot)  # a rehearsal keeps its own store
     run_daemon(
         GitOptions(
             repo_url,
@@ -273,6 +288,7 @@ def daemon(
             allow_unauthenticated_sync,
             http_read_timeout,
             http_max_connections,
+            http_max_connections_per_client,
         ),
         ScheduleOptions(
             given_duration(ctx, "interval", interval),
@@ -327,6 +343,7 @@ class HttpOptions:
     allow_unauthenticated_sync: bool
     read_timeout: float
     max_connections: int
+    max_per_client: int = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,6 +376,7 @@ def run_daemon(
     from reconciler.source.git import GitRunner, RemoteSource
 
     store = open_store(state_url)
+    _check_store(store)
     beside = getattr(store, "path", None) or Path(default_state_url().removeprefix("sqlite:///"))
     cache = git.cache_dir or Path(beside).parent / "git-cache"
     credentials = _git_credentials(git)
@@ -407,6 +425,19 @@ def run_daemon(
     server.server_close()
 
 
+def _check_store(store: StateStore) -> None:
+    """A damaged SQLite store stops the daemon before it starts (one line naming the file and
+    what to do), instead of failing at its first read of a damaged page."""
+    from reconciler.operations.store import SqliteStore
+
+    if isinstance(store, SqliteStore):
+        try:
+            store.check()
+        except BaseException:
+            store.close()
+            raise
+
+
 def _serve(the_daemon: Daemon, http: HttpOptions) -> HttpServer:
     """The HTTP port, serving; the daemon is closed when the port cannot be opened."""
     from reconciler.daemon.http import HttpLimits, serve
@@ -415,7 +446,9 @@ def _serve(the_daemon: Daemon, http: HttpOptions) -> HttpServer:
     if secret == b"":
         raise click.BadParameter("the file is empty", param_hint="--webhook-secret-file")
     limits = HttpLimits(
-        read_timeout=max(1, round(http.read_timeout)), max_connections=http.max_connections
+        read_timeout=max(1, round(http.read_timeout)),
+        max_connections=http.max_connections,
+        max_per_client=http.max_per_client,
     )
     host, port = http.listen
     try:

@@ -214,10 +214,29 @@ runtimes_option = click.option(
     shell_complete=complete_runtime,
     help="Only this runtime (repeat for several; default: every runtime).",
 )
+
+
+def _warn_password_in_argv(ctx: click.Context, param: click.Parameter, url: str) -> str:
+    """A password in ``--state`` on the command line shows in ``ps`` to every user of the host:
+    said once on stderr (the URL itself never)."""
+    from reconciler.core.redaction import url_passwords
+
+    given = ctx.get_parameter_source(param.name or "") is click.core.ParameterSource.COMMANDLINE
+    if given and url_passwords(url):
+        click.echo(
+            "warning: the --state URL carries a password, which every user of this host can "
+            "read in the process list (ps); give the URL in RECONCILER_STATE, or the password "
+            "in a PGPASSFILE or PGPASSWORD",
+            err=True,
+        )
+    return url
+
+
 state_option = click.option(
     "--state",
     "state_url",
     envvar="RECONCILER_STATE",
+    callback=_warn_password_in_argv,
     default=default_state_url,
     show_default="sqlite:///~/.local/state/reconciler/state.db; with --snapshot, "
     "reconciler-state.db beside the snapshot",

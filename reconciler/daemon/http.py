@@ -5,6 +5,7 @@
 - ``GET /metrics``: Prometheus text format.
 - ``GET /status``: JSON of the source (commit, last poll, a refused or held commit and why) and
   every runtime and module with state, reason, version and last commit.
+- ``HEAD`` of each of these: the headers of ``GET`` without the body.
 - ``POST /hooks/git``: a push webhook, GitHub (``X-Hub-Signature-256``, HMAC-SHA256 of the body)
   or GitLab (``X-Gitlab-Token``); starts a poll at once. Refused (403) without a secret.
 - ``POST /sync``: ``reconciler sync --daemon URL`` asks for a reconcile now, with
@@ -14,13 +15,13 @@
 - ``POST /suspend?runtime=NAME&reason=TEXT`` and ``POST /resume?runtime=NAME``: ``reconciler
   suspend|resume --daemon URL``, authenticated as ``POST /sync``; 404 for an unknown runtime.
 
-The port faces the network, so every request is bounded (:class:`HttpLimits`): waitress reads
-requests on one event loop and hands only complete ones to a fixed pool of threads, so a slow
-client holds a socket, never a thread; connections are capped; a body is refused (413) from its
-Content-Length before it is read, a chunked body once it passes the limit; a request whose
-headers and body do not arrive within the read timeout gets 408 and is closed. Every error is a
-JSON document ``{"error": "..."}`` and one log line, never a traceback. Secrets are compared in
-constant time and never logged.
+The port faces the network, so every request is bounded (:class:`HttpLimits`, served by
+:mod:`reconciler.daemon.http_server`: a slow client holds a socket, never a thread; connections
+are capped, and a flood of half-open ones cannot starve the probes); a body is refused (413)
+from its Content-Length before it is read, a chunked body once it passes the limit; a request
+whose headers and body do not arrive within the read timeout gets 408 and is closed. Every
+error is a JSON document ``{"error": "..."}`` and one log line, never a traceback. Secrets are
+compared in constant time and never logged.
 
 Callers: ``reconciler daemon``, tests.
 """
@@ -29,45 +30,26 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import logging
 import threading
-import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any, cast
+from typing import Any
 from urllib.parse import parse_qs
-
-from waitress import wasyncore
-from waitress.channel import HTTPChannel
-from waitress.server import TcpWSGIServer
-from waitress.task import ErrorTask
-from waitress.utilities import BadRequest
 
 from reconciler.core.diagnostics import did_you_mean
 from reconciler.core.head import head_text
 from reconciler.core.model import is_runtime_name
-from reconciler.daemon.service import Daemon, poll_now
-from reconciler.errors import AccessError
+from reconciler.daemon.http_server import MAX_BODY, HttpLimits, HttpServer, json_bytes, shown
+from reconciler.daemon.service import Daemon, guarded, poll_now
 from reconciler.operations.model import Suspension
 
+__all__ = ["MAX_BODY", "Endpoints", "HttpLimits", "HttpServer", "serve", "verify_webhook"]
+
 log = logging.getLogger("reconciler.http")
-MAX_BODY = 1 << 20
 GET_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/status"})
 POST_PATHS = frozenset({"/hooks/git", "/sync", "/suspend", "/resume"})
-
-
-@dataclass(frozen=True, slots=True)
-class HttpLimits:
-    """Bounds of the HTTP port: body bytes, seconds to receive a request (headers and body, and
-    idle keep-alive), open connections, handler threads, header bytes."""
-
-    max_body: int = MAX_BODY
-    read_timeout: int = 10
-    max_connections: int = 100
-    threads: int = 4
-    max_header: int = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,15 +64,11 @@ class Response:
 
     @classmethod
     def of_json(cls, status: int, document: Any) -> Response:
-        return cls(status, _json_bytes(document))
+        return cls(status, json_bytes(document))
 
     @classmethod
     def failure(cls, status: int, message: str, allow: str = "") -> Response:
-        return cls(status, _json_bytes({"error": message}), error=message, allow=allow)
-
-
-def _json_bytes(document: Any) -> bytes:
-    return json.dumps(document, indent=2, sort_keys=True).encode() + b"\n"
+        return cls(status, json_bytes({"error": message}), error=message, allow=allow)
 
 
 def verify_webhook(secret: bytes, headers: Mapping[str, str], body: bytes) -> bool:
@@ -104,11 +82,6 @@ def verify_webhook(secret: bytes, headers: Mapping[str, str], body: bytes) -> bo
     if token:
         return hmac.compare_digest(token.encode(), secret)
     return False
-
-
-def _shown(text: str) -> str:
-    """A request's path as logged: bounded, control characters escaped."""
-    return repr(text[:200])[1:-1]
 
 
 class Endpoints:
@@ -128,12 +101,12 @@ class Endpoints:
         if response.allow:
             headers.append(("Allow", response.allow))
         start_response(f"{response.status} {HTTPStatus(response.status).phrase}", headers)
-        return [response.body]
+        return [] if environ.get("REQUEST_METHOD") == "HEAD" else [response.body]
 
     def respond(self, environ: Mapping[str, Any]) -> Response:
         method = str(environ.get("REQUEST_METHOD", ""))
         path = str(environ.get("PATH_INFO", ""))
-        where = f"{method} {_shown(path)} from {environ.get('REMOTE_ADDR', '?')}"
+        where = f"{method} {shown(path)} from {environ.get('REMOTE_ADDR', '?')}"
         try:
             response = self._route(method, path, environ)
         except Exception as error:  # a handler's bug: 500 and one line, never a traceback
@@ -145,8 +118,8 @@ class Endpoints:
 
     def _route(self, method: str, path: str, environ: Mapping[str, Any]) -> Response:
         if path in GET_PATHS:
-            if method != "GET":
-                return Response.failure(405, f"{path} answers GET only", allow="GET")
+            if method not in ("GET", "HEAD"):  # HEAD: the headers of GET, without the body
+                return Response.failure(405, f"{path} answers GET and HEAD only", allow="GET, HEAD")
             return self._get(path)
         if path in POST_PATHS:
             if method != "POST":
@@ -162,7 +135,7 @@ class Endpoints:
             if path == "/sync":
                 return self._sync(environ)
             return self._suspension(path, str(environ.get("QUERY_STRING", "")))
-        return Response.failure(404, f"no such endpoint: {_shown(path)}")
+        return Response.failure(404, f"no such endpoint: {shown(path)}")
 
     def _get(self, path: str) -> Response:
         daemon = self.daemon
@@ -274,10 +247,15 @@ def sync_now(daemon: Daemon, runtime: str | None = None) -> None:
             daemon.submit(runtime, newer_commit=True)
 
     job = "sync" if runtime is None else f"sync-{runtime}"
+    safe = guarded(daemon, f"POST /sync ({runtime or 'every runtime'})", run, _next_poll(daemon))
     if daemon.scheduler is not None:
-        daemon.scheduler.add_job(run, id=job, replace_existing=True)
+        daemon.scheduler.add_job(safe, id=job, replace_existing=True)
     else:
-        threading.Thread(target=run, name="sync", daemon=True).start()
+        threading.Thread(target=safe, name="sync", daemon=True).start()
+
+
+def _next_poll(daemon: Daemon) -> Callable[[], str]:
+    return lambda: f"at the next poll ({daemon.intervals.poll})"
 
 
 def _read_body(environ: Mapping[str, Any], max_body: int) -> bytes | Response:
@@ -292,154 +270,6 @@ def _read_body(environ: Mapping[str, Any], max_body: int) -> bytes | Response:
     if length > max_body:
         return Response.failure(413, f"body too large: more than {max_body} bytes")
     return bytes(environ["wsgi.input"].read(length))
-
-
-# -- the server: waitress with JSON errors and a deadline per request ----------------------------
-
-
-class _RequestTimeout(BadRequest):
-    code = 408
-    reason = "Request Timeout"
-
-
-_MESSAGES = {
-    400: "bad request: {body}",
-    408: "request not received in time: {body}",
-    413: "body too large: more than {max_body} bytes",
-    431: "request headers too large: more than {max_header} bytes",
-    501: "Transfer-Encoding not supported (only chunked)",
-}
-
-
-class _JsonErrorTask(ErrorTask):
-    """Waitress's own refusals (bad or too large Content-Length, bad chunks, too large headers,
-    timeouts) as JSON and one log line."""
-
-    def execute(self) -> None:
-        request = cast(Any, self.request)
-        error = request.error
-        adj = self.channel.adj
-        message = _MESSAGES.get(error.code, "{reason}").format(
-            body=error.body,
-            reason=error.reason,
-            max_body=adj.max_request_body_size - 1,
-            max_header=adj.max_request_header_size,
-        )
-        method = getattr(request, "command", "") or "-"
-        path = _shown(getattr(request, "path", "") or "-")
-        log.warning("%s %s from %s: %d %s", method, path, self.channel.addr[0], error.code, message)
-        body = _json_bytes({"error": message})
-        self.status = f"{error.code} {error.reason}"
-        cast(list[tuple[str, str]], self.response_headers).append(
-            ("Content-Type", "application/json")
-        )
-        self.set_close_on_finish()
-        self.content_length = len(body)
-        self.write(body)
-
-
-class _Channel(HTTPChannel):
-    """A connection whose request (headers and body) must arrive by ``read_deadline``."""
-
-    error_task_class = _JsonErrorTask
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.read_deadline: float | None = self.creation_time + self.adj.channel_timeout
-
-    def received(self, data: bytes) -> bool:
-        if self.request is None and self.read_deadline is None:
-            self.read_deadline = time.time() + self.adj.channel_timeout
-        accepted = super().received(data)
-        if self.request is None:  # nothing partial left: idle, under waitress's channel_timeout
-            self.read_deadline = None
-        return accepted
-
-    def time_out(self, now: float) -> None:
-        """Past the deadline with a request still partial: answer 408 and close."""
-        channel = cast(Any, self)
-        with channel.requests_lock:
-            late = self.read_deadline is not None and now >= self.read_deadline
-            if not late or self.requests or self.will_close or self.close_when_flushed:
-                return
-            request = self.request or self.parser_class(self.adj)
-            request.error = _RequestTimeout(f"{self.adj.channel_timeout}s")
-            request.completed = True
-            self.request, self.read_deadline = None, None
-            channel.requests.append(request)
-        self.server.add_task(channel)
-
-
-class _Server(TcpWSGIServer):
-    channel_class = _Channel
-
-    def maintenance(self, now: float) -> None:
-        for channel in list(cast(dict[int, Any], self.active_channels).values()):
-            if isinstance(channel, _Channel):
-                channel.time_out(now)  # first: a late request gets its 408 before closing
-        super().maintenance(cast(int, now))  # waitress passes time.time()
-
-
-class _OneLine(logging.Filter):
-    """Waitress's rare internal errors as one line, without the traceback."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and record.exc_info[1] is not None:
-            error = record.exc_info[1]
-            record.msg = f"{record.getMessage()}: {type(error).__name__}: {error}"
-            record.args, record.exc_info, record.exc_text = None, None, None
-        return True
-
-
-class HttpServer:
-    """The endpoints served on their own thread until :meth:`shutdown`."""
-
-    def __init__(self, app: Endpoints, host: str, port: int, limits: HttpLimits) -> None:
-        for name in ("waitress", "waitress.queue"):
-            logger = logging.getLogger(name)
-            if not any(isinstance(f, _OneLine) for f in logger.filters):
-                logger.addFilter(_OneLine())
-        logging.getLogger("waitress.queue").setLevel(logging.ERROR)  # "queue depth" under load
-        self._map: dict[int, Any] = {}
-        try:
-            self._server = _Server(
-                app,
-                map=self._map,
-                host=host,
-                port=port,
-                threads=limits.threads,
-                connection_limit=limits.max_connections + 2,  # + the listener and the waker
-                channel_timeout=limits.read_timeout,
-                cleanup_interval=1,
-                max_request_header_size=limits.max_header,
-                max_request_body_size=limits.max_body + 1,  # waitress refuses at >=
-                ident="reconciler",
-                log_socket_errors=False,
-                expose_tracebacks=False,
-                asyncore_use_poll=True,
-            )
-        except (OSError, ValueError) as error:
-            raise AccessError(f"cannot listen on {host}:{port}: {error}") from error
-        bound = cast(Any, self._server)
-        self.server_address = (str(bound.effective_host), int(bound.effective_port))
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="http", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            wasyncore.loop(timeout=1.0, use_poll=True, map=self._map, count=1)
-
-    def shutdown(self) -> None:
-        """Stop serving (the loop thread ends within a second)."""
-        self._stop.set()
-        self._server.pull_trigger()
-        self._thread.join(timeout=5)
-
-    def server_close(self) -> None:
-        """Close the port and every connection; stop the handler threads."""
-        self._server.task_dispatcher.shutdown(timeout=5)
-        wasyncore.close_all(self._map)
 
 
 def serve(

@@ -95,10 +95,18 @@ class Membership:
             return f"member {self.name}: epoch {member.epoch}, the reconcile began in {epoch}"
         return None
 
+    def _live(self, member: Member, now: datetime) -> bool:
+        """Within its lease, unless it is named ``host:pid`` of a process of this host that is
+        gone: a daemon restarted with the default name (a new pid) takes over its dead
+        predecessor's runtimes and claims at once, not after the lease."""
+        if not member.live(now, self.lease):
+            return False
+        return member.name == self.name or owner_alive(member.name)
+
     def live_members(self) -> list[str]:
         """The names of the members alive now (this one included while it beats)."""
         now = self.clock()
-        names = {m.name for m in self.store.members() if m.live(now, self.lease)}
+        names = {m.name for m in self.store.members() if self._live(m, now)}
         if self.member is not None and self.fenced(self.member.epoch) is None:
             names.add(self.name)
         return sorted(names)
@@ -127,7 +135,7 @@ class Membership:
         now = self.clock()
         for member in self.store.members():
             if member.name == owner:
-                return member.live(now, self.lease)
+                return self._live(member, now)
         return owner_alive(owner)
 
     def leave(self) -> None:

@@ -67,6 +67,7 @@ from reconciler.daemon.membership import DEFAULT_LEASE, FencedCluster, Membershi
 from reconciler.daemon.metrics import Metrics
 from reconciler.daemon.verdicts import Held, Reading, Waiting, failed
 from reconciler.errors import PermanentError, ReconcilerError, TransientError
+from reconciler.operations.crash import place_of
 from reconciler.operations.engine import Engine, owner_alive, this_owner
 from reconciler.operations.model import (
     CommitRecord,
@@ -749,7 +750,10 @@ class Daemon:
     def _failed(self, runtime: str, error: BaseException, message: str) -> None:
         self.runtime_errors[runtime] = message
         self.metrics.reconcile_failed(runtime, type(error).__name__)
-        operation = self.store.unfinished(runtime)
+        try:
+            operation = self.store.unfinished(runtime)
+        except ReconcilerError:  # the store failed too (it is down): the line without the id
+            operation = None
         extra = {"runtime": runtime, "operation": operation.id if operation else ""}
         if isinstance(error, ReconcilerError):
             log.error("runtime %s: %s (%s)", runtime, message, _cause(error), extra=extra)
@@ -831,7 +835,7 @@ class Daemon:
         if self.scheduler is None:
             return
         self.scheduler.add_job(
-            self.submit,
+            guarded(self, f"runtime {runtime}", self.submit, lambda: "at the next poll or resync"),
             "date",
             run_date=when,
             args=[runtime],
@@ -976,31 +980,60 @@ def start_scheduler(daemon: Daemon) -> BackgroundScheduler:
     return scheduler
 
 
+def guarded(
+    daemon: Daemon, name: str, job: Callable[..., object], retry: Callable[[], str]
+) -> Callable[..., None]:
+    """``job`` as the scheduler runs it: our errors as one line (a transient one with when it
+    is tried again, ``retry()``), a bug as one ``internal error`` line with its place; never a
+    traceback (unless ``--debug``), never an exception left to the scheduler."""
+
+    def run(*args: object) -> None:
+        try:
+            job(*args)
+        except TransientError as error:
+            kind = type(error).__name__
+            log.warning("%s: %s (%s, transient: retried %s)", name, error, kind, retry())
+        except ReconcilerError as error:
+            log.error("%s: %s (%s)", name, error, _cause(error))
+        except Exception as error:
+            log.error(
+                "%s: internal error: %s: %s (at %s)",
+                name,
+                type(error).__name__,
+                error,
+                place_of(error),
+                exc_info=error if daemon.options.debug else None,
+            )
+
+    return run
+
+
 def schedule_jobs(daemon: Daemon, scheduler: BaseScheduler) -> None:
     """Polls at once and then every poll interval, resyncs every runtime every resync interval
     (with up to 10% jitter), at the daemon's :attr:`~Daemon.intervals`; an accepted commit with
     other ``spec.intervals`` reschedules both (unless the command line set them)."""
     intervals = daemon.intervals
+    poll, resync = intervals.poll.total_seconds(), intervals.resync.total_seconds()
     scheduler.add_job(
-        daemon.poll,
+        guarded(daemon, "poll", daemon.poll, lambda: f"at the next poll ({daemon.intervals.poll})"),
         "interval",
-        seconds=intervals.poll.total_seconds(),
+        seconds=poll,
         id="poll",
         next_run_time=daemon.clock(),
     )
-    resync = intervals.resync.total_seconds()
     scheduler.add_job(
-        daemon.reconcile_all,
+        guarded(daemon, "resync", daemon.reconcile_all, lambda: "at the next poll or resync"),
         "interval",
         seconds=resync,
         id="resync",
         jitter=_jitter(intervals.resync),
         next_run_time=daemon.clock() + intervals.resync,
     )
+    beat = daemon.membership.lease.total_seconds() / 3
     scheduler.add_job(
-        daemon.heartbeat,
+        guarded(daemon, "heartbeat", daemon.heartbeat, lambda: f"in {beat:g}s"),
         "interval",
-        seconds=daemon.membership.lease.total_seconds() / 3,
+        seconds=beat,
         id="heartbeat",
         next_run_time=daemon.clock(),
     )
@@ -1017,4 +1050,5 @@ def poll_now(daemon: Daemon) -> None:
     if daemon.scheduler is not None:
         daemon.scheduler.modify_job("poll", next_run_time=daemon.clock())
     else:
-        threading.Thread(target=daemon.poll, daemon=True).start()
+        poll = guarded(daemon, "poll", daemon.poll, lambda: "at the next poll")
+        threading.Thread(target=poll, daemon=True).start()

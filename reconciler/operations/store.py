@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -48,7 +49,7 @@ from reconciler.core.status import (
     Reason,
     StepFailure,
 )
-from reconciler.errors import NotFoundError, SourceError
+from reconciler.errors import NotFoundError, SourceError, StoreError
 from reconciler.operations.model import (
     CommitRecord,
     CommitVerdict,
@@ -189,6 +190,22 @@ MIGRATIONS: dict[int, str] = {
     );
     """,
 }
+
+
+#: The tables of the schema (and its version's).
+TABLES = frozenset(
+    {"schema_version"}
+    | {name for sql in MIGRATIONS.values() for name in re.findall(r"CREATE TABLE (\w+)", sql)}
+)
+
+
+def _unusable(path: Path, error: sqlite3.DatabaseError) -> str:
+    """One line: which file, what is wrong, what to do."""
+    return (
+        f"{path}: not a usable reconciler state store ({error}); restore it from a backup or "
+        "move it away (a new one is created), check that the file and its folder are writable, "
+        "or name another store with --state or RECONCILER_STATE"
+    )
 
 
 class StateStore(Protocol):
@@ -357,10 +374,6 @@ def open_existing_store(url: str) -> StateStore | None:
     return open_store(url)
 
 
-#: SQLite's messages of errors a person causes and must fix (not our bugs).
-_OPERATOR_CAUSES = ("readonly database", "unable to open")
-
-
 class SqliteStore:
     """:class:`StateStore` in one SQLite file."""
 
@@ -383,20 +396,56 @@ class SqliteStore:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
+            self._check_tables()
         except sqlite3.DatabaseError as error:
             self._db.close()
-            raise SourceError(
-                f"{path}: not a usable reconciler state store ({error}); name another with "
-                "--state or RECONCILER_STATE"
-            ) from error
+            raise SourceError(_unusable(path, error)) from error
+        except SourceError:
+            self._db.close()
+            raise
 
     def close(self) -> None:
         """Close the file."""
         self._db.close()
 
+    def check(self) -> None:
+        """Read the whole file once (``PRAGMA quick_check``): a damaged store is refused at a
+        daemon's start, not found out at its first query of a damaged page."""
+        with self._translated():
+            rows = self._query("PRAGMA quick_check")
+        problems = [str(row[0]) for row in rows if str(row[0]) != "ok"]
+        if problems:
+            raise SourceError(_unusable(self.path, sqlite3.DatabaseError(problems[0])))
+
+    def _check_tables(self) -> None:
+        """Every table of the schema is there (a file of another program, or a damaged one,
+        may claim the schema version and lack them)."""
+        rows = self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        missing = sorted(TABLES.difference(str(row[0]) for row in rows))
+        if missing:
+            raise SourceError(
+                _unusable(self.path, sqlite3.DatabaseError(f"no table {', '.join(missing)}"))
+            )
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        """sqlite3's errors about the file as ours, once: a locked file may pass (transient);
+        a damaged, foreign or read-only one will not (permanent). Misuse (a closed connection,
+        a broken constraint) is our bug and stays as it is."""
+        try:
+            yield
+        except sqlite3.OperationalError as error:
+            if "locked" in str(error) or "busy" in str(error):
+                raise StoreError(f"the state store {self.path} is busy: {error}") from None
+            raise SourceError(_unusable(self.path, error)) from None
+        except sqlite3.DatabaseError as error:
+            if type(error) is not sqlite3.DatabaseError:  # ProgrammingError, IntegrityError...
+                raise
+            raise SourceError(_unusable(self.path, error)) from None
+
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock, self._translated():  # one connection, shared by worker threads
+        with self._lock, self._translated():  # one connection, shared by the worker threads
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
@@ -405,23 +454,6 @@ class SqliteStore:
                     self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
-
-    @contextmanager
-    def _translated(self) -> Iterator[None]:
-        """The one place SQLite's errors that a person must fix (a file or folder that may not
-        be written, a file that cannot be opened) become our permanent error, naming the file
-        and what to check."""
-        try:
-            yield
-        except sqlite3.OperationalError as error:
-            text = str(error)
-            if not any(cause in text for cause in _OPERATOR_CAUSES):
-                raise
-            raise SourceError(
-                f"cannot use the state store {self.path}: {text}; check that this user may "
-                "write the file and its folder (and that the disk is not read-only), or name "
-                "another store with --state or RECONCILER_STATE"
-            ) from error
 
     def _migrate(self) -> None:
         with self._transaction() as db:
@@ -795,7 +827,7 @@ class SqliteStore:
 
     def last_accepted(self) -> CommitRecord | None:
         """See :class:`StateStore`."""
-        with self._lock:
+        with self._lock, self._translated():
             return self._last_accepted_in(self._db)
 
     def limits_in_force(self) -> Limits | None:
