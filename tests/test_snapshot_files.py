@@ -7,6 +7,7 @@ and the file is never behind what the state store says was done.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from reconciler.cluster.snapshot import SnapshotFileCluster, load_snapshot, save
 from reconciler.core.model import ConfigRepo
 from reconciler.errors import SourceError
 from reconciler.operations.engine import Engine
-from reconciler.operations.model import Operation, OperationState, StepState
+from reconciler.operations.model import FenceToken, Operation, OperationState, StepState
 from reconciler.operations.runner import Runner
 from reconciler.operations.store import SqliteStore
 from reconciler.source.loader import load_repo
@@ -150,7 +151,7 @@ class _Watching:
         self.checked = 0
         self.behind: list[str] = []
 
-    def save(self, operation: Operation) -> None:
+    def save(self, operation: Operation, fence: FenceToken | None = None) -> None:
         running = [
             t.name for s in operation.stages for t in s.steps if t.state is StepState.RUNNING
         ]
@@ -159,7 +160,7 @@ class _Watching:
             on_file = _names(load_snapshot(self.cluster.path))
             if on_file != _names(self.cluster):
                 self.behind.append(operation.message or str(operation.state))
-        self.store.save(operation)
+        self.store.save(operation, fence)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
@@ -191,9 +192,9 @@ def test_a_sync_saves_the_file_once_per_step_and_never_behind_the_store(
     saves: list[int] = []
     flush = cluster.flush
 
-    def counted_flush() -> None:
+    def counted_flush(guard: Callable[[], None] | None = None) -> None:
         before = path.stat().st_mtime_ns if path.exists() else 0
-        flush()
+        flush(guard)
         if path.exists() and path.stat().st_mtime_ns != before:
             saves.append(cluster.writes)
 
