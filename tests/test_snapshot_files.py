@@ -16,9 +16,15 @@ import pytest
 import yaml
 
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.cluster.snapshot import SnapshotFileCluster, load_snapshot, save_snapshot
+from reconciler.cluster.snapshot import (
+    ABSENT,
+    SnapshotFileCluster,
+    load_snapshot,
+    read_generation,
+    save_snapshot,
+)
 from reconciler.core.model import ConfigRepo
-from reconciler.errors import SourceError
+from reconciler.errors import ConflictError, FencedError, SourceError
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import FenceToken, Operation, OperationState, StepState
 from reconciler.operations.runner import Runner
@@ -212,3 +218,57 @@ def test_a_sync_saves_the_file_once_per_step_and_never_behind_the_store(
     assert cluster.writes >= 4 * 3  # every object of four modules, and their inventories
     assert 0 < len(saves) <= 3  # per step that wrote (apply, status), not per write
     assert _names(load_snapshot(path)) == _names(cluster)
+
+
+# -- a stale copy is never saved over a newer file (issue 23) -----------------------------------
+
+
+def _namespace(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+def test_a_copy_read_before_another_save_is_not_saved_over_it(tmp_path: Path) -> None:
+    """Replica A read the file and was paused; replica B read it, wrote and saved; A resumed:
+    its save is refused and B's file stays."""
+    path = tmp_path / "rt.yaml"
+    stale, newer = SnapshotFileCluster(path), SnapshotFileCluster(path)
+    newer.apply(_namespace("theirs"), field_manager="t")
+    newer.flush()
+    stale.apply(_namespace("mine"), field_manager="t")
+
+    with pytest.raises(ConflictError, match="another process saved the snapshot"):
+        stale.flush()
+
+    assert [n for n, _ in _names(load_snapshot(path))] == ["theirs"]
+    newer.apply(_namespace("theirs-2"), field_manager="t")
+    newer.flush()  # the writer of the last generation goes on
+    assert [n for n, _ in _names(load_snapshot(path))] == ["theirs", "theirs-2"]
+
+
+def test_each_save_moves_the_generation_on(tmp_path: Path) -> None:
+    path = tmp_path / "rt.yaml"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": []}))  # kubectl's
+    cluster = SnapshotFileCluster(path)
+    assert (cluster.generation, read_generation(path)) == (0, 0)
+
+    for expected in (1, 2):
+        cluster.apply(_namespace(f"n{expected}"), field_manager="t")
+        cluster.flush()
+        assert (cluster.generation, read_generation(path)) == (expected, expected)
+    assert read_generation(tmp_path / "none.yaml") == ABSENT
+    assert SnapshotFileCluster(path).generation == 2
+
+
+def test_a_guard_that_refuses_under_the_lock_leaves_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "rt.yaml"
+    cluster = SnapshotFileCluster(path)
+    cluster.apply(_namespace("x"), field_manager="t")
+
+    def fenced() -> None:
+        raise FencedError("not written: paused past the lease")
+
+    with pytest.raises(FencedError):
+        cluster.flush(guard=fenced)
+    assert not path.exists()
+    cluster.flush()
+    assert [n for n, _ in _names(load_snapshot(path))] == ["x"]
