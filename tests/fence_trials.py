@@ -383,7 +383,7 @@ class Trial:
         a = self.start("a", self.point)
         if self.point == "external":
             until(lambda: self._seen("a", "probe"), 120, "member a runs its operation")
-            time.sleep(random.Random(self.seed).uniform(0.0, 0.3))  # the pause lands anywhere
+            time.sleep(random.Random(self.seed).uniform(0.0, 0.05))  # lands anywhere in the rest
             self._stop_outside_locks(a)
         else:
             until(lambda: self._seen("a", "paused"), 120, "member a reaches its pause point")
