@@ -174,8 +174,8 @@ def test_writes_without_a_token_are_guarded_by_owner_and_version_alone(
     assert backend.open().runtime("rt") is None
 
 
-def test_a_store_of_schema_5_gains_the_fence_column(backend: Backend) -> None:
-    backend.create_at_version(5)
+def test_a_store_of_schema_6_gains_the_fence_column(backend: Backend) -> None:
+    backend.create_at_version(6)
     backend.execute(
         "INSERT INTO members (name, epoch, heartbeat, started) "
         "VALUES ('a', 3, '2026-11-18T12:00:00+00:00', '2026-11-18T12:00:00+00:00')"
