@@ -421,8 +421,8 @@ class Trial:
         raise AssertionError("member a always held a lock when stopped")
 
     def _locked(self) -> bool:
-        for lock in self.clusters.glob(".*.lock"):
-            handle = os.open(lock, os.O_RDWR)
+        if self.clusters.exists():  # the snapshots' lock (reconciler.cluster.snapshot.file_lock)
+            handle = os.open(self.clusters, os.O_RDONLY)
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

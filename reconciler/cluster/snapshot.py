@@ -8,7 +8,7 @@ and reading and writing it costs a thirtieth and a twentieth of YAML's. Field ow
 ``metadata.managedFields``. Callers: the CLI (``--snapshot``), tests.
 
 A saved file carries a **generation**, the list's ``metadata.resourceVersion``, one more at each
-save. :class:`SnapshotFileCluster` saves under a lock beside the file, and only while the file is
+save. :class:`SnapshotFileCluster` saves under the lock of its folder, and only while the file is
 still at the generation it read (compare-and-set): a process that read the file, was paused
 while another saved it, and resumed refuses to save its stale copy over the other's
 (:class:`~reconciler.errors.ConflictError`), whatever its own checks said before the pause
@@ -124,10 +124,12 @@ def read_generation(path: Path) -> int:
 
 @contextmanager
 def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock of ``path``'s snapshot across processes: a hidden lock file beside it
-    (the snapshot itself is replaced at each save, so it cannot hold the lock)."""
+    """An exclusive lock of ``path``'s snapshot across processes and threads: the lock of its
+    folder (the snapshot itself is replaced at each save, so it cannot hold the lock, and a lock
+    file would be one more file in the user's folder). Saves of one folder's snapshots take
+    turns; a process's workers take turns on the interpreter's lock while they encode anyway."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    handle = os.open(path.parent, os.O_RDONLY)
     try:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
