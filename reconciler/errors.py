@@ -21,6 +21,8 @@ help::
           +-- ThrottledError        too many requests (429); ``retry_after`` from the server
           +-- ServerError           the API server failed or could not be reached (5xx, network)
           +-- StoreError            the state store's database is unreachable or failed (PostgreSQL)
+          +-- FencedError           this replica may not write any more (its lease lapsed)
+               +-- LostOwnershipError  the store refused a write: another member holds it now
 
 Library exceptions are translated into these once, at the adapter that calls the library.
 Messages never contain secret values.
@@ -137,6 +139,13 @@ class ServerError(TransientError):
 class FencedError(TransientError):
     """This daemon replica may not write any more: its heartbeat lapsed, or its runtime moved
     to another member (issue 14's fencing)."""
+
+
+class LostOwnershipError(FencedError):
+    """The state store refused a write in the statement that would have made it: the operation
+    was claimed or written by another owner since this one last wrote it, or this member's
+    epoch is no longer current (another member fenced it and took its runtimes over). Nothing
+    was written; the work stops here."""
 
 
 class StoreError(TransientError):

@@ -14,6 +14,7 @@ from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ModuleRef
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import (
+    FenceToken,
     Operation,
     OperationState,
     OperationType,
@@ -51,11 +52,11 @@ class CountingStore:
         self.store = store
         self.saved: list[Saved] = []
 
-    def save(self, operation: Operation) -> None:
+    def save(self, operation: Operation, fence: FenceToken | None = None) -> None:
         """Record what is written, then write it."""
         stages = tuple((s.done, tuple(t.state for t in s.steps)) for s in operation.stages)
         self.saved.append(Saved(operation.state, stages))
-        self.store.save(operation)
+        self.store.save(operation, fence)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)

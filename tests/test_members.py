@@ -21,9 +21,12 @@ from click.testing import CliRunner
 
 from reconciler.cli import cli
 from reconciler.cluster.memory import InMemoryCluster
+from reconciler.cluster.snapshot import SnapshotFileCluster
 from reconciler.core.model import ClusterAccess
 from reconciler.daemon.membership import FencedCluster, FencedError, Membership
 from reconciler.daemon.service import Daemon, DaemonOptions
+from reconciler.errors import LostOwnershipError
+from reconciler.operations.model import Member
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
 from tests.test_daemon import WIDGET, Fleet, GitServer
@@ -291,3 +294,69 @@ def _finished_pid() -> int:
     process = subprocess.Popen(["true"])
     process.wait()
     return process.pid
+
+
+# -- fencing at the write (issue 23) ---------------------------------------------------------
+
+
+def test_a_member_taking_over_fences_the_dead_one_in_the_store(world: World) -> None:
+    """A paused member whose own checks passed before the pause writes nothing to the store
+    once another took its runtimes over; it comes back in a new epoch."""
+    one, two = world.started("replica-a", "replica-b")
+    paused = two.daemon.membership.member
+    assert paused is not None
+    token = two.daemon.membership.token(paused.epoch)
+
+    one.later(LEASE.total_seconds() + 1)  # replica-b stopped: it does not beat
+    one.daemon.reconcile_all(wait=True)
+
+    store = two.daemon.store
+    assert [m.fenced for m in store.members() if m.name == "replica-b"] == [True]
+    record = store.runtime("a")
+    assert record is not None
+    with pytest.raises(LostOwnershipError):
+        store.put_runtime(record, token)
+    two.later(LEASE.total_seconds() + 1)
+    back = two.daemon.membership.beat()
+    assert back is not None
+    assert back.epoch == paused.epoch + 1
+    store.put_runtime(record, two.daemon.membership.token(back.epoch))
+
+
+def test_the_deadline_runs_from_when_the_heartbeat_was_sent() -> None:
+    """A heartbeat answered late does not lengthen the time this replica may write."""
+    ticks = [0.0]
+
+    class _SlowStore(_MemoryStore):
+        def heartbeat(self, name: str, now: datetime, lease: timedelta) -> Member:
+            ticks[0] += 10  # the answer took 10 s
+            return super().heartbeat(name, now, lease)
+
+    membership = Membership(_SlowStore(), "m", lambda: T0, lease=LEASE, monotonic=lambda: ticks[0])
+    member = membership.beat()
+    assert member is not None
+
+    assert membership.deadline() == 15.0  # sent at 0, lease 30 s, margin 15 s
+    ticks[0] = 15.5
+    assert membership.fenced(member.epoch) is not None
+
+
+def test_a_fenced_replica_does_not_save_its_snapshot_file(tmp_path: Path) -> None:
+    """Writes the fence let through before a pause stay in memory: the save of the file checks
+    the fence again, under the file's lock."""
+    path = tmp_path / "rt.yaml"
+    ticks = [0.0]
+    membership = Membership(
+        _MemoryStore(), "m", lambda: T0, lease=LEASE, monotonic=lambda: ticks[0]
+    )
+    member = membership.beat()
+    assert member is not None
+    cluster = FencedCluster(SnapshotFileCluster(path), lambda: membership.fenced(member.epoch))
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}
+    cluster.apply(namespace, field_manager="t")  # the check passed
+    ticks[0] += LEASE.total_seconds()  # paused here, past the lease
+
+    with pytest.raises(FencedError, match="no heartbeat"):
+        cluster.flush()
+
+    assert not path.exists()

@@ -7,6 +7,7 @@ and the file is never behind what the state store says was done.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -15,11 +16,17 @@ import pytest
 import yaml
 
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.cluster.snapshot import SnapshotFileCluster, load_snapshot, save_snapshot
+from reconciler.cluster.snapshot import (
+    ABSENT,
+    SnapshotFileCluster,
+    load_snapshot,
+    read_generation,
+    save_snapshot,
+)
 from reconciler.core.model import ConfigRepo
-from reconciler.errors import SourceError
+from reconciler.errors import ConflictError, FencedError, SourceError
 from reconciler.operations.engine import Engine
-from reconciler.operations.model import Operation, OperationState, StepState
+from reconciler.operations.model import FenceToken, Operation, OperationState, StepState
 from reconciler.operations.runner import Runner
 from reconciler.operations.store import SqliteStore
 from reconciler.source.loader import load_repo
@@ -150,7 +157,7 @@ class _Watching:
         self.checked = 0
         self.behind: list[str] = []
 
-    def save(self, operation: Operation) -> None:
+    def save(self, operation: Operation, fence: FenceToken | None = None) -> None:
         running = [
             t.name for s in operation.stages for t in s.steps if t.state is StepState.RUNNING
         ]
@@ -159,7 +166,7 @@ class _Watching:
             on_file = _names(load_snapshot(self.cluster.path))
             if on_file != _names(self.cluster):
                 self.behind.append(operation.message or str(operation.state))
-        self.store.save(operation)
+        self.store.save(operation, fence)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
@@ -191,9 +198,9 @@ def test_a_sync_saves_the_file_once_per_step_and_never_behind_the_store(
     saves: list[int] = []
     flush = cluster.flush
 
-    def counted_flush() -> None:
+    def counted_flush(guard: Callable[[], None] | None = None) -> None:
         before = path.stat().st_mtime_ns if path.exists() else 0
-        flush()
+        flush(guard)
         if path.exists() and path.stat().st_mtime_ns != before:
             saves.append(cluster.writes)
 
@@ -211,3 +218,57 @@ def test_a_sync_saves_the_file_once_per_step_and_never_behind_the_store(
     assert cluster.writes >= 4 * 3  # every object of four modules, and their inventories
     assert 0 < len(saves) <= 3  # per step that wrote (apply, status), not per write
     assert _names(load_snapshot(path)) == _names(cluster)
+
+
+# -- a stale copy is never saved over a newer file (issue 23) -----------------------------------
+
+
+def _namespace(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+def test_a_copy_read_before_another_save_is_not_saved_over_it(tmp_path: Path) -> None:
+    """Replica A read the file and was paused; replica B read it, wrote and saved; A resumed:
+    its save is refused and B's file stays."""
+    path = tmp_path / "rt.yaml"
+    stale, newer = SnapshotFileCluster(path), SnapshotFileCluster(path)
+    newer.apply(_namespace("theirs"), field_manager="t")
+    newer.flush()
+    stale.apply(_namespace("mine"), field_manager="t")
+
+    with pytest.raises(ConflictError, match="another process saved the snapshot"):
+        stale.flush()
+
+    assert [n for n, _ in _names(load_snapshot(path))] == ["theirs"]
+    newer.apply(_namespace("theirs-2"), field_manager="t")
+    newer.flush()  # the writer of the last generation goes on
+    assert [n for n, _ in _names(load_snapshot(path))] == ["theirs", "theirs-2"]
+
+
+def test_each_save_moves_the_generation_on(tmp_path: Path) -> None:
+    path = tmp_path / "rt.yaml"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": []}))  # kubectl's
+    cluster = SnapshotFileCluster(path)
+    assert (cluster.generation, read_generation(path)) == (0, 0)
+
+    for expected in (1, 2):
+        cluster.apply(_namespace(f"n{expected}"), field_manager="t")
+        cluster.flush()
+        assert (cluster.generation, read_generation(path)) == (expected, expected)
+    assert read_generation(tmp_path / "none.yaml") == ABSENT
+    assert SnapshotFileCluster(path).generation == 2
+
+
+def test_a_guard_that_refuses_under_the_lock_leaves_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "rt.yaml"
+    cluster = SnapshotFileCluster(path)
+    cluster.apply(_namespace("x"), field_manager="t")
+
+    def fenced() -> None:
+        raise FencedError("not written: paused past the lease")
+
+    with pytest.raises(FencedError):
+        cluster.flush(guard=fenced)
+    assert not path.exists()
+    cluster.flush()
+    assert [n for n, _ in _names(load_snapshot(path))] == ["x"]

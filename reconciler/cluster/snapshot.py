@@ -6,24 +6,42 @@ planned against offline. A snapshot written is a ``v1`` ``List`` in JSON, as ``k
 json`` prints it but with one object per line: every YAML reader (kubectl included) reads it,
 and reading and writing it costs a thirtieth and a twentieth of YAML's. Field owners travel in
 ``metadata.managedFields``. Callers: the CLI (``--snapshot``), tests.
+
+A saved file carries a **generation**, the list's ``metadata.resourceVersion``, one more at each
+save. :class:`SnapshotFileCluster` saves under the lock of its folder, and only while the file is
+still at the generation it read (compare-and-set): a process that read the file, was paused
+while another saved it, and resumed refuses to save its stale copy over the other's
+(:class:`~reconciler.errors.ConflictError`), whatever its own checks said before the pause
+(issue 23).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
-from collections.abc import Iterator, Mapping
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.errors import ReconcilerError, SnapshotError
+from reconciler.errors import ConflictError, ReconcilerError, SnapshotError
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-#: What a saved snapshot starts and ends with: a ``v1`` ``List`` around the objects.
-_HEAD = '{"apiVersion": "v1", "kind": "List", "items": ['
+#: What a saved snapshot starts and ends with: a ``v1`` ``List`` of a generation around the
+#: objects.
+_HEAD = '{{"apiVersion": "v1", "kind": "List", "metadata": {{"resourceVersion": "{}"}}, "items": ['
 _TAIL = "\n]}\n"
+#: The generation in the head of a saved file (a file kubectl wrote has none: generation 0).
+_GENERATION = re.compile(
+    r'\{"apiVersion": "v1", "kind": "List", "metadata": \{"resourceVersion": "(\d+)"\}'
+)
+#: The generation of a file that does not exist.
+ABSENT = -1
 
 
 def load_snapshot(path: Path) -> InMemoryCluster:
@@ -37,7 +55,8 @@ def load_into(cluster: InMemoryCluster, path: Path) -> InMemoryCluster:
     if not path.exists():
         return cluster
     try:
-        documents = _documents(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        documents = _documents(text)
     except OSError as error:
         reason = error.strerror or type(error).__name__
         raise SnapshotError(f"{path}: cannot read the snapshot: {reason}") from error
@@ -54,6 +73,8 @@ def load_into(cluster: InMemoryCluster, path: Path) -> InMemoryCluster:
     except ReconcilerError as error:  # e.g. a custom resource whose CRD is not in the snapshot
         raise SnapshotError(f"{path}: {error}") from error
     cluster.writes = 0
+    if isinstance(cluster, SnapshotFileCluster):
+        cluster.generation = generation_of(text)
     return cluster
 
 
@@ -76,11 +97,44 @@ def _reason(error: BaseException) -> str:
     return _one_line(str(error)) or type(error).__name__
 
 
-def save_snapshot(cluster: InMemoryCluster, path: Path) -> None:
-    """Write every object of ``cluster`` to ``path``: a ``v1`` ``List`` in JSON."""
+def save_snapshot(cluster: InMemoryCluster, path: Path, generation: int = 1) -> None:
+    """Write every object of ``cluster`` to ``path``: a ``v1`` ``List`` in JSON, of
+    ``generation``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     items = ",".join(cluster.snapshot_parts(_dump))
-    path.write_text(f"{_HEAD}{items}{_TAIL}" if items else f"{_HEAD}]}}\n", encoding="utf-8")
+    head = _HEAD.format(generation)
+    path.write_text(f"{head}{items}{_TAIL}" if items else f"{head}]}}\n", encoding="utf-8")
+
+
+def generation_of(text: str) -> int:
+    """The generation a saved snapshot's text starts with (0: none, as kubectl writes it)."""
+    found = _GENERATION.match(text)
+    return int(found.group(1)) if found else 0
+
+
+def read_generation(path: Path) -> int:
+    """The generation of the file at ``path`` (its head only), :data:`ABSENT` if none."""
+    try:
+        with path.open("rb") as file:
+            head = file.read(len(_HEAD) + 24)
+    except FileNotFoundError:
+        return ABSENT
+    return generation_of(head.decode("utf-8", errors="replace"))
+
+
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock of ``path``'s snapshot across processes and threads: the lock of its
+    folder (the snapshot itself is replaced at each save, so it cannot hold the lock, and a lock
+    file would be one more file in the user's folder). Saves of one folder's snapshots take
+    turns; a process's workers take turns on the interpreter's lock while they encode anyway."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)  # releases the lock
 
 
 def _dump(body: Mapping[str, Any]) -> str:
@@ -162,20 +216,37 @@ class SnapshotFileCluster(InMemoryCluster):
     (the engine flushes after every step, before it records the step's end). The file is
     replaced whole (written beside it, then renamed), so a process that dies leaves it as it
     was at the last flush: an earlier state of the cluster, never a torn one, and never behind
-    what the state store says was done."""
+    what the state store says was done. A save happens under :func:`file_lock` and only while
+    the file is still at the generation this cluster read or last saved (see the module
+    docstring)."""
 
     def __init__(self, path: Path) -> None:
         super().__init__()
         self.path = path
         self.identity = f"snapshot {path.resolve()}"
         self.user = "(a snapshot: no access control)"
+        #: The generation of the file this cluster read or last saved (:data:`ABSENT`: none).
+        self.generation = ABSENT
         load_into(self, path)  # read once, straight into this cluster
         self._saved = self.writes
 
-    def flush(self) -> None:
-        """Save the file if anything changed since the last save."""
-        if self.writes != self._saved:
+    def flush(self, guard: Callable[[], None] | None = None) -> None:
+        """Save the file if anything changed since the last save: under the file's lock,
+        ``guard`` first (it raises to refuse: a daemon replica's fence), and only while the file
+        is still at :attr:`generation` (:class:`ConflictError` if another process saved it)."""
+        if self.writes == self._saved:
+            return
+        with file_lock(self.path):
+            if guard is not None:
+                guard()
+            found = read_generation(self.path)
+            if found != self.generation:
+                raise ConflictError(
+                    f"{self.path}: not saved: another process saved the snapshot since this "
+                    f"one read it (generation {found}, read {self.generation})"
+                )
+            generation = max(found, 0) + 1
             temporary = self.path.with_name(self.path.name + ".tmp")
-            save_snapshot(self, temporary)
+            save_snapshot(self, temporary, generation)
             temporary.replace(self.path)
-            self._saved = self.writes
+        self.generation, self._saved = generation, self.writes

@@ -5,11 +5,23 @@
 - Each runtime is **owned** by one live member, by consistent hashing with bounded loads over
   the live members (:mod:`reconciler.core.sharding`): every replica computes the same owners
   from the same store, and a member joining or leaving moves about 1/N of the runtimes.
-- **Fencing**: a replica stops writing to clusters as soon as its own last successful heartbeat
-  is older than half the lease (by its monotonic clock), or its epoch changed since the
-  reconcile began, so it stops before anyone may take its runtimes over (after a whole lease).
-  Every write to a cluster goes through :class:`FencedCluster`, which checks that first; a
-  process paused mid-step (SIGSTOP) and resumed past its lease is refused at its next write.
+- **Fencing** (issues 14 and 23), at each write:
+
+  - to a cluster: :class:`FencedCluster` checks, right before it passes each apply, patch and
+    delete on, that this replica is before its **deadline**: the moment (by :func:`fence_clock`,
+    monotonic and counting suspend) its last successful heartbeat was *sent*, plus the lease,
+    minus a safety margin (half the lease by default). A process paused (SIGSTOP, a stalled VM)
+    or whose clock jumped past the deadline writes nothing more; its epoch must also be the one
+    the reconcile began in. What is left is the residual window between that check and the API
+    server receiving the request (bench/fence_bench.py measures it; the margin must cover it);
+  - to a snapshot file: the same check under the file's lock right before the save, and the
+    file's generation compare-and-set (:mod:`reconciler.cluster.snapshot`);
+  - to the state store: every write of a reconcile carries a
+    :class:`~reconciler.operations.model.FenceToken` (member, epoch) that the store checks in
+    the statement that writes. A member that finds another's lease lapsed **fences** it in the
+    store (:meth:`StateStore.fence`) before it takes its runtimes over, so whatever the paused
+    one checked before its pause, its writes after the takeover are refused
+    (:class:`~reconciler.errors.LostOwnershipError`); it comes back in a new epoch.
 """
 
 from __future__ import annotations
@@ -22,11 +34,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.cluster.api import Cluster, EventSink, KindInfo, ObjectEvent, flush_writes
+from reconciler.cluster.snapshot import SnapshotFileCluster
 from reconciler.core.objects import Body, ObjectRef
 from reconciler.core.sharding import assign
 from reconciler.errors import FencedError, ReconcilerError
 from reconciler.operations.engine import owner_alive
-from reconciler.operations.model import Member
+from reconciler.operations.model import FenceToken, Member
 from reconciler.operations.store import StateStore
 
 log = logging.getLogger(__name__)
@@ -35,7 +48,15 @@ log = logging.getLogger(__name__)
 DEFAULT_LEASE = timedelta(seconds=30)
 
 
-__all__ = ["DEFAULT_LEASE", "FencedCluster", "FencedError", "Membership"]
+__all__ = ["DEFAULT_LEASE", "FencedCluster", "FencedError", "Membership", "fence_clock"]
+
+
+def fence_clock() -> float:
+    """Seconds that never go back and that keep counting while the machine sleeps (Linux's
+    CLOCK_BOOTTIME; elsewhere :func:`time.monotonic`): a suspended host must not come back
+    believing its lease still holds."""
+    boottime = getattr(time, "CLOCK_BOOTTIME", None)
+    return time.clock_gettime(boottime) if boottime is not None else time.monotonic()
 
 
 class Membership:
@@ -48,20 +69,26 @@ class Membership:
         clock: Callable[[], datetime],
         *,
         lease: timedelta = DEFAULT_LEASE,
-        monotonic: Callable[[], float] = time.monotonic,
+        monotonic: Callable[[], float] = fence_clock,
+        margin: timedelta | None = None,
     ) -> None:
         self.store = store
         self.name = name
         self.clock = clock
         self.lease = lease
         self.monotonic = monotonic
+        #: How long before its lease lapses (as the others may see it) this replica stops
+        #: writing: the residual window of a write and the clocks' drift must fit in it.
+        self.margin = margin if margin is not None else lease / 2
         self.member: Member | None = None
         self._beat_at: float | None = None
         self._owners: tuple[tuple[tuple[str, ...], tuple[str, ...]], dict[str, str]] | None = None
         self._lock = threading.Lock()
 
     def beat(self) -> Member | None:
-        """Heartbeat now; ``None`` when the store cannot be reached (logged)."""
+        """Heartbeat now; ``None`` when the store cannot be reached (logged). The deadline runs
+        from before the heartbeat was sent (a slow answer does not lengthen it)."""
+        sent = self.monotonic()
         try:
             member = self.store.heartbeat(self.name, self.clock(), self.lease)
         except ReconcilerError as error:
@@ -70,8 +97,20 @@ class Membership:
         with self._lock:
             if self.member is not None and member.epoch != self.member.epoch:
                 log.warning("member %s: lease lapsed; epoch %d now", self.name, member.epoch)
-            self.member, self._beat_at = member, self.monotonic()
+            self.member, self._beat_at = member, sent
         return member
+
+    def token(self, epoch: int) -> FenceToken:
+        """The fence a reconcile begun under ``epoch`` carries into the store."""
+        return FenceToken(self.name, epoch)
+
+    def deadline(self) -> float | None:
+        """The :func:`fence_clock` time from which this replica writes nothing (None: it never
+        beat)."""
+        beat_at = self._beat_at
+        if beat_at is None:
+            return None
+        return beat_at + (self.lease - self.margin).total_seconds()
 
     def fresh(self) -> Member | None:
         """This member, beating first when its last heartbeat is a third of the lease old (a
@@ -86,11 +125,15 @@ class Membership:
         """Why this replica may not write for a reconcile begun under ``epoch`` (None: it may)."""
         with self._lock:
             member, beat_at = self.member, self._beat_at
-        if member is None or beat_at is None:
+        deadline = self.deadline()
+        if member is None or beat_at is None or deadline is None:
             return "not a member yet"
-        idle = self.monotonic() - beat_at
-        if idle > self.lease.total_seconds() / 2:
-            return f"member {self.name}: no heartbeat for {idle:.0f}s (lease {self.lease})"
+        now = self.monotonic()
+        if now > deadline:  # a pause or a clock jump past the deadline is a lapse
+            return (
+                f"member {self.name}: no heartbeat for {now - beat_at:.0f}s "
+                f"(lease {self.lease}, margin {self.margin})"
+            )
         if member.epoch != epoch:
             return f"member {self.name}: epoch {member.epoch}, the reconcile began in {epoch}"
         return None
@@ -104,12 +147,30 @@ class Membership:
         return member.name == self.name or owner_alive(member.name)
 
     def live_members(self) -> list[str]:
-        """The names of the members alive now (this one included while it beats)."""
+        """The names of the members alive now (this one included while it beats). A member
+        whose lease lapsed is fenced in the store first (see the module docstring), so that
+        nothing it writes lands once its runtimes are taken over."""
         now = self.clock()
-        names = {m.name for m in self.store.members() if self._live(m, now)}
+        names: set[str] = set()
+        for member in self.store.members():
+            if self._live(member, now):
+                names.add(member.name)
+            elif member.name != self.name and not member.fenced:
+                self._fence(member, now)
         if self.member is not None and self.fenced(self.member.epoch) is None:
             names.add(self.name)
         return sorted(names)
+
+    def _fence(self, member: Member, now: datetime) -> None:
+        """Fence ``member`` (its lease lapsed) before taking its runtimes over."""
+        if self.store.fence(member.name, member.epoch, now - self.lease):
+            log.warning(
+                "member %s: fenced member %s at epoch %d (no heartbeat since %s)",
+                self.name,
+                member.name,
+                member.epoch,
+                member.heartbeat.isoformat(),
+            )
 
     def owners(self, runtimes: Sequence[str]) -> dict[str, str]:
         """Runtime -> its owner among the live members (computed again only when the members
@@ -147,7 +208,8 @@ class Membership:
 
 
 class FencedCluster:
-    """A cluster whose writes first ask :meth:`Membership.fenced` (reads go through)."""
+    """A cluster whose writes first ask :meth:`Membership.fenced`, right before each request is
+    passed on (reads go through); a snapshot file's save asks under the file's lock."""
 
     def __init__(self, cluster: Cluster, fenced: Callable[[], str | None]) -> None:
         self.cluster = cluster
@@ -210,9 +272,14 @@ class FencedCluster:
         return self.cluster.served_kinds()
 
     def flush(self) -> None:
-        """See :meth:`Buffered.flush`: writes the fence let through are kept, as a real API
-        server keeps what it answered."""
-        flush_writes(self.cluster)
+        """See :meth:`Buffered.flush`: a snapshot file is saved only if the fence still holds
+        under the file's lock, right before the save, and the file was not saved by another
+        process since it was read (a replica paused past its lease never saves its stale copy
+        over the new owner's work)."""
+        if isinstance(self.cluster, SnapshotFileCluster):
+            self.cluster.flush(guard=self._check)
+        else:
+            flush_writes(self.cluster)
 
     def record_event(self, event: ObjectEvent, *, component: str) -> None:
         """See :meth:`EventSink.record_event`: fenced; nothing when the cluster keeps none."""

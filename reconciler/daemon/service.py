@@ -775,6 +775,7 @@ class Daemon:
             owner=self.membership.name,
             alive=self.membership.alive,
             fence=lambda: self.membership.fenced(member.epoch),
+            token=self.membership.token(member.epoch),
         )
         epoch = member.epoch
 

@@ -35,6 +35,7 @@ from reconciler.core.status import ModuleError, Reason, StepFailure
 from reconciler.errors import FencedError, PermanentError, TransientError
 from reconciler.operations.crash import Crash
 from reconciler.operations.model import (
+    FenceToken,
     Operation,
     OperationData,
     OperationState,
@@ -148,6 +149,7 @@ class Engine:
         owner: str | None = None,
         alive: Callable[[str], bool] = owner_alive,
         fence: Callable[[], str | None] = lambda: None,
+        token: FenceToken | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -160,6 +162,9 @@ class Engine:
         #: save of an operation asks first, so a fenced replica never overwrites the record
         #: of the member that took the operation over.
         self.fence = fence
+        #: The fence every write to the store carries, checked by the store in the statement
+        #: that writes (a daemon replica's member and epoch; none for ``reconciler sync``).
+        self.token = token
         #: Operation id -> the unexpected exception that failed it in this process (for --debug).
         self.crashes: dict[str, Crash] = {}
 
@@ -195,7 +200,7 @@ class Engine:
             retrigger_of=retrigger_of,
             data=data or OperationData(),
         )
-        self.store.save(operation)
+        self.store.save(operation, self.token)
         return operation
 
     def run(self, operation: Operation, context_for: Callable[[], StepContext]) -> RunOutcome:
@@ -248,7 +253,7 @@ class Engine:
     def _claim(self, operation: Operation) -> str | None:
         now = self.clock()
         lease = now + timedelta(seconds=LEASE_SECONDS)
-        holder = self.store.claim(operation.id, self.owner, now, lease, self.alive)
+        holder = self.store.claim(operation.id, self.owner, now, lease, self.alive, self.token)
         if holder is None:
             operation.state, operation.owner, operation.lease_until = (
                 OperationState.IN_PROGRESS,
@@ -367,7 +372,7 @@ class Engine:
         self._save(operation)
         if not records_status:
             known = self.store.runtime(operation.runtime)
-            self.store.put_runtime(RuntimeRecord.failed(operation, known, self.clock()))
+            self.store.put_runtime(RuntimeRecord.failed(operation, known, self.clock()), self.token)
         return RunOutcome(operation)
 
     def _timeout_message(self, operation: Operation, record: StepRecord) -> str:
@@ -385,7 +390,7 @@ class Engine:
         if reason is not None:
             raise FencedError(f"operation {operation.id} not saved: {reason}")
         operation.updated = self.clock()
-        self.store.save(operation)
+        self.store.save(operation, self.token)
 
     def retrigger_candidates(self) -> list[Operation]:
         """O5: the latest operation of every runtime that finished with skipped steps."""

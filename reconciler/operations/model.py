@@ -411,10 +411,29 @@ class Member:
     epoch: int
     heartbeat: datetime
     started: datetime
+    #: The last epoch another member fenced (it found the lease lapsed and took the runtimes
+    #: over): no write carrying a token of that epoch or an older one is accepted.
+    fenced_epoch: int = 0
 
     def live(self, now: datetime, lease: timedelta) -> bool:
         """Whether its last heartbeat is within ``lease`` of ``now``."""
         return now - self.heartbeat <= lease
+
+    @property
+    def fenced(self) -> bool:
+        """Whether its current epoch was fenced by another member."""
+        return self.fenced_epoch >= self.epoch
+
+
+@dataclass(frozen=True, slots=True)
+class FenceToken:
+    """Who writes, carried into every write of a run to the state store: a member and the
+    epoch the run began in. The store checks it in the statement that writes (the member's
+    epoch is still that one and was not fenced), so a replica paused past its lease and
+    resumed cannot write, whatever it checked before the pause."""
+
+    member: str
+    epoch: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,7 +82,7 @@ class Runner:
             kind = OperationType.UPDATE
             if self.store.runtime(runtime) is None:
                 kind = OperationType.PROVISION
-                self.store.put_runtime(self._first_record(runtime))
+                self.store.put_runtime(self._first_record(runtime), self.engine.token)
             data = OperationData(access=self.repo.runtimes[runtime].cluster)
             return self._created_one(
                 self.engine.create(runtime, kind, commit=self.commit, data=data)
@@ -141,7 +141,7 @@ class Runner:
         operation.state = OperationState.FAILED
         operation.message = f"superseded: runtime {operation.runtime} {reason}"
         operation.updated = self.clock()
-        self.store.save(operation)
+        self.store.save(operation, self.engine.token)
 
     def _first_record(self, runtime: str) -> RuntimeRecord:
         return RuntimeRecord(
@@ -193,6 +193,7 @@ class Runner:
             repo=self.repo,
             allow_access_change=self.allow_access_change,
             view=view,
+            fence=self.engine.token,
         )
 
 

@@ -25,6 +25,7 @@ from reconciler.errors import PermanentError, TransientError
 from reconciler.lifecycle.executor import Lifecycle
 from reconciler.lifecycle.observe import LiveView
 from reconciler.operations.model import (
+    FenceToken,
     Operation,
     OperationState,
     OperationType,
@@ -62,6 +63,9 @@ class StepContext:
     #: The live view shared by the stages of one run (one list per kind per run, not per step).
     view: LiveView = field(default_factory=LiveView)
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The fence every write of the run to the store carries (a daemon replica's member and
+    #: epoch; none for ``reconciler sync``).
+    fence: FenceToken | None = None
 
     def lifecycle(self, operation: Operation) -> Lifecycle:
         """The lifecycle executor on this stage's cluster."""
@@ -132,6 +136,7 @@ class Starting(Step):
             now,
             datetime.fromtimestamp(lease, now.tzinfo),
             context.alive,
+            context.fence,
         )
         if holder is not None:
             message = f"waiting: {holder} is in progress on {operation.runtime}"
@@ -165,7 +170,7 @@ class ResolveKubeconfig(Step):
                     "do it anyway)"
                 )
         elif recorded != identity:
-            context.store.record_access(operation.runtime, identity)
+            context.store.record_access(operation.runtime, identity, context.fence)
         context.cluster = cluster
         return StepResult(f"using {context.access.describe()} ({identity})")
 
@@ -305,11 +310,11 @@ class RecordStatus(Step):
             # reconciler suspend: the store's suspension says so while it lasts, and the record
             # keeps what runs there
             kept = replace(before, commit=operation.commit, updated=context.now())
-            context.store.put_runtime(kept)
+            context.store.put_runtime(kept, context.fence)
             return StepResult(f"runtime {kept.state}: suspended, {kept.message}")
         suspended = context.planning.suspended
         record = RuntimeRecord.of(operation, context.now(), suspended=suspended, before=before)
-        context.store.put_runtime(record)
+        context.store.put_runtime(record, context.fence)
         return StepResult(f"runtime {record.state}: {record.message}")
 
 
@@ -416,7 +421,7 @@ class RemoveRuntimeRecord(Step):
     def run(self, operation: Operation, context: StepContext) -> StepResult:
         left = operation.data.inventories_left
         if not left:
-            context.store.forget_runtime(operation.runtime)
+            context.store.forget_runtime(operation.runtime, context.fence)
             return StepResult("runtime record removed")
         removals = operation.data.removals.modules
         why = left_text(left, removals)
@@ -429,7 +434,8 @@ class RemoveRuntimeRecord(Step):
                 operation.commit,
                 context.now(),
                 tuple(m for m in removals if m.state),
-            )
+            ),
+            context.fence,
         )
         return StepResult(
             error=f"{why}; the runtime stays Deleting and the next sync starts a new deprovision"

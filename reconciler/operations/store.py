@@ -8,7 +8,11 @@ on this host that no longer exists, or a lease that ran out) may be taken over a
 Saving an operation writes its row and only the stage and step rows that changed since the store
 last wrote or read it, guarded by a version of the operation's row that every write moves on
 (:class:`SavedRows`, shared by both stores): a store that finds it moved by someone else (another
-replica, a claim) writes the whole operation instead.
+replica, a claim) refuses the save (:class:`~reconciler.errors.LostOwnershipError`), it never
+writes the whole operation over the other's. Fencing (issue 23): every write of a daemon's run
+carries a :class:`FenceToken` checked in the statement that writes (:data:`FENCE_GUARD`): the
+member's epoch is still the token's and no other member fenced it (:meth:`StateStore.fence`,
+schema v7), so a replica paused past its lease writes nothing once it was taken over.
 :func:`open_store` opens the store a ``--state`` URL names: this one, or the PostgreSQL store of
 :mod:`reconciler.operations.store_postgres` for several daemons sharing the work (O6).
 Nothing secret is stored (S4). The typed values an operation carries (:class:`OperationData`:
@@ -49,10 +53,11 @@ from reconciler.core.status import (
     Reason,
     StepFailure,
 )
-from reconciler.errors import NotFoundError, SourceError, StoreError
+from reconciler.errors import LostOwnershipError, NotFoundError, SourceError, StoreError
 from reconciler.operations.model import (
     CommitRecord,
     CommitVerdict,
+    FenceToken,
     Member,
     Operation,
     OperationData,
@@ -66,28 +71,39 @@ from reconciler.operations.model import (
     Suspension,
 )
 
-SCHEMA_VERSION = 6
-_UPSERT_OPERATION = """
+SCHEMA_VERSION = 7
+#: The fence of a write (:class:`FenceToken`), in the statement that writes: no token (a
+#: ``reconciler sync``, not a member), or the member's epoch is still the token's and was not
+#: fenced by another member.
+FENCE_GUARD = """(:fence_member IS NULL OR EXISTS (
+    SELECT 1 FROM members WHERE name = :fence_member AND epoch = :fence_epoch
+    AND fenced_epoch < epoch))"""
+#: The whole operation, inserted or replacing the stored one if that one has the same owner
+#: (a claim by another owner in between is never overwritten), under the fence.
+_UPSERT_OPERATION = f"""
     INSERT INTO operations (id, runtime, type, state, created, updated, deadline, commit_id,
                             message, owner, lease_until, retrigger_of, data, version)
-    VALUES (:id, :runtime, :type, :state, :created, :updated, :deadline, :commit_id,
-            :message, :owner, :lease_until, :retrigger_of, :data, 1)
+    SELECT :id, :runtime, :type, :state, :created, :updated, :deadline, :commit_id,
+           :message, :owner, :lease_until, :retrigger_of, :data, 1
+    WHERE {FENCE_GUARD}
     ON CONFLICT (id) DO UPDATE SET
         runtime = excluded.runtime, type = excluded.type, state = excluded.state,
         created = excluded.created, updated = excluded.updated, deadline = excluded.deadline,
         commit_id = excluded.commit_id, message = excluded.message, owner = excluded.owner,
         lease_until = excluded.lease_until, retrigger_of = excluded.retrigger_of,
         data = excluded.data, version = operations.version + 1
+    WHERE operations.owner = excluded.owner
 """
-#: The operation's row, if it is still at the version this store saw (see :class:`SavedRows`).
-_UPDATE_SEEN_OPERATION = """
+#: The operation's row, if it is still at the version this store saw (see :class:`SavedRows`)
+#: and its owner's, under the fence.
+_UPDATE_SEEN_OPERATION = f"""
     UPDATE operations SET
         runtime = :runtime, type = :type, state = :state, created = :created,
         updated = :updated, deadline = :deadline, commit_id = :commit_id, message = :message,
         owner = :owner, lease_until = :lease_until, retrigger_of = :retrigger_of, data = :data,
         version = version + 1
-    WHERE id = :id AND version = :seen
-"""
+    WHERE id = :id AND version = :seen AND owner = :owner AND {FENCE_GUARD}
+"""  # noqa: S608 (FENCE_GUARD is a constant of this module, no input)
 _UPSERT_STAGE = """
     INSERT INTO stages (operation_id, position, name, done, finished) VALUES (?, ?, ?, ?, ?)
     ON CONFLICT (operation_id, position) DO UPDATE SET
@@ -189,6 +205,9 @@ MIGRATIONS: dict[int, str] = {
         recorded TEXT NOT NULL
     );
     """,
+    7: """
+    ALTER TABLE members ADD COLUMN fenced_epoch INTEGER NOT NULL DEFAULT 0;
+    """,
 }
 
 
@@ -211,8 +230,10 @@ def _unusable(path: Path, error: sqlite3.DatabaseError) -> str:
 class StateStore(Protocol):
     """Where operations and runtime states live."""
 
-    def save(self, operation: Operation) -> None:
-        """Insert or update an operation with its stages and steps."""
+    def save(self, operation: Operation, fence: FenceToken | None = None) -> None:
+        """Insert or update an operation with its stages and steps, unless the stored one was
+        written or claimed by someone else since this store last wrote or read it, or ``fence``
+        no longer holds (:class:`~reconciler.errors.LostOwnershipError`, nothing written)."""
 
     def get(self, operation_id: str) -> Operation | None:
         """An operation by id (a unique prefix is enough)."""
@@ -230,12 +251,14 @@ class StateStore(Protocol):
         now: datetime,
         lease_until: datetime,
         alive: Callable[[str], bool],
+        fence: FenceToken | None = None,
     ) -> str | None:
         """Move the operation to in progress for ``owner`` unless another live owner holds an
-        operation of the same runtime; returns that holder's description, else ``None``."""
+        operation of the same runtime; returns that holder's description, else ``None``.
+        :class:`~reconciler.errors.LostOwnershipError` when ``fence`` no longer holds."""
 
-    def put_runtime(self, record: RuntimeRecord) -> None:
-        """Record a runtime's last known state."""
+    def put_runtime(self, record: RuntimeRecord, fence: FenceToken | None = None) -> None:
+        """Record a runtime's last known state (under ``fence``, as :meth:`save`)."""
 
     def runtimes(self) -> list[RuntimeRecord]:
         """Every runtime's last known state, by name."""
@@ -250,11 +273,12 @@ class StateStore(Protocol):
     def runtime(self, runtime: str) -> RuntimeRecord | None:
         """One runtime's last known state."""
 
-    def forget_runtime(self, runtime: str) -> None:
-        """Drop a deprovisioned runtime's record."""
+    def forget_runtime(self, runtime: str, fence: FenceToken | None = None) -> None:
+        """Drop a deprovisioned runtime's record (under ``fence``, as :meth:`save`)."""
 
-    def record_access(self, runtime: str, access: str) -> None:
-        """Remember where ``runtime`` was synced (see :attr:`RuntimeRecord.access`)."""
+    def record_access(self, runtime: str, access: str, fence: FenceToken | None = None) -> None:
+        """Remember where ``runtime`` was synced (see :attr:`RuntimeRecord.access`; under
+        ``fence``, as :meth:`save`)."""
 
     def decide_commit(self, record: CommitRecord) -> CommitRecord:
         """Record a verdict on a commit other than ACCEPTED (READING, PENDING, REFUSED, HELD)
@@ -301,6 +325,12 @@ class StateStore(Protocol):
 
     def members(self) -> list[Member]:
         """Every member that beat and did not leave, by name."""
+
+    def fence(self, name: str, epoch: int, lapsed_before: datetime) -> bool:
+        """Fence member ``name`` at ``epoch`` if its last heartbeat is still older than
+        ``lapsed_before`` (its lease lapsed): from then on no write carrying a token of that
+        epoch is accepted, and its next heartbeat starts a new epoch. Whether it was fenced
+        now. A member calls this before it takes another's runtimes over."""
 
     def leave(self, name: str) -> None:
         """Member ``name`` stops (its runtimes go to the others at once)."""
@@ -482,21 +512,27 @@ class SqliteStore:
 
     # -- operations ------------------------------------------------------------------------------
 
-    def save(self, operation: Operation) -> None:
+    def save(self, operation: Operation, fence: FenceToken | None = None) -> None:
         """See :class:`StateStore`: only the rows that changed since this store last wrote or
-        read the operation, while nobody else wrote it in between (:class:`SavedRows`), else
-        all of them."""
+        read the operation, while nobody else wrote it in between (:class:`SavedRows`); all of
+        them when this store knows nothing of it. Refused when someone else wrote it since, or
+        ``fence`` no longer holds: nothing is written."""
         rows = OperationRows.of(operation)
+        values = {**self._operation_values(operation), **fence_values(fence)}
         with self._lock:
             seen = self._saved.seen(operation.id)
             try:
                 with self._transaction() as db:
-                    version = self._save_changes(db, operation, rows, seen) if seen else None
-                    if version is None:
-                        version = self._save_all(db, operation, rows)
+                    if seen is not None:
+                        version = self._save_changes(db, operation, rows, seen, values)
+                    else:
+                        version = self._save_all(db, operation, rows, values)
             except BaseException:
                 self._saved.forget(operation.id)
                 raise
+            if version is None:
+                self._saved.forget(operation.id)
+                raise refused(operation, fence)
             self._saved.remember(operation, version, rows)
 
     def _save_changes(
@@ -505,20 +541,29 @@ class SqliteStore:
         operation: Operation,
         rows: OperationRows,
         seen: tuple[int, OperationRows],
+        values: dict[str, object],
     ) -> int | None:
         """Write the operation's row and its changed rows if its row is still at the version
-        ``seen``; the new version, or ``None`` (someone else wrote it: nothing written)."""
+        ``seen``, its owner's, under the fence; the new version, or ``None`` (nothing
+        written)."""
         version, before = seen
-        values = {**self._operation_values(operation), "seen": version}
-        if db.execute(_UPDATE_SEEN_OPERATION, values).rowcount == 0:
+        if db.execute(_UPDATE_SEEN_OPERATION, {**values, "seen": version}).rowcount == 0:
             return None
         self._write_rows(db, operation.id, rows.changes(before))
         return version + 1
 
-    def _save_all(self, db: sqlite3.Connection, operation: Operation, rows: OperationRows) -> int:
-        """Write the operation with all its rows (replacing whatever was stored); the new
-        version of its row."""
-        db.execute(_UPSERT_OPERATION, self._operation_values(operation))
+    def _save_all(
+        self,
+        db: sqlite3.Connection,
+        operation: Operation,
+        rows: OperationRows,
+        values: dict[str, object],
+    ) -> int | None:
+        """Write the operation with all its rows (replacing what was stored of it if that has
+        the same owner), under the fence; the new version of its row, or ``None`` (nothing
+        written)."""
+        if db.execute(_UPSERT_OPERATION, values).rowcount == 0:
+            return None
         db.execute("DELETE FROM steps WHERE operation_id = ?", (operation.id,))
         db.execute("DELETE FROM stages WHERE operation_id = ?", (operation.id,))
         self._write_rows(db, operation.id, rows.everything())
@@ -614,11 +659,12 @@ class SqliteStore:
         now: datetime,
         lease_until: datetime,
         alive: Callable[[str], bool],
+        fence: FenceToken | None = None,
     ) -> str | None:
         """See :class:`StateStore`. The claim moves the operation's version on
         (:class:`SavedRows`), remembered once it is committed."""
         with self._lock:
-            outcome = self._claim(operation_id, owner, now, lease_until, alive)
+            outcome = self._claim(operation_id, owner, now, lease_until, alive, fence)
             if isinstance(outcome, str):
                 return outcome
             self._saved.claimed(operation_id, outcome)
@@ -631,6 +677,7 @@ class SqliteStore:
         now: datetime,
         lease_until: datetime,
         alive: Callable[[str], bool],
+        fence: FenceToken | None,
     ) -> str | int:
         """:meth:`claim` in one transaction: the live holder's description, or the version of
         the operation's row claimed."""
@@ -650,17 +697,20 @@ class SqliteStore:
                     continue
                 if lease is not None and lease > now and alive(holder["owner"]):
                     return f"operation {holder['id']} of {holder['owner']}"
-            db.execute(
-                "UPDATE operations SET state = ?, owner = ?, lease_until = ?, updated = ?, "
-                "version = version + 1 WHERE id = ?",
-                (
-                    str(OperationState.IN_PROGRESS),
-                    owner,
-                    _iso(lease_until),
-                    _iso(now),
-                    operation_id,
-                ),
+            claimed = db.execute(
+                "UPDATE operations SET state = :state, owner = :owner, lease_until = :lease, "  # noqa: S608 (a constant)
+                f"updated = :now, version = version + 1 WHERE id = :id AND {FENCE_GUARD}",
+                {
+                    "state": str(OperationState.IN_PROGRESS),
+                    "owner": owner,
+                    "lease": _iso(lease_until),
+                    "now": _iso(now),
+                    "id": operation_id,
+                    **fence_values(fence),
+                },
             )
+            if claimed.rowcount == 0:
+                raise LostOwnershipError(f"operation {operation_id} not claimed: {fenced(fence)}")
             return self._version_in(db, operation_id)
 
     def _operation(self, row: sqlite3.Row) -> Operation:
@@ -714,28 +764,32 @@ class SqliteStore:
 
     # -- runtimes --------------------------------------------------------------------------------
 
-    def put_runtime(self, record: RuntimeRecord) -> None:
+    def put_runtime(self, record: RuntimeRecord, fence: FenceToken | None = None) -> None:
         """See :class:`StateStore`."""
         with self._transaction() as db:
-            db.execute(
+            written = db.execute(
                 "INSERT INTO runtimes (runtime, state, reason, message, commit_id, updated, "
-                "modules, access) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "modules, access) SELECT :runtime, :state, :reason, :message, :commit_id, "
+                f":updated, :modules, :access WHERE {FENCE_GUARD} "
                 "ON CONFLICT (runtime) DO UPDATE SET state = excluded.state, "
                 "reason = excluded.reason, message = excluded.message, "
                 "commit_id = excluded.commit_id, updated = excluded.updated, "
                 "modules = excluded.modules, "
                 "access = CASE WHEN excluded.access != '' THEN excluded.access ELSE access END",
-                (
-                    record.runtime,
-                    str(record.state),
-                    record.reason,
-                    record.message,
-                    head_text(record.commit),
-                    _iso(record.updated),
-                    encode_modules(record.modules),
-                    record.access,
-                ),
+                {
+                    "runtime": record.runtime,
+                    "state": str(record.state),
+                    "reason": record.reason,
+                    "message": record.message,
+                    "commit_id": head_text(record.commit),
+                    "updated": _iso(record.updated),
+                    "modules": encode_modules(record.modules),
+                    "access": record.access,
+                    **fence_values(fence),
+                },
             )
+            if written.rowcount == 0:
+                raise LostOwnershipError(f"runtime {record.runtime} not recorded: {fenced(fence)}")
 
     def runtimes(self) -> list[RuntimeRecord]:
         """See :class:`StateStore`."""
@@ -755,15 +809,38 @@ class SqliteStore:
         rows = self._query("SELECT * FROM runtimes WHERE runtime = ?", (runtime,))
         return _runtime(rows[0]) if rows else None
 
-    def forget_runtime(self, runtime: str) -> None:
+    def forget_runtime(self, runtime: str, fence: FenceToken | None = None) -> None:
         """See :class:`StateStore`."""
         with self._transaction() as db:
-            db.execute("DELETE FROM runtimes WHERE runtime = ?", (runtime,))
+            self._guarded(
+                db,
+                f"DELETE FROM runtimes WHERE runtime = :runtime AND {FENCE_GUARD}",  # noqa: S608 (a constant)
+                {"runtime": runtime},
+                fence,
+            )
 
-    def record_access(self, runtime: str, access: str) -> None:
+    def record_access(self, runtime: str, access: str, fence: FenceToken | None = None) -> None:
         """See :class:`StateStore`."""
         with self._transaction() as db:
-            db.execute("UPDATE runtimes SET access = ? WHERE runtime = ?", (access, runtime))
+            self._guarded(
+                db,
+                f"UPDATE runtimes SET access = :access WHERE runtime = :runtime AND {FENCE_GUARD}",  # noqa: S608 (a constant)
+                {"runtime": runtime, "access": access},
+                fence,
+            )
+
+    @staticmethod
+    def _guarded(
+        db: sqlite3.Connection, sql: str, values: dict[str, object], fence: FenceToken | None
+    ) -> None:
+        """Run ``sql``, a write guarded by :data:`FENCE_GUARD`; when it wrote no row, tell a
+        refusal (the fence) from nothing to write (no such runtime), in this transaction."""
+        parameters = {**values, **fence_values(fence)}
+        if db.execute(sql, parameters).rowcount > 0 or fence is None:
+            return
+        if db.execute(f"SELECT {FENCE_GUARD} AS ok", fence_values(fence)).fetchone()["ok"]:
+            return
+        raise LostOwnershipError(f"runtime {values['runtime']} not written: {fenced(fence)}")
 
     # -- commits ---------------------------------------------------------------------------------
 
@@ -870,11 +947,24 @@ class SqliteStore:
             row = db.execute("SELECT * FROM members WHERE name = ?", (name,)).fetchone()
             member = next_beat(_member(row) if row is not None else None, name, now, lease)
             db.execute(
-                "INSERT OR REPLACE INTO members (name, epoch, heartbeat, started) "
-                "VALUES (?, ?, ?, ?)",
-                (name, member.epoch, _iso(member.heartbeat), _iso(member.started)),
+                "INSERT OR REPLACE INTO members (name, epoch, heartbeat, started, fenced_epoch) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (
+                    *(name, member.epoch, _iso(member.heartbeat), _iso(member.started)),
+                    member.fenced_epoch,
+                ),
             )
         return member
+
+    def fence(self, name: str, epoch: int, lapsed_before: datetime) -> bool:
+        """See :class:`StateStore`."""
+        with self._transaction() as db:
+            cursor = db.execute(
+                "UPDATE members SET fenced_epoch = epoch WHERE name = ? AND epoch = ? "
+                "AND heartbeat < ? AND fenced_epoch < epoch",
+                (name, epoch, _iso(lapsed_before)),
+            )
+            return cursor.rowcount > 0
 
     def members(self) -> list[Member]:
         """See :class:`StateStore`."""
@@ -917,16 +1007,40 @@ def may_replace(
 
 
 def next_beat(last: Member | None, name: str, now: datetime, lease: timedelta) -> Member:
-    """Member ``name`` after a heartbeat at ``now``: the same epoch while its lease held, the
-    next one after a lapse (or the first)."""
-    if last is not None and last.live(now, lease):
-        return Member(name, last.epoch, now, last.started)
-    return Member(name, (last.epoch if last is not None else 0) + 1, now, now)
+    """Member ``name`` after a heartbeat at ``now``: the same epoch while its lease held and
+    nobody fenced it, the next one after a lapse or a fence (or the first)."""
+    if last is None:
+        return Member(name, 1, now, now)
+    if last.live(now, lease) and not last.fenced:
+        return Member(name, last.epoch, now, last.started, last.fenced_epoch)
+    return Member(name, last.epoch + 1, now, now, last.fenced_epoch)
+
+
+def fence_values(fence: FenceToken | None) -> dict[str, object]:
+    """The parameters of :data:`FENCE_GUARD` for ``fence`` (none: no guard)."""
+    if fence is None:
+        return {"fence_member": None, "fence_epoch": 0}
+    return {"fence_member": fence.member, "fence_epoch": fence.epoch}
+
+
+def fenced(fence: FenceToken | None) -> str:
+    """Why a guarded write was refused, in words."""
+    if fence is None:
+        return "another owner claimed or wrote it since"
+    return (
+        f"another owner claimed or wrote it since, or member {fence.member}'s epoch "
+        f"{fence.epoch} is no longer current (fenced: another member took its runtimes over)"
+    )
+
+
+def refused(operation: Operation, fence: FenceToken | None) -> LostOwnershipError:
+    """The error of a save the store refused (nothing written)."""
+    return LostOwnershipError(f"operation {operation.id} not saved: {fenced(fence)}")
 
 
 def _member(row: Any) -> Member:
     heartbeat, started = _since(row["heartbeat"]), _since(row["started"])
-    return Member(row["name"], int(row["epoch"]), heartbeat, started)
+    return Member(row["name"], int(row["epoch"]), heartbeat, started, int(row["fenced_epoch"]))
 
 
 #: A stage's row as values: name, done, finished (in UTC).

@@ -8,7 +8,9 @@ daemons starting together migrate once. Claiming a runtime (O3) is one transacti
 transaction-scoped advisory lock on the runtime's name: two daemons on different hosts never both
 move an operation of one runtime to in progress. Saving an operation is one statement, one round
 trip: its row and the stage and step rows that changed (see
-:class:`~reconciler.operations.store.SavedRows`).
+:class:`~reconciler.operations.store.SavedRows`), guarded in that statement by the version, the
+owner and the writer's fence (:class:`~reconciler.operations.model.FenceToken`); a save the
+guard refuses writes nothing and raises :class:`~reconciler.errors.LostOwnershipError`.
 
 The URL is libpq's (``postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?PARAM=VALUE...]``); the
 password comes from it, from a PGPASSFILE (or ``~/.pgpass``) or from PGPASSWORD, by libpq's own
@@ -37,10 +39,11 @@ from reconciler.core.brake import Limits
 from reconciler.core.head import Head, head_text
 from reconciler.core.redaction import MASK, mask_url_password, url_passwords
 from reconciler.core.status import ModuleState
-from reconciler.errors import NotFoundError, SourceError, StoreError
+from reconciler.errors import LostOwnershipError, NotFoundError, SourceError, StoreError
 from reconciler.operations.model import (
     CommitRecord,
     CommitVerdict,
+    FenceToken,
     Member,
     Operation,
     OperationState,
@@ -62,9 +65,12 @@ from reconciler.operations.store import (
     decode_modules,
     deployed_of,
     encode_modules,
+    fence_values,
+    fenced,
     limits_of,
     may_replace,
     next_beat,
+    refused,
 )
 
 #: Seconds to wait for the server when the URL (or PGCONNECT_TIMEOUT) does not say.
@@ -169,34 +175,44 @@ MIGRATIONS: dict[int, str] = {
         recorded TIMESTAMPTZ NOT NULL
     );
     """,
+    7: """
+    ALTER TABLE members ADD COLUMN fenced_epoch INTEGER NOT NULL DEFAULT 0;
+    """,
 }
+#: :data:`reconciler.operations.store.FENCE_GUARD` in PostgreSQL's parameters.
+FENCE_GUARD = """(%(fence_member)s::text IS NULL OR EXISTS (
+    SELECT FROM members WHERE name = %(fence_member)s AND epoch = %(fence_epoch)s
+    AND fenced_epoch < epoch))"""
 
 #: Saving an operation is one statement (one round trip, no transaction of its own to open or
 #: commit): its row is written by one of the two ``saved`` parts below, and only if that part
 #: wrote it are its stage and step rows written (the ones given) and those past its shape
 #: deleted. The version of the row written, or no row.
-_SAVE_ANY = """
+_SAVE_ANY = f"""
     INSERT INTO operations (id, runtime, type, state, created, updated, deadline, commit_id,
                             message, owner, lease_until, retrigger_of, data, version)
-    VALUES (%(id)s, %(runtime)s, %(type)s, %(state)s, %(created)s, %(updated)s, %(deadline)s,
-            %(commit_id)s, %(message)s, %(owner)s, %(lease_until)s, %(retrigger_of)s, %(data)s, 1)
+    SELECT %(id)s, %(runtime)s, %(type)s, %(state)s, %(created)s::timestamptz,
+           %(updated)s::timestamptz, %(deadline)s::timestamptz, %(commit_id)s, %(message)s,
+           %(owner)s, %(lease_until)s::timestamptz, %(retrigger_of)s, %(data)s, 1
+    WHERE {FENCE_GUARD}
     ON CONFLICT (id) DO UPDATE SET
         runtime = excluded.runtime, type = excluded.type, state = excluded.state,
         created = excluded.created, updated = excluded.updated, deadline = excluded.deadline,
         commit_id = excluded.commit_id, message = excluded.message, owner = excluded.owner,
         lease_until = excluded.lease_until, retrigger_of = excluded.retrigger_of,
         data = excluded.data, version = operations.version + 1
+    WHERE operations.owner = excluded.owner
     RETURNING version
 """
-_SAVE_SEEN = """
+_SAVE_SEEN = f"""
     UPDATE operations SET
         runtime = %(runtime)s, type = %(type)s, state = %(state)s, created = %(created)s,
         updated = %(updated)s, deadline = %(deadline)s, commit_id = %(commit_id)s,
         message = %(message)s, owner = %(owner)s, lease_until = %(lease_until)s,
         retrigger_of = %(retrigger_of)s, data = %(data)s, version = version + 1
-    WHERE id = %(id)s AND version = %(seen)s
+    WHERE id = %(id)s AND version = %(seen)s AND owner = %(owner)s AND {FENCE_GUARD}
     RETURNING version
-"""
+"""  # noqa: S608 (FENCE_GUARD is a constant of this module, no input)
 _SAVE_ROWS = """,
     stage_rows AS (
         INSERT INTO stages (operation_id, position, name, done, finished)
@@ -235,7 +251,8 @@ _SAVE_OPERATION = f"WITH saved AS ({_SAVE_ANY}){_SAVE_ROWS}"
 _SAVE_SEEN_OPERATION = f"WITH saved AS ({_SAVE_SEEN}){_SAVE_ROWS}"
 _UPSERT_RUNTIME = (
     "INSERT INTO runtimes (runtime, state, reason, message, commit_id, updated, modules, access) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+    "SELECT %(runtime)s, %(state)s, %(reason)s, %(message)s, %(commit_id)s, "
+    f"%(updated)s::timestamptz, %(modules)s, %(access)s WHERE {FENCE_GUARD} "
     "ON CONFLICT (runtime) DO UPDATE SET state = excluded.state, reason = excluded.reason, "
     "message = excluded.message, commit_id = excluded.commit_id, updated = excluded.updated, "
     "modules = excluded.modules, access = CASE WHEN excluded.access <> '' "
@@ -365,34 +382,43 @@ class PostgresStore:
 
     # -- operations ------------------------------------------------------------------------------
 
-    def save(self, operation: Operation) -> None:
+    def save(self, operation: Operation, fence: FenceToken | None = None) -> None:
         """See :class:`~reconciler.operations.store.StateStore`: one statement writing the
         operation's row and the stage and step rows that changed since this store last wrote or
-        read it, while nobody else wrote it in between (:class:`SavedRows`); else a second one
-        writing all of them."""
+        read it, while nobody else wrote it in between (:class:`SavedRows`), or all of them
+        when this store knows nothing of it; under the fence. A refused save writes nothing and
+        raises (never a second statement writing the whole operation)."""
         rows = OperationRows.of(operation)
         with self._lock:
             seen = self._saved.seen(operation.id)
             try:
-                version = None
                 if seen is not None:
-                    version = self._write(operation, rows, rows.changes(seen[1]), seen[0])
-                if version is None:
-                    version = self._write(operation, rows, rows.everything(), None)
+                    changes = rows.changes(seen[1])
+                    version = self._write(operation, rows, changes, seen[0], fence)
+                else:
+                    version = self._write(operation, rows, rows.everything(), None, fence)
             except BaseException:
                 self._saved.forget(operation.id)
                 raise
-            assert version is not None  # written unconditionally
+            if version is None:
+                self._saved.forget(operation.id)
+                raise refused(operation, fence)
             self._saved.remember(operation, version, rows)
 
     def _write(
-        self, operation: Operation, rows: OperationRows, changes: RowChanges, seen: int | None
+        self,
+        operation: Operation,
+        rows: OperationRows,
+        changes: RowChanges,
+        seen: int | None,
+        fence: FenceToken | None,
     ) -> int | None:
         """Write the operation's row and ``changes`` (rows past the shape of ``rows`` deleted);
-        with ``seen``, only if its row is still at that version. The new version, or ``None``
-        when nothing was written."""
+        with ``seen``, only if its row is still at that version; only under the fence. The new
+        version, or ``None`` when nothing was written."""
         sql = _SAVE_OPERATION if seen is None else _SAVE_SEEN_OPERATION
         parameters = _save_parameters(operation, rows, changes) | {"seen": seen}
+        parameters |= fence_values(fence)
         with self._lock, self._translated():
             found = self._live().execute(sql, parameters).fetchone()
         return int(found["version"]) if found is not None else None
@@ -442,13 +468,14 @@ class PostgresStore:
         now: datetime,
         lease_until: datetime,
         alive: Callable[[str], bool],
+        fence: FenceToken | None = None,
     ) -> str | None:
         """See :class:`~reconciler.operations.store.StateStore`. The advisory lock on the runtime
         is held until this transaction ends, so a second claimer reads the first one's result.
         The claim moves the operation's version on (:class:`SavedRows`), remembered once it is
         committed."""
         with self._lock:
-            outcome = self._claim(operation_id, owner, now, lease_until, alive)
+            outcome = self._claim(operation_id, owner, now, lease_until, alive, fence)
             if isinstance(outcome, str):
                 return outcome
             self._saved.claimed(operation_id, outcome)
@@ -461,6 +488,7 @@ class PostgresStore:
         now: datetime,
         lease_until: datetime,
         alive: Callable[[str], bool],
+        fence: FenceToken | None,
     ) -> str | int:
         """:meth:`claim` in one transaction: the live holder's description, or the version of
         the operation's row claimed."""
@@ -485,26 +513,36 @@ class PostgresStore:
                 if lease is not None and lease > now and alive(holder["owner"]):
                     return f"operation {holder['id']} of {holder['owner']}"
             claimed = cursor.execute(
-                "UPDATE operations SET state = %s, owner = %s, lease_until = %s, updated = %s, "
-                "version = version + 1 WHERE id = %s RETURNING version",
-                (IN_PROGRESS, owner, _utc(lease_until), _utc(now), operation_id),
+                "UPDATE operations SET state = %(state)s, owner = %(owner)s, "  # noqa: S608 (a constant)
+                "lease_until = %(lease)s, updated = %(now)s, version = version + 1 "
+                f"WHERE id = %(id)s AND {FENCE_GUARD} RETURNING version",
+                {
+                    **{"state": IN_PROGRESS, "owner": owner, "id": operation_id},
+                    **{"lease": _utc(lease_until), "now": _utc(now)},
+                    **fence_values(fence),
+                },
             ).fetchone()
-        assert claimed is not None  # its row was read above
+        if claimed is None:  # its row was read above: the fence refused it
+            raise LostOwnershipError(f"operation {operation_id} not claimed: {fenced(fence)}")
         return int(claimed["version"])
 
     # -- runtimes --------------------------------------------------------------------------------
 
-    def put_runtime(self, record: RuntimeRecord) -> None:
+    def put_runtime(self, record: RuntimeRecord, fence: FenceToken | None = None) -> None:
         """See :class:`~reconciler.operations.store.StateStore`."""
         with self._transaction() as cursor:
             cursor.execute(
                 _UPSERT_RUNTIME,
-                (
-                    *(record.runtime, str(record.state), record.reason, record.message),
-                    *(head_text(record.commit), _utc(record.updated)),
-                    *(encode_modules(record.modules), record.access),
-                ),
+                {
+                    **{"runtime": record.runtime, "state": str(record.state)},
+                    **{"reason": record.reason, "message": record.message},
+                    **{"commit_id": head_text(record.commit), "updated": _utc(record.updated)},
+                    **{"modules": encode_modules(record.modules), "access": record.access},
+                    **fence_values(fence),
+                },
             )
+            if cursor.rowcount == 0:
+                raise LostOwnershipError(f"runtime {record.runtime} not recorded: {fenced(fence)}")
 
     def runtimes(self) -> list[RuntimeRecord]:
         """See :class:`~reconciler.operations.store.StateStore`."""
@@ -524,15 +562,30 @@ class PostgresStore:
         rows = self._query("SELECT * FROM runtimes WHERE runtime = %s", (runtime,))
         return _runtime(rows[0]) if rows else None
 
-    def forget_runtime(self, runtime: str) -> None:
+    def forget_runtime(self, runtime: str, fence: FenceToken | None = None) -> None:
         """See :class:`~reconciler.operations.store.StateStore`."""
-        with self._transaction() as cursor:
-            cursor.execute("DELETE FROM runtimes WHERE runtime = %s", (runtime,))
+        sql = f"DELETE FROM runtimes WHERE runtime = %(runtime)s AND {FENCE_GUARD}"  # noqa: S608 (a constant)
+        self._guarded(sql, {"runtime": runtime}, fence)
 
-    def record_access(self, runtime: str, access: str) -> None:
+    def record_access(self, runtime: str, access: str, fence: FenceToken | None = None) -> None:
         """See :class:`~reconciler.operations.store.StateStore`."""
+        sql = (
+            "UPDATE runtimes SET access = %(access)s WHERE runtime = %(runtime)s "  # noqa: S608 (a constant)
+            f"AND {FENCE_GUARD}"
+        )
+        self._guarded(sql, {"runtime": runtime, "access": access}, fence)
+
+    def _guarded(self, sql: str, values: dict[str, object], fence: FenceToken | None) -> None:
+        """Run ``sql``, a write guarded by :data:`FENCE_GUARD`; when it wrote no row, tell a
+        refusal (the fence) from nothing to write (no such runtime)."""
+        parameters = values | fence_values(fence)
         with self._transaction() as cursor:
-            cursor.execute("UPDATE runtimes SET access = %s WHERE runtime = %s", (access, runtime))
+            if cursor.execute(sql, parameters).rowcount > 0 or fence is None:
+                return
+            row = cursor.execute(f"SELECT {FENCE_GUARD} AS ok", parameters).fetchone()
+            if row is not None and row["ok"]:
+                return
+        raise LostOwnershipError(f"runtime {values['runtime']} not written: {fenced(fence)}")
 
     # -- commits ---------------------------------------------------------------------------------
 
@@ -625,10 +678,24 @@ class PostgresStore:
             last = _member(row) if row is not None and int(row["epoch"]) > 0 else None
             member = next_beat(last, name, now, lease)
             cursor.execute(
-                "UPDATE members SET epoch = %s, heartbeat = %s, started = %s WHERE name = %s",
-                (member.epoch, _utc(member.heartbeat), _utc(member.started), name),
+                "UPDATE members SET epoch = %s, heartbeat = %s, started = %s, fenced_epoch = %s "
+                "WHERE name = %s",
+                (
+                    *(member.epoch, _utc(member.heartbeat), _utc(member.started)),
+                    *(member.fenced_epoch, name),
+                ),
             )
         return member
+
+    def fence(self, name: str, epoch: int, lapsed_before: datetime) -> bool:
+        """See :class:`~reconciler.operations.store.StateStore`."""
+        with self._transaction() as cursor:
+            cursor.execute(
+                "UPDATE members SET fenced_epoch = epoch WHERE name = %s AND epoch = %s "
+                "AND heartbeat < %s AND fenced_epoch < epoch",
+                (name, epoch, _utc(lapsed_before)),
+            )
+            return cursor.rowcount > 0
 
     def members(self) -> list[Member]:
         """See :class:`~reconciler.operations.store.StateStore`."""
@@ -800,7 +867,7 @@ def _commit(row: DictRow) -> CommitRecord:
 
 def _member(row: DictRow) -> Member:
     heartbeat, started = row["heartbeat"].astimezone(UTC), row["started"].astimezone(UTC)
-    return Member(row["name"], int(row["epoch"]), heartbeat, started)
+    return Member(row["name"], int(row["epoch"]), heartbeat, started, int(row["fenced_epoch"]))
 
 
 def _utc(moment: datetime | None) -> datetime | None:

@@ -14,7 +14,9 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 
 import psycopg
+import pytest
 
+from reconciler.errors import LostOwnershipError
 from reconciler.operations.model import (
     Operation,
     OperationData,
@@ -186,10 +188,12 @@ def test_stages_and_steps_no_longer_there_are_deleted_and_new_ones_written(
 # -- someone else wrote in between ---------------------------------------------------------------
 
 
-def test_a_save_of_another_store_in_between_is_overwritten_whole(backend: Backend) -> None:
+def test_a_save_after_another_stores_save_is_refused_and_writes_nothing(
+    backend: Backend,
+) -> None:
     """Replica A saved the operation; replica B (another connection) saved it with another step
-    changed; A's next save must leave the database equal to A's operation, not A's change on
-    top of B's rows."""
+    changed; A's next save fails its version guard: refused (issue 23), never written whole over
+    B's rows."""
     mine, theirs = backend.open(), backend.open()
     operation = _operation()
     mine.save(operation)
@@ -201,32 +205,17 @@ def test_a_save_of_another_store_in_between_is_overwritten_whole(backend: Backen
     _count_row_writes(backend)
 
     _start(operation, 1, 0)
-    mine.save(operation)
+    with pytest.raises(LostOwnershipError, match="op1 not saved"):
+        mine.save(operation)
 
-    assert _stored(backend) == operation
-    assert _wrote_whole(_row_writes(backend))
-    operation.stages[1].steps[0].message = "mine"
-    mine.save(operation)  # known again: its changes only
+    assert _row_writes(backend) == {}
+    assert _stored(backend) == copy
+    again = mine.get("op1")  # read afresh: its changes only again
+    assert again is not None
+    again.stages[1].steps[0].message = "mine"
+    mine.save(again)
     assert _row_writes(backend) == {"operations": 1, "steps": 1}
-    assert _stored(backend) == operation
-
-
-def test_a_store_whose_save_was_overwritten_writes_whole_again(backend: Backend) -> None:
-    """Both stores keep saving in turns: each one's save finds the other's in between."""
-    first, second = backend.open(), backend.open()
-    operation = _operation()
-    first.save(operation)
-    other = second.get("op1")
-    assert other is not None
-
-    for turn in range(3):
-        _start(operation, 1, turn % 2, minutes=turn + 1)
-        first.save(operation)
-        assert _stored(backend) == operation
-        _start(other, 2, turn % 2, minutes=turn + 1)
-        other.message = f"turn {turn}"
-        second.save(other)
-        assert _stored(backend) == other
+    assert _stored(backend) == again
 
 
 def test_a_claim_in_between_by_another_store_is_seen(backend: Backend) -> None:
@@ -265,20 +254,24 @@ def test_a_claim_of_the_store_itself_keeps_the_rows_it_knows(backend: Backend) -
     assert _stored(backend) == operation
 
 
-def test_a_claim_in_between_by_another_store_then_my_save_is_written_whole(
+def test_a_claim_in_between_by_another_store_then_my_save_is_refused(
     backend: Backend,
 ) -> None:
     mine, theirs = backend.open(), backend.open()
     operation = _operation()
     mine.save(operation)
     assert theirs.claim("op1", "host-b:2", T0, T0 + timedelta(minutes=2), lambda _: False) is None
+    claimed = _stored(backend)
     _count_row_writes(backend)
 
     _start(operation, 1, 1)
-    mine.save(operation)
+    with pytest.raises(LostOwnershipError):
+        mine.save(operation)
+    with pytest.raises(LostOwnershipError):  # forgotten: a whole write, refused by the owner
+        mine.save(operation)
 
-    assert _wrote_whole(_row_writes(backend))
-    assert _stored(backend) == operation
+    assert _row_writes(backend) == {}
+    assert _stored(backend) == claimed
 
 
 # -- an operation of an older version, many of them, several threads ----------------------------
