@@ -14,6 +14,7 @@ from tests.e2e.harness import (
     DEFAULT_SPEC_AS_KUBECTL_READS_IT,
     MANAGED_BY,
     RUNTIME_LABEL,
+    until,
 )
 
 
@@ -176,7 +177,8 @@ def _remove(world: World, runtime: str, base: str, app: str, users: str) -> None
     assert removed.exit_code == 0, removed.output
     for module in (app_module, base_module):
         assert kube.deployment(module.namespace, module.operator) is None
-        assert kube.crd(module.crd.name) is None
+        # a deleted CRD is gone once the server has dropped its instances (asynchronously)
+        until(lambda: kube.crd(module.crd.name) is None, f"CRD {module.crd.name} gone")
         assert kube.config_map(fleet.system_namespace, f"inventory-{module.name}") is None
     assert kube.config_map(app_module.namespace, "copy-of-settings") is not None
     if audits:
