@@ -177,8 +177,12 @@ def _remove(world: World, runtime: str, base: str, app: str, users: str) -> None
     assert removed.exit_code == 0, removed.output
     for module in (app_module, base_module):
         assert kube.deployment(module.namespace, module.operator) is None
+
         # a deleted CRD is gone once the server has dropped its instances (asynchronously)
-        until(lambda: kube.crd(module.crd.name) is None, f"CRD {module.crd.name} gone")
+        def crd_gone(name: str = module.crd.name) -> bool:
+            return kube.crd(name) is None
+
+        until(crd_gone, f"CRD {module.crd.name} gone")
         assert kube.config_map(fleet.system_namespace, f"inventory-{module.name}") is None
     assert kube.config_map(app_module.namespace, "copy-of-settings") is not None
     if audits:
