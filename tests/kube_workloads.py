@@ -42,6 +42,9 @@ def available_status(body: dict[str, Any]) -> dict[str, Any] | None:
         "readyReplicas": replicas,
         "availableReplicas": replicas,
         "updatedReplicas": replicas,
+        "conditions": [  # what kubectl wait --for=condition=Available reads
+            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}
+        ],
     }
 
 
