@@ -1,5 +1,6 @@
-"""Kubernetes Events on the objects a sync changes or refuses to delete (issue 13, item 4):
-``kubectl get events`` and ``kubectl describe`` tell what the reconciler did.
+"""Kubernetes Events of what a sync did (issue 13, item 4; one per module and sync since issue
+31) and on the objects it refuses to delete: ``kubectl get events`` and ``kubectl describe``
+tell what the reconciler did.
 
 On the in-memory cluster (its Events as the server stores them), and through the real adapter
 against an HTTP server on 127.0.0.1 that answers as a kube-apiserver does for Events.
@@ -21,8 +22,9 @@ from reconciler.cluster.kube import KubeCluster
 from reconciler.cluster.memory import Fault, InMemoryCluster
 from reconciler.core.model import ClusterAccess, ModuleRef
 from reconciler.core.objects import ObjectRef
-from reconciler.core.status import ModuleState
+from reconciler.core.status import ChangeAction, ChangeSetEntry, ModuleState
 from reconciler.errors import ServerError
+from reconciler.lifecycle.executor import module_event_text
 from tests.http_fakes import NOT_FOUND, Answer, JsonServer, discovery, write_kubeconfig
 from tests.lifecycle_helpers import repo, sync
 from tests.scenarios import USER_GADGET
@@ -42,27 +44,40 @@ def _about(cluster: InMemoryCluster, ref: ObjectRef) -> list[tuple[str, str, int
     ]
 
 
-def test_an_install_records_a_created_event_on_each_object() -> None:
+def test_an_install_records_one_event_per_module_on_its_inventory() -> None:
+    """Issue 31: one Event per module and sync (as Flux records one per reconciliation), not
+    one per object: it names what was done to how many objects, then the objects."""
     cluster = InMemoryCluster()
 
     result = sync(cluster, repo(ModuleRef("widget")))
 
     created = [c for c in result.outcome.changes if str(c.action) == "created"]
-    events = _events(cluster)
-    assert len(events) == len(created) > 3
-    operator = next(e for e in events if e["involvedObject"]["kind"] == "Deployment")
-    assert operator["metadata"]["namespace"] == "widget-system"
-    assert operator["involvedObject"] == {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "name": "widget-operator",
-        "namespace": "widget-system",
+    (event,) = _events(cluster)
+    assert len(created) > 3
+    assert event["metadata"]["namespace"] == "reconciler-system"
+    assert event["involvedObject"] == {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "name": "inventory-widget",
+        "namespace": "reconciler-system",
     }
-    assert (operator["reason"], operator["type"]) == ("Created", "Normal")
-    assert operator["message"] == "created by reconciler for module widget"
-    assert operator["source"] == {"component": "reconciler"}
-    crd = next(e for e in events if e["involvedObject"]["kind"] == "CustomResourceDefinition")
-    assert crd["metadata"]["namespace"] == "default"  # cluster-scoped: where kubectl looks
+    assert (event["reason"], event["type"]) == ("Applied", "Normal")
+    assert event["message"].startswith(f"module widget 1.0.0: {len(created)} created: ")
+    assert "Deployment/widget-system/widget-operator created" in event["message"]
+    assert event["source"] == {"component": "reconciler"}
+
+
+def test_an_event_names_at_most_twelve_objects_and_counts_the_rest() -> None:
+    changed = [
+        ChangeSetEntry("widget", ObjectRef("v1", "ConfigMap", "ns", f"c{i:02d}"), action)
+        for i, action in enumerate([ChangeAction.CREATED] * 14 + [ChangeAction.PRUNED])
+    ]
+
+    reason, message = module_event_text("widget", "1.1.0", changed)
+
+    assert reason == "Applied"
+    assert message.startswith("module widget 1.1.0: 14 created, 1 pruned: ConfigMap/ns/c00 created")
+    assert message.endswith("ConfigMap/ns/c11 created, and 3 more")
 
 
 def test_an_unchanged_sync_records_nothing_and_a_removal_records_deletions() -> None:
@@ -75,9 +90,10 @@ def test_an_unchanged_sync_records_nothing_and_a_removal_records_deletions() -> 
     sync(cluster, repo(ModuleRef("widget")))
 
     assert unchanged == before
-    deleted = [e for e in _events(cluster) if e["reason"] == "Deleted"]
-    assert deleted
-    assert all(e["message"] == "deleted by reconciler for module gadget" for e in deleted)
+    (deleted,) = [e for e in _events(cluster) if e["reason"] == "Deleted"]
+    assert deleted["involvedObject"]["name"] == "inventory-gadget"
+    assert deleted["message"].startswith("module gadget 1.0.0: ")
+    assert " deleted: " in deleted["message"]
 
 
 def test_a_blocked_removal_warns_on_the_users_object_once_however_often_it_is_tried() -> None:

@@ -20,10 +20,11 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import cli
+from reconciler.cluster.api import Settling
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.cluster.snapshot import SnapshotFileCluster
 from reconciler.core.model import ClusterAccess
-from reconciler.daemon.membership import FencedCluster, FencedError, Membership
+from reconciler.daemon.membership import FencedCluster, FencedError, Membership, fenced
 from reconciler.daemon.service import Daemon, DaemonOptions
 from reconciler.errors import LostOwnershipError
 from reconciler.operations.model import Member
@@ -193,6 +194,31 @@ def test_the_fence_refuses_writes_but_not_reads() -> None:
     with pytest.raises(FencedError, match="no heartbeat for 16s"):
         cluster.apply(namespace, field_manager="t")
     assert cluster.list_objects("v1", "Namespace") != []
+
+
+class _SettlingCluster(InMemoryCluster):
+    """An in-memory cluster that records the lifecycle's pauses, as a real server's adapter
+    would wait them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paused: list[float] = []
+
+    def pause(self, seconds: float) -> None:
+        self.paused.append(seconds)
+
+
+def test_a_fenced_cluster_waits_as_the_cluster_it_fences() -> None:
+    """Without it the fenced real cluster lost its pause: the lifecycle no longer waited for
+    CRDs within a pass and a module took two syncs in the daemon."""
+    settling = _SettlingCluster()
+
+    wrapped = fenced(settling, lambda: None)
+    assert isinstance(wrapped, Settling)
+    wrapped.pause(0.05)
+
+    assert settling.paused == [0.05]
+    assert not isinstance(fenced(InMemoryCluster(), lambda: None), Settling)
 
 
 class _MemoryStore(SqliteStore):

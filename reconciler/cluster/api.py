@@ -121,6 +121,16 @@ class EventSink(Protocol):
 
 
 @runtime_checkable
+class Settling(Protocol):
+    """A cluster whose objects move on by themselves (a real API server: its controllers
+    establish CRDs, Pods start): the lifecycle may wait a little for them within a pass, and
+    pauses through it. The in-memory cluster changes only when asked, so it has no pause."""
+
+    def pause(self, seconds: float) -> None:
+        """Wait ``seconds`` before asking the server again."""
+
+
+@runtime_checkable
 class Buffered(Protocol):
     """A cluster that keeps its writes in memory until flushed (a snapshot file). The engine
     flushes after every step attempt, so the state store never records a step whose writes the

@@ -46,7 +46,7 @@ from urllib3.exceptions import HTTPError
 from reconciler.cluster.api import KindInfo, ObjectEvent, Permission, event_body, event_ref
 from reconciler.cluster.ratelimit import Buckets, ClientRate, TokenBucket
 from reconciler.core.model import ClusterAccess
-from reconciler.core.objects import Body, ObjectRef, is_established
+from reconciler.core.objects import Body, ObjectRef
 from reconciler.core.redaction import mask
 from reconciler.errors import (
     AccessError,
@@ -61,12 +61,8 @@ from reconciler.errors import (
 )
 
 MERGE_PATCH = "application/merge-patch+json"
-#: How long an apply of a CustomResourceDefinition waits for the server to establish it: a real
-#: API server answers the apply first and sets ``Established`` a little later (about 0.1 s),
-#: and L1 applies the rest of a module only after that. Past it the caller finds it not
-#: Established and retries later. Checked every :data:`ESTABLISH_POLL` seconds.
-ESTABLISH_SECONDS = 10.0
-ESTABLISH_POLL = 0.1
+#: How long a kind missing from a refreshed discovery is taken as missing without asking.
+MISS_SECONDS = 10.0
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +94,11 @@ class KubeCluster:
         self.name = name
         self._bucket = bucket
         self._server = str(getattr(api_client.configuration, "host", "") or "")
+        #: Discovery was refreshed since this cluster last added or deleted a CRD.
+        self._discovered = False
+        #: What discovery served after a miss (see ``_find``); None: ask it.
+        self._served: set[tuple[str, str, str]] | None = None
+        self._served_at = 0.0
         with _translated(f"{name}: discovery", self._server):
             self._dynamic: Any = DynamicClient(
                 api_client, cache_file=str(cache_file) if cache_file is not None else None
@@ -125,6 +126,10 @@ class KubeCluster:
             self.patch(where, patch)
         except ReconcilerError as error:
             log.info("%s: Event %s not counted: %s", self.name, where.name, error)
+
+    def pause(self, seconds: float) -> None:
+        """See :class:`reconciler.cluster.api.Settling`: the server's controllers go on."""
+        time.sleep(seconds)
 
     def server_version(self) -> str:
         """See :meth:`reconciler.cluster.api.Reviewer.server_version` (read at discovery)."""
@@ -206,6 +211,7 @@ class KubeCluster:
     def _refresh_discovery(self) -> None:
         with _translated(f"{self.name}: discovery", self._server):
             self._dynamic.resources.invalidate_cache()
+        self._discovered, self._served = True, None
 
     def get(self, ref: ObjectRef) -> Body | None:
         """See :meth:`reconciler.cluster.api.Cluster.get`."""
@@ -267,22 +273,9 @@ class KubeCluster:
             ),
             ref,
         )
-        result = _as_dict(applied)
-        if ref.kind == "CustomResourceDefinition" and not dry_run:
-            self._until_established(ref, result)
-        return result
-
-    def _until_established(self, ref: ObjectRef, body: Body) -> None:
-        """Return once the CRD just applied (``body``: the server's answer, returned as is) is
-        established, its names refused (``NamesAccepted`` false: it never will be), it is gone,
-        or :data:`ESTABLISH_SECONDS` passed; the caller reads it to see which."""
-        deadline = time.monotonic() + ESTABLISH_SECONDS
-        current: Body | None = body
-        while current is not None and not is_established(current) and not _names_refused(current):
-            if time.monotonic() >= deadline:
-                return
-            time.sleep(ESTABLISH_POLL)  # the server establishes it on its own; poll, bounded
-            current = self.get(ref)
+        if ref.kind == "CustomResourceDefinition":
+            self._discovered, self._served = False, None  # a kind may be served now
+        return _as_dict(applied)
 
     def patch(self, ref: ObjectRef, merge_patch: Mapping[str, Any]) -> Body:
         """See :meth:`reconciler.cluster.api.Cluster.patch`."""
@@ -315,6 +308,8 @@ class KubeCluster:
             )
         except NotFoundError:
             return False
+        if ref.kind == "CustomResourceDefinition":
+            self._discovered, self._served = False, None
         return True
 
     def kind_info(self, api_version: str, kind: str) -> KindInfo | None:
@@ -348,25 +343,30 @@ class KubeCluster:
         return resource
 
     def _find(self, **query: str) -> Any:
-        """A resource by query; the discovery cache is refreshed once on a miss."""
+        """A resource by query; on a miss the discovery cache is refreshed, once for all the
+        misses until this cluster adds or deletes a CRD (or :data:`MISS_SECONDS` pass): what
+        is served then is kept, and a kind it lacks is missing without asking again (a cold
+        install's misses cost one refresh, not one each; the client refreshes on every miss
+        of its own)."""
+        key = _query_key(query)
+        if self._served is not None and time.monotonic() - self._served_at > MISS_SECONDS:
+            self._served = None  # another client may have added a CRD since
+        if self._served is not None and key not in self._served:
+            return None  # not served at the last refresh, and no CRD changed since
         for attempt in range(2):
-            try:
-                with _translated(f"{self.name}: discovery", self._server):
-                    found = self._dynamic.resources.search(**query)
-            except ReconcilerError:
-                raise
+            with _translated(f"{self.name}: discovery", self._server):
+                found = self._dynamic.resources.search(**query)  # refreshes once on a miss
             top = _kinds_of_objects(found)
             if top:
                 return _preferred(top)
-            if attempt == 0:
+            if attempt == 0 and not self._discovered:
                 self._dynamic.resources.invalidate_cache()
+                self._discovered = True
+        with _translated(f"{self.name}: discovery", self._server):
+            every = _kinds_of_objects(self._dynamic.resources.search())
+        self._served = {k for r in every for k in _resource_keys(r)}
+        self._served_at = time.monotonic()
         return None
-
-
-def _names_refused(crd: Body) -> bool:
-    """Whether a CustomResourceDefinition reports ``NamesAccepted`` false (a name conflict)."""
-    conditions = (crd.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "NamesAccepted" and c.get("status") == "False" for c in conditions)
 
 
 def _kinds_of_objects(resources: list[Any]) -> list[Any]:
@@ -377,6 +377,23 @@ def _kinds_of_objects(resources: list[Any]) -> list[Any]:
         for r in resources
         if not isinstance(r, ResourceList) and "/" not in str(getattr(r, "name", "") or "")
     ]
+
+
+def _query_key(query: Mapping[str, str]) -> tuple[str, str, str]:
+    """A discovery query (by apiVersion and kind, or group and kind) as a key."""
+    if "api_version" in query:
+        return "version", query["api_version"], query.get("kind", "")
+    return "group", query.get("group", ""), query.get("kind", "")
+
+
+def _resource_keys(resource: Any) -> tuple[tuple[str, str, str], ...]:
+    """The keys of :func:`_query_key` that find ``resource``."""
+    kind = str(resource.kind)
+    return ("version", str(resource.group_version), kind), (
+        "group",
+        str(resource.group or ""),
+        kind,
+    )
 
 
 def _preferred(resources: list[Any]) -> Any:

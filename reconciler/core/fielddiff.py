@@ -106,6 +106,10 @@ def _owned_but_gone(
 
 
 _ABSENT = object()
+#: Keys of list items that the API server defaults before it records them in managedFields
+#: (a port's ``protocol``: ``k:{"containerPort":8080,"protocol":"TCP"}`` for a port that named
+#: none): an item that leaves them out matches the default.
+_KEY_DEFAULTS = {"protocol": "TCP"}
 
 
 def _step(key: str, value: Any) -> Any:
@@ -118,7 +122,9 @@ def _step(key: str, value: Any) -> Any:
     if kind == "k":
         wanted = _json_object(name)
         for item in value:
-            if isinstance(item, Mapping) and all(item.get(k) == v for k, v in wanted.items()):
+            if isinstance(item, Mapping) and all(
+                item.get(k, _KEY_DEFAULTS.get(k)) == v for k, v in wanted.items()
+            ):
                 return item
         return _ABSENT
     if kind == "v":

@@ -33,7 +33,14 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.cluster.api import Cluster, EventSink, KindInfo, ObjectEvent, flush_writes
+from reconciler.cluster.api import (
+    Cluster,
+    EventSink,
+    KindInfo,
+    ObjectEvent,
+    Settling,
+    flush_writes,
+)
 from reconciler.cluster.snapshot import SnapshotFileCluster
 from reconciler.core.objects import Body, ObjectRef
 from reconciler.core.sharding import assign
@@ -285,3 +292,22 @@ class FencedCluster:
         """See :meth:`EventSink.record_event`: fenced; nothing when the cluster keeps none."""
         if isinstance(self.cluster, EventSink) and self._fenced() is None:
             self.cluster.record_event(event, component=component)
+
+
+class SettlingFencedCluster(FencedCluster):
+    """A :class:`FencedCluster` around a cluster that moves on by itself (a real API server):
+    the lifecycle's waits within a pass go through to it (see
+    :class:`~reconciler.cluster.api.Settling`)."""
+
+    def pause(self, seconds: float) -> None:
+        """See :meth:`Settling.pause`."""
+        assert isinstance(self.cluster, Settling)
+        self.cluster.pause(seconds)
+
+
+def fenced(cluster: Cluster, check: Callable[[], str | None]) -> FencedCluster:
+    """``cluster`` with its writes fenced by ``check``, waiting as it waits: a cluster that
+    settles by itself stays one (so the lifecycle still waits for CRDs within a pass)."""
+    if isinstance(cluster, Settling):
+        return SettlingFencedCluster(cluster, check)
+    return FencedCluster(cluster, check)

@@ -63,7 +63,7 @@ from reconciler.core.head import Head, head_text
 from reconciler.core.model import OUTPUT_API_VERSION, ClusterAccess, ConfigRepo, Settings
 from reconciler.core.redaction import mask, mask_all
 from reconciler.core.resolve import resolve_runtime
-from reconciler.daemon.membership import DEFAULT_LEASE, FencedCluster, Membership
+from reconciler.daemon.membership import DEFAULT_LEASE, Membership, fenced
 from reconciler.daemon.metrics import Metrics
 from reconciler.daemon.verdicts import Held, Reading, Waiting, failed
 from reconciler.errors import PermanentError, ReconcilerError, TransientError
@@ -781,7 +781,7 @@ class Daemon:
 
         def fenced_connect(access: ClusterAccess, name: str) -> Cluster:
             cluster = self.connect(access, name)
-            return FencedCluster(cluster, lambda: self.membership.fenced(epoch))
+            return fenced(cluster, lambda: self.membership.fenced(epoch))
 
         commit = self.state.commit
         runner = Runner(self.store, engine, repo, fenced_connect, self.clock, commit)

@@ -17,12 +17,12 @@ was done to each object (created, configured, unchanged, pruned, deleted, releas
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from reconciler.cluster.api import Cluster, EventSink, ObjectEvent
+from reconciler.cluster.api import Cluster, EventSink, ObjectEvent, Settling
 from reconciler.core.inventory import (
     LABEL_INVENTORY,
     Inventory,
@@ -128,6 +128,8 @@ class Lifecycle:
         self.view = view if view is not None else LiveView()
         self._namespaces: set[str] = set()
         self._changes: list[ChangeSetEntry] = []
+        #: Modules whose install's first stage ran ahead of the others (see ``_prepare_all``).
+        self._prepared: dict[str, _Prepared] = {}
 
     # -- the whole sync ------------------------------------------------------------------------
 
@@ -308,12 +310,18 @@ class Lifecycle:
 
     def _get_all(self, runtime: str, refs: Sequence[ObjectRef]) -> dict[ObjectRef, Body]:
         """The objects of ``refs`` that exist: one list per kind by our labels, then a GET
-        only for what those lists cannot show (objects without our labels, or absent)."""
+        only for what those lists cannot show (objects without our labels, or absent); an
+        object in a Namespace that does not exist is absent without a GET."""
         for ref in refs:
             if self.view.needs_list(ref):
                 self._list_kind(runtime, ref)
+        unknown = {r.namespace for r in refs if r.namespace and not self.view.lookup(r)[0]}
+        absent = {ns for ns in sorted(unknown) if self._read(_namespace_ref(ns)) is None}
         found = {}
         for ref in refs:
+            if ref.namespace in absent and not self.view.lookup(ref)[0]:
+                self.view.record(ref, None)  # no namespace, no object in it: no GET
+                continue
             body = self._read(ref)
             if body is not None:
                 found[ref] = body
@@ -342,14 +350,14 @@ class Lifecycle:
 
     def _blocking(self, inventory: Inventory) -> tuple[tuple[ObjectRef, ...], int]:
         """Instances of the module's kinds, except the default configuration we delete first
-        (when it carries our labels: one recorded as intended may be a user's)."""
+        and the module's own objects (a ServiceMonitor of its manifest, deleted with it) when
+        they carry our labels (one recorded as intended may be a user's)."""
+        ours = {*inventory.objects, inventory.default_configuration}
         found: list[ObjectRef] = []
         for group, kind in inventory.managed_kinds:
             for body in self._instances(group, kind):
                 ref = ObjectRef.of(body)
-                if ref != inventory.default_configuration or not _labelled(
-                    body, inventory.runtime, inventory.module
-                ):
+                if ref not in ours or not _labelled(body, inventory.runtime, inventory.module):
                     found.append(ref)
         found.sort()
         return tuple(found[:BLOCKING_KEPT]), len(found)
@@ -371,23 +379,67 @@ class Lifecycle:
         module that depends on it is still being removed."""
         by_name = {d.name: d for d in desired}
         statuses: dict[str, ModuleStatus] = {}
-        self._changes = []
+        self._changes, self._prepared = [], {}
+        failed = self._prepare_all(runtime, the_plan, by_name, live)
         for entry in the_plan.modules:
-            module_live = live.get(entry.module, LiveModule())
-            try:
-                waiting = _dependents_left(entry, dependencies or {}, statuses, by_name)
-                if waiting:
-                    status = _waiting_for_dependents(entry, waiting)
-                elif entry.module in by_name:
-                    status = self._desired(
-                        runtime, entry, by_name[entry.module], module_live, statuses
-                    )
-                else:
-                    status = self._removal(entry, module_live)
-            except ReconcilerError as error:
-                status = _failed(entry, error)
+            status = failed.get(entry.module) or self._module(
+                runtime, entry, by_name, live, statuses, dependencies or {}
+            )
             statuses[entry.module] = status
+        self._settle_ready(runtime, the_plan, by_name, live, statuses)
+        for entry in the_plan.modules:
+            self._module_event(entry, statuses[entry.module])
         return PassResult(tuple(statuses.values()), tuple(self._changes))
+
+    def _module(
+        self,
+        runtime: str,
+        entry: ModulePlan,
+        by_name: Mapping[str, DesiredModule],
+        live: Mapping[str, LiveModule],
+        statuses: Mapping[str, ModuleStatus],
+        dependencies: Mapping[str, tuple[str, ...]],
+    ) -> ModuleStatus:
+        """Carry out one module's plan; its status (Error when that failed)."""
+        module_live = live.get(entry.module, LiveModule())
+        try:
+            waiting = _dependents_left(entry, dependencies, statuses, by_name)
+            if waiting:
+                return _waiting_for_dependents(entry, waiting)
+            if entry.module in by_name:
+                return self._desired(runtime, entry, by_name[entry.module], module_live, statuses)
+            return self._removal(entry, module_live)
+        except ReconcilerError as error:
+            return _failed(entry, error)
+
+    def _settle_ready(
+        self,
+        runtime: str,
+        the_plan: Plan,
+        by_name: Mapping[str, DesiredModule],
+        live: Mapping[str, LiveModule],
+        statuses: dict[str, ModuleStatus],
+    ) -> None:
+        """Modules this pass changed that wait for their operator: wait a little for them
+        (:data:`READY_WAIT_SECONDS`) and take their readiness again; then install the modules
+        that waited for those, once (their own readiness is for the next pass)."""
+        entries = {e.module: e for e in the_plan.modules}
+        waiting = [
+            name
+            for name, s in statuses.items()
+            if s.reason == "WaitingForOperator" and entries[name].changes_anything
+        ]
+        if not waiting:
+            return
+        self._settle(
+            lambda: any(not self._operator_available(by_name[n]) for n in waiting),
+            READY_WAIT_SECONDS,
+        )
+        for name in waiting:
+            statuses[name] = self._readiness(entries[name], by_name[name])
+        for entry in the_plan.modules:
+            if statuses[entry.module].reason == "WaitingForDependency":
+                statuses[entry.module] = self._module(runtime, entry, by_name, live, statuses, {})
 
     def _desired(
         self,
@@ -420,6 +472,37 @@ class Lifecycle:
     def _install(
         self, runtime: str, entry: ModulePlan, module: DesiredModule, live: LiveModule
     ) -> ModuleStatus:
+        prepared = self._prepared.pop(entry.module, None)
+        if prepared is None:
+            prepared = self._prepare(runtime, entry, module, live)
+            self._settle(lambda: bool(self._unestablished(module)), CRD_WAIT_SECONDS)
+        pending = self._unestablished(module)
+        if pending:
+            message = f"waiting for CRD {', '.join(pending)} to be Established"
+            return ModuleStatus(
+                entry.module, ModuleState.PROCESSING, "WaitingForCRD", message, entry.to_version
+            )
+        bodies = prepared.bodies
+        for change in entry.changes:
+            if change.ref in bodies and change not in prepared.first:
+                self._apply(bodies[change.ref])
+                self._note(entry.module, change.ref, _APPLIED[change.action])
+        for change in entry.changes:
+            if change.ref not in bodies:
+                self._delete_or_release(entry.module, change, ChangeAction.PRUNED)
+        final = _final_inventory(prepared.intent, module, entry)
+        self._write_inventory(final, prepared.intent)  # the cluster now holds the intent
+        changed = {c.ref for c in entry.changes}
+        for ref in bodies:
+            if ref not in changed and ref in live.objects:
+                self._note(entry.module, ref, ChangeAction.UNCHANGED)
+        return self._readiness(entry, module)
+
+    def _prepare(
+        self, runtime: str, entry: ModulePlan, module: DesiredModule, live: LiveModule
+    ) -> _Prepared:
+        """The first stage of an install: the inventory's intent written (before any object),
+        then the module's CRDs and Namespaces applied."""
         bodies = {ObjectRef.of(o.body): o.body for o in module.objects}
         if module.default_configuration is not None:
             bodies[ObjectRef.of(module.default_configuration.body)] = (
@@ -430,31 +513,52 @@ class Lifecycle:
         if entry.changes_anything or intent != stored:
             self.ensure_namespace(self.system_namespace)
             self._write_inventory(intent, stored)
-        applies = [c for c in entry.changes if c.ref in bodies]
-        first = [c for c in applies if c.ref.kind in ("CustomResourceDefinition", "Namespace")]
+        first = tuple(c for c in entry.changes if c.ref in bodies and c.ref.kind in _FIRST)
         for change in first:
             self._apply(bodies[change.ref])
             self._note(entry.module, change.ref, _APPLIED[change.action])
-        pending = self._unestablished(module)
-        if pending:
-            message = f"waiting for CRD {', '.join(pending)} to be Established"
-            return ModuleStatus(
-                entry.module, ModuleState.PROCESSING, "WaitingForCRD", message, entry.to_version
-            )
-        for change in applies:
-            if change not in first:
-                self._apply(bodies[change.ref])
-                self._note(entry.module, change.ref, _APPLIED[change.action])
-        for change in entry.changes:
-            if change.ref not in bodies:
-                self._delete_or_release(entry.module, change, ChangeAction.PRUNED)
-        final = _final_inventory(intent, module, entry)
-        self._write_inventory(final, intent)  # the cluster now holds the intent
-        changed = {c.ref for c in entry.changes}
-        for ref in bodies:
-            if ref not in changed and ref in live.objects:
-                self._note(entry.module, ref, ChangeAction.UNCHANGED)
-        return self._readiness(entry, module)
+        return _Prepared(intent, bodies, first)
+
+    def _prepare_all(
+        self,
+        runtime: str,
+        the_plan: Plan,
+        by_name: Mapping[str, DesiredModule],
+        live: Mapping[str, LiveModule],
+    ) -> dict[str, ModuleStatus]:
+        """The first stage of every install that depends on no other module, before any
+        module's second stage, and one wait for all their CRDs to be Established (rather than
+        one per module); the modules that failed in it, with their Error status."""
+        failed: dict[str, ModuleStatus] = {}
+        started: list[DesiredModule] = []
+        for entry in the_plan.modules:
+            module = by_name.get(entry.module)
+            if module is None or module.module.depends_on or entry.action in _HELD:
+                continue
+            try:
+                self._prepared[entry.module] = self._prepare(
+                    runtime, entry, module, live.get(entry.module, LiveModule())
+                )
+            except ReconcilerError as error:
+                failed[entry.module] = _failed(entry, error)
+                continue
+            if self._prepared[entry.module].first:
+                started.append(module)
+        self._settle(lambda: any(self._unestablished(m) for m in started), CRD_WAIT_SECONDS)
+        return failed
+
+    def _settle(self, pending: Callable[[], bool], seconds: float) -> None:
+        """On a cluster that moves on by itself (:class:`~reconciler.cluster.api.Settling`),
+        wait while ``pending()`` holds, ``seconds`` at most, asking again at growing intervals
+        (50 ms, doubled up to 1 s); elsewhere (in memory, a snapshot) nothing changes while we
+        wait: return at once."""
+        if not isinstance(self.cluster, Settling):
+            return
+        waited, delay = 0.0, SETTLE_FIRST
+        while waited < seconds and pending():
+            self.cluster.pause(delay)
+            waited += delay
+            delay = min(delay * 2, SETTLE_MAX)
 
     def _removal(self, entry: ModulePlan, live: LiveModule) -> ModuleStatus:
         inventory = live.inventory
@@ -493,9 +597,21 @@ class Lifecycle:
 
     def _note(self, module: str, ref: ObjectRef, action: ChangeAction) -> None:
         self._changes.append(ChangeSetEntry(module, ref, action))
-        reason = _EVENT_REASONS.get(action)
-        if reason is not None:
-            self._event(ObjectEvent(ref, reason, f"{action} by reconciler for module {module}"))
+
+    def _module_event(self, entry: ModulePlan, status: ModuleStatus) -> None:
+        """One Event per module and pass that changed anything, on the module's inventory
+        ConfigMap (as Flux records one per Kustomization and reconciliation): what was done to
+        how many objects, then the objects (``kubectl describe configmap -n SYSTEM
+        inventory-MODULE``, or ``kubectl get events -n SYSTEM`` for every module)."""
+        if not self.events:
+            return
+        changed = [
+            c for c in self._changes if c.module == entry.module and c.action in _EVENT_REASONS
+        ]
+        if changed:
+            ref = inventory_ref(self.system_namespace, entry.module)
+            reason, message = module_event_text(entry.module, status.version, changed)
+            self._event(ObjectEvent(ref, reason, message))
 
     def _blocked_events(self, entry: ModulePlan) -> None:
         """A Warning on each object that holds a removal back (``kubectl describe`` shows it)."""
@@ -570,19 +686,7 @@ class Lifecycle:
     def _readiness(self, entry: ModulePlan, module: DesiredModule) -> ModuleStatus:
         """L2: every CRD Established and the operator workload available."""
         spec = module.module
-        operator = next(
-            (
-                o.body
-                for o in module.objects
-                if o.body.get("kind") == spec.operator_kind
-                and o.body["metadata"]["name"] == spec.operator_name
-            ),
-            None,
-        )
-        live = self._read(ObjectRef.of(operator)) if operator else None
-        if operator and (live is None or not workload_available(live)):  # ask the server
-            live = self._read(ObjectRef.of(operator), fresh=True)
-        if live is None or not workload_available(live):
+        if not self._operator_available(module):
             message = f"{spec.operator_kind} {spec.operator_name} is not available yet"
             return ModuleStatus(
                 entry.module,
@@ -598,6 +702,56 @@ class Lifecycle:
                 entry.module, ModuleState.WARNING, "CRDInUse", message, entry.to_version
             )
         return ModuleStatus(entry.module, ModuleState.READY, reason, message, entry.to_version)
+
+    def _operator_available(self, module: DesiredModule) -> bool:
+        """Whether the module's operator workload is available (asked of the server when the
+        view does not show it so)."""
+        spec = module.module
+        operator = next(
+            (
+                ObjectRef.of(o.body)
+                for o in module.objects
+                if o.body.get("kind") == spec.operator_kind
+                and o.body["metadata"]["name"] == spec.operator_name
+            ),
+            None,
+        )
+        if operator is None:
+            return False
+        live = self._read(operator)
+        if live is None or not workload_available(live):  # ask the server
+            live = self._read(operator, fresh=True)
+        return live is not None and workload_available(live)
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A module after the first stage of its install: the inventory written, the objects to
+    apply by reference, the changes applied already (CRDs and Namespaces)."""
+
+    intent: Inventory
+    bodies: dict[ObjectRef, Mapping[str, Any]]
+    first: tuple[ObjectChange, ...]
+
+
+#: Kinds applied in the first stage of an install (L1).
+_FIRST = ("CustomResourceDefinition", "Namespace")
+#: Module actions that apply nothing.
+_HELD = (
+    ModuleAction.BLOCKED_DOWNGRADE,
+    ModuleAction.BLOCKED_UNKNOWN_VERSION,
+    ModuleAction.DEFERRED_WINDOW,
+)
+#: How long a pass waits for the CRDs it applied to be Established (on a real server).
+CRD_WAIT_SECONDS = 30.0
+#: How long a pass waits for the operators of the modules it changed to be available.
+READY_WAIT_SECONDS = 10.0
+SETTLE_FIRST = 0.05
+SETTLE_MAX = 1.0
+
+
+def _namespace_ref(name: str) -> ObjectRef:
+    return ObjectRef("v1", "Namespace", "", name)
 
 
 def _listed_ref(asked: ObjectRef, body: Body) -> ObjectRef:
@@ -637,14 +791,35 @@ def _waiting_for_dependents(entry: ModulePlan, waiting: list[str]) -> ModuleStat
     )
 
 
-#: The Event reason of each change (an unchanged object has none).
+#: The Event reason of a module's pass by what it did: deleted (a removal), released (an Ignore
+#: removal), else applied (created, configured, pruned); an unchanged object counts for none.
 _EVENT_REASONS = {
-    ChangeAction.CREATED: "Created",
-    ChangeAction.CONFIGURED: "Configured",
-    ChangeAction.PRUNED: "Pruned",
+    ChangeAction.CREATED: "Applied",
+    ChangeAction.CONFIGURED: "Applied",
+    ChangeAction.PRUNED: "Applied",
     ChangeAction.DELETED: "Deleted",
     ChangeAction.RELEASED: "Released",
 }
+#: The objects an Event names, at most (the rest are counted).
+EVENT_SUBJECTS = 12
+
+
+def module_event_text(
+    module: str, version: str | None, changed: Sequence[ChangeSetEntry]
+) -> tuple[str, str]:
+    """(reason, message) of a module's Event: ``module widget 1.0.0: 5 created, 1 configured:
+    Namespace/widget-system created, ...`` (the first :data:`EVENT_SUBJECTS` objects)."""
+    counts: dict[ChangeAction, int] = {}
+    for change in changed:
+        counts[change.action] = counts.get(change.action, 0) + 1
+    reasons = {_EVENT_REASONS[a] for a in counts}
+    reason = next(r for r in ("Deleted", "Released", "Applied") if r in reasons)
+    summary = ", ".join(f"{n} {action}" for action, n in counts.items())
+    subjects = [f"{c.subject} {c.action}" for c in changed[:EVENT_SUBJECTS]]
+    if len(changed) > EVENT_SUBJECTS:
+        subjects.append(f"and {len(changed) - EVENT_SUBJECTS} more")
+    head = f"module {module} {version}" if version else f"module {module}"
+    return reason, f"{head}: {summary}: {', '.join(subjects)}"
 
 
 def _recorded_refs(inventory: Inventory) -> list[ObjectRef]:
