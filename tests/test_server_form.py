@@ -115,11 +115,12 @@ def _as_the_server_answers(body: dict[str, Any]) -> dict[str, Any]:
     container.pop("args")
     container["imagePullPolicy"] = "Always"
     key = 'k:{"containerPort":8080,"protocol":"TCP"}'
-    fields = {"f:spec": {"f:template": {"f:spec": {"f:containers": {'k:{"name":"c"}': {
+    item: dict[str, Any] = {
         ".": {}, "f:args": {}, "f:name": {}, "f:image": {},
         "f:ports": {key: {".": {}, "f:containerPort": {}}},
         "f:resources": {"f:limits": {"f:cpu": {}, "f:memory": {}}},
-    }}}}}}  # fmt: skip
+    }  # fmt: skip
+    fields = {"f:spec": {"f:template": {"f:spec": {"f:containers": {'k:{"name":"c"}': item}}}}}
     managed = {"manager": "reconciler", "operation": "Apply", "fieldsV1": fields}
     live["metadata"] = {**live["metadata"], "managedFields": [managed]}
     return live
