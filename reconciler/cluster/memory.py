@@ -11,7 +11,9 @@ shape a real server gives them, nulls included: a CRD is created with ``status.c
 (and ``acceptedNames`` empty) and answered so, and is Established only afterwards, as the
 apiextensions controllers do; workloads start with ``status: {}``; kinds without a status
 (ConfigMaps, custom resources) have none; empty ``labels``, ``annotations`` and ``finalizers``
-are left out. Tests can set status, and inject faults (errors, latency). Operator workloads become
+are left out. What the server writes in its own words is stored so
+(:func:`~reconciler.core.serverform.server_form`: ``cpu: 1000m`` as ``1``, ``protocol: TCP``
+on ports). Tests can set status, and inject faults (errors, latency). Operator workloads become
 available (and CRDs Established) right after they are stored unless ``auto_ready``
 (``auto_establish``) is off. It can be saved to and loaded from a snapshot (a list of objects, with
 field owners kept in ``metadata.managedFields``). Used by tests, benchmarks and offline plans.
@@ -29,6 +31,7 @@ from typing import Any, TypeVar, cast
 
 from reconciler.cluster.api import KindInfo, ObjectEvent, Permission, event_body
 from reconciler.core.objects import Body, ObjectRef, crd_kind
+from reconciler.core.serverform import server_form
 from reconciler.errors import (
     ConflictError,
     InvalidObjectError,
@@ -528,7 +531,7 @@ def _check_name(ref: ObjectRef) -> None:
 
 def _config_of(body: Mapping[str, Any], info: KindInfo) -> Body:
     """What an apply sets: the body without status and server-owned metadata."""
-    config = _copied(dict(body))
+    config = server_form(_copied(dict(body)))  # quantities, port protocols: as a server
     config.pop("status", None)
     metadata = config.setdefault("metadata", {})
     for name in _SERVER_FIELDS:

@@ -172,7 +172,7 @@ def _walk(desired: Any, live: Any, path: tuple[str, ...]) -> Iterator[FieldChang
             for label, mine, theirs in pairs:
                 yield from _walk(mine, theirs, (*path[:-1], f"{path[-1]}[{label}]"))
             return
-    if not _equal(desired, live):
+    if not (_equal(desired, live) or _left_out(desired, live)):
         yield FieldChange(".".join(path), live, desired)
 
 
@@ -211,8 +211,15 @@ def _equal(desired: Any, live: Any) -> bool:
 def _subset(desired: Any, live: Any) -> bool:
     """Inside lists, live objects may carry defaulted fields we did not set."""
     if isinstance(desired, Mapping) and isinstance(live, Mapping):
-        return all(k in live and _subset(v, live[k]) for k, v in desired.items())
+        return all(
+            _subset(v, live[k]) if k in live else _left_out(v, None) for k, v in desired.items()
+        )
     return _equal(desired, live)
+
+
+def _left_out(desired: Any, live: Any) -> bool:
+    """An empty value we set that the server leaves out (``omitempty``): ``args: []``."""
+    return live is None and desired in ("", [], {})
 
 
 def _masked(change: FieldChange, secret: bool) -> FieldChange:

@@ -42,6 +42,7 @@ from reconciler.core.model import (
 from reconciler.core.objects import Body, ObjectRef, crd_kind
 from reconciler.core.render import RenderedObject, apply_order_key
 from reconciler.core.resolve import ResolvedModule
+from reconciler.core.serverform import server_form
 from reconciler.core.versions import parse_running_version, version_key
 from reconciler.core.windows import in_window, next_window_text
 
@@ -401,8 +402,9 @@ def _object_changes(desired: DesiredModule, live: LiveModule) -> tuple[ObjectCha
         if current is None:
             changes.append(ObjectChange(ObjectAction.CREATE, ref, field_diff(rendered.body, None)))
             continue
-        fields = field_diff(rendered.body, current) + removed_owned_fields(
-            rendered.body, current, FIELD_MANAGER
+        answered = server_form(rendered.body)  # what the server rewrites is no drift
+        fields = field_diff(answered, current) + removed_owned_fields(
+            answered, current, FIELD_MANAGER
         )
         if fields:
             changes.append(ObjectChange(ObjectAction.UPDATE, ref, fields))

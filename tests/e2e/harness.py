@@ -159,6 +159,19 @@ class Kube:
             if not _gone(error):
                 raise
 
+    def delete_cluster_rbac(self, resource: str, name: str) -> None:
+        """Delete a ClusterRole or ClusterRoleBinding (``resource``: their plural)."""
+        rbac = k8s_client.RbacAuthorizationV1Api(self.api)
+        delete = {
+            "clusterroles": rbac.delete_cluster_role,
+            "clusterrolebindings": rbac.delete_cluster_role_binding,
+        }[resource]
+        try:
+            delete(name)
+        except k8s_client.ApiException as error:
+            if not _gone(error):
+                raise
+
     def delete_crd(self, name: str) -> None:
         try:
             self.crds.delete_custom_resource_definition(name)
