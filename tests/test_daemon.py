@@ -370,6 +370,7 @@ def _start_daemon(tmp_path: Path, server: GitServer, port: int) -> subprocess.Po
             f"127.0.0.1:{port}",
             "--snapshot",
             f"{tmp_path / 'clusters'}/",
+            "--snapshot-create",
             "--webhook-secret-file",
             str(tmp_path / "secret"),
             "--log-format",

@@ -119,7 +119,8 @@ def test_progress_on_a_terminal_is_one_line_redrawn_under_the_output() -> None:
 
 def _sync(fleet: Path, tmp: Path, *extra: str) -> Any:
     snapshots = tmp / "clusters"
-    args = ["sync", str(fleet), "--snapshot", f"{snapshots}/", "--state", f"sqlite:///{tmp}/s.db"]
+    args = ["sync", str(fleet), "--snapshot", f"{snapshots}/", "--snapshot-create"]
+    args += ["--state", f"sqlite:///{tmp}/s.db"]
     return CliRunner().invoke(cli, [*args, *extra])
 
 
@@ -201,6 +202,7 @@ def test_store_work_per_runtime_does_not_grow_with_the_fleet(
 
 def _diff(fleet: Path, tmp: Path, *extra: str) -> Any:
     snapshots = tmp / "clusters"
+    snapshots.mkdir(exist_ok=True)  # recorded, empty: a --snapshot that does not exist is refused
     args = ["diff", str(fleet), "--snapshot", f"{snapshots}/", "--state", f"sqlite:///{tmp}/s.db"]
     return CliRunner().invoke(cli, [*args, *extra])
 

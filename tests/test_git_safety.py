@@ -369,6 +369,7 @@ def _start_daemon(
             f"127.0.0.1:{port}",
             "--snapshot",
             f"{tmp_path / 'clusters'}/",
+            "--snapshot-create",
             "--state",
             f"sqlite:///{tmp_path / 'state.db'}",
             *args,

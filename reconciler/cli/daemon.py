@@ -26,6 +26,7 @@ from reconciler.cli.options import (
     kubeconfig_dir_option,
     listen_address,
     secret_namespace_option,
+    snapshot_create_option,
     snapshot_option,
     state_option,
 )
@@ -164,6 +165,7 @@ if TYPE_CHECKING:
     help="Private key for an ssh remote.",
 )
 @snapshot_option
+@snapshot_create_option
 @click.option(
     "--allow-deletions",
     "allow_commit",
@@ -214,6 +216,7 @@ def daemon(
     ssh_key_file: Path | None,
     allow_commit: str,
     snapshot: str | None,
+    snapshot_create: bool,
     log_format: str,
     git_timeout: float,
 ) -> None:
@@ -252,6 +255,7 @@ def daemon(
             kube_qps,
             kube_burst,
             cache_dir,
+            snapshot_create,
         ),
         state_url,
     )
@@ -318,6 +322,7 @@ def run_daemon(
     from reconciler.operations.store import open_store
     from reconciler.source.git import GitRunner, RemoteSource
 
+    access = Access(clusters, reuse_snapshots=False)  # workers run runtimes side by side
     store = open_store(state_url)
     beside = getattr(store, "path", None) or Path(default_state_url().removeprefix("sqlite:///"))
     cache = git.cache_dir or Path(beside).parent / "git-cache"
@@ -327,7 +332,6 @@ def run_daemon(
     source = RemoteSource(
         git.repo_url, git.branch, git.repo_path, cache, git_env, local=True, runner=git_runner
     )
-    access = Access(clusters, reuse_snapshots=False)  # workers run runtimes side by side
     options = DaemonOptions(
         workers=schedule.workers,
         allow_deletions=schedule.allow_commit,

@@ -357,6 +357,14 @@ def open_existing_store(url: str) -> StateStore | None:
     return open_store(url)
 
 
+def open_store_to_read(url: str) -> StateStore:
+    """:func:`open_store` for plans that change nothing (``diff``, ``sync --dry-run``): where
+    the SQLite file does not exist, an empty store in memory, so that a read creates no file
+    (nor its folder) and plans as a new store would."""
+    found = open_existing_store(url)
+    return found if found is not None else SqliteStore(Path(":memory:"))
+
+
 #: SQLite's messages of errors a person causes and must fix (not our bugs).
 _OPERATOR_CAUSES = ("readonly database", "unable to open")
 

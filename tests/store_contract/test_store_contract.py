@@ -653,7 +653,17 @@ def test_sync_status_and_operations_work_on_the_store_url(backend: Backend, tmp_
     state = ["--state", backend.url]
 
     synced = runner.invoke(
-        cli, ["sync", str(SAMPLE), "--runtime", "prod-eu-1", "--snapshot", clusters, *state]
+        cli,
+        [
+            "sync",
+            str(SAMPLE),
+            "--runtime",
+            "prod-eu-1",
+            "--snapshot",
+            clusters,
+            "--snapshot-create",
+            *state,
+        ],
     )
     status = runner.invoke(cli, ["status", "--format", "json", *state])
     listed = runner.invoke(cli, ["operations", "list", "--no-headers", *state])
