@@ -45,12 +45,21 @@ def test_install_then_nothing_to_do(fleet: Path) -> None:
     synced = _run("sync", str(fleet), "--runtime", "prod-eu-1", "--snapshot", _clusters(fleet))
     assert synced.exit_code == 0, synced.output
     assert "runtime prod-eu-1: provision" in synced.stdout
-    assert "succeeded" in synced.stdout
+    assert " succeeded: 4 installed\n" in synced.stdout  # what was done, not "succeeded" again
     assert (fleet.parent / "clusters" / "prod-eu-1.yaml").is_file()
 
     again = _run("diff", str(fleet), "--runtime", "prod-eu-1", "--snapshot", _clusters(fleet))
     assert again.exit_code == 0
     assert "runtime prod-eu-1: 4 modules, 0 to change" in again.stdout
+
+    resynced = _run("sync", str(fleet), "--runtime", "prod-eu-1", "--snapshot", _clusters(fleet))
+    assert " succeeded: no change\n" in resynced.stdout
+    listed = _run("operations", "list", "--runtime", "prod-eu-1").stdout.splitlines()
+    rows = [line.split() for line in listed[1:]]  # ID RUNTIME TYPE STATE CREATED MESSAGE
+    assert [(row[3], " ".join(row[6:])) for row in rows] == [
+        ("succeeded", "no change"),  # issue 24, finding 7: not "succeeded" twice
+        ("succeeded", "4 installed"),
+    ]
 
 
 def test_channel_bump_shows_the_upgrade_with_field_diffs(fleet: Path) -> None:

@@ -7,6 +7,7 @@ The command line becomes a few frozen values (:class:`GitOptions`, :class:`HttpO
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -30,12 +31,14 @@ from reconciler.cli.options import (
     snapshot_option,
     state_option,
 )
-from reconciler.errors import AccessError
+from reconciler.errors import AccessError, SourceError
 
 if TYPE_CHECKING:
     from reconciler.core.model import Settings
     from reconciler.daemon.http import HttpServer
     from reconciler.daemon.service import Daemon
+
+log = logging.getLogger("reconciler.daemon")
 
 
 @click.command(epilog=exits.DAEMON.describe())
@@ -229,6 +232,7 @@ def daemon(
     """
     from reconciler.daemon.logs import setup_logging
 
+    check_local_repo(repo_url)
     setup_logging(log_format)
     run_daemon(
         GitOptions(repo_url, branch, repo_path, cache_dir, token_file, ssh_key_file, git_timeout),
@@ -259,6 +263,21 @@ def daemon(
         ),
         state_url,
     )
+
+
+def check_local_repo(repo_url: str) -> None:
+    """Stop at start when ``--repo`` is a local path that does not exist or is no git
+    repository (:class:`SourceError`, exit 2): no later poll can fix that, and the daemon would
+    otherwise retry it for ever as if the remote were down."""
+    from reconciler.config.remotes import is_local
+
+    if not is_local(repo_url):
+        return
+    path = Path(repo_url).expanduser()
+    if not path.exists():
+        raise SourceError(f"--repo {repo_url}: no such folder (give a git URL or a local clone)")
+    if not ((path / ".git").exists() or (path / "HEAD").is_file()):
+        raise SourceError(f"--repo {repo_url}: not a git repository (no .git, not a bare one)")
 
 
 def given_duration(ctx: click.Context, name: str, seconds: float) -> timedelta | None:
@@ -357,13 +376,16 @@ def run_daemon(
     stop = StopSignals()  # whichever thread the kernel hands SIGTERM to, the main one wakes
     stop.install()
     host, port = http.listen
-    click.echo(
-        f"reconciler daemon following {source.shown} {git.branch} ({git.repo_path}); "
-        f"listening on {host}:{port}",
-        err=True,
+    log.info(  # through the log, so --log-format json holds for every line
+        "reconciler daemon following %s %s (%s); listening on %s:%s",
+        source.shown,
+        git.branch,
+        git.repo_path,
+        host,
+        port,
     )
     stop.wait()
-    click.echo("stopping: letting running steps finish", err=True)
+    log.info("stopping: letting running steps finish")
     git_runner.stop()  # a poll waiting on a remote ends now, so shutdown does not wait for it
     scheduler.shutdown(wait=True)
     the_daemon.close()

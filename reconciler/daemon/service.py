@@ -75,6 +75,7 @@ from reconciler.operations.model import (
     OperationState,
     operation_limits,
 )
+from reconciler.operations.report import state_text
 from reconciler.operations.runner import Connect, Runner
 from reconciler.operations.running import fetch_running
 from reconciler.operations.store import (
@@ -455,7 +456,7 @@ class Daemon:
         return self.store.decide_commit(record)
 
     def _hold(self, head: Head, verdict: Verdict) -> bool:
-        message = f"{verdict.message}; for this commit only: --allow-deletions {head.shown}"
+        message = verdict.message
         held = Held(head.text, verdict, message)
         standing = self._record(head, CommitVerdict.HELD, message, held.to_json())
         if standing.verdict is CommitVerdict.HELD:
@@ -643,7 +644,13 @@ class Daemon:
         allowance = Allowance(count=sys.maxsize) if self._allowed(head) else Allowance()
         in_force = Limits.of(current.settings) if current is not None else None
         limits = limits_for(repo.settings, in_force)
-        verdict = judge(count_deletions(known, repo), limits, allowance, Limits.of(repo.settings))
+        verdict = judge(
+            count_deletions(known, repo),
+            limits,
+            allowance,
+            Limits.of(repo.settings),
+            allow_with=f"--allow-deletions {head.shown} (the daemon's flag: this commit only)",
+        )
         return with_unread(verdict, running.unread)
 
     def _update_lag(self, head: Head) -> None:
@@ -787,8 +794,8 @@ class Daemon:
             "runtime %s: %s %s %s",
             runtime,
             operation.type,
-            operation.state,
-            operation.message,
+            operation.id,
+            state_text(operation),
             extra=extra,
         )
         _log_module_errors(runtime, operation, extra)

@@ -18,7 +18,7 @@ from typing import Any
 
 from reconciler.core.head import Head, head_text
 from reconciler.core.model import ClusterAccess, Settings
-from reconciler.core.plan import PlannedModule
+from reconciler.core.plan import ModuleAction, PlannedModule
 from reconciler.core.status import (
     ModuleState,
     ModuleStatus,
@@ -121,6 +121,41 @@ class OperationData:
     def has_error(self) -> bool:
         """Whether a module is in Error."""
         return any(m.state is ModuleState.ERROR for m in self.modules)
+
+    @property
+    def changed_nothing(self) -> bool:
+        """Whether the plan left every module as it was (a resync that found no drift)."""
+        return bool(self.plan) and all(p.action is ModuleAction.UNCHANGED for p in self.plan)
+
+    def outcome_text(self) -> str:
+        """What the operation did to the modules, for its message: ``1 upgraded, 3
+        unchanged``, ``no change``; a deprovision counts the modules removed."""
+        if self.changed_nothing:
+            return "no change"
+        counts: dict[str, int] = {}
+        for planned in self.plan:
+            done = _DONE[planned.action]
+            counts[done] = counts.get(done, 0) + 1
+        if not self.plan:
+            gone = [m for m in self.removals.modules if not m.state]
+            return f"{len(gone)} removed" if gone else "no module"
+        order = list(dict.fromkeys(_DONE.values()))
+        return ", ".join(f"{counts[done]} {done}" for done in order if done in counts)
+
+
+#: What an operation that succeeded did to a module of each planned action, in its message.
+_DONE = {
+    ModuleAction.INSTALL: "installed",
+    ModuleAction.UPGRADE: "upgraded",
+    ModuleAction.RECONFIGURE: "reconfigured",
+    ModuleAction.UNCHANGED: "unchanged",
+    ModuleAction.REMOVE_IGNORE: "released",
+    ModuleAction.REMOVE_DELETE: "removed",
+    ModuleAction.BLOCKED_DOWNGRADE: "held",
+    ModuleAction.BLOCKED_UNKNOWN_VERSION: "held",
+    ModuleAction.BLOCKED_DELETION: "held",
+    ModuleAction.DEFERRED_WINDOW: "held",
+}
 
 
 @dataclass(slots=True)
