@@ -8,7 +8,7 @@ The command line becomes a few frozen values (:class:`GitOptions`, :class:`HttpO
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +32,7 @@ from reconciler.cli.options import (
     state_option,
 )
 from reconciler.errors import AccessError, SourceError
+from reconciler.operations.model import Retention
 
 if TYPE_CHECKING:
     from reconciler.core.model import Settings
@@ -193,6 +194,23 @@ log = logging.getLogger("reconciler.daemon")
     envvar=GIT_TIMEOUT_ENV,
     help="Time limit of each git call to a remote; a call past it is stopped and reported.",
 )
+@click.option(
+    "--keep-operations",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    envvar="RECONCILER_KEEP_OPERATIONS",
+    help="Finished operations kept per runtime (the newest; a run of operations that changed "
+    "nothing counts as one); older ones are pruned every hour.",
+)
+@click.option(
+    "--keep-failures",
+    type=Duration(),
+    default="168h",
+    show_default=True,
+    envvar="RECONCILER_KEEP_FAILURES",
+    help="Failed operations are kept this long (168h: 7 days), beyond --keep-operations.",
+)
 @click.pass_context
 def daemon(
     ctx: click.Context,
@@ -222,6 +240,8 @@ def daemon(
     snapshot_create: bool,
     log_format: str,
     git_timeout: float,
+    keep_operations: int,
+    keep_failures: float,
 ) -> None:
     """Follow a git ref and keep every runtime converged until SIGTERM.
 
@@ -251,6 +271,7 @@ def daemon(
             debugging(ctx),
             member,
             timedelta(seconds=lease),
+            Retention(keep_operations, timedelta(seconds=keep_failures)),
         ),
         ClusterOptions(
             kubeconfig_dir,
@@ -325,6 +346,8 @@ class ScheduleOptions:
     #: ``--member`` and ``--lease``: this replica among those sharing the store.
     member: str = ""
     lease: timedelta = timedelta(seconds=30)
+    #: ``--keep-operations`` and ``--keep-failures``: what the state store keeps.
+    retention: Retention = field(default_factory=Retention)
 
 
 def run_daemon(
@@ -359,6 +382,7 @@ def run_daemon(
         debug=schedule.debug,
         member=schedule.member,
         lease=schedule.lease,
+        retention=schedule.retention,
     )
 
     def second_source(url: str, ref: str, path: str) -> RemoteSource:

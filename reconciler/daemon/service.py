@@ -65,6 +65,7 @@ from reconciler.core.redaction import mask, mask_all
 from reconciler.core.resolve import resolve_runtime
 from reconciler.daemon.membership import DEFAULT_LEASE, FencedCluster, Membership
 from reconciler.daemon.metrics import Metrics
+from reconciler.daemon.pruning import PRUNE_EVERY, Pruning
 from reconciler.daemon.verdicts import Held, Reading, Waiting, failed
 from reconciler.errors import PermanentError, ReconcilerError, TransientError
 from reconciler.operations.engine import Engine, owner_alive, this_owner
@@ -73,6 +74,7 @@ from reconciler.operations.model import (
     CommitVerdict,
     Operation,
     OperationState,
+    Retention,
     operation_limits,
 )
 from reconciler.operations.report import state_text
@@ -151,6 +153,8 @@ class DaemonOptions:
     #: This replica's member name (``--member``; default host:pid) and the members' lease.
     member: str = ""
     lease: timedelta = DEFAULT_LEASE
+    #: ``--keep-operations`` and ``--keep-failures``: what the pruning job keeps.
+    retention: Retention = field(default_factory=Retention)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1009,6 +1013,14 @@ def schedule_jobs(daemon: Daemon, scheduler: BaseScheduler) -> None:
         "interval",
         seconds=daemon.membership.lease.total_seconds() / 3,
         id="heartbeat",
+        next_run_time=daemon.clock(),
+    )
+    pruning = Pruning(daemon.store, daemon.options.retention, daemon.clock)
+    scheduler.add_job(
+        pruning.tick,
+        "interval",
+        seconds=PRUNE_EVERY.total_seconds(),
+        id="prune",
         next_run_time=daemon.clock(),
     )
     daemon.scheduler = scheduler

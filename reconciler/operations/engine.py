@@ -226,6 +226,7 @@ class Engine:
         upgraded, 3 unchanged``, never the state again) and names the steps skipped (O5); not
         saved."""
         operation.state = OperationState.SUCCEEDED
+        operation.data = operation.data.compacted()  # the objects left unchanged: not kept
         skipped = operation.skipped_steps()
         operation.message = operation.data.outcome_text() + (
             "; skipped: " + ", ".join(t.name for _, t in skipped) if skipped else ""
