@@ -126,6 +126,7 @@ def _sync(
         "prod-eu-1",
         "--snapshot",
         f"{tmp / 'clusters'}/",
+        "--snapshot-create",
         "--state",
         f"sqlite:///{tmp / 'state.db'}",
     ]

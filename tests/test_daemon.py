@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -277,6 +278,7 @@ def test_removing_more_runtimes_than_the_limit_is_held_by_the_brake(setup: Any) 
     assert brake["runtimes"] == ["a", "b"]
     assert (brake["removals"], brake["limit"]) == (2, 1)
     assert f"--allow-deletions {held[:12]}" in brake["message"]
+    assert "--allow-deletions 2" not in brake["message"]  # a count is the CLI's, not the daemon's
     assert all(c.get(WIDGET) is not None for c in clusters.values())
 
 
@@ -370,6 +372,7 @@ def _start_daemon(tmp_path: Path, server: GitServer, port: int) -> subprocess.Po
             f"127.0.0.1:{port}",
             "--snapshot",
             f"{tmp_path / 'clusters'}/",
+            "--snapshot-create",
             "--webhook-secret-file",
             str(tmp_path / "secret"),
             "--log-format",
@@ -436,9 +439,14 @@ def test_the_daemon_command_serves_reconciles_and_stops_on_sigterm(tmp_path: Pat
         errors = _stop(daemon, lambda: daemon.send_signal(signal.SIGTERM))
         server.stop()
     assert daemon.returncode == 0
-    lines = [json.loads(line) for line in errors.splitlines() if line.startswith("{")]
+    lines = [json.loads(line) for line in errors.splitlines() if line.strip()]  # every one
+    messages = [line["message"] for line in lines]
     assert any(line.get("runtime") == "a" and "operation" in line for line in lines)
-    assert "stopping: letting running steps finish" in errors
+    assert "stopping: letting running steps finish" in messages
+    assert any(m.startswith("reconciler daemon following ") for m in messages)
+    assert not [m for m in messages if "succeeded succeeded" in m]
+    done = [m for m in messages if re.match(r"runtime a: (provision|update) \w+ succeeded: ", m)]
+    assert done, messages
 
 
 def _versions(snapshot: Path) -> set[str]:

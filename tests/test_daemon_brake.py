@@ -213,7 +213,7 @@ def _start(root: Path, server: GitServer, clusters: Path) -> tuple[subprocess.Po
         "RECONCILER_STATE": f"sqlite:///{root / 'state.db'}",
     }
     command = [sys.executable, "-m", "reconciler", "daemon", "--interval", "1s"]
-    command += ["--listen", f"127.0.0.1:{port}", "--snapshot", f"{clusters}/"]
+    command += ["--listen", f"127.0.0.1:{port}", "--snapshot", f"{clusters}/", "--snapshot-create"]
     process = subprocess.Popen(
         command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True
     )

@@ -10,6 +10,7 @@ import http.client
 import json
 import logging
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -452,6 +453,7 @@ def test_sync_against_a_daemon_that_refuses_says_why(start: Serve, tmp_path: Pat
 def test_the_daemon_refuses_an_empty_secret_file(tmp_path: Path) -> None:
     empty = tmp_path / "secret"
     empty.write_text("\n")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)  # --repo must be a repo
     result = CliRunner().invoke(
         cli,
         [

@@ -74,7 +74,8 @@ def daemon(tmp_path: Path) -> Iterator[Running]:
     }
     command = [sys.executable, "-m", "reconciler", "daemon", "--interval", "1h"]
     command += ["--resync-interval", "1h", "--listen", f"127.0.0.1:{port}"]
-    command += ["--snapshot", f"{tmp_path / 'clusters'}/", "--webhook-secret-file", str(secret)]
+    command += ["--snapshot", f"{tmp_path / 'clusters'}/", "--snapshot-create"]
+    command += ["--webhook-secret-file", str(secret)]
     command += ["--http-read-timeout", f"{READ_TIMEOUT}s", "--log-format", "json"]
     # 61 clients at once, all on 127.0.0.1: the share of one address is not under test here
     command += ["--http-max-connections-per-client", "100"]

@@ -45,12 +45,21 @@ def test_install_then_nothing_to_do(fleet: Path) -> None:
     synced = _run("sync", str(fleet), "--runtime", "prod-eu-1", "--snapshot", _clusters(fleet))
     assert synced.exit_code == 0, synced.output
     assert "runtime prod-eu-1: provision" in synced.stdout
-    assert "succeeded" in synced.stdout
+    assert " succeeded: 4 installed\n" in synced.stdout  # what was done, not "succeeded" again
     assert (fleet.parent / "clusters" / "prod-eu-1.yaml").is_file()
 
     again = _run("diff", str(fleet), "--runtime", "prod-eu-1", "--snapshot", _clusters(fleet))
     assert again.exit_code == 0
     assert "runtime prod-eu-1: 4 modules, 0 to change" in again.stdout
+
+    resynced = _run("sync", str(fleet), "--runtime", "prod-eu-1", "--snapshot", _clusters(fleet))
+    assert " succeeded: no change\n" in resynced.stdout
+    listed = _run("operations", "list", "--runtime", "prod-eu-1").stdout.splitlines()
+    rows = [line.split() for line in listed[1:]]  # ID RUNTIME TYPE STATE CREATED MESSAGE
+    assert [(row[3], " ".join(row[6:])) for row in rows] == [
+        ("succeeded", "no change"),  # issue 24, finding 7: not "succeeded" twice
+        ("succeeded", "4 installed"),
+    ]
 
 
 def test_channel_bump_shows_the_upgrade_with_field_diffs(fleet: Path) -> None:
@@ -173,7 +182,69 @@ def test_a_new_snapshot_folder_is_named_with_a_trailing_slash(fleet: Path, tmp_p
         "dev-sandbox",
         "--snapshot",
         f"{folder}/",
+        "--snapshot-create",
     )
 
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in folder.iterdir()) == ["dev-sandbox.yaml", "prod-eu-1.yaml"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["diff"],
+        ["sync", "--dry-run"],
+        ["sync"],
+        ["reconcile", "prod-eu-1"],
+        ["tree", "prod-eu-1"],
+        ["check"],
+    ],
+)
+def test_a_mistyped_snapshot_is_refused_and_creates_nothing(
+    fleet: Path, tmp_path: Path, command: list[str]
+) -> None:
+    """Issue 24, finding 3: ``--snapshot clusterz/`` (a typo of ``clusters/``) read as empty
+    clusters: diff planned to install everything and wrote a state store into a new folder."""
+    before = sorted(p.name for p in tmp_path.iterdir())
+    verb, *rest = command
+    args = (
+        [verb, *rest[:1], str(fleet), *rest[1:]]
+        if verb in ("reconcile", "tree")
+        else [
+            verb,
+            str(fleet),
+            *rest,
+        ]
+    )
+
+    result = _run(*args, "--snapshot", f"{tmp_path / 'clusterz'}/")
+
+    assert result.exit_code == 2, result.output
+    assert result.output.splitlines() == [
+        f"error: --snapshot {tmp_path / 'clusterz'}/: no such file or folder; did you mean "
+        "'clusters'? (to rehearse on empty clusters, create it with sync --snapshot-create)"
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_read_only_commands_create_no_state_store(fleet: Path, tmp_path: Path) -> None:
+    """Issue 24, finding 3: diff and sync --dry-run plan against recorded clusters without a
+    store (an empty one in memory); nothing is written beside the snapshot."""
+    clusters = _clusters(fleet) + "/"
+    planned = [
+        _run("diff", str(fleet), "--snapshot", clusters),
+        _run("sync", str(fleet), "--dry-run", "--snapshot", clusters),
+        _run(
+            "sync",
+            str(fleet),
+            "--dry-run",
+            "--snapshot",
+            f"{tmp_path / 'new'}/",
+            "--snapshot-create",
+        ),
+    ]
+
+    assert [r.exit_code for r in planned] == [1, 0, 0], [r.output for r in planned]
+    assert "+ istio            install 1.0.0 [Install]" in planned[2].stdout
+    assert list((tmp_path / "clusters").iterdir()) == []
+    assert not (tmp_path / "new").exists()

@@ -123,7 +123,7 @@ def test_a_step_skipped_last_ends_its_stage_and_the_operation_in_its_own_save(
     store, operation = _provision(tmp_path, [SkippedAfterOneTry])
 
     assert operation.state is OperationState.SUCCEEDED, operation.message
-    assert operation.message == "succeeded, skipped: Skipped_After_One_Try"
+    assert operation.message == "1 installed; skipped: Skipped_After_One_Try"
     steps = sum(len(stage.steps) for stage in operation.stages)
     assert len(store.saved) == 1 + 2 * steps
     assert store.saved[-1].stages[-1] == (True, (StepState.DONE, StepState.SKIPPED))

@@ -405,7 +405,9 @@ def test_live_view_from_snapshots(history: Path, tmp_path: Path) -> None:
     clusters = tmp_path / "clusters"
     runner = CliRunner()
     assert (
-        runner.invoke(cli, ["sync", str(history / "fleet"), "--snapshot", f"{clusters}/"]).exit_code
+        runner.invoke(
+            cli, ["sync", str(history / "fleet"), "--snapshot", f"{clusters}/", "--snapshot-create"]
+        ).exit_code
         == 0
     )
     _write(history, {"fleet/runtimes/a.yaml": _runtime("a", "regular", "[{name: widget}]")})

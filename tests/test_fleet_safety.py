@@ -76,7 +76,7 @@ def synced_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(PROJECT / "sample-repo", root / "repo")
     shutil.copytree(PROJECT / "channels", root / "channels")
     fleet = Synced(root)
-    done = fleet.sync()
+    done = fleet.sync("--snapshot-create")
     assert done.exit_code == 0, done.output
     assert len(fleet.known()) == 6
     return root
@@ -338,6 +338,7 @@ def test_a_rehearsal_keeps_a_store_of_its_own(
             "dev-sandbox",
             "--snapshot",
             f"{clusters}/",
+            "--snapshot-create",
         ],
         catch_exceptions=False,
     )

@@ -119,7 +119,8 @@ def test_progress_on_a_terminal_is_one_line_redrawn_under_the_output() -> None:
 
 def _sync(fleet: Path, tmp: Path, *extra: str) -> Any:
     snapshots = tmp / "clusters"
-    args = ["sync", str(fleet), "--snapshot", f"{snapshots}/", "--state", f"sqlite:///{tmp}/s.db"]
+    args = ["sync", str(fleet), "--snapshot", f"{snapshots}/", "--snapshot-create"]
+    args += ["--state", f"sqlite:///{tmp}/s.db"]
     return CliRunner().invoke(cli, [*args, *extra])
 
 
@@ -136,7 +137,7 @@ def test_parallel_sync_prints_every_runtime_once_and_a_summary(fleet: Path, tmp_
     assert result.exit_code == 0, result.output
     headlines = [line for line in result.stdout.splitlines() if line.startswith("runtime ")]
     assert sorted(h.split(":")[0] for h in headlines) == [f"runtime rt-{i:05d}" for i in range(12)]
-    assert all(" provision " in h and h.endswith(" succeeded") for h in headlines)
+    assert all(" provision " in h and " succeeded: " in h for h in headlines)
     assert result.stderr.splitlines()[-1].startswith("synced 12 of 12 runtimes in ")
     assert result.stderr.splitlines()[-1].endswith(": 12 done, 0 failed, 0 waiting")
 
@@ -201,6 +202,7 @@ def test_store_work_per_runtime_does_not_grow_with_the_fleet(
 
 def _diff(fleet: Path, tmp: Path, *extra: str) -> Any:
     snapshots = tmp / "clusters"
+    snapshots.mkdir(exist_ok=True)  # recorded, empty: a --snapshot that does not exist is refused
     args = ["diff", str(fleet), "--snapshot", f"{snapshots}/", "--state", f"sqlite:///{tmp}/s.db"]
     return CliRunner().invoke(cli, [*args, *extra])
 

@@ -369,6 +369,7 @@ def _start_daemon(
             f"127.0.0.1:{port}",
             "--snapshot",
             f"{tmp_path / 'clusters'}/",
+            "--snapshot-create",
             "--state",
             f"sqlite:///{tmp_path / 'state.db'}",
             *args,
@@ -594,7 +595,48 @@ def test_the_daemon_command_refuses_a_bad_repo_or_timeout_in_one_line(tmp_path: 
         assert "hunter2" not in done.stderr
 
 
+@pytest.mark.parametrize("where", ["gone", "not-git"])
+def test_a_local_repo_that_is_not_there_stops_the_daemon_at_start(
+    tmp_path: Path, where: str
+) -> None:
+    """Issue 24, finding 6: ``daemon --repo /nonexistent`` polled for ever, as if a remote were
+    down, logging git's last line ('and the repository exists.')."""
+    (tmp_path / "not-git").mkdir()
+    state = tmp_path / "state.db"
+
+    command = [sys.executable, "-m", "reconciler", "daemon", "--listen", "127.0.0.1:0"]
+    done = subprocess.run(
+        [*command, "--repo", str(tmp_path / where)],
+        env={**os.environ, "RECONCILER_STATE": f"sqlite:///{state}"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 2, done.stderr
+    what = "no such folder" if where == "gone" else "not a git repository"
+    assert done.stderr.splitlines() == [
+        f"error: --repo {tmp_path / where}: {what}" + done.stderr.split(what, 1)[1].rstrip("\n")
+    ]
+    assert not state.exists()
+
+
+def test_a_git_message_is_whole(tmp_path: Path) -> None:
+    """Issue 24, finding 6: git's last line alone was half a sentence."""
+    source = RemoteSource(str(tmp_path / "gone"), "main", "", tmp_path / "cache", local=True)
+
+    with pytest.raises(TransientError) as failed:
+        source.check()
+
+    assert str(failed.value) == (
+        f"{tmp_path / 'gone'}: git ls-remote failed: fatal: '{tmp_path / 'gone'}' does not "
+        "appear to be a git repository; fatal: Could not read from remote repository."
+    )
+
+
 def test_the_daemon_command_names_a_port_in_use_in_one_line(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)  # a repo, if an empty one
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

@@ -46,6 +46,7 @@ class Fleet:
         shutil.copytree(ROOT / "channels", root / "channels")
         self.repo = root / "sample-repo"
         self.clusters = root / "clusters"
+        self.clusters.mkdir()  # empty recorded clusters: a --snapshot not there is refused
         self.state = ["--state", f"sqlite:///{root / 'state.db'}"]
 
     def run(self, *args: str, code: int = 0) -> str:

@@ -7,6 +7,7 @@ adapter's behaviour against a real cluster when one is configured.
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import threading
 from pathlib import Path
@@ -129,6 +130,40 @@ def test_a_refused_connection_names_the_server_and_what_to_check(tmp_path: Path)
     message = _unreachable(tmp_path, f"https://127.0.0.1:{port}")
 
     assert f"cannot reach the API server https://127.0.0.1:{port}: connection refused" in message
+
+
+def test_an_unreachable_server_is_tried_once_and_only_our_error_names_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 24, finding 5: one unreachable runtime made the client log three urllib3
+    'Retrying' warnings per request (its own retries, under ours) and root-logger errors ('load
+    cache error: ...'), none naming the runtime."""
+    port = _free_port()
+
+    with caplog.at_level(logging.DEBUG):
+        message = _unreachable(tmp_path, f"https://127.0.0.1:{port}")
+
+    assert message.startswith("rt: ")
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert not [r for r in caplog.records if "Retrying" in r.getMessage()]
+
+
+def test_no_kubeconfig_at_all_says_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24, finding 5: the client's 'Invalid kube-config file. No configuration found.'
+    alone did not say what to do."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+
+    with pytest.raises(AccessError) as caught:
+        connect(ClusterAccess(context="kind-dev"), name="dev")
+
+    assert str(caught.value) == (
+        "dev: cannot use context kind-dev: Invalid kube-config file. No configuration found. "
+        "(no kubeconfig: set KUBECONFIG or write ~/.kube/config for this user, or give the "
+        "runtime spec.cluster.kubeconfigFile with --kubeconfig-dir, or kubeconfigSecret)"
+    )
 
 
 def test_a_name_that_does_not_resolve_says_so(tmp_path: Path) -> None:

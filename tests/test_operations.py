@@ -217,7 +217,7 @@ def test_blocked_deletion_is_named_by_operations_show(tmp_path: Path) -> None:
     clusters, state = tmp_path / "clusters", f"sqlite:///{tmp_path / 'state.db'}"
     runner = CliRunner()
     args = ["--runtime", "prod-eu-1", "--snapshot", f"{clusters}/", "--state", state]
-    assert runner.invoke(cli, ["sync", str(sample), *args]).exit_code == 0
+    assert runner.invoke(cli, ["sync", str(sample), *args, "--snapshot-create"]).exit_code == 0
     fleet = tmp_path / "fleet"
     shutil.copytree(sample, fleet)
     shutil.copytree(sample.parent / "channels", tmp_path / "channels")

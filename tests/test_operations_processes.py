@@ -122,6 +122,7 @@ def _command(
         "prod-eu-1",
         "--snapshot",
         f"{tmp / 'clusters'}/",
+        "--snapshot-create",
         "--format",
         "json",
         *args,

@@ -39,7 +39,7 @@ def test_reconcile_runs_one_runtime_here_and_waits_for_it(tmp_path: Path) -> Non
     listed = fleet.document("operations", "list", *fleet.state)
 
     assert done.splitlines()[0].startswith("runtime prod-eu-1: provision ")
-    assert done.splitlines()[0].endswith(" succeeded")
+    assert done.splitlines()[0].endswith(" succeeded: 4 installed")
     assert [o["runtime"] for o in listed["items"]] == ["prod-eu-1"]  # that runtime only
 
 

@@ -185,6 +185,7 @@ class DaemonProcess:
             [
                 *(sys.executable, "-m", "reconciler", "daemon", "--interval", "1s"),
                 *("--listen", f"127.0.0.1:{self.port}", "--snapshot", f"{self.clusters}/"),
+                "--snapshot-create",
                 *("--webhook-secret-file", str(secret), "--log-format", "json"),
             ],
             env=env,

@@ -16,7 +16,9 @@ import click
 from reconciler.cli.options import ClusterOptions, user_cache_dir
 from reconciler.cluster.api import Cluster
 from reconciler.cluster.snapshot import SnapshotFileCluster
+from reconciler.core.diagnostics import did_you_mean
 from reconciler.core.model import ClusterAccess, Settings
+from reconciler.errors import SnapshotError
 
 if TYPE_CHECKING:
     from reconciler.operations.runner import Connect
@@ -36,6 +38,9 @@ class Access:
     #: and reading a file once is enough (it is saved after every change, so the file and the
     #: cluster in memory never differ). :meth:`release` forgets a runtime's.
     _snapshots: dict[Path, SnapshotFileCluster] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_snapshot(self.options)
 
     def connect(
         self, access: ClusterAccess, name: str, *, settings: Settings | None = None
@@ -74,6 +79,24 @@ class Access:
         """Forget runtime ``name``'s snapshot cluster (its run is over; memory stays flat)."""
         if self.options.snapshot is not None:
             self._snapshots.pop(snapshot_file(self.options.snapshot, name), None)
+
+
+def check_snapshot(options: ClusterOptions) -> None:
+    """Refuse a ``--snapshot`` path that does not exist (:class:`SnapshotError`, one line with
+    the closest name beside it): a typo must not read as empty clusters, where ``diff`` plans
+    to install everything. ``--snapshot-create`` asks for empty clusters on purpose."""
+    snapshot = options.snapshot
+    if snapshot is None or options.snapshot_create or Path(snapshot).exists():
+        return
+    path = Path(snapshot.rstrip("/") or "/")
+    try:
+        beside = [p.name for p in path.parent.iterdir()] if path.parent.is_dir() else []
+    except OSError:
+        beside = []
+    raise SnapshotError(
+        f"--snapshot {snapshot}: no such file or folder{did_you_mean(path.name, beside)} "
+        "(to rehearse on empty clusters, create it with sync --snapshot-create)"
+    )
 
 
 def is_folder(snapshot: str) -> bool:

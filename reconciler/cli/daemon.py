@@ -7,7 +7,8 @@ The command line becomes a few frozen values (:class:`GitOptions`, :class:`HttpO
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,10 +27,12 @@ from reconciler.cli.options import (
     kubeconfig_dir_option,
     listen_address,
     secret_namespace_option,
+    snapshot_create_option,
     snapshot_option,
     state_option,
 )
-from reconciler.errors import AccessError
+from reconciler.errors import AccessError, SourceError
+from reconciler.operations.model import Retention
 
 if TYPE_CHECKING:
     from reconciler.config.remotes import CredentialHost
@@ -50,6 +53,9 @@ def credential_hosts_option(
         return tuple(parse_credential_host(value) for value in values)
     except ValueError as error:
         raise click.BadParameter(str(error), ctx, param) from None
+
+
+log = logging.getLogger("reconciler.daemon")
 
 
 @click.command(epilog=exits.DAEMON.describe())
@@ -204,6 +210,7 @@ def credential_hosts_option(
     "a channelsFrom.git that a commit names, is asked without credentials.",
 )
 @snapshot_option
+@snapshot_create_option
 @click.option(
     "--allow-deletions",
     "allow_commit",
@@ -227,6 +234,23 @@ def credential_hosts_option(
     show_default=True,
     envvar=GIT_TIMEOUT_ENV,
     help="Time limit of each git call to a remote; a call past it is stopped and reported.",
+)
+@click.option(
+    "--keep-operations",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    envvar="RECONCILER_KEEP_OPERATIONS",
+    help="Finished operations kept per runtime (the newest; a run of operations that changed "
+    "nothing counts as one); older ones are pruned every hour.",
+)
+@click.option(
+    "--keep-failures",
+    type=Duration(),
+    default="168h",
+    show_default=True,
+    envvar="RECONCILER_KEEP_FAILURES",
+    help="Failed operations are kept this long (168h: 7 days), beyond --keep-operations.",
 )
 @click.pass_context
 def daemon(
@@ -256,8 +280,11 @@ def daemon(
     credential_hosts: tuple[CredentialHost, ...],
     allow_commit: str,
     snapshot: str | None,
+    snapshot_create: bool,
     log_format: str,
     git_timeout: float,
+    keep_operations: int,
+    keep_failures: float,
 ) -> None:
     """Follow a git ref and keep every runtime converged until SIGTERM.
 
@@ -269,6 +296,7 @@ def daemon(
     from reconciler.cli.clusters import state_url_for
     from reconciler.daemon.logs import setup_logging
 
+    check_local_repo(repo_url)
     setup_logging(log_format)
     state_url = state_url_for(ctx, state_url, snapshot)  # a rehearsal keeps its own store
     run_daemon(
@@ -298,6 +326,7 @@ def daemon(
             debugging(ctx),
             member,
             timedelta(seconds=lease),
+            Retention(keep_operations, timedelta(seconds=keep_failures)),
         ),
         ClusterOptions(
             kubeconfig_dir,
@@ -306,9 +335,25 @@ def daemon(
             kube_qps,
             kube_burst,
             cache_dir,
+            snapshot_create,
         ),
         state_url,
     )
+
+
+def check_local_repo(repo_url: str) -> None:
+    """Stop at start when ``--repo`` is a local path that does not exist or is no git
+    repository (:class:`SourceError`, exit 2): no later poll can fix that, and the daemon would
+    otherwise retry it for ever as if the remote were down."""
+    from reconciler.config.remotes import is_local
+
+    if not is_local(repo_url):
+        return
+    path = Path(repo_url).expanduser()
+    if not path.exists():
+        raise SourceError(f"--repo {repo_url}: no such folder (give a git URL or a local clone)")
+    if not ((path / ".git").exists() or (path / "HEAD").is_file()):
+        raise SourceError(f"--repo {repo_url}: not a git repository (no .git, not a bare one)")
 
 
 def given_duration(ctx: click.Context, name: str, seconds: float) -> timedelta | None:
@@ -359,6 +404,8 @@ class ScheduleOptions:
     #: ``--member`` and ``--lease``: this replica among those sharing the store.
     member: str = ""
     lease: timedelta = timedelta(seconds=30)
+    #: ``--keep-operations`` and ``--keep-failures``: what the state store keeps.
+    retention: Retention = field(default_factory=Retention)
 
 
 def run_daemon(
@@ -375,6 +422,7 @@ def run_daemon(
     from reconciler.operations.store import open_store
     from reconciler.source.git import GitRunner, RemoteSource
 
+    access = Access(clusters, reuse_snapshots=False)  # workers run runtimes side by side
     store = open_store(state_url)
     _check_store(store)
     beside = getattr(store, "path", None) or Path(default_state_url().removeprefix("sqlite:///"))
@@ -385,7 +433,6 @@ def run_daemon(
     source = RemoteSource(
         git.repo_url, git.branch, git.repo_path, cache, credentials, local=True, runner=git_runner
     )
-    access = Access(clusters, reuse_snapshots=False)  # workers run runtimes side by side
     options = DaemonOptions(
         workers=schedule.workers,
         allow_deletions=schedule.allow_commit,
@@ -394,6 +441,7 @@ def run_daemon(
         debug=schedule.debug,
         member=schedule.member,
         lease=schedule.lease,
+        retention=schedule.retention,
     )
 
     def second_source(url: str, ref: str, path: str) -> RemoteSource:
@@ -411,13 +459,16 @@ def run_daemon(
     stop = StopSignals()  # whichever thread the kernel hands SIGTERM to, the main one wakes
     stop.install()
     host, port = http.listen
-    click.echo(
-        f"reconciler daemon following {source.shown} {git.branch} ({git.repo_path}); "
-        f"listening on {host}:{port}",
-        err=True,
+    log.info(  # through the log, so --log-format json holds for every line
+        "reconciler daemon following %s %s (%s); listening on %s:%s",
+        source.shown,
+        git.branch,
+        git.repo_path,
+        host,
+        port,
     )
     stop.wait()
-    click.echo("stopping: letting running steps finish", err=True)
+    log.info("stopping: letting running steps finish")
     git_runner.stop()  # a poll waiting on a remote ends now, so shutdown does not wait for it
     scheduler.shutdown(wait=True)
     the_daemon.close()

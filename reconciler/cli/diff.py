@@ -176,7 +176,7 @@ def live_diff(
     from reconciler.cli.plans import PlanView, open_scope, show_plans
     from reconciler.cli.report import plans_json
 
-    scope = open_scope(run, parallel)
+    scope = open_scope(run, parallel, to_change=False)
     view = PlanView(
         output_format,
         details,

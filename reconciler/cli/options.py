@@ -52,6 +52,9 @@ class ClusterOptions:
     burst: int | None = None
     #: Where discovery is cached between runs (default: :func:`user_cache_dir`).
     cache_dir: Path | None = None
+    #: ``--snapshot-create``: a ``--snapshot`` path that does not exist starts empty clusters
+    #: (a first rehearsal) instead of being refused as a typo.
+    snapshot_create: bool = False
 
     def rate(self, settings: Settings | None) -> ClientRate:
         """The client rate per API server: the flags where given, else the settings'
@@ -129,7 +132,14 @@ snapshot_option = click.option(
     type=click.Path(),
     help="Use a recorded cluster instead of a live one: a YAML or JSON file of objects (one "
     "runtime) or a folder of <runtime>.yaml files (an existing folder, or a path ending in /). "
-    "sync writes the result back as a JSON List (not with --dry-run).",
+    "sync writes the result back as a JSON List (not with --dry-run). A path that does not "
+    "exist is refused (a typo is no empty cluster), unless --snapshot-create.",
+)
+snapshot_create_option = click.option(
+    "--snapshot-create",
+    is_flag=True,
+    help="With --snapshot: a path that does not exist yet stands for empty clusters, created "
+    "at the first write (a first rehearsal).",
 )
 kubeconfig_dir_option = click.option(
     "--kubeconfig-dir",

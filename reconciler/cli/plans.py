@@ -40,7 +40,7 @@ from reconciler.errors import NotFoundError, ReconcilerError
 from reconciler.lifecycle.executor import Lifecycle, SyncResult, sync_runtime
 from reconciler.operations.runner import recorded_access
 from reconciler.operations.running import fetch_running
-from reconciler.operations.store import StateStore, open_store
+from reconciler.operations.store import StateStore, open_store, open_store_to_read
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,9 +261,11 @@ def _plan_one(scope: Scope, access: Access, name: str, now: datetime) -> SyncRes
     return replace(result, plan=replace(result.plan, deprovision=True))
 
 
-def open_scope(request: RunRequest, parallel: int = 1) -> Scope:
-    """Load the valid repo and the state store a run names, and decide its scope."""
+def open_scope(request: RunRequest, parallel: int = 1, *, to_change: bool = True) -> Scope:
+    """Load the valid repo and the state store a run names, and decide its scope. A run that
+    changes nothing (``to_change`` False: ``diff``, ``sync --dry-run``) creates no store: where
+    none exists it plans with an empty one in memory."""
     config = load_valid_repo(request.source)
-    store = open_store(request.state_url)
-    access = Access(request.clusters, config.settings)
+    access = Access(request.clusters, config.settings)  # a mistyped --snapshot stops here
+    store = open_store(request.state_url) if to_change else open_store_to_read(request.state_url)
     return scope_of(config, request.runtime_names, access, store, request.allow_deletions, parallel)

@@ -31,6 +31,7 @@ from reconciler.cli.options import (
     debugging,
     max_size_option,
     repo_argument,
+    snapshot_create_option,
     state_option,
 )
 from reconciler.cli.output import output_option
@@ -68,6 +69,7 @@ pause: Callable[[float], None] = time.sleep
     help="With --daemon: the daemon's webhook secret.",
 )
 @cluster_options
+@snapshot_create_option
 @state_option
 @allow_option
 @channels_option
@@ -83,6 +85,7 @@ def reconcile(
     daemon_url: str | None,
     secret_file: Path | None,
     snapshot: str | None,
+    snapshot_create: bool,
     kubeconfig_dir: Path | None,
     secret_namespace: str,
     kube_qps: float | None,
@@ -101,7 +104,14 @@ def reconcile(
     from reconciler.cli.sync import SyncOptions, run_sync
 
     source = RepoInput(repo, channels_dir, max_file_size)
-    clusters = ClusterOptions(kubeconfig_dir, secret_namespace, snapshot, kube_qps, kube_burst)
+    clusters = ClusterOptions(
+        kubeconfig_dir,
+        secret_namespace,
+        snapshot,
+        kube_qps,
+        kube_burst,
+        snapshot_create=snapshot_create,
+    )
     store_url = state_url_for(ctx, state_url, snapshot)
     run = RunRequest(source, clusters, store_url, (runtime,), allow_deletions)
     waited = timeout if wait else 0.0

@@ -30,6 +30,7 @@ from reconciler.cli.options import (
     repo_argument,
     runtimes_option,
     secret_namespace_option,
+    snapshot_create_option,
     snapshot_option,
     state_option,
 )
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 @runtimes_option
 @click.option("--dry-run", is_flag=True, help="Plan and print; no operation, nothing changed.")
 @snapshot_option
+@snapshot_create_option
 @kubeconfig_dir_option
 @secret_namespace_option
 @kube_qps_option
@@ -99,6 +101,7 @@ def sync(
     runtime_names: Sequence[str],
     dry_run: bool,
     snapshot: str | None,
+    snapshot_create: bool,
     kubeconfig_dir: Path | None,
     secret_namespace: str,
     kube_qps: float | None,
@@ -130,7 +133,14 @@ def sync(
     from reconciler.cli.clusters import state_url_for
 
     source = RepoInput(repo, channels_dir, max_file_size)
-    clusters = ClusterOptions(kubeconfig_dir, secret_namespace, snapshot, kube_qps, kube_burst)
+    clusters = ClusterOptions(
+        kubeconfig_dir,
+        secret_namespace,
+        snapshot,
+        kube_qps,
+        kube_burst,
+        snapshot_create=snapshot_create,
+    )
     store_url = state_url_for(ctx, state_url, snapshot)
     run = RunRequest(source, clusters, store_url, runtime_names, allow_deletions)
     if dry_run:
@@ -145,7 +155,7 @@ def dry_run_sync(run: RunRequest, output_format: str, parallel: int = 1) -> int:
     from reconciler.cli.plans import PlanView, open_scope, show_plans
     from reconciler.cli.report import results_json
 
-    scope = open_scope(run, parallel)
+    scope = open_scope(run, parallel, to_change=False)
     view = PlanView(output_format, True, results_json, "SyncPlan")
     planned = show_plans(scope, scope.access, now(), view, parallel)
     return planned.exit_status(changes=exits.OK)

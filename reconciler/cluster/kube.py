@@ -562,13 +562,17 @@ def connect(
 ) -> KubeCluster:
     """A :class:`KubeCluster` for a Runtime's ``spec.cluster``; :class:`AccessError` when the
     credentials cannot be found or read. Requests keep to ``rate`` per API server (kubectl's
-    limits by default); discovery is cached in ``cache_dir`` (see :func:`discovery_cache_file`)."""
+    limits by default); discovery is cached in ``cache_dir`` (see :func:`discovery_cache_file`).
+    The client's own logs on the root logger are dropped (:class:`_ClientLogs`) and its
+    retries are off: a failure is our error, naming the runtime, retried by our steps only."""
+    _ClientLogs.install()
     try:
         api_client = _api_client(access, kubeconfig_dir, secret_namespace)
     except (ConfigException, OSError, yaml.YAMLError, binascii.Error, UnicodeDecodeError) as error:
         detail = " ".join(str(error).split())[:200]
         raise AccessError(
             f"{name}: cannot use {access.describe()}: {mask(detail) or type(error).__name__}"
+            + (_NO_KUBECONFIG if "No configuration found" in detail else "")
         ) from error
     server = str(getattr(api_client.configuration, "host", "") or name)
     bucket = BUCKETS.for_server(server, rate or ClientRate())
@@ -591,6 +595,40 @@ def discovery_cache_file(cache_dir: Path, server: str) -> Path | None:
     return path
 
 
+#: What to do when there is no kubeconfig at all (the client says only "Invalid kube-config
+#: file. No configuration found.").
+_NO_KUBECONFIG = (
+    " (no kubeconfig: set KUBECONFIG or write ~/.kube/config for this user, or give the runtime "
+    "spec.cluster.kubeconfigFile with --kubeconfig-dir, or kubeconfigSecret)"
+)
+
+
+class _ClientLogs(logging.Filter):
+    """Drops what the Kubernetes client logs on the root logger (``logging.error("load cache
+    error: ...")`` from its discovery, exec credential messages): lines that name no runtime,
+    about failures it raises anyway, which we report as our errors."""
+
+    _installed = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "/kubernetes/" not in Path(record.pathname).as_posix()
+
+    @classmethod
+    def install(cls) -> None:
+        """Put the filter on the root logger, once per process."""
+        if not cls._installed:
+            logging.getLogger().addFilter(cls())
+            cls._installed = True
+
+
+def _configuration() -> Any:
+    """A client configuration whose requests are tried once: the client's own retries (three,
+    each a urllib3 ``Retrying`` warning) would run under our steps' retries."""
+    configuration = type.__call__(k8s_client.Configuration)  # not a copy of a default
+    configuration.retries = 0
+    return configuration
+
+
 def _api_client(access: ClusterAccess, kubeconfig_dir: Path | None, secret_namespace: str) -> Any:
     if access.kubeconfig_file is not None:
         if kubeconfig_dir is None:
@@ -598,11 +636,15 @@ def _api_client(access: ClusterAccess, kubeconfig_dir: Path | None, secret_names
         path = kubeconfig_dir / access.kubeconfig_file
         if not path.is_file():
             raise AccessError(f"{access.describe()}: no such file in {kubeconfig_dir}")
-        return k8s_config.new_client_from_config(config_file=str(path))
+        return k8s_config.new_client_from_config(
+            config_file=str(path), client_configuration=_configuration()
+        )
     if access.context is not None:
-        return k8s_config.new_client_from_config(context=access.context)
+        return k8s_config.new_client_from_config(
+            context=access.context, client_configuration=_configuration()
+        )
     if access.in_cluster:
-        configuration = k8s_client.Configuration()
+        configuration = _configuration()
         k8s_config.load_incluster_config(client_configuration=configuration)
         return k8s_client.ApiClient(configuration)
     return _client_from_secret(access, secret_namespace)
@@ -621,7 +663,7 @@ def _client_from_secret(access: ClusterAccess, namespace: str) -> Any:
             f"'{access.kubeconfig_secret_key}'"
         )
     config = yaml.safe_load(base64.b64decode(data).decode("utf-8"))
-    return k8s_config.new_client_from_config_dict(config)
+    return k8s_config.new_client_from_config_dict(config, client_configuration=_configuration())
 
 
 def _home_client() -> Any:

@@ -186,17 +186,24 @@ class Verdict:
 
 
 def judge(
-    deletions: Deletions, limits: Limits, allowance: Allowance, asked: Limits | None = None
+    deletions: Deletions,
+    limits: Limits,
+    allowance: Allowance,
+    asked: Limits | None = None,
+    *,
+    allow_with: str | None = None,
 ) -> Verdict:
     """Hold ``deletions`` over the limit (or of every runtime) unless explicitly allowed; the
     setting ``spec.deletionBrake.allow`` lifts the limit but never passes "every runtime".
     ``asked``: the judged commit's own limits, named in the message when looser than
-    ``limits``."""
+    ``limits``. ``allow_with``: how the caller lets a held change through, for the message
+    (default: the command line's ``--allow-deletions COUNT``; the daemon takes a commit)."""
     limit = limits.max_deletions
     over = deletions.every_runtime or deletions.count > limit
     allowed = allowance.covers(deletions) or (limits.allow and not deletions.every_runtime)
     held = deletions.count > 0 and over and not allowed
-    message = _message(deletions, limit, held, allowed and over)
+    how = allow_with or f"--allow-deletions {deletions.count} (or name the runtimes)"
+    message = _message(deletions, limit, held, allowed and over, how)
     looser = asked is not None and asked != asked.stricter(limits)
     if held and looser and asked is not None:
         message += f"; {_not_yet(asked, limits)}"
@@ -227,7 +234,7 @@ def _not_yet(asked: Limits, limits: Limits) -> str:
     )
 
 
-def _message(deletions: Deletions, limit: int, held: bool, allowed: bool) -> str:
+def _message(deletions: Deletions, limit: int, held: bool, allowed: bool, how: str) -> str:
     if not deletions.count:
         return "deletion brake: nothing is deleted"
     shown = _listed(deletions.items())
@@ -238,8 +245,7 @@ def _message(deletions: Deletions, limit: int, held: bool, allowed: bool) -> str
     )
     if held:
         return (
-            f"deletion brake: held: {what}: {shown}; nothing is deleted; allow this once with "
-            f"--allow-deletions {deletions.count} (or name the runtimes)"
+            f"deletion brake: held: {what}: {shown}; nothing is deleted; allow this once with {how}"
         )
     verdict = "allowed explicitly" if allowed else "within the limit"
     return f"deletion brake: {verdict}: {what}: {shown}"

@@ -65,6 +65,7 @@ from reconciler.core.redaction import mask, mask_all
 from reconciler.core.resolve import resolve_runtime
 from reconciler.daemon.membership import DEFAULT_LEASE, Membership, fenced
 from reconciler.daemon.metrics import Metrics
+from reconciler.daemon.pruning import PRUNE_EVERY, Pruning
 from reconciler.daemon.verdicts import Held, Reading, Waiting, failed
 from reconciler.errors import PermanentError, ReconcilerError, TransientError
 from reconciler.operations.crash import place_of
@@ -74,8 +75,10 @@ from reconciler.operations.model import (
     CommitVerdict,
     Operation,
     OperationState,
+    Retention,
     operation_limits,
 )
+from reconciler.operations.report import state_text
 from reconciler.operations.runner import Connect, Runner
 from reconciler.operations.running import fetch_running
 from reconciler.operations.store import (
@@ -151,6 +154,8 @@ class DaemonOptions:
     #: This replica's member name (``--member``; default host:pid) and the members' lease.
     member: str = ""
     lease: timedelta = DEFAULT_LEASE
+    #: ``--keep-operations`` and ``--keep-failures``: what the pruning job keeps.
+    retention: Retention = field(default_factory=Retention)
 
 
 @dataclass(frozen=True, slots=True)
@@ -456,7 +461,7 @@ class Daemon:
         return self.store.decide_commit(record)
 
     def _hold(self, head: Head, verdict: Verdict) -> bool:
-        message = f"{verdict.message}; for this commit only: --allow-deletions {head.shown}"
+        message = verdict.message
         held = Held(head.text, verdict, message)
         standing = self._record(head, CommitVerdict.HELD, message, held.to_json())
         if standing.verdict is CommitVerdict.HELD:
@@ -644,7 +649,13 @@ class Daemon:
         allowance = Allowance(count=sys.maxsize) if self._allowed(head) else Allowance()
         in_force = Limits.of(current.settings) if current is not None else None
         limits = limits_for(repo.settings, in_force)
-        verdict = judge(count_deletions(known, repo), limits, allowance, Limits.of(repo.settings))
+        verdict = judge(
+            count_deletions(known, repo),
+            limits,
+            allowance,
+            Limits.of(repo.settings),
+            allow_with=f"--allow-deletions {head.shown} (the daemon's flag: this commit only)",
+        )
         return with_unread(verdict, running.unread)
 
     def _update_lag(self, head: Head) -> None:
@@ -792,8 +803,8 @@ class Daemon:
             "runtime %s: %s %s %s",
             runtime,
             operation.type,
-            operation.state,
-            operation.message,
+            operation.id,
+            state_text(operation),
             extra=extra,
         )
         _log_module_errors(runtime, operation, extra)
@@ -1036,6 +1047,14 @@ def schedule_jobs(daemon: Daemon, scheduler: BaseScheduler) -> None:
         "interval",
         seconds=beat,
         id="heartbeat",
+        next_run_time=daemon.clock(),
+    )
+    pruning = Pruning(daemon.store, daemon.options.retention, daemon.clock)
+    scheduler.add_job(
+        pruning.tick,
+        "interval",
+        seconds=PRUNE_EVERY.total_seconds(),
+        id="prune",
         next_run_time=daemon.clock(),
     )
     daemon.scheduler = scheduler

@@ -227,13 +227,14 @@ class Engine:
         return RunOutcome(operation)
 
     def _succeed(self, operation: Operation) -> None:
-        """The operation succeeded (its message names the steps skipped, O5); not saved."""
+        """The operation succeeded; its message says what it did to the modules (``1
+        upgraded, 3 unchanged``, never the state again) and names the steps skipped (O5); not
+        saved."""
         operation.state = OperationState.SUCCEEDED
+        operation.data = operation.data.compacted()  # the objects left unchanged: not kept
         skipped = operation.skipped_steps()
-        operation.message = (
-            "succeeded, skipped: " + ", ".join(t.name for _, t in skipped)
-            if skipped
-            else "succeeded"
+        operation.message = operation.data.outcome_text() + (
+            "; skipped: " + ", ".join(t.name for _, t in skipped) if skipped else ""
         )
 
     def _finish_stage(self, operation: Operation, stage: StageRecord) -> None:

@@ -18,8 +18,9 @@ from typing import Any
 
 from reconciler.core.head import Head, head_text
 from reconciler.core.model import ClusterAccess, Settings
-from reconciler.core.plan import PlannedModule
+from reconciler.core.plan import ModuleAction, PlannedModule
 from reconciler.core.status import (
+    ChangeAction,
     ModuleState,
     ModuleStatus,
     PassResult,
@@ -121,6 +122,71 @@ class OperationData:
     def has_error(self) -> bool:
         """Whether a module is in Error."""
         return any(m.state is ModuleState.ERROR for m in self.modules)
+
+    @property
+    def changed_nothing(self) -> bool:
+        """Whether the plan left every module as it was (a resync that found no drift)."""
+        return bool(self.plan) and all(p.action is ModuleAction.UNCHANGED for p in self.plan)
+
+    def compacted(self) -> OperationData:
+        """This data without the objects a pass left unchanged (every object of every module
+        on a resync that found no drift: most of a finished operation's record, and of no
+        use once it is finished)."""
+        return replace(
+            self, applied=_changed_only(self.applied), removals=_changed_only(self.removals)
+        )
+
+    def outcome_text(self) -> str:
+        """What the operation did to the modules, for its message: ``1 upgraded, 3
+        unchanged``, :data:`NO_CHANGE`; a deprovision counts the modules removed."""
+        if self.changed_nothing:
+            return NO_CHANGE
+        counts: dict[str, int] = {}
+        for planned in self.plan:
+            done = _DONE[planned.action]
+            counts[done] = counts.get(done, 0) + 1
+        if not self.plan:
+            gone = [m for m in self.removals.modules if not m.state]
+            return f"{len(gone)} removed" if gone else NO_CHANGE
+        order = list(dict.fromkeys(_DONE.values()))
+        return ", ".join(f"{counts[done]} {done}" for done in order if done in counts)
+
+
+#: The message of an operation that succeeded and changed nothing; the state store merges a
+#: run of them into the newest (:class:`Retention`).
+NO_CHANGE = "no change"
+
+
+def _changed_only(result: PassResult) -> PassResult:
+    kept = tuple(c for c in result.changes if c.action is not ChangeAction.UNCHANGED)
+    return replace(result, changes=kept)
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """Which finished operations the state store keeps (``StateStore.prune``): of a run of
+    operations of one runtime that succeeded and changed nothing, the newest only; then the
+    newest :attr:`keep_per_runtime` of each runtime, and every failure younger than
+    :attr:`keep_failures_for`. Pending and in-progress operations are never removed. The
+    daemon's ``--keep-operations`` and ``--keep-failures``."""
+
+    keep_per_runtime: int = 10
+    keep_failures_for: timedelta = timedelta(days=7)
+
+
+#: What an operation that succeeded did to a module of each planned action, in its message.
+_DONE = {
+    ModuleAction.INSTALL: "installed",
+    ModuleAction.UPGRADE: "upgraded",
+    ModuleAction.RECONFIGURE: "reconfigured",
+    ModuleAction.UNCHANGED: "unchanged",
+    ModuleAction.REMOVE_IGNORE: "released",
+    ModuleAction.REMOVE_DELETE: "removed",
+    ModuleAction.BLOCKED_DOWNGRADE: "held",
+    ModuleAction.BLOCKED_UNKNOWN_VERSION: "held",
+    ModuleAction.BLOCKED_DELETION: "held",
+    ModuleAction.DEFERRED_WINDOW: "held",
+}
 
 
 @dataclass(slots=True)

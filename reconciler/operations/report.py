@@ -32,7 +32,9 @@ _MARKS = {
 
 def operation_text(operation: Operation) -> str:
     """One runtime's operation: headline, then each module's state."""
-    lines = [f"runtime {operation.runtime}: {operation.type} {operation.id} {_state(operation)}"]
+    lines = [
+        f"runtime {operation.runtime}: {operation.type} {operation.id} {state_text(operation)}"
+    ]
     for module in operation.data.modules:
         state = module.state or "Removed"
         lines.append(
@@ -42,7 +44,8 @@ def operation_text(operation: Operation) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _state(operation: Operation) -> str:
+def state_text(operation: Operation) -> str:
+    """``succeeded: 1 upgraded, 3 unchanged``: the state, then the message when it adds to it."""
     if operation.state is OperationState.IN_PROGRESS:
         return f"in progress: {operation.message}"
     if not operation.message or operation.message == str(operation.state):

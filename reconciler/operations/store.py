@@ -55,6 +55,7 @@ from reconciler.core.status import (
 )
 from reconciler.errors import LostOwnershipError, NotFoundError, SourceError, StoreError
 from reconciler.operations.model import (
+    NO_CHANGE,
     CommitRecord,
     CommitVerdict,
     FenceToken,
@@ -63,6 +64,7 @@ from reconciler.operations.model import (
     OperationData,
     OperationState,
     OperationType,
+    Retention,
     RuntimeRecord,
     RuntimeStatus,
     StageRecord,
@@ -118,6 +120,50 @@ _UPSERT_STEP = """
         first_started = excluded.first_started, started = excluded.started,
         finished = excluded.finished, retry_at = excluded.retry_at, message = excluded.message
 """
+#: Operations :meth:`StateStore.prune` removes first: one that succeeded and changed nothing
+#: when the next of its runtime did too (a run of resyncs without drift is kept as its newest).
+#: ``{p}`` is the dialect's placeholder, ``{order}`` its insertion order (ties of ``created``).
+#: Parameters: :func:`merged_parameters`. Shared by both stores.
+MERGED_OPERATIONS = """
+    SELECT id FROM (
+        SELECT id, state, message,
+               LEAD(state) OVER (PARTITION BY runtime ORDER BY created, {order}) AS next_state,
+               LEAD(message) OVER (PARTITION BY runtime ORDER BY created, {order}) AS next_message
+        FROM operations
+    ) paired
+    WHERE state = {p} AND message = {p} AND next_state = {p} AND next_message = {p}
+    LIMIT {p}
+"""
+#: Then the finished ones beyond the newest ``keep_per_runtime`` of their runtime, but for a
+#: failure younger than ``keep_failures_for``. Parameters: :func:`expired_parameters`.
+EXPIRED_OPERATIONS = """
+    SELECT id FROM (
+        SELECT id, state, created,
+               ROW_NUMBER() OVER (PARTITION BY runtime ORDER BY created DESC, {order} DESC)
+                   AS newer
+        FROM operations
+    ) ranked
+    WHERE newer > {p} AND state IN ({p}, {p}) AND (state <> {p} OR created < {p})
+    LIMIT {p}
+"""
+#: Operations removed per transaction, so that a first prune of a big store never holds the
+#: write lock for long.
+PRUNE_BATCH = 500
+
+
+def merged_parameters() -> tuple[object, ...]:
+    """The parameters of :data:`MERGED_OPERATIONS`."""
+    done = str(OperationState.SUCCEEDED)
+    return (done, NO_CHANGE, done, NO_CHANGE, PRUNE_BATCH)
+
+
+def expired_parameters(retention: Retention, cutoff: object) -> tuple[object, ...]:
+    """The parameters of :data:`EXPIRED_OPERATIONS`; ``cutoff``: the oldest failure kept, as
+    the dialect stores a time."""
+    done, failed = str(OperationState.SUCCEEDED), str(OperationState.FAILED)
+    return (retention.keep_per_runtime, done, failed, failed, cutoff, PRUNE_BATCH)
+
+
 MIGRATIONS: dict[int, str] = {
     1: """
     CREATE TABLE operations (
@@ -310,6 +356,10 @@ class StateStore(Protocol):
         """Record the limits of a repo a sync of the whole fleet carried out: the next sync is
         judged by the stricter of these and its own (:func:`reconciler.core.brake.limits_for`)."""
 
+    def prune(self, retention: Retention, now: datetime) -> int:
+        """Remove the finished operations ``retention`` does not keep at ``now``, with their
+        stages and steps; how many."""
+
     def suspend(self, suspension: Suspension) -> None:
         """Suspend a runtime (again: the reason and time are replaced)."""
 
@@ -402,6 +452,14 @@ def open_existing_store(url: str) -> StateStore | None:
     if url.startswith(prefix) and not Path(os.path.expanduser(url[len(prefix) :])).exists():
         return None
     return open_store(url)
+
+
+def open_store_to_read(url: str) -> StateStore:
+    """:func:`open_store` for plans that change nothing (``diff``, ``sync --dry-run``): where
+    the SQLite file does not exist, an empty store in memory, so that a read creates no file
+    (nor its folder) and plans as a new store would."""
+    found = open_existing_store(url)
+    return found if found is not None else SqliteStore(Path(":memory:"))
 
 
 class SqliteStore:
@@ -920,6 +978,30 @@ class SqliteStore:
                 "VALUES (?, ?, ?, ?)",
                 (LIMITS_SCOPE, limits.max_deletions, int(limits.allow), _iso(now)),
             )
+
+    def prune(self, retention: Retention, now: datetime) -> int:
+        """See :class:`StateStore`: in batches of :data:`PRUNE_BATCH`, one transaction each."""
+        cutoff = _iso(now - retention.keep_failures_for)
+        removed = 0
+        for sql, parameters in (
+            (MERGED_OPERATIONS, merged_parameters()),
+            (EXPIRED_OPERATIONS, expired_parameters(retention, cutoff)),
+        ):
+            while batch := self._remove(sql.format(p="?", order="rowid"), parameters):
+                removed += batch
+        return removed
+
+    def _remove(self, sql: str, parameters: tuple[object, ...]) -> int:
+        """Remove the operations ``sql`` selects, with their stages and steps; how many."""
+        with self._lock:
+            with self._transaction() as db:
+                ids = [(row["id"],) for row in db.execute(sql, parameters)]
+                db.executemany("DELETE FROM steps WHERE operation_id = ?", ids)
+                db.executemany("DELETE FROM stages WHERE operation_id = ?", ids)
+                db.executemany("DELETE FROM operations WHERE id = ?", ids)
+            for (operation_id,) in ids:
+                self._saved.forget(operation_id)
+        return len(ids)
 
     def suspend(self, suspension: Suspension) -> None:
         """See :class:`StateStore`."""

@@ -48,6 +48,7 @@ from reconciler.operations.model import (
     Operation,
     OperationState,
     OperationType,
+    Retention,
     RuntimeRecord,
     StageRecord,
     StepRecord,
@@ -55,7 +56,9 @@ from reconciler.operations.model import (
     Suspension,
 )
 from reconciler.operations.store import (
+    EXPIRED_OPERATIONS,
     LIMITS_SCOPE,
+    MERGED_OPERATIONS,
     SCHEMA_VERSION,
     OperationRows,
     RowChanges,
@@ -65,10 +68,12 @@ from reconciler.operations.store import (
     decode_modules,
     deployed_of,
     encode_modules,
+    expired_parameters,
     fence_values,
     fenced,
     limits_of,
     may_replace,
+    merged_parameters,
     next_beat,
     refused,
 )
@@ -639,6 +644,30 @@ class PostgresStore:
                 "recorded = excluded.recorded",
                 (LIMITS_SCOPE, limits.max_deletions, limits.allow, _utc(now)),
             )
+
+    def prune(self, retention: Retention, now: datetime) -> int:
+        """See :class:`~reconciler.operations.store.StateStore`: the statements of the SQLite
+        store, in batches, one transaction each."""
+        cutoff = _utc(now - retention.keep_failures_for)
+        removed = 0
+        for sql, parameters in (
+            (MERGED_OPERATIONS, merged_parameters()),
+            (EXPIRED_OPERATIONS, expired_parameters(retention, cutoff)),
+        ):
+            while batch := self._remove(sql.format(p="%s", order="seq"), parameters):
+                removed += batch
+        return removed
+
+    def _remove(self, sql: str, parameters: tuple[object, ...]) -> int:
+        """Remove the operations ``sql`` selects, with their stages and steps; how many."""
+        with self._transaction() as cursor:
+            ids = [row["id"] for row in cursor.execute(sql, parameters).fetchall()]
+            for table, column in (("steps", "operation_id"), ("stages", "operation_id")):
+                cursor.execute(f"DELETE FROM {table} WHERE {column} = ANY(%s)", (ids,))  # noqa: S608
+            cursor.execute("DELETE FROM operations WHERE id = ANY(%s)", (ids,))
+        for operation_id in ids:
+            self._saved.forget(operation_id)
+        return len(ids)
 
     def suspend(self, suspension: Suspension) -> None:
         """See :class:`~reconciler.operations.store.StateStore`."""

@@ -253,7 +253,7 @@ def _git_output(git_dir: str, args: Sequence[str], given: bytes = b"") -> bytes:
         ["git", "--git-dir", git_dir, *args], input=given, capture_output=True, check=False
     )
     if done.returncode != 0:
-        message = done.stderr.decode("utf-8", "replace").strip()[:200]
+        message = git_reason(done.stderr)
         raise UnreadableError(f"git {args[0]} failed: {message}")
     return done.stdout
 
@@ -362,8 +362,7 @@ class GitRunner:
         if process.returncode != 0:
             if self._stopped:
                 raise TransientError(f"{shown}: git {args[0]} stopped: shutting down")
-            lines = errors.decode("utf-8", "replace").strip().splitlines()
-            reason = redact(lines[-1] if lines else f"exit status {process.returncode}")
+            reason = redact(git_reason(errors) or f"exit status {process.returncode}")
             raise TransientError(f"{shown}: git {args[0]} failed: {reason}", retry_after=30.0)
         return output.decode("utf-8", "replace")
 
@@ -547,6 +546,16 @@ class RemoteSource:
         except (BadName, BadObject, ValueError):
             return False
         return True
+
+
+def git_reason(errors: bytes) -> str:
+    """What git said on standard error, whole, on one line: its ``fatal:`` and ``error:``
+    lines when there are any (the advice after them is git's, not ours), else every line.
+    Never cut: the last line alone was half a sentence ('and the repository exists.')."""
+    lines = [line.strip() for line in errors.decode("utf-8", "replace").splitlines()]
+    lines = [line for line in lines if line]
+    said = [line for line in lines if line.startswith(("fatal:", "error:"))]
+    return "; ".join(said) if said else " ".join(lines)
 
 
 def redact(text: str) -> str:

@@ -34,12 +34,14 @@ from reconciler.core.status import (
 from reconciler.errors import NotFoundError, SourceError, ThrottledError
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import (
+    NO_CHANGE,
     CommitRecord,
     CommitVerdict,
     Operation,
     OperationData,
     OperationState,
     OperationType,
+    Retention,
     RuntimeRecord,
     StageRecord,
     StepRecord,
@@ -653,7 +655,17 @@ def test_sync_status_and_operations_work_on_the_store_url(backend: Backend, tmp_
     state = ["--state", backend.url]
 
     synced = runner.invoke(
-        cli, ["sync", str(SAMPLE), "--runtime", "prod-eu-1", "--snapshot", clusters, *state]
+        cli,
+        [
+            "sync",
+            str(SAMPLE),
+            "--runtime",
+            "prod-eu-1",
+            "--snapshot",
+            clusters,
+            "--snapshot-create",
+            *state,
+        ],
     )
     status = runner.invoke(cli, ["status", "--format", "json", *state])
     listed = runner.invoke(cli, ["operations", "list", "--no-headers", *state])
@@ -735,3 +747,50 @@ def test_two_members_beating_at_once_each_keep_their_own_epoch(backend: Backend)
 
     assert epochs == {"a": [1] * 20, "b": [1] * 20}
     assert {m.name for m in stores[0].members()} == {"a", "b"}
+
+
+def _finished(
+    operation_id: str, runtime: str, minutes: int, state: OperationState, message: str
+) -> Operation:
+    done = _operation(operation_id, runtime, T0 + timedelta(minutes=minutes), state)
+    done.message = message
+    return done
+
+
+def test_prune_merges_runs_of_no_change_then_keeps_the_newest_and_young_failures(
+    backend: Backend,
+) -> None:
+    """Issue 24, finding 8: nothing ever removed an operation; a 1,000-runtime fleet's store
+    grew by about 12 MB a resync."""
+    store = backend.open()
+    ok, failed = OperationState.SUCCEEDED, OperationState.FAILED
+    for operation in [
+        _finished("a", "rt", 0, ok, "4 installed"),
+        _finished("b", "rt", 1, ok, NO_CHANGE),
+        _finished("c", "rt", 2, ok, NO_CHANGE),
+        _finished("d", "rt", 3, failed, "Apply_Modules: forbidden"),
+        _finished("e", "rt", 4, ok, NO_CHANGE),
+        _finished("f", "rt", 5, ok, NO_CHANGE),
+        _operation("g", "rt", T0 + timedelta(minutes=6), OperationState.IN_PROGRESS),
+        _finished("h", "other", -10 * 24 * 60, failed, "timed out"),
+        _finished("i", "other", 0, ok, NO_CHANGE),
+    ]:
+        store.save(operation)
+
+    removed = store.prune(Retention(3, timedelta(days=7)), T0 + timedelta(hours=1))
+
+    # b and e merged into the no-change run's newest; then a and c beyond the newest 3 of rt
+    assert removed == 4
+    assert [o.id for o in store.operations(runtime="rt")] == ["g", "f", "d"]
+    assert [o.id for o in store.operations(runtime="other")] == ["i", "h"]
+    assert store.get("b") is None
+
+    again = store.prune(Retention(1, timedelta(days=7)), T0 + timedelta(hours=1))
+
+    assert again == 2  # f (the newest is g, in progress: never removed) and h (an old failure)
+    assert [o.id for o in store.operations(runtime="rt")] == ["g", "d"]  # d: a young failure
+    assert [o.id for o in store.operations(runtime="other")] == ["i"]
+    assert store.prune(Retention(1, timedelta(days=7)), T0 + timedelta(hours=1)) == 0
+    saved = _finished("g", "rt", 6, ok, NO_CHANGE)  # a pruned neighbour never breaks a save
+    store.save(saved)
+    assert store.get("g") == saved
