@@ -10,16 +10,18 @@ spec need not carry required fields (the default configuration does). CEL rules
 (``x-kubernetes-validations``) are not evaluated: a warning says the server checks them.
 
 OpenAPI v3 as Kubernetes reads it is turned into JSON Schema once per module version
-(:class:`OverrideChecker` keeps it): ``nullable`` adds ``null``, ``x-kubernetes-int-or-string``
-allows an integer or a string, ``format: int32/int64`` become ranges, other formats and the
-``x-kubernetes-*`` list and map markers are left to the server, and a pattern Python cannot read
-(RE2-only syntax) is left out. Validation reuses the schema checker's two validators: a compiled
+(:class:`OverrideChecker` keeps it, and compiles once a schema several versions share):
+``nullable`` adds ``null``, ``x-kubernetes-int-or-string`` allows an integer or a string,
+``format: int32/int64`` become ranges, other formats and the ``x-kubernetes-*`` list and map
+markers are left to the server, and a pattern Python cannot read (RE2-only syntax) is left out.
+Validation reuses the schema checker's two validators: a compiled
 ``fastjsonschema`` verdict, and ``jsonschema`` for the located errors of an override that fails.
 Callers: the validator.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -125,23 +127,13 @@ def server_rules(node: Mapping[str, Any], value: Any) -> int:
 
 
 @dataclass(slots=True)
-class SpecSchema:
-    """The schema of a configuration CR's ``spec`` in one module version, with both validators
-    compiled on first use."""
+class CompiledSchema:
+    """A converted schema with both validators, compiled on first use; shared by the module
+    versions whose schemas are the same (most versions do not change their CRD)."""
 
-    kind: str
-    api_version: str
-    module: str
-    version: str
-    openapi: Mapping[str, Any]
     schema: Mapping[str, Any]
     _quick: Callable[[Any], Any] | None = None
     _full: Any = None
-
-    @property
-    def subject(self) -> str:
-        """``Serverless operator.kyma-project.io/v1alpha1 of module serverless 1.2.0``."""
-        return f"{self.kind} {self.api_version} of module {self.module} {self.version}"
 
     def valid(self, value: Any) -> bool:
         """The verdict on ``value`` from the compiled validator."""
@@ -164,6 +156,23 @@ class SpecSchema:
 
 
 @dataclass(frozen=True, slots=True)
+class SpecSchema:
+    """The schema of a configuration CR's ``spec`` in one module version."""
+
+    kind: str
+    api_version: str
+    module: str
+    version: str
+    openapi: Mapping[str, Any]
+    compiled: CompiledSchema
+
+    @property
+    def subject(self) -> str:
+        """``Serverless operator.kyma-project.io/v1alpha1 of module serverless 1.2.0``."""
+        return f"{self.kind} {self.api_version} of module {self.module} {self.version}"
+
+
+@dataclass(frozen=True, slots=True)
 class OverrideFindings:
     """What checking one override found: errors (C8) and warnings (C8, server-side rules)."""
 
@@ -176,6 +185,7 @@ class OverrideChecker:
     """Checks overrides; the schema of each module version is converted and compiled once."""
 
     _targets: dict[tuple[str, str], SpecSchema | str] = field(default_factory=dict)
+    _compiled: dict[str, CompiledSchema] = field(default_factory=dict)
 
     def check(
         self,
@@ -198,9 +208,10 @@ class OverrideChecker:
                 "config: they are checked by the API server, not here"
             )
             warnings = (document.diagnostic(RULE, message, at),)
-        if spec.valid(_without_nulls(config)):
+        value = _without_nulls(config)
+        if spec.compiled.valid(value):
             return OverrideFindings((), warnings)
-        found = diagnostics_of(spec.errors(_without_nulls(config), at), document, budget)
+        found = diagnostics_of(spec.compiled.errors(value, at), document, budget)
         return OverrideFindings(tuple(_located(d, spec) for d in found), warnings)
 
     def spec_schema(self, module: Module, version: str) -> SpecSchema | str:
@@ -208,8 +219,16 @@ class OverrideChecker:
         key = (module.name, version)
         known = self._targets.get(key)
         if known is None:
-            known = self._targets[key] = _spec_schema(module, version)
+            known = self._targets[key] = _spec_schema(module, version, self._compile)
         return known
+
+    def _compile(self, openapi: Mapping[str, Any]) -> CompiledSchema:
+        schema = to_json_schema(openapi)
+        key = json.dumps(schema, sort_keys=True)
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            compiled = self._compiled[key] = CompiledSchema(schema)
+        return compiled
 
 
 def _located(diagnostic: Diagnostic, spec: SpecSchema) -> Diagnostic:
@@ -228,7 +247,9 @@ def _without_nulls(value: Any) -> Any:
     return value
 
 
-def _spec_schema(module: Module, version: str) -> SpecSchema | str:
+def _spec_schema(
+    module: Module, version: str, compile_schema: Callable[[Mapping[str, Any]], CompiledSchema]
+) -> SpecSchema | str:
     content = module.versions.get(version)
     default = content.default_configuration if content is not None else None
     if content is None or default is None:
@@ -255,7 +276,7 @@ def _spec_schema(module: Module, version: str) -> SpecSchema | str:
         )
     root = (entry.get("schema") or {}).get("openAPIV3Schema") or {}
     openapi = (root.get("properties") or {}).get("spec") or {}
-    return SpecSchema(kind, api_version, module.name, version, openapi, to_json_schema(openapi))
+    return SpecSchema(kind, api_version, module.name, version, openapi, compile_schema(openapi))
 
 
 def _defines(obj: Mapping[str, Any], group: str, kind: str) -> bool:
