@@ -11,10 +11,14 @@ a missing module or a missing version, an unknown field or an unknown dependency
 and lists them in ``<out>/.corruptions.json`` (file, kind, rule expected, what was changed).
 Each mistake gives exactly one diagnostic, in its file.
 
+``--overrides F`` gives a fraction F of the runtimes a ``config`` override on one of their
+modules (and the ``regular`` channel a fleet-wide one), leaving everything else byte for byte as
+without it: the overrides come from a random generator of their own.
+
 ``<out>/.fleet.json`` records the arguments (and a digest of this generator): the benchmarks
 reuse a fleet only when it matches, and the generator only ever replaces a folder that has it.
 
-    python bench/generate_fleet.py bench/out/fleet --runtimes 10000 [--corrupt 12]
+    python bench/generate_fleet.py bench/out/fleet --runtimes 10000 [--corrupt 12] [--overrides 0.3]
 """
 
 from __future__ import annotations
@@ -296,6 +300,30 @@ def fleet_files(rng: random.Random, runtimes: int, modules: int, versions: int) 
     return files
 
 
+# -- configuration overrides ---------------------------------------------------------------
+
+RUNTIME_CONFIG = "      config: {replicas: 2, logLevel: debug}"
+CHANNEL_CONFIG = "  config:\n    {module}: {{logLevel: warn}}\n"
+
+
+def add_overrides(files: dict[str, str], seed: int, fraction: float) -> int:
+    """Give ``fraction`` of the runtimes a ``config`` on their first module, and the regular
+    channel one on its second module; returns how many runtimes got one."""
+    rng = random.Random(f"overrides-{seed}")
+    count = 0
+    for path in sorted(p for p in files if p.startswith("runtimes/")):
+        if rng.random() >= fraction:
+            continue
+        lines = files[path].split("\n")
+        first = next(i for i, line in enumerate(lines) if line.startswith("    - name: "))
+        lines.insert(first + 1, RUNTIME_CONFIG)
+        files[path] = "\n".join(lines)
+        count += 1
+    module = module_names(2)[1]
+    files["channels/regular.yaml"] += CHANNEL_CONFIG.format(module=module)
+    return count
+
+
 # -- mistakes --------------------------------------------------------------------------------
 
 #: A mistake: changes the text of one file (and says what it did), or None when it cannot.
@@ -472,10 +500,12 @@ def generator_digest() -> str:
 
 
 def fleet_parameters(
-    runtimes: int, modules: int, versions: int, seed: int, corrupt: int
+    runtimes: int, modules: int, versions: int, seed: int, corrupt: int, overrides: float = 0.0
 ) -> dict[str, Any]:
     """What ``<out>/.fleet.json`` records."""
+    extra = {"overrides": overrides} if overrides else {}
     return {
+        **extra,
         "runtimes": runtimes,
         "modules": modules,
         "versions": versions,
@@ -492,6 +522,7 @@ def generate_fleet(
     versions: int = 3,
     seed: int = 1,
     corrupt: int = 0,
+    overrides: float = 0.0,
 ) -> list[Corruption]:
     """Write the fleet to ``out`` and return the planted mistakes (empty without ``corrupt``).
 
@@ -502,13 +533,15 @@ def generate_fleet(
         raise ValueError("need at least 2 modules, 1 version, and no negative counts")
     rng = random.Random(seed)
     files = fleet_files(rng, runtimes, modules, versions)
+    if overrides:
+        add_overrides(files, seed, overrides)
     corruptions = plant_corruptions(files, rng, corrupt)
     _clear(out)
     _write(out, files)
     if corruptions:
         listing = json.dumps([asdict(c) for c in corruptions], indent=2) + "\n"
         (out / CORRUPTIONS).write_text(listing, encoding="utf-8")
-    marker = fleet_parameters(runtimes, modules, versions, seed, corrupt)
+    marker = fleet_parameters(runtimes, modules, versions, seed, corrupt, overrides)
     (out / MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
     return corruptions
 
@@ -552,11 +585,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--versions", type=int, default=3, help="versions per module (3)")
     parser.add_argument("--seed", type=int, default=1, help="random seed (1)")
     parser.add_argument("--corrupt", type=int, default=0, help="plant this many mistakes (0)")
+    parser.add_argument(
+        "--overrides", type=float, default=0.0, help="fraction of runtimes with a config (0)"
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     try:
         planted = generate_fleet(
-            args.out, args.runtimes, args.modules, args.versions, args.seed, args.corrupt
+            args.out,
+            args.runtimes,
+            args.modules,
+            args.versions,
+            args.seed,
+            args.corrupt,
+            args.overrides,
         )
     except (FileExistsError, ValueError) as error:
         parser.exit(2, f"error: {error}\n")

@@ -17,6 +17,12 @@ time under ``--max-seconds``, at least ``--min-ratio`` times faster than the bas
 status is 0 only when everything holds. Results are also written to ``<workdir>/validate.json``.
 
     python bench/validate_bench.py --runtimes 10000 --repeat 3
+
+``--overrides F`` measures instead what ``config`` overrides cost (rule C8): the same fleet with
+and without a ``config`` on a fraction F of its runtimes, ``load_repo`` cold, interleaved; the
+acceptance is a median ratio of at most ``--max-override-ratio`` (1.3).
+
+    python bench/validate_bench.py --runtimes 10000 --repeat 5 --overrides 0.3
 """
 
 from __future__ import annotations
@@ -136,11 +142,12 @@ def run_cli(repo: Path, *, as_json: bool = False) -> tuple[float, int, list[str]
     return elapsed, done.returncode, errors
 
 
-def fleet(workdir: Path, parameters: dict[str, int]) -> tuple[Path, float | None]:
+def fleet(workdir: Path, parameters: dict[str, Any]) -> tuple[Path, float | None]:
     """The generated fleet for ``parameters``, reused when its marker matches; and the
     generation time when it was (re)generated now."""
     p = parameters
     name = f"fleet-r{p['runtimes']}-m{p['modules']}-v{p['versions']}-s{p['seed']}-c{p['corrupt']}"
+    name += f"-o{p['overrides']}" if p.get("overrides") else ""
     repo = workdir / name
     marker = repo / MARKER
     expected = fleet_parameters(**parameters)
@@ -294,6 +301,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / "out")
     parser.add_argument("--max-seconds", type=float, default=5.0, help="acceptance (5.0)")
     parser.add_argument("--min-ratio", type=float, default=20.0, help="acceptance (20)")
+    parser.add_argument(
+        "--overrides", type=float, default=0.0, help="measure overrides on this fraction"
+    )
+    parser.add_argument(
+        "--max-override-ratio", type=float, default=1.3, help="acceptance of --overrides (1.3)"
+    )
     args = parser.parse_args(argv)
     if args.repeat < 1 or args.naive_repeat < 1 or args.corrupt < 1:
         parser.error("--repeat, --naive-repeat and --corrupt must be at least 1")
@@ -305,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
         "versions": args.versions,
         "seed": args.seed,
     }
+    if args.overrides:
+        return overrides_main(args, sizes, workdir)
     repo, generation = fleet(workdir, {**sizes, "corrupt": 0})
     corrupted, _ = fleet(workdir, {**sizes, "corrupt": args.corrupt})
     made = "reused" if generation is None else f"generated in {generation:.2f} s"
@@ -355,6 +370,59 @@ def main(argv: list[str] | None = None) -> int:
     (workdir / "validate.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(f"\nresults: {workdir / 'validate.json'}")
     return 0 if all(acceptance.values()) else 1
+
+
+def measure_overrides(
+    workdir: Path, sizes: dict[str, int], fraction: float, repeat: int
+) -> dict[str, Any]:
+    """``load_repo`` cold on the fleet without and with overrides, interleaved; both valid."""
+    plain, _ = fleet(workdir, {**sizes, "corrupt": 0})
+    loaded, _ = fleet(workdir, {**sizes, "corrupt": 0, "overrides": fraction})
+    with_config = sum("\n      config:" in p.read_text() for p in (loaded / "runtimes").iterdir())
+    series = {"without": Series("without overrides"), "with": Series("with overrides")}
+    for _ in range(repeat):
+        for key, repo in (("without", plain), ("with", loaded)):
+            elapsed, child = run_child(OURS, repo)
+            _expect_valid(child, sizes["runtimes"], series[key].name)
+            series[key].wall.append(elapsed)
+            series[key].in_process.append(child["load_s"])
+    summary = {key: s.summary(sizes["runtimes"]) for key, s in series.items()}
+    in_process = {key: statistics.median(s.in_process) for key, s in series.items()}
+    return {
+        "fleet": sizes,
+        "runtimes_with_config": with_config,
+        "summary": summary,
+        "load_repo_median_s": in_process,
+        "ratio_wall_median": summary["with"]["median_s"] / summary["without"]["median_s"],
+        "ratio_load_repo_median": in_process["with"] / in_process["without"],
+    }
+
+
+def overrides_main(args: argparse.Namespace, sizes: dict[str, int], workdir: Path) -> int:
+    """``--overrides``: print and write (``<workdir>/overrides.json``) what overrides cost."""
+    _progress(f"overrides on {args.overrides:.0%} of {args.runtimes} runtimes; measuring")
+    result = measure_overrides(workdir, sizes, args.overrides, args.repeat)
+    ok = result["ratio_load_repo_median"] <= args.max_override_ratio
+    rows = [["fleet", "runs", "best", "median", "load_repo median"]]
+    for key in ("without", "with"):
+        summary = result["summary"][key]
+        rows.append(
+            [
+                f"{key} overrides",
+                str(args.repeat),
+                _s(summary["best_s"]),
+                _s(summary["median_s"]),
+                _s(result["load_repo_median_s"][key]),
+            ]
+        )
+    print(table(rows))
+    print(
+        f"\n{result['runtimes_with_config']} runtimes with a config; with / without: "
+        f"{result['ratio_wall_median']:.3f} (process), {result['ratio_load_repo_median']:.3f} "
+        f"(load_repo) <= {args.max_override_ratio}: {'ok' if ok else 'FAILED'}"
+    )
+    (workdir / "overrides.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0 if ok else 1
 
 
 def _progress(message: str) -> None:

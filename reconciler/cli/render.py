@@ -23,6 +23,7 @@ from reconciler.errors import NotFoundError
 
 if TYPE_CHECKING:
     from reconciler.core.model import ConfigRepo
+    from reconciler.core.render import RenderedObject
     from reconciler.core.resolve import Resolution
 
 
@@ -121,5 +122,16 @@ def render_stream(config: ConfigRepo, resolution: Resolution, modules: Sequence[
         single = Resolution(resolution.runtime, (resolved,))
         for rendered in renderer.render(single):
             chunks.append("---\n")
+            chunks.extend(_enforced_comments(rendered))
             chunks.append(yaml.dump(dict(rendered.body), Dumper=dumper, sort_keys=False))
     return "".join(chunks)
+
+
+def _enforced_comments(rendered: RenderedObject) -> list[str]:
+    """``# enforced by channel regular: spec.logLevel``: one line per source of overrides."""
+    if rendered.override is None:
+        return []
+    by_source: dict[str, list[str]] = {}
+    for enforced in rendered.override.fields:
+        by_source.setdefault(enforced.source, []).append(enforced.dotted)
+    return [f"# enforced by {source}: {', '.join(paths)}\n" for source, paths in by_source.items()]

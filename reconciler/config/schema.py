@@ -77,7 +77,7 @@ class SchemaChecker:
     def _quick_valid(self, kind: str, data: Any) -> bool:
         quick = self._quick.get(kind)
         if quick is None:
-            view = _draft7_view(self.schemas[kind])
+            view = draft7_view(self.schemas[kind])
             # use_default=False: validation must never write defaults into the documents
             quick = self._quick[kind] = fastjsonschema.compile(view, use_default=False)
         try:
@@ -90,7 +90,7 @@ class SchemaChecker:
         validator = self._full.get(kind)
         if validator is None:
             schema = self.schemas[kind]
-            validator = self._full[kind] = _validator_class()(schema)
+            validator = self._full[kind] = validator_class()(schema)
         return validator
 
 
@@ -118,7 +118,7 @@ def _hashable(value: Any) -> Hashable:
 
 
 @functools.cache
-def _validator_class() -> Any:
+def validator_class() -> Any:
     """Draft 2020-12 with a linear ``uniqueItems``; imports ``jsonschema`` on first use."""
     import jsonschema
 
@@ -149,7 +149,7 @@ def diagnostics_of(
     return sorted(found)
 
 
-def _draft7_view(schema: Mapping[str, Any]) -> dict[str, Any]:
+def draft7_view(schema: Mapping[str, Any]) -> dict[str, Any]:
     """The same schema announced as draft-07, the newest draft fastjsonschema compiles.
 
     Our schemas use only keywords whose meaning did not change between draft-07 and 2020-12;

@@ -11,7 +11,7 @@ mistake gives one error and not a cascade in the files that refer to it. Callers
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 from reconciler.config.budget import TimeBudget
 from reconciler.config.credentials import find_inline_credentials
 from reconciler.config.manifests import object_problems, operator_version_problems
+from reconciler.config.overrides import OverrideChecker, OverrideFindings
 from reconciler.config.ownership import shared_objects
 from reconciler.config.remotes import ref_problem, remote_problem
 from reconciler.config.schema import SchemaChecker
@@ -42,7 +43,8 @@ from reconciler.core.model import (
     Settings,
     Strategy,
 )
-from reconciler.core.resolve import resolve_runtime
+from reconciler.core.overrides import module_channel
+from reconciler.core.resolve import Resolution, resolve_runtime
 from reconciler.core.versions import is_version, sorted_versions
 from reconciler.errors import OverBudgetError
 
@@ -185,7 +187,7 @@ def _validate(
     runtimes = {f.stem: run.runtime(f, repo) for f in raw.runtimes}
     diagnostics = tuple(sort_diagnostics(run.diagnostics))
     files = _count_files(raw)
-    warnings = tuple(sort_diagnostics(_warnings(raw)))
+    warnings = tuple(sort_diagnostics([*_warnings(raw), *run.warnings]))
     if diagnostics:
         return Validation(None, diagnostics, files, warnings)
     valid_runtimes = {name: r for name, r in runtimes.items() if r is not None}
@@ -222,6 +224,11 @@ class _Run:
     bad_channel_entries: set[tuple[str, str]] = field(default_factory=set)
     budget: TimeBudget | None = None
     memo: CheckMemo = field(default_factory=CheckMemo)
+    warnings: list[Diagnostic] = field(default_factory=list)
+    overrides: OverrideChecker = field(default_factory=OverrideChecker)
+    channel_documents: dict[str, Document] = field(default_factory=dict)
+    #: (channel, module, version): channel configs already checked for that version.
+    checked_configs: set[tuple[str, str, str]] = field(default_factory=set)
 
     def timed(self, document: Document, check: Callable[[], bool]) -> bool:
         """``check()`` of ``document`` within its file's time budget; past it, what the check
@@ -408,7 +415,8 @@ class _Run:
         if document is None or not self.name_matches(document, file.stem, "file name"):
             self.broken_channels.add(file.stem)
             return None
-        channel = Channel(file.stem, dict(document.data["spec"]["modules"]), file.path)
+        spec = document.data["spec"]
+        channel = Channel(file.stem, dict(spec["modules"]), file.path, spec.get("config", {}))
         for module_name, version in channel.modules.items():
             problem = _channel_entry_problem(module_name, version, modules)
             if problem is not None:
@@ -416,7 +424,40 @@ class _Run:
                 pointer: Pointer = ("spec", "modules", module_name)
                 key = problem.startswith("module")
                 self.diagnostics.append(document.diagnostic("C3", problem, pointer, key=key))
+        self.channel_documents[channel.name] = document
+        for module_name, config in channel.config.items():
+            self.channel_config(channel, document, module_name, config, modules)
         return channel
+
+    def channel_config(
+        self,
+        channel: Channel,
+        document: Document,
+        module_name: str,
+        config: Mapping[str, Any],
+        modules: Mapping[str, Module],
+    ) -> None:
+        """C8: a channel's config of a module it serves, checked against the CRD of the
+        version it serves (other versions: when a runtime uses it with them)."""
+        at: Pointer = ("spec", "config", module_name)
+        version = channel.modules.get(module_name)
+        if module_name not in modules or version is None:
+            message = (
+                f"config names module '{module_name}', which channel '{channel.name}' does not "
+                "serve: there is no version to check it against"
+            ) + did_you_mean(module_name, channel.modules)
+            self.diagnostics.append(document.diagnostic("C8", message, at, key=True))
+            return
+        if (channel.name, module_name) in self.bad_channel_entries:
+            return
+        self.checked_configs.add((channel.name, module_name, version))
+        self.add_findings(
+            self.overrides.check(document, at, config, (modules[module_name], version))
+        )
+
+    def add_findings(self, findings: OverrideFindings, note: str = "") -> None:
+        self.diagnostics.extend(replace(d, message=d.message + note) for d in findings.errors)
+        self.warnings.extend(replace(d, message=d.message + note) for d in findings.warnings)
 
     # -- runtimes ----------------------------------------------------------------------------
 
@@ -436,7 +477,42 @@ class _Run:
                 continue
             found.append(document.diagnostic(problem.rule, problem.message, problem.pointer))
         self.diagnostics.extend(found)
+        if not resolution.problems:
+            found.extend(self.runtime_configs(document, resolution, repo))
         return runtime if not found else None
+
+    def runtime_configs(
+        self, document: Document, resolution: Resolution, repo: ConfigRepo
+    ) -> list[Diagnostic]:
+        """C8: the runtime's own configs, and its channels' configs of the modules it runs at
+        a version they were not checked for yet; the runtime's errors are returned."""
+        runtime = resolution.runtime
+        index = {ref.name: i for i, ref in enumerate(runtime.modules)}
+        errors: list[Diagnostic] = []
+        for resolved in resolution.modules:
+            module = repo.modules[resolved.name]
+            ref = runtime.modules[index[resolved.name]] if resolved.name in index else None
+            if ref is not None and ref.config is not None:
+                at: Pointer = ("spec", "modules", index[resolved.name], "config")
+                findings = self.overrides.check(
+                    document, at, ref.config, (module, resolved.version)
+                )
+                errors.extend(findings.errors)
+                self.add_findings(findings)
+            channel_name = module_channel(runtime, resolved.name)
+            key = (channel_name, resolved.name, resolved.version)
+            config = repo.channels[channel_name].config.get(resolved.name)
+            if config is None or key in self.checked_configs:
+                continue
+            self.checked_configs.add(key)
+            channel_document = self.channel_documents[channel_name]
+            at = ("spec", "config", resolved.name)
+            findings = self.overrides.check(
+                channel_document, at, config, (module, resolved.version)
+            )
+            note = f" [with version {resolved.version}, as runtime '{runtime.name}' runs it]"
+            self.add_findings(findings, note)
+        return errors
 
     def runtime_fields(self, document: Document, runtime: Runtime) -> list[Diagnostic]:
         found: list[Diagnostic] = []
@@ -668,6 +744,7 @@ def _module_ref(entry: Mapping[str, Any]) -> ModuleRef:
         channel=entry.get("channel"),
         version=entry.get("version"),
         strategy=Strategy(entry.get("strategy", Strategy.CREATE_AND_DELETE.value)),
+        config=entry.get("config"),
     )
 
 

@@ -96,6 +96,9 @@ class ModuleRef:
     channel: str | None = None
     version: str | None = None
     strategy: Strategy = Strategy.CREATE_AND_DELETE
+    #: ``config``: a partial ``spec`` of the module's configuration CR, enforced on this
+    #: runtime (over the channel's ``config`` of the module; docs/configuration.md).
+    config: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +166,9 @@ class Channel:
     name: str
     modules: Mapping[str, str]
     source: str = ""
+    #: ``spec.config``: module name -> a partial ``spec`` of its configuration CR, enforced on
+    #: every runtime that takes the module with this channel (a runtime's ``config`` wins).
+    config: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,12 @@ from reconciler.core.model import (
     Module,
 )
 from reconciler.core.objects import ObjectRef
+from reconciler.core.overrides import (
+    ConfigOverride,
+    apply_override,
+    module_channel,
+    resolve_override,
+)
 from reconciler.core.resolve import Resolution, ResolvedModule
 
 #: Apply order of built-in kinds; unknown kinds (custom resources) come after all of them.
@@ -102,6 +108,9 @@ class RenderedObject:
     version: str
     body: Mapping[str, Any]
     default_configuration: bool = False
+    #: On the default configuration: the fields the channel and the runtime enforce (already
+    #: merged into ``body``; docs/configuration.md).
+    override: ConfigOverride | None = None
 
     @property
     def subject(self) -> str:
@@ -124,8 +133,17 @@ class Renderer:
         for resolved in resolution.modules:
             if wanted and resolved.name not in wanted:
                 continue
-            rendered.extend(self._stamp(o, resolution.runtime.name) for o in self.prepare(resolved))
+            override = self.override(resolution, resolved)
+            rendered.extend(
+                self._stamp(o, resolution.runtime.name, override) for o in self.prepare(resolved)
+            )
         return rendered
+
+    def override(self, resolution: Resolution, resolved: ResolvedModule) -> ConfigOverride | None:
+        """What the channel and the runtime enforce of ``resolved``'s configuration CR."""
+        runtime = resolution.runtime
+        channel = self.repo.channels.get(module_channel(runtime, resolved.name))
+        return resolve_override(runtime, resolved, channel.config if channel else {})
 
     def prepare(self, resolved: ResolvedModule) -> list[RenderedObject]:
         """A module version's objects with everything but the runtime label, sorted."""
@@ -162,14 +180,19 @@ class Renderer:
         annotations[ANNOTATION_MODULE_VERSION] = version
         return body
 
-    def _stamp(self, rendered: RenderedObject, runtime: str) -> RenderedObject:
+    def _stamp(
+        self, rendered: RenderedObject, runtime: str, override: ConfigOverride | None
+    ) -> RenderedObject:
         body = dict(rendered.body)
         metadata = dict(body["metadata"])
         metadata["labels"] = {**metadata["labels"], LABEL_RUNTIME: runtime}
         body["metadata"] = metadata
-        return RenderedObject(
-            rendered.module, rendered.version, body, rendered.default_configuration
-        )
+        if not rendered.default_configuration or override is None:
+            return RenderedObject(
+                rendered.module, rendered.version, body, rendered.default_configuration
+            )
+        body = apply_override(body, override)
+        return RenderedObject(rendered.module, rendered.version, body, True, override)
 
     def _cluster_scoped(self, body: Mapping[str, Any]) -> bool:
         kind = str(body.get("kind", ""))
