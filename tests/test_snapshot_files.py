@@ -227,6 +227,11 @@ def _namespace(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
 
 
+def _namespaces(cluster: InMemoryCluster) -> list[str]:
+    """The Namespaces (not what Kubernetes creates in each)."""
+    return [str(o["metadata"]["name"]) for o in cluster.objects() if o["kind"] == "Namespace"]
+
+
 def test_a_copy_read_before_another_save_is_not_saved_over_it(tmp_path: Path) -> None:
     """Replica A read the file and was paused; replica B read it, wrote and saved; A resumed:
     its save is refused and B's file stays."""
@@ -239,10 +244,10 @@ def test_a_copy_read_before_another_save_is_not_saved_over_it(tmp_path: Path) ->
     with pytest.raises(ConflictError, match="another process saved the snapshot"):
         stale.flush()
 
-    assert [n for n, _ in _names(load_snapshot(path))] == ["theirs"]
+    assert _namespaces(load_snapshot(path)) == ["theirs"]
     newer.apply(_namespace("theirs-2"), field_manager="t")
     newer.flush()  # the writer of the last generation goes on
-    assert [n for n, _ in _names(load_snapshot(path))] == ["theirs", "theirs-2"]
+    assert _namespaces(load_snapshot(path)) == ["theirs", "theirs-2"]
 
 
 def test_each_save_moves_the_generation_on(tmp_path: Path) -> None:
@@ -271,4 +276,4 @@ def test_a_guard_that_refuses_under_the_lock_leaves_the_file(tmp_path: Path) -> 
         cluster.flush(guard=fenced)
     assert not path.exists()
     cluster.flush()
-    assert [n for n, _ in _names(load_snapshot(path))] == ["x"]
+    assert _namespaces(load_snapshot(path)) == ["x"]

@@ -11,7 +11,12 @@ shape a real server gives them, nulls included: a CRD is created with ``status.c
 (and ``acceptedNames`` empty) and answered so, and is Established only afterwards, as the
 apiextensions controllers do; workloads start with ``status: {}``; kinds without a status
 (ConfigMaps, custom resources) have none; empty ``labels``, ``annotations`` and ``finalizers``
-are left out. What the server writes in its own words is stored so
+are left out. A new Namespace gets the ``default`` ServiceAccount and the ``kube-root-ca.crt``
+ConfigMap at once (kube-controller-manager's, asynchronous on a server). Refused as a server
+refuses them: a ConfigMap value that is no string (a 500, so a ServerError), and with
+``require_selectors`` a workload without ``spec.selector`` (422). A dry-run apply answers a
+new object with a ``uid`` and creation time of its own, and no resource version. What the
+server writes in its own words is stored so
 (:func:`~reconciler.core.serverform.server_form`: ``cpu: 1000m`` as ``1``, ``protocol: TCP``
 on ports). Tests can set status, and inject faults (errors, latency). Operator workloads become
 available (and CRDs Established) right after they are stored unless ``auto_ready``
@@ -37,6 +42,7 @@ from reconciler.errors import (
     InvalidObjectError,
     NotFoundError,
     ReconcilerError,
+    ServerError,
     UnknownKindError,
 )
 
@@ -122,8 +128,12 @@ class InMemoryCluster:
         clock: Callable[[], datetime] | None = None,
         latency: float = 0.0,
         sleep: Callable[[float], None] = time.sleep,
+        require_selectors: bool = False,
     ) -> None:
         self.auto_ready = auto_ready
+        #: Refuse a workload without ``spec.selector`` as a server does (422); off by default
+        #: because many test fixtures and recorded snapshots leave the selector out.
+        self.require_selectors = require_selectors
         self.auto_establish = auto_establish
         self.clock = clock or (lambda: datetime.now(UTC))
         self.latency = latency
@@ -137,6 +147,7 @@ class InMemoryCluster:
         self._kinds: dict[tuple[str, str], KindInfo] = {(k.group, k.kind): k for k in BUILTIN_KINDS}
         self._resource_version = 0
         self._uids = 0
+        self._dry_runs = 0
         #: What ``reconciler check`` is told: the identity, the version, what RBAC refuses.
         self.user = "system:serviceaccount:reconciler-system:reconciler"
         self.version = "v1.31.0"
@@ -189,12 +200,15 @@ class InMemoryCluster:
         config = _config_of(body, info)
         ref = ObjectRef.of(config)
         _check_name(ref)
+        _check_typed(ref, config)
         self._namespace_exists(info, ref)
         key = self._key(ref)
         existing = self._objects.get(key)
         result = self._applied(existing, config, field_manager, force)
+        if self.require_selectors:
+            _check_selector(ref, result.body)
         if dry_run:
-            return _with_managed_fields(result)
+            return self._dry_run_answer(result, existing)
         if existing is not None and existing.body == result.body:
             existing.owners = result.owners
             return _with_managed_fields(existing)
@@ -395,25 +409,57 @@ class InMemoryCluster:
         """Store ``new`` and answer as a server does: the object as written, before any
         controller (CRD establishing, workload status) reacted to it."""
         body = new.body
-        metadata = body["metadata"]
-        if old is None:
-            self._uids += 1
-            metadata["uid"] = f"00000000-0000-4000-8000-{self._uids:012d}"
-            metadata["creationTimestamp"] = self._now()
-            metadata["generation"] = 1
-            _initial_status(body)
-        else:
-            for name in ("uid", "creationTimestamp", "generation", "deletionTimestamp"):
-                if name in old.body["metadata"]:
-                    metadata[name] = old.body["metadata"][name]
-            if _spec_of(body) != _spec_of(old.body):
-                metadata["generation"] = int(metadata.get("generation", 1)) + 1
+        self._stamp(body, old, self._new_uid() if old is None else "")
         self._bump(body)
         self._objects[key] = new
         self.writes += 1
         answer = _with_managed_fields(new)
         self._react(key, body)
+        if old is None and body["kind"] == "Namespace":
+            self._namespace_defaults(body["metadata"]["name"])
         return answer
+
+    def _new_uid(self) -> str:
+        self._uids += 1
+        return f"00000000-0000-4000-8000-{self._uids:012d}"
+
+    def _stamp(self, body: Body, old: _Stored | None, uid: str) -> None:
+        """What the server sets on an object it is about to store: a new one gets ``uid``, its
+        creation time, generation 1 and its initial status; a changed one keeps the old
+        metadata, with the generation bumped by a change of its spec."""
+        metadata = body["metadata"]
+        if old is None:
+            metadata["uid"] = uid
+            metadata["creationTimestamp"] = self._now()
+            metadata["generation"] = 1
+            _initial_status(body)
+            return
+        for name in ("uid", "creationTimestamp", "generation", "deletionTimestamp"):
+            if name in old.body["metadata"]:
+                metadata[name] = old.body["metadata"][name]
+        if _spec_of(body) != _spec_of(old.body):
+            metadata["generation"] = int(metadata.get("generation", 1)) + 1
+
+    def _dry_run_answer(self, result: _Stored, existing: _Stored | None) -> Body:
+        """A dry-run apply's answer: the object as the server would store it (a new one with a
+        uid of its own, never used again, and its creation time), without a resource version
+        (a new one) or with the stored one (a change): nothing is stored."""
+        self._dry_runs += 1
+        self._stamp(result.body, existing, f"00000000-0000-4000-9000-{self._dry_runs:012d}")
+        return _with_managed_fields(result)
+
+    def _namespace_defaults(self, namespace: str) -> None:
+        """What kube-controller-manager creates in every new Namespace (asynchronously on a
+        server, at once here): the ``default`` ServiceAccount and the ``kube-root-ca.crt``
+        ConfigMap. Neither is counted as a write of ours."""
+        for generated in _namespace_generated(namespace):
+            ref = ObjectRef.of(generated)
+            key = self._key(ref)
+            if key in self._objects:
+                continue
+            self._stamp(generated, None, self._new_uid())
+            self._bump(generated)
+            self._objects[key] = _Stored(generated, {_CONTROLLER: _leaf_paths(_owned(generated))})
 
     def _react(self, key: tuple[str, str, str, str], body: Body) -> None:
         """What controllers would do: serve a new CRD's kind, run a workload."""
@@ -527,6 +573,75 @@ def _check_name(ref: ObjectRef) -> None:
             f'{ref.kind} "{ref.name}" is invalid: metadata.name: must be {what} '
             f"of at most {longest} characters"
         )
+
+
+#: Maps whose values the API server types as strings: a value of another type fails its typed
+#: apply patch with a 500 ("expected string"), which the adapter reads as a ServerError.
+_STRING_MAPS = {("", "ConfigMap"): ("data", "binaryData")}
+#: Kinds whose ``spec.selector`` the API server requires (422 Invalid without one).
+_SELECTED = {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "DaemonSet")}
+
+
+def _check_typed(ref: ObjectRef, config: Mapping[str, Any]) -> None:
+    """An apply whose values have the wrong type for the kind's schema, as the server refuses
+    it: a 500 ("failed to create typed patch object"), translated as a ServerError, as the
+    Kubernetes adapter translates that answer."""
+    for name in _STRING_MAPS.get((ref.group, ref.kind), ()):
+        for key, value in (config.get(name) or {}).items():
+            if not isinstance(value, str):
+                where = f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name
+                raise ServerError(
+                    f"failed to create typed patch object ({where}; {ref.api_version}, "
+                    f"Kind={ref.kind}): .{name}.{key}: expected string, got "
+                    f"{type(value).__name__} {value!r}",
+                    retry_after=10.0,
+                )
+
+
+def _check_selector(ref: ObjectRef, body: Mapping[str, Any]) -> None:
+    """A workload as it would be stored needs ``spec.selector``, as the server says (422)."""
+    if (ref.group, ref.kind) in _SELECTED and not (body.get("spec") or {}).get("selector"):
+        raise InvalidObjectError(
+            f'{ref.kind}.{ref.group} "{ref.name}" is invalid: spec.selector: Required value'
+        )
+
+
+_CONTROLLER = "kube-controller-manager"
+_ROOT_CA_DESCRIPTION = (
+    "Contains a CA bundle that can be used to verify the kube-apiserver when using internal "
+    "endpoints such as the internal service IP or kubernetes.default.svc. No other usage is "
+    "guaranteed across distributions of Kubernetes clusters."
+)
+
+
+def _namespace_generated(namespace: str) -> list[Body]:
+    """The objects kube-controller-manager creates in a new Namespace."""
+    account = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "default", "namespace": namespace},
+    }
+    root_ca = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "kube-root-ca.crt",
+            "namespace": namespace,
+            "annotations": {"kubernetes.io/description": _ROOT_CA_DESCRIPTION},
+        },
+        "data": {"ca.crt": "-----BEGIN CERTIFICATE-----\n(in-memory)\n-----END CERTIFICATE-----\n"},
+    }
+    return [account, root_ca]
+
+
+def _owned(body: Mapping[str, Any]) -> Body:
+    """The fields a controller set on an object it created (its metadata's name and namespace
+    are the object's identity, owned by nobody)."""
+    owned = {k: _copied(v) for k, v in body.items() if k not in ("apiVersion", "kind", "metadata")}
+    annotations = (body.get("metadata") or {}).get("annotations")
+    if annotations:
+        owned["metadata"] = {"annotations": _copied(annotations)}
+    return owned
 
 
 def _config_of(body: Mapping[str, Any], info: KindInfo) -> Body:

@@ -41,7 +41,7 @@ class Target:
 @pytest.fixture(params=["memory", pytest.param("real", marks=pytest.mark.kube)])
 def target(request: pytest.FixtureRequest) -> Iterator[Target]:
     if request.param == "memory":
-        yield Target(InMemoryCluster(), real=False)
+        yield Target(InMemoryCluster(require_selectors=True), real=False)
         return
     control_plane: ControlPlane = request.getfixturevalue("kube_control_plane")
     from reconciler.cluster.kube import KubeCluster, k8s_config

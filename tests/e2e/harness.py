@@ -358,6 +358,8 @@ class Fleet:
     channel: dict[str, str] = field(default_factory=dict)
     runtimes: dict[str, dict[str, Any]] = field(default_factory=dict)
     max_deletions: int = 5
+    #: ``spec.operations`` of the Settings (e.g. ``{"timeouts": {"update": "2s"}}``).
+    operations: dict[str, Any] = field(default_factory=dict)
 
     @property
     def system_namespace(self) -> str:
@@ -386,7 +388,7 @@ class Fleet:
         for folder in ("modules", "runtimes", "channels"):
             if (self.root / folder).exists():
                 subprocess.run(["rm", "-rf", str(self.root / folder)], check=True)
-        settings = {
+        settings: dict[str, Any] = {
             "apiVersion": API,
             "kind": "Settings",
             "metadata": {"name": "e2e"},
@@ -395,6 +397,8 @@ class Fleet:
                 "deletionBrake": {"maxDeletionsPerSync": self.max_deletions},
             },
         }
+        if self.operations:
+            settings["spec"]["operations"] = self.operations
         files: dict[str, str] = {"reconciler.yaml": yaml.safe_dump(settings, sort_keys=False)}
         for module in self.modules.values():
             files.update(module.files())
