@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def timed_sync(fleet: Path, clusters: Path, parallel: int) -> dict[str, float]:
     """One ``reconciler sync`` run: seconds in all, seconds to the first line, and the summary."""
     command = [sys.executable, "-m", "reconciler", "sync", str(fleet), "--snapshot", f"{clusters}/"]
+    command.append("--snapshot-create")
     command += ["--parallel", str(parallel), "--state", f"sqlite:///{clusters}/state.db"]
     start = time.monotonic()
     process = subprocess.Popen(

@@ -151,7 +151,13 @@ def start_daemon(work: Path, source: Path, port: int) -> subprocess.Popen[bytes]
     env = {**os.environ, "PYTHONPATH": str(source), "HOME": str(work)}
     command = [sys.executable, "-m", "reconciler", "daemon", "--repo", str(repo)]
     command += ["--path", "sample-repo", "--listen", f"127.0.0.1:{port}"]
-    command += ["--snapshot", f"{work / 'clusters'}/", "--state", f"sqlite:///{work / 's.db'}"]
+    command += [
+        "--snapshot-create",
+        "--snapshot",
+        f"{work / 'clusters'}/",
+        "--state",
+        f"sqlite:///{work / 's.db'}",
+    ]
     with (work / "daemon.log").open("wb") as log:
         process = subprocess.Popen(command, env=env, stdout=log, stderr=log, cwd=work)
     deadline = time.monotonic() + 60

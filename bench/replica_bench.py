@@ -121,7 +121,8 @@ def replica_main(args: argparse.Namespace) -> int:
     source = RemoteSource(args.remote, "main", ".", root / f"cache-{args.member}", local=True)
     # as `reconciler daemon --snapshot FOLDER/` connects: the runtime's file read anew each time
     snapshot = f"{root / 'clusters'}/"
-    access = Access(ClusterOptions(None, "", snapshot=snapshot), reuse_snapshots=False)
+    clusters = ClusterOptions(None, "", snapshot=snapshot, snapshot_create=True)
+    access = Access(clusters, reuse_snapshots=False)
 
     def connect(cluster_access: ClusterAccess, name: str) -> Cluster:
         cluster = access.connect(cluster_access, name)

@@ -326,7 +326,13 @@ class Trial:
 
     def start(self, member: str, pause_at: str = "") -> subprocess.Popen[bytes]:
         command = [sys.executable, "-m", "reconciler", "daemon", "--repo", str(self.remote)]
-        command += ["--snapshot", f"{self.clusters}/", "--state", self.state_url]
+        command += [
+            "--snapshot",
+            f"{self.clusters}/",
+            "--snapshot-create",
+            "--state",
+            self.state_url,
+        ]
         command += ["--member", member, "--lease", LEASE, "--interval", "1s"]
         command += ["--workers", "2", "--listen", "127.0.0.1:0"]
         command += ["--cache-dir", str(self.folder / f"cache-{member}")]

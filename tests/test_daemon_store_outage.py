@@ -114,6 +114,7 @@ def test_store_errors_in_the_jobs_are_one_line_each_and_the_daemon_recovers(
     command = [sys.executable, "-m", "reconciler", "daemon", "--repo", str(tmp_path / "remote.git")]
     command += ["--path", "fleet", "--interval", "1s", "--lease", "3s", "--resync-interval", "2s"]
     command += ["--listen", f"127.0.0.1:{port}", "--snapshot", f"{tmp_path / 'clusters'}/"]
+    command += ["--snapshot-create"]
     command += ["--state", postgres.url]  # explicit: with --snapshot, else a SQLite of its own
     with log.open("wb") as output:
         process = subprocess.Popen(command, env=env, stdout=output, stderr=output)

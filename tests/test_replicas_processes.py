@@ -65,7 +65,8 @@ class Cluster:
 
     def start(self, member: str) -> None:
         command = [sys.executable, "-m", "reconciler", "daemon", "--repo", str(self.remote)]
-        command += ["--snapshot", f"{self.root / 'clusters'}/", "--state", self.url]
+        command += ["--snapshot", f"{self.root / 'clusters'}/", "--snapshot-create"]
+        command += ["--state", self.url]
         command += ["--member", member, "--lease", LEASE, "--interval", "2s"]
         command += ["--workers", "4", "--listen", "127.0.0.1:0"]
         command += ["--cache-dir", str(self.root / f"cache-{member}")]

@@ -125,6 +125,7 @@ def test_the_daemon_refuses_to_start_on_a_damaged_store(damaged: Path, tmp_path:
     command = [sys.executable, "-m", "reconciler", "daemon", "--repo", str(tmp_path / "remote.git")]
     command += ["--path", "fleet", "--listen", f"127.0.0.1:{_free_port()}"]
     command += ["--state", f"sqlite:///{damaged}", "--snapshot", f"{tmp_path / 'clusters'}/"]
+    command += ["--snapshot-create"]
     env = {**os.environ, "HOME": str(tmp_path)}
     finished = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
     assert finished.returncode == 2, finished.stderr
