@@ -31,7 +31,8 @@ def test_a_daemon_on_snapshots_keeps_its_store_and_git_cache_inside_the_folder(
     env = {k: v for k, v in os.environ.items() if k not in ("RECONCILER_STATE", "XDG_STATE_HOME")}
     env["HOME"] = str(home)
     command = [sys.executable, "-m", "reconciler", "daemon", "--repo", str(tmp_path / "remote.git")]
-    command += ["--path", "fleet", "--listen", f"127.0.0.1:{port}", "--snapshot", f"{clusters}/"]
+    command += ["--path", "fleet", "--listen", f"127.0.0.1:{port}"]
+    command += ["--snapshot", f"{clusters}/", "--snapshot-create"]
     process = subprocess.Popen(
         command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
