@@ -131,6 +131,20 @@ def test_past_its_time_limit_an_operation_fails_naming_the_step(store: SqliteSto
     assert clock.now >= operation.deadline
 
 
+def test_an_operation_past_its_limit_before_a_step_ran_says_so(store: SqliteStore) -> None:
+    """It said the step was "still asking to retry (no message)", though it never asked."""
+    cluster, clock = InMemoryCluster(), Clock()
+    runner = _runner(store, repo(ModuleRef("widget")), cluster, clock)
+    operation = runner.operation_for("rt")
+    clock.now = operation.deadline + timedelta(seconds=1)
+
+    failed = runner.run(operation).operation
+
+    assert failed.state is OperationState.FAILED
+    assert failed.message.startswith("timed out after 1 day, 0:00:00, before step ")
+    assert "still asking to retry" not in failed.message
+
+
 def test_deprovision_skips_a_step_past_its_own_limit_then_fails_naming_what_is_left(
     store: SqliteStore,
 ) -> None:

@@ -381,6 +381,8 @@ class Engine:
         waiting = next(
             (t for s in operation.stages for t in s.steps if t.state is StepState.RETRYING), record
         )
+        if waiting.state is not StepState.RETRYING:  # the limit passed before it ever ran
+            return f"timed out after {limit}, before step {waiting.name} had run"
         return (
             f"timed out after {limit}: step {waiting.name} still asking to retry "
             f"({waiting.message or 'no message'})"
