@@ -1111,7 +1111,8 @@ def fenced(fence: FenceToken | None) -> str:
         return "another owner claimed or wrote it since"
     return (
         f"another owner claimed or wrote it since, or member {fence.member}'s epoch "
-        f"{fence.epoch} is no longer current (fenced: another member took its runtimes over)"
+        f"{fence.epoch} is no longer current (its lease lapsed: fenced by another member, or "
+        "it beat again in a new epoch)"
     )
 
 
