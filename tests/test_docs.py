@@ -12,6 +12,8 @@ import pytest
 from reconciler.cli.docgen import DEFAULT_OUTPUT, main, render_reference
 from reconciler.source.schemas import load_schemas
 
+REPO = Path(__file__).resolve().parent.parent
+
 
 def test_committed_reference_is_up_to_date() -> None:
     committed = DEFAULT_OUTPUT.read_text(encoding="utf-8")
@@ -133,3 +135,26 @@ def test_runtime_operations_page_lists_every_stage_and_step() -> None:
         for stage, steps in stages:
             for step in steps:
                 assert f"| {stage} | `{step.name}` | {step.domain} | {step.description}" in page
+
+
+#: A Markdown link's target: ``[text](target)``; and an inline code span, which holds none.
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+CODE = re.compile(r"`[^`\n]*`")
+
+
+@pytest.mark.parametrize(
+    "page", ["README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))]
+)
+def test_every_relative_link_stays_in_the_repository_and_resolves(page: str) -> None:
+    """Issue 24: two README links pointed at ../shared, which a clone of the repository lacks."""
+    source = REPO / page
+    bad = []
+    for target in LINK.findall(CODE.sub("", source.read_text(encoding="utf-8"))):
+        path = target.split("#", 1)[0]
+        if not path or "://" in path or path.startswith("mailto:"):
+            continue
+        resolved = (source.parent / path).resolve()
+        if not resolved.is_relative_to(REPO) or not resolved.exists():
+            bad.append(target)
+
+    assert bad == []
