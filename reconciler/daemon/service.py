@@ -770,6 +770,8 @@ class Daemon:
             log.error("runtime %s: %s (%s)", runtime, message, _cause(error), extra=extra)
         else:
             log.error("runtime %s: %s", runtime, message, extra=extra)
+        if isinstance(error, TransientError):  # retried as it asked, not at the next resync
+            self._retry(runtime, self.clock() + timedelta(seconds=error.retry_after))
 
     def reconcile(self, runtime: str) -> Operation | None:
         """Run (or resume) ``runtime``'s operation once; schedule a retry if it waits."""
