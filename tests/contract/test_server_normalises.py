@@ -12,7 +12,7 @@ from typing import Any
 from reconciler.core.objects import ObjectRef
 from tests.contract.conftest import Target
 from tests.contract.test_cluster_contract import MANAGER, _namespace
-from tests.test_server_form import SERVER_ANSWERS
+from tests.core.test_server_form import SERVER_ANSWERS
 
 
 def _pod(namespace: str, values: list[object]) -> dict[str, Any]:

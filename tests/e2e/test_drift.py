@@ -18,7 +18,7 @@ from typing import Any
 
 from tests.e2e.conftest import World
 from tests.e2e.harness import CRD, TestModule, reconciler
-from tests.tools import require_shared
+from tests.support.tools import require_shared
 
 #: Requests that change something (the audit log's verbs).
 WRITES = ("create", "update", "patch", "delete", "deletecollection")
