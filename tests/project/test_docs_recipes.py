@@ -38,11 +38,14 @@ def test_recipe_commands_are_valid_command_lines() -> None:
     lines = [m.group(0) for m in re.finditer(r"reconciler (?:validate|diff)[^\n;>]*", code)]
 
     assert len(lines) >= 6
+    # the settings of the real command line (``-h``): a command caches its help option from the
+    # first context it is given, which would else leave later ``--help`` tests without ``-h``
+    root = click.Context(cli, **cli.context_settings)
     for line in lines:
         words = [w for w in shlex.split(line.split("#")[0]) if w]
-        command = cli.get_command(click.Context(cli), words[1])
+        command = cli.get_command(root, words[1])
         assert command is not None, line
-        command.make_context(words[1], words[2:], resilient_parsing=False)
+        command.make_context(words[1], words[2:], parent=root, resilient_parsing=False)
 
 
 # -- the GitHub Actions workflows, checked by actionlint ---------------------------------------
