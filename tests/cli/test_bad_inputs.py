@@ -1,6 +1,6 @@
-"""No traceback anywhere (issue 13, item 2): every command, given bad input, exits 2 with one
-line that names what to fix. The table holds the inputs users got tracebacks or pages of usage
-for, and more; each runs in-process through the same entry point as the console script."""
+"""No traceback anywhere: every command, given bad input, exits 2 with one line that names what to
+fix. The table holds the inputs users got tracebacks or pages of usage for, and more; each runs
+in-process through the same entry point as the console script."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""``reconciler check`` (issue 13, item 4): each runtime's cluster reached, the identity it is
-reached with, and a SelfSubjectAccessReview per permission its sync needs.
+"""``reconciler check``: each runtime's cluster reached, the identity it is reached with, and a
+SelfSubjectAccessReview per permission its sync needs.
 
 The real adapter is checked against an HTTP server on 127.0.0.1 that answers discovery,
 SelfSubjectReview and SelfSubjectAccessReview as a kube-apiserver does (a throwaway fake of the

@@ -1,4 +1,4 @@
-"""The command line imports only what the invoked command needs (issue 15).
+"""The command line imports only what the invoked command needs.
 
 Each case runs a command in a fresh interpreter and lists the heavy modules it left in
 ``sys.modules``: the Kubernetes client, the daemon's scheduler, HTTP server and metrics are never

@@ -1,7 +1,6 @@
-"""The command line as a package (issue 15): exit statuses named per command and shown in each
-command's help, options that agree with the loader, and the work ``diff --base`` no longer does
-twice (a document both revisions share is checked once; a revision's files come from git in one
-batch)."""
+"""The command line as a package: exit statuses named per command and shown in each command's help,
+options that agree with the loader, and the work ``diff --base`` no longer does twice (a document
+both revisions share is checked once; a revision's files come from git in one batch)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Colour (issue 13, item 3): ``--color always`` (or ``--color`` alone) keeps it even through
-a pipe, ``--color never`` (or the older ``--no-color``) and ``NO_COLOR``
-(https://no-color.org) turn it off, and by default (``auto``) a terminal gets it."""
+"""Colour: ``--color always`` (or ``--color`` alone) keeps it even through a pipe, ``--color never``
+(or the older ``--no-color``) and ``NO_COLOR`` (https://no-color.org) turn it off, and by default
+(``auto``) a terminal gets it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""``reconciler completion bash|zsh|fish`` (issue 13, item 3): each shell's script is printed,
-and the completion it calls answers commands, options and the config repo's runtime names."""
+"""``reconciler completion bash|zsh|fish``: each shell's script is printed, and the completion it
+calls answers commands, options and the config repo's runtime names."""
 
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ def test_install_then_nothing_to_do(fleet: Path) -> None:
     listed = _run("operations", "list", "--runtime", "prod-eu-1").stdout.splitlines()
     rows = [line.split() for line in listed[1:]]  # ID RUNTIME TYPE STATE CREATED MESSAGE
     assert [(row[3], " ".join(row[6:])) for row in rows] == [
-        ("succeeded", "no change"),  # issue 24, finding 7: not "succeeded" twice
+        ("succeeded", "no change"),  # not "succeeded" twice
         ("succeeded", "4 installed"),
     ]
 
@@ -206,8 +206,8 @@ def test_a_new_snapshot_folder_is_named_with_a_trailing_slash(fleet: Path, tmp_p
 def test_a_mistyped_snapshot_is_refused_and_creates_nothing(
     fleet: Path, tmp_path: Path, command: list[str]
 ) -> None:
-    """Issue 24, finding 3: ``--snapshot clusterz/`` (a typo of ``clusters/``) read as empty
-    clusters: diff planned to install everything and wrote a state store into a new folder."""
+    """``--snapshot clusterz/`` (a typo of ``clusters/``) is refused, not read as empty clusters (a
+    diff that plans to install everything and a state store written into a new folder)."""
     before = sorted(p.name for p in tmp_path.iterdir())
     verb, *rest = command
     args = (
@@ -231,8 +231,8 @@ def test_a_mistyped_snapshot_is_refused_and_creates_nothing(
 
 
 def test_read_only_commands_create_no_state_store(fleet: Path, tmp_path: Path) -> None:
-    """Issue 24, finding 3: diff and sync --dry-run plan against recorded clusters without a
-    store (an empty one in memory); nothing is written beside the snapshot."""
+    """diff and sync --dry-run plan against recorded clusters without a store (an empty one in
+    memory); nothing is written beside the snapshot."""
     clusters = _clusters(fleet) + "/"
     planned = [
         _run("diff", str(fleet), "--snapshot", clusters),

@@ -1,6 +1,6 @@
-"""Fleet safety (issue 10) through the CLI: a folder that is not a config repo changes nothing,
-the deletion brake holds every path that deletes, deletions are shown before they happen, and
-rehearsals on snapshot clusters never mix with real runs.
+"""Fleet safety through the CLI: a folder that is not a config repo changes nothing, the deletion
+brake holds every path that deletes, deletions are shown before they happen, and rehearsals on
+snapshot clusters never mix with real runs.
 
 The sample fleet (six runtimes, ``maxDeletionsPerSync: 3``) is synced once onto snapshot clusters
 (a module fixture); each test works on its own copy of that synced fleet.
@@ -209,8 +209,8 @@ def test_module_removals_count_for_the_brake(fleet: Synced) -> None:
 def test_a_repo_that_loosens_the_brake_is_judged_by_the_limits_in_force(
     fleet: Synced, loosened: str
 ) -> None:
-    """Issue 23, finding 2a: the limit is the stricter of the repo's and the one the last sync
-    of the whole fleet went ahead under (3), so a change cannot lift its own brake."""
+    """The limit is the stricter of the repo's and the one the last sync of the whole fleet went
+    ahead under (3), so a change cannot lift its own brake."""
     settings = fleet.repo / "reconciler.yaml"
     settings.write_text(settings.read_text().replace("maxDeletionsPerSync: 3", loosened))
     fleet.remove(REMOVED)
@@ -249,9 +249,8 @@ def _without_modules(fleet: Synced, names: Sequence[str]) -> None:
 
 
 def test_a_new_state_store_counts_what_the_clusters_inventories_hold(fleet: Synced) -> None:
-    """Issue 23, finding 2b: a store that knows nothing (lost, truncated, a move to another
-    database) does not make the brake count nothing: the inventories in the clusters list every
-    module a sync would remove."""
+    """A store that knows nothing (lost, truncated, a move to another database) does not make the
+    brake count nothing: the inventories in the clusters list every module a sync would remove."""
     _without_modules(fleet, ["prod-eu-1", "prod-us-1"])
     before = fleet.snapshots()
     new_store = f"sqlite:///{fleet.root / 'new-state.db'}"

@@ -1,6 +1,6 @@
-"""Fleet-scale ``sync`` (issue 13, item 1): runtimes in parallel, each printed as it finishes,
-progress and a summary on standard error, store work per runtime that does not grow with the
-fleet, and snapshot saves that cost the objects a write changed."""
+"""Fleet-scale ``sync``: runtimes in parallel, each printed as it finishes, progress and a summary
+on standard error, store work per runtime that does not grow with the fleet, and snapshot saves that
+cost the objects a write changed."""
 
 from __future__ import annotations
 

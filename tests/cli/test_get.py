@@ -1,5 +1,5 @@
-"""``reconciler get runtimes|modules|operations`` (issue 13, item 4): lists with kubectl's label
-selectors, state selectors, ``--module``, ``--watch``; the runtimes of git joined with the store.
+"""``reconciler get runtimes|modules|operations``: lists with kubectl's label selectors, state
+selectors, ``--module``, ``--watch``; the runtimes of git joined with the store.
 
 Commands run on a copy of the sample fleet with snapshot clusters; ``--watch`` waits through
 :data:`reconciler.cli.get.pause`, which the tests replace (no sleeping).

@@ -1,5 +1,5 @@
-"""The documents commands print with ``-o json`` / ``-o yaml`` (issue 13, item 3): each carries
-``apiVersion: reconciler.dev/v1`` and its ``kind``, and validates against its schema in
+"""The documents commands print with ``-o json`` / ``-o yaml``: each carries ``apiVersion:
+reconciler.dev/v1`` and its ``kind``, and validates against its schema in
 ``schemas/output/output.schema.json``, which ``docs/json-output.md`` documents kind by kind.
 
 Every command runs for real on a copy of the sample fleet, against snapshot clusters and a

@@ -1,6 +1,6 @@
-"""Text output as kubectl prints it (issue 13, item 3): tables with a header row that
-``--no-headers`` drops, more columns with ``-o wide``; and a reader that goes away early
-(``reconciler status | head``) stops the command quietly."""
+"""Text output as kubectl prints it: tables with a header row that ``--no-headers`` drops, more
+columns with ``-o wide``; and a reader that goes away early (``reconciler status | head``) stops the
+command quietly."""
 
 from __future__ import annotations
 

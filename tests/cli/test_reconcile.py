@@ -1,7 +1,5 @@
-"""``reconciler reconcile RUNTIME [--wait]`` (issue 13, item 4): one runtime now, here or
-through the running daemon (which polls git first), and with ``--wait`` until its operation has
-finished.
-
+"""``reconciler reconcile RUNTIME [--wait]``: one runtime now, here or through the running daemon
+(which polls git first), and with ``--wait`` until its operation has finished.
 The daemon case runs a real daemon on a real git server and its HTTP port on 127.0.0.1; the
 command's look at ``/status`` waits through :data:`reconciler.cli.reconcile.pause`, which the
 test makes wait for the daemon's work to finish (a condition, not a sleep).
@@ -144,7 +142,8 @@ def test_through_the_daemon_it_polls_git_then_reconciles_that_runtime(
 def test_wait_ends_with_the_operation_it_asked_for_and_exit_1_when_it_failed(
     world: DaemonWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 24: it waited out its timeout, then said the daemon "goes on with it"."""
+    """``--wait`` ends when the operation it asked for ends, not after its whole timeout with "the
+    daemon goes on with it"."""
     looks: list[float] = []
 
     def settle(seconds: float) -> None:

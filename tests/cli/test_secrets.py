@@ -1,5 +1,5 @@
-"""No secret echoed (issue 11, S4): a fake token and a password planted in every place a commit
-can put them, and every output read back.
+"""No secret echoed (S4): a fake token and a password planted in every place a commit can put them,
+and every output read back.
 
 The places: a runtime's name, labels, channel and module list, a module's name, a channel's
 version, a Settings field, a manifest's environment variable, a kubeconfig in a ConfigMap, an

@@ -1,8 +1,8 @@
-"""``reconciler status`` and ``/status`` tell the truth (issue 12): a runtime's state comes from
-its newest operation, finished or not, with the last finished result beside it. Issue 24: one
-rule for every view (``RuntimeStatus.of``): a failed operation leaves its runtime in Error with
-the failing step's reason until one succeeds, a first one too; an unreachable API server is
-Error while the operation retries; a suspended runtime says Suspended.
+"""``reconciler status`` and ``/status`` tell the truth: a runtime's state comes from its newest
+operation, finished or not, with the last finished result beside it. One rule for every view
+(``RuntimeStatus.of``): a failed operation leaves its runtime in Error with the failing step's
+reason until one succeeds, a first one too; an unreachable API server is Error while the operation
+retries; a suspended runtime says Suspended.
 
 Operations run through the runner on the in-memory cluster and a real SQLite store; ``status``
 then reads that store as a user would.
@@ -105,8 +105,8 @@ def test_a_removal_blocked_by_a_users_resource_shows_as_deleting(tmp_path: Path)
 def test_a_resumed_operation_that_finishes_is_followed_by_one_for_the_current_repo(
     tmp_path: Path,
 ) -> None:
-    """Issue 12, item 9: a module removed from git while the first operation waited is removed
-    by the same sync that finishes that operation, not by a second one."""
+    """A module removed from git while the first operation waited is removed by the same sync that
+    finishes that operation, not by a second one."""
     store, cluster = SqliteStore(tmp_path / "state.db"), InMemoryCluster(auto_ready=False)
     first = _runner(store, repo(ModuleRef("widget"), ModuleRef("gadget")), cluster)
     waiting = first.run(first.operation_for("rt")).operation
@@ -174,7 +174,7 @@ def test_reading_commands_never_create_a_store(tmp_path: Path) -> None:
     assert not db.parent.exists()
 
 
-# -- issue 24: status that never lies --------------------------------------------------------------
+# -- status that never lies ------------------------------------------------------------------------
 
 
 def _connect_failing(cluster: InMemoryCluster, error: ReconcilerError | None) -> Connect:

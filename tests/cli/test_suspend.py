@@ -1,5 +1,5 @@
-"""``reconciler suspend``/``resume`` (issue 13, item 4): recorded in the state store, honoured
-by sync (nothing changes, deletions included), shown by status; git's spec.suspend still wins."""
+"""``reconciler suspend``/``resume``: recorded in the state store, honoured by sync (nothing
+changes, deletions included), shown by status; git's spec.suspend still wins."""
 
 from __future__ import annotations
 
@@ -86,7 +86,8 @@ def test_resuming_a_runtime_that_is_not_suspended_says_so(tmp_path: Path) -> Non
 def test_a_runtime_that_is_neither_in_the_store_nor_in_the_repo_is_refused(
     tmp_path: Path,
 ) -> None:
-    """Issue 24: ``suspend prod-eu1`` said "suspended" and the real runtime went on syncing."""
+    """A mistyped runtime is refused with the closest name, never "suspended" while the real one
+    goes on syncing."""
     db = tmp_path / "state.db"
     store = SqliteStore(db)
     store.put_runtime(RuntimeRecord("rt-one", ModuleState.READY, "Ready", "", None, Clock()()))

@@ -1,5 +1,5 @@
-"""``reconciler tree RUNTIME`` (issue 13, item 4): each module's inventory objects with their
-live state, read with one list per kind and nothing written."""
+"""``reconciler tree RUNTIME``: each module's inventory objects with their live state, read with one
+list per kind and nothing written."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def test_tree_reads_one_list_per_kind_and_writes_nothing(make_repo: RepoFactory)
 
 
 def test_a_mistyped_runtime_is_one_line_with_the_closest_name(tmp_path: Path) -> None:
-    """Issue 24: it said "no record of how to reach its cluster"."""
+    """Named as mistyped, with the closest name, not "no record of how to reach its cluster"."""
     fleet = _fleet(tmp_path)
 
     where = ["--snapshot", f"{fleet.clusters}/", *fleet.state]

@@ -1,7 +1,7 @@
-"""API economy on the real API server, counted from its audit log (issue 31, item 3): a cold
-install of 30 modules (210 objects, CRDs and default configurations included) runs to Ready in
-one ``reconciler sync`` with about one write per object, and a sync that changes nothing makes
-no write and at most one call per kind and two more.
+"""API economy on the real API server, counted from its audit log: a cold install of 30 modules (210
+objects, CRDs and default configurations included) runs to Ready in one ``reconciler sync`` with
+about one write per object, and a sync that changes nothing makes no write and at most one call per
+kind and two more.
 
 The fleet is tests/support/economy_fleet.py's, with names of this test's own; the Deployments are
 made available as they appear (tests/support/kube_workloads.py), and that stand-in's requests are
@@ -97,7 +97,7 @@ def test_a_cold_install_writes_once_per_object_and_a_no_change_sync_only_lists(
     assert output.count(" Ready ") == MODULES, output
     # Each object once; per module its inventory twice (the intent before any object, then
     # with the default configuration recorded as created, which L3 needs) and one Event; the
-    # system namespace once. Was 271 applies and 210 Events (issue 31).
+    # system namespace once. Was 271 applies and 210 Events.
     assert cold.writes <= objects + 3 * MODULES + 1, cold.text()
     assert cold.events == MODULES, cold.text()
     assert again.writes == 0, again.text()

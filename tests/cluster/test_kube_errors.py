@@ -92,7 +92,7 @@ def test_connect_without_credentials_is_an_access_error(tmp_path: object) -> Non
         connect(ClusterAccess(context="nowhere"), name="rt")
 
 
-# -- a server that cannot be reached: its URL, the cause and a hint (issue 13, item 2) ----------
+# -- a server that cannot be reached: its URL, the cause and a hint ----------
 
 
 def _kubeconfig(tmp_path: Path, server: str) -> Path:
@@ -135,9 +135,9 @@ def test_a_refused_connection_names_the_server_and_what_to_check(tmp_path: Path)
 def test_an_unreachable_server_is_tried_once_and_only_our_error_names_it(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue 24, finding 5: one unreachable runtime made the client log three urllib3
-    'Retrying' warnings per request (its own retries, under ours) and root-logger errors ('load
-    cache error: ...'), none naming the runtime."""
+    """One unreachable runtime does not make the client log three urllib3 'Retrying' warnings per
+    request (its own retries, under ours) and root-logger errors ('load cache error: ...'), none
+    naming the runtime."""
     port = _free_port()
 
     with caplog.at_level(logging.DEBUG):
@@ -151,8 +151,8 @@ def test_an_unreachable_server_is_tried_once_and_only_our_error_names_it(
 def test_no_kubeconfig_at_all_says_what_to_do(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 24, finding 5: the client's 'Invalid kube-config file. No configuration found.'
-    alone did not say what to do."""
+    """A missing kubeconfig says what to do, not the client's 'Invalid kube-config file. No
+    configuration found.' alone."""
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
 

@@ -1,7 +1,7 @@
-"""The real prometheus-operator manifests (issue 31, item 5): its 10 CRDs (4.5 MB of schemas)
-and the operator's ServiceAccount, RBAC, Deployment, Service and ServiceMonitor, as one module
-of version 0.93.0. On the real API server they install, become Ready and are removed cleanly;
-the in-memory cluster plans them as the real server does, before the install and after it.
+"""The real prometheus-operator manifests: its 10 CRDs (4.5 MB of schemas) and the operator's
+ServiceAccount, RBAC, Deployment, Service and ServiceMonitor, as one module of version 0.93.0. On
+the real API server they install, become Ready and are removed cleanly; the in-memory cluster plans
+them as the real server does, before the install and after it.
 
 The corpus is ``../shared/corpus/prometheus-operator`` beside the repository: without it the
 tests skip (one line), or fail when ``CI`` is set. The module's names are the upstream ones

@@ -1,6 +1,6 @@
-"""Client-side rate limits per API server (issue 12, item 5): a token bucket of kubectl's size
-by default, shared by every runtime on one server, set by --kube-qps/--kube-burst; discovery
-kept in a file per server between runs; the settings' spec.kubeClient under the flags."""
+"""Client-side rate limits per API server: a token bucket of kubectl's size by default, shared by
+every runtime on one server, set by --kube-qps/--kube-burst; discovery kept in a file per server
+between runs; the settings' spec.kubeClient under the flags."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Snapshot files (issue 13's fleet sync): written as a ``v1`` ``List`` in JSON, as ``kubectl get
+"""Snapshot files: written as a ``v1`` ``List`` in JSON, as ``kubectl get
 -o json`` prints it, read back whether JSON or YAML; writes kept in memory until the engine
 flushes them after a step, so a sync saves each file once per step instead of once per write,
 and the file is never behind what the state store says was done.
@@ -101,7 +101,7 @@ def test_a_recorded_yaml_value_json_has_no_type_for_is_saved_as_its_text(
         ('{"items": ' + "[" * 100_000 + "]" * 100_000 + "}", "cannot read the snapshot"),
         ('{"apiVersion": "v1", "kind": "List", "items": [1, null]}', "not a snapshot"),
         ('{"apiVersion": "v1", "kind": "List", "items": [{"kind": "Nope"}]}', "Nope"),
-        # issue 24: an object of the wrong shape (was an AttributeError: "internal error")
+        # an object of the wrong shape (was an AttributeError: "internal error")
         ("apiVersion: v1\nkind: ConfigMap\nmetadata: 7\n", "ConfigMap's metadata is a number"),
         ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [1]}\n", "no string metadata.name"),
         ("kind: ConfigMap\nmetadata: {name: a, labels: 3}\n", "has no string apiVersion"),
@@ -220,7 +220,7 @@ def test_a_sync_saves_the_file_once_per_step_and_never_behind_the_store(
     assert _names(load_snapshot(path)) == _names(cluster)
 
 
-# -- a stale copy is never saved over a newer file (issue 23) -----------------------------------
+# -- a stale copy is never saved over a newer file -----------------------------------
 
 
 def _namespace(name: str) -> dict[str, Any]:

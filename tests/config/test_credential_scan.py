@@ -1,7 +1,7 @@
-"""The credential scan (rule C6, issue 23 findings 5 and 7): the shapes it catches and the ones
-it lets pass (table-driven, each located by file and place), and its time: patterns that cannot
-backtrack, long values searched in windows with the time budget looked at before each one, and a
-scan stopped part way by a budget with one located diagnostic.
+"""The credential scan (rule C6): the shapes it catches and the ones it lets pass (table-driven,
+each located by file and place), and its time: patterns that cannot backtrack, long values searched
+in windows with the time budget looked at before each one, and a scan stopped part way by a budget
+with one located diagnostic.
 
 Time is never measured here (``bench/credential_scan_bench.py`` does): that the scan is linear
 is shown by the structure of every pattern and by the number of windows (budget looks) growing

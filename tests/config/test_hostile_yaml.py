@@ -1,9 +1,9 @@
-"""The hostile YAML corpus (issue 11): generated files, each read as a commit by the real loader
-and validator in worker processes. No crash (a worker killed by a signal), no traceback, every
-refusal located. How long each file takes is the benchmark's to report, not a test's to assert (a
-loaded machine made a wall-clock check fail): the budget itself is tested on a fake clock in
-tests/config/test_time_budget.py. The report (files read, the slowest file) is
-printed: ``pytest tests/config/test_hostile_yaml.py -rP``.
+"""The hostile YAML corpus: generated files, each read as a commit by the real loader and validator
+in worker processes. No crash (a worker killed by a signal), no traceback, every refusal located.
+How long each file takes is the benchmark's to report, not a test's to assert (a loaded machine made
+a wall-clock check fail): the budget itself is tested on a fake clock in
+tests/config/test_time_budget.py. The report (files read, the slowest file) is printed: ``pytest
+tests/config/test_hostile_yaml.py -rP``.
 
 The test reads a sample of the corpus (every tenth file of each family, and every file whose
 refusal is known, about 400 of 2,644) with a 2 s budget per file instead of the default 10 s, so

@@ -1,10 +1,9 @@
-"""Module manifests are checked as Kubernetes would check them (issue 11, "accepted, then failing
-forever"): `validate` refuses what the API server would refuse, or what made every reconcile
-raise (`labels: [a]`, a CRD without `spec`, `replicas: one`), each at its place with a C1
-diagnostic that does not repeat the value; the operator's version label must be its folder's
-version (C4). Real manifests keep validating: the sample repo (tests/project/test_sample_repo.py)
-and the prometheus-operator corpus.
-"""
+"""Module manifests are checked as Kubernetes would check them (nothing accepted that would then
+fail for ever): `validate` refuses what the API server would refuse, or what made every reconcile
+raise (`labels: [a]`, a CRD without `spec`, `replicas: one`), each at its place with a C1 diagnostic
+that does not repeat the value; the operator's version label must be its folder's version (C4). Real
+manifests keep validating: the sample repo (tests/project/test_sample_repo.py) and the
+prometheus-operator corpus."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Settings that refer to steps that cannot be switched off, or to zero durations, are refused
-(issue 11, "accepted, then failing forever"): each at its place, the unknown name not repeated,
-the optional steps listed with a did-you-mean. Plugin steps count when the plugin is installed
-(a real distribution on PYTHONPATH, found through the ``reconciler.steps`` entry point).
-"""
+(nothing accepted that would then fail for ever): each at its place, the unknown name not repeated,
+the optional steps listed with a did-you-mean. Plugin steps count when the plugin is installed (a
+real distribution on PYTHONPATH, found through the ``reconciler.steps`` entry point)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Time budgets (issue 11): a file or commit that takes too long to read and check is refused with
-one located C6 diagnostic, never waited for. A fake clock stands for time: each reading of it
-advances a step, so budgets run out after a known amount of work."""
+"""Time budgets: a file or commit that takes too long to read and check is refused with one located
+C6 diagnostic, never waited for. A fake clock stands for time: each reading of it advances a step,
+so budgets run out after a known amount of work."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Hostile YAML, each fixed failure on its own (issue 11): nesting of every form bounded before
-composing, scalar conversion errors as located C6 diagnostics, locating in linear time, and the
-linear ``uniqueItems`` and misspelling checks of the schema checker."""
+"""Hostile YAML, each fixed failure on its own: nesting of every form bounded before composing,
+scalar conversion errors as located C6 diagnostics, locating in linear time, and the linear
+``uniqueItems`` and misspelling checks of the schema checker."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""What the API server rewrites is no drift (issue 31, item 6), with plain data: quantities in
-the server's words (figures read off a real API server, see tests/contract), ports with their
-defaulted protocol, empty values the server leaves out, and the field diff of a live object as
-the server answers it."""
+"""What the API server rewrites is no drift, with plain data: quantities in the server's words
+(figures read off a real API server, see tests/contract), ports with their defaulted protocol, empty
+values the server leaves out, and the field diff of a live object as the server answers it."""
 
 from __future__ import annotations
 

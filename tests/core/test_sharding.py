@@ -1,6 +1,6 @@
-"""Ownership of runtimes by daemon replicas (issue 14, item 2): consistent hashing with bounded
-loads moves about 1/N of the runtimes when a member joins or leaves, keeps every member within
-its bound, and is the same on every replica."""
+"""Ownership of runtimes by daemon replicas: consistent hashing with bounded loads moves about 1/N
+of the runtimes when a member joins or leaves, keeps every member within its bound, and is the same
+on every replica."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The daemon's deletion brake across restarts (issue 10): verdicts live in the state store.
+"""The daemon's deletion brake across restarts: verdicts live in the state store.
 
 A restart is a new :class:`Daemon` on the same store (and, once, a real daemon process killed
 with SIGKILL); the fleet is served by `git daemon` on 127.0.0.1 as in ``test_daemon``.
@@ -230,7 +230,7 @@ def _text(path: Path) -> str:
     return path.read_text() if path.exists() else ""
 
 
-# -- a commit never lifts its own brake (issue 23, finding 2) ------------------------------------
+# -- a commit never lifts its own brake ------------------------------------
 
 LIMIT_FIVE = LIMIT_ONE.replace("maxDeletionsPerSync: 1", "maxDeletionsPerSync: 5")
 ALLOW = LIMIT_ONE.replace("maxDeletionsPerSync: 1", "maxDeletionsPerSync: 1, allow: true")

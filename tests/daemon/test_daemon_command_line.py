@@ -1,7 +1,7 @@
-"""What ``reconciler daemon``'s command line chooses (issue 23, finding 11): a rehearsal with
-``--snapshot DIR`` keeps its state store and git cache inside DIR, as ``sync --snapshot`` does,
-never the real ones; a PostgreSQL password given in ``--state`` on the command line (seen by
-every user in ``ps``) is warned about, and never shown."""
+"""What ``reconciler daemon``'s command line chooses: a rehearsal with ``--snapshot DIR`` keeps its
+state store and git cache inside DIR, as ``sync --snapshot`` does, never the real ones; a PostgreSQL
+password given in ``--state`` on the command line (seen by every user in ``ps``) is warned about,
+and never shown."""
 
 from __future__ import annotations
 

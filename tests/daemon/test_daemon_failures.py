@@ -1,6 +1,6 @@
-"""The daemon survives a runtime whose reconcile fails in a way nobody planned for (issue 11):
-the failure is logged with the runtime and operation, shown in ``/status`` and counted in the
-metrics, and the other runtimes go on."""
+"""The daemon survives a runtime whose reconcile fails in a way nobody planned for: the failure is
+logged with the runtime and operation, shown in ``/status`` and counted in the metrics, and the
+other runtimes go on."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def test_an_unexpected_failure_of_one_runtime_is_reported_and_the_others_go_on(
 
 
 def test_a_failed_operation_is_error_in_status_and_metrics_and_counted(tmp_path: Path) -> None:
-    """Issue 24: the rule of ``reconciler status`` in ``/status`` and the metrics alike."""
+    """The rule of ``reconciler status`` in ``/status`` and the metrics alike."""
     Fleet(tmp_path)
     server = GitServer(tmp_path)
     server.start()

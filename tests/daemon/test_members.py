@@ -1,6 +1,6 @@
-"""Daemon replicas sharing one state store (issue 14, item 2): each runtime owned by one live
-member, the owners proved by the operations the store keeps; a dead member's runtimes taken
-over after its lease; a member whose heartbeat lapsed writes nothing more.
+"""Daemon replicas sharing one state store: each runtime owned by one live member, the owners proved
+by the operations the store keeps; a dead member's runtimes taken over after its lease; a member
+whose heartbeat lapsed writes nothing more.
 
 Two daemons in one process on one SQLite file and a real git server, each with its own member
 name, wall clock and monotonic clock (fakes: the lease runs out without waiting).
@@ -322,7 +322,7 @@ def _finished_pid() -> int:
     return process.pid
 
 
-# -- fencing at the write (issue 23) ---------------------------------------------------------
+# -- fencing at the write ---------------------------------------------------------
 
 
 def test_a_member_taking_over_fences_the_dead_one_in_the_store(world: World) -> None:

@@ -1,7 +1,7 @@
-"""The daemon's metrics (issue 14, item 5): build and process series, counters of refused
-commits and failed reconciles, no ``_created`` series, a number of series bounded by the fleet
-(one per runtime, not runtimes x modules x states), and an exposition ``promtool check metrics``
-accepts (Debian's prometheus package, installed by ``.ci/run``)."""
+"""The daemon's metrics: build and process series, counters of refused commits and failed
+reconciles, no ``_created`` series, a number of series bounded by the fleet (one per runtime, not
+runtimes x modules x states), and an exposition ``promtool check metrics`` accepts (Debian's
+prometheus package, installed by ``.ci/run``)."""
 
 from __future__ import annotations
 

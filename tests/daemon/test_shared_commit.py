@@ -1,10 +1,10 @@
-"""Replicas agree on the commit in force (issue 14, item 3): a verdict on a commit is decided
-once and shared through the store, and the commit in force moves by compare-and-set, so a
-replica whose git is behind follows the store instead of reconciling an older commit (or
-moving the fleet back to it at a later poll), and a brake decision one replica made is not
-overturned by another that judged it alone. The commit in force is the one accepted last in the
-store's order, whatever the replicas' clocks said; a new commit is judged from it (and from its
-channels commit), not from what a replica behind last saw.
+"""Replicas agree on the commit in force: a verdict on a commit is decided once and shared through
+the store, and the commit in force moves by compare-and-set, so a replica whose git is behind
+follows the store instead of reconciling an older commit (or moving the fleet back to it at a later
+poll), and a brake decision one replica made is not overturned by another that judged it alone. The
+commit in force is the one accepted last in the store's order, whatever the replicas' clocks said; a
+new commit is judged from it (and from its channels commit), not from what a replica behind last
+saw.
 
 Replicas are daemons in one process on one SQLite file and a real git server
 (:mod:`tests.daemon.test_members`); where two replicas must act "at once", the store of one lets the

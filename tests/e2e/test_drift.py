@@ -1,4 +1,4 @@
-"""No drift after an install on a real API server (issue 31, item 6).
+"""No drift after an install on a real API server.
 
 The server rewrites what we apply: it canonicalises resource quantities (``cpu: 1000m`` comes
 back as ``1``, ``memory: 1024Mi`` as ``1Gi``), defaults ``protocol: TCP`` on container and

@@ -1,5 +1,5 @@
-"""What a sync costs in API calls (issue 12): one list per kind for the live view, no per-object
-GETs for objects the lists show, and about one write per applied object on a cold install.
+"""What a sync costs in API calls: one list per kind for the live view, no per-object GETs for
+objects the lists show, and about one write per applied object on a cold install.
 
 Counted on the in-memory cluster (``InMemoryCluster.calls``) for a runtime of 30 modules, each
 with a Namespace, a CRD, a ServiceAccount, a ConfigMap, a Service, the operator Deployment and a

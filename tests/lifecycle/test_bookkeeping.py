@@ -1,4 +1,4 @@
-"""Crash- and fault-proof bookkeeping, one precise case at a time (issue 10, build point 6).
+"""Crash- and fault-proof bookkeeping, one precise case at a time.
 
 The default configuration is recorded in the inventory before it is created: the states
 "intended, not created yet", "created" and "created, then deleted by a user" each lead to the

@@ -1,7 +1,5 @@
-"""Kubernetes Events of what a sync did (issue 13, item 4; one per module and sync since issue
-31) and on the objects it refuses to delete: ``kubectl get events`` and ``kubectl describe``
-tell what the reconciler did.
-
+"""Kubernetes Events of what a sync did (one per module and sync) and on the objects it refuses to
+delete: ``kubectl get events`` and ``kubectl describe`` tell what the reconciler did.
 On the in-memory cluster (its Events as the server stores them), and through the real adapter
 against an HTTP server on 127.0.0.1 that answers as a kube-apiserver does for Events.
 """
@@ -45,8 +43,8 @@ def _about(cluster: InMemoryCluster, ref: ObjectRef) -> list[tuple[str, str, int
 
 
 def test_an_install_records_one_event_per_module_on_its_inventory() -> None:
-    """Issue 31: one Event per module and sync (as Flux records one per reconciliation), not
-    one per object: it names what was done to how many objects, then the objects."""
+    """One Event per module and sync (as Flux records one per reconciliation), not one per object:
+    it names what was done to how many objects, then the objects."""
     cluster = InMemoryCluster()
 
     result = sync(cluster, repo(ModuleRef("widget")))

@@ -1,7 +1,6 @@
-"""A run's stages plan from one observation while nothing changed (issue 13's no-change sync:
-planned once per run, not once per stage), and plan again as soon as anything the plan
-depends on did: the live view, the desired modules, the planner's facts, or whether the
-maintenance window is open."""
+"""A run's stages plan from one observation while nothing changed (a no-change sync is planned once
+per run, not once per stage), and plan again as soon as anything the plan depends on did: the live
+view, the desired modules, the planner's facts, or whether the maintenance window is open."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""Fields removed from a manifest are changes (issue 12): the fields our field manager owns on
-the live object (``metadata.managedFields``) are compared with the desired object, so a field we
-applied before and no longer want shows in ``diff`` and ``sync`` removes it (server-side apply
-drops a field its manager stopped applying). Offline snapshots keep the managed fields.
-"""
+"""Fields removed from a manifest are changes: the fields our field manager owns on the live object
+(``metadata.managedFields``) are compared with the desired object, so a field we applied before and
+no longer want shows in ``diff`` and ``sync`` removes it (server-side apply drops a field its
+manager stopped applying). Offline snapshots keep the managed fields."""
 
 from __future__ import annotations
 

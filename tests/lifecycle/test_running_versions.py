@@ -1,9 +1,8 @@
-"""Running versions read from a cluster are parsed defensively (issue 11, "accepted, then failing
-forever"): a leading ``v`` is the same version; anything else that is not a semantic version
+"""Running versions read from a cluster are parsed defensively (nothing accepted that would then
+fail for ever): a leading ``v`` is the same version; anything else that is not a semantic version
 (``latest``, ``1.0``, empty, a number) puts the module in Warning with reason
-``UnknownRunningVersion`` and changes nothing, in the pure planner and through the lifecycle on
-the in-memory cluster.
-"""
+``UnknownRunningVersion`` and changes nothing, in the pure planner and through the lifecycle on the
+in-memory cluster."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""User data is never deleted without blocking (issue 10, L7, L8, S1), on the in-memory cluster.
+"""User data is never deleted without blocking (L7, L8, S1), on the in-memory cluster.
 
 A CRD an upgrade drops waits for its custom resources; a Namespace in a manifest is deleted only
 when it holds nothing but our objects; prune checks the module label; an Ignore module's default

@@ -1,5 +1,5 @@
-"""Fault injection: 30 seeds at an 8% fault rate converge to the fault-free result (the
-benchmark runs 1,000 seeds at three rates: ``python bench/fault_bench.py``).
+"""Fault injection: 30 seeds at an 8% fault rate converge to the fault-free result (the benchmark
+runs 1,000 seeds at three rates: ``python bench/fault_bench.py``).
 
 Every seed drives the six phases of :mod:`tests.support.scenarios` (install, upgrade, removal of a
 CreateAndDelete module blocked by a user's object and of an Ignore module, deprovision blocked,
@@ -15,7 +15,7 @@ test near 3 s; the bug they guard against (our default configuration counted as 
 object after a lost response) hit 50 of 200 seeds, so 30 seeds miss it with a chance of 2 in
 10,000.
 
-Besides the convergence over seeds, named cases cover the user data of issue 10 (a Namespace in
+Besides the convergence over seeds, named cases cover user data (L7, L8: a Namespace in
 a manifest, a CRD an upgrade drops) and a runtime whose provision never finished.
 """
 
@@ -73,7 +73,7 @@ def test_every_seed_converges_to_the_fault_free_result(reference: Reference) -> 
     assert all(o.converged == len(PHASES) for o in outcomes)
 
 
-# -- cases that need the rest of issue 10 ---------------------------------------------------------
+# -- cases of user data and an unfinished provision -----------------------------------------------
 
 
 def _user_objects_kept(phases: Sequence[Phase], seeds: Sequence[int]) -> list[str]:

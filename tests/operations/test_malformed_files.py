@@ -1,5 +1,5 @@
-"""A malformed state store or snapshot is one line naming the file, never a traceback (issue 11);
-so is one the operator may not write or read (issue 24)."""
+"""A malformed state store or snapshot is one line naming the file, never a traceback; so is one the
+operator may not write or read."""
 
 from __future__ import annotations
 
@@ -49,9 +49,9 @@ def test_a_snapshot_that_is_not_yaml_is_one_line(tmp_path: Path) -> None:
 def test_a_state_store_that_may_not_be_written_is_one_line_naming_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 24: ``OperationalError: attempt to write a readonly database`` was an internal
-    error. (The tests run as root, whom file modes do not stop: SQLite's query_only stands in
-    for a read-only file or disk.)"""
+    """A read-only store is one line, not an internal error (``OperationalError: attempt to write a
+    readonly database``). (The tests run as root, whom file modes do not stop: SQLite's query_only
+    stands in for a read-only file or disk.)"""
     path = tmp_path / "state.db"
     store = SqliteStore(path)
     store.put_runtime(RuntimeRecord("rt", ModuleState.READY, "Ready", "", None, datetime.now(UTC)))
@@ -79,7 +79,7 @@ def test_a_state_store_that_may_not_be_written_is_one_line_naming_it(
 def test_a_module_folder_that_may_not_be_read_is_one_line_naming_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Issue 24: a ``PermissionError`` was an internal error (simulated: root reads anything)."""
+    """A ``PermissionError`` is one line, not an internal error (simulated: root reads anything)."""
     scandir = os.scandir
 
     def refusing(path: Any) -> Any:

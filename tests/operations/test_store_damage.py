@@ -1,6 +1,6 @@
-"""A damaged SQLite state store (issue 23, finding 11): truncated, garbage, of a newer schema,
-lacking tables, or damaged in a page read only later. Every command and the daemon say so in one
-line naming the file and what to do, exit 2, and the daemon never starts on it."""
+"""A damaged SQLite state store: truncated, garbage, of a newer schema, lacking tables, or damaged
+in a page read only later. Every command and the daemon say so in one line naming the file and what
+to do, exit 2, and the daemon never starts on it."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
-"""The state store does not grow for ever (issue 24, finding 8): an operation that changed
-nothing is recorded without the objects it left unchanged, a run of them is kept as its newest,
-and pruning keeps the newest operations of each runtime, so resyncs without drift leave the
-store's size on a plateau. Each resync is a real operation of the engine on an in-memory cluster
-and a real SQLite store; sizes are SQLite's page counts, never times.
-"""
+"""The state store does not grow for ever: an operation that changed nothing is recorded without the
+objects it left unchanged, a run of them is kept as its newest, and pruning keeps the newest
+operations of each runtime, so resyncs without drift leave the store's size on a plateau. Each
+resync is a real operation of the engine on an in-memory cluster and a real SQLite store; sizes are
+SQLite's page counts, never times."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Abuse of the daemon's HTTP port (issue 11), against a real `reconciler daemon` process on
-127.0.0.1 that follows a local git repository with snapshot clusters: malformed and huge
-Content-Lengths, 50 slow clients and 1,000 unsigned requests at once, while a probe asks
-/healthz every 100 ms and reads the daemon's resident memory. Bounded: about 15 s."""
+"""Abuse of the daemon's HTTP port, against a real `reconciler daemon` process on 127.0.0.1 that
+follows a local git repository with snapshot clusters: malformed and huge Content-Lengths, 50 slow
+clients and 1,000 unsigned requests at once, while a probe asks /healthz every 100 ms and reads the
+daemon's resident memory. Bounded: about 15 s."""
 
 from __future__ import annotations
 

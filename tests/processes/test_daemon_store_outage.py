@@ -1,7 +1,7 @@
 """A real ``reconciler daemon`` process on a PostgreSQL server of its own that is stopped and
-started again mid-run (issue 23, finding 10): every store error inside the scheduler's jobs is
-one log line (transient: with when it is tried again), never a traceback and never ``internal
-error``; the daemon is ready again once the server is back.
+started again mid-run: every store error inside the scheduler's jobs is one log line (transient:
+with when it is tried again), never a traceback and never ``internal error``; the daemon is ready
+again once the server is back.
 
 The server is this test's own (initdb in a temporary folder, ``pg_ctl stop`` and ``start``), so
 stopping it disturbs no other test; it needs PostgreSQL's server programs (as

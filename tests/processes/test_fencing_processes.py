@@ -1,11 +1,10 @@
-"""Fencing holds at the write (issue 23, finding 4), with real processes: a ``reconciler
-daemon`` stopped (SIGSTOP) right before a write whose fence check had passed, taken over by a
-second daemon while stopped, and resumed (SIGCONT) once the store shows the other's operation
-finished: the write is refused and the store and the snapshot file keep the new owner's work.
-On a SQLite file always, and on PostgreSQL when RECONCILER_TEST_POSTGRES is set
-(``bash tests/pg_server.sh pytest tests/processes/test_fencing_processes.py``). The pause points and
-the spy are in :mod:`tests.support.fence_trials`; bench/fence_bench.py runs 50 such trials.
-"""
+"""Fencing holds at the write, with real processes: a ``reconciler daemon`` stopped (SIGSTOP) right
+before a write whose fence check had passed, taken over by a second daemon while stopped, and
+resumed (SIGCONT) once the store shows the other's operation finished: the write is refused and the
+store and the snapshot file keep the new owner's work. On a SQLite file always, and on PostgreSQL
+when RECONCILER_TEST_POSTGRES is set (``bash tests/pg_server.sh pytest
+tests/processes/test_fencing_processes.py``). The pause points and the spy are in
+:mod:`tests.support.fence_trials`; bench/fence_bench.py runs 50 such trials."""
 
 from __future__ import annotations
 

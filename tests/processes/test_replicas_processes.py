@@ -1,9 +1,9 @@
-"""Three ``reconciler daemon`` processes on one PostgreSQL database (issue 14, acceptance):
-a fleet of 300 runtimes on ``--snapshot`` clusters converges; each runtime is worked on by one
-member only, proved from the owners the store records on each operation; after SIGKILL of one
-member its runtimes are taken over by the others (at their next heartbeat after its lease, not
-at a resync) and converge; a member paused (SIGSTOP) past its lease loses its runtimes, and once
-resumed saves nothing from its old epoch (it comes back in a new one).
+"""Three ``reconciler daemon`` processes on one PostgreSQL database: a fleet of 300 runtimes on
+``--snapshot`` clusters converges; each runtime is worked on by one member only, proved from the
+owners the store records on each operation; after SIGKILL of one member its runtimes are taken over
+by the others (at their next heartbeat after its lease, not at a resync) and converge; a member
+paused (SIGSTOP) past its lease loses its runtimes, and once resumed saves nothing from its old
+epoch (it comes back in a new one).
 
 Needs the PostgreSQL server that ``.ci/run`` starts (``RECONCILER_TEST_POSTGRES``); skipped
 without it, failed under CI. Slow (about a minute) because it runs real processes: the work of

@@ -146,7 +146,7 @@ CODE = re.compile(r"`[^`\n]*`")
     "page", ["README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))]
 )
 def test_every_relative_link_stays_in_the_repository_and_resolves(page: str) -> None:
-    """Issue 24: two README links pointed at ../shared, which a clone of the repository lacks."""
+    """No link leaves the repository (as ../shared did, which a clone of it lacks)."""
     source = REPO / page
     bad = []
     for target in LINK.findall(CODE.sub("", source.read_text(encoding="utf-8"))):

@@ -1,4 +1,4 @@
-"""The README's shown outputs are real (issue 13, item 6).
+"""The README's shown outputs are real.
 
 Every code block after a ``<!-- readme-check -->`` line is a session: lines starting with ``$ ``
 are commands, the lines after one are what it prints (stdout and stderr together). The blocks run

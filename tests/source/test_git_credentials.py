@@ -1,4 +1,4 @@
-"""Where the daemon's git credentials go (issue 23).
+"""Where the daemon's git credentials go.
 
 The ``--token-file`` token goes to the host of ``--repo`` and the ``--credential-host`` ones
 only: a ``channelsFrom.git`` that a commit points elsewhere is asked without it (HTTPS servers

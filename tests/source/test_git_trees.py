@@ -1,4 +1,4 @@
-"""Hostile trees in a commit, read from git as the daemon and ``diff --base`` read them (issue 23).
+"""Hostile trees in a commit, read from git as the daemon and ``diff --base`` read them.
 
 A blob over the file-size limit is refused from its header, never read (a ``git`` wrapper first
 on ``PATH`` records every object id asked of ``git cat-file --batch``, the only way git hands

@@ -1,6 +1,6 @@
-"""The runtime of the API-economy measurements (issue 12 and 31): N modules, each a Namespace, a
-CRD, a ServiceAccount, a ConfigMap, a Service, the operator Deployment and a default
-configuration (a custom resource of its CRD), 7 objects of 5 + 1 + N kinds.
+"""The runtime of the API-economy measurements: N modules, each a Namespace, a CRD, a
+ServiceAccount, a ConfigMap, a Service, the operator Deployment and a default configuration (a
+custom resource of its CRD), 7 objects of 5 + 1 + N kinds.
 
 :func:`economy_files` writes it as a config repo (relative path -> text) with one runtime
 reaching its cluster through ``kubeconfigFile``; :func:`rendered_objects` is what ``reconciler``

@@ -1,9 +1,9 @@
-"""Pause trials of fencing (issue 23), in real processes: a ``reconciler daemon`` (member A)
-works on a one-runtime fleet on a ``--snapshot`` cluster and a shared state store (a SQLite file
-or a PostgreSQL schema) and is stopped (SIGSTOP) in the middle of its operation; a second daemon
-(member B) takes the runtime over once A's lease lapsed and finishes the operation; then A is
-resumed (SIGCONT). Whatever A checked before its pause, nothing it writes afterwards under its
-old epoch may land in the store or the snapshot file.
+"""Pause trials of fencing, in real processes: a ``reconciler daemon`` (member A) works on a
+one-runtime fleet on a ``--snapshot`` cluster and a shared state store (a SQLite file or a
+PostgreSQL schema) and is stopped (SIGSTOP) in the middle of its operation; a second daemon (member
+B) takes the runtime over once A's lease lapsed and finishes the operation; then A is resumed
+(SIGCONT). Whatever A checked before its pause, nothing it writes afterwards under its old epoch may
+land in the store or the snapshot file.
 
 Where A stops:
 
@@ -171,7 +171,7 @@ if not getattr(SqliteStore, "_fence_spied", False):
 class FenceProbe(Step):
     name = "Fence_Probe"
     domain = "test"
-    description = "Arms a pause of its own process before the next write (issue 23 trials)."
+    description = "Arms a pause of its own process before the next write."
     operations = (OperationType.PROVISION, OperationType.UPDATE)
     stage = "apply"
     after = "Apply_Modules"
