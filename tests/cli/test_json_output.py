@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from reconciler.cli import cli
 from reconciler.daemon.service import Daemon
 from reconciler.operations.store import SqliteStore
-from tests.core.test_redaction import _Source
+from tests.support.sources import UnusedSource
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "schemas" / "output" / "output.schema.json").read_text())
@@ -131,7 +131,7 @@ def test_a_fleet_diff(fleet: Fleet) -> None:
 def test_the_daemons_status(fleet: Fleet) -> None:
     fleet.synced()
     store = SqliteStore(fleet.root / "state.db")
-    daemon = Daemon(_Source(), store, lambda access, name: None, lambda: None)  # type: ignore[arg-type,return-value]
+    daemon = Daemon(UnusedSource(), store, lambda access, name: None, lambda: None)  # type: ignore[arg-type,return-value]
     try:
         document = daemon.status()
     finally:
