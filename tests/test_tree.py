@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 from reconciler.cli import cli
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.lifecycle.executor import Lifecycle, live_state, sync_runtime
+from reconciler.core.live import live_state
+from reconciler.lifecycle.executor import Lifecycle, sync_runtime
 from tests.conftest import RepoFactory
 from tests.test_api_calls import MODULES, NOW, _repo
 from tests.test_json_output import Fleet, _check
