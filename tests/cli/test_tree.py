@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 from reconciler.cli import cli
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.lifecycle.executor import Lifecycle, live_state, sync_runtime
+from reconciler.core.live import live_state
+from reconciler.lifecycle.executor import Lifecycle, sync_runtime
 from tests.cli.test_json_output import Fleet, _check
 from tests.lifecycle.test_api_calls import MODULES, NOW, _repo
 from tests.support.repos import RepoFactory

@@ -46,13 +46,11 @@ from reconciler.core.plan import (
     ObjectAction,
     Occupants,
     Plan,
-    deletion_order,
     plan,
     plan_module,
     plan_removal,
-    removal_order,
 )
-from reconciler.core.render import RenderedObject
+from reconciler.core.render import RenderedObject, deletion_order, removal_order
 from reconciler.core.resolve import Inclusion, ResolvedModule, VersionSource
 from tests.support.lifecycle_helpers import repo
 

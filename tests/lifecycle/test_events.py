@@ -18,11 +18,11 @@ from reconciler.cli.options import ClusterOptions
 from reconciler.cluster.api import ObjectEvent
 from reconciler.cluster.kube import KubeCluster
 from reconciler.cluster.memory import Fault, InMemoryCluster
+from reconciler.core.events import module_event_text
 from reconciler.core.model import ClusterAccess, ModuleRef
 from reconciler.core.objects import ObjectRef
 from reconciler.core.status import ChangeAction, ChangeSetEntry, ModuleState
 from reconciler.errors import ServerError
-from reconciler.lifecycle.executor import module_event_text
 from tests.support.http_fakes import NOT_FOUND, Answer, JsonServer, discovery, write_kubeconfig
 from tests.support.lifecycle_helpers import repo, sync
 from tests.support.scenarios import USER_GADGET

@@ -20,9 +20,10 @@ import pytest
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.cluster.snapshot import load_snapshot
 from reconciler.core.inventory import inventory_from_configmap, inventory_ref
+from reconciler.core.live import workload_available
 from reconciler.core.model import ModuleRef, Strategy
 from reconciler.core.objects import Body, ObjectRef, crd_kind, is_established
-from reconciler.lifecycle.executor import ModuleState, SyncResult, workload_available
+from reconciler.lifecycle.executor import ModuleState, SyncResult
 from tests.support.lifecycle_helpers import NAMESPACE, repo, sync
 
 NULLED_METADATA = ("labels", "annotations", "finalizers", "ownerReferences")

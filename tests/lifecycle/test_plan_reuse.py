@@ -12,7 +12,7 @@ from reconciler.core.model import ConfigRepo, MaintenanceWindow, ModuleRef
 from reconciler.core.plan import Context, DesiredModule
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
-from reconciler.lifecycle.executor import Lifecycle, desired_modules
+from reconciler.lifecycle.executor import Lifecycle, SyncPart, desired_modules
 from tests.support.lifecycle_helpers import NOW, repo, sync
 
 #: Saturdays 02:00-06:00 UTC.
@@ -39,7 +39,7 @@ def test_the_next_stage_plans_from_the_same_observation_without_reading_again() 
 
     later = Context.of(config, "rt", NOW + timedelta(seconds=3))
     second = lifecycle.sync(later, desired, dry_run=True)
-    applied = lifecycle.sync(later, desired, part="desired")
+    applied = lifecycle.sync(later, desired, part=SyncPart.DESIRED)
 
     assert second.plan is first.plan
     assert applied.plan.modules == first.plan.modules
