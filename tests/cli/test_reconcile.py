@@ -24,9 +24,9 @@ from reconciler.daemon.service import Daemon
 from reconciler.errors import AccessError
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
-from tests.cli.test_json_output import Fleet
-from tests.daemon.test_daemon import Fleet as GitFleet
-from tests.daemon.test_daemon import GitServer
+from tests.support.daemons import Fleet as GitFleet
+from tests.support.daemons import GitServer
+from tests.support.sample_fleet import Fleet
 
 
 def test_reconcile_runs_one_runtime_here_and_waits_for_it(tmp_path: Path) -> None:

@@ -15,8 +15,8 @@ import yaml
 from click.testing import CliRunner
 
 from reconciler.cli import cli
-from reconciler.config.budget import TimeBudget
 from reconciler.source.loader import ReadOptions, load_repo
+from tests.support.budgets import budgets_never_spent
 from tests.support.repos import RepoFactory, channel_file, dump, module_files, runtime_file
 from tests.support.tools import require_shared
 
@@ -301,10 +301,8 @@ def test_the_prometheus_operator_corpus_validates_and_renders(
 ) -> None:
     """The upstream CRDs (an enum lists the plain scalar ``=``, read by kubectl as the string
     "=") are accepted as a module by the loader, ``validate`` and ``render``. What is accepted
-    is the point here, not how fast: the time budgets run on a clock that stands still (they
-    have tests of their own, tests/config/test_time_budget.py; bench/ times the corpus), so a
-    busy machine cannot fail this test."""
-    monkeypatch.setattr(ReadOptions, "time_budget", _frozen_time_budget)
+    is the point here, not how fast (tests/support/budgets.py)."""
+    budgets_never_spent(monkeypatch)
     corpus = require_shared("corpus", "prometheus-operator")  # real manifests, as CI has them
     texts = [p.read_text() for p in sorted(corpus.glob("*/*.yaml"))]
     assert len(texts) == 16
@@ -347,11 +345,6 @@ def test_the_prometheus_operator_corpus_validates_and_renders(
     assert [d["kind"] for d in yaml.safe_load_all(rendered.output) if d].count(
         "CustomResourceDefinition"
     ) == 10
-
-
-def _frozen_time_budget(options: ReadOptions) -> TimeBudget:
-    """``options``' budgets on a clock that never moves: never spent."""
-    return TimeBudget(options.file_time_budget, options.commit_time_budget, lambda: 0.0)
 
 
 def _walk(value: Any) -> list[Any]:
