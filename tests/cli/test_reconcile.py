@@ -1,5 +1,6 @@
 """``reconciler reconcile RUNTIME [--wait]``: one runtime now, here or through the running daemon
 (which polls git first), and with ``--wait`` until its operation has finished.
+
 The daemon case runs a real daemon on a real git server and its HTTP port on 127.0.0.1; the
 command's look at ``/status`` waits through :data:`reconciler.cli.reconcile.pause`, which the
 test makes wait for the daemon's work to finish (a condition, not a sleep).

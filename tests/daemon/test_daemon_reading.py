@@ -2,6 +2,7 @@
 channels repository (``channelsFrom.git``) that cannot be reached. Such a commit waits (PENDING,
 read again after a backoff, ``/status`` says why); it is never refused for it, and the crash-loop
 guard ("the daemon stopped twice while reading it") counts only reads that died.
+
 Real git throughout: `git daemon` on 127.0.0.1, with an ``--access-hook`` that lets through or
 refuses each connection as the test planned (an ``ls-remote`` and a fetch are one connection
 each); the daemon's clock is a fake one the test moves past each backoff.
