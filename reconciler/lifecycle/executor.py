@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from reconciler.cluster.api import Cluster, EventSink, ObjectEvent, Settling
+from reconciler.core.enforce import Enforcement
 from reconciler.core.inventory import (
     LABEL_INVENTORY,
     Inventory,
@@ -62,6 +63,7 @@ from reconciler.core.status import ModuleState as ModuleState
 from reconciler.core.status import ModuleStatus as ModuleStatus
 from reconciler.core.windows import in_window
 from reconciler.errors import PermanentError, ReconcilerError, UnknownKindError
+from reconciler.lifecycle.enforce import Enforcer, enforcing
 from reconciler.lifecycle.observe import LiveView, Planned, kind_key
 
 BLOCKING_KEPT = 20
@@ -220,7 +222,9 @@ class Lifecycle:
             and inventory.default_configuration_done
             and inventory.default_configuration is not None
         )
-        if module.default_configuration is not None and not created:
+        if module.default_configuration is not None and (
+            not created or enforcing(module, inventory)
+        ):
             refs.append(ObjectRef.of(module.default_configuration.body))
         if inventory is not None:
             refs += [r for r in inventory.objects if r not in refs]
@@ -484,7 +488,7 @@ class Lifecycle:
             )
         bodies = prepared.bodies
         for change in entry.changes:
-            if change.ref in bodies and change not in prepared.first:
+            if change.ref in bodies and change not in prepared.first and not _enforced(change):
                 self._apply(bodies[change.ref])
                 self._note(entry.module, change.ref, _APPLIED[change.action])
         for change in entry.changes:
@@ -492,11 +496,25 @@ class Lifecycle:
                 self._delete_or_release(entry.module, change, ChangeAction.PRUNED)
         final = _final_inventory(prepared.intent, module, entry)
         self._write_inventory(final, prepared.intent)  # the cluster now holds the intent
-        changed = {c.ref for c in entry.changes}
+        enforced = self._enforce(module, final)
+        changed = {c.ref for c in entry.changes} | ({enforced.ref} if enforced else set())
         for ref in bodies:
             if ref not in changed and ref in live.objects:
                 self._note(entry.module, ref, ChangeAction.UNCHANGED)
-        return self._readiness(entry, module)
+        return _with_enforcement(self._readiness(entry, module), enforced)
+
+    def _enforce(self, module: DesiredModule, inventory: Inventory) -> Enforcement | None:
+        """The module's enforced configuration fields re-asserted, or released (see
+        :mod:`reconciler.lifecycle.enforce`); what was done, reported as a change and an
+        Event on the configuration CR."""
+        enforcer = Enforcer(self.cluster, self.view, self.field_manager, self._write_inventory)
+        done = enforcer.enforce(module, inventory)
+        if done is not None:
+            self._note(module.name, done.ref, ChangeAction.CONFIGURED)
+            kind = "Warning" if done.reverted else "Normal"
+            reason = "ConfigEnforced" if done.reverted else "ConfigReleased"
+            self._event(ObjectEvent(done.ref, reason, done.message, kind))
+        return done
 
     def _prepare(
         self, runtime: str, entry: ModulePlan, module: DesiredModule, live: LiveModule
@@ -955,6 +973,7 @@ def _intent(
         default,
         done,
         current.commit if current else commit,
+        current.enforced if current else (),
     )
     if current is not None and fresh != current:
         fresh = replace(fresh, commit=commit or current.commit)
@@ -994,6 +1013,17 @@ def _default_intent(
     if body is not None:  # someone made it already: keep theirs
         return None, True
     return wanted, False  # intended: created right after this inventory is written
+
+
+def _with_enforcement(status: ModuleStatus, done: Enforcement | None) -> ModuleStatus:
+    """The status, its message saying what enforcement did (a field taken back, released)."""
+    return status if done is None else replace(status, message=f"{status.message}; {done.message}")
+
+
+def _enforced(change: ObjectChange) -> bool:
+    """A change of the default configuration's enforced fields only: made by the enforcer
+    with its own field manager, never by applying the whole default configuration (L3)."""
+    return change.default_configuration and change.action is ObjectAction.UPDATE
 
 
 def _final_inventory(intent: Inventory, module: DesiredModule, entry: ModulePlan) -> Inventory:
