@@ -118,7 +118,7 @@ def test_dropping_a_field_its_only_manager_owns_deletes_it_which_the_release_avo
     cluster = InMemoryCluster()
     sync(cluster, _fleet(None))
     sync(cluster, _fleet({"logLevel": "debug"}))
-    body = {"apiVersion": WIDGET_CR.api_version, "kind": "Widget"}
+    body: dict[str, Any] = {"apiVersion": WIDGET_CR.api_version, "kind": "Widget"}
     body["metadata"] = {"name": "default", "namespace": NAMESPACE}
     cluster.apply(body, field_manager=CONFIG_FIELD_MANAGER, force=True)  # no hand-over first
     assert "logLevel" not in _spec(cluster)
