@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from reconciler.config.budget import DEFAULT_COMMIT_SECONDS, DEFAULT_FILE_SECONDS, TimeBudget
+from reconciler.config.raw import RawFile, RawRepo
 from reconciler.config.schema import SchemaChecker
-from reconciler.config.validate import RawFile, RawRepo, validate_repo
+from reconciler.config.validate import validate_repo
 from reconciler.config.yamlsafe import parse_yaml
 from reconciler.errors import OverBudgetError
 from reconciler.source.loader import ReadOptions, load_repo
