@@ -6,9 +6,16 @@ configuration comes back only while fields of it are enforced (docs/configuratio
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+from click.testing import CliRunner
+
+from reconciler.cli import cli
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.enforce import CONFIG_FIELD_MANAGER, owned_paths
 from reconciler.core.inventory import inventory_from_configmap, inventory_ref
@@ -19,6 +26,7 @@ from reconciler.core.status import ChangeAction
 from reconciler.lifecycle.executor import sync_runtime
 from tests.lifecycle_helpers import NAMESPACE, NOW, repo, sync
 
+REPO = Path(__file__).resolve().parent.parent
 WIDGET_CR = ObjectRef("example.io/v1", "Widget", NAMESPACE, "default")
 
 
@@ -155,3 +163,29 @@ def test_a_runtime_null_releases_what_the_channel_enforces() -> None:
     _user_edit(cluster, {"logLevel": "info"})
     sync(cluster, replace(with_channel, runtimes={"rt": runtime}))
     assert _spec(cluster)["logLevel"] == "info"
+
+
+# -- the fleet diff of a pull request ------------------------------------------------------------
+
+
+def test_the_fleet_diff_shows_each_changed_enforced_field_with_its_cause(tmp_path: Path) -> None:
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    shutil.copytree(REPO / "sample-repo", fleet / "sample-repo")
+    shutil.copytree(REPO / "channels", fleet / "channels")
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], cwd=fleet, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=fleet, check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], cwd=fleet, check=True)
+    runtime = fleet / "sample-repo" / "runtimes" / "prod-us-1.yaml"
+    runtime.write_text(runtime.read_text().replace("logLevel: debug", "logLevel: info"))
+    args = ["diff", str(fleet / "sample-repo"), "--base", "HEAD", "-o", "json"]
+    result = CliRunner().invoke(cli, args)
+    runtimes = {r["runtime"]: r for r in json.loads(result.output)["runtimes"]}
+    assert list(runtimes) == ["prod-us-1"]
+    (module,) = runtimes["prod-us-1"]["modules"]
+    assert module["action"] == "reconfigure"
+    assert [c["field"] for c in module["causes"]] == ["spec.modules[1].config.logLevel"]
+    (change,) = module["changes"]
+    assert change["fields"] == [{"path": "spec.logLevel", "old": "debug", "new": "info"}]
+    assert change["defaultConfiguration"] is True
