@@ -189,3 +189,14 @@ def test_the_fleet_diff_shows_each_changed_enforced_field_with_its_cause(tmp_pat
     (change,) = module["changes"]
     assert change["fields"] == [{"path": "spec.logLevel", "old": "debug", "new": "info"}]
     assert change["defaultConfiguration"] is True
+
+
+def test_a_sync_of_enforced_fields_that_hold_writes_nothing_and_reads_no_more() -> None:
+    cluster = InMemoryCluster()
+    fleet = _fleet({"logLevel": "debug"})
+    sync(cluster, fleet)
+    sync(cluster, fleet)
+    before = dict(cluster.calls)
+    sync(cluster, fleet)
+    calls = {k: v - before.get(k, 0) for k, v in cluster.calls.items() if v != before.get(k, 0)}
+    assert calls.get("apply", 0) == calls.get("patch", 0) == calls.get("get", 0) == 0

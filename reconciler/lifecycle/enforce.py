@@ -68,6 +68,8 @@ class Enforcer:
         if ref is None:
             return None
         wanted = enforced_paths(override)
+        if not wanted and not inventory.enforced:  # L3: the CR is the user's, not even read
+            return None
         live = self._read(ref)
         if live is None:  # L3: a deleted CR without enforced fields stays deleted
             if inventory.enforced and not wanted:

@@ -132,6 +132,8 @@ class Lifecycle:
         self._changes: list[ChangeSetEntry] = []
         #: Modules whose install's first stage ran ahead of the others (see ``_prepare_all``).
         self._prepared: dict[str, _Prepared] = {}
+        #: What enforcing each module's configuration did in this pass (for its status).
+        self._enforced: dict[str, Enforcement] = {}
 
     # -- the whole sync ------------------------------------------------------------------------
 
@@ -383,7 +385,7 @@ class Lifecycle:
         module that depends on it is still being removed."""
         by_name = {d.name: d for d in desired}
         statuses: dict[str, ModuleStatus] = {}
-        self._changes, self._prepared = [], {}
+        self._changes, self._prepared, self._enforced = [], {}, {}
         failed = self._prepare_all(runtime, the_plan, by_name, live)
         for entry in the_plan.modules:
             status = failed.get(entry.module) or self._module(
@@ -440,7 +442,8 @@ class Lifecycle:
             READY_WAIT_SECONDS,
         )
         for name in waiting:
-            statuses[name] = self._readiness(entries[name], by_name[name])
+            readiness = self._readiness(entries[name], by_name[name])
+            statuses[name] = _with_enforcement(readiness, self._enforced.get(name))
         for entry in the_plan.modules:
             if statuses[entry.module].reason == "WaitingForDependency":
                 statuses[entry.module] = self._module(runtime, entry, by_name, live, statuses, {})
@@ -510,6 +513,7 @@ class Lifecycle:
         enforcer = Enforcer(self.cluster, self.view, self.field_manager, self._write_inventory)
         done = enforcer.enforce(module, inventory)
         if done is not None:
+            self._enforced[module.name] = done
             self._note(module.name, done.ref, ChangeAction.CONFIGURED)
             kind = "Warning" if done.reverted else "Normal"
             reason = "ConfigEnforced" if done.reverted else "ConfigReleased"
