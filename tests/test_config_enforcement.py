@@ -200,3 +200,14 @@ def test_a_sync_of_enforced_fields_that_hold_writes_nothing_and_reads_no_more() 
     sync(cluster, fleet)
     calls = {k: v - before.get(k, 0) for k, v in cluster.calls.items() if v != before.get(k, 0)}
     assert calls.get("apply", 0) == calls.get("patch", 0) == calls.get("get", 0) == 0
+
+
+def test_the_report_of_a_reverted_field_stays_while_the_operator_is_not_available() -> None:
+    cluster = InMemoryCluster(auto_ready=False)
+    fleet = _fleet({"logLevel": "debug"})
+    sync(cluster, fleet)
+    _user_edit(cluster, {"logLevel": "error"})
+    result = sync(cluster, fleet)
+    status = next(s for s in result.modules if s.module == "widget")
+    assert status.reason == "WaitingForOperator"
+    assert "enforced spec.logLevel" in status.message
