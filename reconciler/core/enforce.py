@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.core.fielddiff import FieldChange
+from reconciler.core.inventory import Inventory
 from reconciler.core.model import FIELD_MANAGER
 from reconciler.core.objects import Body, ObjectRef
 from reconciler.core.overrides import ConfigOverride
@@ -26,6 +27,12 @@ from reconciler.core.overrides import ConfigOverride
 CONFIG_FIELD_MANAGER = "reconciler-config"
 #: A field of an object, as its keys from the top (``("spec", "logLevel")``).
 Path = tuple[str, ...]
+
+
+def enforcing(override: ConfigOverride | None, inventory: Inventory | None) -> bool:
+    """Whether a default configuration has fields enforced now (``override``) or recorded as
+    enforced: then it is read on every pass, though L3 made it the user's."""
+    return override is not None or (inventory is not None and bool(inventory.enforced))
 
 
 def enforced_paths(override: ConfigOverride | None) -> tuple[str, ...]:

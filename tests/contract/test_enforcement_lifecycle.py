@@ -29,8 +29,8 @@ from reconciler.core.objects import ObjectRef
 from reconciler.core.status import ChangeAction
 from reconciler.lifecycle.executor import SyncResult, sync_runtime
 from tests.contract.conftest import Target
-from tests.kube_control_plane import ControlPlane
-from tests.kube_workloads import deployments_made_available
+from tests.support.kube_control_plane import ControlPlane
+from tests.support.kube_workloads import deployments_made_available
 
 NOW = datetime(2026, 11, 18, 12, 0, tzinfo=UTC)
 
