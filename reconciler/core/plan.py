@@ -444,9 +444,7 @@ def _enforcement_change(
         fields = field_diff(rendered.body, None)
         return ObjectChange(ObjectAction.CREATE, ref, fields, default_configuration=True)
     fields = drifted(rendered.override, current)
-    if not fields:
-        return None
-    return ObjectChange(ObjectAction.UPDATE, ref, fields, default_configuration=True)
+    return ObjectChange(ObjectAction.UPDATE, ref, fields, True) if fields else None
 
 
 def _prune(live: LiveModule, wanted: set[ObjectRef]) -> list[ObjectChange]:
