@@ -396,7 +396,7 @@ class InMemoryCluster:
             if contested and not force:
                 fields = ", ".join(".".join(p) for p in sorted(contested)[:3])
                 raise ConflictError(f"{ObjectRef.of(body).subject}: {fields} owned by {other}")
-            owned -= paths
+            owned -= contested  # the same value: owned by both, as the server shares it
         for path in owners.get(manager, set()) - paths:
             if not any(path in owned for m, owned in owners.items() if m != manager):
                 _delete(body, path)

@@ -81,3 +81,17 @@ def test_a_field_handed_over_first_keeps_its_value_when_released(target: Target)
     assert not owned_paths(body, CONFIG_FIELD_MANAGER) & {("data", "c")}
     target.cluster.apply(_configmap(ref.namespace, c="z"), field_manager="kubectl", force=True)
     assert _data(target, ref)["c"] == "z"  # released: the user's to change
+
+
+def test_two_managers_applying_the_same_value_both_own_it(target: Target) -> None:
+    namespace = _namespace(target)
+    cluster = target.cluster
+    cluster.apply(_configmap(namespace, a="1", b="2"), field_manager=FIELD_MANAGER)
+    cluster.apply(_configmap(namespace, a="1"), field_manager=CONFIG_FIELD_MANAGER, force=True)
+    ref = ObjectRef("v1", "ConfigMap", namespace, "settings")
+    body = cluster.get(ref)
+    assert body is not None
+    assert ("data", "a") in owned_paths(body, FIELD_MANAGER)
+    assert owned_paths(body, CONFIG_FIELD_MANAGER) == {("data", "a")}
+    cluster.apply(identity(ref), field_manager=CONFIG_FIELD_MANAGER, force=True)
+    assert _data(target, ref) == {"a": "1", "b": "2"}  # still owned by the other: kept
