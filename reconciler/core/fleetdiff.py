@@ -243,10 +243,16 @@ class FleetDiffer:
     _base_renderer: Renderer = field(init=False)
     _head_renderer: Renderer = field(init=False)
     _plans: dict[tuple[Any, ...], ModulePlan] = field(default_factory=dict, init=False)
+    #: Modules some channel of either revision enforces configuration of.
+    _channel_config: frozenset[str] = field(default=frozenset(), init=False)
+    #: Runtime name -> whether a module entry of it has a ``config`` at either revision.
+    _configured: dict[str, bool] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self._base_renderer = Renderer(self.base)
         self._head_renderer = Renderer(self.head)
+        channels = (*self.base.channels.values(), *self.head.channels.values())
+        self._channel_config = frozenset(m for c in channels for m, v in c.config.items() if v)
 
     @property
     def planned_situations(self) -> int:
@@ -302,15 +308,16 @@ class FleetDiffer:
         live: Mapping[str, LiveModule] | None,
     ) -> ModuleChange | None:
         overrides = self._overrides(before, after, old, new)
-        fields = override_fields(*overrides) if old is not None else ()
-        if live is None and old is not None and self._same(old, new) and not fields:
+        fields = override_fields(*overrides) if old is not None and any(overrides) else ()
+        same = live is None and old is not None and self._same(old, new)
+        if same and not fields:
             return None
         desired = self._desired_module(new)
         module_live = (live or {}).get(new.name) if live is not None else self._assumed(old)
         context = Context.of(self.head, runtime.name, self.now)
         if live is not None:
             the_plan = plan_module(context, desired, module_live or LiveModule())
-        elif old is not None and self._same(old, new):  # only enforced fields change
+        elif same and old is not None:  # only enforced fields change
             the_plan = ModulePlan(
                 new.name, ModuleAction.UNCHANGED, "UpToDate", "", old.version, new.version
             )
@@ -340,7 +347,7 @@ class FleetDiffer:
         its configuration that changes (then only those when nothing else changed)."""
         old, new = modules
         causes: tuple[Cause, ...] = ()
-        if old is None or not self._same(old, new) or not fields:
+        if not fields or old is None or not self._same(old, new):
             causes = _causes_desired(
                 self.base, self.head, runtime, *resolutions, old, new, self.head_label
             )
@@ -355,10 +362,24 @@ class FleetDiffer:
         old: ResolvedModule | None,
         new: ResolvedModule,
     ) -> tuple[ConfigOverride | None, ConfigOverride | None]:
-        """The enforced configuration of the module at the base and at the head."""
+        """The enforced configuration of the module at the base and at the head (none, at
+        once, when no channel and neither revision of the runtime's entries has a ``config``)."""
+        if new.name not in self._channel_config and not self._runtime_config(before, after):
+            return None, None
         was = self._base_renderer.override(before, old) if before and old else None
         now = self._head_renderer.override(after, new) if after else None
         return was, now
+
+    def _runtime_config(self, before: Resolution | None, after: Resolution | None) -> bool:
+        """Whether a module entry of the runtime has a ``config`` at either revision (once
+        per runtime)."""
+        either = after or before
+        name = either.runtime.name if either is not None else ""
+        known = self._configured.get(name)
+        if known is None:
+            entries = [m for r in (before, after) if r for m in r.runtime.modules]
+            known = self._configured[name] = any(m.config for m in entries)
+        return known
 
     def _removed(
         self,
