@@ -125,20 +125,19 @@ def value_at(body: Any, path: Path) -> Any:
 @dataclass(frozen=True, slots=True)
 class Enforcement:
     """What one sync did to a module's configuration CR: the fields it took back (a user's
-    change reverted, or missing), the fields it released, whether it re-created the CR."""
+    change reverted, or a field removed) and the fields it released. (A re-created CR is the
+    plan's: a create of the default configuration.)"""
 
     module: str
     ref: ObjectRef
     reverted: tuple[FieldChange, ...] = ()
     released: tuple[str, ...] = ()
-    recreated: bool = False
 
     @property
     def message(self) -> str:
-        """For people: ``enforced spec.logLevel (changed in the cluster); released spec.x``."""
+        """For people: ``enforced spec.logLevel of KIND/NS/NAME (changed in the cluster);
+        released spec.x of KIND/NS/NAME``."""
         parts = []
-        if self.recreated:
-            parts.append(f"re-created {self.ref.subject}: it carries enforced fields")
         if self.reverted:
             fields = ", ".join(c.path for c in self.reverted)
             parts.append(f"enforced {fields} of {self.ref.subject} (changed in the cluster)")
