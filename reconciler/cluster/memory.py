@@ -383,7 +383,7 @@ class InMemoryCluster:
     def _applied(
         self, existing: _Stored | None, config: Body, manager: str, force: bool
     ) -> _Stored:
-        paths = _leaf_paths(config)
+        paths = _leaf_paths(config) - _IDENTITY  # the server records no owner of those
         if existing is None:
             _drop_empty_metadata(config["metadata"])
             return _Stored(config, {manager: paths})
@@ -396,7 +396,7 @@ class InMemoryCluster:
             if contested and not force:
                 fields = ", ".join(".".join(p) for p in sorted(contested)[:3])
                 raise ConflictError(f"{ObjectRef.of(body).subject}: {fields} owned by {other}")
-            owned -= paths
+            owned -= contested  # the same value: owned by both, as the server shares it
         for path in owners.get(manager, set()) - paths:
             if not any(path in owned for m, owned in owners.items() if m != manager):
                 _delete(body, path)
@@ -704,6 +704,8 @@ def _leaf_paths(value: Any, prefix: FieldPath = ()) -> set[FieldPath]:
 
 
 _MISSING = object()
+#: The fields that name an object: an API server's ``managedFields`` lists no owner of them.
+_IDENTITY = frozenset({("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace")})
 
 
 def _get(body: Any, path: FieldPath) -> Any:

@@ -20,6 +20,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from reconciler.core.enforce import drifted
 from reconciler.core.fielddiff import (
     FieldChange,
     field_diff,
@@ -421,12 +422,29 @@ def _default_configuration_change(desired: DesiredModule, live: LiveModule) -> O
     if rendered is None or desired.strategy is not Strategy.CREATE_AND_DELETE:
         return None
     if live.inventory is not None and live.inventory.default_configuration_done:
-        return None
+        return _enforcement_change(rendered, live.inventory, live)
     ref = ObjectRef.of(rendered.body)
     if ref in live.objects:  # someone made it already: keep theirs
         return None
     fields = field_diff(rendered.body, None)
     return ObjectChange(ObjectAction.CREATE, ref, fields, default_configuration=True)
+
+
+def _enforcement_change(
+    rendered: RenderedObject, inventory: Inventory, live: LiveModule
+) -> ObjectChange | None:
+    """A default configuration created once (L3) changes only by its enforced fields: those
+    that drifted are put back (an update of those fields only), and one a user deleted is
+    re-created when fields of it are enforced (docs/configuration.md)."""
+    ref = inventory.default_configuration
+    if ref is None or ref != ObjectRef.of(rendered.body) or rendered.override is None:
+        return None
+    current = live.objects.get(ref)
+    if current is None:
+        fields = field_diff(rendered.body, None)
+        return ObjectChange(ObjectAction.CREATE, ref, fields, default_configuration=True)
+    fields = drifted(rendered.override, current)
+    return ObjectChange(ObjectAction.UPDATE, ref, fields, True) if fields else None
 
 
 def _prune(live: LiveModule, wanted: set[ObjectRef]) -> list[ObjectChange]:

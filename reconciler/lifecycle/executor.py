@@ -42,6 +42,7 @@ from reconciler.core.status import PassResult
 from reconciler.core.windows import in_window
 from reconciler.errors import ReconcilerError
 from reconciler.lifecycle.apply import Installer
+from reconciler.lifecycle.enforce import Enforcer
 from reconciler.lifecycle.events import EventRecorder
 from reconciler.lifecycle.live_view import LiveView, Planned
 from reconciler.lifecycle.observe import InventoryBranch, Observer
@@ -217,7 +218,13 @@ class Lifecycle:
             the_plan,
             {d.name: d for d in desired},
             live,
-            Installer(self.observer, self.writer, changes, commit=self.commit),
+            Installer(
+                self.observer,
+                self.writer,
+                changes,
+                commit=self.commit,
+                enforcer=Enforcer(self.writer, self.recorder, changes),
+            ),
             Remover(self.writer, self.recorder, changes),
         )
         statuses = run.carry_out(dependencies or {})
