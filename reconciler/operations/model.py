@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from reconciler.cluster.api import NO_IDENTITY, ClusterIdentity
 from reconciler.core.head import Head, head_text
 from reconciler.core.model import ClusterAccess, Settings
 from reconciler.core.plan import ModuleAction, PlannedModule
@@ -245,9 +246,9 @@ class RuntimeRecord:
     commit: Head | None
     updated: datetime
     modules: tuple[ModuleStatus, ...] = ()
-    #: Where the runtime was last synced (``snapshot PATH`` or ``server URL``): an operation
-    #: never deprovisions it through another access (rehearsal and reality never mix).
-    access: str = ""
+    #: Which cluster the runtime was last synced through: an operation never deprovisions it
+    #: through another (rehearsal and reality never mix).
+    access: ClusterIdentity = NO_IDENTITY
 
     @classmethod
     def of(
