@@ -44,7 +44,7 @@ from reconciler.core.model import (
     Strategy,
 )
 from reconciler.core.overrides import module_channel
-from reconciler.core.resolve import Resolution, resolve_runtime
+from reconciler.core.resolve import RESOLUTIONS, Resolution, resolve_runtime
 from reconciler.core.versions import is_version, sorted_versions
 from reconciler.errors import OverBudgetError
 
@@ -192,7 +192,7 @@ def _validate(
         return Validation(None, diagnostics, files, warnings)
     valid_runtimes = {name: r for name, r in runtimes.items() if r is not None}
     config = ConfigRepo(settings, valid_runtimes, modules, repo.channels)
-    config.resolved.update(repo.resolved)  # the same modules and channels: the same answers
+    RESOLUTIONS.share(repo, config)  # the same modules and channels: the same answers
     return Validation(config, (), files, warnings)
 
 
