@@ -427,8 +427,8 @@ def test_each_blob_is_parsed_once_and_each_situation_planned_once(tmp_path: Path
     from datetime import UTC, datetime
 
     from bench.generate_fleet import generate_fleet
+    from reconciler.review.fleet import Review, Side
     from reconciler.source.loader import ReadOptions
-    from reconciler.source.review import Review, Side
 
     generate_fleet(tmp_path, runtimes=300, modules=6, versions=2)
     _git(tmp_path, "init", "-q")

@@ -16,11 +16,12 @@ from datetime import timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from reconciler.config.budget import TimeBudget
+from reconciler.config.budget import TimeBudget, budget_diagnostic
 from reconciler.config.credentials import find_inline_credentials
 from reconciler.config.manifests import object_problems, operator_version_problems
 from reconciler.config.overrides import OverrideChecker, OverrideFindings
 from reconciler.config.ownership import shared_objects
+from reconciler.config.raw import RawFile, RawModule, RawRepo, RawVersion
 from reconciler.config.remotes import ref_problem, remote_problem
 from reconciler.config.schema import SchemaChecker
 from reconciler.config.settings_checks import settings_problems
@@ -47,60 +48,6 @@ from reconciler.core.overrides import module_channel
 from reconciler.core.resolve import RESOLUTIONS, Resolution, resolve_runtime
 from reconciler.core.versions import is_version, sorted_versions
 from reconciler.errors import OverBudgetError
-
-
-@dataclass(frozen=True, slots=True)
-class RawFile:
-    """One file as read: its display path and documents. ``broken`` when reading failed."""
-
-    path: str
-    documents: tuple[Document, ...] = ()
-    broken: bool = False
-
-    @property
-    def stem(self) -> str:
-        """The file name without folder and ``.yaml``."""
-        name = self.path.rsplit("/", 1)[-1]
-        return name.removesuffix(".yaml")
-
-    def at(self, rule: str, message: str) -> Diagnostic:
-        """A diagnostic about the file as a whole (line 1, column 1)."""
-        return Diagnostic(self.path, 1, 1, rule, message)
-
-
-@dataclass(frozen=True, slots=True)
-class RawVersion:
-    """A version folder of a module."""
-
-    name: str
-    path: str
-    manifest: RawFile | None = None
-    default: RawFile | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RawModule:
-    """A module folder: its ``module.yaml`` and version folders."""
-
-    name: str
-    path: str
-    module: RawFile | None = None
-    versions: tuple[RawVersion, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class RawRepo:
-    """Everything the loader read, before any check."""
-
-    settings: RawFile | None = None
-    runtimes: tuple[RawFile, ...] = ()
-    modules: tuple[RawModule, ...] = ()
-    channels: tuple[RawFile, ...] = ()
-    problems: tuple[Diagnostic, ...] = ()
-    #: The channels folder could not be read (reported once); runtimes do not repeat it.
-    channels_unavailable: bool = False
-    #: Steps of the installed plugins (name -> optional), for ``disabledSteps``.
-    plugin_steps: Mapping[str, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +107,7 @@ def validate_repo(
     try:
         return _validate(raw, checker, budget, memo or CheckMemo())
     except OverBudgetError as over:  # the commit's time is up: nothing else is worth saying
-        return Validation(None, (over.at(".", 1, 1),), _count_files(raw))
+        return Validation(None, (budget_diagnostic(over, ".", 1, 1),), _count_files(raw))
 
 
 def _validate(
@@ -240,7 +187,7 @@ class _Run:
                 return check()
         except OverBudgetError as over:
             place = document.position(())
-            diagnostic = over.at(document.path, place.line, place.column)
+            diagnostic = budget_diagnostic(over, document.path, place.line, place.column)
             if over.scope != "file":
                 raise
             self.diagnostics.append(diagnostic)
