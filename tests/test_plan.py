@@ -45,13 +45,11 @@ from reconciler.core.plan import (
     ObjectAction,
     Occupants,
     Plan,
-    deletion_order,
     plan,
     plan_module,
     plan_removal,
-    removal_order,
 )
-from reconciler.core.render import RenderedObject
+from reconciler.core.render import RenderedObject, deletion_order, removal_order
 from reconciler.core.resolve import Inclusion, ResolvedModule, VersionSource
 
 NOW = datetime(2026, 11, 18, 12, 0, tzinfo=UTC)  # a Wednesday

@@ -10,12 +10,14 @@ and name; versions of one module may of course repeat their own objects. Callers
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from reconciler.config.raw import RawModule
 from reconciler.core.diagnostics import Diagnostic
 from reconciler.core.model import Module
 from reconciler.core.render import CLUSTER_SCOPED_KINDS
+
+if TYPE_CHECKING:
+    from reconciler.config.raw import RawModule
 
 Identity = tuple[str, str, str, str]
 

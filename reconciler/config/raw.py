@@ -1,8 +1,9 @@
 """The config repo as the loader read it, before any check (pure values).
 
-Files with their parsed documents, module folders with their version folders, and the problems
-met while reading. The loader (:mod:`reconciler.source.loader`) builds them; the validator
-(:mod:`reconciler.config.validate`) and the ownership check read them.
+The loader (:mod:`reconciler.source.loader`) reads every file of a revision into these values:
+each file's display path and parsed documents (or ``broken`` when it could not be read), module
+folders with their version folders, and the problems met while reading. Validation
+(:mod:`reconciler.config.validate`) takes a :class:`RawRepo` and checks it as a whole.
 """
 
 from __future__ import annotations
