@@ -229,7 +229,7 @@ def _module_json(row: tuple[str, ...]) -> dict[str, Any]:
         "module": module,
         "state": None if state == "Removed" else state,
         "version": None if version == "-" else version,
-        "reason": reason,
+        "reason": str(reason),
         "message": message,
     }
 

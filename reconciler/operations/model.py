@@ -267,7 +267,7 @@ class RuntimeRecord:
         if suspended and not modules and before is not None:
             modules = before.modules
         state = worst_state(m.state for m in modules)
-        reason = next((m.reason for m in modules if m.state is state), "Ready")
+        reason = next((m.reason for m in modules if m.state is state), Reason.READY)
         message = f"{len(modules)} modules"
         if suspended:
             reason, message = Reason.SUSPENDED, SUSPENDED_IN_GIT
@@ -374,7 +374,7 @@ class RuntimeStatus:
         operation = self.operation
         return self.current.to_json() | {
             "state": self.state,
-            "reason": self.reason,
+            "reason": str(self.reason),
             "message": self.message,
             "suspended": self.suspended,
             "operation": None
@@ -414,7 +414,7 @@ def _under_way(record: RuntimeRecord, operation: Operation) -> RuntimeRecord:
         return RuntimeRecord(
             record.runtime,
             ModuleState.DELETING,
-            "Deprovisioning",
+            Reason.DEPROVISIONING,
             message,
             operation.commit,
             updated,
@@ -426,11 +426,11 @@ def _under_way(record: RuntimeRecord, operation: Operation) -> RuntimeRecord:
         under_way = f"{record.message} ({operation.type} {operation.id} under way: {message})"
         return replace(record, message=under_way, updated=updated)
     if not modules:
-        reason = "Provisioning" if operation.type is OperationType.PROVISION else "Updating"
+        provisioning = operation.type is OperationType.PROVISION
         return RuntimeRecord(
             record.runtime,
             ModuleState.PROCESSING,
-            reason,
+            Reason.PROVISIONING if provisioning else Reason.UPDATING,
             message,
             operation.commit,
             updated,

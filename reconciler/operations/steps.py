@@ -20,7 +20,7 @@ from reconciler.cluster.api import NO_IDENTITY, Cluster, ClusterIdentity
 from reconciler.core.head import head_text
 from reconciler.core.model import ClusterAccess, ConfigRepo, Strategy
 from reconciler.core.plan import Context, DesiredModule
-from reconciler.core.status import ModuleState, ModuleStatus, PassResult
+from reconciler.core.status import ModuleState, ModuleStatus, PassResult, Reason
 from reconciler.errors import PermanentError, TransientError
 from reconciler.lifecycle.executor import Lifecycle
 from reconciler.lifecycle.observe import LiveView
@@ -421,7 +421,7 @@ class RemoveRuntimeRecord(Step):
             RuntimeRecord(
                 operation.runtime,
                 ModuleState.DELETING,
-                "WaitingForResources",
+                Reason.WAITING_FOR_RESOURCES,
                 why,
                 operation.commit,
                 context.now(),
