@@ -51,3 +51,11 @@ def test_another_cluster_is_told_by_kind_and_place(
 def test_an_in_memory_cluster_says_nothing_unless_told() -> None:
     assert InMemoryCluster().identity is NO_IDENTITY
     assert InMemoryCluster(identity=SERVER).identity == SERVER
+
+
+def test_a_fenced_cluster_is_the_cluster_it_wraps() -> None:
+    from reconciler.daemon.membership import FencedCluster
+
+    fenced = FencedCluster(InMemoryCluster(identity=SNAPSHOT), lambda: None)
+
+    assert fenced.identity == SNAPSHOT

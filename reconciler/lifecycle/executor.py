@@ -57,7 +57,7 @@ from reconciler.core.plan import (
 )
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import Resolution, resolve_runtime
-from reconciler.core.status import ChangeAction, ChangeSetEntry, ModuleError, PassResult
+from reconciler.core.status import ChangeAction, ChangeSetEntry, ModuleError, PassResult, Reason
 from reconciler.core.status import ModuleState as ModuleState
 from reconciler.core.status import ModuleStatus as ModuleStatus
 from reconciler.core.windows import in_window
@@ -427,7 +427,7 @@ class Lifecycle:
         waiting = [
             name
             for name, s in statuses.items()
-            if s.reason == "WaitingForOperator" and entries[name].changes_anything
+            if s.reason == Reason.WAITING_FOR_OPERATOR and entries[name].changes_anything
         ]
         if not waiting:
             return
@@ -438,7 +438,7 @@ class Lifecycle:
         for name in waiting:
             statuses[name] = self._readiness(entries[name], by_name[name])
         for entry in the_plan.modules:
-            if statuses[entry.module].reason == "WaitingForDependency":
+            if statuses[entry.module].reason == Reason.WAITING_FOR_DEPENDENCY:
                 statuses[entry.module] = self._module(runtime, entry, by_name, live, statuses, {})
 
     def _desired(
@@ -463,7 +463,7 @@ class Lifecycle:
             return ModuleStatus(
                 entry.module,
                 ModuleState.PROCESSING,
-                "WaitingForDependency",
+                Reason.WAITING_FOR_DEPENDENCY,
                 message,
                 entry.from_version,
             )
@@ -480,7 +480,11 @@ class Lifecycle:
         if pending:
             message = f"waiting for CRD {', '.join(pending)} to be Established"
             return ModuleStatus(
-                entry.module, ModuleState.PROCESSING, "WaitingForCRD", message, entry.to_version
+                entry.module,
+                ModuleState.PROCESSING,
+                Reason.WAITING_FOR_CRD,
+                message,
+                entry.to_version,
             )
         bodies = prepared.bodies
         for change in entry.changes:
@@ -691,11 +695,11 @@ class Lifecycle:
             return ModuleStatus(
                 entry.module,
                 ModuleState.PROCESSING,
-                "WaitingForOperator",
+                Reason.WAITING_FOR_OPERATOR,
                 message,
                 entry.to_version,
             )
-        reason = entry.reason if entry.action is not ModuleAction.UNCHANGED else "Ready"
+        reason = entry.reason if entry.action is not ModuleAction.UNCHANGED else Reason.READY
         message = "; ".join((f"{entry.module} {entry.to_version} is Ready", *entry.notes))
         if entry.kept:
             return ModuleStatus(
@@ -787,7 +791,11 @@ def _dependents_left(
 def _waiting_for_dependents(entry: ModulePlan, waiting: list[str]) -> ModuleStatus:
     message = f"deletion of {entry.module} waits until {', '.join(waiting)} is gone"
     return ModuleStatus(
-        entry.module, ModuleState.DELETING, "WaitingForDependents", message, entry.from_version
+        entry.module,
+        ModuleState.DELETING,
+        Reason.WAITING_FOR_DEPENDENTS,
+        message,
+        entry.from_version,
     )
 
 
@@ -1017,7 +1025,7 @@ def _status(entry: ModulePlan, state: ModuleState, version: str | None) -> Modul
 
 def _failed(entry: ModulePlan, error: ReconcilerError) -> ModuleStatus:
     """The module's Error status; the error is kept with its type and retry delay."""
-    reason = "Retrying" if not isinstance(error, PermanentError) else "Failed"
+    reason = Reason.RETRYING if not isinstance(error, PermanentError) else Reason.FAILED
     return ModuleStatus(
         entry.module,
         ModuleState.ERROR,
