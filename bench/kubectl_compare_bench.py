@@ -5,7 +5,7 @@ Ready: ``reconciler sync`` against ``kubectl apply --server-side`` of the same r
     python bench/kubectl_compare_bench.py [--modules 30] [--rounds 2] [--kubectl /usr/bin/kubectl]
 
 Readiness is played the same way for both: the Deployments are made available as they appear
-(tests/kube_workloads.py). kubectl does what a script would: apply the CRDs and Namespaces,
+(tests/support/kube_workloads.py). kubectl does what a script would: apply the CRDs and Namespaces,
 ``kubectl wait --for=condition=Established`` on the CRDs, apply the rest, ``kubectl wait
 --for=condition=Available`` on the Deployments, each command with a discovery cache of its
 own (cold, as ours). Ours is one ``reconciler sync --wait 120`` process, which must end with
@@ -28,9 +28,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.economy_fleet import rendered_objects
 from bench.kube_bench import Fleet, control_plane
-from tests.kube_workloads import deployments_made_available
+from tests.support.economy_fleet import rendered_objects
+from tests.support.kube_workloads import deployments_made_available
 
 FIRST = ("CustomResourceDefinition", "Namespace")
 
