@@ -34,7 +34,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
-from reconciler.cluster.api import KindInfo, ObjectEvent, Permission, event_body
+from reconciler.cluster.api import (
+    NO_IDENTITY,
+    ClusterIdentity,
+    KindInfo,
+    ObjectEvent,
+    Permission,
+    event_body,
+)
 from reconciler.core.objects import Body, ObjectRef, crd_kind
 from reconciler.core.serverform import server_form
 from reconciler.errors import (
@@ -129,7 +136,10 @@ class InMemoryCluster:
         latency: float = 0.0,
         sleep: Callable[[float], None] = time.sleep,
         require_selectors: bool = False,
+        identity: ClusterIdentity = NO_IDENTITY,
     ) -> None:
+        #: Which cluster this is: none by default (a run names it by how it reached it).
+        self.identity = identity
         self.auto_ready = auto_ready
         #: Refuse a workload without ``spec.selector`` as a server does (422); off by default
         #: because many test fixtures and recorded snapshots leave the selector out.

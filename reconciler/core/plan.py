@@ -44,6 +44,7 @@ from reconciler.core.objects import Body, ObjectRef, crd_kind
 from reconciler.core.render import RenderedObject, deletion_order, removal_order
 from reconciler.core.resolve import ResolvedModule
 from reconciler.core.serverform import server_form
+from reconciler.core.status import Reason
 from reconciler.core.versions import parse_running_version, version_key
 from reconciler.core.windows import in_window, next_window_text
 
@@ -119,7 +120,7 @@ class PlannedModule:
         return {
             "module": self.module,
             "action": str(self.action),
-            "reason": self.reason,
+            "reason": str(self.reason),
             "fromVersion": self.from_version,
             "toVersion": self.to_version,
         }
@@ -319,7 +320,7 @@ def plan_module(context: Context, desired: DesiredModule, live: LiveModule) -> M
         return replace(
             base,
             action=ModuleAction.BLOCKED_UNKNOWN_VERSION,
-            reason="UnknownRunningVersion",
+            reason=Reason.UNKNOWN_RUNNING_VERSION,
             message=_unknown_version_message(desired, live.version_source, running),
         )
     if running_key is not None and version_key(version) < running_key:
@@ -330,7 +331,7 @@ def plan_module(context: Context, desired: DesiredModule, live: LiveModule) -> M
         return replace(
             base,
             action=ModuleAction.BLOCKED_DOWNGRADE,
-            reason="DowngradeNotSupported",
+            reason=Reason.DOWNGRADE_NOT_SUPPORTED,
             message=message,
         )
     upgrade = running_key is not None and version_key(version) > running_key
@@ -343,7 +344,7 @@ def plan_module(context: Context, desired: DesiredModule, live: LiveModule) -> M
         return replace(
             base,
             action=ModuleAction.DEFERRED_WINDOW,
-            reason="WaitingForMaintenanceWindow",
+            reason=Reason.WAITING_FOR_MAINTENANCE_WINDOW,
             message=message,
         )
     changes = _object_changes(desired, live)
@@ -379,18 +380,22 @@ def _classify(
 ) -> tuple[ModuleAction, str, str]:
     version = desired.resolved.version
     if running is None:
-        return ModuleAction.INSTALL, "Install", f"install {desired.name} {version}"
+        return ModuleAction.INSTALL, Reason.INSTALL, f"install {desired.name} {version}"
     if live.inventory is None:
         verb = ModuleAction.UPGRADE if upgrade else ModuleAction.INSTALL
-        return verb, "Adopted", f"take over {desired.name} {running} found in the cluster"
+        return verb, Reason.ADOPTED, f"take over {desired.name} {running} found in the cluster"
     if upgrade:
-        return ModuleAction.UPGRADE, "Upgrade", f"upgrade {desired.name} {running} -> {version}"
+        return (
+            ModuleAction.UPGRADE,
+            Reason.UPGRADE,
+            f"upgrade {desired.name} {running} -> {version}",
+        )
     if live.inventory.strategy != desired.strategy:
         text = f"strategy {live.inventory.strategy} -> {desired.strategy}"
-        return ModuleAction.RECONFIGURE, "StrategyChanged", text
+        return ModuleAction.RECONFIGURE, Reason.STRATEGY_CHANGED, text
     if changes:
-        return ModuleAction.RECONFIGURE, "Drift", f"{len(changes)} object(s) differ from git"
-    return ModuleAction.UNCHANGED, "UpToDate", f"{desired.name} {version} is up to date"
+        return ModuleAction.RECONFIGURE, Reason.DRIFT, f"{len(changes)} object(s) differ from git"
+    return ModuleAction.UNCHANGED, Reason.UP_TO_DATE, f"{desired.name} {version} is up to date"
 
 
 def _object_changes(desired: DesiredModule, live: LiveModule) -> tuple[ObjectChange, ...]:
@@ -544,7 +549,7 @@ def plan_removal(live: LiveModule) -> ModulePlan:
         return replace(
             base,
             action=ModuleAction.REMOVE_IGNORE,
-            reason="StrategyIgnore",
+            reason=Reason.STRATEGY_IGNORE,
             message=message,
             changes=changes,
         )
@@ -553,7 +558,7 @@ def plan_removal(live: LiveModule) -> ModulePlan:
         return replace(
             base,
             action=ModuleAction.BLOCKED_DELETION,
-            reason="WaitingForResources",
+            reason=Reason.WAITING_FOR_RESOURCES,
             message=_blocking_message(inventory.module, live),
             changes=default,
             blocking=live.blocking,
@@ -568,7 +573,7 @@ def plan_removal(live: LiveModule) -> ModulePlan:
     return replace(
         base,
         action=ModuleAction.REMOVE_DELETE,
-        reason="Removed",
+        reason=Reason.REMOVED,
         message=message,
         changes=default + deletions,
         notes=_released_namespaces([c.ref for c in deletions], live),

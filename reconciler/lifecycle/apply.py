@@ -38,7 +38,7 @@ from reconciler.core.plan import (
     ObjectChange,
     Plan,
 )
-from reconciler.core.status import ChangeAction, ModuleState, ModuleStatus
+from reconciler.core.status import ChangeAction, ModuleState, ModuleStatus, Reason
 from reconciler.errors import ReconcilerError
 from reconciler.lifecycle.enforce import Enforcer
 from reconciler.lifecycle.observe import Observer
@@ -147,7 +147,7 @@ class Installer:
             return ModuleStatus(
                 entry.module,
                 ModuleState.PROCESSING,
-                "WaitingForDependency",
+                Reason.WAITING_FOR_DEPENDENCY,
                 message,
                 entry.from_version,
             )
@@ -165,7 +165,11 @@ class Installer:
         if pending:
             message = f"waiting for CRD {', '.join(pending)} to be Established"
             return ModuleStatus(
-                entry.module, ModuleState.PROCESSING, "WaitingForCRD", message, entry.to_version
+                entry.module,
+                ModuleState.PROCESSING,
+                Reason.WAITING_FOR_CRD,
+                message,
+                entry.to_version,
             )
         self.apply_rest(entry, started)
         self.create_default_configuration(entry, started)
@@ -260,11 +264,11 @@ class Installer:
             return ModuleStatus(
                 entry.module,
                 ModuleState.PROCESSING,
-                "WaitingForOperator",
+                Reason.WAITING_FOR_OPERATOR,
                 message,
                 entry.to_version,
             )
-        reason = entry.reason if entry.action is not ModuleAction.UNCHANGED else "Ready"
+        reason = entry.reason if entry.action is not ModuleAction.UNCHANGED else Reason.READY
         message = "; ".join((f"{entry.module} {entry.to_version} is Ready", *entry.notes))
         if entry.kept:
             return ModuleStatus(

@@ -38,7 +38,7 @@ from reconciler.core.render import Renderer
 from reconciler.core.resolve import Resolution, resolve_runtime
 from reconciler.core.status import ModuleState as ModuleState
 from reconciler.core.status import ModuleStatus as ModuleStatus
-from reconciler.core.status import PassResult
+from reconciler.core.status import PassResult, Reason
 from reconciler.core.windows import in_window
 from reconciler.errors import ReconcilerError
 from reconciler.lifecycle.apply import Installer
@@ -281,7 +281,7 @@ class _Pass:
         waiting = [
             name
             for name, s in self.statuses.items()
-            if s.reason == "WaitingForOperator" and entries[name].changes_anything
+            if s.reason == Reason.WAITING_FOR_OPERATOR and entries[name].changes_anything
         ]
         if not waiting:
             return
@@ -289,7 +289,7 @@ class _Pass:
         for name in waiting:
             self.statuses[name] = self.installer.readiness(entries[name], self.by_name[name])
         for entry in self.plan.modules:
-            if self.statuses[entry.module].reason == "WaitingForDependency":
+            if self.statuses[entry.module].reason == Reason.WAITING_FOR_DEPENDENCY:
                 self.statuses[entry.module] = self.module(entry, {})
 
 
