@@ -15,7 +15,7 @@ from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.status import ChangeAction, ChangeSetEntry
 from reconciler.lifecycle.executor import Lifecycle, SyncPart, SyncResult, desired_modules
-from tests.lifecycle_helpers import NAMESPACE, NOW, repo, sync
+from tests.support.lifecycle_helpers import NAMESPACE, NOW, repo, sync
 
 
 def _subjects(changes: tuple[ChangeSetEntry, ...], *actions: ChangeAction) -> list[str]:
