@@ -28,7 +28,7 @@ import pytest
 
 from bench.generate_fleet import generate_fleet
 from reconciler.operations.model import OperationState
-from reconciler.operations.store_postgres import PostgresStore
+from reconciler.operations.store.postgres import PostgresStore
 from tests.store_contract.conftest import with_schema
 
 POSTGRES = os.environ.get("RECONCILER_TEST_POSTGRES", "")

@@ -28,6 +28,7 @@ from reconciler.core.status import (
     StepFailure,
     worst_state,
 )
+from reconciler.errors import ReconcilerError
 
 
 class OperationType(StrEnum):
@@ -225,11 +226,18 @@ class Operation:
 @dataclass(frozen=True, slots=True)
 class StepResult:
     """What a step asks for (O1): go on (default), try the stage again after ``retry_after``
-    seconds, or fail the operation with ``error``. ``message`` is recorded either way."""
+    seconds, or fail the operation with ``error``, kept as its type (its kind, permanent or
+    transient, and the delay a transient one asked for go with it to the operation's failure).
+    ``message`` is recorded either way."""
 
     message: str = ""
     retry_after: float | None = None
-    error: str | None = None
+    error: ReconcilerError | None = None
+
+    @property
+    def recorded(self) -> str:
+        """What the step's row records: the error's message, else the message."""
+        return str(self.error) if self.error is not None else self.message
 
 
 @dataclass(frozen=True, slots=True)
