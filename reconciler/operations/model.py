@@ -28,7 +28,7 @@ from reconciler.core.status import (
     StepFailure,
     worst_state,
 )
-from reconciler.errors import ReconcilerError
+from reconciler.errors import PermanentError, ReconcilerError
 
 
 class OperationType(StrEnum):
@@ -233,6 +233,11 @@ class StepResult:
     message: str = ""
     retry_after: float | None = None
     error: ReconcilerError | None = None
+
+    def __post_init__(self) -> None:
+        """An error given as text (a plugin written for earlier versions) is a permanent one."""
+        if isinstance(self.error, str):
+            object.__setattr__(self, "error", PermanentError(self.error))
 
     @property
     def recorded(self) -> str:

@@ -13,7 +13,7 @@ import pytest
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ModuleRef
 from reconciler.core.status import ModuleError
-from reconciler.errors import ForbiddenError, ReconcilerError, ThrottledError
+from reconciler.errors import ForbiddenError, PermanentError, ReconcilerError, ThrottledError
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import (
     OperationState,
@@ -77,3 +77,12 @@ def test_a_step_error_keeps_its_type_through_the_store(
     failure = read.data.failure
     assert failure is not None
     assert (failure.step, failure.error) == ("Fails_With", kept)
+
+
+def test_an_error_given_as_text_by_an_older_plugin_is_a_permanent_error() -> None:
+    text: object = "the announcement file is read-only"
+
+    result = StepResult(error=text)  # type: ignore[arg-type]
+
+    assert isinstance(result.error, PermanentError)
+    assert (str(result.error), result.recorded) == (str(text), str(text))

@@ -59,7 +59,6 @@ UPSERT_OPERATION = f"""
         lease_until = excluded.lease_until, retrigger_of = excluded.retrigger_of,
         data = excluded.data, version = operations.version + 1
     WHERE operations.owner = excluded.owner
-    RETURNING version
 """
 #: The operation's row, if it is still at the version this store saw and its owner's, under
 #: the fence.
@@ -70,7 +69,6 @@ UPDATE_SEEN_OPERATION = f"""
         owner = :owner, lease_until = :lease_until, retrigger_of = :retrigger_of, data = :data,
         version = version + 1
     WHERE id = :id AND version = :seen AND owner = :owner AND {FENCE_GUARD}
-    RETURNING version
 """  # noqa: S608 (FENCE_GUARD is a constant of this module, no input)
 _UPSERT_STAGE = """
     INSERT INTO stages (operation_id, position, name, done, finished) VALUES (?, ?, ?, ?, ?)
@@ -159,20 +157,23 @@ class OperationTables(SqlBase):
         the rows seen (only if its row is still at that version), or all of them; under the
         fence. The new version of its row, or ``None`` (nothing written)."""
         values = self.operation_values(save.operation) | fence_values(save.fence)
+        operation_id = save.operation.id
         with self.transaction() as statements:
             if save.seen is not None:
-                found = statements.run(UPDATE_SEEN_OPERATION, values | {"seen": save.seen[0]})
+                seen = {"seen": save.seen[0]}
+                if statements.run(UPDATE_SEEN_OPERATION, values | seen).rowcount == 0:
+                    return None
+                version = save.seen[0] + 1
             else:
-                found = statements.run(UPSERT_OPERATION, values)
-            written = found.fetchall()
-            if not written:
-                return None
-            if save.seen is None:
+                if statements.run(UPSERT_OPERATION, values).rowcount == 0:
+                    return None
                 for table in ("steps", "stages"):
                     sql = f"DELETE FROM {table} WHERE operation_id = ?"  # noqa: S608 (a constant)
-                    statements.run(sql, (save.operation.id,))
-            self._write_rows(statements, save.operation.id, save.changes())
-            return int(written[0]["version"])
+                    statements.run(sql, (operation_id,))
+                sql = "SELECT version FROM operations WHERE id = ?"
+                version = int(statements.run(sql, (operation_id,)).fetchone()["version"])
+            self._write_rows(statements, operation_id, save.changes())
+            return version
 
     def operation_values(self, operation: Operation) -> dict[str, object]:
         """The operation's own row, by column."""

@@ -99,7 +99,7 @@ def _saving(sql: str) -> str:
     written = _SQL(sql)
     for column in _TYPED:
         written = written.replace(f"%({column})s,", f"%({column})s::timestamptz,")
-    return f"WITH saved AS ({written}){_SAVE_ROWS}"
+    return f"WITH saved AS ({written} RETURNING version){_SAVE_ROWS}"
 
 
 _SAVE_ANY = _saving(UPSERT_OPERATION)
