@@ -11,6 +11,7 @@ import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from reconciler.cluster.api import NO_IDENTITY, ClusterIdentity
 from reconciler.core.brake import Limits
 from reconciler.core.status import ModuleError, ModuleState, Reason
 from reconciler.errors import PermanentError
@@ -19,6 +20,7 @@ from reconciler.operations.store import SCHEMA_VERSION, SqliteStore
 from reconciler.operations.store.schema import SQLITE_TYPES, script_up_to
 
 T0 = datetime(2026, 11, 18, 12, 0, tzinfo=UTC)
+SNAPSHOT = ClusterIdentity.parse("snapshot /srv/clusters")
 
 #: The schema of version 1, as the first reconciler wrote it.
 VERSION_1 = """
@@ -106,7 +108,7 @@ def test_a_version_1_file_opens_migrated_and_reads_back_what_it_kept(tmp_path: P
     )
     record = store.runtime("rt")
     assert record is not None
-    assert (record.state, record.access) == (ModuleState.ERROR, "")
+    assert (record.state, record.access) == (ModuleState.ERROR, NO_IDENTITY)
     assert [m.error for m in record.modules] == [widget.error, gadget.error]
 
 
@@ -115,7 +117,7 @@ def test_a_version_1_file_takes_every_later_write(tmp_path: Path) -> None:
     _write_version_1_file(path)
     store = SqliteStore(path)
 
-    store.record_access("rt", "snapshot /srv/clusters")  # version 2
+    store.record_access("rt", SNAPSHOT)  # version 2
     store.record_limits(Limits(3, allow=False), T0)  # version 6
     member = store.heartbeat("m1", T0, timedelta(seconds=30))  # version 4
     fenced = store.fence("m1", member.epoch, T0 + timedelta(minutes=1))  # version 7
@@ -123,7 +125,7 @@ def test_a_version_1_file_takes_every_later_write(tmp_path: Path) -> None:
     again = SqliteStore(path)
     record = again.runtime("rt")
     assert record is not None
-    assert record.access == "snapshot /srv/clusters"
+    assert record.access == SNAPSHOT
     assert again.limits_in_force() == Limits(3, allow=False)
     assert fenced
     assert [m.fenced for m in again.members()] == [True]

@@ -216,7 +216,7 @@ def _status_from_json(document: dict[str, Any]) -> ModuleStatus:
     if error is not None:
         kept = decode_error(error)
     elif state is ModuleState.ERROR:
-        permanent = document.get("reason") == "Failed"
+        permanent = document.get("reason") == Reason.FAILED.value
         kept = ModuleError(ModuleError.cause_named("", permanent), document.get("message", ""))
     return ModuleStatus(
         document["module"],

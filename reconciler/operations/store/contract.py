@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from reconciler.cluster.api import ClusterIdentity
 from reconciler.core.brake import Limits
 from reconciler.core.head import Head
 from reconciler.operations.model import (
@@ -78,7 +79,9 @@ class StateStore(Protocol):
     def forget_runtime(self, runtime: str, fence: FenceToken | None = None) -> None:
         """Drop a deprovisioned runtime's record (under ``fence``, as :meth:`save`)."""
 
-    def record_access(self, runtime: str, access: str, fence: FenceToken | None = None) -> None:
+    def record_access(
+        self, runtime: str, access: ClusterIdentity, fence: FenceToken | None = None
+    ) -> None:
         """Remember where ``runtime`` was synced (see :attr:`RuntimeRecord.access`; under
         ``fence``, as :meth:`save`)."""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from reconciler.cluster.api import ClusterIdentity
 from reconciler.core.brake import Limits
 from reconciler.core.head import Head, head_text
 from reconciler.core.status import ModuleState
@@ -63,7 +64,7 @@ class RecordTables(SqlBase):
             **{"runtime": record.runtime, "state": str(record.state)},
             **{"reason": record.reason, "message": record.message},
             **{"commit_id": head_text(record.commit), "updated": self.time(record.updated)},
-            **{"modules": encode_modules(record.modules), "access": record.access},
+            **{"modules": encode_modules(record.modules), "access": record.access.describe()},
         }
         with self.transaction() as statements:
             written = statements.run(_UPSERT_RUNTIME, values | fence_values(fence))
@@ -93,10 +94,12 @@ class RecordTables(SqlBase):
         sql = f"DELETE FROM runtimes WHERE runtime = :runtime AND {FENCE_GUARD}"  # noqa: S608 (a constant)
         self._guarded(sql, {"runtime": runtime}, fence)
 
-    def record_access(self, runtime: str, access: str, fence: FenceToken | None = None) -> None:
+    def record_access(
+        self, runtime: str, access: ClusterIdentity, fence: FenceToken | None = None
+    ) -> None:
         """See :class:`StateStore`."""
         sql = f"UPDATE runtimes SET access = :access WHERE runtime = :runtime AND {FENCE_GUARD}"  # noqa: S608 (a constant)
-        self._guarded(sql, {"runtime": runtime, "access": access}, fence)
+        self._guarded(sql, {"runtime": runtime, "access": access.describe()}, fence)
 
     def _guarded(self, sql: str, values: dict[str, object], fence: FenceToken | None) -> None:
         """Run ``sql``, a write guarded by :data:`FENCE_GUARD`; when it wrote no row, tell a
@@ -118,7 +121,7 @@ class RecordTables(SqlBase):
             Head.parse(row["commit_id"]),
             self.read_stored_time(row["updated"]),
             decode_modules(row["modules"]),
-            row["access"],
+            ClusterIdentity.parse(row["access"]),
         )
 
     # -- commits ---------------------------------------------------------------------------------
