@@ -110,8 +110,8 @@ SOLE_IMPORTERS = {
     "kubernetes": "reconciler/cluster/kube.py",
     "git": "reconciler/source/git.py",
     "gitdb": "reconciler/source/git.py",
-    "sqlite3": "reconciler/operations/store.py",
-    "psycopg": "reconciler/operations/store_postgres.py",
+    "sqlite3": "reconciler/operations/store/sqlite.py",
+    "psycopg": "reconciler/operations/store/postgres.py",
 }
 
 
