@@ -42,7 +42,7 @@ from reconciler.core.brake import Limits
 from reconciler.core.head import Head, head_text
 from reconciler.core.model import ClusterAccess
 from reconciler.core.objects import ObjectRef
-from reconciler.core.plan import ModuleAction, PlannedModule
+from reconciler.core.plan_values import ModuleAction, PlannedModule
 from reconciler.core.redaction import mask_url_password
 from reconciler.core.status import (
     ChangeAction,
