@@ -19,7 +19,7 @@ from typing import Any
 from reconciler.cluster.api import NO_IDENTITY, ClusterIdentity
 from reconciler.core.head import Head, head_text
 from reconciler.core.model import ClusterAccess, Settings
-from reconciler.core.plan import ModuleAction, PlannedModule
+from reconciler.core.plan_values import ModuleAction, PlannedModule
 from reconciler.core.status import (
     ChangeAction,
     ModuleState,

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from reconciler.cluster.api import NO_IDENTITY, Cluster, ClusterIdentity
 from reconciler.core.head import head_text
 from reconciler.core.model import ClusterAccess, ConfigRepo, Strategy
-from reconciler.core.plan import Context, DesiredModule
+from reconciler.core.plan_values import Context, DesiredModule
 from reconciler.core.status import ModuleState, ModuleStatus, PassResult, Reason
 from reconciler.errors import PermanentError, TransientError
 from reconciler.lifecycle.executor import Lifecycle, SyncPart

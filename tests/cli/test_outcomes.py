@@ -20,7 +20,7 @@ from reconciler.cluster.memory import Fault, InMemoryCluster
 from reconciler.core.head import Head
 from reconciler.core.model import ConfigRepo, ModuleRef
 from reconciler.core.objects import ObjectRef
-from reconciler.core.plan import Context, ModuleAction, PlannedModule
+from reconciler.core.plan_values import Context, ModuleAction, PlannedModule
 from reconciler.core.status import ChangeAction, ModuleError, ModuleState, ModuleStatus
 from reconciler.daemon.metrics import Metrics
 from reconciler.daemon.service import Daemon

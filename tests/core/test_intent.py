@@ -27,7 +27,7 @@ from reconciler.core.model import (
     Strategy,
 )
 from reconciler.core.objects import Body, ObjectRef
-from reconciler.core.plan import DesiredModule
+from reconciler.core.plan_values import DesiredModule
 from reconciler.core.render import RenderedObject
 from reconciler.core.resolve import Inclusion, ResolvedModule, VersionSource
 

@@ -10,7 +10,7 @@ import pytest
 
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ModuleRef
-from reconciler.core.plan import Context, ModuleAction, ModulePlan
+from reconciler.core.plan_values import Context, ModuleAction, ModulePlan
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.status import ChangeAction, ChangeSetEntry

@@ -15,7 +15,7 @@ from typing import Any
 
 from reconciler.core.model import ClusterAccess
 from reconciler.core.objects import ObjectRef
-from reconciler.core.plan import ModuleAction, PlannedModule
+from reconciler.core.plan_values import ModuleAction, PlannedModule
 from reconciler.core.status import (
     ChangeAction,
     ChangeSetEntry,
