@@ -331,7 +331,7 @@ def test_threads_saving_operations_through_one_store_leave_each_as_saved(
 def test_a_worker_save_during_a_status_read_stands_and_its_next_save_goes_through(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The daemon's start race (issue 31): ``/status`` (an HTTP thread) reads the runtime's
+    """The daemon's start race: ``/status`` (an HTTP thread) reads the runtime's
     unfinished operation while a worker runs it. SQLite reads the operation's row, then its
     stages and steps, each under the store's lock but not all under one: a worker's save could
     land before the read remembered the version it read, which then took the memo back; the
