@@ -1,13 +1,13 @@
 """API economy on a real API server (issue 31, item 3): the calls and writes of a cold install
 and of a sync that changes nothing, for runtimes of 1, 30 and 100 modules of
-:mod:`bench.economy_fleet` (7 objects each, the default configuration included), counted from
-the server's audit log (bench/kube_bench.py).
+:mod:`tests.support.economy_fleet` (7 objects each, the default configuration included), counted
+from the server's audit log (bench/kube_bench.py).
 
     python bench/api_economy_bench.py [--modules 1 30 100]
 
 One control plane for all sizes (each fleet has names of its own); its Deployments are made
-available as they appear (tests/kube_workloads.py), so a cold install runs to Ready. Each sync
-is a fresh ``reconciler sync --wait 120`` process. Prints a table (markdown) and writes
+available as they appear (tests/support/kube_workloads.py), so a cold install runs to Ready. Each
+sync is a fresh ``reconciler sync --wait 120`` process. Prints a table (markdown) and writes
 ``bench/out/api_economy.json``.
 """
 
@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.economy_fleet import OBJECTS_PER_MODULE, SHARED_KINDS
 from bench.kube_bench import ROOT, Fleet, control_plane
-from tests.kube_workloads import deployments_made_available
+from tests.support.economy_fleet import OBJECTS_PER_MODULE, SHARED_KINDS
+from tests.support.kube_workloads import deployments_made_available
 
 
 def measure(fleet: Fleet) -> dict[str, object]:

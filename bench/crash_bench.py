@@ -1,6 +1,6 @@
 """Crash benchmark: SIGKILLs at random points of install, upgrade, removal and deprovision.
 
-Runs the scenario of tests/scenarios.py once without faults on files (snapshot-file cluster,
+Runs the scenario of tests/support/scenarios.py once without faults on files (snapshot-file cluster,
 SQLite store) to record where each phase starts, then ``--trials`` trials round-robin over the
 six phases: a child process doing the phase is SIGKILLed at a random API call (before or after
 its request reaches the cluster) or, for a share ``--timed`` of the trials, after a random delay
@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from reconciler.cluster.memory import InMemoryCluster  # noqa: E402
-from tests.crashes import TrialResult, crash_summary, plan_trials, prepare, trial  # noqa: E402
-from tests.scenarios import (  # noqa: E402
+from tests.support.crashes import TrialResult, crash_summary, plan_trials, prepare, trial  # noqa: E402
+from tests.support.scenarios import (  # noqa: E402
     PHASES,
     Clock,
     Phase,

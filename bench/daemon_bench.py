@@ -22,13 +22,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.generate_fleet import generate_fleet  # noqa: E402
 from reconciler.cluster.memory import InMemoryCluster  # noqa: E402
 from reconciler.core.fleetdiff import FleetDiffer  # noqa: E402
 from reconciler.core.model import ClusterAccess  # noqa: E402
 from reconciler.daemon.service import Daemon, DaemonOptions  # noqa: E402
 from reconciler.operations.store import SqliteStore  # noqa: E402
 from reconciler.source.git import RemoteSource  # noqa: E402
+from tests.support.fleet_generator import generate_fleet  # noqa: E402
 
 GIT = ["git", "-c", "user.email=bench@example.io", "-c", "user.name=bench"]
 

@@ -1,4 +1,5 @@
-"""Fault benchmark: the scenario of tests/scenarios.py under injected API faults, many seeds.
+"""Fault benchmark: the scenario of tests/support/scenarios.py under injected API faults, many
+seeds.
 
 For each fault rate, ``--seeds`` runs of the six phases (install, upgrade, removal blocked and
 finished, deprovision blocked and finished) through a seeded FaultyCluster (429s, 5xx, timeouts,
@@ -21,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from reconciler.cluster.memory import InMemoryCluster  # noqa: E402
-from tests.scenarios import (  # noqa: E402
+from tests.support.scenarios import (  # noqa: E402
     PHASES,
     Clock,
     fault_summary,

@@ -1,6 +1,6 @@
 """Fencing benchmark (issue 23): pause trials of a daemon replica, and the residual window.
 
-Runs ``--trials`` pause trials of tests/fence_trials.py round-robin over the pause points
+Runs ``--trials`` pause trials of tests/support/fence_trials.py round-robin over the pause points
 ``save`` (right before an operation save's statement, its fence check passed), ``flush`` (right
 before a snapshot file's save of writes the fence let through before) and ``external`` (SIGSTOP
 from outside after a random delay once the operation runs, as the finding's trials did), on a
@@ -39,14 +39,14 @@ sys.path.insert(0, str(ROOT))
 from reconciler.cluster.kube import KubeCluster, connect  # noqa: E402
 from reconciler.core.model import ClientRate, ClusterAccess  # noqa: E402
 from reconciler.daemon.membership import FencedCluster  # noqa: E402
-from tests.fence_trials import (  # noqa: E402
+from tests.support.fence_trials import (  # noqa: E402
     Findings,
     Trial,
     install_plugin,
     make_remote,
     new_state_url,
 )
-from tests.http_fakes import Answer, JsonServer, discovery, write_kubeconfig  # noqa: E402
+from tests.support.http_fakes import Answer, JsonServer, discovery, write_kubeconfig  # noqa: E402
 
 POINTS = ("save", "flush", "external")
 NAMESPACES = [{"name": "namespaces", "kind": "Namespace", "namespaced": False, "verbs": ["*"]}]

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.generate_fleet import generate_fleet
+from tests.support.fleet_generator import generate_fleet
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -43,7 +43,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.generate_fleet import generate_fleet  # noqa: E402
+from tests.support.fleet_generator import generate_fleet  # noqa: E402
 
 GIT = ["git", "-c", "user.email=bench@example.io", "-c", "user.name=bench"]
 

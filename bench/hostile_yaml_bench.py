@@ -1,5 +1,5 @@
-"""Hostile YAML benchmark: the corpus of ``bench/hostile_corpus.py``, and the cost of locating
-many diagnostics.
+"""Hostile YAML benchmark: the corpus of ``tests/support/hostile_corpus.py``, and the cost of
+locating many diagnostics.
 
 1. **Corpus**: every generated hostile file read as a commit (``load_repo``) in worker processes;
    prints the corpus size, how many files were accepted or refused, crashes (a worker killed by
@@ -29,13 +29,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.hostile_corpus import Run, corpus, run_corpus, summary  # noqa: E402
+from tests.support.hostile_corpus import Run, corpus, run_corpus, summary  # noqa: E402
 
 LOCATE_CHILD = """\
 import sys, time
 sys.path.insert(0, {code!r})
 sys.path.insert(1, {root!r})
-from bench.hostile_corpus import MemoryTree, base_files
+from tests.support.hostile_corpus import MemoryTree, base_files
 from reconciler.source.loader import ReadOptions, load_repo
 n = {n}
 text = (

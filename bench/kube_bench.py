@@ -1,12 +1,8 @@
 """Shared by the benchmarks on a real API server: the control plane of the tests
-(tests/kube_control_plane.py, binaries from ``RECONCILER_K8S_ASSETS`` or ``../shared/k8s``),
-a fleet of :mod:`bench.economy_fleet` written for it, ``reconciler sync`` run as a user runs it
-(a fresh process), and the API calls of a run counted from the server's audit log.
-
-Counted are the requests of the admin user (the reconciler's and kubectl's), but for those of
-the stand-in Deployment controller (tests/kube_workloads.py): ``calls`` is every request,
-``writes`` every create, update, patch and delete, Events included, and they are broken down
-by verb and resource (``discovery`` for requests that name no resource).
+(tests/support/kube_control_plane.py, binaries from ``RECONCILER_K8S_ASSETS`` or ``../shared/k8s``),
+a fleet of :mod:`tests.support.economy_fleet` written for it, ``reconciler sync`` run as a user runs
+it (a fresh process), and the API calls of a run counted from the server's audit log
+(tests/support/kube_audit.py).
 """
 
 from __future__ import annotations
@@ -15,22 +11,23 @@ import os
 import subprocess
 import sys
 import time
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.economy_fleet import economy_files  # noqa: E402
-from tests.conftest import write_files  # noqa: E402
-from tests.kube_control_plane import ASSETS_ENV, ControlPlane, start_control_plane, unpack  # noqa: E402
-from tests.kube_workloads import USER_AGENT  # noqa: E402
-
-WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+from tests.support.economy_fleet import economy_files  # noqa: E402
+from tests.support.kube_audit import Calls, audit_calls  # noqa: E402
+from tests.support.kube_control_plane import (  # noqa: E402
+    ASSETS_ENV,
+    ControlPlane,
+    start_control_plane,
+    unpack,
+)
+from tests.support.repos import write_files  # noqa: E402
 
 
 @contextmanager
@@ -39,40 +36,6 @@ def control_plane() -> Iterator[ControlPlane]:
     assets = Path(os.environ.get(ASSETS_ENV) or ROOT.parent / "shared" / "k8s").resolve()
     with start_control_plane(unpack(assets)) as started:
         yield started
-
-
-@dataclass(frozen=True, slots=True)
-class Calls:
-    """The requests of one run, from the audit log."""
-
-    by_kind: dict[str, int]
-
-    @property
-    def calls(self) -> int:
-        return sum(self.by_kind.values())
-
-    @property
-    def writes(self) -> int:
-        return sum(n for key, n in self.by_kind.items() if key.split(" ")[0] in WRITES)
-
-    @property
-    def events(self) -> int:
-        return sum(n for key, n in self.by_kind.items() if key.endswith(" events"))
-
-    def text(self) -> str:
-        parts = ", ".join(f"{k} {n}" for k, n in sorted(self.by_kind.items()))
-        return f"{self.calls} calls, {self.writes} writes ({parts})"
-
-
-def audit_calls(events: list[dict[str, Any]]) -> Calls:
-    """The requests of ``events`` but the stand-in controller's, by ``verb resource``."""
-    counts: Counter[str] = Counter()
-    for event in events:
-        if str(event.get("userAgent") or "").startswith(USER_AGENT):
-            continue
-        resource = (event.get("objectRef") or {}).get("resource") or "discovery"
-        counts[f"{event.get('verb')} {resource}"] += 1
-    return Calls(dict(counts))
 
 
 @dataclass(frozen=True, slots=True)

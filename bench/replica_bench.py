@@ -44,7 +44,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.generate_fleet import generate_fleet  # noqa: E402
 from reconciler.cli.clusters import Access  # noqa: E402
 from reconciler.cli.options import ClusterOptions  # noqa: E402
 from reconciler.cluster.api import Cluster  # noqa: E402
@@ -55,6 +54,7 @@ from reconciler.daemon.service import Daemon, DaemonOptions, start_scheduler  # 
 from reconciler.operations.model import OperationState  # noqa: E402
 from reconciler.operations.store import open_store  # noqa: E402
 from reconciler.source.git import RemoteSource  # noqa: E402
+from tests.support.fleet_generator import generate_fleet  # noqa: E402
 
 GIT = ["git", "-c", "user.email=bench@example.io", "-c", "user.name=bench"]
 SQLITE = "sqlite:///"

@@ -7,7 +7,8 @@ this script from process start to exit:
 - ``ours (load_repo)``: ``python -c`` importing :func:`reconciler.source.loader.load_repo` and
 validating;
   the child also prints its own in-process time of the ``load_repo`` call;
-- ``naive``: the same with :func:`bench.naive.load_repo_naive` (pure-Python YAML parser, a
+- ``naive``: the same with :func:`tests.support.naive_loader.load_repo_naive` (pure-Python YAML
+parser, a
   ``jsonschema.validate()``-style check per document).
 
 Then, on a corrupted copy of the fleet (``--corrupt`` mistakes planted by the generator), all three
@@ -43,16 +44,16 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.generate_fleet import (  # noqa: E402
+from reconciler.core.diagnostics import Diagnostic  # noqa: E402
+from tests.support.fleet_generator import (  # noqa: E402
     CORRUPTIONS,
     MARKER,
     fleet_parameters,
     generate_fleet,
 )
-from reconciler.core.diagnostics import Diagnostic  # noqa: E402
 
 OURS = "from reconciler.source.loader import load_repo as load"
-NAIVE = "from bench.naive import load_repo_naive as load"
+NAIVE = "from tests.support.naive_loader import load_repo_naive as load"
 CHILD = """\
 import time
 started = time.perf_counter()

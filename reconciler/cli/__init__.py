@@ -14,7 +14,7 @@ unexpected exception inside a step fails only its operation (see
 Importing this package is cheap: a command module imports at module level only click, the
 standard library and ``reconciler.errors``; the loader, the git source, the planner, the
 operations engine, the cluster client and the daemon are imported inside the command that needs
-them (``tests/test_cli_imports.py`` checks it), so ``reconciler validate`` never pays for the
+them (``tests/cli/test_cli_imports.py`` checks it), so ``reconciler validate`` never pays for the
 Kubernetes client or the daemon's HTTP server.
 """
 

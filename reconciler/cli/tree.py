@@ -107,7 +107,7 @@ def _recorded(state_url: str, runtime: str, in_git: Iterable[str]) -> Any:
 
 def tree_text(runtime: str, where: str, branches: Branches) -> str:
     """The tree as text: the runtime, its modules, their objects with their live state."""
-    from reconciler.lifecycle.executor import live_state
+    from reconciler.core.live import live_state
 
     lines = [f"runtime {runtime}" + (f" ({where})" if where else "")]
     if not branches:
@@ -129,7 +129,7 @@ def tree_text(runtime: str, where: str, branches: Branches) -> str:
 
 def tree_json(runtime: str, where: str, branches: Branches) -> dict[str, Any]:
     """The body of an ``ObjectTree`` document (docs/json-output.md)."""
-    from reconciler.lifecycle.executor import live_state
+    from reconciler.core.live import live_state
 
     return {
         "runtime": runtime,

@@ -16,9 +16,9 @@ kubeconfig, a container's command line, a connection string. Found, in this orde
 - any of these inside a string that is wholly base64 (a kubeconfig or a ``.env`` encoded).
 
 **Time.** Python's ``re`` backtracks; every pattern here is written to run in time linear in
-the text (see :mod:`reconciler.core.redaction`; ``tests/test_credential_scan.py`` checks them).
-A long string is searched in windows of :data:`WINDOW` characters, cut after a newline where one
-is near (a hard cut overlaps the next window by :data:`OVERLAP` characters), and ``check`` (the
+the text (see :mod:`reconciler.core.redaction`; ``tests/config/test_credential_scan.py`` checks
+them). A long string is searched in windows of :data:`WINDOW` characters, cut after a newline where
+one is near (a hard cut overlaps the next window by :data:`OVERLAP` characters), and ``check`` (the
 time budget's) is called before each window, so a scan can be stopped part way. Callers:
 :mod:`reconciler.config.credentials`.
 """

@@ -17,7 +17,7 @@ from reconciler.core.model import Module
 from reconciler.core.render import CLUSTER_SCOPED_KINDS
 
 if TYPE_CHECKING:
-    from reconciler.config.validate import RawModule
+    from reconciler.config.raw import RawModule
 
 Identity = tuple[str, str, str, str]
 

@@ -20,7 +20,7 @@ Kubernetes so that what we render, diff and apply is what ``kubectl apply`` woul
 Mapping keys are turned into JSON's string keys the way sigs.k8s.io/yaml does (``y: 1`` is
 ``{"true": 1}``; a float key is written in Go's shortest ``%g`` form of a float32); a null key
 is refused, as kubectl refuses it. The table with an example per rule is docs/yaml.md; each row
-is a test (tests/test_yaml_conformance.py).
+is a test (tests/config/test_yaml_conformance.py).
 
 :func:`surprise` says when Kubernetes' reading of a plain scalar would likely surprise its
 author (``y`` read as ``true``, ``0777`` as 511), for ``validate`` to warn about.

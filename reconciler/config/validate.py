@@ -12,95 +12,35 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from reconciler.config.budget import TimeBudget
+from reconciler.config.builders import module_from, runtime_from, settings_from
 from reconciler.config.credentials import find_inline_credentials
 from reconciler.config.manifests import object_problems, operator_version_problems
 from reconciler.config.overrides import OverrideChecker, OverrideFindings
 from reconciler.config.ownership import shared_objects
+from reconciler.config.raw import RawFile, RawModule, RawRepo, RawVersion
 from reconciler.config.remotes import ref_problem, remote_problem
 from reconciler.config.schema import SchemaChecker
 from reconciler.config.settings_checks import settings_problems
 from reconciler.config.yamlsafe import Document
 from reconciler.core.diagnostics import Diagnostic, Pointer, did_you_mean, sort_diagnostics
-from reconciler.core.durations import duration_minutes, parse_duration
+from reconciler.core.durations import duration_minutes
 from reconciler.core.model import (
     LABEL_APP_VERSION,
     Channel,
-    ChannelsFrom,
-    ClientRate,
-    ClusterAccess,
     ConfigRepo,
-    MaintenanceWindow,
-    ManagedKind,
     Module,
-    ModuleRef,
     ModuleVersion,
     Runtime,
     Settings,
-    Strategy,
 )
 from reconciler.core.overrides import module_channel
 from reconciler.core.resolve import Resolution, resolve_runtime
 from reconciler.core.versions import is_version, sorted_versions
 from reconciler.errors import OverBudgetError
-
-
-@dataclass(frozen=True, slots=True)
-class RawFile:
-    """One file as read: its display path and documents. ``broken`` when reading failed."""
-
-    path: str
-    documents: tuple[Document, ...] = ()
-    broken: bool = False
-
-    @property
-    def stem(self) -> str:
-        """The file name without folder and ``.yaml``."""
-        name = self.path.rsplit("/", 1)[-1]
-        return name.removesuffix(".yaml")
-
-    def at(self, rule: str, message: str) -> Diagnostic:
-        """A diagnostic about the file as a whole (line 1, column 1)."""
-        return Diagnostic(self.path, 1, 1, rule, message)
-
-
-@dataclass(frozen=True, slots=True)
-class RawVersion:
-    """A version folder of a module."""
-
-    name: str
-    path: str
-    manifest: RawFile | None = None
-    default: RawFile | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RawModule:
-    """A module folder: its ``module.yaml`` and version folders."""
-
-    name: str
-    path: str
-    module: RawFile | None = None
-    versions: tuple[RawVersion, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class RawRepo:
-    """Everything the loader read, before any check."""
-
-    settings: RawFile | None = None
-    runtimes: tuple[RawFile, ...] = ()
-    modules: tuple[RawModule, ...] = ()
-    channels: tuple[RawFile, ...] = ()
-    problems: tuple[Diagnostic, ...] = ()
-    #: The channels folder could not be read (reported once); runtimes do not repeat it.
-    channels_unavailable: bool = False
-    #: Steps of the installed plugins (name -> optional), for ``disabledSteps``.
-    plugin_steps: Mapping[str, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -646,112 +586,3 @@ def _remote_problems(document: Document) -> Iterator[Diagnostic]:
 
 
 # -- building typed values from schema-valid data -------------------------------------------
-
-
-def settings_from(spec: Mapping[str, Any]) -> Settings:
-    """Typed settings from a valid Settings ``spec``: durations as :class:`timedelta`."""
-    brake = spec.get("deletionBrake", {})
-    intervals = spec.get("intervals", {})
-    operations = spec.get("operations", {})
-    kube_client = spec.get("kubeClient", {})
-    defaults = Settings()
-    return Settings(
-        system_namespace=spec.get("systemNamespace", defaults.system_namespace),
-        channels_from=ChannelsFrom.of(spec.get("channelsFrom")),
-        max_deletions_per_sync=brake.get("maxDeletionsPerSync", defaults.max_deletions_per_sync),
-        allow_deletions=brake.get("allow", defaults.allow_deletions),
-        poll_interval=_duration(intervals.get("poll"), defaults.poll_interval),
-        resync_interval=_duration(intervals.get("resync"), defaults.resync_interval),
-        disabled_steps=tuple(operations.get("disabledSteps", ())),
-        operation_timeouts={
-            kind: _duration(text, timedelta(0))
-            for kind, text in operations.get("timeouts", {}).items()
-        },
-        kubernetes_events=bool(spec.get("kubernetesEvents", defaults.kubernetes_events)),
-        client_rate=ClientRate(
-            float(kube_client.get("qps", defaults.client_rate.qps)),
-            int(kube_client.get("burst", defaults.client_rate.burst)),
-        ),
-    )
-
-
-def _duration(text: str | None, default: timedelta) -> timedelta:
-    return default if text is None else timedelta(seconds=parse_duration(text))
-
-
-def module_from(
-    data: Mapping[str, Any], versions: Mapping[str, ModuleVersion], source: str
-) -> Module:
-    """A typed module from a valid Module document and its version folders."""
-    spec = data["spec"]
-    metadata = spec.get("versions", {})
-    with_metadata = {
-        name: _with_downtime(v, bool(metadata.get(name, {}).get("requiresDowntime", False)))
-        for name, v in versions.items()
-    }
-    return Module(
-        name=data["metadata"]["name"],
-        namespace=spec["namespace"],
-        operator_kind=spec["operator"]["kind"],
-        operator_name=spec["operator"]["name"],
-        versions=with_metadata,
-        depends_on=tuple(spec.get("dependsOn", ())),
-        mandatory=bool(spec.get("mandatory", False)),
-        managed_resources=tuple(
-            ManagedKind(m["group"], m["kind"]) for m in spec.get("managedResources", ())
-        ),
-        description=spec.get("description", ""),
-        source=source,
-    )
-
-
-def _with_downtime(version: ModuleVersion, requires_downtime: bool) -> ModuleVersion:
-    if not requires_downtime:
-        return version
-    return ModuleVersion(version.version, version.objects, version.default_configuration, True)
-
-
-def runtime_from(data: Mapping[str, Any], source: str) -> Runtime:
-    """A typed runtime from a valid Runtime document."""
-    spec = data["spec"]
-    window = spec.get("maintenanceWindow")
-    return Runtime(
-        name=data["metadata"]["name"],
-        channel=spec["channel"],
-        cluster=_cluster(spec["cluster"]),
-        modules=tuple(_module_ref(m) for m in spec.get("modules", ())),
-        labels=dict(data["metadata"].get("labels", {})),
-        maintenance_window=_window(window) if window is not None else None,
-        suspend=bool(spec.get("suspend", False)),
-        source=source,
-    )
-
-
-def _cluster(cluster: Mapping[str, Any]) -> ClusterAccess:
-    secret = cluster.get("kubeconfigSecret")
-    return ClusterAccess(
-        kubeconfig_secret=secret["name"] if secret else None,
-        kubeconfig_secret_key=secret.get("key", "config") if secret else "config",
-        kubeconfig_file=cluster.get("kubeconfigFile"),
-        context=cluster.get("context"),
-        in_cluster=bool(cluster.get("inCluster", False)),
-    )
-
-
-def _module_ref(entry: Mapping[str, Any]) -> ModuleRef:
-    return ModuleRef(
-        name=entry["name"],
-        channel=entry.get("channel"),
-        version=entry.get("version"),
-        strategy=Strategy(entry.get("strategy", Strategy.CREATE_AND_DELETE.value)),
-        config=entry.get("config"),
-    )
-
-
-def _window(window: Mapping[str, Any]) -> MaintenanceWindow:
-    return MaintenanceWindow(
-        days=tuple(window["days"]),
-        start=window["start"],
-        duration_minutes=duration_minutes(window["duration"]),
-        timezone=window.get("timezone", "UTC"),
-    )

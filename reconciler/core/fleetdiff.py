@@ -30,9 +30,8 @@ from reconciler.core.plan import (
     ModulePlan,
     plan_module,
     plan_removal,
-    removal_order,
 )
-from reconciler.core.render import Renderer
+from reconciler.core.render import Renderer, removal_order
 from reconciler.core.resolve import (
     Inclusion,
     Resolution,

@@ -40,7 +40,7 @@ from reconciler.core.model import (
     Strategy,
 )
 from reconciler.core.objects import Body, ObjectRef, crd_kind
-from reconciler.core.render import RenderedObject, apply_order_key
+from reconciler.core.render import RenderedObject, deletion_order, removal_order
 from reconciler.core.resolve import ResolvedModule
 from reconciler.core.serverform import server_form
 from reconciler.core.versions import parse_running_version, version_key
@@ -572,29 +572,6 @@ def _blocking_message(module: str, live: LiveModule) -> str:
         f"deletion of {module} waits for {live.blocking_total} object(s) of its kinds: "
         f"{shown}{tail}; the operator keeps running until they are gone"
     )
-
-
-def removal_order(names: Sequence[str], dependencies: Mapping[str, tuple[str, ...]]) -> list[str]:
-    """Modules to remove, each before the modules it depends on; ties by name."""
-    pending = set(names)
-    ordered: list[str] = []
-    while pending:
-        # a module can go when no other pending module depends on it
-        free = sorted(n for n in pending if not any(n in dependencies.get(o, ()) for o in pending))
-        batch = free or sorted(pending)[:1]
-        ordered.extend(batch)
-        pending -= set(batch)
-    return ordered
-
-
-def deletion_order(refs: Sequence[ObjectRef]) -> list[ObjectRef]:
-    """Reverse apply order: workloads first, RBAC after, CRDs and Namespaces last."""
-    as_bodies = [(apply_order_key(_stub(r)), r) for r in refs]
-    return [r for _, r in sorted(as_bodies, key=lambda pair: pair[0], reverse=True)]
-
-
-def _stub(ref: ObjectRef) -> dict[str, Any]:
-    return {"kind": ref.kind, "metadata": {"namespace": ref.namespace, "name": ref.name}}
 
 
 def _next_window_text(context: Context) -> str:

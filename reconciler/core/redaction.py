@@ -47,7 +47,7 @@ def _shape(what: str, needles: str, pattern: str) -> Shape:
 
 #: The shapes of well-known issuers, and of credentials in HTTP and URLs. Each runs in time
 #: linear in the text it searches (Python's ``re`` backtracks, so this is by construction;
-#: ``tests/test_credential_scan.py`` checks it): a shape opens with a literal prefix and a
+#: ``tests/config/test_credential_scan.py`` checks it): a shape opens with a literal prefix and a
 #: look-behind that lets it start only at the beginning of a run of its characters (so no two
 #: starts scan the same run), and every unbounded repeat is possessive (``++``, ``*+``,
 #: ``{n,}+``: what it took is never given back, so never tried again).

@@ -13,7 +13,7 @@ desired objects the planner compares), the fleet diff and review, the ownership 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -225,3 +225,26 @@ def _cluster_scoped_crds(repo: ConfigRepo) -> Iterable[tuple[str, str]]:
                 spec = obj.get("spec", {})
                 if spec.get("scope") == "Cluster":
                     yield str(spec.get("group", "")), str(spec.get("names", {}).get("kind", ""))
+
+
+def removal_order(names: Sequence[str], dependencies: Mapping[str, tuple[str, ...]]) -> list[str]:
+    """Modules to remove, each before the modules it depends on; ties by name."""
+    pending = set(names)
+    ordered: list[str] = []
+    while pending:
+        # a module can go when no other pending module depends on it
+        free = sorted(n for n in pending if not any(n in dependencies.get(o, ()) for o in pending))
+        batch = free or sorted(pending)[:1]
+        ordered.extend(batch)
+        pending -= set(batch)
+    return ordered
+
+
+def deletion_order(refs: Sequence[ObjectRef]) -> list[ObjectRef]:
+    """Reverse apply order: workloads first, RBAC after, CRDs and Namespaces last."""
+    as_bodies = [(apply_order_key(_stub(r)), r) for r in refs]
+    return [r for _, r in sorted(as_bodies, key=lambda pair: pair[0], reverse=True)]
+
+
+def _stub(ref: ObjectRef) -> dict[str, Any]:
+    return {"kind": ref.kind, "metadata": {"namespace": ref.namespace, "name": ref.name}}

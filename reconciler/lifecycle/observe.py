@@ -1,115 +1,312 @@
-"""The live view of one runtime: what its cluster holds of our objects, read once per pass.
+"""The reads of a lifecycle pass: what the cluster shows of a runtime's modules (S2).
 
-A sync used to GET every object it manages, once to plan and again to apply and to remove
-(three reads per object). The view lists each kind once instead, by our labels and in all
-namespaces (``managed-by`` and the runtime's label), and keeps what it read for the rest of the
-pass: observe, plan, readiness and the blocking checks all answer from it. What a label-selected
-list cannot see (an object without our labels, about to be adopted, or one that does not exist
-yet) is read with one GET and remembered, absent ones included. Our own writes go into the view
-as the server answered them, so a later stage of the same pass sees them without reading again.
-
-The view holds data only; :class:`~reconciler.lifecycle.executor.Lifecycle` does the reads.
-A view lives for one run of an operation (its stages in one go); the next run starts afresh.
-It also keeps the last observation and plan made from it (:class:`Planned`): while nothing it
-holds changed, the next stage of the run plans from them instead of again (a sync that changes
-nothing plans once, not once per stage).
+:class:`Observer` reads through the :class:`~reconciler.cluster.api.Cluster` interface into the
+pass's :class:`~reconciler.lifecycle.live_view.LiveView`: the runtime's inventories, the
+desired and recorded objects of each module (one list per kind by our labels, a GET only for
+what a list cannot show), the running versions, and what blocks a deletion (instances of a
+module's kinds, others' objects in a Namespace, custom resources left under a CRD an upgrade
+drops). It also answers the readiness questions of the install (a CRD Established, an operator
+available), asking the server again when the view does not show them so. A failing read
+raises before anything is changed. The rules it applies to what it read are pure and live in
+``reconciler.core`` (:mod:`~reconciler.core.live`, :mod:`~reconciler.core.intent`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 
-from reconciler.core.inventory import Inventory
-from reconciler.core.objects import Body, ObjectRef
-from reconciler.core.plan import DesiredModule, LiveModule, Plan
+from reconciler.cluster.api import Cluster
+from reconciler.core.intent import rebuilt_inventory, recorded_refs
+from reconciler.core.inventory import LABEL_INVENTORY, Inventory, inventory_from_configmap
+from reconciler.core.live import (
+    labelled_ours,
+    ours_or_generated,
+    running_version,
+    workload_available,
+)
+from reconciler.core.model import LABEL_MANAGED_BY, LABEL_RUNTIME, MANAGED_BY_VALUE, Strategy
+from reconciler.core.objects import Body, ObjectRef, crd_kind, is_established
+from reconciler.core.plan import DesiredModule, LiveModule, Occupants
+from reconciler.errors import PermanentError, UnknownKindError
+from reconciler.lifecycle.live_view import LiveView, kind_key
 
-#: (apiVersion, kind) of a list.
-KindKey = tuple[str, str]
+#: The objects that block a deletion a status names, at most (the rest are counted).
+BLOCKING_KEPT = 20
 
-
-def kind_key(ref: ObjectRef) -> KindKey:
-    """The list that holds ``ref``."""
-    return ref.api_version, ref.kind
-
-
-@dataclass(slots=True)
-class LiveView:
-    """Objects of one runtime as listed and read during one pass (see the module docstring)."""
-
-    #: Kinds listed by our labels: every object of ours of that kind, by reference.
-    listed: dict[KindKey, dict[ObjectRef, Body]] = field(default_factory=dict)
-    #: Kinds the server does not serve: nothing of them exists.
-    unserved: set[KindKey] = field(default_factory=set)
-    #: Objects read one by one or written by us, ``None`` when absent or deleted.
-    read: dict[ObjectRef, Body | None] = field(default_factory=dict)
-    #: The runtime's inventories once read, by module.
-    inventories: dict[str, Inventory] | None = None
-    #: Moves on at every change of what the view holds (a list, a read, a write of ours).
-    generation: int = 0
-    #: The last observation and plan made from the view (see ``Lifecycle.sync``).
-    planned: Planned | None = None
-
-    def lookup(self, ref: ObjectRef) -> tuple[bool, Body | None]:
-        """(whether the view knows ``ref``, its body or ``None`` when known absent)."""
-        if ref in self.read:
-            return True, self.read[ref]
-        key = kind_key(ref)
-        if key in self.unserved:
-            return True, None
-        listed = self.listed.get(key)
-        if listed is not None and ref in listed:
-            return True, listed[ref]
-        return False, None
-
-    def needs_list(self, ref: ObjectRef) -> bool:
-        """Whether the kind of ``ref`` has not been listed yet."""
-        key = kind_key(ref)
-        return key not in self.listed and key not in self.unserved
-
-    def record(self, ref: ObjectRef, body: Body | None) -> None:
-        """What the server holds now for ``ref`` (after a read or our own write)."""
-        self.read[ref] = body
-        self.generation += 1
-
-    def record_list(self, key: KindKey, items: dict[ObjectRef, Body] | None) -> None:
-        """What a list of a kind found (``None``: the kind is not served)."""
-        if items is None:
-            self.unserved.add(key)
-        else:
-            self.listed[key] = items
-        self.generation += 1
-
-    def record_inventories(self, inventories: dict[str, Inventory]) -> None:
-        """The runtime's inventories, as listed."""
-        self.inventories = inventories
-        self.generation += 1
-
-    def record_inventory(self, inventory: Inventory) -> None:
-        """An inventory we wrote."""
-        if self.inventories is not None:
-            self.inventories[inventory.module] = inventory
-        self.generation += 1
-
-    def forget_inventory(self, module: str) -> None:
-        """An inventory we deleted."""
-        if self.inventories is not None:
-            self.inventories.pop(module, None)
-        self.generation += 1
+#: A module's recorded objects with their live bodies (``None``: missing).
+InventoryBranch = tuple[Inventory, dict[ObjectRef, Body | None]]
 
 
-@dataclass(frozen=True, slots=True)
-class Planned:
-    """An observation of a view and the plan made from it, with what they depended on: the
-    view's generation, the desired modules (the very list) and the planner's facts but the
-    time (``key``)."""
+class Observer:
+    """Reads one runtime's objects from a cluster into a live view."""
 
-    generation: int
-    desired: Sequence[DesiredModule]
-    key: object
-    live: dict[str, LiveModule]
-    plan: Plan
+    def __init__(self, cluster: Cluster, view: LiveView, *, system_namespace: str) -> None:
+        self.cluster = cluster
+        self.view = view
+        self.system_namespace = system_namespace
 
-    def answers(self, generation: int, desired: Sequence[DesiredModule], key: object) -> bool:
-        """Whether this observation and plan hold for those."""
-        return self.generation == generation and self.desired is desired and self.key == key
+    # -- modules -------------------------------------------------------------------------------
+
+    def observe(self, runtime: str, desired: Sequence[DesiredModule]) -> dict[str, LiveModule]:
+        """What the cluster shows for every desired or recorded module; raises on a failed read."""
+        inventories = self.read_inventories(runtime)
+        live: dict[str, LiveModule] = {}
+        for module in desired:
+            live[module.name] = self._desired(runtime, module, inventories.get(module.name))
+        for name, inventory in inventories.items():
+            if name not in live:
+                live[name] = self._removed(inventory)
+        return live
+
+    def read_inventories(self, runtime: str, *, fresh: bool = False) -> dict[str, Inventory]:
+        """Every inventory of ``runtime`` in the system namespace (listed once per pass, or
+        again when ``fresh``)."""
+        inventories = self.view.inventories
+        if inventories is None or fresh:
+            inventories = self._list_inventories(runtime)
+            self.view.record_inventories(inventories)
+        return dict(inventories)
+
+    def inventory_tree(self, runtime: str) -> list[InventoryBranch]:
+        """Each recorded module (by name) with the live body of every object its inventory
+        lists, the default configuration included (``None``: missing). One list per kind."""
+        inventories = [inv for _, inv in sorted(self.read_inventories(runtime).items())]
+        found = self.get_all(runtime, [r for inv in inventories for r in recorded_refs(inv)])
+        return [(inv, {r: found.get(r) for r in recorded_refs(inv)}) for inv in inventories]
+
+    def _list_inventories(self, runtime: str) -> dict[str, Inventory]:
+        labels = {LABEL_INVENTORY: "true", LABEL_RUNTIME: runtime}
+        found = self.cluster.list_objects(
+            "v1", "ConfigMap", namespace=self.system_namespace, labels=labels
+        )
+        inventories = {}
+        for body in found:
+            try:
+                inventory = inventory_from_configmap(body)
+            except ValueError as error:
+                raise PermanentError(str(error)) from error
+            inventories[inventory.module] = inventory
+        return inventories
+
+    def _desired(
+        self, runtime: str, module: DesiredModule, inventory: Inventory | None
+    ) -> LiveModule:
+        objects = self.get_all(runtime, _desired_refs(module, inventory))
+        running, source = running_version(module.module, objects)
+        if running is None and inventory is not None:
+            running, source = inventory.version, f"inventory {inventory.module}"
+        if inventory is None:
+            rebuilt = rebuilt_inventory(runtime, module, objects, running)
+            return LiveModule(
+                rebuilt, objects, running, inventory_stored=False, version_source=source
+            )
+        wanted = {ObjectRef.of(o.body) for o in module.objects}
+        stale = [r for r in inventory.objects if r not in wanted and r in objects]
+        return LiveModule(
+            inventory,
+            objects,
+            running,
+            namespace_users=self._namespace_users(stale),
+            crd_instances=self._crd_instances(stale, objects, inventory.default_configuration),
+            version_source=source,
+        )
+
+    def _removed(self, inventory: Inventory) -> LiveModule:
+        refs = list(inventory.objects)
+        if inventory.default_configuration is not None:
+            refs.append(inventory.default_configuration)
+        objects = self.get_all(inventory.runtime, refs)
+        if inventory.strategy is Strategy.IGNORE:
+            return LiveModule(inventory, objects, inventory.version)
+        blocking, total = self._blocking(inventory)
+        users = self._namespace_users([r for r in inventory.objects if r in objects])
+        return LiveModule(
+            inventory, objects, inventory.version, blocking, total, namespace_users=users
+        )
+
+    # -- what blocks a deletion ----------------------------------------------------------------
+
+    def _namespace_users(self, refs: Sequence[ObjectRef]) -> dict[str, Occupants]:
+        """For each Namespace among ``refs``: the objects in it that are not ours (a user's
+        ConfigMaps, PVCs, ...); Namespaces holding none are left out."""
+        names = [r.name for r in refs if r.kind == "Namespace" and not r.group]
+        if not names:
+            return {}
+        kinds = [k for k in self.cluster.served_kinds() if k.namespaced and k.kind != "Event"]
+        users: dict[str, Occupants] = {}
+        for name in names:
+            found = [
+                ObjectRef.of(body)
+                for kind in kinds
+                for body in self.cluster.list_objects(kind.api_version, kind.kind, namespace=name)
+                if not ours_or_generated(body)
+            ]
+            if found:
+                users[name] = _occupants(found)
+        return users
+
+    def _crd_instances(
+        self,
+        refs: Sequence[ObjectRef],
+        objects: Mapping[ObjectRef, Body],
+        ours: ObjectRef | None,
+    ) -> dict[ObjectRef, Occupants]:
+        """For each CRD among ``refs`` (an upgrade drops them): its custom resources left, but
+        for ``ours`` (the default configuration, which goes with its CRD)."""
+        left: dict[ObjectRef, Occupants] = {}
+        for ref in refs:
+            if ref.kind != "CustomResourceDefinition":
+                continue
+            group, kind = crd_kind(objects[ref])
+            found = [r for r in map(ObjectRef.of, self._instances(group, kind)) if r != ours]
+            if found:
+                left[ref] = _occupants(found)
+        return left
+
+    def _blocking(self, inventory: Inventory) -> tuple[tuple[ObjectRef, ...], int]:
+        """Instances of the module's kinds, except the default configuration we delete first
+        and the module's own objects (a ServiceMonitor of its manifest, deleted with it) when
+        they carry our labels (one recorded as intended may be a user's)."""
+        ours = {*inventory.objects, inventory.default_configuration}
+        found: list[ObjectRef] = []
+        for group, kind in inventory.managed_kinds:
+            for body in self._instances(group, kind):
+                ref = ObjectRef.of(body)
+                if ref not in ours or not labelled_ours(body, inventory.runtime, inventory.module):
+                    found.append(ref)
+        found.sort()
+        return tuple(found[:BLOCKING_KEPT]), len(found)
+
+    def _instances(self, group: str, kind: str) -> list[Body]:
+        """Every object of ``kind`` in ``group``, in all namespaces, in the version served now
+        (none when the kind is not served). Discovery may name a version the server no longer
+        serves (the cluster refreshes it then): asked again once, never read as none."""
+        info = self.cluster.kinds_in_group(group, kind)
+        if info is None:
+            return []
+        try:
+            return self.cluster.list_objects(info.api_version, kind)
+        except UnknownKindError:  # that version is gone: ask the refreshed discovery
+            info = self.cluster.kinds_in_group(group, kind)
+        return self.cluster.list_objects(info.api_version, kind) if info else []
+
+    # -- objects -------------------------------------------------------------------------------
+
+    def get_all(self, runtime: str, refs: Sequence[ObjectRef]) -> dict[ObjectRef, Body]:
+        """The objects of ``refs`` that exist: one list per kind by our labels, then a GET
+        only for what those lists cannot show (objects without our labels, or absent); an
+        object in a Namespace that does not exist is absent without a GET."""
+        for ref in refs:
+            if self.view.needs_list(ref):
+                self._list_kind(runtime, ref)
+        unknown = {r.namespace for r in refs if r.namespace and not self.view.lookup(r)[0]}
+        absent = {ns for ns in sorted(unknown) if self.read(namespace_ref(ns)) is None}
+        found = {}
+        for ref in refs:
+            if ref.namespace in absent and not self.view.lookup(ref)[0]:
+                self.view.record(ref, None)  # no namespace, no object in it: no GET
+                continue
+            body = self.read(ref)
+            if body is not None:
+                found[ref] = body
+        return found
+
+    def _list_kind(self, runtime: str, ref: ObjectRef) -> None:
+        labels = {LABEL_MANAGED_BY: MANAGED_BY_VALUE, LABEL_RUNTIME: runtime}
+        try:
+            items = self.cluster.list_objects(ref.api_version, ref.kind, labels=labels)
+        except UnknownKindError:  # its CRD is not there (yet): nothing of that kind exists
+            self.view.record_list(kind_key(ref), None)
+            return
+        self.view.record_list(kind_key(ref), {_listed_ref(ref, body): body for body in items})
+
+    def read(self, ref: ObjectRef, *, fresh: bool = False) -> Body | None:
+        """``ref`` from the view, else (or when ``fresh``) read from the server and kept."""
+        known, body = self.view.lookup(ref)
+        if known and not fresh:
+            return body
+        try:
+            body = self.cluster.get(ref)
+        except UnknownKindError:
+            body = None
+        self.view.record(ref, body)
+        return body
+
+    def labelled_ours(self, ref: ObjectRef, inventory: Inventory) -> bool:
+        """Whether ``ref`` exists and carries our labels for the inventory's runtime and module
+        (an absent kind counts as absent)."""
+        return labelled_ours(self.read(ref), inventory.runtime, inventory.module)
+
+    # -- readiness (L2) ------------------------------------------------------------------------
+
+    def unestablished(self, module: DesiredModule) -> list[str]:
+        """The names of the module's CRDs that are not Established (asked of the server when
+        the view does not show them so: one just applied)."""
+        pending = []
+        for rendered in module.objects:
+            if rendered.body.get("kind") != "CustomResourceDefinition":
+                continue
+            ref = ObjectRef.of(rendered.body)
+            live = self.read(ref)
+            if live is None or not is_established(live):
+                live = self.read(ref, fresh=True)
+            if live is None or not is_established(live):
+                pending.append(str(rendered.body["metadata"]["name"]))
+        return pending
+
+    def operator_available(self, module: DesiredModule) -> bool:
+        """Whether the module's operator workload is available (asked of the server when the
+        view does not show it so)."""
+        spec = module.module
+        operator = next(
+            (
+                ObjectRef.of(o.body)
+                for o in module.objects
+                if o.body.get("kind") == spec.operator_kind
+                and o.body["metadata"]["name"] == spec.operator_name
+            ),
+            None,
+        )
+        if operator is None:
+            return False
+        live = self.read(operator)
+        if live is None or not workload_available(live):
+            live = self.read(operator, fresh=True)
+        return live is not None and workload_available(live)
+
+
+def namespace_ref(name: str) -> ObjectRef:
+    """The reference of the Namespace ``name``."""
+    return ObjectRef("v1", "Namespace", "", name)
+
+
+def _desired_refs(module: DesiredModule, inventory: Inventory | None) -> list[ObjectRef]:
+    """What to read of a desired module: its objects, its default configuration unless it was
+    created already (L3: not read again), and what its inventory lists besides."""
+    refs = [ObjectRef.of(o.body) for o in module.objects]
+    created = (
+        inventory is not None
+        and inventory.default_configuration_done
+        and inventory.default_configuration is not None
+    )
+    if module.default_configuration is not None and not created:
+        refs.append(ObjectRef.of(module.default_configuration.body))
+    if inventory is not None:
+        refs += [r for r in inventory.objects if r not in refs]
+    return refs
+
+
+def _occupants(found: list[ObjectRef]) -> Occupants:
+    found = sorted(found)
+    return Occupants(len(found), tuple(found[:BLOCKING_KEPT]))
+
+
+def _listed_ref(asked: ObjectRef, body: Body) -> ObjectRef:
+    """The reference of a listed object under the apiVersion it was listed by."""
+    metadata = body.get("metadata") or {}
+    return ObjectRef(
+        asked.api_version,
+        asked.kind,
+        str(metadata.get("namespace") or ""),
+        str(metadata.get("name") or ""),
+    )

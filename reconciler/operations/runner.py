@@ -25,7 +25,7 @@ from reconciler.core.resolve import resolve_runtime
 from reconciler.core.status import ModuleState
 from reconciler.errors import NotFoundError
 from reconciler.lifecycle.executor import desired_modules
-from reconciler.lifecycle.observe import LiveView
+from reconciler.lifecycle.live_view import LiveView
 from reconciler.operations.engine import LEASE_SECONDS, Engine, RunOutcome
 from reconciler.operations.model import (
     Operation,

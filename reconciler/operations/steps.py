@@ -22,8 +22,8 @@ from reconciler.core.model import ClusterAccess, ConfigRepo, Strategy
 from reconciler.core.plan import Context, DesiredModule
 from reconciler.core.status import ModuleState, ModuleStatus, PassResult
 from reconciler.errors import PermanentError, TransientError
-from reconciler.lifecycle.executor import Lifecycle
-from reconciler.lifecycle.observe import LiveView
+from reconciler.lifecycle.executor import Lifecycle, SyncPart
+from reconciler.lifecycle.live_view import LiveView
 from reconciler.operations.model import (
     FenceToken,
     Operation,
@@ -241,7 +241,7 @@ class ApplyModules(Step):
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
         result = context.lifecycle(operation).sync(
-            context.planning, context.desired, part="desired"
+            context.planning, context.desired, part=SyncPart.DESIRED
         )
         operation.data = replace(operation.data, applied=result.outcome)
         return _module_errors(result.outcome) or StepResult(
@@ -280,7 +280,7 @@ class RemoveModules(Step):
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
         result = context.lifecycle(operation).sync(
-            context.planning, context.desired, part="removals"
+            context.planning, context.desired, part=SyncPart.REMOVALS
         )
         operation.data = replace(operation.data, removals=result.outcome)
         errors = _module_errors(result.outcome)  # never "removed" while a removal failed half-way
@@ -377,7 +377,7 @@ class DeleteModuleManifests(Step):
     )
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
-        result = context.lifecycle(operation).sync(context.planning, [], part="removals")
+        result = context.lifecycle(operation).sync(context.planning, [], part=SyncPart.REMOVALS)
         operation.data = replace(operation.data, removals=result.outcome)
         errors = _module_errors(result.outcome)
         if errors is not None and errors.retry_after is not None:

@@ -21,16 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.config.budget import DEFAULT_COMMIT_SECONDS, DEFAULT_FILE_SECONDS, TimeBudget
+from reconciler.config.raw import RawFile, RawModule, RawRepo, RawVersion
 from reconciler.config.remotes import ref_problem, remote_problem
 from reconciler.config.schema import SchemaChecker
-from reconciler.config.validate import (
-    RawFile,
-    RawModule,
-    RawRepo,
-    RawVersion,
-    Validation,
-    validate_repo,
-)
+from reconciler.config.validate import Validation, validate_repo
 from reconciler.config.yamlsafe import parse_yaml
 from reconciler.core.diagnostics import Diagnostic
 from reconciler.core.model import ChannelsFrom

@@ -14,7 +14,7 @@ import pytest
 from reconciler.cluster.api import Cluster
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.objects import ObjectRef
-from tests.kube_control_plane import ControlPlane
+from tests.support.kube_control_plane import ControlPlane
 
 
 @dataclass

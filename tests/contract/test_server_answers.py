@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from reconciler.core.live import workload_available
 from reconciler.core.model import (
     Channel,
     ClusterAccess,
@@ -24,7 +25,7 @@ from reconciler.core.model import (
     Settings,
 )
 from reconciler.core.objects import ObjectRef, crd_kind, is_established
-from reconciler.lifecycle.executor import ModuleState, sync_runtime, workload_available
+from reconciler.lifecycle.executor import ModuleState, sync_runtime
 from tests.contract.conftest import Target
 from tests.contract.test_cluster_contract import MANAGER, _configmap, _crd, _namespace, _until
 

@@ -1,9 +1,8 @@
-"""What an API server writes back in its own words, on both targets (issue 31, item 6): resource
-quantities canonicalised (``cpu: 1000m`` answers ``1``, ``1024Mi`` answers ``1Gi``, a
-``ResourceList`` rounded up to milli), ``protocol: TCP`` defaulted on container and Service ports,
-and a dry-run answer of a built-in kind in the same words. The in-memory cluster answers as the
-real one does, so unit tests see what a real server makes of a manifest.
-"""
+"""What an API server writes back in its own words, on both targets: resource quantities
+canonicalised (``cpu: 1000m`` answers ``1``, ``1024Mi`` answers ``1Gi``, a ``ResourceList`` rounded
+up to milli), ``protocol: TCP`` defaulted on container and Service ports, and a dry-run answer of a
+built-in kind in the same words. The in-memory cluster answers as the real one does, so unit tests
+see what a real server makes of a manifest."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from typing import Any
 from reconciler.core.objects import ObjectRef
 from tests.contract.conftest import Target
 from tests.contract.test_cluster_contract import MANAGER, _namespace
-from tests.test_server_form import SERVER_ANSWERS
+from tests.core.test_server_form import SERVER_ANSWERS
 
 
 def _pod(namespace: str, values: list[object]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import pytest
 from click.testing import Result
 
 from tests.e2e.harness import Fleet, Kube, json_of, modules_of, reconciler
-from tests.kube_control_plane import ControlPlane
+from tests.support.kube_control_plane import ControlPlane
 
 
 @dataclass

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
+from tests.daemon.test_daemon import GitServer, _free_port, _get, _reachable
 from tests.e2e.conftest import World
 from tests.e2e.harness import Kube, TestModule, until
-from tests.test_daemon import GitServer, _free_port, _get, _reachable
-from tests.test_operations_processes import _install, _package
+from tests.processes.test_operations_processes import _install, _package
 
 HOLD_STEP = """
 import os, time

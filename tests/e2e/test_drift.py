@@ -1,4 +1,4 @@
-"""No drift after an install on a real API server (issue 31, item 6).
+"""No drift after an install on a real API server.
 
 The server rewrites what we apply: it canonicalises resource quantities (``cpu: 1000m`` comes
 back as ``1``, ``memory: 1024Mi`` as ``1Gi``), defaults ``protocol: TCP`` on container and
@@ -18,7 +18,7 @@ from typing import Any
 
 from tests.e2e.conftest import World
 from tests.e2e.harness import CRD, TestModule, reconciler
-from tests.tools import require_shared
+from tests.support.tools import require_shared
 
 #: Requests that change something (the audit log's verbs).
 WRITES = ("create", "update", "patch", "delete", "deletecollection")

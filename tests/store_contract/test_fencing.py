@@ -1,8 +1,8 @@
-"""Fencing at the write (issue 23): every write of a daemon replica's run carries a
-:class:`FenceToken` (member, epoch) that the store checks in the statement that writes. Once
-another member fenced it (its lease lapsed, its runtimes taken over), or it began a newer epoch,
-nothing it sends is written: saves of an operation (by their changes or whole), claims and the
-runtime records; the error is :class:`LostOwnershipError` and the database is left as it was.
+"""Fencing at the write: every write of a daemon replica's run carries a :class:`FenceToken`
+(member, epoch) that the store checks in the statement that writes. Once another member fenced it
+(its lease lapsed, its runtimes taken over), or it began a newer epoch, nothing it sends is written:
+saves of an operation (by their changes or whole), claims and the runtime records; the error is
+:class:`LostOwnershipError` and the database is left as it was.
 
 Runs against SQLite always and PostgreSQL when RECONCILER_TEST_POSTGRES is set (see
 conftest.py).

@@ -193,8 +193,7 @@ def test_a_save_after_another_stores_save_is_refused_and_writes_nothing(
     backend: Backend,
 ) -> None:
     """Replica A saved the operation; replica B (another connection) saved it with another step
-    changed; A's next save fails its version guard: refused (issue 23), never written whole over
-    B's rows."""
+    changed; A's next save fails its version guard: refused, never written whole over B's rows."""
     mine, theirs = backend.open(), backend.open()
     operation = _operation()
     mine.save(operation)

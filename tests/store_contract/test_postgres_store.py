@@ -36,7 +36,8 @@ RECORD = RuntimeRecord(
 def _status(url: str) -> tuple[int, list[str]]:
     result = CliRunner().invoke(cli, ["status", "--state", url])
     lines = result.output.strip().splitlines()
-    # a password on the command line is warned about first (tests/test_daemon_command_line.py)
+    # a password on the command line is warned about first
+    # (tests/daemon/test_daemon_command_line.py)
     return result.exit_code, [line for line in lines if not line.startswith("warning: ")]
 
 

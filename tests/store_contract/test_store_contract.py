@@ -50,8 +50,8 @@ from reconciler.operations.model import (
 )
 from reconciler.operations.runner import Runner
 from reconciler.operations.store import ALLOWED_DELETIONS, SCHEMA_VERSION, StateStore
-from tests.lifecycle_helpers import NAMESPACE, repo
 from tests.store_contract.conftest import Backend
+from tests.support.lifecycle_helpers import NAMESPACE, repo
 
 T0 = datetime(2026, 11, 18, 12, 0, tzinfo=UTC)
 SAMPLE = Path(__file__).parent.parent.parent / "sample-repo"
@@ -693,7 +693,7 @@ def test_a_suspension_is_kept_replaced_and_lifted(backend: Backend) -> None:
     assert list(store.suspensions()) == ["other"]
 
 
-# -- members (issue 14): replicas sharing the store ----------------------------------------------
+# -- members: replicas sharing the store ----------------------------------------------
 
 LEASE = timedelta(seconds=30)
 
@@ -760,8 +760,8 @@ def _finished(
 def test_prune_merges_runs_of_no_change_then_keeps_the_newest_and_young_failures(
     backend: Backend,
 ) -> None:
-    """Issue 24, finding 8: nothing ever removed an operation; a 1,000-runtime fleet's store
-    grew by about 12 MB a resync."""
+    """Pruning removes operations, so the store does not grow for ever (a 1,000-runtime fleet's
+    store grew by about 12 MB a resync before)."""
     store = backend.open()
     ok, failed = OperationState.SUCCEEDED, OperationState.FAILED
     for operation in [

@@ -1,0 +1,138 @@
+"""Typed model values from documents that passed their schema (pure).
+
+Validation (:mod:`reconciler.config.validate`) checks each document, then builds the
+:class:`~reconciler.core.model.ConfigRepo` from the valid ones with these functions: settings
+with durations as :class:`~datetime.timedelta`, modules with their version folders, runtimes with
+their cluster access, module entries and maintenance window. They trust the schema (every
+required field present, every type right) and add no check of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from reconciler.core.durations import duration_minutes, parse_duration
+from reconciler.core.model import (
+    ChannelsFrom,
+    ClientRate,
+    ClusterAccess,
+    MaintenanceWindow,
+    ManagedKind,
+    Module,
+    ModuleRef,
+    ModuleVersion,
+    Runtime,
+    Settings,
+    Strategy,
+)
+
+
+def settings_from(spec: Mapping[str, Any]) -> Settings:
+    """Typed settings from a valid Settings ``spec``: durations as :class:`timedelta`."""
+    brake = spec.get("deletionBrake", {})
+    intervals = spec.get("intervals", {})
+    operations = spec.get("operations", {})
+    kube_client = spec.get("kubeClient", {})
+    defaults = Settings()
+    return Settings(
+        system_namespace=spec.get("systemNamespace", defaults.system_namespace),
+        channels_from=ChannelsFrom.of(spec.get("channelsFrom")),
+        max_deletions_per_sync=brake.get("maxDeletionsPerSync", defaults.max_deletions_per_sync),
+        allow_deletions=brake.get("allow", defaults.allow_deletions),
+        poll_interval=_duration(intervals.get("poll"), defaults.poll_interval),
+        resync_interval=_duration(intervals.get("resync"), defaults.resync_interval),
+        disabled_steps=tuple(operations.get("disabledSteps", ())),
+        operation_timeouts={
+            kind: _duration(text, timedelta(0))
+            for kind, text in operations.get("timeouts", {}).items()
+        },
+        kubernetes_events=bool(spec.get("kubernetesEvents", defaults.kubernetes_events)),
+        client_rate=ClientRate(
+            float(kube_client.get("qps", defaults.client_rate.qps)),
+            int(kube_client.get("burst", defaults.client_rate.burst)),
+        ),
+    )
+
+
+def _duration(text: str | None, default: timedelta) -> timedelta:
+    return default if text is None else timedelta(seconds=parse_duration(text))
+
+
+def module_from(
+    data: Mapping[str, Any], versions: Mapping[str, ModuleVersion], source: str
+) -> Module:
+    """A typed module from a valid Module document and its version folders."""
+    spec = data["spec"]
+    metadata = spec.get("versions", {})
+    with_metadata = {
+        name: _with_downtime(v, bool(metadata.get(name, {}).get("requiresDowntime", False)))
+        for name, v in versions.items()
+    }
+    return Module(
+        name=data["metadata"]["name"],
+        namespace=spec["namespace"],
+        operator_kind=spec["operator"]["kind"],
+        operator_name=spec["operator"]["name"],
+        versions=with_metadata,
+        depends_on=tuple(spec.get("dependsOn", ())),
+        mandatory=bool(spec.get("mandatory", False)),
+        managed_resources=tuple(
+            ManagedKind(m["group"], m["kind"]) for m in spec.get("managedResources", ())
+        ),
+        description=spec.get("description", ""),
+        source=source,
+    )
+
+
+def _with_downtime(version: ModuleVersion, requires_downtime: bool) -> ModuleVersion:
+    if not requires_downtime:
+        return version
+    return ModuleVersion(version.version, version.objects, version.default_configuration, True)
+
+
+def runtime_from(data: Mapping[str, Any], source: str) -> Runtime:
+    """A typed runtime from a valid Runtime document."""
+    spec = data["spec"]
+    window = spec.get("maintenanceWindow")
+    return Runtime(
+        name=data["metadata"]["name"],
+        channel=spec["channel"],
+        cluster=_cluster(spec["cluster"]),
+        modules=tuple(_module_ref(m) for m in spec.get("modules", ())),
+        labels=dict(data["metadata"].get("labels", {})),
+        maintenance_window=_window(window) if window is not None else None,
+        suspend=bool(spec.get("suspend", False)),
+        source=source,
+    )
+
+
+def _cluster(cluster: Mapping[str, Any]) -> ClusterAccess:
+    secret = cluster.get("kubeconfigSecret")
+    return ClusterAccess(
+        kubeconfig_secret=secret["name"] if secret else None,
+        kubeconfig_secret_key=secret.get("key", "config") if secret else "config",
+        kubeconfig_file=cluster.get("kubeconfigFile"),
+        context=cluster.get("context"),
+        in_cluster=bool(cluster.get("inCluster", False)),
+    )
+
+
+def _module_ref(entry: Mapping[str, Any]) -> ModuleRef:
+    return ModuleRef(
+        name=entry["name"],
+        channel=entry.get("channel"),
+        version=entry.get("version"),
+        strategy=Strategy(entry.get("strategy", Strategy.CREATE_AND_DELETE.value)),
+        config=entry.get("config"),
+    )
+
+
+def _window(window: Mapping[str, Any]) -> MaintenanceWindow:
+    return MaintenanceWindow(
+        days=tuple(window["days"]),
+        start=window["start"],
+        duration_minutes=duration_minutes(window["duration"]),
+        timezone=window.get("timezone", "UTC"),
+    )

@@ -1,0 +1,102 @@
+"""What a live object says about a module (pure): readiness, running version, whose it is.
+
+- :func:`workload_available`: a Deployment, StatefulSet or DaemonSet has caught up with its
+  spec and is available (L2, an operator's readiness).
+- :func:`live_state`: one word for an object's live state, as ``reconciler tree`` shows it.
+- :func:`running_version`: L5, the version label of the live operator workload.
+- :func:`labelled_ours`: an object carries our labels for a runtime and module.
+- :func:`ours_or_generated`: an object a Namespace may hold and still be ours to delete.
+
+Callers: the lifecycle's reads and stages (``reconciler.lifecycle``), ``reconciler tree``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from reconciler.core.model import (
+    LABEL_APP_VERSION,
+    LABEL_MANAGED_BY,
+    LABEL_MODULE,
+    LABEL_RUNTIME,
+    MANAGED_BY_VALUE,
+    Module,
+)
+from reconciler.core.objects import Body, ObjectRef, is_established
+
+#: The workload kinds whose availability is read from their status.
+WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet")
+
+
+def workload_available(body: Mapping[str, Any]) -> bool:
+    """A Deployment/StatefulSet/DaemonSet has caught up with its spec and is available."""
+    metadata, status = body.get("metadata") or {}, body.get("status") or {}
+    if int(status.get("observedGeneration") or 0) < int(metadata.get("generation") or 1):
+        return False
+    if body.get("kind") == "DaemonSet":
+        wanted = int(status.get("desiredNumberScheduled") or 0)
+        return wanted > 0 and int(status.get("numberAvailable") or 0) >= wanted
+    replicas = (body.get("spec") or {}).get("replicas")
+    return int(status.get("availableReplicas") or 0) >= (1 if replicas is None else int(replicas))
+
+
+def live_state(body: Mapping[str, Any] | None) -> str:
+    """One word for an object's live state, as ``reconciler tree`` shows it: ``Missing``,
+    ``Terminating``, ``Established``/``NotEstablished`` (a CRD), ``Available``/``Progressing``
+    (a workload), else ``Present``."""
+    if body is None:
+        return "Missing"
+    if (body.get("metadata") or {}).get("deletionTimestamp"):
+        return "Terminating"
+    kind = body.get("kind")
+    if kind == "CustomResourceDefinition":
+        return "Established" if is_established(body) else "NotEstablished"
+    if kind in WORKLOAD_KINDS:
+        return "Available" if workload_available(body) else "Progressing"
+    return "Present"
+
+
+def running_version(module: Module, objects: Mapping[ObjectRef, Body]) -> tuple[str | None, str]:
+    """L5: the version label of the live operator workload, as found (the planner parses it),
+    and where it was read; ``None`` when there is no such object or label."""
+    for ref, body in objects.items():
+        if ref.kind == module.operator_kind and ref.name == module.operator_name:
+            metadata = body.get("metadata")
+            labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+            if not isinstance(labels, Mapping) or LABEL_APP_VERSION not in labels:
+                return None, ""
+            source = f"label {LABEL_APP_VERSION} of {ref.subject}"
+            return str(labels[LABEL_APP_VERSION]), source
+    return None, ""
+
+
+def labelled_ours(body: Mapping[str, Any] | None, runtime: str, module: str) -> bool:
+    """Whether ``body`` exists and carries our labels for ``runtime`` and ``module``."""
+    labels = ((body or {}).get("metadata") or {}).get("labels") or {}
+    return (
+        labels.get(LABEL_MANAGED_BY) == MANAGED_BY_VALUE
+        and labels.get(LABEL_RUNTIME) == runtime
+        and labels.get(LABEL_MODULE) == module
+    )
+
+
+#: What Kubernetes creates in every Namespace (kube-controller-manager's service account and
+#: root CA publisher; the service CA ConfigMap as OpenShift's, and MicroShift's, creates it).
+GENERATED = frozenset(
+    {
+        ("ServiceAccount", "default"),
+        ("ConfigMap", "kube-root-ca.crt"),
+        ("ConfigMap", "openshift-service-ca.crt"),
+    }
+)
+
+
+def ours_or_generated(body: Mapping[str, Any]) -> bool:
+    """Objects a Namespace may hold and still be ours to delete: ours, owned by another object
+    (garbage-collected with it), or made by Kubernetes in every Namespace."""
+    metadata = body.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    if labels.get(LABEL_MANAGED_BY) == MANAGED_BY_VALUE or metadata.get("ownerReferences"):
+        return True
+    return (str(body.get("kind")), str(metadata.get("name"))) in GENERATED

@@ -1,0 +1,276 @@
+"""Install, upgrade and reconfigure a module as named stages (L1-L3, L5-L7).
+
+:class:`Installer` carries out a desired module's plan entry in stages:
+
+1. :meth:`~Installer.start` - the inventory's intent written before any object (a crash never
+   loses track of one), then the module's CRDs and Namespaces applied;
+2. :meth:`~Installer.wait_established` - a wait for those CRDs to be Established;
+3. :meth:`~Installer.apply_rest` - the module's other objects applied, in plan order;
+4. :meth:`~Installer.create_default_configuration` - created once, after the objects (L3);
+5. :meth:`~Installer.prune` - what the new version dropped, deleted or released, and the final
+   inventory written;
+6. :meth:`~Installer.readiness` - L2: every CRD Established and the operator available.
+
+Stage 1 of every module that depends on no other runs for all of them before any module's
+next stage (:meth:`~Installer.start_all`), so one wait covers all their CRDs. A module held
+back (a downgrade, an unknown version, a closed window) or waiting for a dependency to be
+Ready is not started. Waiting only happens on a cluster that moves on by itself
+(:class:`~reconciler.cluster.api.Settling`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.cluster.api import Cluster, Settling
+from reconciler.core.intent import final_inventory, inventory_intent
+from reconciler.core.inventory import Inventory
+from reconciler.core.objects import ObjectRef
+from reconciler.core.plan import (
+    DesiredModule,
+    LiveModule,
+    ModuleAction,
+    ModulePlan,
+    ObjectAction,
+    ObjectChange,
+    Plan,
+)
+from reconciler.core.status import ChangeAction, ModuleState, ModuleStatus
+from reconciler.errors import ReconcilerError
+from reconciler.lifecycle.observe import Observer
+from reconciler.lifecycle.outcome import ChangeSet, failed_status, planned_status
+from reconciler.lifecycle.write import Writer
+
+#: Kinds applied in the first stage of an install (L1).
+FIRST_KINDS = ("CustomResourceDefinition", "Namespace")
+#: Module actions that apply nothing.
+HELD = (
+    ModuleAction.BLOCKED_DOWNGRADE,
+    ModuleAction.BLOCKED_UNKNOWN_VERSION,
+    ModuleAction.DEFERRED_WINDOW,
+)
+#: How long a pass waits for the CRDs it applied to be Established (on a real server).
+CRD_WAIT_SECONDS = 30.0
+#: How long a pass waits for the operators of the modules it changed to be available.
+READY_WAIT_SECONDS = 10.0
+SETTLE_FIRST = 0.05
+SETTLE_MAX = 1.0
+
+#: What applying a planned object change did to the object.
+_APPLIED = {ObjectAction.CREATE: ChangeAction.CREATED, ObjectAction.UPDATE: ChangeAction.CONFIGURED}
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """A module after the first stage of its install: the inventory's intent written, the
+    objects to apply by reference, the changes applied already (CRDs and Namespaces)."""
+
+    intent: Inventory
+    bodies: dict[ObjectRef, Mapping[str, Any]]
+    first: tuple[ObjectChange, ...]
+
+
+class Installer:
+    """Carries out the desired modules of one pass (see the module docstring)."""
+
+    def __init__(
+        self, observer: Observer, writer: Writer, changes: ChangeSet, *, commit: str
+    ) -> None:
+        self.observer = observer
+        self.writer = writer
+        self.changes = changes
+        self.commit = commit
+        #: Modules whose first stage ran ahead of the others (see :meth:`start_all`).
+        self._started: dict[str, Started] = {}
+
+    def start_all(
+        self,
+        runtime: str,
+        the_plan: Plan,
+        by_name: Mapping[str, DesiredModule],
+        live: Mapping[str, LiveModule],
+    ) -> dict[str, ModuleStatus]:
+        """Stage 1 of every install that depends on no other module, then one wait for all
+        their CRDs; the modules that failed in it, with their Error status."""
+        failed: dict[str, ModuleStatus] = {}
+        started: list[DesiredModule] = []
+        for entry in the_plan.modules:
+            module = by_name.get(entry.module)
+            if module is None or module.module.depends_on or entry.action in HELD:
+                continue
+            try:
+                begun = self.start(runtime, entry, module, live.get(entry.module, LiveModule()))
+            except ReconcilerError as error:
+                failed[entry.module] = failed_status(entry, error)
+                continue
+            self._started[entry.module] = begun
+            if begun.first:
+                started.append(module)
+        self.wait_established(started)
+        return failed
+
+    def desired(
+        self,
+        runtime: str,
+        entry: ModulePlan,
+        module: DesiredModule,
+        live: LiveModule,
+        statuses: Mapping[str, ModuleStatus],
+    ) -> ModuleStatus:
+        """A desired module's status after this pass: held back, waiting for a dependency to
+        be Ready, or installed."""
+        if entry.action in (ModuleAction.BLOCKED_DOWNGRADE, ModuleAction.BLOCKED_UNKNOWN_VERSION):
+            return planned_status(entry, ModuleState.WARNING, entry.from_version)
+        if entry.action is ModuleAction.DEFERRED_WINDOW:
+            return planned_status(entry, ModuleState.READY, entry.from_version)
+        waiting = [
+            d
+            for d in module.module.depends_on
+            if d in statuses and statuses[d].state is not ModuleState.READY
+        ]
+        if waiting:
+            message = f"waits for {', '.join(waiting)} to be Ready"
+            return ModuleStatus(
+                entry.module,
+                ModuleState.PROCESSING,
+                "WaitingForDependency",
+                message,
+                entry.from_version,
+            )
+        return self.install(runtime, entry, module, live)
+
+    def install(
+        self, runtime: str, entry: ModulePlan, module: DesiredModule, live: LiveModule
+    ) -> ModuleStatus:
+        """The stages of one module's install, from where :meth:`start_all` left it."""
+        started = self._started.pop(entry.module, None)
+        if started is None:
+            started = self.start(runtime, entry, module, live)
+            self.wait_established([module])
+        pending = self.observer.unestablished(module)
+        if pending:
+            message = f"waiting for CRD {', '.join(pending)} to be Established"
+            return ModuleStatus(
+                entry.module, ModuleState.PROCESSING, "WaitingForCRD", message, entry.to_version
+            )
+        self.apply_rest(entry, started)
+        self.create_default_configuration(entry, started)
+        self.prune(entry, module, started)
+        self._note_unchanged(entry, started, live)
+        return self.readiness(entry, module)
+
+    # -- the stages ----------------------------------------------------------------------------
+
+    def start(
+        self, runtime: str, entry: ModulePlan, module: DesiredModule, live: LiveModule
+    ) -> Started:
+        """Stage 1: the inventory's intent written (before any object), then the module's CRDs
+        and Namespaces applied."""
+        bodies = {ObjectRef.of(o.body): o.body for o in module.objects}
+        if module.default_configuration is not None:
+            default = module.default_configuration.body
+            bodies[ObjectRef.of(default)] = default
+        stored = live.inventory if live.inventory_stored else None
+        intent = inventory_intent(runtime, module, live.inventory, self.commit, live.objects)
+        if entry.changes_anything or intent != stored:
+            self.writer.ensure_namespace(self.writer.system_namespace)
+            self.writer.write_inventory(intent, stored)
+        first = tuple(c for c in entry.changes if c.ref in bodies and c.ref.kind in FIRST_KINDS)
+        self._apply(entry.module, bodies, first)
+        return Started(intent, bodies, first)
+
+    def wait_established(self, modules: Sequence[DesiredModule]) -> None:
+        """Stage 2: wait (:data:`CRD_WAIT_SECONDS` at most) for the CRDs of ``modules``."""
+        settle(
+            self.observer.cluster,
+            lambda: any(self.observer.unestablished(m) for m in modules),
+            CRD_WAIT_SECONDS,
+        )
+
+    def apply_rest(self, entry: ModulePlan, started: Started) -> None:
+        """Stage 3: the module's objects that stage 1 did not apply, in plan order."""
+        rest = [
+            c
+            for c in entry.changes
+            if c.ref in started.bodies and c not in started.first and not c.default_configuration
+        ]
+        self._apply(entry.module, started.bodies, rest)
+
+    def create_default_configuration(self, entry: ModulePlan, started: Started) -> None:
+        """Stage 4: the default configuration, when the plan creates it (L3: once)."""
+        default = [
+            c
+            for c in entry.changes
+            if c.ref in started.bodies and c not in started.first and c.default_configuration
+        ]
+        self._apply(entry.module, started.bodies, default)
+
+    def prune(self, entry: ModulePlan, module: DesiredModule, started: Started) -> None:
+        """Stage 5: what the new version dropped deleted or released (L4), then the final
+        inventory written (the cluster holds the intent now)."""
+        for change in entry.changes:
+            if change.ref not in started.bodies:
+                done = self.writer.delete_or_release(change, ChangeAction.PRUNED)
+                self.changes.note(entry.module, change.ref, done)
+        final = final_inventory(started.intent, module, entry.kept)
+        self.writer.write_inventory(final, started.intent)
+
+    def readiness(self, entry: ModulePlan, module: DesiredModule) -> ModuleStatus:
+        """Stage 6, L2: every CRD Established and the operator workload available."""
+        spec = module.module
+        if not self.observer.operator_available(module):
+            message = f"{spec.operator_kind} {spec.operator_name} is not available yet"
+            return ModuleStatus(
+                entry.module,
+                ModuleState.PROCESSING,
+                "WaitingForOperator",
+                message,
+                entry.to_version,
+            )
+        reason = entry.reason if entry.action is not ModuleAction.UNCHANGED else "Ready"
+        message = "; ".join((f"{entry.module} {entry.to_version} is Ready", *entry.notes))
+        if entry.kept:
+            return ModuleStatus(
+                entry.module, ModuleState.WARNING, "CRDInUse", message, entry.to_version
+            )
+        return ModuleStatus(entry.module, ModuleState.READY, reason, message, entry.to_version)
+
+    def wait_available(self, modules: Sequence[DesiredModule]) -> None:
+        """Wait (:data:`READY_WAIT_SECONDS` at most) for the operators of ``modules``."""
+        settle(
+            self.observer.cluster,
+            lambda: any(not self.observer.operator_available(m) for m in modules),
+            READY_WAIT_SECONDS,
+        )
+
+    def _apply(
+        self,
+        module: str,
+        bodies: Mapping[ObjectRef, Mapping[str, Any]],
+        changes: Sequence[ObjectChange],
+    ) -> None:
+        for change in changes:
+            self.writer.apply(bodies[change.ref])
+            self.changes.note(module, change.ref, _APPLIED[change.action])
+
+    def _note_unchanged(self, entry: ModulePlan, started: Started, live: LiveModule) -> None:
+        changed = {c.ref for c in entry.changes}
+        for ref in started.bodies:
+            if ref not in changed and ref in live.objects:
+                self.changes.note(entry.module, ref, ChangeAction.UNCHANGED)
+
+
+def settle(cluster: Cluster, pending: Callable[[], bool], seconds: float) -> None:
+    """On a cluster that moves on by itself (:class:`~reconciler.cluster.api.Settling`), wait
+    while ``pending()`` holds, ``seconds`` at most, asking again at growing intervals (50 ms,
+    doubled up to 1 s); elsewhere (in memory, a snapshot) nothing changes while we wait:
+    return at once."""
+    if not isinstance(cluster, Settling):
+        return
+    waited, delay = 0.0, SETTLE_FIRST
+    while waited < seconds and pending():
+        cluster.pause(delay)
+        waited += delay
+        delay = min(delay * 2, SETTLE_MAX)

@@ -1,0 +1,60 @@
+"""What one lifecycle pass did, as it goes: its change set and its modules' statuses.
+
+:class:`ChangeSet` collects what each stage did to each object (created, configured,
+unchanged, pruned, deleted, released); ``Lifecycle.execute`` starts one per pass and returns it
+in the :class:`~reconciler.core.status.PassResult`. :func:`planned_status` and
+:func:`failed_status` are the statuses a module gets from its plan entry or from the error
+that stopped it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from reconciler.core.objects import ObjectRef
+from reconciler.core.plan import ModulePlan
+from reconciler.core.status import (
+    ChangeAction,
+    ChangeSetEntry,
+    ModuleError,
+    ModuleState,
+    ModuleStatus,
+)
+from reconciler.errors import PermanentError, ReconcilerError
+
+
+@dataclass(slots=True)
+class ChangeSet:
+    """What a pass did to each object, in the order it did it."""
+
+    entries: list[ChangeSetEntry] = field(default_factory=list)
+
+    def note(self, module: str, ref: ObjectRef, action: ChangeAction) -> None:
+        """``action`` was done to ``ref`` of ``module``."""
+        self.entries.append(ChangeSetEntry(module, ref, action))
+
+    def of_module(self, module: str) -> list[ChangeSetEntry]:
+        """What was done to the objects of ``module``."""
+        return [c for c in self.entries if c.module == module]
+
+    def frozen(self) -> tuple[ChangeSetEntry, ...]:
+        """The change set as a value."""
+        return tuple(self.entries)
+
+
+def planned_status(entry: ModulePlan, state: ModuleState, version: str | None) -> ModuleStatus:
+    """The module's status in ``state``, with its plan entry's reason and message."""
+    return ModuleStatus(entry.module, state, entry.reason, entry.message, version)
+
+
+def failed_status(entry: ModulePlan, error: ReconcilerError) -> ModuleStatus:
+    """The module's Error status; the error is kept with its type and retry delay."""
+    reason = "Retrying" if not isinstance(error, PermanentError) else "Failed"
+    return ModuleStatus(
+        entry.module,
+        ModuleState.ERROR,
+        reason,
+        str(error),
+        entry.from_version,
+        ModuleError.of(error),
+    )

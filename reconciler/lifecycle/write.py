@@ -1,0 +1,96 @@
+"""The writes of a lifecycle pass: apply, patch and delete through the cluster interface.
+
+:class:`Writer` applies with server-side apply (one field manager, force), writes inventories
+only when they changed, creates a missing Namespace (never labelled ours, so never deleted,
+S1), releases an object by dropping our marks, and records every answer in the pass's
+:class:`~reconciler.lifecycle.live_view.LiveView` so a later stage sees it without reading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from reconciler.cluster.api import Cluster
+from reconciler.core.inventory import Inventory, inventory_ref
+from reconciler.core.objects import ObjectRef
+from reconciler.core.plan import OUR_MARKS, ObjectAction, ObjectChange
+from reconciler.core.status import ChangeAction
+from reconciler.lifecycle.observe import Observer, namespace_ref
+
+
+class Writer:
+    """Changes one runtime's objects on a cluster and keeps the live view up to date."""
+
+    def __init__(self, observer: Observer, *, field_manager: str) -> None:
+        self.observer = observer
+        self.cluster: Cluster = observer.cluster
+        self.view = observer.view
+        self.system_namespace = observer.system_namespace
+        self.field_manager = field_manager
+        #: Namespaces known to exist (created or seen by this writer).
+        self._namespaces: set[str] = set()
+
+    def apply(self, body: Mapping[str, Any]) -> None:
+        """Apply ``body`` (its Namespace created first when missing)."""
+        namespace = (body.get("metadata") or {}).get("namespace")
+        if namespace:
+            self.ensure_namespace(str(namespace))
+        result = self.cluster.apply(body, field_manager=self.field_manager, force=True)
+        self.view.record(ObjectRef.of(body), result)
+
+    def patch(self, ref: ObjectRef, merge_patch: Mapping[str, Any]) -> None:
+        """Merge-patch ``ref``."""
+        self.view.record(ref, self.cluster.patch(ref, merge_patch))
+
+    def release(self, ref: ObjectRef) -> None:
+        """Drop our labels and annotations from ``ref``: no longer ours, left in place."""
+        self.patch(ref, unmark_patch())
+
+    def delete(self, ref: ObjectRef) -> bool:
+        """Ask for the deletion of ``ref`` (``False`` when it was gone); the view forgets it."""
+        gone = self.cluster.delete(ref)
+        self.view.record(ref, None)
+        return gone
+
+    def delete_or_release(self, change: ObjectChange, deletion: ChangeAction) -> ChangeAction:
+        """A planned deletion (``deletion``: pruned or deleted), or the release of a Namespace
+        that holds others' objects; what was done."""
+        if change.action is ObjectAction.DELETE:
+            self.delete(change.ref)
+            return deletion
+        self.release(change.ref)
+        return ChangeAction.RELEASED
+
+    def write_inventory(self, inventory: Inventory, current: Inventory | None) -> None:
+        """Write ``inventory`` unless it is ``current`` already."""
+        if inventory != current:
+            body = inventory.to_configmap(self.system_namespace)
+            self.cluster.apply(body, field_manager=self.field_manager, force=True)
+            self.view.record_inventory(inventory)
+
+    def delete_inventory(self, module: str) -> None:
+        """Delete the inventory of ``module``."""
+        self.delete(inventory_ref(self.system_namespace, module))
+        self.view.forget_inventory(module)
+
+    def ensure_namespace(self, name: str) -> None:
+        """Create a namespace that is missing; never labelled ours, so never deleted (S1)."""
+        if name in self._namespaces:
+            return
+        if name == self.system_namespace and self.view.inventories:  # they live in it
+            return
+        ref = namespace_ref(name)
+        if self.observer.read(ref) is None:
+            body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+            created = self.cluster.apply(body, field_manager=self.field_manager, force=True)
+            self.view.record(ref, created)
+        self._namespaces.add(name)
+
+
+def unmark_patch() -> dict[str, Any]:
+    """The merge patch that drops our labels and annotations."""
+    patch: dict[str, Any] = {"metadata": {"labels": {}, "annotations": {}}}
+    for path in OUR_MARKS:
+        patch["metadata"][path[1]][path[2]] = None
+    return patch

@@ -1,0 +1,1 @@
+"""Tests of reconciler.cli: each command as a user meets it."""

@@ -1,0 +1,459 @@
+"""`reconciler diff --base`: the fleet-wide plan of a pull request, on real git histories.
+
+Each test builds a git repository in a temporary folder (a config repo in `fleet/`, channels in
+`channels/` beside it, as in the project), commits a base, changes files as a pull request
+would, and runs the command against the working tree (or a second commit).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from markdown_it import MarkdownIt
+
+from reconciler.cli import cli
+from reconciler.cli.report import MARKDOWN_LIMIT
+
+SETTINGS = """\
+apiVersion: reconciler.dev/v1alpha1
+kind: Settings
+metadata: {name: fleet}
+spec: {channelsFrom: {path: ../channels}}
+"""
+
+
+def _module(name: str, extra: str = "") -> str:
+    return (
+        "apiVersion: reconciler.dev/v1alpha1\nkind: Module\n"
+        f"metadata: {{name: {name}}}\nspec:\n  namespace: {name}-system\n"
+        f"  operator: {{kind: Deployment, name: {name}-operator}}\n{extra}"
+    )
+
+
+def _manifest(name: str, version: str, extra_config: bool = False) -> str:
+    kind = name.capitalize()
+    text = f"""\
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: {name}s.example.io}}
+spec:
+  group: example.io
+  scope: Namespaced
+  names: {{kind: {kind}, plural: {name}s, singular: {name}}}
+  versions: [{{name: v1, served: true, storage: true}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}-operator
+  labels: {{app.kubernetes.io/version: "{version}"}}
+spec:
+  replicas: 1
+  template: {{spec: {{containers: [{{name: manager, image: "example.io/{name}:{version}"}}]}}}}
+"""
+    if extra_config:
+        text += "---\napiVersion: v1\nkind: ConfigMap\n"
+        text += f"metadata: {{name: {name}-extra}}\ndata: {{a: b}}\n"
+    return text
+
+
+def _default(name: str) -> str:
+    kind = name.capitalize()
+    return f"apiVersion: example.io/v1\nkind: {kind}\nmetadata: {{name: default}}\nspec: {{}}\n"
+
+
+def _channel(name: str, modules: dict[str, str]) -> str:
+    entries = ", ".join(f"{m}: {v}" for m, v in modules.items())
+    return (
+        f"apiVersion: reconciler.dev/v1alpha1\nkind: Channel\nmetadata: {{name: {name}}}\n"
+        f"spec: {{modules: {{{entries}}}}}\n"
+    )
+
+
+def _runtime(name: str, channel: str, modules: str, extra: str = "") -> str:
+    return (
+        "apiVersion: reconciler.dev/v1alpha1\nkind: Runtime\n"
+        f"metadata: {{name: {name}}}\nspec:\n  channel: {channel}\n"
+        f"  cluster: {{context: {name}}}\n  modules: {modules}\n{extra}"
+    )
+
+
+BASE_FILES = {
+    "fleet/reconciler.yaml": SETTINGS,
+    "fleet/modules/widget/module.yaml": _module("widget"),
+    "fleet/modules/widget/1.0.0/manifest.yaml": _manifest("widget", "1.0.0", extra_config=True),
+    "fleet/modules/widget/1.0.0/default.yaml": _default("widget"),
+    "fleet/modules/widget/2.0.0/manifest.yaml": _manifest("widget", "2.0.0"),
+    "fleet/modules/widget/2.0.0/default.yaml": _default("widget"),
+    "fleet/modules/gadget/module.yaml": _module("gadget"),
+    "fleet/modules/gadget/1.0.0/manifest.yaml": _manifest("gadget", "1.0.0"),
+    "fleet/modules/mesh/module.yaml": _module("mesh"),
+    "fleet/modules/mesh/1.0.0/manifest.yaml": _manifest("mesh", "1.0.0"),
+    "channels/regular.yaml": _channel(
+        "regular", {"widget": "1.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
+    ),
+    "channels/fast.yaml": _channel("fast", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}),
+    "fleet/runtimes/a.yaml": _runtime("a", "regular", "[{name: widget}, {name: gadget}]"),
+    "fleet/runtimes/b.yaml": _runtime(
+        "b", "regular", "[{name: widget}, {name: gadget, strategy: Ignore}]"
+    ),
+    "fleet/runtimes/c.yaml": _runtime("c", "fast", "[{name: widget}]"),
+}
+
+
+def _git(root: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.email=t@example.io", "-c", "user.name=t", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout
+
+
+def _write(root: Path, files: Mapping[str, str | None]) -> None:
+    for relative, text in files.items():
+        path = root / relative
+        if text is None:
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> Path:
+    """A git repository whose HEAD is the base fleet."""
+    _write(tmp_path, dict(BASE_FILES))
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-qm", "base")
+    return tmp_path
+
+
+def _diff(root: Path, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["diff", str(root / "fleet"), "--base", "HEAD", *args])
+
+
+def _json(root: Path, *args: str) -> dict[str, Any]:
+    result = _diff(root, "--format", "json", *args)
+    assert result.exit_code in (0, 1, 3), result.output
+    report: dict[str, Any] = json.loads(result.stdout)
+    return report
+
+
+def _changes(report: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    runtimes = report["runtimes"]
+    return {(r["runtime"], m["module"]): m for r in runtimes for m in r["modules"]}
+
+
+def _causes(change: dict[str, Any]) -> list[str]:
+    causes = change["causes"]
+    return [f"{c['path']}: {c['field']}" for c in causes]
+
+
+def test_no_change(history: Path) -> None:
+    result = _diff(history)
+
+    assert result.exit_code == 0
+    assert "no changes (3 runtimes)" in result.stdout
+
+
+def test_channel_bump(history: Path) -> None:
+    _write(
+        history,
+        {
+            "channels/regular.yaml": _channel(
+                "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
+            )
+        },
+    )
+
+    result = _diff(history)
+    report = _json(history)
+
+    assert result.exit_code == 1
+    assert "widget 1.0.0 -> 2.0.0 upgrade on 2 runtimes: 2 now" in result.stdout
+    changes = _changes(report)
+    assert set(changes) == {("a", "widget"), ("b", "widget")}
+    change = changes[("a", "widget")]
+    assert (change["action"], change["outcome"]) == ("upgrade", "now")
+    assert _causes(change) == [f"{history}/channels/regular.yaml: spec.modules.widget"]
+    deleted = [c["subject"] for c in change["changes"] if c["action"] == "delete"]
+    assert deleted == ["ConfigMap/widget-system/widget-extra"]  # pruned: 2.0.0 lacks it
+
+
+def test_runtime_channel_switch(history: Path) -> None:
+    _write(
+        history,
+        {"fleet/runtimes/a.yaml": _runtime("a", "fast", "[{name: widget}, {name: gadget}]")},
+    )
+
+    changes = _changes(_json(history))
+
+    assert set(changes) == {("a", "widget")}
+    assert _causes(changes[("a", "widget")]) == [f"{history}/fleet/runtimes/a.yaml: spec.channel"]
+
+
+def test_pin(history: Path) -> None:
+    _write(
+        history,
+        {
+            "fleet/runtimes/b.yaml": _runtime(
+                "b", "regular", "[{name: widget, version: 2.0.0}, {name: gadget, strategy: Ignore}]"
+            )
+        },
+    )
+
+    changes = _changes(_json(history))
+
+    assert _causes(changes[("b", "widget")]) == [
+        f"{history}/fleet/runtimes/b.yaml: spec.modules[0].version"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("runtime", "action", "code"), [("a", "remove-delete", 3), ("b", "remove-ignore", 1)]
+)
+def test_module_removal_by_strategy(history: Path, runtime: str, action: str, code: int) -> None:
+    strategy = "" if runtime == "a" else ", strategy: Ignore"
+    _write(
+        history,
+        {f"fleet/runtimes/{runtime}.yaml": _runtime(runtime, "regular", "[{name: widget}]")},
+    )
+    del strategy
+
+    result = _diff(history)
+    change = _changes(_json(history))[(runtime, "gadget")]
+
+    assert result.exit_code == code
+    assert change["action"] == action
+    assert _causes(change) == [
+        f"{history}/fleet/runtimes/{runtime}.yaml: spec.modules (entry removed)"
+    ]
+
+
+def test_new_and_removed_runtimes(history: Path) -> None:
+    _write(
+        history,
+        {
+            "fleet/runtimes/d.yaml": _runtime("d", "regular", "[{name: gadget}]"),
+            "fleet/runtimes/c.yaml": None,
+        },
+    )
+
+    result = _diff(history)
+    report = _json(history)
+
+    assert result.exit_code == 3  # a runtime is removed
+    runtimes = {r["runtime"]: r for r in report["runtimes"]}
+    assert runtimes["d"]["status"] == "added"
+    assert runtimes["c"]["status"] == "removed"
+    changes = _changes(report)
+    assert changes[("d", "gadget")]["action"] == "install"
+    assert _causes(changes[("d", "gadget")]) == [f"{history}/fleet/runtimes/d.yaml: (new runtime)"]
+    assert changes[("c", "widget")]["action"] == "remove-delete"
+    assert _causes(changes[("c", "widget")]) == [
+        f"{history}/fleet/runtimes/c.yaml: (runtime removed)"
+    ]
+    assert report["counts"] == {
+        "runtimesAdded": 1,
+        "runtimesChanged": 2,
+        "runtimesRemoved": 1,
+        "runtimesUnchanged": 2,
+    }
+
+
+def test_dependency_added(history: Path) -> None:
+    _write(
+        history, {"fleet/modules/gadget/module.yaml": _module("gadget", "  dependsOn: [mesh]\n")}
+    )
+
+    result = _diff(history)
+    changes = _changes(_json(history))
+
+    assert "mesh 1.0.0 install on 2 runtimes: 2 now" in result.stdout
+    assert set(changes) == {("a", "mesh"), ("b", "mesh")}
+    assert _causes(changes[("a", "mesh")]) == [
+        f"{history}/fleet/modules/gadget/module.yaml: spec.dependsOn"
+    ]
+
+
+def test_lower_version_is_held_as_a_downgrade(history: Path) -> None:
+    _write(
+        history,
+        {
+            "channels/fast.yaml": _channel(
+                "fast", {"widget": "1.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
+            )
+        },
+    )
+
+    result = _diff(history)
+
+    assert result.exit_code == 3
+    assert "widget 2.0.0 -> 1.0.0 downgrade on 1 runtime: 1 held: downgrade" in result.stdout
+
+
+def test_invalid_head_is_an_error_naming_the_file(history: Path) -> None:
+    _write(history, {"fleet/runtimes/a.yaml": _runtime("a", "reguler", "[{name: widget}]")})
+
+    result = _diff(history)
+
+    assert result.exit_code == 2
+    assert (
+        "fleet/runtimes/a.yaml:5:12: C2 channel 'reguler' does not exist; did you mean 'regular'?"
+        in result.stderr
+    )
+    assert "the config repo at head (working tree) is invalid" in result.stderr
+
+
+def test_unknown_revision_is_an_error(history: Path) -> None:
+    result = CliRunner().invoke(cli, ["diff", str(history / "fleet"), "--base", "nope"])
+
+    assert result.exit_code == 2
+    assert "unknown revision 'nope'" in result.stderr
+
+
+def test_two_commits_and_a_base_folder(history: Path, tmp_path: Path) -> None:
+    _write(
+        history,
+        {
+            "channels/regular.yaml": _channel(
+                "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
+            )
+        },
+    )
+    _git(history, "commit", "-qam", "bump")
+    checkout = tmp_path / "base-checkout"
+    _git(history, "worktree", "add", "-q", str(checkout), "HEAD~1")
+
+    by_revision = CliRunner().invoke(
+        cli, ["diff", str(history / "fleet"), "--base", "HEAD~1", "--head", "HEAD"]
+    )
+    by_folder = CliRunner().invoke(
+        cli, ["diff", str(history / "fleet"), "--base-path", str(checkout / "fleet")]
+    )
+
+    assert by_revision.exit_code == by_folder.exit_code == 1
+    assert "widget 1.0.0 -> 2.0.0 upgrade on 2 runtimes: 2 now" in by_revision.stdout
+    assert "widget 1.0.0 -> 2.0.0 upgrade on 2 runtimes: 2 now" in by_folder.stdout
+
+
+def test_output_is_byte_identical_across_runs(history: Path) -> None:
+    _write(
+        history,
+        {
+            "channels/regular.yaml": _channel(
+                "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
+            )
+        },
+    )
+    args = ("--now", "2026-11-20T10:00", "--details")
+
+    outputs = {
+        (fmt, _diff(history, "--format", fmt, *args).stdout)
+        for fmt in ("text", "json", "markdown")
+        for _ in range(2)
+    }
+
+    assert len(outputs) == 3
+
+
+def test_markdown_renders_and_stays_under_the_limit(history: Path) -> None:
+    runtimes = {
+        f"fleet/runtimes/r{i:04d}.yaml": _runtime(
+            f"r{i:04d}", "regular", "[{name: widget}, {name: gadget}]"
+        )
+        for i in range(1500)
+    }
+    _write(history, runtimes)
+    _git(history, "add", "-A")
+    _git(history, "commit", "-qm", "many runtimes")
+    _write(
+        history,
+        {
+            "channels/regular.yaml": _channel(
+                "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
+            )
+        },
+    )
+
+    markdown = _diff(history, "--format", "markdown").stdout
+    html = MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
+
+    assert len(markdown) < MARKDOWN_LIMIT + 1000 < 65_000
+    assert "<table>" in html
+    assert "<td>widget</td>" in html
+    assert "<details><summary>a (regular): changed, 1 module change(s)</summary>" in html
+    assert "more changed runtime(s) not shown" in markdown
+    assert "1502 runtimes change" in markdown
+
+
+def test_live_view_from_snapshots(history: Path, tmp_path: Path) -> None:
+    clusters = tmp_path / "clusters"
+    runner = CliRunner()
+    assert (
+        runner.invoke(
+            cli, ["sync", str(history / "fleet"), "--snapshot", f"{clusters}/", "--snapshot-create"]
+        ).exit_code
+        == 0
+    )
+    _write(history, {"fleet/runtimes/a.yaml": _runtime("a", "regular", "[{name: widget}]")})
+    gadget = "apiVersion: example.io/v1\nkind: Gadget\n"
+    gadget += "metadata: {name: mine, namespace: gadget-system}\n"
+    with (clusters / "a.yaml").open("a") as snapshot:
+        snapshot.write("---\n" + gadget)
+
+    result = _diff(history, "--snapshot", f"{clusters}/")
+
+    assert result.exit_code == 3
+    assert "held: deletion blocked" in result.stdout
+    assert "Gadget/gadget-system/mine" in result.stdout
+
+
+def test_each_blob_is_parsed_once_and_each_situation_planned_once(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from reconciler.source.loader import ReadOptions
+    from reconciler.source.review import Review, Side
+    from tests.support.fleet_generator import generate_fleet
+
+    generate_fleet(tmp_path, runtimes=300, modules=6, versions=2)
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-qm", "fleet")
+    channel = tmp_path / "channels" / "regular.yaml"
+    channel.write_text(channel.read_text().replace("mod-03: 1.0.0", "mod-03: 1.1.0"))
+    files = len([p for p in tmp_path.rglob("*.yaml") if ".git" not in p.parts])
+
+    review = Review(ReadOptions())
+    base = review.load(Side(tmp_path, "HEAD"), "base")
+    head = review.load(Side(tmp_path), "head")
+    # working-tree files get the id git would give them: unchanged ones are not parsed again
+    assert len(review.cache) == files + 1
+    both = Review(ReadOptions())
+    both.load(Side(tmp_path, "HEAD"), "base")
+    _git(tmp_path, "commit", "-qam", "bump")
+    both.load(Side(tmp_path, "HEAD"), "head")
+    assert len(both.cache) == files + 1  # only the changed channel is parsed again
+
+    from reconciler.core.fleetdiff import FleetDiffer
+
+    differ = FleetDiffer(base[0], head[0], datetime(2026, 11, 20, 10, tzinfo=UTC))
+    diff = differ.diff()
+    upgraded = sum(1 for r in diff.runtimes for m in r.modules if m.module == "mod-03")
+    assert upgraded > 20
+    windows = {r.maintenance_window for r in head[0].runtimes.values()}
+    assert differ.planned_situations <= len(windows)

@@ -1,0 +1,1 @@
+"""Tests of reconciler.core: pure values and decisions on plain data."""

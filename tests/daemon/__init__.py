@@ -1,0 +1,1 @@
+"""Tests of reconciler.daemon, in process: commit verdicts, replicas, the HTTP port, metrics."""

@@ -1,0 +1,613 @@
+"""The daemon against a real git server (`git daemon` on 127.0.0.1) and in-memory clusters.
+
+Commits are pushed to a bare repository that `git daemon` serves; the daemon follows its `main`
+branch. Most tests call the daemon's tick (`poll`) directly; one runs the real scheduler and
+webhook and waits for the condition (with a deadline), never for a fixed time.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import hmac
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.cluster.memory import InMemoryCluster
+from reconciler.cluster.snapshot import load_snapshot
+from reconciler.core.model import ClusterAccess
+from reconciler.core.objects import ObjectRef
+from reconciler.daemon.http import serve
+from reconciler.daemon.service import Daemon, start_scheduler
+from reconciler.operations.store import SqliteStore
+from reconciler.source.git import RemoteSource
+from tests.cli.test_fleet_diff import BASE_FILES, SETTINGS, _channel, _git, _runtime, _write
+
+SETTINGS_SPEC = "spec: {channelsFrom: {path: ../channels}}"
+
+WIDGET = ObjectRef("apps/v1", "Deployment", "widget-system", "widget-operator")
+MESH = ObjectRef("apps/v1", "Deployment", "mesh-system", "mesh-operator")
+SECRET = b"s3cret-for-tests"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _until(condition: Callable[[], bool], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+class GitServer:
+    """`git daemon` serving a folder of bare repositories on 127.0.0.1."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.port = _free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"git://127.0.0.1:{self.port}/remote.git"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [
+                "git",
+                "daemon",
+                "--reuseaddr",
+                "--export-all",
+                f"--base-path={self.base}",
+                "--listen=127.0.0.1",
+                f"--port={self.port}",
+                str(self.base),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its per-connection children die with it
+        )
+        _until(self._answers)
+
+    def _answers(self) -> bool:
+        done = subprocess.run(["git", "ls-remote", self.url], capture_output=True, check=False)
+        return done.returncode == 0
+
+    def stop(self) -> None:
+        if self.process is not None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=30)
+            self.process = None
+
+
+class Fleet:
+    """A working copy whose commits are pushed to the served bare repository."""
+
+    def __init__(self, root: Path) -> None:
+        self.work = root / "work"
+        self.work.mkdir()
+        subprocess.run(["git", "init", "-q", "--bare", str(root / "remote.git")], check=True)
+        _write(self.work, dict(BASE_FILES))
+        _git(self.work, "init", "-q", "-b", "main")
+        self.commit("base")
+
+    def commit(self, message: str, files: dict[str, str | None] | None = None) -> str:
+        if files:
+            _write(self.work, files)
+        _git(self.work, "add", "-A")
+        _git(self.work, "commit", "-qm", message, "--allow-empty")
+        _git(self.work, "push", "-q", str(self.work.parent / "remote.git"), "HEAD:refs/heads/main")
+        return _git(self.work, "rev-parse", "HEAD").strip()
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[tuple[Fleet, GitServer, Daemon, dict[str, InMemoryCluster]]]:
+    fleet = Fleet(tmp_path)
+    server = GitServer(tmp_path)
+    server.start()
+    clusters: dict[str, InMemoryCluster] = {}
+
+    def connect(access: ClusterAccess, name: str) -> InMemoryCluster:
+        return clusters.setdefault(name, InMemoryCluster())
+
+    source = RemoteSource(server.url, "main", "fleet", tmp_path / "cache")
+    daemon = Daemon(source, SqliteStore(tmp_path / "state.db"), connect, lambda: datetime.now(UTC))
+    try:
+        yield fleet, server, daemon, clusters
+    finally:
+        if daemon.scheduler is not None:
+            daemon.scheduler.shutdown(wait=True)
+        daemon.close()
+        server.stop()
+
+
+def _poll(daemon: Daemon) -> bool:
+    changed = daemon.poll()
+    daemon.reconcile_all(wait=True)
+    return changed
+
+
+def _version(cluster: InMemoryCluster, ref: ObjectRef) -> str | None:
+    body = cluster.get(ref)
+    return None if body is None else str(body["metadata"]["labels"]["app.kubernetes.io/version"])
+
+
+def test_commits_reach_the_clusters(setup: Any) -> None:
+    fleet, _, daemon, clusters = setup
+    assert not daemon.ready
+
+    assert _poll(daemon)
+    assert daemon.ready
+    assert _version(clusters["a"], WIDGET) == "1.0.0"
+    assert not _poll(daemon)  # nothing new: one remote check, no reconcile
+
+    fleet.commit(
+        "add mesh",
+        {
+            "fleet/runtimes/a.yaml": _runtime(
+                "a", "regular", "[{name: widget}, {name: gadget}, {name: mesh}]"
+            )
+        },
+    )
+    assert _poll(daemon)
+    assert _version(clusters["a"], MESH) == "1.0.0"
+
+    fleet.commit(
+        "bump",
+        {
+            "channels/regular.yaml": _channel(
+                "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
+            )
+        },
+    )
+    assert _poll(daemon)
+    assert _version(clusters["a"], WIDGET) == "2.0.0"
+
+    fleet.commit(
+        "drop mesh",
+        {"fleet/runtimes/a.yaml": _runtime("a", "regular", "[{name: widget}, {name: gadget}]")},
+    )
+    assert _poll(daemon)
+    assert clusters["a"].get(MESH) is None
+    status = daemon.status()
+    assert status["source"]["commit"] == _git(fleet.work, "rev-parse", "HEAD").strip()
+    assert {r["runtime"] for r in status["runtimes"]} == {"a", "b", "c"}
+
+
+def test_an_invalid_commit_changes_nothing_and_the_next_valid_one_applies(
+    setup: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    fleet, _, daemon, clusters = setup
+    _poll(daemon)
+    good = daemon.state.commit
+    writes = {name: c.writes for name, c in clusters.items()}
+
+    bad = fleet.commit(
+        "typo", {"fleet/runtimes/a.yaml": _runtime("a", "reguler", "[{name: widget}]")}
+    )
+    assert not _poll(daemon)
+
+    assert daemon.state.commit == good
+    assert {name: c.writes for name, c in clusters.items()} == writes
+    refused = daemon.status()["source"]["refused"]
+    assert refused["commit"] == bad
+    assert refused["errors"][0]["path"] == "fleet/runtimes/a.yaml"
+    assert "channel 'reguler' does not exist" in refused["errors"][0]["message"]
+    logged = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert any("fleet/runtimes/a.yaml:5:12: C2 channel 'reguler'" in m for m in logged)
+
+    fleet.commit("fix", {"fleet/runtimes/a.yaml": _runtime("a", "fast", "[{name: widget}]")})
+    assert _poll(daemon)
+    assert daemon.status()["source"]["refused"] is None
+    assert _version(clusters["a"], WIDGET) == "2.0.0"
+
+
+def test_an_unreachable_remote_changes_nothing_and_polling_resumes(setup: Any) -> None:
+    fleet, server, daemon, clusters = setup
+    _poll(daemon)
+    good = daemon.state.commit
+    server.stop()
+
+    assert not _poll(daemon)
+    assert daemon.state.commit == good
+    assert "git ls-remote failed" in daemon.status()["source"]["error"]
+    assert _version(clusters["a"], WIDGET) == "1.0.0"
+
+    server.start()
+    fleet.commit(
+        "bump",
+        {
+            "channels/regular.yaml": _channel(
+                "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
+            )
+        },
+    )
+    assert _poll(daemon)
+    assert daemon.status()["source"]["error"] == ""
+    assert _version(clusters["a"], WIDGET) == "2.0.0"
+
+
+def test_a_commit_without_runtimes_is_refused_not_a_fleet_without_runtimes(setup: Any) -> None:
+    fleet, _, daemon, clusters = setup
+    _poll(daemon)
+    good = daemon.state.commit
+
+    bad = fleet.commit("remove all", {f"fleet/runtimes/{n}.yaml": None for n in "abc"})
+    assert not _poll(daemon)
+
+    assert daemon.state.commit == good
+    refused = daemon.status()["source"]["refused"]
+    assert refused["commit"] == bad
+    assert "not a config repo: no runtimes/ folder" in refused["message"]
+    assert all(c.get(WIDGET) is not None for c in clusters.values())
+
+
+def test_removing_more_runtimes_than_the_limit_is_held_by_the_brake(setup: Any) -> None:
+    fleet, _, daemon, clusters = setup
+    _poll(daemon)
+    good = daemon.state.commit
+    settings = "spec: {channelsFrom: {path: ../channels}, deletionBrake: {maxDeletionsPerSync: 1}}"
+    fleet.commit("limit 1", {"fleet/reconciler.yaml": SETTINGS.replace(SETTINGS_SPEC, settings)})
+    assert _poll(daemon)
+    good = daemon.state.commit
+
+    held = fleet.commit("remove two", {f"fleet/runtimes/{n}.yaml": None for n in "ab"})
+    assert not _poll(daemon)
+
+    assert daemon.state.commit == good
+    brake = daemon.status()["source"]["held"]
+    assert brake["commit"] == held
+    assert brake["runtimes"] == ["a", "b"]
+    assert (brake["removals"], brake["limit"]) == (2, 1)
+    assert f"--allow-deletions {held[:12]}" in brake["message"]
+    # a count is the CLI's, not the daemon's (a commit id may start with the digit)
+    assert re.search(r"--allow-deletions 2\b", brake["message"]) is None
+    assert all(c.get(WIDGET) is not None for c in clusters.values())
+
+
+def test_scheduler_and_webhook(setup: Any) -> None:
+    fleet, _, daemon, clusters = setup
+    daemon.options.poll_interval = timedelta(seconds=1)
+    daemon.options.resync_interval = timedelta(hours=1)
+    start_scheduler(daemon)
+    server = serve(daemon, "127.0.0.1", 0, SECRET)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        _until(lambda: "a" in clusters and _version(clusters["a"], WIDGET) == "1.0.0")
+        assert _get(base + "/readyz")[0] == 200
+        fleet.commit(
+            "bump",
+            {
+                "channels/regular.yaml": _channel(
+                    "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
+                )
+            },
+        )
+        _until(lambda: _version(clusters["a"], WIDGET) == "2.0.0", seconds=10)  # one interval
+
+        daemon.scheduler.reschedule_job("poll", trigger="interval", seconds=3600)
+        fleet.commit(
+            "mesh",
+            {
+                "fleet/runtimes/a.yaml": _runtime(
+                    "a", "regular", "[{name: widget}, {name: gadget}, {name: mesh}]"
+                )
+            },
+        )
+        body = json.dumps({"ref": "refs/heads/main"}).encode()
+        assert (
+            _post(base + "/hooks/git", body, {"X-Hub-Signature-256": "sha256=" + "0" * 64})[0]
+            == 403
+        )
+        signature = "sha256=" + hmac.new(SECRET, body, hashlib.sha256).hexdigest()
+        assert _post(base + "/hooks/git", body, {"X-Hub-Signature-256": signature})[0] == 202
+        _until(lambda: _version(clusters["a"], MESH) == "1.0.0", seconds=10)
+        gitlab = _post(base + "/hooks/git", b"{}", {"X-Gitlab-Token": SECRET.decode()})
+        assert gitlab[0] == 202
+
+        status, text = _get(base + "/metrics")
+        assert status == 200
+        assert "reconciler_last_successful_poll_timestamp_seconds" in text
+        assert 'reconciler_runtime_state{runtime="a",state="Ready"} 1.0' in text
+        assert 'reconciler_modules{module="widget",state="Ready"} ' in text
+        assert json.loads(_get(base + "/status")[1])["ready"] is True
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, str]:
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def _start_daemon(tmp_path: Path, server: GitServer, port: int) -> subprocess.Popen[str]:
+    """``reconciler daemon`` following ``server`` (webhook secret in ``tmp_path/secret``, snapshot
+    clusters in ``tmp_path/clusters/``, JSON logs on its stderr)."""
+    (tmp_path / "secret").write_text("hook-secret\n")
+    env = {
+        **os.environ,
+        "RECONCILER_REPO": server.url,
+        "RECONCILER_PATH": "fleet",
+        "RECONCILER_STATE": f"sqlite:///{tmp_path / 'state.db'}",
+    }
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "reconciler",
+            "daemon",
+            "--interval",
+            "1s",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--snapshot",
+            f"{tmp_path / 'clusters'}/",
+            "--snapshot-create",
+            "--webhook-secret-file",
+            str(tmp_path / "secret"),
+            "--log-format",
+            "json",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _stop(daemon: subprocess.Popen[str], send: Callable[[], None]) -> str:
+    """``send`` a stop signal; the daemon's stderr once it ended (killed after 120 s, a hang)."""
+    send()
+    try:
+        _, errors = daemon.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        daemon.kill()
+        _, errors = daemon.communicate()
+        pytest.fail(f"the daemon did not stop; its log:\n{errors[-2000:]}")
+    return errors
+
+
+def test_the_daemon_command_serves_reconciles_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """Waits on conditions (the port answering, /readyz, the snapshot file's content); their
+    deadline only bounds a hang."""
+    fleet = Fleet(tmp_path)
+    server = GitServer(tmp_path)
+    server.start()
+    port = _free_port()
+    clusters = tmp_path / "clusters"
+    daemon = _start_daemon(tmp_path, server, port)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _until(lambda: _reachable(base) and _get(base + "/readyz")[0] == 200, seconds=120)
+        _until(lambda: "widget-operator" in _read(clusters / "a.yaml"), seconds=120)
+        fleet.commit(
+            "bump",
+            {
+                "channels/regular.yaml": _channel(
+                    "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
+                )
+            },
+        )
+        asked = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "reconciler",
+                "sync",
+                "--daemon",
+                base,
+                "--secret-file",
+                str(tmp_path / "secret"),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert asked.returncode == 0, asked.stderr
+        _until(lambda: "2.0.0" in _versions(clusters / "a.yaml"), seconds=120)
+    finally:
+        errors = _stop(daemon, lambda: daemon.send_signal(signal.SIGTERM))
+        server.stop()
+    assert daemon.returncode == 0
+    lines = [json.loads(line) for line in errors.splitlines() if line.strip()]  # every one
+    messages = [line["message"] for line in lines]
+    assert any(line.get("runtime") == "a" and "operation" in line for line in lines)
+    assert "stopping: letting running steps finish" in messages
+    assert any(m.startswith("reconciler daemon following ") for m in messages)
+    assert not [m for m in messages if "succeeded succeeded" in m]
+    done = [m for m in messages if re.match(r"runtime a: (provision|update) \w+ succeeded: ", m)]
+    assert done, messages
+
+
+def _versions(snapshot: Path) -> set[str]:
+    """The ``app.kubernetes.io/version`` labels of the objects in ``snapshot``."""
+    objects = load_snapshot(snapshot).objects()
+    return {o["metadata"].get("labels", {}).get("app.kubernetes.io/version", "") for o in objects}
+
+
+def _read(path: Path) -> str:
+    """The text of ``path``, empty while it does not exist."""
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
+
+
+def _tgkill(pid: int, tid: int, signum: int) -> None:
+    """Send ``signum`` to thread ``tid`` of process ``pid`` only (Linux ``tgkill``)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.tgkill(pid, tid, signum) != 0:
+        raise OSError(ctypes.get_errno(), f"tgkill {pid} {tid}")
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
+def test_sigterm_stops_the_daemon_whichever_thread_receives_it(tmp_path: Path) -> None:
+    """The kernel hands a process's signal to any of its threads. A daemon whose main thread
+    slept on an Event never woke when a worker thread got SIGTERM (the test hung at shutdown 1
+    run in 40); here SIGTERM is sent to a thread that is not the main one, on purpose."""
+    Fleet(tmp_path)
+    server = GitServer(tmp_path)
+    server.start()
+    port = _free_port()
+    daemon = _start_daemon(tmp_path, server, port)
+    base = f"http://127.0.0.1:{port}"
+    others: list[int] = []
+    try:
+        _until(lambda: _reachable(base) and _get(base + "/readyz")[0] == 200, seconds=120)
+        others = [int(t) for t in os.listdir(f"/proc/{daemon.pid}/task") if int(t) != daemon.pid]
+        assert others, "the daemon runs threads besides its main one"
+    finally:
+        errors = _stop(
+            daemon,
+            lambda: (
+                _tgkill(daemon.pid, max(others), signal.SIGTERM)
+                if others
+                else daemon.send_signal(signal.SIGTERM)
+            ),
+        )
+        server.stop()
+
+    assert daemon.returncode == 0, errors[-2000:]
+    assert "stopping: letting running steps finish" in errors
+
+
+def _reachable(base: str) -> bool:
+    try:
+        return _get(base + "/healthz")[0] == 200
+    except OSError:
+        return False
+
+
+def test_a_commit_reconciles_only_the_runtimes_it_changes(setup: Any) -> None:
+    fleet, _, daemon, clusters = setup
+    _poll(daemon)
+    before = {n: len(daemon.store.operations(runtime=n)) for n in "abc"}
+    writes = clusters["c"].writes
+
+    fleet.commit(
+        "bump regular",
+        {
+            "channels/regular.yaml": _channel(
+                "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
+            )
+        },
+    )
+    assert daemon.poll()
+    daemon.wait_idle()
+
+    after = {n: len(daemon.store.operations(runtime=n)) for n in "abc"}
+    assert after == {"a": before["a"] + 1, "b": before["b"] + 1, "c": before["c"]}  # c is on fast
+    assert clusters["c"].writes == writes
+
+
+def test_channels_from_a_second_repository(tmp_path: Path) -> None:
+    fleet = Fleet(tmp_path)
+    server = GitServer(tmp_path)
+    server.start()
+    channels_work = tmp_path / "channels-work"
+    subprocess.run(["git", "init", "-q", "--bare", str(tmp_path / "channels.git")], check=True)
+    channel_files = {
+        k.removeprefix("channels/"): v for k, v in BASE_FILES.items() if k.startswith("channels/")
+    }
+    _write(channels_work / "channels", channel_files)
+    _git(channels_work, "init", "-q", "-b", "main")
+
+    def push_channels(message: str) -> None:
+        _git(channels_work, "add", "-A")
+        _git(channels_work, "commit", "-qm", message)
+        _git(channels_work, "push", "-q", str(tmp_path / "channels.git"), "HEAD:refs/heads/main")
+
+    push_channels("channels")
+    url = server.url.replace("remote.git", "channels.git")
+    settings = (
+        "apiVersion: reconciler.dev/v1alpha1\nkind: Settings\nmetadata: {name: fleet}\n"
+        f"spec: {{channelsFrom: {{git: '{url}', ref: main, subPath: channels}}}}\n"
+    )
+    fleet.commit("channels apart", {"fleet/reconciler.yaml": settings, "channels": None})
+    clusters: dict[str, InMemoryCluster] = {}
+
+    def connect(access: ClusterAccess, name: str) -> InMemoryCluster:
+        return clusters.setdefault(name, InMemoryCluster())
+
+    def second(url: str, ref: str, path: str) -> RemoteSource:
+        return RemoteSource(url, ref, path, tmp_path / "channels-cache")
+
+    source = RemoteSource(server.url, "main", "fleet", tmp_path / "cache")
+    daemon = Daemon(
+        source,
+        SqliteStore(tmp_path / "state.db"),
+        connect,
+        lambda: datetime.now(UTC),
+        make_source=second,
+    )
+    try:
+        assert _poll(daemon)
+        assert _version(clusters["a"], WIDGET) == "1.0.0"
+        assert daemon.state.commit is not None
+        assert daemon.state.commit.channels  # the head names both commits
+        channels = daemon.channels
+        assert isinstance(channels, RemoteSource)
+        checks = (source.checks, channels.checks)
+        assert not _poll(daemon)  # nothing new in either: one check per source
+        assert (source.checks, channels.checks) == (checks[0] + 1, checks[1] + 1)
+
+        _write(
+            channels_work / "channels",
+            {
+                "regular.yaml": _channel(
+                    "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
+                )
+            },
+        )
+        push_channels("bump")
+        assert _poll(daemon)
+        assert _version(clusters["a"], WIDGET) == "2.0.0"
+    finally:
+        daemon.close()
+        server.stop()
+
+
+def test_a_poll_that_ends_after_the_daemon_stopped_starts_nothing_and_raises_nothing(
+    setup: tuple[Fleet, GitServer, Daemon, dict[str, InMemoryCluster]],
+) -> None:
+    """A webhook's poll runs in a thread of its own; when it accepts a commit after the daemon
+    closed its worker pool, the runtimes are left for the next start (no exception escapes)."""
+    _, _, daemon, clusters = setup
+    daemon.close()
+
+    assert daemon.poll()
+
+    # the brake read each cluster's inventories (none yet); nothing was applied
+    assert all(not cluster.objects() for cluster in clusters.values())
+    assert daemon.submit("a").cancelled()

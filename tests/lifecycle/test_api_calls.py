@@ -1,0 +1,156 @@
+"""What a sync costs in API calls: one list per kind for the live view, no per-object GETs for
+objects the lists show, and about one write per applied object on a cold install.
+
+Counted on the in-memory cluster (``InMemoryCluster.calls``) for a runtime of 30 modules, each
+with a Namespace, a CRD, a ServiceAccount, a ConfigMap, a Service, the operator Deployment and a
+default configuration (a custom resource of its CRD): 210 objects of 7 kinds.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from reconciler.cluster.memory import InMemoryCluster
+from reconciler.core.model import ConfigRepo
+from reconciler.lifecycle.executor import ModuleState, sync_runtime
+from reconciler.operations.engine import Engine
+from reconciler.operations.model import OperationState, OperationType
+from reconciler.operations.runner import Runner
+from reconciler.operations.store import SqliteStore
+from reconciler.source.loader import load_repo
+from tests.support.repos import RepoFactory, channel_file, module_files, runtime_file
+from tests.support.scenarios import Clock
+
+MODULES = 30
+NOW = datetime(2026, 11, 23, 12, tzinfo=UTC)
+
+
+def _crd(group: str, kind: str) -> dict[str, Any]:
+    plural = kind.lower() + "s"
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object"}},
+                }
+            ],
+        },
+    }
+
+
+def _module(index: int) -> dict[str, str]:
+    name = f"mod{index:02d}"
+    namespace = f"{name}-system"
+    group = f"{name}.example.com"
+    kind = f"Thing{index:02d}"
+    objects = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        _crd(group, kind),
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "b"}},
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": name},
+            "spec": {"ports": [{"port": 80, "protocol": "TCP"}]},
+        },
+    ]
+    default = {
+        "apiVersion": f"{group}/v1",
+        "kind": kind,
+        "metadata": {"name": "default"},
+        "spec": {"size": 1},
+    }
+    return module_files(name, namespace=namespace, objects=objects, default=default)
+
+
+def _repo(make_repo: RepoFactory) -> ConfigRepo:
+    files: dict[str, str] = {}
+    for index in range(MODULES):
+        files.update(_module(index))
+    names = [f"mod{i:02d}" for i in range(MODULES)]
+    files.update(channel_file("regular", dict.fromkeys(names, "1.0.0")))
+    files.update(runtime_file("big", "regular", [{"name": n} for n in names]))
+    validation = load_repo(make_repo(files))
+    assert validation.repo is not None, [d.format() for d in validation.diagnostics]
+    return validation.repo
+
+
+def _sync(cluster: InMemoryCluster, repo: ConfigRepo) -> dict[str, int]:
+    before = dict(cluster.calls)
+    result = sync_runtime(cluster, repo, "big", now=NOW)
+    assert {s.state for s in result.modules} == {ModuleState.READY}
+    return {k: v - before.get(k, 0) for k, v in cluster.calls.items() if v != before.get(k, 0)}
+
+
+def test_a_cold_install_writes_about_once_per_object(make_repo: RepoFactory) -> None:
+    repo = _repo(make_repo)
+    cluster = InMemoryCluster()
+    calls = _sync(cluster, repo)
+    applied = MODULES * 7  # objects of the manifests and the default configurations
+    writes = sum(calls.get(k, 0) for k in ("apply", "patch", "delete", "event"))
+    print(f"cold install: {calls}, writes per applied object {writes / applied:.3f}")
+    # Each object once; per module its inventory twice (the intent before any object, then
+    # with the default configuration created: L3 needs that recorded) and one Event (issue
+    # 31: per module and sync, was one per object); the system namespace once.
+    assert writes <= applied + 3 * MODULES + 1
+    assert calls.get("event", 0) == MODULES
+
+
+def test_a_sync_that_changes_nothing_lists_once_per_kind_and_writes_nothing(
+    make_repo: RepoFactory, tmp_path: Path
+) -> None:
+    repo = _repo(make_repo)
+    cluster = InMemoryCluster()
+    _sync(cluster, repo)
+    calls = _sync(cluster, repo)
+    kinds = 5 + 1 + MODULES  # Namespace, CRD, SA, ConfigMap, Service, Deployment, one CR each
+    print(f"no-change sync: {calls}")
+    assert calls.get("apply", 0) == calls.get("patch", 0) == calls.get("delete", 0) == 0
+    assert calls.get("get", 0) == 0
+    assert calls.get("list", 0) <= kinds + 1  # + the inventories
+
+
+def _operation_calls(
+    runner: Runner, cluster: InMemoryCluster
+) -> tuple[OperationType, dict[str, int]]:
+    before = dict(cluster.calls)
+    operation = runner.operation_for("big")
+    outcome = runner.run(operation)
+    assert outcome.operation.state is OperationState.SUCCEEDED, outcome.operation.message
+    calls = {k: v - before.get(k, 0) for k, v in cluster.calls.items() if v != before.get(k, 0)}
+    return operation.type, calls
+
+
+def test_an_update_operation_reads_the_cluster_once_for_all_its_stages(
+    make_repo: RepoFactory, tmp_path: Path
+) -> None:
+    """``reconciler sync`` runs an update as stages (plan, apply, remove), each of which used to
+    read every object again: the live view is shared by the stages of one run."""
+    repo = _repo(make_repo)
+    cluster = InMemoryCluster()
+    store = SqliteStore(tmp_path / "state.db")
+    clock = Clock(NOW)
+    runner = Runner(
+        store, Engine(store, clock=clock, plugins=[]), repo, lambda a, n: cluster, clock
+    )
+    assert _operation_calls(runner, cluster)[0] is OperationType.PROVISION
+
+    kind, calls = _operation_calls(runner, cluster)
+
+    print(f"no-change update operation: {calls}")
+    assert kind is OperationType.UPDATE
+    assert calls.get("apply", 0) == calls.get("patch", 0) == calls.get("delete", 0) == 0
+    assert calls.get("get", 0) == 0
+    assert calls.get("list", 0) <= 6 + 1

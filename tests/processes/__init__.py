@@ -1,0 +1,2 @@
+"""Tests with real processes: crashes (SIGKILL), replicas on one store, a daemon under abuse or a
+store outage."""
