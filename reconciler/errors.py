@@ -32,10 +32,16 @@ Messages never contain secret values.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from reconciler.core.diagnostics import Diagnostic
+
+class Finding(Protocol):
+    """A located problem of the config repo, as an error carries it: what this module needs of
+    :class:`reconciler.core.diagnostics.Diagnostic`, so that the error hierarchy, the bottom of
+    every layer, imports nothing of the product."""
+
+    def format(self) -> str:
+        """The compiler-style one-line form: ``path:line:col: RULE message (pointer)``."""
 
 
 class ReconcilerError(Exception):
@@ -76,7 +82,7 @@ class TransientError(ReconcilerError):
 class ConfigError(PermanentError):
     """The config repo is invalid; ``diagnostics`` lists every reason, sorted."""
 
-    def __init__(self, diagnostics: Sequence[Diagnostic], side: str = "") -> None:
+    def __init__(self, diagnostics: Sequence[Finding], side: str = "") -> None:
         where = f" at {side}" if side else ""
         super().__init__(f"the config repo{where} has {len(diagnostics)} error(s)")
         self.diagnostics = tuple(diagnostics)
@@ -86,26 +92,17 @@ class ConfigError(PermanentError):
 class OverBudgetError(PermanentError):
     """Reading and checking a file (``scope`` "file") or a whole commit ("commit") took longer
     than its time budget. Raised inside the reader and the validator, which turn it into one C6
-    diagnostic at the place reached (:meth:`at`); it never reaches a user as it is."""
+    diagnostic at the place reached (:func:`reconciler.config.budget.budget_diagnostic`); it
+    never reaches a user as it is."""
 
     def __init__(self, scope: str, seconds: float) -> None:
         what = "this file" if scope == "file" else "the commit (stopped here)"
         super().__init__(f"reading and checking {what} took more than its {seconds:g} s budget")
         self.scope = scope
         self.seconds = seconds
-        self.diagnostic: Diagnostic | None = None
-
-    def at(
-        self, path: str, line: int, column: int, *, doing: str = "", pointer: str = ""
-    ) -> Diagnostic:
-        """The C6 diagnostic of this error; the first place given is kept. ``doing`` names the
-        work stopped there (``"the credential scan"``), ``pointer`` the value it was at."""
-        if self.diagnostic is None:
-            from reconciler.core.diagnostics import Diagnostic
-
-            message = f"{doing} stopped here: {self}" if doing else str(self)
-            self.diagnostic = Diagnostic(path, line, column, "C6", message, pointer)
-        return self.diagnostic
+        #: The C6 diagnostic of the first place it was met at
+        #: (:func:`reconciler.config.budget.budget_diagnostic` makes it).
+        self.diagnostic: Finding | None = None
 
 
 class SourceError(PermanentError):

@@ -161,7 +161,7 @@ def check_runtime(config: ConfigRepo, access: Access, name: str) -> AccessCheck:
 
     try:
         cluster = access.connect(config.runtimes[name].cluster, name)
-        where = str(getattr(cluster, "identity", ""))
+        where = cluster.identity.describe()
         if not isinstance(cluster, Reviewer):
             return AccessCheck(name, where, True, error="this cluster cannot review access")
         version = cluster.server_version()

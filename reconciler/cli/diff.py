@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from reconciler.core.fleetdiff import FleetDiff
     from reconciler.core.model import ConfigRepo
     from reconciler.core.plan import LiveModule
-    from reconciler.source.review import Review
+    from reconciler.review.fleet import Review
 
 
 @click.command(epilog=f"{exits.LIVE_DIFF.describe()}\n\n{exits.FLEET_DIFF.describe()}")
@@ -215,7 +215,7 @@ def fleet_diff(
     """Print the fleet diff between the two sides; the exit status of ``diff --base``. With
     ``clusters`` (``--live``/``--snapshot``), plans against what each cluster runs."""
     from reconciler.cli.loading import read_options
-    from reconciler.source.review import Review, Side  # imports git: only for fleet diffs
+    from reconciler.review.fleet import Review, Side  # imports git: only for fleet diffs
 
     review = Review(read_options(source))
     try:

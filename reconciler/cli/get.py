@@ -35,6 +35,7 @@ from reconciler.core.selectors import (
     parse_label_selector,
     parse_state_selector,
 )
+from reconciler.core.status import ModuleState, Reason
 
 if TYPE_CHECKING:
     from reconciler.core.model import ConfigRepo
@@ -44,10 +45,8 @@ if TYPE_CHECKING:
 #: The state of a runtime in git that no operation has touched yet.
 NOT_SYNCED = "NotSynced"
 #: The state of a suspended runtime (spec.suspend or reconciler suspend); never a module's.
-SUSPENDED = "Suspended"
-RUNTIME_STATES = frozenset(
-    ("Ready", "Processing", "Deleting", "Warning", "Error", "Unmanaged", NOT_SYNCED, SUSPENDED)
-)
+SUSPENDED = Reason.SUSPENDED.value
+RUNTIME_STATES = frozenset((*(state.value for state in ModuleState), NOT_SYNCED, SUSPENDED))
 MODULE_STATES = RUNTIME_STATES - {NOT_SYNCED, SUSPENDED} | {"Removed"}
 OPERATION_STATES = frozenset(("pending", "in progress", "succeeded", "failed"))
 
@@ -229,7 +228,7 @@ def _module_json(row: tuple[str, ...]) -> dict[str, Any]:
         "module": module,
         "state": None if state == "Removed" else state,
         "version": None if version == "-" else version,
-        "reason": reason,
+        "reason": str(reason),
         "message": message,
     }
 

@@ -84,7 +84,7 @@ def tree(
     unknown = sorted(set(modules) - {inventory.module for inventory, _ in branches})
     if unknown:
         raise NotFoundError(f"runtime {runtime}: no module {unknown[0]} recorded in its cluster")
-    where = getattr(cluster, "identity", "")
+    where = cluster.identity.describe()
     if is_document(output_format):
         echo_document("ObjectTree", tree_json(runtime, where, branches), output_format)
         return

@@ -13,9 +13,85 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
 from reconciler.core.objects import Body, ObjectRef
+
+
+class AccessKind(StrEnum):
+    """What a run reached a runtime through."""
+
+    #: A live API server, named by its URL.
+    SERVER = "server"
+    #: A recorded snapshot file (a rehearsal), named by its path.
+    SNAPSHOT = "snapshot"
+    #: A cluster that does not say where it lives (the in-memory one of tests and benchmarks),
+    #: named by how it was reached; also any record written before the kinds were kept.
+    UNLOCATED = "unlocated"
+    #: Nothing recorded yet (a runtime never synced).
+    NONE = "none"
+
+
+#: The kinds that are rehearsals: two of them never count as different clusters.
+_REHEARSALS = frozenset({AccessKind.SNAPSHOT})
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterIdentity:
+    """Which cluster a run reaches: what :attr:`Cluster.identity` says and the state store keeps
+    per runtime (``RuntimeRecord.access``), so that a runtime is never deprovisioned through
+    another cluster than the one it was synced through (rehearsal and reality never mix).
+    Kept as its :meth:`describe` text at the store's edge only (:meth:`parse` reads it back)."""
+
+    kind: AccessKind
+    where: str = ""
+
+    @classmethod
+    def server(cls, url: str) -> ClusterIdentity:
+        """A live API server at ``url``."""
+        return cls(AccessKind.SERVER, url)
+
+    @classmethod
+    def snapshot(cls, path: str) -> ClusterIdentity:
+        """The snapshot file at ``path`` (absolute)."""
+        return cls(AccessKind.SNAPSHOT, path)
+
+    @classmethod
+    def reached_by(cls, how: str) -> ClusterIdentity:
+        """A cluster that does not say where it lives, named by how it was reached."""
+        return cls(AccessKind.UNLOCATED, how)
+
+    @classmethod
+    def parse(cls, text: str) -> ClusterIdentity:
+        """The identity :meth:`describe` wrote as ``text`` (the store's column)."""
+        if not text:
+            return NO_IDENTITY
+        kind, _, where = text.partition(" ")
+        if kind in (AccessKind.SERVER, AccessKind.SNAPSHOT) and where:
+            return cls(AccessKind(kind), where)
+        return cls(AccessKind.UNLOCATED, text)
+
+    def describe(self) -> str:
+        """``server https://10.0.0.1:6443``, ``snapshot /abs/path.yaml``, how an unlocated
+        cluster was reached, or the empty text for none; :meth:`parse` reads it back."""
+        if self.kind in (AccessKind.SERVER, AccessKind.SNAPSHOT):
+            return f"{self.kind} {self.where}"
+        return self.where
+
+    def __bool__(self) -> bool:
+        return self.kind is not AccessKind.NONE
+
+    def is_other_than(self, recorded: ClusterIdentity) -> bool:
+        """Whether this is another cluster than ``recorded``: a real cluster instead of a
+        snapshot (or the reverse), or another API server; two snapshot files are both
+        rehearsals, and nothing recorded is no other cluster."""
+        if not recorded or recorded == self:
+            return False
+        return not (self.kind in _REHEARSALS and recorded.kind in _REHEARSALS)
+
+
+NO_IDENTITY = ClusterIdentity(AccessKind.NONE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +224,11 @@ def flush_writes(cluster: object) -> None:
 
 class Cluster(Protocol):
     """A Kubernetes API server, as the product needs it."""
+
+    @property
+    def identity(self) -> ClusterIdentity:
+        """Which cluster this is (a server's URL, a snapshot file's path): recorded per runtime
+        and shown by ``check`` and ``tree``."""
 
     def get(self, ref: ObjectRef) -> Body | None:
         """The object, or ``None`` when it does not exist."""

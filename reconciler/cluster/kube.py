@@ -43,7 +43,14 @@ from kubernetes.dynamic.resource import ResourceList
 from urllib3 import exceptions as urllib3_exceptions
 from urllib3.exceptions import HTTPError
 
-from reconciler.cluster.api import KindInfo, ObjectEvent, Permission, event_body, event_ref
+from reconciler.cluster.api import (
+    ClusterIdentity,
+    KindInfo,
+    ObjectEvent,
+    Permission,
+    event_body,
+    event_ref,
+)
 from reconciler.cluster.ratelimit import Buckets, ClientRate, TokenBucket
 from reconciler.core.model import ClusterAccess
 from reconciler.core.objects import Body, ObjectRef
@@ -90,7 +97,9 @@ class KubeCluster:
         cache_file: Path | None = None,
     ) -> None:
         #: Where it lives, for rehearsal isolation (never a credential).
-        self.identity = f"server {getattr(api_client.configuration, 'host', '') or name}"
+        self.identity = ClusterIdentity.server(
+            getattr(api_client.configuration, "host", "") or name
+        )
         self.name = name
         self._bucket = bucket
         self._server = str(getattr(api_client.configuration, "host", "") or "")

@@ -34,7 +34,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
-from reconciler.cluster.api import KindInfo, ObjectEvent, Permission, event_body
+from reconciler.cluster.api import (
+    NO_IDENTITY,
+    ClusterIdentity,
+    KindInfo,
+    ObjectEvent,
+    Permission,
+    event_body,
+)
 from reconciler.core.objects import Body, ObjectRef, crd_kind
 from reconciler.core.serverform import server_form
 from reconciler.errors import (
@@ -129,7 +136,10 @@ class InMemoryCluster:
         latency: float = 0.0,
         sleep: Callable[[float], None] = time.sleep,
         require_selectors: bool = False,
+        identity: ClusterIdentity = NO_IDENTITY,
     ) -> None:
+        #: Which cluster this is: none by default (a run names it by how it reached it).
+        self.identity = identity
         self.auto_ready = auto_ready
         #: Refuse a workload without ``spec.selector`` as a server does (422); off by default
         #: because many test fixtures and recorded snapshots leave the selector out.
@@ -383,7 +393,7 @@ class InMemoryCluster:
     def _applied(
         self, existing: _Stored | None, config: Body, manager: str, force: bool
     ) -> _Stored:
-        paths = _leaf_paths(config)
+        paths = _leaf_paths(config) - _IDENTITY  # the server records no owner of those
         if existing is None:
             _drop_empty_metadata(config["metadata"])
             return _Stored(config, {manager: paths})
@@ -396,7 +406,7 @@ class InMemoryCluster:
             if contested and not force:
                 fields = ", ".join(".".join(p) for p in sorted(contested)[:3])
                 raise ConflictError(f"{ObjectRef.of(body).subject}: {fields} owned by {other}")
-            owned -= paths
+            owned -= contested  # the same value: owned by both, as the server shares it
         for path in owners.get(manager, set()) - paths:
             if not any(path in owned for m, owned in owners.items() if m != manager):
                 _delete(body, path)
@@ -704,6 +714,8 @@ def _leaf_paths(value: Any, prefix: FieldPath = ()) -> set[FieldPath]:
 
 
 _MISSING = object()
+#: The fields that name an object: an API server's ``managedFields`` lists no owner of them.
+_IDENTITY = frozenset({("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace")})
 
 
 def _get(body: Any, path: FieldPath) -> Any:

@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from reconciler.cluster.api import ClusterIdentity
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.errors import ConflictError, ReconcilerError, SnapshotError
 
@@ -223,7 +224,7 @@ class SnapshotFileCluster(InMemoryCluster):
     def __init__(self, path: Path) -> None:
         super().__init__()
         self.path = path
-        self.identity = f"snapshot {path.resolve()}"
+        self.identity = ClusterIdentity.snapshot(str(path.resolve()))
         self.user = "(a snapshot: no access control)"
         #: The generation of the file this cluster read or last saved (:data:`ABSENT`: none).
         self.generation = ABSENT

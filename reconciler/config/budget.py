@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from reconciler.core.diagnostics import Diagnostic
 from reconciler.errors import OverBudgetError
 
 #: Seconds allowed per file (reading and checking it), and per commit; ``ReadOptions`` changes them.
@@ -74,3 +75,14 @@ class TimeBudget:
             raise OverBudgetError("file", self.file_seconds)
         if now > self._commit_end:
             raise OverBudgetError("commit", self.commit_seconds)
+
+
+def budget_diagnostic(
+    over: OverBudgetError, path: str, line: int, column: int, *, doing: str = "", pointer: str = ""
+) -> Diagnostic:
+    """The C6 diagnostic of ``over``; the first place given is kept. ``doing`` names the work
+    stopped there (``"the credential scan"``), ``pointer`` the value it was at."""
+    if not isinstance(over.diagnostic, Diagnostic):
+        message = f"{doing} stopped here: {over}" if doing else str(over)
+        over.diagnostic = Diagnostic(path, line, column, "C6", message, pointer)
+    return over.diagnostic

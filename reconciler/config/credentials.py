@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.config.budget import TimeBudget
+from reconciler.config.budget import TimeBudget, budget_diagnostic
 from reconciler.config.credential_names import is_credential_name, is_reference
 from reconciler.config.credential_text import text_kind
 from reconciler.config.yamlsafe import Document
@@ -75,7 +75,7 @@ def find_inline_credentials(
     except OverBudgetError as over:
         place = document.position(scan.at)
         where = format_pointer(scan.at)
-        over.at(document.path, place.line, place.column, doing=_SCAN, pointer=where)
+        budget_diagnostic(over, document.path, place.line, place.column, doing=_SCAN, pointer=where)
         raise
     return [
         document.diagnostic("C6", f"{what}: {_ADVICE}", pointer, key=key)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from reconciler.config.budget import TimeBudget
+from reconciler.config.budget import TimeBudget, budget_diagnostic
 from reconciler.config.builders import module_from, runtime_from, settings_from
 from reconciler.config.credentials import find_inline_credentials
 from reconciler.config.manifests import object_problems, operator_version_problems
@@ -38,7 +38,7 @@ from reconciler.core.model import (
     Settings,
 )
 from reconciler.core.overrides import module_channel
-from reconciler.core.resolve import Resolution, resolve_runtime
+from reconciler.core.resolve import RESOLUTIONS, Resolution, resolve_runtime
 from reconciler.core.versions import is_version, sorted_versions
 from reconciler.errors import OverBudgetError
 
@@ -100,7 +100,7 @@ def validate_repo(
     try:
         return _validate(raw, checker, budget, memo or CheckMemo())
     except OverBudgetError as over:  # the commit's time is up: nothing else is worth saying
-        return Validation(None, (over.at(".", 1, 1),), _count_files(raw))
+        return Validation(None, (budget_diagnostic(over, ".", 1, 1),), _count_files(raw))
 
 
 def _validate(
@@ -132,7 +132,7 @@ def _validate(
         return Validation(None, diagnostics, files, warnings)
     valid_runtimes = {name: r for name, r in runtimes.items() if r is not None}
     config = ConfigRepo(settings, valid_runtimes, modules, repo.channels)
-    config.resolved.update(repo.resolved)  # the same modules and channels: the same answers
+    RESOLUTIONS.share(repo, config)  # the same modules and channels: the same answers
     return Validation(config, (), files, warnings)
 
 
@@ -180,7 +180,7 @@ class _Run:
                 return check()
         except OverBudgetError as over:
             place = document.position(())
-            diagnostic = over.at(document.path, place.line, place.column)
+            diagnostic = budget_diagnostic(over, document.path, place.line, place.column)
             if over.scope != "file":
                 raise
             self.diagnostics.append(diagnostic)

@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from reconciler.config import scalars
-from reconciler.config.budget import TimeBudget
+from reconciler.config.budget import TimeBudget, budget_diagnostic
 from reconciler.core.diagnostics import Diagnostic, Pointer, format_pointer
 from reconciler.errors import OverBudgetError
 
@@ -236,7 +236,7 @@ def parse_yaml(
     except OverBudgetError as over:
         mark = work.mark
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
-        diagnostic = over.at(path, line, column)
+        diagnostic = budget_diagnostic(over, path, line, column)
         if over.scope != "file":
             raise
         return documents, [diagnostic]

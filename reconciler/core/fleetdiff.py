@@ -19,9 +19,12 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from reconciler.core.fielddiff import FieldChange
 from reconciler.core.inventory import Inventory
 from reconciler.core.model import ConfigRepo, Runtime, Strategy
 from reconciler.core.objects import ObjectRef
+from reconciler.core.overridediff import override_causes, override_fields, reconfigured
+from reconciler.core.overrides import ConfigOverride, module_channel
 from reconciler.core.plan import (
     Context,
     DesiredModule,
@@ -240,10 +243,16 @@ class FleetDiffer:
     _base_renderer: Renderer = field(init=False)
     _head_renderer: Renderer = field(init=False)
     _plans: dict[tuple[Any, ...], ModulePlan] = field(default_factory=dict, init=False)
+    #: Modules some channel of either revision enforces configuration of.
+    _channel_config: frozenset[str] = field(default=frozenset(), init=False)
+    #: Runtime name -> whether a module entry of it has a ``config`` at either revision.
+    _configured: dict[str, bool] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self._base_renderer = Renderer(self.base)
         self._head_renderer = Renderer(self.head)
+        channels = (*self.base.channels.values(), *self.head.channels.values())
+        self._channel_config = frozenset(m for c in channels for m, v in c.config.items() if v)
 
     @property
     def planned_situations(self) -> int:
@@ -298,25 +307,79 @@ class FleetDiffer:
         new: ResolvedModule,
         live: Mapping[str, LiveModule] | None,
     ) -> ModuleChange | None:
-        if live is None and old is not None and self._same(old, new):
+        overrides = self._overrides(before, after, old, new)
+        fields = override_fields(*overrides) if old is not None and any(overrides) else ()
+        same = live is None and old is not None and self._same(old, new)
+        if same and not fields:
             return None
         desired = self._desired_module(new)
         module_live = (live or {}).get(new.name) if live is not None else self._assumed(old)
         context = Context.of(self.head, runtime.name, self.now)
         if live is not None:
             the_plan = plan_module(context, desired, module_live or LiveModule())
+        elif same and old is not None:  # only enforced fields change
+            the_plan = ModulePlan(
+                new.name, ModuleAction.UNCHANGED, "UpToDate", "", old.version, new.version
+            )
         else:
             the_plan = self._cached_plan(context, desired, module_live or LiveModule(), old, new)
+        if fields and desired.default_configuration is not None:
+            ref = ObjectRef.of(desired.default_configuration.body)
+            the_plan = reconfigured(the_plan, ref, fields)
         if (
             live is not None
             and not the_plan.changes_anything
             and the_plan.action in (ModuleAction.UNCHANGED,)
         ):
             return None
-        causes = _causes_desired(
-            self.base, self.head, runtime, before, after, old, new, self.head_label
-        )
+        causes = self._causes(runtime, (before, after), (old, new), overrides, fields)
         return ModuleChange(new.name, the_plan, _outcome(the_plan, runtime), causes)
+
+    def _causes(
+        self,
+        runtime: Runtime,
+        resolutions: tuple[Resolution | None, Resolution | None],
+        modules: tuple[ResolvedModule | None, ResolvedModule],
+        overrides: tuple[ConfigOverride | None, ConfigOverride | None],
+        fields: tuple[FieldChange, ...],
+    ) -> tuple[Cause, ...]:
+        """Why a module changes: its version, strategy or content, and each enforced field of
+        its configuration that changes (then only those when nothing else changed)."""
+        old, new = modules
+        causes: tuple[Cause, ...] = ()
+        if not fields or old is None or not self._same(old, new):
+            causes = _causes_desired(
+                self.base, self.head, runtime, *resolutions, old, new, self.head_label
+            )
+        channel = self.head.channels.get(module_channel(runtime, new.name))
+        found = override_causes(fields, overrides, new.name, (runtime, channel))
+        return causes + tuple(Cause(path, name, self.head_label) for path, name in found)
+
+    def _overrides(
+        self,
+        before: Resolution | None,
+        after: Resolution | None,
+        old: ResolvedModule | None,
+        new: ResolvedModule,
+    ) -> tuple[ConfigOverride | None, ConfigOverride | None]:
+        """The enforced configuration of the module at the base and at the head (none, at
+        once, when no channel and neither revision of the runtime's entries has a ``config``)."""
+        if new.name not in self._channel_config and not self._runtime_config(before, after):
+            return None, None
+        was = self._base_renderer.override(before, old) if before and old else None
+        now = self._head_renderer.override(after, new) if after else None
+        return was, now
+
+    def _runtime_config(self, before: Resolution | None, after: Resolution | None) -> bool:
+        """Whether a module entry of the runtime has a ``config`` at either revision (once
+        per runtime)."""
+        either = after or before
+        name = either.runtime.name if either is not None else ""
+        known = self._configured.get(name)
+        if known is None:
+            entries = [m for r in (before, after) if r for m in r.runtime.modules]
+            known = self._configured[name] = any(m.config for m in entries)
+        return known
 
     def _removed(
         self,

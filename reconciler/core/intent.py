@@ -87,6 +87,7 @@ def inventory_intent(
         default,
         done,
         current.commit if current else commit,
+        current.enforced if current else (),
     )
     if current is not None and fresh != current:
         fresh = replace(fresh, commit=commit or current.commit)

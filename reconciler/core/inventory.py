@@ -43,6 +43,9 @@ class Inventory:
     default_configuration: ObjectRef | None = None
     default_configuration_done: bool = False
     commit: str = ""
+    #: The fields of the default configuration that ``reconciler-config`` enforces (dotted,
+    #: ``spec.logLevel``): known here so that one whose override left the repo is released.
+    enforced: tuple[str, ...] = ()
 
     def to_configmap(self, namespace: str) -> Body:
         """The ConfigMap that stores this inventory in ``namespace``."""
@@ -56,6 +59,7 @@ class Inventory:
             ),
             "defaultConfigurationDone": self.default_configuration_done,
             "commit": self.commit,
+            **({"enforcedFields": list(self.enforced)} if self.enforced else {}),
         }
         return {
             "apiVersion": "v1",
@@ -100,6 +104,7 @@ def inventory_from_configmap(body: Mapping[str, Any]) -> Inventory:
             default_configuration=ObjectRef.from_json(default) if default else None,
             default_configuration_done=bool(data.get("defaultConfigurationDone", False)),
             commit=str(data.get("commit") or ""),
+            enforced=tuple(str(p) for p in data.get("enforcedFields") or ()),
         )
     except (KeyError, TypeError, json.JSONDecodeError) as error:
         name = (body.get("metadata") or {}).get("name") or "?"

@@ -216,7 +216,7 @@ class Settings:
     kubernetes_events: bool = True
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)  # remembered by resolve.RESOLUTIONS
 class ConfigRepo:
     """A whole, valid config repo."""
 
@@ -224,8 +224,3 @@ class ConfigRepo:
     runtimes: Mapping[str, Runtime]
     modules: Mapping[str, Module]
     channels: Mapping[str, Channel]
-    #: Resolutions made against this repo, by runtime name, with the runtime resolved (see
-    #: :func:`reconciler.core.resolve.resolve_runtime`); not copied by ``replace``.
-    resolved: dict[str, tuple[Runtime, object]] = field(
-        default_factory=dict, init=False, compare=False, repr=False
-    )

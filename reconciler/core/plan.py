@@ -20,6 +20,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from reconciler.core.enforce import drifted
 from reconciler.core.fielddiff import (
     FieldChange,
     field_diff,
@@ -43,6 +44,7 @@ from reconciler.core.objects import Body, ObjectRef, crd_kind
 from reconciler.core.render import RenderedObject, deletion_order, removal_order
 from reconciler.core.resolve import ResolvedModule
 from reconciler.core.serverform import server_form
+from reconciler.core.status import Reason
 from reconciler.core.versions import parse_running_version, version_key
 from reconciler.core.windows import in_window, next_window_text
 
@@ -118,7 +120,7 @@ class PlannedModule:
         return {
             "module": self.module,
             "action": str(self.action),
-            "reason": self.reason,
+            "reason": str(self.reason),
             "fromVersion": self.from_version,
             "toVersion": self.to_version,
         }
@@ -318,7 +320,7 @@ def plan_module(context: Context, desired: DesiredModule, live: LiveModule) -> M
         return replace(
             base,
             action=ModuleAction.BLOCKED_UNKNOWN_VERSION,
-            reason="UnknownRunningVersion",
+            reason=Reason.UNKNOWN_RUNNING_VERSION,
             message=_unknown_version_message(desired, live.version_source, running),
         )
     if running_key is not None and version_key(version) < running_key:
@@ -329,7 +331,7 @@ def plan_module(context: Context, desired: DesiredModule, live: LiveModule) -> M
         return replace(
             base,
             action=ModuleAction.BLOCKED_DOWNGRADE,
-            reason="DowngradeNotSupported",
+            reason=Reason.DOWNGRADE_NOT_SUPPORTED,
             message=message,
         )
     upgrade = running_key is not None and version_key(version) > running_key
@@ -342,7 +344,7 @@ def plan_module(context: Context, desired: DesiredModule, live: LiveModule) -> M
         return replace(
             base,
             action=ModuleAction.DEFERRED_WINDOW,
-            reason="WaitingForMaintenanceWindow",
+            reason=Reason.WAITING_FOR_MAINTENANCE_WINDOW,
             message=message,
         )
     changes = _object_changes(desired, live)
@@ -378,18 +380,22 @@ def _classify(
 ) -> tuple[ModuleAction, str, str]:
     version = desired.resolved.version
     if running is None:
-        return ModuleAction.INSTALL, "Install", f"install {desired.name} {version}"
+        return ModuleAction.INSTALL, Reason.INSTALL, f"install {desired.name} {version}"
     if live.inventory is None:
         verb = ModuleAction.UPGRADE if upgrade else ModuleAction.INSTALL
-        return verb, "Adopted", f"take over {desired.name} {running} found in the cluster"
+        return verb, Reason.ADOPTED, f"take over {desired.name} {running} found in the cluster"
     if upgrade:
-        return ModuleAction.UPGRADE, "Upgrade", f"upgrade {desired.name} {running} -> {version}"
+        return (
+            ModuleAction.UPGRADE,
+            Reason.UPGRADE,
+            f"upgrade {desired.name} {running} -> {version}",
+        )
     if live.inventory.strategy != desired.strategy:
         text = f"strategy {live.inventory.strategy} -> {desired.strategy}"
-        return ModuleAction.RECONFIGURE, "StrategyChanged", text
+        return ModuleAction.RECONFIGURE, Reason.STRATEGY_CHANGED, text
     if changes:
-        return ModuleAction.RECONFIGURE, "Drift", f"{len(changes)} object(s) differ from git"
-    return ModuleAction.UNCHANGED, "UpToDate", f"{desired.name} {version} is up to date"
+        return ModuleAction.RECONFIGURE, Reason.DRIFT, f"{len(changes)} object(s) differ from git"
+    return ModuleAction.UNCHANGED, Reason.UP_TO_DATE, f"{desired.name} {version} is up to date"
 
 
 def _object_changes(desired: DesiredModule, live: LiveModule) -> tuple[ObjectChange, ...]:
@@ -421,12 +427,29 @@ def _default_configuration_change(desired: DesiredModule, live: LiveModule) -> O
     if rendered is None or desired.strategy is not Strategy.CREATE_AND_DELETE:
         return None
     if live.inventory is not None and live.inventory.default_configuration_done:
-        return None
+        return _enforcement_change(rendered, live.inventory, live)
     ref = ObjectRef.of(rendered.body)
     if ref in live.objects:  # someone made it already: keep theirs
         return None
     fields = field_diff(rendered.body, None)
     return ObjectChange(ObjectAction.CREATE, ref, fields, default_configuration=True)
+
+
+def _enforcement_change(
+    rendered: RenderedObject, inventory: Inventory, live: LiveModule
+) -> ObjectChange | None:
+    """A default configuration created once (L3) changes only by its enforced fields: those
+    that drifted are put back (an update of those fields only), and one a user deleted is
+    re-created when fields of it are enforced (docs/configuration.md)."""
+    ref = inventory.default_configuration
+    if ref is None or ref != ObjectRef.of(rendered.body) or rendered.override is None:
+        return None
+    current = live.objects.get(ref)
+    if current is None:
+        fields = field_diff(rendered.body, None)
+        return ObjectChange(ObjectAction.CREATE, ref, fields, default_configuration=True)
+    fields = drifted(rendered.override, current)
+    return ObjectChange(ObjectAction.UPDATE, ref, fields, True) if fields else None
 
 
 def _prune(live: LiveModule, wanted: set[ObjectRef]) -> list[ObjectChange]:
@@ -526,7 +549,7 @@ def plan_removal(live: LiveModule) -> ModulePlan:
         return replace(
             base,
             action=ModuleAction.REMOVE_IGNORE,
-            reason="StrategyIgnore",
+            reason=Reason.STRATEGY_IGNORE,
             message=message,
             changes=changes,
         )
@@ -535,7 +558,7 @@ def plan_removal(live: LiveModule) -> ModulePlan:
         return replace(
             base,
             action=ModuleAction.BLOCKED_DELETION,
-            reason="WaitingForResources",
+            reason=Reason.WAITING_FOR_RESOURCES,
             message=_blocking_message(inventory.module, live),
             changes=default,
             blocking=live.blocking,
@@ -550,7 +573,7 @@ def plan_removal(live: LiveModule) -> ModulePlan:
     return replace(
         base,
         action=ModuleAction.REMOVE_DELETE,
-        reason="Removed",
+        reason=Reason.REMOVED,
         message=message,
         changes=default + deletions,
         notes=_released_namespaces([c.ref for c in deletions], live),

@@ -11,10 +11,10 @@ deletion brake, the fleet diff and review, the daemon.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import cast
 
 from reconciler.core.diagnostics import Pointer, did_you_mean
 from reconciler.core.model import Channel, ConfigRepo, Module, ModuleRef, Runtime, Strategy
@@ -92,17 +92,57 @@ class Resolution:
         return next((m for m in self.modules if m.name == name), None)
 
 
+class Resolutions:
+    """The resolutions made against each repo, by runtime: a repo does not change, so the brake,
+    each stage of a sync and the plans ask again for free. An answer holds while the runtime is
+    the same object (a new commit gives new ones); a repo's answers are forgotten with the repo,
+    and :func:`dataclasses.replace` gives a repo of its own that remembers nothing. Kept beside
+    the repo, not on it: the repo stays a frozen value."""
+
+    def __init__(self) -> None:
+        self._by_repo: dict[int, dict[str, Resolution]] = {}
+
+    def known(self, repo: ConfigRepo, runtime: Runtime) -> Resolution | None:
+        """The resolution of ``runtime`` made against ``repo``, if any."""
+        found = self._by_repo.get(id(repo), {}).get(runtime.name)
+        return found if found is not None and found.runtime is runtime else None
+
+    def remember(self, repo: ConfigRepo, resolution: Resolution) -> None:
+        """Keep ``resolution`` of one of ``repo``'s runtimes until ``repo`` is gone."""
+        self._of(repo)[resolution.runtime.name] = resolution
+
+    def share(self, source: ConfigRepo, target: ConfigRepo) -> None:
+        """Let ``target`` (the same modules and channels as ``source``) know ``source``'s
+        answers: the same questions give the same answers."""
+        self._of(target).update(self._by_repo.get(id(source), {}))
+
+    def __len__(self) -> int:
+        """How many repos have answers kept."""
+        return len(self._by_repo)
+
+    def _of(self, repo: ConfigRepo) -> dict[str, Resolution]:
+        known = self._by_repo.get(id(repo))
+        if known is None:
+            known = self._by_repo[id(repo)] = {}
+            weakref.finalize(repo, self._by_repo.pop, id(repo), None)
+        return known
+
+
+#: The one memo of :func:`resolve_runtime` (the validator shares it with the repo it builds).
+RESOLUTIONS = Resolutions()
+
+
 def resolve_runtime(repo: ConfigRepo, runtime: Runtime) -> Resolution:
-    """Resolve ``runtime`` against ``repo``; see the module docstring. Remembered by the repo
-    (a repo does not change): the brake, each stage of a sync and the plans ask again."""
-    known = repo.resolved.get(runtime.name)
-    if known is not None and known[0] is runtime:
-        return cast(Resolution, known[1])
+    """Resolve ``runtime`` against ``repo``; see the module docstring. Remembered
+    (:data:`RESOLUTIONS`): the brake, each stage of a sync and the plans ask again."""
+    known = RESOLUTIONS.known(repo, runtime)
+    if known is not None:
+        return known
     resolver = _Resolver(repo, runtime)
     resolver.run()
     ordered = order_by_dependencies(resolver.resolved.values(), repo.modules)
     resolution = Resolution(runtime, tuple(ordered), tuple(resolver.problems))
-    repo.resolved[runtime.name] = (runtime, resolution)
+    RESOLUTIONS.remember(repo, resolution)
     return resolution
 
 

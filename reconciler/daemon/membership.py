@@ -35,6 +35,7 @@ from typing import Any
 
 from reconciler.cluster.api import (
     Cluster,
+    ClusterIdentity,
     EventSink,
     KindInfo,
     ObjectEvent,
@@ -221,7 +222,11 @@ class FencedCluster:
     def __init__(self, cluster: Cluster, fenced: Callable[[], str | None]) -> None:
         self.cluster = cluster
         self._fenced = fenced
-        self.identity = getattr(cluster, "identity", "")
+
+    @property
+    def identity(self) -> ClusterIdentity:
+        """The wrapped cluster's (see :attr:`Cluster.identity`)."""
+        return self.cluster.identity
 
     def _check(self) -> None:
         reason = self._fenced()

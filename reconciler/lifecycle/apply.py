@@ -21,10 +21,11 @@ Ready is not started. Waiting only happens on a cluster that moves on by itself
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from reconciler.cluster.api import Cluster, Settling
+from reconciler.core.enforce import Enforcement
 from reconciler.core.intent import final_inventory, inventory_intent
 from reconciler.core.inventory import Inventory
 from reconciler.core.objects import ObjectRef
@@ -37,8 +38,9 @@ from reconciler.core.plan import (
     ObjectChange,
     Plan,
 )
-from reconciler.core.status import ChangeAction, ModuleState, ModuleStatus
+from reconciler.core.status import ChangeAction, ModuleState, ModuleStatus, Reason
 from reconciler.errors import ReconcilerError
+from reconciler.lifecycle.enforce import Enforcer
 from reconciler.lifecycle.observe import Observer
 from reconciler.lifecycle.outcome import ChangeSet, failed_status, planned_status
 from reconciler.lifecycle.write import Writer
@@ -76,12 +78,22 @@ class Installer:
     """Carries out the desired modules of one pass (see the module docstring)."""
 
     def __init__(
-        self, observer: Observer, writer: Writer, changes: ChangeSet, *, commit: str
+        self,
+        observer: Observer,
+        writer: Writer,
+        changes: ChangeSet,
+        *,
+        commit: str,
+        enforcer: Enforcer | None = None,
     ) -> None:
         self.observer = observer
         self.writer = writer
         self.changes = changes
         self.commit = commit
+        #: Re-asserts and releases enforced configuration fields (stage 5b); none: not done.
+        self.enforcer = enforcer
+        #: What enforcement did per module in this pass, for its status.
+        self.enforced: dict[str, Enforcement] = {}
         #: Modules whose first stage ran ahead of the others (see :meth:`start_all`).
         self._started: dict[str, Started] = {}
 
@@ -135,7 +147,7 @@ class Installer:
             return ModuleStatus(
                 entry.module,
                 ModuleState.PROCESSING,
-                "WaitingForDependency",
+                Reason.WAITING_FOR_DEPENDENCY,
                 message,
                 entry.from_version,
             )
@@ -153,12 +165,17 @@ class Installer:
         if pending:
             message = f"waiting for CRD {', '.join(pending)} to be Established"
             return ModuleStatus(
-                entry.module, ModuleState.PROCESSING, "WaitingForCRD", message, entry.to_version
+                entry.module,
+                ModuleState.PROCESSING,
+                Reason.WAITING_FOR_CRD,
+                message,
+                entry.to_version,
             )
         self.apply_rest(entry, started)
         self.create_default_configuration(entry, started)
-        self.prune(entry, module, started)
-        self._note_unchanged(entry, started, live)
+        final = self.prune(entry, module, started)
+        done = self.enforce(module, final)
+        self._note_unchanged(entry, started, live, done)
         return self.readiness(entry, module)
 
     # -- the stages ----------------------------------------------------------------------------
@@ -203,33 +220,55 @@ class Installer:
         default = [
             c
             for c in entry.changes
-            if c.ref in started.bodies and c not in started.first and c.default_configuration
+            if c.ref in started.bodies
+            and c not in started.first
+            and c.default_configuration
+            and c.action is ObjectAction.CREATE  # an update: its enforced fields only (5b)
         ]
         self._apply(entry.module, started.bodies, default)
 
-    def prune(self, entry: ModulePlan, module: DesiredModule, started: Started) -> None:
+    def prune(self, entry: ModulePlan, module: DesiredModule, started: Started) -> Inventory:
         """Stage 5: what the new version dropped deleted or released (L4), then the final
-        inventory written (the cluster holds the intent now)."""
+        inventory written (the cluster holds the intent now) and returned."""
         for change in entry.changes:
             if change.ref not in started.bodies:
                 done = self.writer.delete_or_release(change, ChangeAction.PRUNED)
                 self.changes.note(entry.module, change.ref, done)
         final = final_inventory(started.intent, module, entry.kept)
         self.writer.write_inventory(final, started.intent)
+        return final
+
+    def enforce(self, module: DesiredModule, inventory: Inventory) -> Enforcement | None:
+        """Stage 5b: the enforced fields of the default configuration re-asserted, released
+        ones handed over (:mod:`reconciler.lifecycle.enforce`); what was done."""
+        if self.enforcer is None:
+            return None
+        done = self.enforcer.enforce(module, inventory)
+        if done is not None:
+            self.enforced[module.name] = done
+        return done
 
     def readiness(self, entry: ModulePlan, module: DesiredModule) -> ModuleStatus:
-        """Stage 6, L2: every CRD Established and the operator workload available."""
+        """Stage 6, L2: every CRD Established and the operator workload available; the
+        message also says what enforcement did to the configuration in this pass."""
+        status = self._readiness(entry, module)
+        done = self.enforced.get(entry.module)
+        return (
+            status if done is None else replace(status, message=f"{status.message}; {done.message}")
+        )
+
+    def _readiness(self, entry: ModulePlan, module: DesiredModule) -> ModuleStatus:
         spec = module.module
         if not self.observer.operator_available(module):
             message = f"{spec.operator_kind} {spec.operator_name} is not available yet"
             return ModuleStatus(
                 entry.module,
                 ModuleState.PROCESSING,
-                "WaitingForOperator",
+                Reason.WAITING_FOR_OPERATOR,
                 message,
                 entry.to_version,
             )
-        reason = entry.reason if entry.action is not ModuleAction.UNCHANGED else "Ready"
+        reason = entry.reason if entry.action is not ModuleAction.UNCHANGED else Reason.READY
         message = "; ".join((f"{entry.module} {entry.to_version} is Ready", *entry.notes))
         if entry.kept:
             return ModuleStatus(
@@ -255,8 +294,10 @@ class Installer:
             self.writer.apply(bodies[change.ref])
             self.changes.note(module, change.ref, _APPLIED[change.action])
 
-    def _note_unchanged(self, entry: ModulePlan, started: Started, live: LiveModule) -> None:
-        changed = {c.ref for c in entry.changes}
+    def _note_unchanged(
+        self, entry: ModulePlan, started: Started, live: LiveModule, done: Enforcement | None
+    ) -> None:
+        changed = {c.ref for c in entry.changes} | ({done.ref} if done else set())
         for ref in started.bodies:
             if ref not in changed and ref in live.objects:
                 self.changes.note(entry.module, ref, ChangeAction.UNCHANGED)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import cast
 
 from reconciler.cluster.api import Cluster, EventSink, ObjectEvent
+from reconciler.core.enforce import Enforcement
 from reconciler.core.events import (
     DELETION_BLOCKED,
     counts_for_event,
@@ -52,6 +53,13 @@ class EventRecorder:
         for ref in blocking:
             text = deletion_blocked_text(module, ref)
             self._record(ObjectEvent(ref, DELETION_BLOCKED, text, "Warning"))
+
+    def enforcement(self, done: Enforcement) -> None:
+        """On the configuration CR: a Warning that enforced fields were taken back, or that
+        fields were released (Normal)."""
+        kind = "Warning" if done.reverted else "Normal"
+        reason = "ConfigEnforced" if done.reverted else "ConfigReleased"
+        self._record(ObjectEvent(done.ref, reason, done.message, kind))
 
     def _record(self, event: ObjectEvent) -> None:
         if self.enabled:

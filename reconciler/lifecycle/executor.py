@@ -38,10 +38,11 @@ from reconciler.core.render import Renderer
 from reconciler.core.resolve import Resolution, resolve_runtime
 from reconciler.core.status import ModuleState as ModuleState
 from reconciler.core.status import ModuleStatus as ModuleStatus
-from reconciler.core.status import PassResult
+from reconciler.core.status import PassResult, Reason
 from reconciler.core.windows import in_window
 from reconciler.errors import ReconcilerError
 from reconciler.lifecycle.apply import Installer
+from reconciler.lifecycle.enforce import Enforcer
 from reconciler.lifecycle.events import EventRecorder
 from reconciler.lifecycle.live_view import LiveView, Planned
 from reconciler.lifecycle.observe import InventoryBranch, Observer
@@ -217,7 +218,13 @@ class Lifecycle:
             the_plan,
             {d.name: d for d in desired},
             live,
-            Installer(self.observer, self.writer, changes, commit=self.commit),
+            Installer(
+                self.observer,
+                self.writer,
+                changes,
+                commit=self.commit,
+                enforcer=Enforcer(self.writer, self.recorder, changes),
+            ),
             Remover(self.writer, self.recorder, changes),
         )
         statuses = run.carry_out(dependencies or {})
@@ -274,7 +281,7 @@ class _Pass:
         waiting = [
             name
             for name, s in self.statuses.items()
-            if s.reason == "WaitingForOperator" and entries[name].changes_anything
+            if s.reason == Reason.WAITING_FOR_OPERATOR and entries[name].changes_anything
         ]
         if not waiting:
             return
@@ -282,7 +289,7 @@ class _Pass:
         for name in waiting:
             self.statuses[name] = self.installer.readiness(entries[name], self.by_name[name])
         for entry in self.plan.modules:
-            if self.statuses[entry.module].reason == "WaitingForDependency":
+            if self.statuses[entry.module].reason == Reason.WAITING_FOR_DEPENDENCY:
                 self.statuses[entry.module] = self.module(entry, {})
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from reconciler.cluster.api import Cluster
+from reconciler.core.enforce import enforcing
 from reconciler.core.intent import rebuilt_inventory, recorded_refs
 from reconciler.core.inventory import LABEL_INVENTORY, Inventory, inventory_from_configmap
 from reconciler.core.live import (
@@ -282,15 +283,17 @@ def namespace_ref(name: str) -> ObjectRef:
 
 def _desired_refs(module: DesiredModule, inventory: Inventory | None) -> list[ObjectRef]:
     """What to read of a desired module: its objects, its default configuration unless it was
-    created already (L3: not read again), and what its inventory lists besides."""
+    created already (L3: not read again) or has fields enforced now or before, and what its
+    inventory lists besides."""
     refs = [ObjectRef.of(o.body) for o in module.objects]
     created = (
         inventory is not None
         and inventory.default_configuration_done
         and inventory.default_configuration is not None
     )
-    if module.default_configuration is not None and not created:
-        refs.append(ObjectRef.of(module.default_configuration.body))
+    rendered = module.default_configuration
+    if rendered is not None and (not created or enforcing(rendered.override, inventory)):
+        refs.append(ObjectRef.of(rendered.body))
     if inventory is not None:
         refs += [r for r in inventory.objects if r not in refs]
     return refs

@@ -19,6 +19,7 @@ from reconciler.core.status import (
     ModuleError,
     ModuleState,
     ModuleStatus,
+    Reason,
 )
 from reconciler.errors import PermanentError, ReconcilerError
 
@@ -49,7 +50,7 @@ def planned_status(entry: ModulePlan, state: ModuleState, version: str | None) -
 
 def failed_status(entry: ModulePlan, error: ReconcilerError) -> ModuleStatus:
     """The module's Error status; the error is kept with its type and retry delay."""
-    reason = "Retrying" if not isinstance(error, PermanentError) else "Failed"
+    reason = Reason.RETRYING if not isinstance(error, PermanentError) else Reason.FAILED
     return ModuleStatus(
         entry.module,
         ModuleState.ERROR,

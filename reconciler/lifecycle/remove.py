@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from reconciler.core.plan import DesiredModule, LiveModule, ModuleAction, ModulePlan
-from reconciler.core.status import ChangeAction, ModuleState, ModuleStatus
+from reconciler.core.status import ChangeAction, ModuleState, ModuleStatus, Reason
 from reconciler.lifecycle.events import EventRecorder
 from reconciler.lifecycle.outcome import ChangeSet, planned_status
 from reconciler.lifecycle.write import Writer
@@ -82,5 +82,9 @@ def waiting_for_dependents(entry: ModulePlan, waiting: list[str]) -> ModuleStatu
     """The status of a removal that waits for the modules that depend on it to be gone."""
     message = f"deletion of {entry.module} waits until {', '.join(waiting)} is gone"
     return ModuleStatus(
-        entry.module, ModuleState.DELETING, "WaitingForDependents", message, entry.from_version
+        entry.module,
+        ModuleState.DELETING,
+        Reason.WAITING_FOR_DEPENDENTS,
+        message,
+        entry.from_version,
     )

@@ -46,9 +46,9 @@ from reconciler.operations.model import (
     StepResult,
     StepState,
 )
-from reconciler.operations.plugins import ENTRY_POINT_GROUP
 from reconciler.operations.steps import BUILTIN_STAGES, Step, StepContext, transient_retry
 from reconciler.operations.store import StateStore
+from reconciler.source.plugins import ENTRY_POINT_GROUP
 
 DEFAULT_LIMITS = {
     OperationType.PROVISION: timedelta(hours=24),

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from reconciler.cluster.api import NO_IDENTITY, ClusterIdentity
 from reconciler.core.head import Head, head_text
 from reconciler.core.model import ClusterAccess, Settings
 from reconciler.core.plan import ModuleAction, PlannedModule
@@ -245,9 +246,9 @@ class RuntimeRecord:
     commit: Head | None
     updated: datetime
     modules: tuple[ModuleStatus, ...] = ()
-    #: Where the runtime was last synced (``snapshot PATH`` or ``server URL``): an operation
-    #: never deprovisions it through another access (rehearsal and reality never mix).
-    access: str = ""
+    #: Which cluster the runtime was last synced through: an operation never deprovisions it
+    #: through another (rehearsal and reality never mix).
+    access: ClusterIdentity = NO_IDENTITY
 
     @classmethod
     def of(
@@ -266,7 +267,7 @@ class RuntimeRecord:
         if suspended and not modules and before is not None:
             modules = before.modules
         state = worst_state(m.state for m in modules)
-        reason = next((m.reason for m in modules if m.state is state), "Ready")
+        reason = next((m.reason for m in modules if m.state is state), Reason.READY)
         message = f"{len(modules)} modules"
         if suspended:
             reason, message = Reason.SUSPENDED, SUSPENDED_IN_GIT
@@ -373,7 +374,7 @@ class RuntimeStatus:
         operation = self.operation
         return self.current.to_json() | {
             "state": self.state,
-            "reason": self.reason,
+            "reason": str(self.reason),
             "message": self.message,
             "suspended": self.suspended,
             "operation": None
@@ -413,7 +414,7 @@ def _under_way(record: RuntimeRecord, operation: Operation) -> RuntimeRecord:
         return RuntimeRecord(
             record.runtime,
             ModuleState.DELETING,
-            "Deprovisioning",
+            Reason.DEPROVISIONING,
             message,
             operation.commit,
             updated,
@@ -425,11 +426,11 @@ def _under_way(record: RuntimeRecord, operation: Operation) -> RuntimeRecord:
         under_way = f"{record.message} ({operation.type} {operation.id} under way: {message})"
         return replace(record, message=under_way, updated=updated)
     if not modules:
-        reason = "Provisioning" if operation.type is OperationType.PROVISION else "Updating"
+        provisioning = operation.type is OperationType.PROVISION
         return RuntimeRecord(
             record.runtime,
             ModuleState.PROCESSING,
-            reason,
+            Reason.PROVISIONING if provisioning else Reason.UPDATING,
             message,
             operation.commit,
             updated,

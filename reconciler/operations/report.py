@@ -192,7 +192,7 @@ def _record_row(
         age_text(now, record.updated),
         record.message,
         _time(record.updated),
-        record.access or "-",
+        record.access.describe() or "-",
     )
 
 

@@ -22,7 +22,7 @@ from reconciler.core.model import ClusterAccess, ConfigRepo
 from reconciler.core.plan import Context, DesiredModule, ModuleAction
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
-from reconciler.core.status import ModuleState
+from reconciler.core.status import ModuleState, Reason
 from reconciler.errors import NotFoundError
 from reconciler.lifecycle.executor import desired_modules
 from reconciler.lifecycle.live_view import LiveView
@@ -147,7 +147,7 @@ class Runner:
         return RuntimeRecord(
             runtime,
             ModuleState.PROCESSING,
-            "Provisioning",
+            Reason.PROVISIONING,
             "first operation under way",
             self.commit,
             self.clock(),

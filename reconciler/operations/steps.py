@@ -16,11 +16,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, ClassVar
 
-from reconciler.cluster.api import Cluster
+from reconciler.cluster.api import NO_IDENTITY, Cluster, ClusterIdentity
 from reconciler.core.head import head_text
 from reconciler.core.model import ClusterAccess, ConfigRepo, Strategy
 from reconciler.core.plan import Context, DesiredModule
-from reconciler.core.status import ModuleState, ModuleStatus, PassResult
+from reconciler.core.status import ModuleState, ModuleStatus, PassResult, Reason
 from reconciler.errors import PermanentError, TransientError
 from reconciler.lifecycle.executor import Lifecycle, SyncPart
 from reconciler.lifecycle.live_view import LiveView
@@ -158,29 +158,21 @@ class ResolveKubeconfig(Step):
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
         cluster = context.connect(context.access, operation.runtime)
-        identity = str(getattr(cluster, "identity", "") or context.access.describe())
+        identity = cluster.identity or ClusterIdentity.reached_by(context.access.describe())
         record = context.store.runtime(operation.runtime)
-        recorded = record.access if record is not None else ""
+        recorded = record.access if record is not None else NO_IDENTITY
         if operation.type is OperationType.DEPROVISION:
-            if _other_access(recorded, identity) and not context.allow_access_change:
+            if identity.is_other_than(recorded) and not context.allow_access_change:
                 return StepResult(
-                    error=f"runtime {operation.runtime} was synced through {recorded}, this run "
-                    f"reaches {identity}: it is not deprovisioned through another access "
-                    "(rehearsals and real clusters never mix; sync --allow-access-change to "
-                    "do it anyway)"
+                    error=f"runtime {operation.runtime} was synced through "
+                    f"{recorded.describe()}, this run reaches {identity.describe()}: it is not "
+                    "deprovisioned through another access (rehearsals and real clusters never "
+                    "mix; sync --allow-access-change to do it anyway)"
                 )
         elif recorded != identity:
             context.store.record_access(operation.runtime, identity, context.fence)
         context.cluster = cluster
-        return StepResult(f"using {context.access.describe()} ({identity})")
-
-
-def _other_access(recorded: str, identity: str) -> bool:
-    """Whether ``identity`` is another cluster than the one recorded: a real cluster instead of
-    a snapshot (or the reverse), or another API server; two snapshot files are both rehearsals."""
-    if not recorded or recorded == identity:
-        return False
-    return not (recorded.startswith("snapshot ") and identity.startswith("snapshot "))
+        return StepResult(f"using {context.access.describe()} ({identity.describe()})")
 
 
 class CheckClusterAccess(Step):
@@ -429,7 +421,7 @@ class RemoveRuntimeRecord(Step):
             RuntimeRecord(
                 operation.runtime,
                 ModuleState.DELETING,
-                "WaitingForResources",
+                Reason.WAITING_FOR_RESOURCES,
                 why,
                 operation.commit,
                 context.now(),

@@ -37,6 +37,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
+from reconciler.cluster.api import ClusterIdentity
 from reconciler.core.brake import Limits
 from reconciler.core.head import Head, head_text
 from reconciler.core.model import ClusterAccess
@@ -322,7 +323,9 @@ class StateStore(Protocol):
     def forget_runtime(self, runtime: str, fence: FenceToken | None = None) -> None:
         """Drop a deprovisioned runtime's record (under ``fence``, as :meth:`save`)."""
 
-    def record_access(self, runtime: str, access: str, fence: FenceToken | None = None) -> None:
+    def record_access(
+        self, runtime: str, access: ClusterIdentity, fence: FenceToken | None = None
+    ) -> None:
         """Remember where ``runtime`` was synced (see :attr:`RuntimeRecord.access`; under
         ``fence``, as :meth:`save`)."""
 
@@ -842,7 +845,7 @@ class SqliteStore:
                     "commit_id": head_text(record.commit),
                     "updated": _iso(record.updated),
                     "modules": encode_modules(record.modules),
-                    "access": record.access,
+                    "access": record.access.describe(),
                     **fence_values(fence),
                 },
             )
@@ -877,13 +880,15 @@ class SqliteStore:
                 fence,
             )
 
-    def record_access(self, runtime: str, access: str, fence: FenceToken | None = None) -> None:
+    def record_access(
+        self, runtime: str, access: ClusterIdentity, fence: FenceToken | None = None
+    ) -> None:
         """See :class:`StateStore`."""
         with self._transaction() as db:
             self._guarded(
                 db,
                 f"UPDATE runtimes SET access = :access WHERE runtime = :runtime AND {FENCE_GUARD}",  # noqa: S608 (a constant)
-                {"runtime": runtime, "access": access},
+                {"runtime": runtime, "access": access.describe()},
                 fence,
             )
 
@@ -1322,7 +1327,7 @@ def _runtime(row: sqlite3.Row) -> RuntimeRecord:
         Head.parse(row["commit_id"]),
         updated,
         decode_modules(row["modules"]),
-        row["access"],
+        ClusterIdentity.parse(row["access"]),
     )
 
 
@@ -1469,7 +1474,7 @@ def _status_from_json(document: dict[str, Any]) -> ModuleStatus:
     if error is not None:
         kept = _error_from_json(error)
     elif state is ModuleState.ERROR:
-        permanent = document.get("reason") == "Failed"
+        permanent = document.get("reason") == Reason.FAILED.value
         kept = ModuleError(ModuleError.cause_named("", permanent), document.get("message", ""))
     return ModuleStatus(
         document["module"],

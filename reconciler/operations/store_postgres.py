@@ -35,6 +35,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import DictRow, dict_row
 
+from reconciler.cluster.api import ClusterIdentity
 from reconciler.core.brake import Limits
 from reconciler.core.head import Head, head_text
 from reconciler.core.redaction import MASK, mask_url_password, url_passwords
@@ -542,7 +543,10 @@ class PostgresStore:
                     **{"runtime": record.runtime, "state": str(record.state)},
                     **{"reason": record.reason, "message": record.message},
                     **{"commit_id": head_text(record.commit), "updated": _utc(record.updated)},
-                    **{"modules": encode_modules(record.modules), "access": record.access},
+                    **{
+                        "modules": encode_modules(record.modules),
+                        "access": record.access.describe(),
+                    },
                     **fence_values(fence),
                 },
             )
@@ -572,13 +576,15 @@ class PostgresStore:
         sql = f"DELETE FROM runtimes WHERE runtime = %(runtime)s AND {FENCE_GUARD}"  # noqa: S608 (a constant)
         self._guarded(sql, {"runtime": runtime}, fence)
 
-    def record_access(self, runtime: str, access: str, fence: FenceToken | None = None) -> None:
+    def record_access(
+        self, runtime: str, access: ClusterIdentity, fence: FenceToken | None = None
+    ) -> None:
         """See :class:`~reconciler.operations.store.StateStore`."""
         sql = (
             "UPDATE runtimes SET access = %(access)s WHERE runtime = %(runtime)s "  # noqa: S608 (a constant)
             f"AND {FENCE_GUARD}"
         )
-        self._guarded(sql, {"runtime": runtime, "access": access}, fence)
+        self._guarded(sql, {"runtime": runtime, "access": access.describe()}, fence)
 
     def _guarded(self, sql: str, values: dict[str, object], fence: FenceToken | None) -> None:
         """Run ``sql``, a write guarded by :data:`FENCE_GUARD`; when it wrote no row, tell a
@@ -849,7 +855,7 @@ def _runtime(row: DictRow) -> RuntimeRecord:
         Head.parse(row["commit_id"]),
         row["updated"].astimezone(UTC),
         decode_modules(row["modules"]),
-        row["access"],
+        ClusterIdentity.parse(row["access"]),
     )
 
 

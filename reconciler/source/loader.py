@@ -20,7 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.config.budget import DEFAULT_COMMIT_SECONDS, DEFAULT_FILE_SECONDS, TimeBudget
+from reconciler.config.budget import (
+    DEFAULT_COMMIT_SECONDS,
+    DEFAULT_FILE_SECONDS,
+    TimeBudget,
+    budget_diagnostic,
+)
 from reconciler.config.raw import RawFile, RawModule, RawRepo, RawVersion
 from reconciler.config.remotes import ref_problem, remote_problem
 from reconciler.config.schema import SchemaChecker
@@ -30,7 +35,7 @@ from reconciler.core.diagnostics import Diagnostic
 from reconciler.core.model import ChannelsFrom
 from reconciler.core.redaction import mask
 from reconciler.errors import OverBudgetError, SourceError, UnreadableError
-from reconciler.operations.plugins import load_plugin_step_names
+from reconciler.source.plugins import load_plugin_step_names
 from reconciler.source.schemas import load_schemas
 from reconciler.source.tree import Entry, SourceTree
 
@@ -102,7 +107,9 @@ def read_repo(
     try:
         return _read_repo(_Reader(tree, str(path), options, cache, budget=budget))
     except OverBudgetError as over:
-        return RawRepo(problems=(over.at(str(path), 1, 1),), channels_unavailable=True)
+        return RawRepo(
+            problems=(budget_diagnostic(over, str(path), 1, 1),), channels_unavailable=True
+        )
 
 
 def _read_repo(reader: _Reader) -> RawRepo:
@@ -421,7 +428,7 @@ class _Reader:
             with self.budget.file(shown):
                 return self._file(path, boundary, shown)
         except OverBudgetError as over:  # the parser gives the place; else the file's start
-            diagnostic = over.at(shown, 1, 1)
+            diagnostic = budget_diagnostic(over, shown, 1, 1)
             if over.scope != "file":
                 raise
             self.problems.append(diagnostic)

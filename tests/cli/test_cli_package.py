@@ -100,7 +100,7 @@ def fleet(tmp_path: Path) -> Path:
 
 
 def test_documents_both_revisions_share_are_checked_once(fleet: Path) -> None:
-    from reconciler.source.review import Review, Side
+    from reconciler.review.fleet import Review, Side
 
     alone = Review(ReadOptions())
     alone.load(Side(fleet, "HEAD"), "base")

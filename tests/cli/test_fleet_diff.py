@@ -426,8 +426,8 @@ def test_live_view_from_snapshots(history: Path, tmp_path: Path) -> None:
 def test_each_blob_is_parsed_once_and_each_situation_planned_once(tmp_path: Path) -> None:
     from datetime import UTC, datetime
 
+    from reconciler.review.fleet import Review, Side
     from reconciler.source.loader import ReadOptions
-    from reconciler.source.review import Review, Side
     from tests.support.fleet_generator import generate_fleet
 
     generate_fleet(tmp_path, runtimes=300, modules=6, versions=2)

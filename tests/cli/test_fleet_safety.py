@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from reconciler.cli import cli
+from reconciler.cluster.api import ClusterIdentity
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.cluster.snapshot import load_snapshot
 from reconciler.operations.engine import Engine
@@ -345,7 +346,10 @@ def test_a_rehearsal_keeps_a_store_of_its_own(
     assert result.exit_code == 0, result.output
     own = SqliteStore(clusters / "reconciler-state.db")
     assert [r.runtime for r in own.runtimes()] == ["dev-sandbox"]
-    assert own.runtimes()[0].access == f"snapshot {(clusters / 'dev-sandbox.yaml').resolve()}"
+    assert (
+        own.runtimes()[0].access.describe()
+        == f"snapshot {(clusters / 'dev-sandbox.yaml').resolve()}"
+    )
     assert not (tmp_path / "xdg" / "reconciler" / "state.db").exists()
 
 
@@ -353,8 +357,7 @@ class _Located(InMemoryCluster):
     """An in-memory cluster that says where it lives, as real and snapshot clusters do."""
 
     def __init__(self, identity: str) -> None:
-        super().__init__()
-        self.identity = identity
+        super().__init__(identity=ClusterIdentity.parse(identity))
 
 
 @pytest.mark.parametrize(

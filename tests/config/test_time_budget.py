@@ -8,11 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.config.budget import DEFAULT_COMMIT_SECONDS, DEFAULT_FILE_SECONDS, TimeBudget
+from reconciler.config.budget import (
+    DEFAULT_COMMIT_SECONDS,
+    DEFAULT_FILE_SECONDS,
+    TimeBudget,
+    budget_diagnostic,
+)
 from reconciler.config.raw import RawFile, RawRepo
 from reconciler.config.schema import SchemaChecker
 from reconciler.config.validate import validate_repo
 from reconciler.config.yamlsafe import parse_yaml
+from reconciler.core.diagnostics import Diagnostic
 from reconciler.errors import OverBudgetError
 from reconciler.source.loader import ReadOptions, load_repo
 from reconciler.source.schemas import load_schemas
@@ -90,9 +96,9 @@ def test_outside_a_file_only_the_commit_counts() -> None:
 def test_the_first_place_given_is_kept() -> None:
     error = OverBudgetError("file", 10)
 
-    first = error.at("a.yaml", 7, 3)
+    first = budget_diagnostic(error, "a.yaml", 7, 3)
 
-    assert error.at("b.yaml", 1, 1) is first
+    assert budget_diagnostic(error, "b.yaml", 1, 1) is first
     assert first.format() == (
         "a.yaml:7:3: C6 reading and checking this file took more than its 10 s budget"
     )
@@ -130,7 +136,7 @@ def test_the_commit_budget_running_out_while_parsing_is_raised_located() -> None
         parse_yaml(_many_nodes(10_000), "big.yaml", budget=budget)
 
     assert raised.value.scope == "commit"
-    assert raised.value.diagnostic is not None
+    assert isinstance(raised.value.diagnostic, Diagnostic)
     assert raised.value.diagnostic.path == "big.yaml"
     assert raised.value.diagnostic.line > 1
 

@@ -6,6 +6,7 @@ resolver repos the validator would refuse, to check the problems it reports.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -24,6 +25,7 @@ from reconciler.core.model import (
     Strategy,
 )
 from reconciler.core.resolve import (
+    RESOLUTIONS,
     Inclusion,
     Resolution,
     ResolvedModule,
@@ -417,6 +419,18 @@ def test_a_repo_remembers_its_resolutions_and_a_changed_repo_or_runtime_resolves
     moved = _runtime(ModuleRef("m"), channel="fast")  # same name, another runtime: a new commit
     assert _one(resolve_runtime(repo, moved), "m").version == "2.0.0"
     bumped = replace(repo, channels={"regular": Channel("regular", {"m": "2.0.0"})})
-    assert bumped.resolved == {}  # replace gives a repo of its own, remembering nothing
+    assert RESOLUTIONS.known(bumped, runtime) is None  # replace gives a repo remembering nothing
     assert _one(resolve_runtime(bumped, runtime), "m").version == "2.0.0"
     assert _one(resolve_runtime(repo, runtime), "m").version == "1.0.0"
+
+
+def test_a_repos_resolutions_are_forgotten_with_the_repo() -> None:
+    repo = _repo([_module("m")], {"regular": {"m": "1.0.0"}})
+    before = len(RESOLUTIONS)
+    resolve_runtime(repo, _runtime(ModuleRef("m")))
+    assert len(RESOLUTIONS) == before + 1
+
+    del repo
+    gc.collect()
+
+    assert len(RESOLUTIONS) == before

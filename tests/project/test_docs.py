@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.cli.docgen import DEFAULT_OUTPUT, main, render_reference
 from reconciler.source.schemas import load_schemas
+from reconciler.tools.docgen import DEFAULT_OUTPUT, main, render_reference
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -19,7 +19,7 @@ def test_committed_reference_is_up_to_date() -> None:
     committed = DEFAULT_OUTPUT.read_text(encoding="utf-8")
 
     assert committed == render_reference(load_schemas()), (
-        "docs/config-reference.md is stale: regenerate it with `python -m reconciler.cli.docgen`"
+        "docs/config-reference.md is stale: regenerate it with `python -m reconciler.tools.docgen`"
     )
 
 
@@ -100,7 +100,7 @@ def test_check_flags_a_stale_page_and_passes_after_regeneration(
     page.write_text("# old\n", encoding="utf-8")
 
     assert main(["--check", "--output", str(page)]) == 1
-    assert "python -m reconciler.cli.docgen" in capsys.readouterr().err
+    assert "python -m reconciler.tools.docgen" in capsys.readouterr().err
     assert main(["--output", str(page)]) == 0
     assert main(["--check", "--output", str(page)]) == 0
     assert page.read_text(encoding="utf-8") == render_reference(load_schemas())

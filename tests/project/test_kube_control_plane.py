@@ -13,9 +13,11 @@ def test_the_control_plane_answers_and_audits_our_requests(
 ) -> None:
     api_client = k8s_config.new_client_from_config(config_file=str(kube_control_plane.kubeconfig))
     cluster = KubeCluster(api_client, name="fixture")
+    default = ObjectRef("v1", "Namespace", "", "default")
+    cluster.get(default)  # discovery on a cold cache (run alone) is not what this counts
     mark = kube_control_plane.audit_mark()
 
-    found = cluster.get(ObjectRef("v1", "Namespace", "", "default"))
+    found = cluster.get(default)
 
     assert found is not None
     events = kube_control_plane.audit_events(mark)

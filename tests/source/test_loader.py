@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.config.validate import Validation
-from reconciler.core.resolve import resolve_runtime
+from reconciler.core.resolve import RESOLUTIONS, resolve_runtime
 from reconciler.errors import SourceError
 from reconciler.source.loader import ReadOptions, load_repo, read_repo
 from tests.support.repos import (
@@ -54,8 +54,9 @@ def test_a_valid_repo_keeps_the_resolutions_its_validation_made(make_repo: RepoF
     config = load_repo("repo").repo
 
     assert config is not None
-    runtime, resolution = config.resolved["one"]  # the brake and the first sync ask at once
-    assert runtime is config.runtimes["one"]
+    runtime = config.runtimes["one"]
+    resolution = RESOLUTIONS.known(config, runtime)  # the brake and the first sync ask at once
+    assert resolution is not None
     assert resolve_runtime(config, runtime) is resolution
     assert [m.name for m in resolution.modules] == ["alpha", "beta"]
 

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from reconciler.cluster.api import ClusterIdentity
 from reconciler.core.status import ModuleState
 from reconciler.errors import FencedError, LostOwnershipError
 from reconciler.operations.model import (
@@ -57,10 +58,12 @@ def test_a_live_members_token_writes(backend: Backend) -> None:
     _start(operation, 1, 0)
     store.save(operation, token)
     store.put_runtime(_record(), token)
-    store.record_access("rt", "snapshot x", token)
+    store.record_access("rt", ClusterIdentity.parse("snapshot x"), token)
 
     assert backend.open().get("op1") == operation
-    assert (backend.open().runtime("rt") or _record(message="none")).access == "snapshot x"
+    assert (
+        backend.open().runtime("rt") or _record(message="none")
+    ).access == ClusterIdentity.parse("snapshot x")
 
 
 def test_a_fenced_members_save_is_refused_in_the_statement(backend: Backend) -> None:
@@ -111,7 +114,7 @@ def test_a_fenced_members_claim_and_runtime_writes_are_refused(backend: Backend)
     with pytest.raises(LostOwnershipError):
         store.put_runtime(_record(message="after"), token)
     with pytest.raises(LostOwnershipError):
-        store.record_access("rt", "snapshot y", token)
+        store.record_access("rt", ClusterIdentity.parse("snapshot y"), token)
     with pytest.raises(LostOwnershipError):
         store.forget_runtime("rt", token)
 
@@ -119,7 +122,7 @@ def test_a_fenced_members_claim_and_runtime_writes_are_refused(backend: Backend)
     assert (fresh.get("op1") or pending).state is OperationState.PENDING
     record = fresh.runtime("rt")
     assert record is not None
-    assert (record.message, record.access) == ("before", "")
+    assert (record.message, record.access.describe()) == ("before", "")
 
 
 def test_a_token_of_an_older_epoch_is_refused_after_the_member_came_back(

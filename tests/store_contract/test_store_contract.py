@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import cli
+from reconciler.cluster.api import ClusterIdentity
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.brake import Limits
 from reconciler.core.head import Head
@@ -180,13 +181,17 @@ def test_a_store_of_an_older_version_is_migrated_keeping_its_records(backend: Ba
     assert store.schema_version() == SCHEMA_VERSION  # type: ignore[attr-defined]
     record = store.runtime("rt")
     assert record is not None
-    assert (record.access, record.deployed()) == ("", {"widget": "1.0.0"})
+    assert (record.access.describe(), record.deployed()) == ("", {"widget": "1.0.0"})
     old = store.get("old1")
     assert old is not None
     assert (old.state, old.created) == (OperationState.SUCCEEDED, T0 - timedelta(hours=1))
-    store.record_access("rt", "snapshot /srv/clusters")  # version 2: runtimes.access
+    store.record_access(
+        "rt", ClusterIdentity.parse("snapshot /srv/clusters")
+    )  # version 2: runtimes.access
     store.accept_commit(CommitRecord(Head("c2"), CommitVerdict.ACCEPTED, T0), None)  # version 2
-    assert store.runtime("rt") == replace(record, access="snapshot /srv/clusters")
+    assert store.runtime("rt") == replace(
+        record, access=ClusterIdentity.parse("snapshot /srv/clusters")
+    )
     assert store.last_accepted() == CommitRecord(Head("c2"), CommitVerdict.ACCEPTED, T0)
     assert store.limits_in_force() is None  # version 6: brake_limits, empty
 
@@ -396,7 +401,14 @@ def _runtime(name: str, access: str = "", state: str = "Ready") -> RuntimeRecord
     error = ModuleError(ThrottledError, "slow down", 3.0) if state == "Error" else None
     modules = (ModuleStatus("widget", ModuleState(state), "Ready", "", "1.0.0", error),)
     return RuntimeRecord(
-        name, ModuleState(state), "Ready", "all ready", Head("c1"), T0, modules, access
+        name,
+        ModuleState(state),
+        "Ready",
+        "all ready",
+        Head("c1"),
+        T0,
+        modules,
+        ClusterIdentity.parse(access),
     )
 
 
@@ -425,12 +437,14 @@ def test_runtime_records_round_trip_and_keep_where_they_were_synced(backend: Bac
     store.put_runtime(_runtime("alpha"))
 
     assert store.runtimes() == [_runtime("alpha"), _runtime("zeta", access="server https://z")]
-    store.record_access("alpha", "snapshot /srv/alpha")
+    store.record_access("alpha", ClusterIdentity.parse("snapshot /srv/alpha"))
     store.put_runtime(_runtime("alpha", state="Error"))  # no access given: the known one stays
     assert backend.open().runtime("alpha") == _runtime("alpha", "snapshot /srv/alpha", "Error")
     store.put_runtime(_runtime("alpha", access="server https://a"))
     assert store.runtime("alpha") == _runtime("alpha", access="server https://a")
-    store.record_access("nobody", "server https://n")  # not known: nothing recorded
+    store.record_access(
+        "nobody", ClusterIdentity.parse("server https://n")
+    )  # not known: nothing recorded
     assert store.runtime("nobody") is None
 
     store.forget_runtime("zeta")

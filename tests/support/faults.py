@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from reconciler.cluster.api import Cluster, KindInfo
+from reconciler.cluster.api import Cluster, ClusterIdentity, KindInfo
 from reconciler.core.objects import Body, ObjectRef
 from reconciler.errors import ReconcilerError, ServerError, ThrottledError
 
@@ -57,6 +57,11 @@ class FaultyCluster:
         self.planned.append((fault, method, subject))
 
     # -- the Cluster interface ---------------------------------------------------------------
+
+    @property
+    def identity(self) -> ClusterIdentity:
+        """The wrapped cluster's."""
+        return self.inner.identity
 
     def get(self, ref: ObjectRef) -> Body | None:
         """See :meth:`reconciler.cluster.api.Cluster.get`."""

@@ -5,9 +5,8 @@ The JSON Schemas are the single source of truth for the config repo's document k
 lays them out as one Markdown page: per kind, where its files live and a table of every field
 (dotted path, type, required, default, description and constraints).
 
-Run ``python -m reconciler.cli.docgen`` after changing a schema; ``--check`` exits 1 when the page
-is
-stale (a test runs that check). :func:`render_reference` is pure; :func:`main` does the I/O.
+Run ``python -m reconciler.tools.docgen`` after changing a schema; ``--check`` exits 1 when the
+page is stale (a test runs that check). :func:`render_reference` is pure; :func:`main` does the I/O.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from reconciler.config.schema import DNS_LABEL_PATTERN, SEMVER_PATTERN_PREFIX
 from reconciler.source.schemas import load_schemas
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parents[2] / "docs" / "config-reference.md"
-REGENERATE = "python -m reconciler.cli.docgen"
+REGENERATE = "python -m reconciler.tools.docgen"
 
 #: Where the documents of each kind live in the config repo.
 LOCATIONS: dict[str, str] = {
@@ -431,7 +430,7 @@ def _cell(text: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Write the reference page, or with ``--check`` tell whether it is stale (exit 1)."""
     parser = argparse.ArgumentParser(
-        prog="python -m reconciler.cli.docgen",
+        prog="python -m reconciler.tools.docgen",
         description="Generate docs/config-reference.md from the JSON Schemas in schemas/.",
     )
     parser.add_argument(

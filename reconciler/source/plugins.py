@@ -3,7 +3,9 @@
 ``reconciler validate`` needs to know which step names ``spec.operations.disabledSteps`` may use:
 the built-in optional steps and those of installed plugins (the ``reconciler.steps`` entry
 point). The engine loads the plugin classes itself when it builds operations; this module only
-lists their names, once per process. Callers: the loader.
+lists their names, once per process. It reads the installation (package metadata), as
+:mod:`reconciler.source.schemas` reads the bundled schemas, so it sits with the loader below
+``operations``. Callers: the loader; the engine takes :data:`ENTRY_POINT_GROUP`.
 """
 
 from __future__ import annotations
