@@ -128,11 +128,18 @@ class SavedRows:
 
     def loaded(self, operation: Operation, version: int) -> None:
         """The store read ``operation`` with its row at ``version`` (a finished one is not kept:
-        its rows are not worked out)."""
+        its rows are not worked out). Never back: when this store wrote or claimed a newer
+        version while the read ran (a worker's save between a ``/status`` read of the row and
+        this call), what it wrote stands, or its next save would be refused as another's."""
         if operation.finished:
             self.forget(operation.id)
-        else:
-            self.remember(operation, version, OperationRows.of(operation))
+            return
+        rows = OperationRows.of(operation)
+        with self._lock:
+            known = self._known.get(operation.id)
+            if known is not None and known[0] > version:
+                return
+        self.remember(operation, version, rows)
 
     def forget(self, operation_id: str) -> None:
         """Nothing is known of the operation (a save that may or may not have been written)."""
