@@ -75,7 +75,7 @@ def simulate(args: argparse.Namespace, path: Path) -> list[tuple[int, int, int]]
                 store.save(replace(copy, runtime=f"rt-{index:05d}", created=moment))
         if not args.before:
             store.prune(retention, moment)
-        count = store._query("SELECT count(*) AS n FROM operations")[0]["n"]
+        count = store.query("SELECT count(*) AS n FROM operations")[0]["n"]
         store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         hours.append((hour, int(count), path.stat().st_size))
         print(f"hour {hour:2d}: {count:7d} operations, {path.stat().st_size / 1e6:8.1f} MB")

@@ -15,6 +15,7 @@ help::
      |    +-- ForbiddenError        the credentials may not do this (401, 403)
      |    +-- AccessError           no way to reach a cluster (no kubeconfig, bad context)
      |    +-- HeldByBrakeError      the deletion brake holds a sync (S5): allow it explicitly
+     |    +-- InternalError         a bug: an exception not raised on purpose, kept as ours
      +-- TransientError            may succeed later; carries ``retry_after`` seconds
           +-- ConflictError         a concurrent change or a field owned by another manager (409)
           +-- UnknownKindError      the API server does not serve this kind (yet: a new CRD)
@@ -53,6 +54,21 @@ class PermanentError(ReconcilerError):
 
 class HeldByBrakeError(PermanentError):
     """The deletion brake (S5) holds a sync: more deletions than allowed, nothing done."""
+
+
+class InternalError(PermanentError):
+    """A bug: an exception we did not raise on purpose, kept (with ``cause``, its type) where
+    our errors are kept, e.g. the daemon's last error of a runtime; its message reads
+    ``internal error: TYPE: message`` and may name the place."""
+
+    def __init__(self, message: str, cause: type[BaseException]) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+    @classmethod
+    def of(cls, error: BaseException) -> InternalError:
+        """``error`` as an internal error: ``internal error: TYPE: message``."""
+        return cls(f"internal error: {type(error).__name__}: {error}", type(error))
 
 
 class TransientError(ReconcilerError):

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from reconciler.cli.report import Style
     from reconciler.core.fleetdiff import FleetDiff
     from reconciler.core.model import ConfigRepo
-    from reconciler.core.plan import LiveModule
+    from reconciler.core.plan_values import LiveModule
     from reconciler.review.fleet import Review
 
 

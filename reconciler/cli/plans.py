@@ -35,7 +35,7 @@ from reconciler.core.brake import (
 )
 from reconciler.core.diagnostics import did_you_mean
 from reconciler.core.model import ConfigRepo
-from reconciler.core.plan import Context
+from reconciler.core.plan_values import Context
 from reconciler.errors import NotFoundError, ReconcilerError
 from reconciler.lifecycle.executor import Lifecycle, SyncResult, sync_runtime
 from reconciler.operations.runner import recorded_access

@@ -18,7 +18,7 @@ from reconciler.core.fleetdiff import (
     RuntimeChange,
     SummaryLine,
 )
-from reconciler.core.plan import ModuleAction, ModulePlan, ObjectAction, ObjectChange, Plan
+from reconciler.core.plan_values import ModuleAction, ModulePlan, ObjectAction, ObjectChange, Plan
 
 if TYPE_CHECKING:
     from reconciler.lifecycle.executor import SyncResult

@@ -1,20 +1,20 @@
 """The real cluster adapter: the official ``kubernetes`` client behind the Cluster interface.
 
-The only module that imports ``kubernetes``. It uses the dynamic client (any kind, discovered),
-server-side apply with our field manager (``force`` on conflicts), JSON merge patches and
-deletion with a propagation policy. Every request first takes a token of its API server's rate
-limit (:mod:`reconciler.cluster.ratelimit`). Discovery is cached, in a file per server between
-runs (:func:`discovery_cache_file`), and refreshed once when a kind is not
-found (a CRD was just added) and when the server answers a request for a kind it remembers with
+With :mod:`reconciler.cluster.kube_errors`, the only modules that import ``kubernetes``. It uses
+the dynamic client (any kind, discovered), server-side apply with our field manager (``force`` on
+conflicts), JSON merge patches and deletion with a propagation policy. Every request first takes a
+token of its API server's rate limit (:mod:`reconciler.cluster.ratelimit`). Discovery is cached, in
+a file per server between runs (:func:`discovery_cache_file`), and refreshed once when a kind is
+not found (a CRD was just added) and when the server answers a request for a kind it remembers with
 ``404 page not found`` (a CRD deleted since, a cluster rebuilt at the same URL: a ``404`` that is
 no NotFound Status of an object), the request then retried once, as kubectl does. Discovery's
 answers are filtered to real kinds (a dynamic client adds the ``XxxList`` kind of every kind's
-lists, which can be neither listed nor read). Every library exception is translated here,
-once, into the errors of :mod:`reconciler.errors`; messages carry the status and the server's
-reason, never a credential or an object's content. :func:`connect` builds a client from a Runtime's
-``spec.cluster``: a kubeconfig file in ``--kubeconfig-dir``, a context of the local kubeconfig,
-the in-cluster service account, or a kubeconfig kept in a Secret of the daemon's namespace (read
-into memory, never written anywhere).
+lists, which can be neither listed nor read). Every library exception is translated once, by
+:mod:`reconciler.cluster.kube_errors`, into the errors of :mod:`reconciler.errors`; messages carry
+the status and the server's reason, never a credential or an object's content. :func:`connect`
+builds a client from a Runtime's ``spec.cluster``: a kubeconfig file in ``--kubeconfig-dir``, a
+context of the local kubeconfig, the in-cluster service account, or a kubeconfig kept in a Secret
+of the daemon's namespace (read into memory, never written anywhere).
 """
 
 from __future__ import annotations
@@ -22,10 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 import logging
-import socket
-import ssl
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -38,10 +35,7 @@ from kubernetes import client as _k8s_client
 from kubernetes import config as _k8s_config
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.dynamic import DynamicClient as _DynamicClient
-from kubernetes.dynamic import exceptions as dyn
 from kubernetes.dynamic.resource import ResourceList
-from urllib3 import exceptions as urllib3_exceptions
-from urllib3.exceptions import HTTPError
 
 from reconciler.cluster.api import (
     ClusterIdentity,
@@ -51,6 +45,7 @@ from reconciler.cluster.api import (
     event_body,
     event_ref,
 )
+from reconciler.cluster.kube_errors import StaleDiscoveryError, translated
 from reconciler.cluster.ratelimit import Buckets, ClientRate, TokenBucket
 from reconciler.core.model import ClusterAccess
 from reconciler.core.objects import Body, ObjectRef
@@ -58,12 +53,9 @@ from reconciler.core.redaction import mask
 from reconciler.errors import (
     AccessError,
     ConflictError,
-    ForbiddenError,
     InvalidObjectError,
     NotFoundError,
     ReconcilerError,
-    ServerError,
-    ThrottledError,
     UnknownKindError,
 )
 
@@ -78,11 +70,6 @@ k8s_client: Any = _k8s_client
 k8s_config: Any = _k8s_config
 DynamicClient: Any = _DynamicClient
 _T = TypeVar("_T")
-
-
-class _StaleDiscoveryError(UnknownKindError):
-    """The server answered ``404 page not found`` (no Status of an object) for a resource
-    discovery named: the kind is not served there (any more)."""
 
 
 class KubeCluster:
@@ -108,7 +95,7 @@ class KubeCluster:
         #: What discovery served after a miss (see ``_find``); None: ask it.
         self._served: set[tuple[str, str, str]] | None = None
         self._served_at = 0.0
-        with _translated(f"{name}: discovery", self._server):
+        with translated(f"{name}: discovery", self._server):
             self._dynamic: Any = DynamicClient(
                 api_client, cache_file=str(cache_file) if cache_file is not None else None
             )
@@ -189,7 +176,7 @@ class KubeCluster:
         """One request to the server: a token of its rate limit first, errors translated."""
         if self._bucket is not None:
             self._bucket.take()
-        with _translated(what, self._server):
+        with translated(what, self._server):
             yield
 
     def _on_resource(
@@ -201,7 +188,7 @@ class KubeCluster:
         ref: ObjectRef | None = None,
     ) -> _T:
         """``call`` on the resource of ``kind``, as one request (about object ``ref``); when the
-        server does not know the resource discovery named (:class:`_StaleDiscoveryError`),
+        server does not know the resource discovery named (:class:`StaleDiscoveryError`),
         discovery is refreshed and ``call`` made once more, or :class:`UnknownKindError` raised
         when the kind is gone. A namespaced ``ref`` without a namespace is invalid."""
         resource = self._resource(api_version, kind)
@@ -210,7 +197,7 @@ class KubeCluster:
         try:
             with self._request(what):
                 return call(resource)
-        except _StaleDiscoveryError:
+        except StaleDiscoveryError:
             log.info("%s: %s: discovery was stale, refreshed", self.name, what)
             self._refresh_discovery()
         resource = self._resource(api_version, kind)
@@ -218,7 +205,7 @@ class KubeCluster:
             return call(resource)
 
     def _refresh_discovery(self) -> None:
-        with _translated(f"{self.name}: discovery", self._server):
+        with translated(f"{self.name}: discovery", self._server):
             self._dynamic.resources.invalidate_cache()
         self._discovered, self._served = True, None
 
@@ -333,7 +320,7 @@ class KubeCluster:
 
     def served_kinds(self) -> list[KindInfo]:
         """See :meth:`reconciler.cluster.api.Cluster.served_kinds`."""
-        with _translated(f"{self.name}: discovery", self._server):
+        with translated(f"{self.name}: discovery", self._server):
             found = self._dynamic.resources.search()
         kinds: dict[tuple[str, str], KindInfo] = {}
         for resource in _kinds_of_objects(found):
@@ -363,7 +350,7 @@ class KubeCluster:
         if self._served is not None and key not in self._served:
             return None  # not served at the last refresh, and no CRD changed since
         for attempt in range(2):
-            with _translated(f"{self.name}: discovery", self._server):
+            with translated(f"{self.name}: discovery", self._server):
                 found = self._dynamic.resources.search(**query)  # refreshes once on a miss
             top = _kinds_of_objects(found)
             if top:
@@ -371,7 +358,7 @@ class KubeCluster:
             if attempt == 0 and not self._discovered:
                 self._dynamic.resources.invalidate_cache()
                 self._discovered = True
-        with _translated(f"{self.name}: discovery", self._server):
+        with translated(f"{self.name}: discovery", self._server):
             every = _kinds_of_objects(self._dynamic.resources.search())
         self._served = {k for r in every for k in _resource_keys(r)}
         self._served_at = time.monotonic()
@@ -425,132 +412,6 @@ def _as_dict(found: Any) -> Body:
     if hasattr(found, "to_dict"):
         return dict(found.to_dict())
     return dict(found)
-
-
-_BY_STATUS: dict[int, type[ReconcilerError]] = {
-    400: InvalidObjectError,
-    401: ForbiddenError,
-    403: ForbiddenError,
-    404: NotFoundError,
-    409: ConflictError,
-    410: ConflictError,
-    422: InvalidObjectError,
-    429: ThrottledError,
-}
-
-
-@contextmanager
-def _translated(what: str, server: str = "") -> Iterator[None]:
-    """Turn the client's exceptions into ours, once, here; no bodies or headers in messages.
-    A connection failure names the server (never its credentials), the cause and a hint."""
-    try:
-        yield
-    except dyn.ResourceNotFoundError as error:
-        raise UnknownKindError(f"{what}: kind not served") from error
-    except dyn.DynamicApiError as error:
-        raise _api_error(what, error) from error
-    except (HTTPError, OSError) as error:
-        where = f"the API server {mask(server)}" if server else "the API server"
-        raise ServerError(f"{what}: cannot reach {where}: {connection_cause(error)}") from error
-
-
-#: Causes of a failed connection, found in the exception chain, with what to check.
-_CAUSES: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
-    (
-        (socket.gaierror,),
-        "the host name does not resolve (check the server URL of the kubeconfig, or DNS)",
-    ),
-    (
-        (ssl.SSLCertVerificationError,),
-        "its TLS certificate is not trusted (check certificate-authority-data and the host name)",
-    ),
-    (
-        (ssl.SSLError, urllib3_exceptions.SSLError),
-        "the TLS handshake failed (is it an https endpoint? check the server URL and port)",
-    ),
-    (
-        (ConnectionRefusedError,),
-        "connection refused (is the API server up, and the port in the server URL right?)",
-    ),
-    (
-        (TimeoutError, socket.timeout, urllib3_exceptions.TimeoutError),
-        "no answer in time (a firewall, a private address, or the wrong host?)",
-    ),
-)
-
-
-def connection_cause(error: BaseException) -> str:
-    """Why a connection failed, in words, from the exception and what it wraps."""
-    chain = _chain(error)
-    for kinds, cause in _CAUSES:
-        if any(isinstance(e, kinds) for e in chain):
-            return cause
-    return f"{type(chain[-1]).__name__} (check the server URL and the network)"
-
-
-def _chain(error: BaseException) -> list[BaseException]:
-    """``error`` and what it wraps: urllib3's ``reason``, else the cause or context."""
-    found: list[BaseException] = []
-    current: BaseException | None = error
-    while current is not None and len(found) < 10 and all(current is not e for e in found):
-        found.append(current)
-        reason = getattr(current, "reason", None)
-        current = (
-            reason
-            if isinstance(reason, BaseException)
-            else (current.__cause__ or current.__context__)
-        )
-    return found
-
-
-_HINTS = {
-    401: "the server refused the credentials: renew the token or client certificate",
-    403: "the identity lacks this permission: see the RBAC in deploy/",
-}
-
-
-def _api_error(what: str, error: Any) -> ReconcilerError:
-    status = int(getattr(error, "status", 0) or 0)
-    reason = _server_message(error)
-    message = f"{what}: {status} {reason}".strip()
-    if status == 404 and not _is_status(error):
-        return _StaleDiscoveryError(f"{what}: kind not served (404 {reason})")
-    if status in _HINTS:
-        message += f" ({_HINTS[status]})"
-    kind = _BY_STATUS.get(status)
-    if kind is ThrottledError:
-        return ThrottledError(message, retry_after=_retry_after(error))
-    if kind is not None:
-        return kind(message)
-    return ServerError(message, retry_after=10.0)
-
-
-def _is_status(error: Any) -> bool:
-    """Whether the body of an error answer is a Status object (a NotFound of an object),
-    rather than the ``404 page not found`` of a path the server does not serve."""
-    try:
-        answer = json.loads(getattr(error, "body", "") or "null")
-    except (ValueError, TypeError):
-        return False
-    return isinstance(answer, dict) and answer.get("kind") == "Status"
-
-
-def _server_message(error: Any) -> str:
-    """The ``message`` of the server's Status response, bounded in length."""
-    try:
-        status = json.loads(getattr(error, "body", "") or "{}")
-        text = str(status.get("message", "")) or str(getattr(error, "reason", ""))
-    except (ValueError, TypeError, AttributeError):
-        text = str(getattr(error, "reason", ""))
-    return text[:300]
-
-
-def _retry_after(error: Any) -> float:
-    headers = getattr(error, "headers", None) or {}
-    try:
-        return max(1.0, float(headers.get("Retry-After", 5)))
-    except (TypeError, ValueError):
-        return 5.0
 
 
 # -- connecting --------------------------------------------------------------------------------
@@ -663,7 +524,7 @@ def _client_from_secret(access: ClusterAccess, namespace: str) -> Any:
     """Read the kubeconfig from a Secret of the cluster the reconciler runs against."""
     name = access.kubeconfig_secret or ""
     core = k8s_client.CoreV1Api(_home_client())
-    with _translated(f"read Secret {namespace}/{name}"):
+    with translated(f"read Secret {namespace}/{name}"):
         secret = core.read_namespaced_secret(name, namespace)
     data = (secret.data or {}).get(access.kubeconfig_secret_key)
     if data is None:

@@ -26,13 +26,11 @@ field owners kept in ``metadata.managedFields``). Used by tests, benchmarks and 
 
 from __future__ import annotations
 
-import copy
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar, cast
+from typing import Any
 
 from reconciler.cluster.api import (
     NO_IDENTITY,
@@ -42,14 +40,39 @@ from reconciler.cluster.api import (
     Permission,
     event_body,
 )
+from reconciler.cluster.memory_fields import (
+    SnapshotTexts,
+    Stored,
+    applied,
+    copied,
+    drop_empty_metadata,
+    json_merge_patch,
+    leaf_paths,
+    paths_of_fields,
+    with_managed_fields,
+)
+from reconciler.cluster.memory_rules import (
+    CONTROLLER,
+    WORKLOADS,
+    available_status,
+    check_name,
+    check_selector,
+    check_typed,
+    config_of,
+    controller_owned,
+    counted_event,
+    established,
+    labels_match,
+    load_order,
+    namespace_generated,
+    stamp,
+    storage_version,
+)
 from reconciler.core.objects import Body, ObjectRef, crd_kind
-from reconciler.core.serverform import server_form
 from reconciler.errors import (
-    ConflictError,
     InvalidObjectError,
     NotFoundError,
     ReconcilerError,
-    ServerError,
     UnknownKindError,
 )
 
@@ -92,16 +115,6 @@ BUILTIN_KINDS: tuple[KindInfo, ...] = (
         "apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False
     ),
 )
-_SERVER_FIELDS = (
-    "resourceVersion",
-    "uid",
-    "generation",
-    "creationTimestamp",
-    "managedFields",
-    "deletionTimestamp",
-    "selfLink",
-)
-_WORKLOADS = ("Deployment", "StatefulSet")
 
 
 @dataclass(slots=True)
@@ -113,15 +126,6 @@ class Fault:
     error: Exception
     times: int = 1
     match: Callable[[ObjectRef | None], bool] | None = None
-
-
-_T = TypeVar("_T")
-
-
-@dataclass(slots=True)
-class _Stored:
-    body: Body
-    owners: dict[str, set[FieldPath]] = field(default_factory=dict)
 
 
 class InMemoryCluster:
@@ -151,9 +155,9 @@ class InMemoryCluster:
         self.faults: list[Fault] = []
         self.writes = 0
         self.calls: dict[str, int] = {}
-        self._objects: dict[tuple[str, str, str, str], _Stored] = {}
+        self._objects: dict[tuple[str, str, str, str], Stored] = {}
         #: Each object's part of :meth:`snapshot_parts`, kept while the object is unchanged.
-        self._texts: dict[tuple[str, str, str, str], tuple[_Stored, Any, str]] = {}
+        self._texts = SnapshotTexts()
         self._kinds: dict[tuple[str, str], KindInfo] = {(k.group, k.kind): k for k in BUILTIN_KINDS}
         self._resource_version = 0
         self._uids = 0
@@ -172,7 +176,7 @@ class InMemoryCluster:
         self._enter("get", ref)
         self._served(ref.api_version, ref.kind)
         stored = self._objects.get(self._key(ref))
-        return _with_managed_fields(stored) if stored else None
+        return with_managed_fields(stored) if stored else None
 
     def list_objects(
         self,
@@ -191,8 +195,8 @@ class InMemoryCluster:
                 continue
             if namespace is not None and ns != namespace:
                 continue
-            if _labels_match(stored.body, labels or {}):
-                found.append(_with_managed_fields(stored))
+            if labels_match(stored.body, labels or {}):
+                found.append(with_managed_fields(stored))
         return found
 
     def apply(
@@ -207,21 +211,21 @@ class InMemoryCluster:
         ref = ObjectRef.of(body)
         self._enter("apply", ref)
         info = self._served(ref.api_version, ref.kind)
-        config = _config_of(body, info)
+        config = config_of(body, info)
         ref = ObjectRef.of(config)
-        _check_name(ref)
-        _check_typed(ref, config)
+        check_name(ref)
+        check_typed(ref, config)
         self._namespace_exists(info, ref)
         key = self._key(ref)
         existing = self._objects.get(key)
-        result = self._applied(existing, config, field_manager, force)
+        result = applied(existing, config, field_manager, force)
         if self.require_selectors:
-            _check_selector(ref, result.body)
+            check_selector(ref, result.body)
         if dry_run:
             return self._dry_run_answer(result, existing)
         if existing is not None and existing.body == result.body:
             existing.owners = result.owners
-            return _with_managed_fields(existing)
+            return with_managed_fields(existing)
         return self._store(key, result, existing)
 
     def patch(self, ref: ObjectRef, merge_patch: Mapping[str, Any]) -> Body:
@@ -232,13 +236,13 @@ class InMemoryCluster:
         existing = self._objects.get(key)
         if existing is None:
             raise NotFoundError(f"{ref.subject} not found")
-        body = _merge_patch(_copied(existing.body), merge_patch)
-        _drop_empty_metadata(body.setdefault("metadata", {}))
+        body = json_merge_patch(copied(existing.body), merge_patch)
+        drop_empty_metadata(body.setdefault("metadata", {}))
         if body != existing.body:
-            self._store(key, _Stored(body, existing.owners), existing)
+            self._store(key, Stored(body, existing.owners), existing)
             self._finish_deletion(key)
         stored = self._objects.get(key)
-        return _with_managed_fields(stored) if stored else _copied(body)
+        return with_managed_fields(stored) if stored else copied(body)
 
     def delete(self, ref: ObjectRef, *, propagation: str = "Background") -> bool:
         """See :meth:`reconciler.cluster.api.Cluster.delete`."""
@@ -282,13 +286,7 @@ class InMemoryCluster:
             return
         body = event_body(event, component, self._now())
         name = body["metadata"]["name"]
-        if name in self.events:  # the same event again: counted, as client-go aggregates
-            again = self.events[name]
-            body = again | {
-                "count": int(again["count"]) + 1,
-                "lastTimestamp": body["lastTimestamp"],
-            }
-        self.events[name] = body
+        self.events[name] = counted_event(self.events.get(name), body)
 
     def server_version(self) -> str:
         """See :meth:`reconciler.cluster.api.Reviewer.server_version`."""
@@ -310,54 +308,37 @@ class InMemoryCluster:
     def set_status(self, ref: ObjectRef, status: Mapping[str, Any]) -> None:
         """Replace an object's status, as its controller would (not counted as our write)."""
         stored = self._objects[self._key(ref)]
-        stored.body["status"] = _copied(dict(status))
+        stored.body["status"] = copied(dict(status))
         self._bump(stored.body)
 
     def establish(self, ref: ObjectRef) -> None:
         """Establish a CRD and serve its kind, as the apiextensions controllers do (for tests
         with ``auto_establish`` off)."""
         stored = self._objects[self._key(ref)]
-        version = _storage_version(stored.body)
+        version = storage_version(stored.body)
         assert version is not None, f"{ref.subject} has no version"
-        self._establish(stored.body, version)
+        self._kinds[crd_kind(stored.body)] = established(stored.body, version)
         self._bump(stored.body)
 
     def objects(self) -> list[Body]:
         """Every object, sorted by group, kind, namespace and name."""
-        return [_copied(s.body) for _, s in sorted(self._objects.items())]
+        return [copied(s.body) for _, s in sorted(self._objects.items())]
 
     def snapshot(self) -> list[Body]:
         """Every object with its field owners in ``metadata.managedFields``."""
-        return [_with_managed_fields(s) for _, s in sorted(self._objects.items())]
+        return [with_managed_fields(s) for _, s in sorted(self._objects.items())]
 
     def snapshot_parts(self, dump: Callable[[Body], str]) -> list[str]:
         """:meth:`snapshot` as texts, each object's made by ``dump`` and kept until the object
         changes (a new stored object or resource version): a snapshot saved after every write
         costs the objects that write changed, not the whole cluster again."""
-        parts: list[str] = []
-        kept: dict[tuple[str, str, str, str], tuple[_Stored, Any, str]] = {}
-        for key, stored in sorted(self._objects.items()):
-            version = stored.body["metadata"].get("resourceVersion")
-            cached = self._texts.get(key)
-            if cached is None or cached[0] is not stored or cached[1] != version:
-                cached = (stored, version, dump(_managed_view(stored)))
-            kept[key] = cached
-            parts.append(cached[2])
-        self._texts = kept
-        return parts
+        return self._texts.parts(sorted(self._objects.items()), dump)
 
     def load(self, objects: Sequence[Mapping[str, Any]], *, owned: bool = False) -> None:
         """Add objects from a snapshot: CRDs and Namespaces first, as an API server needs.
         ``owned``: the bodies are the cluster's to keep (just parsed), not copied."""
-        ordered: list[Mapping[str, Any]] = sorted(
-            objects,
-            key=lambda o: (
-                o.get("kind") != "CustomResourceDefinition",
-                o.get("kind") != "Namespace",
-            ),
-        )
-        for body in ordered:
-            self._load_one(dict(body) if owned else _copied(dict(body)))
+        for body in sorted(objects, key=load_order):
+            self._load_one(dict(body) if owned else copied(dict(body)))
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -390,32 +371,7 @@ class InMemoryCluster:
         if ("", "Namespace", "", ref.namespace) not in self._objects:
             raise NotFoundError(f'namespaces "{ref.namespace}" not found')
 
-    def _applied(
-        self, existing: _Stored | None, config: Body, manager: str, force: bool
-    ) -> _Stored:
-        paths = _leaf_paths(config) - _IDENTITY  # the server records no owner of those
-        if existing is None:
-            _drop_empty_metadata(config["metadata"])
-            return _Stored(config, {manager: paths})
-        owners = {m: set(p) for m, p in existing.owners.items()}
-        body = _copied(existing.body)
-        for other, owned in owners.items():
-            if other == manager:
-                continue
-            contested = {p for p in owned & paths if _get(body, p) != _get(config, p)}
-            if contested and not force:
-                fields = ", ".join(".".join(p) for p in sorted(contested)[:3])
-                raise ConflictError(f"{ObjectRef.of(body).subject}: {fields} owned by {other}")
-            owned -= contested  # the same value: owned by both, as the server shares it
-        for path in owners.get(manager, set()) - paths:
-            if not any(path in owned for m, owned in owners.items() if m != manager):
-                _delete(body, path)
-        _merge(body, config)
-        _drop_empty_metadata(body["metadata"])
-        owners[manager] = paths
-        return _Stored(body, {m: p for m, p in owners.items() if p})
-
-    def _store(self, key: tuple[str, str, str, str], new: _Stored, old: _Stored | None) -> Body:
+    def _store(self, key: tuple[str, str, str, str], new: Stored, old: Stored | None) -> Body:
         """Store ``new`` and answer as a server does: the object as written, before any
         controller (CRD establishing, workload status) reacted to it."""
         body = new.body
@@ -423,7 +379,7 @@ class InMemoryCluster:
         self._bump(body)
         self._objects[key] = new
         self.writes += 1
-        answer = _with_managed_fields(new)
+        answer = with_managed_fields(new)
         self._react(key, body)
         if old is None and body["kind"] == "Namespace":
             self._namespace_defaults(body["metadata"]["name"])
@@ -433,82 +389,44 @@ class InMemoryCluster:
         self._uids += 1
         return f"00000000-0000-4000-8000-{self._uids:012d}"
 
-    def _stamp(self, body: Body, old: _Stored | None, uid: str) -> None:
-        """What the server sets on an object it is about to store: a new one gets ``uid``, its
-        creation time, generation 1 and its initial status; a changed one keeps the old
-        metadata, with the generation bumped by a change of its spec."""
-        metadata = body["metadata"]
-        if old is None:
-            metadata["uid"] = uid
-            metadata["creationTimestamp"] = self._now()
-            metadata["generation"] = 1
-            _initial_status(body)
-            return
-        for name in ("uid", "creationTimestamp", "generation", "deletionTimestamp"):
-            if name in old.body["metadata"]:
-                metadata[name] = old.body["metadata"][name]
-        if _spec_of(body) != _spec_of(old.body):
-            metadata["generation"] = int(metadata.get("generation", 1)) + 1
+    def _stamp(self, body: Body, old: Stored | None, uid: str) -> None:
+        stamp(body, None if old is None else old.body, uid, self._now())
 
-    def _dry_run_answer(self, result: _Stored, existing: _Stored | None) -> Body:
+    def _dry_run_answer(self, result: Stored, existing: Stored | None) -> Body:
         """A dry-run apply's answer: the object as the server would store it (a new one with a
         uid of its own, never used again, and its creation time), without a resource version
         (a new one) or with the stored one (a change): nothing is stored."""
         self._dry_runs += 1
         self._stamp(result.body, existing, f"00000000-0000-4000-9000-{self._dry_runs:012d}")
-        return _with_managed_fields(result)
+        return with_managed_fields(result)
 
     def _namespace_defaults(self, namespace: str) -> None:
         """What kube-controller-manager creates in every new Namespace (asynchronously on a
         server, at once here): the ``default`` ServiceAccount and the ``kube-root-ca.crt``
         ConfigMap. Neither is counted as a write of ours."""
-        for generated in _namespace_generated(namespace):
+        for generated in namespace_generated(namespace):
             ref = ObjectRef.of(generated)
             key = self._key(ref)
             if key in self._objects:
                 continue
             self._stamp(generated, None, self._new_uid())
             self._bump(generated)
-            self._objects[key] = _Stored(generated, {_CONTROLLER: _leaf_paths(_owned(generated))})
+            self._objects[key] = Stored(
+                generated, {CONTROLLER: leaf_paths(controller_owned(generated))}
+            )
 
     def _react(self, key: tuple[str, str, str, str], body: Body) -> None:
         """What controllers would do: serve a new CRD's kind, run a workload."""
         if body["kind"] == "CustomResourceDefinition":
             self._serve_crd(body)
-        elif body["kind"] in _WORKLOADS and self.auto_ready:
-            wanted = (body.get("spec") or {}).get("replicas")
-            replicas = 1 if wanted is None else int(wanted)
-            body["status"] = {
-                "observedGeneration": body["metadata"]["generation"],
-                "replicas": replicas,
-                "readyReplicas": replicas,
-                "availableReplicas": replicas,
-                "updatedReplicas": replicas,
-            }
+        elif body["kind"] in WORKLOADS and self.auto_ready:
+            body["status"] = available_status(body)
 
     def _serve_crd(self, crd: Body) -> None:
         """The apiextensions controllers, when ``auto_establish`` is on."""
-        version = _storage_version(crd)
+        version = storage_version(crd)
         if self.auto_establish and version:
-            self._establish(crd, version)
-
-    def _establish(self, crd: Body, version: str) -> None:
-        """Names accepted, Established, the kind served in its storage version."""
-        group, kind = crd_kind(crd)
-        spec = crd.get("spec") or {}
-        names = spec.get("names") or {}
-        stored = list((crd.get("status") or {}).get("storedVersions") or [])
-        crd["status"] = {
-            "conditions": [
-                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts"},
-                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted"},
-            ],
-            "acceptedNames": _copied(names),
-            "storedVersions": stored if version in stored else [*stored, version],
-        }
-        plural = str(names.get("plural") or kind.lower() + "s")
-        namespaced = spec.get("scope", "Namespaced") == "Namespaced"
-        self._kinds[(group, kind)] = KindInfo(group, version, kind, plural, namespaced)
+            self._kinds[crd_kind(crd)] = established(crd, version)
 
     def _remove(self, key: tuple[str, str, str, str]) -> None:
         stored = self._objects.pop(key)
@@ -542,7 +460,7 @@ class InMemoryCluster:
     def _load_one(self, data: dict[str, Any]) -> None:
         metadata = data["metadata"] = data.get("metadata") or {}
         managed = metadata.pop("managedFields", None) or []
-        owners = {str(e["manager"]): _paths_of_fields(e.get("fieldsV1") or {}) for e in managed}
+        owners = {str(e["manager"]): paths_of_fields(e.get("fieldsV1") or {}) for e in managed}
         ref = ObjectRef.of(data)
         info = self._served(ref.api_version, ref.kind)
         if not info.namespaced:
@@ -552,274 +470,6 @@ class InMemoryCluster:
         metadata.setdefault("generation", 1)
         self._uids += 1
         metadata.setdefault("uid", f"00000000-0000-4000-8000-{self._uids:012d}")
-        self._objects[self._key(ObjectRef.of(data))] = _Stored(data, owners)
+        self._objects[self._key(ObjectRef.of(data))] = Stored(data, owners)
         if data["kind"] == "CustomResourceDefinition":
             self._serve_crd(data)
-
-
-_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_NAME_RULES: dict[str, tuple[re.Pattern[str], int, str]] = {
-    "label": (re.compile(_DNS_LABEL), 63, "a lowercase RFC 1123 label"),
-    "subdomain": (
-        re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*"),
-        253,
-        "a lowercase RFC 1123 subdomain",
-    ),
-    "segment": (re.compile(r"[^/%]+"), 253, "a path segment (no '/' or '%')"),
-}
-
-
-def _check_name(ref: ObjectRef) -> None:
-    """``metadata.name`` as the API server validates it (422): a DNS label for a Namespace, a
-    path segment for RBAC kinds (``system:...``), a DNS subdomain for the others."""
-    if not ref.name:
-        raise InvalidObjectError(f"{ref.kind}: metadata.name is required")
-    rule = "label" if ref.kind == "Namespace" and not ref.group else "subdomain"
-    if ref.group == "rbac.authorization.k8s.io":
-        rule = "segment"
-    pattern, longest, what = _NAME_RULES[rule]
-    if not pattern.fullmatch(ref.name) or len(ref.name) > longest or ref.name in (".", ".."):
-        raise InvalidObjectError(
-            f'{ref.kind} "{ref.name}" is invalid: metadata.name: must be {what} '
-            f"of at most {longest} characters"
-        )
-
-
-#: Maps whose values the API server types as strings: a value of another type fails its typed
-#: apply patch with a 500 ("expected string"), which the adapter reads as a ServerError.
-_STRING_MAPS = {("", "ConfigMap"): ("data", "binaryData")}
-#: Kinds whose ``spec.selector`` the API server requires (422 Invalid without one).
-_SELECTED = {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "DaemonSet")}
-
-
-def _check_typed(ref: ObjectRef, config: Mapping[str, Any]) -> None:
-    """An apply whose values have the wrong type for the kind's schema, as the server refuses
-    it: a 500 ("failed to create typed patch object"), translated as a ServerError, as the
-    Kubernetes adapter translates that answer."""
-    for name in _STRING_MAPS.get((ref.group, ref.kind), ()):
-        for key, value in (config.get(name) or {}).items():
-            if not isinstance(value, str):
-                where = f"{ref.namespace}/{ref.name}" if ref.namespace else ref.name
-                raise ServerError(
-                    f"failed to create typed patch object ({where}; {ref.api_version}, "
-                    f"Kind={ref.kind}): .{name}.{key}: expected string, got "
-                    f"{type(value).__name__} {value!r}",
-                    retry_after=10.0,
-                )
-
-
-def _check_selector(ref: ObjectRef, body: Mapping[str, Any]) -> None:
-    """A workload as it would be stored needs ``spec.selector``, as the server says (422)."""
-    if (ref.group, ref.kind) in _SELECTED and not (body.get("spec") or {}).get("selector"):
-        raise InvalidObjectError(
-            f'{ref.kind}.{ref.group} "{ref.name}" is invalid: spec.selector: Required value'
-        )
-
-
-_CONTROLLER = "kube-controller-manager"
-_ROOT_CA_DESCRIPTION = (
-    "Contains a CA bundle that can be used to verify the kube-apiserver when using internal "
-    "endpoints such as the internal service IP or kubernetes.default.svc. No other usage is "
-    "guaranteed across distributions of Kubernetes clusters."
-)
-
-
-def _namespace_generated(namespace: str) -> list[Body]:
-    """The objects kube-controller-manager creates in a new Namespace."""
-    account = {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": {"name": "default", "namespace": namespace},
-    }
-    root_ca = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": "kube-root-ca.crt",
-            "namespace": namespace,
-            "annotations": {"kubernetes.io/description": _ROOT_CA_DESCRIPTION},
-        },
-        "data": {"ca.crt": "-----BEGIN CERTIFICATE-----\n(in-memory)\n-----END CERTIFICATE-----\n"},
-    }
-    return [account, root_ca]
-
-
-def _owned(body: Mapping[str, Any]) -> Body:
-    """The fields a controller set on an object it created (its metadata's name and namespace
-    are the object's identity, owned by nobody)."""
-    owned = {k: _copied(v) for k, v in body.items() if k not in ("apiVersion", "kind", "metadata")}
-    annotations = (body.get("metadata") or {}).get("annotations")
-    if annotations:
-        owned["metadata"] = {"annotations": _copied(annotations)}
-    return owned
-
-
-def _config_of(body: Mapping[str, Any], info: KindInfo) -> Body:
-    """What an apply sets: the body without status and server-owned metadata."""
-    config = server_form(_copied(dict(body)))  # quantities, port protocols: as a server
-    config.pop("status", None)
-    metadata = config.setdefault("metadata", {})
-    for name in _SERVER_FIELDS:
-        metadata.pop(name, None)
-    if not info.namespaced:
-        metadata.pop("namespace", None)
-    return config
-
-
-def _storage_version(crd: Mapping[str, Any]) -> str | None:
-    versions = (crd.get("spec") or {}).get("versions") or []
-    version = next((v.get("name") for v in versions if v.get("storage")), None)
-    if version is None and versions:
-        version = versions[0].get("name")
-    return str(version) if version else None
-
-
-def _initial_status(body: Body) -> None:
-    """The status a real API server gives an object it creates (before any controller ran)."""
-    if body["kind"] == "CustomResourceDefinition":
-        # apiextensions: conditions is not omitempty, so a new CRD answers ``null`` there
-        version = _storage_version(body)
-        body["status"] = {
-            "conditions": None,
-            "acceptedNames": {"plural": "", "kind": ""},
-            "storedVersions": [version] if version else None,
-        }
-    elif body["kind"] in _WORKLOADS:
-        body["status"] = {}
-
-
-_OMITTED_WHEN_EMPTY = ("labels", "annotations", "finalizers", "ownerReferences")
-
-
-def _drop_empty_metadata(metadata: Body) -> None:
-    """A server leaves empty maps and lists of ``metadata`` out (``omitempty``)."""
-    for name in _OMITTED_WHEN_EMPTY:
-        if name in metadata and not metadata[name]:
-            del metadata[name]
-
-
-def _labels_match(body: Mapping[str, Any], wanted: Mapping[str, str]) -> bool:
-    labels = (body.get("metadata") or {}).get("labels") or {}
-    return all(labels.get(k) == v for k, v in wanted.items())
-
-
-def _leaf_paths(value: Any, prefix: FieldPath = ()) -> set[FieldPath]:
-    """Paths of every leaf of a JSON value; lists are atomic (one leaf)."""
-    if isinstance(value, dict) and value:
-        paths: set[FieldPath] = set()
-        for key, child in value.items():
-            paths |= _leaf_paths(child, (*prefix, str(key)))
-        return paths
-    return {prefix} if prefix else set()
-
-
-_MISSING = object()
-#: The fields that name an object: an API server's ``managedFields`` lists no owner of them.
-_IDENTITY = frozenset({("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace")})
-
-
-def _get(body: Any, path: FieldPath) -> Any:
-    for step in path:
-        if not isinstance(body, dict) or step not in body:
-            return _MISSING
-        body = body[step]
-    return body
-
-
-def _delete(body: Body, path: FieldPath) -> None:
-    """Remove the field at ``path`` and any map it leaves empty."""
-    parents: list[tuple[Body, str]] = []
-    node: Any = body
-    for step in path[:-1]:
-        if not isinstance(node, dict) or step not in node:
-            return
-        parents.append((node, step))
-        node = node[step]
-    if isinstance(node, dict):
-        node.pop(path[-1], None)
-    for parent, step in reversed(parents):
-        if parent[step] == {}:
-            del parent[step]
-
-
-def _merge(target: Body, source: Mapping[str, Any]) -> None:
-    for key, value in source.items():
-        if isinstance(value, dict) and isinstance(target.get(key), dict) and value:
-            _merge(target[key], value)
-        else:
-            target[key] = _copied(value)
-
-
-def _merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
-    if not isinstance(patch, Mapping):
-        return _copied(patch)
-    result = target if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = _merge_patch(result.get(key), value)
-    return result
-
-
-def _spec_of(body: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in body.items() if k not in ("metadata", "status")}
-
-
-def _with_managed_fields(stored: _Stored) -> Body:
-    """The stored object as a reader gets it: a copy of its own, with ``managedFields``."""
-    return _copied(_managed_view(stored))
-
-
-def _managed_view(stored: _Stored) -> Body:
-    """The stored object with ``managedFields``, sharing everything but the two outer levels
-    with the stored body: for readers that change nothing (a snapshot's dump)."""
-    body = dict(stored.body)
-    body["metadata"] = {**body["metadata"], "managedFields": _managed_fields(stored)}
-    return body
-
-
-def _managed_fields(stored: _Stored) -> list[dict[str, Any]]:
-    return [
-        {
-            "manager": manager,
-            "operation": "Apply",
-            "fieldsType": "FieldsV1",
-            "fieldsV1": _fields_of_paths(paths),
-        }
-        for manager, paths in sorted(stored.owners.items())
-    ]
-
-
-def _copied(value: _T) -> _T:
-    """A deep copy of a JSON-shaped value (mappings, lists, scalars), as ``copy.deepcopy`` makes
-    one but several times faster (an object's body rarely holds anything else)."""
-    if isinstance(value, dict):
-        return cast(_T, {key: _copied(child) for key, child in value.items()})
-    if isinstance(value, list):
-        return cast(_T, [_copied(child) for child in value])
-    if value is None or isinstance(value, str | int | float):  # bool is an int
-        return value
-    return copy.deepcopy(value)  # not JSON-shaped: copied as Python copies anything
-
-
-def _fields_of_paths(paths: set[FieldPath]) -> dict[str, Any]:
-    """Field paths in the API server's ``fieldsV1`` form: ``{"f:spec": {"f:replicas": {}}}``."""
-    tree: dict[str, Any] = {}
-    for path in sorted(paths):
-        node = tree
-        for step in path:
-            node = node.setdefault(f"f:{step}", {})
-    return tree
-
-
-def _paths_of_fields(fields: Mapping[str, Any], prefix: FieldPath = ()) -> set[FieldPath]:
-    paths: set[FieldPath] = set()
-    for key, child in fields.items():
-        if not key.startswith("f:"):
-            continue
-        path = (*prefix, key[2:])
-        inner = _paths_of_fields(child, path) if isinstance(child, Mapping) and child else set()
-        paths |= inner or {path}
-    return paths

@@ -20,7 +20,8 @@ from contextlib import contextmanager
 from reconciler.core.diagnostics import Diagnostic
 from reconciler.errors import OverBudgetError
 
-#: Seconds allowed per file (reading and checking it), and per commit; ``ReadOptions`` changes them.
+#: Seconds of the reading thread's CPU time allowed per file (reading and checking it), and per
+#: commit; ``ReadOptions`` changes them.
 DEFAULT_FILE_SECONDS = 10.0
 DEFAULT_COMMIT_SECONDS = 120.0
 
@@ -42,7 +43,7 @@ class TimeBudget:
         self,
         file_seconds: float = DEFAULT_FILE_SECONDS,
         commit_seconds: float = DEFAULT_COMMIT_SECONDS,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.thread_time,
     ) -> None:
         self.file_seconds = file_seconds
         self.commit_seconds = commit_seconds

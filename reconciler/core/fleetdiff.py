@@ -25,15 +25,8 @@ from reconciler.core.model import ConfigRepo, Runtime, Strategy
 from reconciler.core.objects import ObjectRef
 from reconciler.core.overridediff import override_causes, override_fields, reconfigured
 from reconciler.core.overrides import ConfigOverride, module_channel
-from reconciler.core.plan import (
-    Context,
-    DesiredModule,
-    LiveModule,
-    ModuleAction,
-    ModulePlan,
-    plan_module,
-    plan_removal,
-)
+from reconciler.core.plan import plan_module, plan_removal
+from reconciler.core.plan_values import Context, DesiredModule, LiveModule, ModuleAction, ModulePlan
 from reconciler.core.render import Renderer, removal_order
 from reconciler.core.resolve import (
     Inclusion,

@@ -20,7 +20,7 @@ from reconciler.core.inventory import Inventory
 from reconciler.core.live import labelled_ours
 from reconciler.core.model import ANNOTATION_MODULE_VERSION, Strategy
 from reconciler.core.objects import Body, ObjectRef
-from reconciler.core.plan import DesiredModule
+from reconciler.core.plan_values import DesiredModule
 
 
 def recorded_refs(inventory: Inventory) -> list[ObjectRef]:

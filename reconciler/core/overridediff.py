@@ -17,7 +17,7 @@ from reconciler.core.fielddiff import FieldChange
 from reconciler.core.model import Channel, Runtime
 from reconciler.core.objects import ObjectRef
 from reconciler.core.overrides import ConfigOverride, EnforcedField
-from reconciler.core.plan import ModuleAction, ModulePlan, ObjectAction, ObjectChange
+from reconciler.core.plan_values import ModuleAction, ModulePlan, ObjectAction, ObjectChange
 
 
 def override_fields(

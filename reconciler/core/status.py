@@ -13,8 +13,8 @@
   operation that failed or retries on an error); :class:`StepFailure`: the error a step of an
   operation ended on, kept as its type with the reason code :func:`failure_reason` gives it.
 
-The state store keeps these as JSON (``reconciler.operations.store``) and reads them back into
-the same types. Callers: the lifecycle executor, the operations steps, store and reports, the
+The state store keeps these as JSON (``reconciler.operations.store.codec``) and reads them back
+into the same types. Callers: the lifecycle executor, the operations steps, store and reports, the
 daemon's metrics.
 """
 

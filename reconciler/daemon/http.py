@@ -42,7 +42,8 @@ from reconciler.core.diagnostics import did_you_mean
 from reconciler.core.head import head_text
 from reconciler.core.model import is_runtime_name
 from reconciler.daemon.http_server import MAX_BODY, HttpLimits, HttpServer, json_bytes, shown
-from reconciler.daemon.service import Daemon, guarded, poll_now
+from reconciler.daemon.scheduler import guarded, poll_now
+from reconciler.daemon.service import Daemon
 from reconciler.operations.model import Suspension
 
 __all__ = ["MAX_BODY", "Endpoints", "HttpLimits", "HttpServer", "serve", "verify_webhook"]

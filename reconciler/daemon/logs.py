@@ -1,8 +1,9 @@
 """Log setup for the daemon: plain text, or one JSON object per line (``--log-format json``)
 with the runtime, module and operation a message is about. Messages never carry credentials:
 URLs are redacted where they are made, and every line is masked on its way out
-(:func:`reconciler.core.redaction.mask`) in case a message quotes a token. Callers:
-``reconciler daemon``."""
+(:func:`reconciler.core.redaction.mask`) in case a message quotes a token. A failure is named
+by its cause (:func:`cause`): its type, and whether it is retried. Callers: ``reconciler
+daemon``, the daemon's parts."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import logging
 import sys
 from datetime import UTC, datetime
 
+from reconciler.core.head import Head
 from reconciler.core.redaction import mask
+from reconciler.errors import ReconcilerError, TransientError
 
 CONTEXT_FIELDS = ("runtime", "module", "operation")
 
@@ -58,3 +61,26 @@ def setup_logging(log_format: str, level: int = logging.INFO) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+
+
+def cause(error: ReconcilerError) -> str:
+    """What kind of failure ``error`` is, for logs: its type, and whether retrying helps."""
+    if isinstance(error, TransientError):
+        return f"{type(error).__name__}, transient: retried"
+    return f"{type(error).__name__}, permanent: needs a fix"
+
+
+def source_failure(error: ReconcilerError) -> str:
+    """``unreachable (ServerError, transient: retried)`` or ``failed (SourceError, ...)``."""
+    what = "unreachable" if isinstance(error, TransientError) else "failed"
+    return f"{what} ({cause(error)})"
+
+
+def failure_level(error: ReconcilerError) -> int:
+    """A transient failure is a warning (it is retried), a permanent one an error."""
+    return logging.WARNING if isinstance(error, TransientError) else logging.ERROR
+
+
+def shown(head: Head | None) -> str:
+    """A commit as logs show it (``nothing`` before one)."""
+    return head.shown if head is not None else "nothing"

@@ -6,7 +6,7 @@ by about 12 MB a resync (1.75 GB a day at the default interval). The job removes
 does not keep (a run of no-change operations merged into its newest, the newest N of each
 runtime, failures for D days), at start and every :data:`PRUNE_EVERY`. Several replicas
 pruning one store at once is harmless: each removes what is still there. Caller:
-:func:`reconciler.daemon.service.schedule_jobs`.
+:func:`reconciler.daemon.scheduler.schedule_jobs`.
 """
 
 from __future__ import annotations

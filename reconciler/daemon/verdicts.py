@@ -7,8 +7,14 @@ and ``/status``) only at the edge, and read back from it in one place each.
   an unreachable remote or channels source, a git timeout. It is tried again after
   :func:`backoff` and never refused for it; ``/status`` shows why it waits.
 - :class:`Held`: the deletion brake holds the commit (HELD) until allowed.
+- :class:`Refusal`: the commit is refused (REFUSED): its diagnostics, or why it cannot be read.
+- :class:`Allowed`: an ACCEPTED record's ``--allow-deletions`` that let a held commit through
+  (the store reads it back under :data:`~reconciler.operations.store.ALLOWED_DELETIONS`).
 
-Caller: :mod:`reconciler.daemon.service`.
+:func:`detail_of` reads a record's detail back as the value of its verdict, and
+:func:`encode` turns any of them into the record's detail: the one encode/decode pair.
+
+Caller: :mod:`reconciler.daemon.commits`.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from typing import Any
 
 from reconciler.core.brake import Verdict
 from reconciler.core.head import Head
+from reconciler.operations.model import CommitRecord, CommitVerdict
+from reconciler.operations.store import ALLOWED_DELETIONS
 
 #: The longest wait between two reads of a commit that failed transiently.
 MAX_BACKOFF = timedelta(minutes=5)
@@ -96,20 +104,124 @@ class Held:
     """What the brake holds, and how to let it through."""
 
     commit: str
-    verdict: Verdict
+    removals: int
+    limit: int
+    asked_limit: int | None
+    runtimes: tuple[str, ...]
+    modules: tuple[str, ...]
+    crds: tuple[str, ...]
+    unread: tuple[str, ...]
     message: str
+
+    @classmethod
+    def of(cls, commit: str, verdict: Verdict, message: str) -> Held:
+        """The brake's ``verdict`` on ``commit``."""
+        deletions = verdict.deletions
+        return cls(
+            commit,
+            deletions.count,
+            verdict.limit,
+            verdict.asked,
+            tuple(deletions.runtimes),
+            tuple(deletions.modules),
+            tuple(deletions.crds),
+            tuple(verdict.unread),
+            message,
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The record's detail and ``/status``'s ``held``."""
-        deletions = self.verdict.deletions
         return {
             "commit": self.commit,
-            "removals": deletions.count,
-            "limit": self.verdict.limit,
-            "askedLimit": self.verdict.asked,
-            "runtimes": list(deletions.runtimes),
-            "modules": list(deletions.modules),
-            "crds": list(deletions.crds),
-            "unread": list(self.verdict.unread),
+            "removals": self.removals,
+            "limit": self.limit,
+            "askedLimit": self.asked_limit,
+            "runtimes": list(self.runtimes),
+            "modules": list(self.modules),
+            "crds": list(self.crds),
+            "unread": list(self.unread),
             "message": self.message,
         }
+
+    @classmethod
+    def from_json(cls, detail: dict[str, Any]) -> Held:
+        """Inverse of :meth:`to_json`."""
+        asked = detail.get("askedLimit")
+        return cls(
+            str(detail.get("commit") or ""),
+            int(detail.get("removals") or 0),
+            int(detail.get("limit") or 0),
+            int(asked) if asked is not None else None,
+            _texts(detail.get("runtimes")),
+            _texts(detail.get("modules")),
+            _texts(detail.get("crds")),
+            _texts(detail.get("unread")),
+            str(detail.get("message") or ""),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A refused commit: its diagnostics (as ``reconciler validate -o json`` shows each; none
+    when it could not be read at all) and one line saying so."""
+
+    commit: str
+    errors: tuple[dict[str, Any], ...]
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The record's detail and ``/status``'s ``refused``."""
+        return {"commit": self.commit, "errors": list(self.errors), "message": self.message}
+
+    @classmethod
+    def from_json(cls, detail: dict[str, Any]) -> Refusal:
+        """Inverse of :meth:`to_json`."""
+        errors = detail.get("errors") or []
+        return cls(
+            str(detail.get("commit") or ""),
+            tuple(dict(e) for e in errors if isinstance(e, dict)),
+            str(detail.get("message") or ""),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Allowed:
+    """The ``--allow-deletions`` an ACCEPTED commit was let through the brake with ("": none)."""
+
+    flag: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The record's detail: nothing when no flag let it through."""
+        return {ALLOWED_DELETIONS: self.flag} if self.flag else {}
+
+    @classmethod
+    def from_json(cls, detail: dict[str, Any]) -> Allowed:
+        """Inverse of :meth:`to_json`."""
+        return cls(str(detail.get(ALLOWED_DELETIONS) or ""))
+
+
+#: What a commit record's detail holds, by its verdict.
+Detail = Reading | Waiting | Held | Refusal | Allowed
+
+_DECODERS: dict[CommitVerdict, Any] = {
+    CommitVerdict.READING: Reading.from_json,
+    CommitVerdict.PENDING: Waiting.from_json,
+    CommitVerdict.HELD: Held.from_json,
+    CommitVerdict.REFUSED: Refusal.from_json,
+    CommitVerdict.ACCEPTED: Allowed.from_json,
+}
+
+
+def detail_of(record: CommitRecord) -> Detail:
+    """The detail of ``record`` as the value of its verdict (the decoding half)."""
+    decoded: Detail = _DECODERS[record.verdict](record.detail)
+    return decoded
+
+
+def encode(detail: Detail | None) -> dict[str, Any]:
+    """A record's detail (the encoding half; ``{}`` for none)."""
+    return detail.to_json() if detail is not None else {}
+
+
+def _texts(value: object) -> tuple[str, ...]:
+    return tuple(str(v) for v in value) if isinstance(value, list | tuple) else ()

@@ -29,7 +29,7 @@ from reconciler.core.enforce import Enforcement
 from reconciler.core.intent import final_inventory, inventory_intent
 from reconciler.core.inventory import Inventory
 from reconciler.core.objects import ObjectRef
-from reconciler.core.plan import (
+from reconciler.core.plan_values import (
     DesiredModule,
     LiveModule,
     ModuleAction,

@@ -31,7 +31,7 @@ from reconciler.core.inventory import Inventory
 from reconciler.core.model import Strategy
 from reconciler.core.objects import Body, ObjectRef
 from reconciler.core.overrides import ConfigOverride
-from reconciler.core.plan import DesiredModule
+from reconciler.core.plan_values import DesiredModule
 from reconciler.core.status import ChangeAction
 from reconciler.lifecycle.events import EventRecorder
 from reconciler.lifecycle.outcome import ChangeSet

@@ -33,7 +33,8 @@ from reconciler.cluster.api import Cluster
 from reconciler.core.inventory import Inventory
 from reconciler.core.model import FIELD_MANAGER, ConfigRepo
 from reconciler.core.objects import ObjectRef
-from reconciler.core.plan import Context, DesiredModule, LiveModule, ModulePlan, Plan, plan
+from reconciler.core.plan import plan
+from reconciler.core.plan_values import Context, DesiredModule, LiveModule, ModulePlan, Plan
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import Resolution, resolve_runtime
 from reconciler.core.status import ModuleState as ModuleState

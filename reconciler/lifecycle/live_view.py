@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from reconciler.core.inventory import Inventory
 from reconciler.core.objects import Body, ObjectRef
-from reconciler.core.plan import DesiredModule, LiveModule, Plan
+from reconciler.core.plan_values import DesiredModule, LiveModule, Plan
 
 #: (apiVersion, kind) of a list.
 KindKey = tuple[str, str]

@@ -27,7 +27,7 @@ from reconciler.core.live import (
 )
 from reconciler.core.model import LABEL_MANAGED_BY, LABEL_RUNTIME, MANAGED_BY_VALUE, Strategy
 from reconciler.core.objects import Body, ObjectRef, crd_kind, is_established
-from reconciler.core.plan import DesiredModule, LiveModule, Occupants
+from reconciler.core.plan_values import DesiredModule, LiveModule, Occupants
 from reconciler.errors import PermanentError, UnknownKindError
 from reconciler.lifecycle.live_view import LiveView, kind_key
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from reconciler.core.objects import ObjectRef
-from reconciler.core.plan import ModulePlan
+from reconciler.core.plan_values import ModulePlan
 from reconciler.core.status import (
     ChangeAction,
     ChangeSetEntry,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from reconciler.core.plan import DesiredModule, LiveModule, ModuleAction, ModulePlan
+from reconciler.core.plan_values import DesiredModule, LiveModule, ModuleAction, ModulePlan
 from reconciler.core.status import ChangeAction, ModuleState, ModuleStatus, Reason
 from reconciler.lifecycle.events import EventRecorder
 from reconciler.lifecycle.outcome import ChangeSet, planned_status

@@ -14,7 +14,8 @@ from typing import Any
 from reconciler.cluster.api import Cluster
 from reconciler.core.inventory import Inventory, inventory_ref
 from reconciler.core.objects import ObjectRef
-from reconciler.core.plan import OUR_MARKS, ObjectAction, ObjectChange
+from reconciler.core.plan import OUR_MARKS
+from reconciler.core.plan_values import ObjectAction, ObjectChange
 from reconciler.core.status import ChangeAction
 from reconciler.lifecycle.observe import Observer, namespace_ref
 

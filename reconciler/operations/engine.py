@@ -287,7 +287,7 @@ class Engine:
             if result.error is not None:
                 record.state, record.finished = StepState.FAILED, self.clock()
                 if operation.data.failure is None:  # a step that returned its error
-                    failure = StepFailure.of(record.name, PermanentError(result.error))
+                    failure = StepFailure.of(record.name, result.error)
                     _failed_on(operation, failure)
                 message = f"step {record.name} failed: {result.error}"
                 return self._fail(operation, record, message, records_status=cls.records_status)
@@ -324,12 +324,12 @@ class Engine:
             result = transient_retry(error)
         except PermanentError as error:
             _failed_on(operation, StepFailure.of(record.name, error))
-            result = StepResult(error=str(error))
+            result = StepResult(error=error)
         except Exception as error:  # the crash barrier: a bug fails this operation, not the process
             result = self._crashed(operation, record, error)
         finally:
             flush_writes(context.cluster)  # before the store records the step's end
-        record.message = result.error or result.message
+        record.message = result.recorded
         return result
 
     def _crashed(self, operation: Operation, record: StepRecord, error: Exception) -> StepResult:
@@ -338,7 +338,7 @@ class Engine:
         crash = self.crashes[operation.id] = Crash.of(error)
         kept = ModuleError(PermanentError, crash.describe())
         _failed_on(operation, StepFailure(record.name, Reason.INTERNAL_ERROR, kept))
-        return StepResult(error=crash.describe())
+        return StepResult(error=PermanentError(crash.describe()))
 
     def _past_own_limit(self, cls: type[Step], record: StepRecord) -> bool:
         limit = cls.retry_without_fail

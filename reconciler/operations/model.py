@@ -19,7 +19,7 @@ from typing import Any
 from reconciler.cluster.api import NO_IDENTITY, ClusterIdentity
 from reconciler.core.head import Head, head_text
 from reconciler.core.model import ClusterAccess, Settings
-from reconciler.core.plan import ModuleAction, PlannedModule
+from reconciler.core.plan_values import ModuleAction, PlannedModule
 from reconciler.core.status import (
     ChangeAction,
     ModuleState,
@@ -29,6 +29,7 @@ from reconciler.core.status import (
     StepFailure,
     worst_state,
 )
+from reconciler.errors import PermanentError, ReconcilerError
 
 
 class OperationType(StrEnum):
@@ -226,11 +227,23 @@ class Operation:
 @dataclass(frozen=True, slots=True)
 class StepResult:
     """What a step asks for (O1): go on (default), try the stage again after ``retry_after``
-    seconds, or fail the operation with ``error``. ``message`` is recorded either way."""
+    seconds, or fail the operation with ``error``, kept as its type (its kind, permanent or
+    transient, and the delay a transient one asked for go with it to the operation's failure).
+    ``message`` is recorded either way."""
 
     message: str = ""
     retry_after: float | None = None
-    error: str | None = None
+    error: ReconcilerError | None = None
+
+    def __post_init__(self) -> None:
+        """An error given as text (a plugin written for earlier versions) is a permanent one."""
+        if isinstance(self.error, str):
+            object.__setattr__(self, "error", PermanentError(self.error))
+
+    @property
+    def recorded(self) -> str:
+        """What the step's row records: the error's message, else the message."""
+        return str(self.error) if self.error is not None else self.message
 
 
 @dataclass(frozen=True, slots=True)

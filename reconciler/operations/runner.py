@@ -19,7 +19,7 @@ from datetime import datetime
 from reconciler.cluster.api import Cluster
 from reconciler.core.head import Head
 from reconciler.core.model import ClusterAccess, ConfigRepo
-from reconciler.core.plan import Context, DesiredModule, ModuleAction
+from reconciler.core.plan_values import Context, DesiredModule, ModuleAction
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.status import ModuleState, Reason

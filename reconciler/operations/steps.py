@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from reconciler.cluster.api import NO_IDENTITY, Cluster, ClusterIdentity
 from reconciler.core.head import head_text
 from reconciler.core.model import ClusterAccess, ConfigRepo, Strategy
-from reconciler.core.plan import Context, DesiredModule
+from reconciler.core.plan_values import Context, DesiredModule
 from reconciler.core.status import ModuleState, ModuleStatus, PassResult, Reason
 from reconciler.errors import PermanentError, TransientError
 from reconciler.lifecycle.executor import Lifecycle, SyncPart
@@ -112,7 +112,7 @@ def _module_errors(result: PassResult) -> StepResult | None:
         return None
     text = "; ".join(f"{s.module}: {s.message}" for s in failed)
     if any(s.error is not None and s.error.permanent for s in failed):
-        return StepResult(error=text)
+        return StepResult(error=PermanentError(text))
     asked = [s.error.retry_after for s in failed if s.error and s.error.retry_after is not None]
     return StepResult(f"retrying: {text}", retry_after=max(asked, default=RETRY_PROCESSING))
 
@@ -164,10 +164,12 @@ class ResolveKubeconfig(Step):
         if operation.type is OperationType.DEPROVISION:
             if identity.is_other_than(recorded) and not context.allow_access_change:
                 return StepResult(
-                    error=f"runtime {operation.runtime} was synced through "
-                    f"{recorded.describe()}, this run reaches {identity.describe()}: it is not "
-                    "deprovisioned through another access (rehearsals and real clusters never "
-                    "mix; sync --allow-access-change to do it anyway)"
+                    error=PermanentError(
+                        f"runtime {operation.runtime} was synced through "
+                        f"{recorded.describe()}, this run reaches {identity.describe()}: it is "
+                        "not deprovisioned through another access (rehearsals and real clusters "
+                        "never mix; sync --allow-access-change to do it anyway)"
+                    )
                 )
         elif recorded != identity:
             context.store.record_access(operation.runtime, identity, context.fence)
@@ -430,7 +432,9 @@ class RemoveRuntimeRecord(Step):
             context.fence,
         )
         return StepResult(
-            error=f"{why}; the runtime stays Deleting and the next sync starts a new deprovision"
+            error=PermanentError(
+                f"{why}; the runtime stays Deleting and the next sync starts a new deprovision"
+            )
         )
 
 

@@ -22,7 +22,7 @@ from reconciler.config.schema import SchemaChecker
 from reconciler.config.validate import CheckMemo, validate_repo
 from reconciler.core.fleetdiff import FleetDiff, FleetDiffer
 from reconciler.core.model import ConfigRepo
-from reconciler.core.plan import LiveModule
+from reconciler.core.plan_values import LiveModule
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.errors import ConfigError

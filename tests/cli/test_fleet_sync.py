@@ -17,7 +17,7 @@ from reconciler.cli import cli
 from reconciler.cli.progress import Progress
 from reconciler.cli.workers import RampUp
 from reconciler.cluster.snapshot import load_snapshot
-from reconciler.operations.store import SqliteStore
+from reconciler.operations.store.base import Parameters, Statements
 from tests.support.fleet_generator import generate_fleet
 
 
@@ -176,13 +176,13 @@ def test_store_work_per_runtime_does_not_grow_with_the_fleet(
     """Linear cost: the statements a sync sends to the store, per runtime, are the same for a
     fleet of 4 and of 16 (the first sync, then a second that changes nothing)."""
     counted: list[int] = []
-    real = SqliteStore._query
+    real = Statements.run
 
-    def counting(store: SqliteStore, sql: str, parameters: tuple[object, ...] = ()) -> Any:
+    def counting(statements: Statements, sql: str, parameters: Parameters = ()) -> Any:
         counted.append(1)
-        return real(store, sql, parameters)
+        return real(statements, sql, parameters)
 
-    monkeypatch.setattr(SqliteStore, "_query", counting)
+    monkeypatch.setattr(Statements, "run", counting)
     per_runtime = {}
     for size in (4, 16):
         fleet = tmp_path / f"fleet-{size}"

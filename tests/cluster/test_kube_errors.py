@@ -18,7 +18,8 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import exceptions as dynamic_exceptions
 from urllib3.exceptions import MaxRetryError
 
-from reconciler.cluster.kube import _translated, connect
+from reconciler.cluster.kube import connect
+from reconciler.cluster.kube_errors import translated
 from reconciler.core.model import ClusterAccess
 from reconciler.errors import (
     AccessError,
@@ -64,7 +65,7 @@ def _dynamic_error(
 def test_status_codes_map_to_our_errors(
     status: int, expected: type[ReconcilerError], transient: bool
 ) -> None:
-    with pytest.raises(expected) as raised, _translated("apply Deployment/ns/x"):
+    with pytest.raises(expected) as raised, translated("apply Deployment/ns/x"):
         raise _dynamic_error(status, "the reason")
 
     assert isinstance(raised.value, TransientError) is transient
@@ -74,14 +75,14 @@ def test_status_codes_map_to_our_errors(
 
 
 def test_throttling_carries_the_servers_delay() -> None:
-    with pytest.raises(ThrottledError) as raised, _translated("list Pod"):
+    with pytest.raises(ThrottledError) as raised, translated("list Pod"):
         raise _dynamic_error(429, "slow down", {"Retry-After": "17"})
 
     assert raised.value.retry_after == 17.0
 
 
 def test_network_failures_are_transient() -> None:
-    with pytest.raises(ServerError, match="cannot reach the API server"), _translated("get x"):
+    with pytest.raises(ServerError, match="cannot reach the API server"), translated("get x"):
         raise MaxRetryError(pool=None, url="https://10.0.0.1", reason=None)  # type: ignore[arg-type]
 
 
@@ -201,7 +202,7 @@ def test_an_endpoint_that_does_not_speak_tls_says_so(tmp_path: Path) -> None:
 
 
 def test_refused_credentials_carry_a_hint() -> None:
-    with pytest.raises(ForbiddenError) as caught, _translated("list Pod"):
+    with pytest.raises(ForbiddenError) as caught, translated("list Pod"):
         raise _dynamic_error(401, "Unauthorized")
 
     assert "renew the token or client certificate" in str(caught.value)

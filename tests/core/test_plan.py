@@ -35,9 +35,9 @@ from reconciler.core.model import (
     Strategy,
 )
 from reconciler.core.objects import ObjectRef
-from reconciler.core.plan import (
+from reconciler.core.plan import VERSION_SHOWN, plan, plan_module, plan_removal
+from reconciler.core.plan_values import (
     BLOCKING_SHOWN,
-    VERSION_SHOWN,
     Context,
     DesiredModule,
     LiveModule,
@@ -46,9 +46,6 @@ from reconciler.core.plan import (
     ObjectAction,
     Occupants,
     Plan,
-    plan,
-    plan_module,
-    plan_removal,
 )
 from reconciler.core.render import RenderedObject, deletion_order, removal_order
 from reconciler.core.resolve import Inclusion, ResolvedModule, VersionSource

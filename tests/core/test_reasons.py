@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import yaml
 
-from reconciler.core.plan import ModuleAction, PlannedModule
+from reconciler.core.plan_values import ModuleAction, PlannedModule
 from reconciler.core.status import ModuleState, ModuleStatus, Reason
 
 

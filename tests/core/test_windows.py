@@ -19,7 +19,7 @@ import pytest
 
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import MaintenanceWindow, ModuleRef
-from reconciler.core.plan import ModuleAction
+from reconciler.core.plan_values import ModuleAction
 from reconciler.core.windows import in_window, next_window_start, next_window_text
 from tests.support.lifecycle_helpers import repo, sync
 

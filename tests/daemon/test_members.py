@@ -173,7 +173,7 @@ def test_a_member_whose_heartbeat_lapsed_mid_run_writes_nothing(world: World) ->
 
     assert cluster.writes == writes
     assert cluster.get(WIDGET) is not None  # what was there stays
-    error = one.daemon.runtime_errors["c"]
+    error = str(one.daemon.runtime_errors["c"])
     assert "not saved: member replica-a: no heartbeat for" in error  # nor the store written
     operation = one.daemon.store.operations(runtime="c")[0]
     assert operation.message == ""  # as saved before the pause: its first step running

@@ -21,6 +21,7 @@ from typing import Any
 
 from reconciler.core.head import Head
 from reconciler.core.resolve import resolve_runtime
+from reconciler.daemon.verdicts import Refusal
 from reconciler.operations.model import CommitRecord, CommitVerdict
 from reconciler.operations.store import StateStore
 from reconciler.source.git import RemoteSource
@@ -101,7 +102,7 @@ def test_a_brake_hold_is_not_overturned_by_a_replica_that_judged_at_the_same_tim
     assert record.verdict is CommitVerdict.HELD
     assert _in_force(one) == base
     assert two.daemon.state.held is not None
-    assert two.daemon.state.held["commit"] == held
+    assert two.daemon.state.held.commit == held
     assert two.daemon.state.commit == base  # it follows the commit in force, not its own count
 
 
@@ -119,7 +120,7 @@ def test_replicas_reading_one_invalid_commit_at_once_refuse_it_once(world: World
     assert record is not None
     assert record.verdict is CommitVerdict.REFUSED
     refused = [r.daemon.state.refused for r in (one, two)]
-    assert refused[0] == refused[1] == record.detail  # one verdict, told to both
+    assert refused[0] == refused[1] == Refusal.from_json(record.detail)  # one verdict, for both
     assert two.daemon.state.commit == base == _in_force(one)
 
 

@@ -21,7 +21,7 @@ from reconciler.core.enforce import CONFIG_FIELD_MANAGER, owned_paths
 from reconciler.core.inventory import inventory_from_configmap, inventory_ref
 from reconciler.core.model import ConfigRepo, ModuleRef
 from reconciler.core.objects import ObjectRef
-from reconciler.core.plan import ObjectAction
+from reconciler.core.plan_values import ObjectAction
 from reconciler.core.status import ChangeAction
 from reconciler.lifecycle.executor import sync_runtime
 from tests.support.lifecycle_helpers import NAMESPACE, NOW, repo, sync

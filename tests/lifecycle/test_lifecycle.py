@@ -19,7 +19,7 @@ from reconciler.core.model import (
     Strategy,
 )
 from reconciler.core.objects import ObjectRef
-from reconciler.core.plan import ModuleAction, Plan
+from reconciler.core.plan_values import ModuleAction, Plan
 from reconciler.errors import ServerError
 from reconciler.lifecycle.executor import ModuleState, SyncResult
 from tests.support.lifecycle_helpers import NAMESPACE, NOW, repo, sync

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ConfigRepo, MaintenanceWindow, ModuleRef
-from reconciler.core.plan import Context, DesiredModule
+from reconciler.core.plan_values import Context, DesiredModule
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.lifecycle.executor import Lifecycle, SyncPart, desired_modules

@@ -14,14 +14,8 @@ from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.inventory import DATA_KEY, inventory_ref
 from reconciler.core.model import LABEL_APP_VERSION, ModuleRef
 from reconciler.core.objects import ObjectRef
-from reconciler.core.plan import (
-    VERSION_SHOWN,
-    Context,
-    DesiredModule,
-    LiveModule,
-    ModuleAction,
-    plan_module,
-)
+from reconciler.core.plan import VERSION_SHOWN, plan_module
+from reconciler.core.plan_values import Context, DesiredModule, LiveModule, ModuleAction
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.versions import parse_running_version

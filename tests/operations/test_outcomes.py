@@ -18,7 +18,7 @@ from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.head import Head
 from reconciler.core.model import ConfigRepo, ModuleRef
 from reconciler.core.objects import ObjectRef
-from reconciler.core.plan import ModuleAction, PlannedModule
+from reconciler.core.plan_values import ModuleAction, PlannedModule
 from reconciler.core.status import ChangeAction, ModuleError, ModuleState, ModuleStatus
 from reconciler.errors import (
     ConflictError,

@@ -66,7 +66,7 @@ def test_resyncs_without_drift_leave_the_store_on_a_plateau(tmp_path: Path) -> N
     kept = store.operations(runtime="rt")
     assert [o.message for o in kept] == [NO_CHANGE, "1 installed"]  # the run merged in one
     assert sizes[2] == sizes[1], sizes
-    row = store._query("SELECT data FROM operations WHERE id = ?", (kept[0].id,))[0]
+    row = store.query("SELECT data FROM operations WHERE id = ?", (kept[0].id,))[0]
     assert json.loads(row["data"])["applied"]["changes"] == []  # the unchanged objects: gone
 
 

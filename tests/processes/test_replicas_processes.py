@@ -27,7 +27,7 @@ import psycopg
 import pytest
 
 from reconciler.operations.model import OperationState
-from reconciler.operations.store_postgres import PostgresStore
+from reconciler.operations.store.postgres import PostgresStore
 from tests.store_contract.conftest import with_schema
 from tests.support.fleet_generator import generate_fleet
 

@@ -15,9 +15,9 @@ from typing import Protocol
 import psycopg
 import pytest
 
-from reconciler.operations import store_postgres
-from reconciler.operations.store import MIGRATIONS, SqliteStore, StateStore
-from reconciler.operations.store_postgres import PostgresStore
+from reconciler.operations.store import SqliteStore, StateStore
+from reconciler.operations.store.postgres import PostgresStore
+from reconciler.operations.store.schema import POSTGRES_TYPES, SQLITE_TYPES, script_up_to
 
 POSTGRES_URL = os.environ.get("RECONCILER_TEST_POSTGRES", "")
 
@@ -58,7 +58,7 @@ class SqliteBackend:
         return store
 
     def create_at_version(self, version: int) -> None:
-        statements = "".join(MIGRATIONS[v] + ";" for v in range(1, version + 1))
+        statements = "".join(s + ";" for s in script_up_to(version, SQLITE_TYPES))
         self.execute(
             "CREATE TABLE schema_version (version INTEGER NOT NULL);"
             f"{statements} INSERT INTO schema_version (version) VALUES ({version})"
@@ -100,7 +100,7 @@ class PostgresBackend:
         return store
 
     def create_at_version(self, version: int) -> None:
-        statements = "".join(store_postgres.MIGRATIONS[v] + ";" for v in range(1, version + 1))
+        statements = "".join(s + ";" for s in script_up_to(version, POSTGRES_TYPES))
         self.execute(
             "CREATE TABLE schema_version (version INTEGER NOT NULL);"
             f"{statements} INSERT INTO schema_version (version) VALUES ({version})"

@@ -12,6 +12,7 @@ import sqlite3
 import threading
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -26,7 +27,7 @@ from reconciler.operations.model import (
     StepRecord,
     StepState,
 )
-from reconciler.operations.store import OperationRows, SavedRows
+from reconciler.operations.store import OperationRows, SavedRows, SqliteStore
 from tests.store_contract.conftest import Backend
 
 T0 = datetime(2026, 11, 18, 12, 0, tzinfo=UTC)
@@ -324,6 +325,49 @@ def test_threads_saving_operations_through_one_store_leave_each_as_saved(
 
     for operation in operations:
         assert _stored(backend, operation.id) == operation
+
+
+def test_a_worker_save_during_a_status_read_stands_and_its_next_save_goes_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon's start race: ``/status`` (an HTTP thread) reads the runtime's
+    unfinished operation while a worker runs it. SQLite reads the operation's row, then its
+    stages and steps, each under the store's lock but not all under one: a worker's save could
+    land before the read remembered the version it read, which then took the memo back; the
+    worker's next save, checked against that older version, was refused as another owner's
+    (LostOwnershipError) though nobody else wrote. Driven in order: the worker's save runs
+    right before the read remembers its version."""
+    store = SqliteStore(tmp_path / "state.db")
+    worker = _operation()
+    store.save(worker)  # version 1
+    saved = store._saved  # the seam where the two threads meet
+    remember_read = saved.loaded
+
+    def worker_saves_first(operation: Operation, version: int) -> None:
+        monkeypatch.setattr(saved, "loaded", remember_read)
+        _start(worker, 1, 0)
+        store.save(worker)  # version 2, while the read of version 1 is under way
+        remember_read(operation, version)
+
+    monkeypatch.setattr(saved, "loaded", worker_saves_first)
+    read = store.unfinished("rt")  # /status
+
+    assert read is not None
+    _start(worker, 1, 1, minutes=2)
+    store.save(worker)  # was: LostOwnershipError, "operation op1 not saved"
+    assert SqliteStore(tmp_path / "state.db").get("op1") == worker
+
+
+def test_a_read_of_an_older_version_never_takes_the_known_rows_back() -> None:
+    saved = SavedRows()
+    operation = _operation()
+    saved.remember(operation, 3, OperationRows.of(operation))
+    older = replace(operation, message="as read before the save")
+
+    saved.loaded(older, 2)
+    assert saved.seen("op1") == (3, OperationRows.of(operation))
+    saved.loaded(older, 4)  # a newer version, written elsewhere: known from now on
+    assert saved.seen("op1") == (4, OperationRows.of(older))
 
 
 def test_finished_operations_are_forgotten_and_the_rest_bounded() -> None:

@@ -23,7 +23,7 @@ from reconciler.core.brake import Limits
 from reconciler.core.head import Head
 from reconciler.core.model import ClusterAccess, ModuleRef
 from reconciler.core.objects import ObjectRef
-from reconciler.core.plan import ModuleAction, PlannedModule
+from reconciler.core.plan_values import ModuleAction, PlannedModule
 from reconciler.core.status import (
     ChangeAction,
     ChangeSetEntry,

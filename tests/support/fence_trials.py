@@ -60,7 +60,7 @@ from reconciler.operations import engine as engine_module
 from reconciler.operations.model import OperationType, StepResult
 from reconciler.operations.steps import Step
 from reconciler.operations.store import SqliteStore
-from reconciler.operations.store_postgres import PostgresStore
+from reconciler.operations.store.postgres import PostgresStore
 
 LOG = os.environ.get("FENCE_LOG", "")
 PAUSE_AT = os.environ.get("FENCE_PAUSE_AT", "")

@@ -1,0 +1,166 @@
+"""The Kubernetes client's exceptions translated into ours, once, for the cluster adapter.
+
+Every request of :mod:`reconciler.cluster.kube` runs inside :func:`translated`: a kind the server
+does not serve becomes an UnknownKindError (a ``404 page not found``, no Status of an object, a
+:class:`StaleDiscoveryError` that makes the adapter rediscover), an API answer the error of its
+status (Forbidden with what to check, Throttled with the server's Retry-After, a ServerError to
+retry otherwise), and a connection failure a ServerError naming the server (never its
+credentials), the cause found in the exception chain, and what to check. Messages carry the
+status and the server's reason, bounded, never a body or a header.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from kubernetes.dynamic import exceptions as dyn
+from urllib3 import exceptions as urllib3_exceptions
+from urllib3.exceptions import HTTPError
+
+from reconciler.core.redaction import mask
+from reconciler.errors import (
+    ConflictError,
+    ForbiddenError,
+    InvalidObjectError,
+    NotFoundError,
+    ReconcilerError,
+    ServerError,
+    ThrottledError,
+    UnknownKindError,
+)
+
+
+class StaleDiscoveryError(UnknownKindError):
+    """The server answered ``404 page not found`` (no Status of an object) for a resource
+    discovery named: the kind is not served there (any more)."""
+
+
+_BY_STATUS: dict[int, type[ReconcilerError]] = {
+    400: InvalidObjectError,
+    401: ForbiddenError,
+    403: ForbiddenError,
+    404: NotFoundError,
+    409: ConflictError,
+    410: ConflictError,
+    422: InvalidObjectError,
+    429: ThrottledError,
+}
+
+
+@contextmanager
+def translated(what: str, server: str = "") -> Iterator[None]:
+    """Turn the client's exceptions into ours, once, here; no bodies or headers in messages.
+    A connection failure names the server (never its credentials), the cause and a hint."""
+    try:
+        yield
+    except dyn.ResourceNotFoundError as error:
+        raise UnknownKindError(f"{what}: kind not served") from error
+    except dyn.DynamicApiError as error:
+        raise _api_error(what, error) from error
+    except (HTTPError, OSError) as error:
+        where = f"the API server {mask(server)}" if server else "the API server"
+        raise ServerError(f"{what}: cannot reach {where}: {connection_cause(error)}") from error
+
+
+#: Causes of a failed connection, found in the exception chain, with what to check.
+_CAUSES: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
+    (
+        (socket.gaierror,),
+        "the host name does not resolve (check the server URL of the kubeconfig, or DNS)",
+    ),
+    (
+        (ssl.SSLCertVerificationError,),
+        "its TLS certificate is not trusted (check certificate-authority-data and the host name)",
+    ),
+    (
+        (ssl.SSLError, urllib3_exceptions.SSLError),
+        "the TLS handshake failed (is it an https endpoint? check the server URL and port)",
+    ),
+    (
+        (ConnectionRefusedError,),
+        "connection refused (is the API server up, and the port in the server URL right?)",
+    ),
+    (
+        (TimeoutError, socket.timeout, urllib3_exceptions.TimeoutError),
+        "no answer in time (a firewall, a private address, or the wrong host?)",
+    ),
+)
+
+
+def connection_cause(error: BaseException) -> str:
+    """Why a connection failed, in words, from the exception and what it wraps."""
+    chain = _chain(error)
+    for kinds, cause in _CAUSES:
+        if any(isinstance(e, kinds) for e in chain):
+            return cause
+    return f"{type(chain[-1]).__name__} (check the server URL and the network)"
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """``error`` and what it wraps: urllib3's ``reason``, else the cause or context."""
+    found: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and len(found) < 10 and all(current is not e for e in found):
+        found.append(current)
+        reason = getattr(current, "reason", None)
+        current = (
+            reason
+            if isinstance(reason, BaseException)
+            else (current.__cause__ or current.__context__)
+        )
+    return found
+
+
+_HINTS = {
+    401: "the server refused the credentials: renew the token or client certificate",
+    403: "the identity lacks this permission: see the RBAC in deploy/",
+}
+
+
+def _api_error(what: str, error: Any) -> ReconcilerError:
+    status = int(getattr(error, "status", 0) or 0)
+    reason = _server_message(error)
+    message = f"{what}: {status} {reason}".strip()
+    if status == 404 and not _is_status(error):
+        return StaleDiscoveryError(f"{what}: kind not served (404 {reason})")
+    if status in _HINTS:
+        message += f" ({_HINTS[status]})"
+    kind = _BY_STATUS.get(status)
+    if kind is ThrottledError:
+        return ThrottledError(message, retry_after=_retry_after(error))
+    if kind is not None:
+        return kind(message)
+    return ServerError(message, retry_after=10.0)
+
+
+def _is_status(error: Any) -> bool:
+    """Whether the body of an error answer is a Status object (a NotFound of an object),
+    rather than the ``404 page not found`` of a path the server does not serve."""
+    try:
+        answer = json.loads(getattr(error, "body", "") or "null")
+    except (ValueError, TypeError):
+        return False
+    return isinstance(answer, dict) and answer.get("kind") == "Status"
+
+
+def _server_message(error: Any) -> str:
+    """The ``message`` of the server's Status response, bounded in length."""
+    try:
+        status = json.loads(getattr(error, "body", "") or "{}")
+        text = str(status.get("message", "")) or str(getattr(error, "reason", ""))
+    except (ValueError, TypeError, AttributeError):
+        text = str(getattr(error, "reason", ""))
+    return text[:300]
+
+
+def _retry_after(error: Any) -> float:
+    headers = getattr(error, "headers", None) or {}
+    try:
+        return max(1.0, float(headers.get("Retry-After", 5)))
+    except (TypeError, ValueError):
+        return 5.0

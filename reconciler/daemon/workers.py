@@ -1,0 +1,211 @@
+"""The daemon's worker pool, and one runtime's run on it.
+
+Each runtime's operation runs on a bounded pool: one runtime never runs twice at once (a
+submit while it runs returns that run, followed by one more when a newer commit asked), slow
+clusters do not hold up the others, and a run that waits or fails on a transient error is
+retried at the time it asked for. A run's failure is kept per runtime as a
+:class:`~reconciler.errors.ReconcilerError` (a bug as an
+:class:`~reconciler.errors.InternalError`) for ``/status``; the log names its cause.
+
+Caller: :class:`reconciler.daemon.service.Daemon`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from reconciler.cluster.api import Cluster
+from reconciler.core.model import ClusterAccess, ConfigRepo
+from reconciler.daemon.logs import cause
+from reconciler.daemon.membership import fenced
+from reconciler.daemon.scheduler import retry
+from reconciler.errors import InternalError, ReconcilerError, TransientError
+from reconciler.operations.engine import Engine
+from reconciler.operations.model import Operation, OperationState, operation_limits
+from reconciler.operations.report import state_text
+from reconciler.operations.runner import Runner
+from reconciler.operations.store import load_status
+
+if TYPE_CHECKING:
+    from reconciler.daemon.service import Daemon
+
+log = logging.getLogger("reconciler.daemon")
+
+
+class Workers:
+    """The pool of one daemon: which runtime runs, which runs again, and each one's last
+    error."""
+
+    def __init__(self, daemon: Daemon, workers: int) -> None:
+        self.daemon = daemon
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reconcile")
+        self._running: dict[str, Future[None]] = {}
+        self._again: set[str] = set()
+        self._lock = threading.Lock()
+        #: The error of each runtime's last run (none when it ended without one).
+        self.errors: dict[str, ReconcilerError] = {}
+
+    def submit(self, runtime: str, *, newer_commit: bool = False) -> Future[None]:
+        """Reconcile ``runtime`` on the pool, or return the run already under way; with
+        ``newer_commit`` that run is followed by one more (it may have started on the commit
+        before)."""
+        with self._lock:
+            running = self._running.get(runtime)
+            if running is not None:
+                if newer_commit:
+                    self._again.add(runtime)
+                return running
+            try:
+                future = self._pool.submit(self._run, runtime)
+            except RuntimeError:  # the pool is shutting down: the next start reconciles it
+                log.info("runtime %s: not started, stopping", runtime)
+                stopped: Future[None] = Future()
+                stopped.cancel()
+                return stopped
+            self._running[runtime] = future
+            return future
+
+    def wait_idle(self) -> None:
+        """Wait until no reconcile is running (tests, benchmarks, shutdown)."""
+        while True:
+            with self._lock:
+                running = list(self._running.values())
+            if not running:
+                return
+            for future in running:
+                future.result()
+
+    def close(self) -> None:
+        """Let running reconciles finish and stop the pool."""
+        self._pool.shutdown(wait=True)
+
+    def _run(self, runtime: str) -> None:
+        daemon = self.daemon
+        started = daemon.clock()
+        try:
+            self.errors.pop(runtime, None)
+            operation = daemon.reconcile(runtime)
+            if operation is not None:
+                daemon.metrics.operation(operation, daemon.clock() - started)
+        except ReconcilerError as error:
+            self._failed(runtime, error, error)
+        except Exception as error:
+            self._failed(runtime, error, InternalError.of(error))
+            if daemon.options.debug:
+                log.error("runtime %s: traceback", runtime, exc_info=error)
+        finally:
+            with self._lock:
+                self._running.pop(runtime, None)
+                if runtime in self._again:
+                    self._again.discard(runtime)
+                    self._resubmit(runtime)
+
+    def _resubmit(self, runtime: str) -> None:
+        try:
+            self._running[runtime] = self._pool.submit(self._run, runtime)
+        except RuntimeError:  # the pool is shutting down: the next start resumes it
+            log.info("runtime %s: not run again, stopping", runtime)
+
+    def _failed(self, runtime: str, raised: BaseException, error: ReconcilerError) -> None:
+        daemon = self.daemon
+        self.errors[runtime] = error
+        daemon.metrics.reconcile_failed(runtime, type(raised).__name__)
+        try:
+            operation = daemon.store.unfinished(runtime)
+        except ReconcilerError:  # the store failed too (it is down): the line without the id
+            operation = None
+        extra = {"runtime": runtime, "operation": operation.id if operation else ""}
+        if raised is error:
+            log.error("runtime %s: %s (%s)", runtime, error, cause(error), extra=extra)
+        else:
+            log.error("runtime %s: %s", runtime, error, extra=extra)
+        if isinstance(error, TransientError):  # retried as it asked, not at the next resync
+            retry(daemon, runtime, daemon.clock() + timedelta(seconds=error.retry_after))
+
+
+def run_runtime(daemon: Daemon, runtime: str) -> Operation | None:
+    """Run (or resume) ``runtime``'s operation once on the commit in force, if this replica
+    owns it; schedule a retry if it waits. None: not this replica's (or no member yet)."""
+    daemon.follow_store()  # the commit in force for every replica, not only this one's git
+    repo = daemon.state.repo
+    membership = daemon.membership
+    member = membership.fresh()
+    if repo is None or member is None or runtime not in membership.mine(daemon.fleet()):
+        return None  # another replica's (or none while the store cannot be reached)
+    epoch = member.epoch
+    engine = Engine(
+        daemon.store,
+        clock=daemon.clock,
+        disabled=frozenset(repo.settings.disabled_steps),
+        limits=operation_limits(repo.settings),
+        owner=membership.name,
+        alive=membership.alive,
+        fence=lambda: membership.fenced(epoch),
+        token=membership.token(epoch),
+    )
+
+    def fenced_connect(access: ClusterAccess, name: str) -> Cluster:
+        return fenced(daemon.connect(access, name), lambda: membership.fenced(epoch))
+
+    runner = Runner(daemon.store, engine, repo, fenced_connect, daemon.clock, daemon.state.commit)
+    outcome = runner.run(runner.operation_for(runtime))
+    operation = outcome.operation
+    extra = {"runtime": runtime, "operation": operation.id}
+    shown = f"{operation.type} {operation.id} {state_text(operation)}"
+    log.info("runtime %s: %s", runtime, shown, extra=extra)
+    _log_module_errors(runtime, operation, extra)
+    _measure(daemon, runtime, repo, operation, engine)
+    if outcome.retry_at is not None:
+        retry(daemon, runtime, outcome.retry_at)
+    elif operation.state is OperationState.FAILED:
+        crash = engine.crashes.get(operation.id)
+        log.error(
+            "runtime %s: operation %s failed: %s",
+            runtime,
+            operation.id,
+            operation.message,
+            extra=extra,
+            exc_info=crash.error if crash is not None and daemon.options.debug else None,
+        )
+        if crash is not None:  # a bug inside a step: shown like one outside
+            daemon.workers.errors[runtime] = InternalError(crash.describe(), type(crash.error))
+    return operation
+
+
+def _measure(
+    daemon: Daemon, runtime: str, repo: ConfigRepo, operation: Operation, engine: Engine
+) -> None:
+    """The runtime's state in the metrics, by the rule of ``reconciler status``; a run that
+    ended on an error (a failed operation, a step retrying) counted by its type."""
+    declared = repo.runtimes.get(runtime)
+    in_git = declared.suspend if declared is not None else None
+    status = load_status(daemon.store, runtime, git_suspended=in_git)
+    if status is None:
+        daemon.metrics.forget_runtime(runtime)
+    else:
+        daemon.metrics.runtime_status(status)
+    crash, failure = engine.crashes.get(operation.id), operation.data.failure
+    if crash is not None:
+        daemon.metrics.reconcile_failed(runtime, crash.type)
+    elif failure is not None:
+        daemon.metrics.reconcile_failed(runtime, failure.error.cause.__name__)
+
+
+def _log_module_errors(runtime: str, operation: Operation, extra: dict[str, str]) -> None:
+    """Each module in Error, with its error's type, permanence and asked delay."""
+    for module in operation.data.modules:
+        if module.error is not None:
+            level = logging.ERROR if module.error.permanent else logging.WARNING
+            log.log(
+                level,
+                "runtime %s: module %s: %s: %s",
+                runtime,
+                module.module,
+                module.error.describe(),
+                module.error.message,
+                extra=extra,
+            )

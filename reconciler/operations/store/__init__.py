@@ -1,0 +1,59 @@
+"""The state store: operations, their stages and steps, each runtime's last known state, the
+verdicts on commits, the brake's limits, suspensions and the daemon's members.
+
+The rooms of the package:
+
+- :mod:`.contract`: :class:`StateStore`, the interface every caller uses, and the rules every
+  store applies alike;
+- :mod:`.opening`: :func:`open_store` and its kin, which store a ``--state`` URL names;
+- :mod:`.codec`: the JSON of typed values (operation data, module statuses, errors, verdict
+  details), at the store's edge only;
+- :mod:`.rows`: the row-diff cache (a save writes only the rows that changed);
+- :mod:`.schema`: the schema versions, one declarative list of migrations;
+- :mod:`.base`, :mod:`.operations`, :mod:`.records`: the one SQL implementation, written once
+  for both databases;
+- :mod:`.sqlite`, :mod:`.postgres`: the two dialects (connection, transactions, placeholders,
+  locks, and PostgreSQL's one-statement save); the only importers of sqlite3 and psycopg.
+
+Nothing secret is stored (S4). Callers: the engine, the runner, the CLI, the daemon.
+"""
+
+from reconciler.operations.store.contract import (
+    ALLOWED_DELETIONS,
+    LIMITS_SCOPE,
+    StateStore,
+    load_status,
+    load_statuses,
+    may_replace,
+    next_beat,
+)
+from reconciler.operations.store.opening import (
+    default_state_url,
+    open_existing_store,
+    open_store,
+    open_store_to_read,
+)
+from reconciler.operations.store.rows import OperationRows, RowChanges, SavedRows
+from reconciler.operations.store.schema import MIGRATIONS, SCHEMA_VERSION, TABLES
+from reconciler.operations.store.sqlite import SqliteStore
+
+__all__ = [
+    "ALLOWED_DELETIONS",
+    "LIMITS_SCOPE",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "TABLES",
+    "OperationRows",
+    "RowChanges",
+    "SavedRows",
+    "SqliteStore",
+    "StateStore",
+    "default_state_url",
+    "load_status",
+    "load_statuses",
+    "may_replace",
+    "next_beat",
+    "open_existing_store",
+    "open_store",
+    "open_store_to_read",
+]

@@ -1,0 +1,211 @@
+"""The state store's contract: :class:`StateStore`, the interface every caller uses, and the
+rules every store applies the same way (which verdict on a commit may replace which, a member's
+next epoch), with the reads of runtime statuses built on the interface. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from reconciler.cluster.api import ClusterIdentity
+from reconciler.core.brake import Limits
+from reconciler.core.head import Head
+from reconciler.operations.model import (
+    CommitRecord,
+    CommitVerdict,
+    FenceToken,
+    Member,
+    Operation,
+    Retention,
+    RuntimeRecord,
+    RuntimeStatus,
+    Suspension,
+)
+
+#: In an ACCEPTED record's detail: the ``--allow-deletions`` that let a held commit through.
+ALLOWED_DELETIONS = "allowedDeletions"
+#: The row of ``brake_limits`` that ``reconciler sync`` keeps.
+LIMITS_SCOPE = "sync"
+
+
+class StateStore(Protocol):
+    """Where operations and runtime states live."""
+
+    def save(self, operation: Operation, fence: FenceToken | None = None) -> None:
+        """Insert or update an operation with its stages and steps, unless the stored one was
+        written or claimed by someone else since this store last wrote or read it, or ``fence``
+        no longer holds (:class:`~reconciler.errors.LostOwnershipError`, nothing written)."""
+
+    def get(self, operation_id: str) -> Operation | None:
+        """An operation by id (a unique prefix is enough)."""
+
+    def operations(self, runtime: str | None = None, limit: int = 50) -> list[Operation]:
+        """Newest first, for one runtime or all."""
+
+    def unfinished(self, runtime: str) -> Operation | None:
+        """The runtime's pending or in-progress operation, if any."""
+
+    def claim(
+        self,
+        operation_id: str,
+        owner: str,
+        now: datetime,
+        lease_until: datetime,
+        alive: Callable[[str], bool],
+        fence: FenceToken | None = None,
+    ) -> str | None:
+        """Move the operation to in progress for ``owner`` unless another live owner holds an
+        operation of the same runtime; returns that holder's description, else ``None``.
+        :class:`~reconciler.errors.LostOwnershipError` when ``fence`` no longer holds."""
+
+    def put_runtime(self, record: RuntimeRecord, fence: FenceToken | None = None) -> None:
+        """Record a runtime's last known state (under ``fence``, as :meth:`save`)."""
+
+    def runtimes(self) -> list[RuntimeRecord]:
+        """Every runtime's last known state, by name."""
+
+    def runtime_names(self) -> list[str]:
+        """The names of the runtimes :meth:`runtimes` lists (a daemon asks at each reconcile)."""
+
+    def deployed(self) -> dict[str, dict[str, str]]:
+        """Runtime -> module -> version, as :meth:`RuntimeRecord.deployed` of each record says
+        (what the deletion brake counts from; read without building the records)."""
+
+    def runtime(self, runtime: str) -> RuntimeRecord | None:
+        """One runtime's last known state."""
+
+    def forget_runtime(self, runtime: str, fence: FenceToken | None = None) -> None:
+        """Drop a deprovisioned runtime's record (under ``fence``, as :meth:`save`)."""
+
+    def record_access(
+        self, runtime: str, access: ClusterIdentity, fence: FenceToken | None = None
+    ) -> None:
+        """Remember where ``runtime`` was synced (see :attr:`RuntimeRecord.access`; under
+        ``fence``, as :meth:`save`)."""
+
+    def decide_commit(self, record: CommitRecord) -> CommitRecord:
+        """Record a verdict on a commit other than ACCEPTED (READING, PENDING, REFUSED, HELD)
+        unless one that may not be replaced stands (:func:`may_replace`); the record that
+        stands. Replicas judging the same commit at once end with one verdict, the first one
+        written."""
+
+    def accept_commit(self, record: CommitRecord, expected: Head | None) -> CommitRecord | None:
+        """Make ``record``'s commit (ACCEPTED) the one in force, if the one in force is still
+        ``expected`` (``None``: none yet) and its verdict may become ACCEPTED; in one
+        transaction (compare-and-set). The commit in force afterwards: a replica whose git is
+        behind another's learns the newer one instead of moving the fleet back."""
+
+    def commit(self, commit: Head) -> CommitRecord | None:
+        """The verdict on ``commit``, if one was recorded."""
+
+    def last_accepted(self) -> CommitRecord | None:
+        """The commit accepted last (the one in force): the ACCEPTED record written last, in
+        the store's own order of writes, not by its ``decided`` time (replicas' clocks differ).
+        No pointer of its own is needed: every ACCEPTED record is written by
+        :meth:`accept_commit`, one decision at a time, so the last one written is the one its
+        compare-and-set left in force."""
+
+    def limits_in_force(self) -> Limits | None:
+        """The deletion brake's limits recorded by the last ``reconciler sync`` of the whole
+        fleet that went ahead (:meth:`record_limits`); ``None`` before one."""
+
+    def record_limits(self, limits: Limits, now: datetime) -> None:
+        """Record the limits of a repo a sync of the whole fleet carried out: the next sync is
+        judged by the stricter of these and its own (:func:`reconciler.core.brake.limits_for`)."""
+
+    def prune(self, retention: Retention, now: datetime) -> int:
+        """Remove the finished operations ``retention`` does not keep at ``now``, with their
+        stages and steps; how many."""
+
+    def suspend(self, suspension: Suspension) -> None:
+        """Suspend a runtime (again: the reason and time are replaced)."""
+
+    def resume(self, runtime: str) -> bool:
+        """Lift a runtime's suspension; whether it was suspended."""
+
+    def suspensions(self) -> dict[str, Suspension]:
+        """Every suspended runtime's suspension, by runtime."""
+
+    def heartbeat(self, name: str, now: datetime, lease: timedelta) -> Member:
+        """Member ``name`` is alive at ``now``: a new member, or one whose last heartbeat is
+        older than ``lease``, starts a new epoch (one more than its last)."""
+
+    def members(self) -> list[Member]:
+        """Every member that beat and did not leave, by name."""
+
+    def fence(self, name: str, epoch: int, lapsed_before: datetime) -> bool:
+        """Fence member ``name`` at ``epoch`` if its last heartbeat is still older than
+        ``lapsed_before`` (its lease lapsed): from then on no write carrying a token of that
+        epoch is accepted, and its next heartbeat starts a new epoch. Whether it was fenced
+        now. A member calls this before it takes another's runtimes over."""
+
+    def leave(self, name: str) -> None:
+        """Member ``name`` stops (its runtimes go to the others at once)."""
+
+
+def load_statuses(
+    store: StateStore,
+    runtimes: Sequence[str] = (),
+    *,
+    git_suspended: Mapping[str, bool] | None = None,
+) -> list[RuntimeStatus]:
+    """Every runtime's status now (or those named), by :meth:`RuntimeStatus.of`: its last
+    finished record seen through its unfinished operation, if one is under way, and its
+    suspension (one read per runtime: linear in the fleet). ``git_suspended``: runtime ->
+    ``spec.suspend`` where the caller read git (else the records say)."""
+    wanted = set(runtimes)
+    suspended = store.suspensions()
+    in_git = git_suspended or {}
+    return [
+        RuntimeStatus.of(
+            record,
+            store.unfinished(record.runtime),
+            suspended.get(record.runtime),
+            git_suspended=in_git.get(record.runtime),
+        )
+        for record in store.runtimes()
+        if not wanted or record.runtime in wanted
+    ]
+
+
+def load_status(
+    store: StateStore, runtime: str, *, git_suspended: bool | None = None
+) -> RuntimeStatus | None:
+    """One runtime's status now, as :func:`load_statuses` (``None``: the store has none)."""
+    record = store.runtime(runtime)
+    if record is None:
+        return None
+    suspension = store.suspensions().get(runtime)
+    unfinished = store.unfinished(runtime)
+    return RuntimeStatus.of(record, unfinished, suspension, git_suspended=git_suspended)
+
+
+def may_replace(
+    standing: CommitRecord | None, new: CommitRecord, in_force: Head | None = None
+) -> bool:
+    """Whether ``new`` may replace ``standing``, the verdict recorded on the same commit: a
+    verdict is decided once. READING (a daemon reading it) and PENDING (its reading failed in a
+    way that may pass) give way to anything; HELD to ACCEPTED only when ``--allow-deletions``
+    named it (the record says so under :data:`ALLOWED_DELETIONS`); ACCEPTED to ACCEPTED (in
+    force again after a revert), and to HELD when it is no longer ``in_force`` (a force-push
+    back to it is judged again, from the commit in force)."""
+    if standing is None or standing.verdict in (CommitVerdict.READING, CommitVerdict.PENDING):
+        return True
+    if new.verdict is CommitVerdict.ACCEPTED and standing.verdict is CommitVerdict.HELD:
+        return bool(new.detail.get(ALLOWED_DELETIONS))  # not a replica that judged without
+    accepted = CommitVerdict.ACCEPTED
+    if new.verdict is CommitVerdict.HELD and standing.verdict is accepted:
+        return standing.commit != in_force
+    return new.verdict is accepted and standing.verdict is accepted
+
+
+def next_beat(last: Member | None, name: str, now: datetime, lease: timedelta) -> Member:
+    """Member ``name`` after a heartbeat at ``now``: the same epoch while its lease held and
+    nobody fenced it, the next one after a lapse or a fence (or the first)."""
+    if last is None:
+        return Member(name, 1, now, now)
+    if last.live(now, lease) and not last.fenced:
+        return Member(name, last.epoch, now, last.started, last.fenced_epoch)
+    return Member(name, last.epoch + 1, now, now, last.fenced_epoch)

@@ -1,0 +1,51 @@
+"""Which store a ``--state`` URL names, opened: a SQLite file or a PostgreSQL database (psycopg
+is imported only when one is named), and the default URL under the user's state directory."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from reconciler.core.redaction import mask_url_password
+from reconciler.errors import SourceError
+from reconciler.operations.store.contract import StateStore
+from reconciler.operations.store.sqlite import SqliteStore
+
+_SQLITE = "sqlite:///"
+
+
+def default_state_url() -> str:
+    """``sqlite:///`` a file under the user's state directory (XDG_STATE_HOME)."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return f"sqlite:///{Path(base) / 'reconciler' / 'state.db'}"
+
+
+def open_store(url: str) -> StateStore:
+    """The store a ``--state`` URL names: ``sqlite:///path/to/state.db``, or
+    ``postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE`` (also ``postgres://``)."""
+    if url.startswith(("postgresql://", "postgres://")):
+        from reconciler.operations.store.postgres import PostgresStore  # psycopg only if used
+
+        return PostgresStore(url)
+    if not url.startswith(_SQLITE):
+        raise SourceError(
+            f"--state {mask_url_password(url)}: use sqlite:///PATH or "
+            "postgresql://USER@HOST[:PORT]/DATABASE"
+        )
+    return SqliteStore(Path(os.path.expanduser(url[len(_SQLITE) :])))
+
+
+def open_existing_store(url: str) -> StateStore | None:
+    """:func:`open_store` for commands that only read: ``None`` for a SQLite file that does not
+    exist (nothing was recorded there), instead of creating it."""
+    if url.startswith(_SQLITE) and not Path(os.path.expanduser(url[len(_SQLITE) :])).exists():
+        return None
+    return open_store(url)
+
+
+def open_store_to_read(url: str) -> StateStore:
+    """:func:`open_store` for plans that change nothing (``diff``, ``sync --dry-run``): where
+    the SQLite file does not exist, an empty store in memory, so that a read creates no file
+    (nor its folder) and plans as a new store would."""
+    found = open_existing_store(url)
+    return found if found is not None else SqliteStore(Path(":memory:"))
