@@ -22,8 +22,8 @@ from reconciler.cluster.kube import KubeCluster
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ClusterAccess
 from reconciler.source.loader import load_repo
-from tests.cli.test_json_output import ROOT, Fleet, _check
 from tests.support.http_fakes import NOT_FOUND, Answer, JsonServer, discovery, write_kubeconfig
+from tests.support.sample_fleet import ROOT, Fleet, check_document
 
 _GROUPS = {
     "authorization.k8s.io/v1": [
@@ -155,7 +155,7 @@ def test_check_on_snapshots_prints_a_table_and_a_document(tmp_path: Path) -> Non
     assert lines[0].split() == ["RUNTIME", "REACHABLE", "VERSION", "IDENTITY", "ALLOWED", "MESSAGE"]
     assert len(lines) == 7
     assert all(line.split()[1] == "yes" and line.endswith("ok") for line in lines[1:])
-    _check(document, "AccessCheckList")
+    check_document(document, "AccessCheckList")
     assert [(i["runtime"], i["ok"]) for i in document["items"]] == [("prod-eu-1", True)]
     assert unknown == ""
 

@@ -287,7 +287,7 @@ def test_validate_fetches_channels_kept_in_a_git_repository(
     import shutil
     import subprocess
 
-    from tests.daemon.test_daemon import GitServer
+    from tests.support.daemons import GitServer
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     channels = tmp_path / "channels-repo"

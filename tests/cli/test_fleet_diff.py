@@ -8,9 +8,6 @@ would, and runs the command against the working tree (or a second commit).
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,125 +17,23 @@ from markdown_it import MarkdownIt
 
 from reconciler.cli import cli
 from reconciler.cli.report import MARKDOWN_LIMIT
-
-SETTINGS = """\
-apiVersion: reconciler.dev/v1alpha1
-kind: Settings
-metadata: {name: fleet}
-spec: {channelsFrom: {path: ../channels}}
-"""
-
-
-def _module(name: str, extra: str = "") -> str:
-    return (
-        "apiVersion: reconciler.dev/v1alpha1\nkind: Module\n"
-        f"metadata: {{name: {name}}}\nspec:\n  namespace: {name}-system\n"
-        f"  operator: {{kind: Deployment, name: {name}-operator}}\n{extra}"
-    )
-
-
-def _manifest(name: str, version: str, extra_config: bool = False) -> str:
-    kind = name.capitalize()
-    text = f"""\
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {{name: {name}s.example.io}}
-spec:
-  group: example.io
-  scope: Namespaced
-  names: {{kind: {kind}, plural: {name}s, singular: {name}}}
-  versions: [{{name: v1, served: true, storage: true}}]
----
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: {name}-operator
-  labels: {{app.kubernetes.io/version: "{version}"}}
-spec:
-  replicas: 1
-  template: {{spec: {{containers: [{{name: manager, image: "example.io/{name}:{version}"}}]}}}}
-"""
-    if extra_config:
-        text += "---\napiVersion: v1\nkind: ConfigMap\n"
-        text += f"metadata: {{name: {name}-extra}}\ndata: {{a: b}}\n"
-    return text
-
-
-def _default(name: str) -> str:
-    kind = name.capitalize()
-    return f"apiVersion: example.io/v1\nkind: {kind}\nmetadata: {{name: default}}\nspec: {{}}\n"
-
-
-def _channel(name: str, modules: dict[str, str]) -> str:
-    entries = ", ".join(f"{m}: {v}" for m, v in modules.items())
-    return (
-        f"apiVersion: reconciler.dev/v1alpha1\nkind: Channel\nmetadata: {{name: {name}}}\n"
-        f"spec: {{modules: {{{entries}}}}}\n"
-    )
-
-
-def _runtime(name: str, channel: str, modules: str, extra: str = "") -> str:
-    return (
-        "apiVersion: reconciler.dev/v1alpha1\nkind: Runtime\n"
-        f"metadata: {{name: {name}}}\nspec:\n  channel: {channel}\n"
-        f"  cluster: {{context: {name}}}\n  modules: {modules}\n{extra}"
-    )
-
-
-BASE_FILES = {
-    "fleet/reconciler.yaml": SETTINGS,
-    "fleet/modules/widget/module.yaml": _module("widget"),
-    "fleet/modules/widget/1.0.0/manifest.yaml": _manifest("widget", "1.0.0", extra_config=True),
-    "fleet/modules/widget/1.0.0/default.yaml": _default("widget"),
-    "fleet/modules/widget/2.0.0/manifest.yaml": _manifest("widget", "2.0.0"),
-    "fleet/modules/widget/2.0.0/default.yaml": _default("widget"),
-    "fleet/modules/gadget/module.yaml": _module("gadget"),
-    "fleet/modules/gadget/1.0.0/manifest.yaml": _manifest("gadget", "1.0.0"),
-    "fleet/modules/mesh/module.yaml": _module("mesh"),
-    "fleet/modules/mesh/1.0.0/manifest.yaml": _manifest("mesh", "1.0.0"),
-    "channels/regular.yaml": _channel(
-        "regular", {"widget": "1.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
-    ),
-    "channels/fast.yaml": _channel("fast", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}),
-    "fleet/runtimes/a.yaml": _runtime("a", "regular", "[{name: widget}, {name: gadget}]"),
-    "fleet/runtimes/b.yaml": _runtime(
-        "b", "regular", "[{name: widget}, {name: gadget, strategy: Ignore}]"
-    ),
-    "fleet/runtimes/c.yaml": _runtime("c", "fast", "[{name: widget}]"),
-}
-
-
-def _git(root: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.email=t@example.io", "-c", "user.name=t", *args],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout
-
-
-def _write(root: Path, files: Mapping[str, str | None]) -> None:
-    for relative, text in files.items():
-        path = root / relative
-        if text is None:
-            if path.is_dir():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+from tests.support.fleet_history import (
+    BASE_FILES,
+    channel_yaml,
+    git,
+    module_yaml,
+    runtime_yaml,
+    write_tree,
+)
 
 
 @pytest.fixture
 def history(tmp_path: Path) -> Path:
     """A git repository whose HEAD is the base fleet."""
-    _write(tmp_path, dict(BASE_FILES))
-    _git(tmp_path, "init", "-q")
-    _git(tmp_path, "add", "-A")
-    _git(tmp_path, "commit", "-qm", "base")
+    write_tree(tmp_path, dict(BASE_FILES))
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "base")
     return tmp_path
 
 
@@ -171,10 +66,10 @@ def test_no_change(history: Path) -> None:
 
 
 def test_channel_bump(history: Path) -> None:
-    _write(
+    write_tree(
         history,
         {
-            "channels/regular.yaml": _channel(
+            "channels/regular.yaml": channel_yaml(
                 "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
             )
         },
@@ -195,9 +90,9 @@ def test_channel_bump(history: Path) -> None:
 
 
 def test_runtime_channel_switch(history: Path) -> None:
-    _write(
+    write_tree(
         history,
-        {"fleet/runtimes/a.yaml": _runtime("a", "fast", "[{name: widget}, {name: gadget}]")},
+        {"fleet/runtimes/a.yaml": runtime_yaml("a", "fast", "[{name: widget}, {name: gadget}]")},
     )
 
     changes = _changes(_json(history))
@@ -207,10 +102,10 @@ def test_runtime_channel_switch(history: Path) -> None:
 
 
 def test_pin(history: Path) -> None:
-    _write(
+    write_tree(
         history,
         {
-            "fleet/runtimes/b.yaml": _runtime(
+            "fleet/runtimes/b.yaml": runtime_yaml(
                 "b", "regular", "[{name: widget, version: 2.0.0}, {name: gadget, strategy: Ignore}]"
             )
         },
@@ -228,9 +123,9 @@ def test_pin(history: Path) -> None:
 )
 def test_module_removal_by_strategy(history: Path, runtime: str, action: str, code: int) -> None:
     strategy = "" if runtime == "a" else ", strategy: Ignore"
-    _write(
+    write_tree(
         history,
-        {f"fleet/runtimes/{runtime}.yaml": _runtime(runtime, "regular", "[{name: widget}]")},
+        {f"fleet/runtimes/{runtime}.yaml": runtime_yaml(runtime, "regular", "[{name: widget}]")},
     )
     del strategy
 
@@ -245,10 +140,10 @@ def test_module_removal_by_strategy(history: Path, runtime: str, action: str, co
 
 
 def test_new_and_removed_runtimes(history: Path) -> None:
-    _write(
+    write_tree(
         history,
         {
-            "fleet/runtimes/d.yaml": _runtime("d", "regular", "[{name: gadget}]"),
+            "fleet/runtimes/d.yaml": runtime_yaml("d", "regular", "[{name: gadget}]"),
             "fleet/runtimes/c.yaml": None,
         },
     )
@@ -276,8 +171,9 @@ def test_new_and_removed_runtimes(history: Path) -> None:
 
 
 def test_dependency_added(history: Path) -> None:
-    _write(
-        history, {"fleet/modules/gadget/module.yaml": _module("gadget", "  dependsOn: [mesh]\n")}
+    write_tree(
+        history,
+        {"fleet/modules/gadget/module.yaml": module_yaml("gadget", "  dependsOn: [mesh]\n")},
     )
 
     result = _diff(history)
@@ -291,10 +187,10 @@ def test_dependency_added(history: Path) -> None:
 
 
 def test_lower_version_is_held_as_a_downgrade(history: Path) -> None:
-    _write(
+    write_tree(
         history,
         {
-            "channels/fast.yaml": _channel(
+            "channels/fast.yaml": channel_yaml(
                 "fast", {"widget": "1.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
             )
         },
@@ -307,7 +203,7 @@ def test_lower_version_is_held_as_a_downgrade(history: Path) -> None:
 
 
 def test_invalid_head_is_an_error_naming_the_file(history: Path) -> None:
-    _write(history, {"fleet/runtimes/a.yaml": _runtime("a", "reguler", "[{name: widget}]")})
+    write_tree(history, {"fleet/runtimes/a.yaml": runtime_yaml("a", "reguler", "[{name: widget}]")})
 
     result = _diff(history)
 
@@ -327,17 +223,17 @@ def test_unknown_revision_is_an_error(history: Path) -> None:
 
 
 def test_two_commits_and_a_base_folder(history: Path, tmp_path: Path) -> None:
-    _write(
+    write_tree(
         history,
         {
-            "channels/regular.yaml": _channel(
+            "channels/regular.yaml": channel_yaml(
                 "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
             )
         },
     )
-    _git(history, "commit", "-qam", "bump")
+    git(history, "commit", "-qam", "bump")
     checkout = tmp_path / "base-checkout"
-    _git(history, "worktree", "add", "-q", str(checkout), "HEAD~1")
+    git(history, "worktree", "add", "-q", str(checkout), "HEAD~1")
 
     by_revision = CliRunner().invoke(
         cli, ["diff", str(history / "fleet"), "--base", "HEAD~1", "--head", "HEAD"]
@@ -352,10 +248,10 @@ def test_two_commits_and_a_base_folder(history: Path, tmp_path: Path) -> None:
 
 
 def test_output_is_byte_identical_across_runs(history: Path) -> None:
-    _write(
+    write_tree(
         history,
         {
-            "channels/regular.yaml": _channel(
+            "channels/regular.yaml": channel_yaml(
                 "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
             )
         },
@@ -373,18 +269,18 @@ def test_output_is_byte_identical_across_runs(history: Path) -> None:
 
 def test_markdown_renders_and_stays_under_the_limit(history: Path) -> None:
     runtimes = {
-        f"fleet/runtimes/r{i:04d}.yaml": _runtime(
+        f"fleet/runtimes/r{i:04d}.yaml": runtime_yaml(
             f"r{i:04d}", "regular", "[{name: widget}, {name: gadget}]"
         )
         for i in range(1500)
     }
-    _write(history, runtimes)
-    _git(history, "add", "-A")
-    _git(history, "commit", "-qm", "many runtimes")
-    _write(
+    write_tree(history, runtimes)
+    git(history, "add", "-A")
+    git(history, "commit", "-qm", "many runtimes")
+    write_tree(
         history,
         {
-            "channels/regular.yaml": _channel(
+            "channels/regular.yaml": channel_yaml(
                 "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
             )
         },
@@ -410,7 +306,7 @@ def test_live_view_from_snapshots(history: Path, tmp_path: Path) -> None:
         ).exit_code
         == 0
     )
-    _write(history, {"fleet/runtimes/a.yaml": _runtime("a", "regular", "[{name: widget}]")})
+    write_tree(history, {"fleet/runtimes/a.yaml": runtime_yaml("a", "regular", "[{name: widget}]")})
     gadget = "apiVersion: example.io/v1\nkind: Gadget\n"
     gadget += "metadata: {name: mine, namespace: gadget-system}\n"
     with (clusters / "a.yaml").open("a") as snapshot:
@@ -431,9 +327,9 @@ def test_each_blob_is_parsed_once_and_each_situation_planned_once(tmp_path: Path
     from tests.support.fleet_generator import generate_fleet
 
     generate_fleet(tmp_path, runtimes=300, modules=6, versions=2)
-    _git(tmp_path, "init", "-q")
-    _git(tmp_path, "add", "-A")
-    _git(tmp_path, "commit", "-qm", "fleet")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "fleet")
     channel = tmp_path / "channels" / "regular.yaml"
     channel.write_text(channel.read_text().replace("mod-03: 1.0.0", "mod-03: 1.1.0"))
     files = len([p for p in tmp_path.rglob("*.yaml") if ".git" not in p.parts])
@@ -445,7 +341,7 @@ def test_each_blob_is_parsed_once_and_each_situation_planned_once(tmp_path: Path
     assert len(review.cache) == files + 1
     both = Review(ReadOptions())
     both.load(Side(tmp_path, "HEAD"), "base")
-    _git(tmp_path, "commit", "-qam", "bump")
+    git(tmp_path, "commit", "-qam", "bump")
     both.load(Side(tmp_path, "HEAD"), "head")
     assert len(both.cache) == files + 1  # only the changed channel is parsed again
 

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from reconciler.cli import cli, get
 from reconciler.core.selectors import SelectorError, parse_label_selector, parse_state_selector
 from reconciler.operations.store import SqliteStore
-from tests.cli.test_json_output import Fleet, _check
+from tests.support.sample_fleet import Fleet, check_document
 
 EU = {"region": "eu", "tier": "prod"}
 
@@ -96,7 +96,7 @@ def test_get_runtimes_joins_git_and_the_store(fleet: Fleet) -> None:
     assert rows["prod-eu-1"][1:4] == ["Ready", "Install", "4/4"]
     assert rows["prod-us-1"][1:4] == ["NotSynced", "-", "0/5"]
     assert _names(stored_only) == ["dev-sandbox", "prod-eu-1", "staging-eu"]
-    _check(document, "RuntimeList")
+    check_document(document, "RuntimeList")
     assert [i["name"] for i in document["items"] if not i["inGit"]] == []
     assert next(i for i in document["items"] if i["name"] == "prod-ap-1")["suspended"] == "git"
 
@@ -130,7 +130,7 @@ def test_get_modules_filters_rows(fleet: Fleet) -> None:
         ["prod-eu-1", "serverless", "Ready", "1.1.0"],
         ["staging-eu", "serverless", "Ready", "1.2.0"],
     ]
-    _check(document, "ModuleList")
+    check_document(document, "ModuleList")
     assert [(i["runtime"], i["version"]) for i in document["items"]] == [("prod-eu-1", "1.0.0")]
     assert none == ""
 
@@ -147,7 +147,7 @@ def test_get_operations_filters_by_runtime_and_state(fleet: Fleet) -> None:
         "prod-eu-1",
     ]
     assert failed == ""
-    _check(document, "OperationList")
+    check_document(document, "OperationList")
     assert len(document["items"]) == 3
 
 

@@ -8,60 +8,18 @@ SQLite state store in a temporary folder.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
-from typing import Any
 
-import jsonschema
 import pytest
-import yaml
-from click.testing import CliRunner
 
-from reconciler.cli import cli
 from reconciler.daemon.service import Daemon
 from reconciler.operations.store import SqliteStore
-from tests.core.test_redaction import _Source
+from tests.support.sample_fleet import ROOT, SCHEMA, Fleet, check_document
+from tests.support.sources import UnusedSource
 
-ROOT = Path(__file__).resolve().parents[2]
-SCHEMA = json.loads((ROOT / "schemas" / "output" / "output.schema.json").read_text())
 KINDS = sorted(name for name in SCHEMA["$defs"] if name[0].isupper())
 PAGE = (ROOT / "docs" / "json-output.md").read_text()
-
-
-def _check(document: dict[str, Any], kind: str) -> None:
-    """``document`` is a ``kind`` of our version and valid against that kind's schema."""
-    assert (document["apiVersion"], document["kind"]) == ("reconciler.dev/v1", kind)
-    schema = {"$defs": SCHEMA["$defs"], "$ref": f"#/$defs/{kind}"}
-    jsonschema.Draft202012Validator(schema).validate(document)
-
-
-class Fleet:
-    """The sample fleet (repo and channels) copied to ``root``, with snapshot clusters and a
-    state store beside it."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        shutil.copytree(ROOT / "sample-repo", root / "sample-repo")
-        shutil.copytree(ROOT / "channels", root / "channels")
-        self.repo = root / "sample-repo"
-        self.clusters = root / "clusters"
-        self.clusters.mkdir()  # empty recorded clusters: a --snapshot not there is refused
-        self.state = ["--state", f"sqlite:///{root / 'state.db'}"]
-
-    def run(self, *args: str, code: int = 0) -> str:
-        result = CliRunner().invoke(cli, list(args))
-        assert result.exit_code == code, result.output
-        return result.stdout
-
-    def document(self, *args: str, code: int = 0, output: str = "json") -> dict[str, Any]:
-        text = self.run(*args, "-o", output, code=code)
-        parsed: dict[str, Any] = json.loads(text) if output == "json" else yaml.safe_load(text)
-        return parsed
-
-    def synced(self) -> Fleet:
-        self.run("sync", str(self.repo), "--snapshot", f"{self.clusters}/", *self.state)
-        return self
 
 
 @pytest.fixture
@@ -75,8 +33,8 @@ def test_validate_prints_the_same_keys_valid_or_not(fleet: Fleet, output: str) -
     broken = ROOT / "tests" / "support" / "fixtures" / "broken-repo"
     invalid = fleet.document("validate", str(broken), code=1, output=output)
 
-    _check(valid, "Validation")
-    _check(invalid, "Validation")
+    check_document(valid, "Validation")
+    check_document(invalid, "Validation")
     assert valid.keys() == invalid.keys()
     assert valid["valid"]
     assert not invalid["valid"]
@@ -89,8 +47,8 @@ def test_a_live_diff_and_a_dry_run_sync(fleet: Fleet) -> None:
     live = fleet.document("diff", str(fleet.repo), *where, code=1)
     dry = fleet.document("sync", str(fleet.repo), "--dry-run", *where)
 
-    _check(live, "LiveDiff")
-    _check(dry, "SyncPlan")
+    check_document(live, "LiveDiff")
+    check_document(dry, "SyncPlan")
     changes = [c for r in live["runtimes"] for m in r["modules"] for c in m["changes"]]
     assert changes  # the object changes are covered by the schema too
     assert [r["runtime"] for r in dry["runtimes"]] == [r["runtime"] for r in live["runtimes"]]
@@ -105,10 +63,10 @@ def test_sync_status_and_operations(fleet: Fleet) -> None:
     shown = fleet.document("operations", "show", listed["items"][0]["id"], *fleet.state)
     as_yaml = fleet.document("status", *fleet.state, output="yaml")
 
-    _check(report, "SyncReport")
-    _check(status, "RuntimeStatusList")
-    _check(listed, "OperationList")
-    _check(shown, "Operation")
+    check_document(report, "SyncReport")
+    check_document(status, "RuntimeStatusList")
+    check_document(listed, "OperationList")
+    check_document(shown, "Operation")
     assert len(status["items"]) == len(report["operations"]) == 6
     assert as_yaml == status
 
@@ -124,20 +82,20 @@ def test_a_fleet_diff(fleet: Fleet) -> None:
         "diff", str(fleet.repo), "--base-path", str(base / "sample-repo"), "--details", code=3
     )
 
-    _check(document, "FleetDiff")
+    check_document(document, "FleetDiff")
     assert document["summary"][0]["module"] == "serverless"
 
 
 def test_the_daemons_status(fleet: Fleet) -> None:
     fleet.synced()
     store = SqliteStore(fleet.root / "state.db")
-    daemon = Daemon(_Source(), store, lambda access, name: None, lambda: None)  # type: ignore[arg-type,return-value]
+    daemon = Daemon(UnusedSource(), store, lambda access, name: None, lambda: None)  # type: ignore[arg-type,return-value]
     try:
         document = daemon.status()
     finally:
         daemon.close()
 
-    _check(document, "DaemonStatus")
+    check_document(document, "DaemonStatus")
     assert len(document["runtimes"]) == 6
 
 

@@ -16,7 +16,7 @@ from reconciler.cli.output import Column, table_lines
 from reconciler.core.status import ModuleState, ModuleStatus
 from reconciler.operations.model import RuntimeRecord
 from reconciler.operations.store import SqliteStore
-from tests.cli.test_json_output import Fleet
+from tests.support.sample_fleet import Fleet
 
 T0 = datetime(2026, 11, 25, 3, tzinfo=UTC)
 

@@ -1,5 +1,6 @@
 """``reconciler reconcile RUNTIME [--wait]``: one runtime now, here or through the running daemon
 (which polls git first), and with ``--wait`` until its operation has finished.
+
 The daemon case runs a real daemon on a real git server and its HTTP port on 127.0.0.1; the
 command's look at ``/status`` waits through :data:`reconciler.cli.reconcile.pause`, which the
 test makes wait for the daemon's work to finish (a condition, not a sleep).
@@ -24,9 +25,9 @@ from reconciler.daemon.service import Daemon
 from reconciler.errors import AccessError
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
-from tests.cli.test_json_output import Fleet
-from tests.daemon.test_daemon import Fleet as GitFleet
-from tests.daemon.test_daemon import GitServer
+from tests.support.daemons import Fleet as GitFleet
+from tests.support.daemons import GitServer
+from tests.support.sample_fleet import Fleet
 
 
 def test_reconcile_runs_one_runtime_here_and_waits_for_it(tmp_path: Path) -> None:

@@ -27,8 +27,8 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import cli
-from tests.cli.test_fleet_diff import BASE_FILES, _runtime
-from tests.daemon.test_daemon import Fleet, GitServer, _free_port, _get, _post, _reachable, _until
+from tests.support.daemons import Fleet, GitServer, free_port, http_get, http_post, reachable, until
+from tests.support.fleet_history import BASE_FILES, runtime_yaml
 
 TOKEN = "ghp_" + "Zq9Xw2Lm4Np6Rt8Vb0Cd3Fg5Hj7Kk1Mm2Ps4Uy"
 PASSWORD = "Hunter2!Pa55-Zq9w"
@@ -85,14 +85,14 @@ def _config_files() -> dict[str, str | None]:
     """Tokens and passwords in the config files: names, labels, channels, settings."""
     modules = "[{name: widget}, {name: gadget}]"
     return {
-        "fleet/runtimes/a.yaml": _runtime("a", "regular", modules).replace(
+        "fleet/runtimes/a.yaml": runtime_yaml("a", "regular", modules).replace(
             "metadata: {name: a}", f"metadata: {{name: {TOKEN}}}"
         ),
-        "fleet/runtimes/b.yaml": _runtime("b", "regular", modules).replace(
+        "fleet/runtimes/b.yaml": runtime_yaml("b", "regular", modules).replace(
             "metadata: {name: b}",
             f"metadata: {{name: b, labels: {{team: {TOKEN}, password: '{PASSWORD}'}}}}",
         ),
-        "fleet/runtimes/c.yaml": _runtime("c", f"'{PASSWORD}'", f"[{{name: {TOKEN}}}]"),
+        "fleet/runtimes/c.yaml": runtime_yaml("c", f"'{PASSWORD}'", f"[{{name: {TOKEN}}}]"),
         "fleet/modules/gadget/module.yaml": BASE_FILES["fleet/modules/gadget/module.yaml"].replace(
             "name: gadget}", f"name: {TOKEN}}}"
         ),
@@ -169,7 +169,7 @@ class DaemonProcess:
     """``reconciler daemon`` following the fleet's remote, on snapshot clusters."""
 
     def __init__(self, root: Path, url: str) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.clusters = root / "daemon-clusters"
         self.state = root / "daemon-state" / "state.db"
@@ -195,11 +195,11 @@ class DaemonProcess:
         )
 
     def status(self) -> dict[str, object]:
-        document: dict[str, object] = json.loads(_get(self.base + "/status")[1])
+        document: dict[str, object] = json.loads(http_get(self.base + "/status")[1])
         return document
 
     def poll_now(self) -> None:
-        _post(self.base + "/sync", b"", {"Authorization": f"Bearer {HOOK_SECRET}"})
+        http_post(self.base + "/sync", b"", {"Authorization": f"Bearer {HOOK_SECRET}"})
 
     def wait_refused(self, commit: str) -> None:
         """Until the daemon has refused ``commit`` (or failed to read it, for a source it
@@ -212,7 +212,7 @@ class DaemonProcess:
             return str(refused.get("commit", "")).startswith(commit) or bool(source.get("error"))
 
         self.poll_now()
-        _until(done)
+        until(done)
 
     def stop(self) -> tuple[str, str]:
         self.process.send_signal(signal.SIGTERM)
@@ -281,13 +281,13 @@ def test_a_planted_token_and_password_never_come_out(
     # a valid start: clusters, snapshots and both state stores hold real records
     synced = _cli(outputs, "base", "sync", "fleet", "--runtime", "a", "--snapshot", str(clusters))
     assert synced == 0, outputs.texts["base"]
-    _until(lambda: _reachable(daemon.base) and _get(daemon.base + "/readyz")[0] == 200)
-    _until(lambda: (daemon.clusters / "a.yaml").is_file())
+    until(lambda: reachable(daemon.base) and http_get(daemon.base + "/readyz")[0] == 200)
+    until(lambda: (daemon.clusters / "a.yaml").is_file())
 
     variants = [
         ("config", _config_files(), CONFIG_PLACES),
         ("manifests", _manifest_files(), MANIFEST_PLACES),
-        ("channels url", _channels_url_files(_free_port()), set()),
+        ("channels url", _channels_url_files(free_port()), set()),
     ]
     for name, files, places in variants:
         _write_variant(fleet, {**BASE_FILES, **files})
@@ -297,8 +297,8 @@ def test_a_planted_token_and_password_never_come_out(
         assert 0 not in codes[:2], f"{name}: validate accepted the planted secrets"
         commit = fleet.commit(name)
         daemon.wait_refused(commit)
-        outputs.add(f"{name}: /status", _get(daemon.base + "/status")[1])
-        outputs.add(f"{name}: /metrics", _get(daemon.base + "/metrics")[1])
+        outputs.add(f"{name}: /status", http_get(daemon.base + "/status")[1])
+        outputs.add(f"{name}: /metrics", http_get(daemon.base + "/metrics")[1])
 
     stdout, stderr = daemon.stop()
     outputs.add("daemon stdout", stdout)

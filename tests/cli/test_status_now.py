@@ -22,6 +22,7 @@ from reconciler.cli import cli
 from reconciler.cluster.memory import Fault, InMemoryCluster
 from reconciler.core.model import ClusterAccess, ConfigRepo, ModuleRef
 from reconciler.core.objects import ObjectRef
+from reconciler.daemon.service import Daemon
 from reconciler.errors import AccessError, ReconcilerError, ServerError
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import OperationState, OperationType, Suspension
@@ -29,7 +30,9 @@ from reconciler.operations.report import STATUS_COLUMNS
 from reconciler.operations.runner import Connect, Runner
 from reconciler.operations.store import SqliteStore
 from tests.support.lifecycle_helpers import repo
+from tests.support.runs import runner_on
 from tests.support.scenarios import USER_GADGET, Clock
+from tests.support.sources import UnusedSource
 
 
 def _runner(store: SqliteStore, config: ConfigRepo, cluster: InMemoryCluster) -> Runner:
@@ -286,3 +289,50 @@ def test_a_suspended_runtime_says_suspended_and_keeps_its_modules(tmp_path: Path
 
 def _names(text: str) -> list[str]:
     return [line.split()[0] for line in text.splitlines()[1:] if line.strip()]
+
+
+# -- one value for the CLI and the daemon ----------------------------------------------------------
+
+
+def test_status_json_is_one_value_for_the_cli_and_the_daemon(tmp_path: Path) -> None:
+    cluster, clock = InMemoryCluster(), Clock()
+    store = SqliteStore(tmp_path / "state.db")
+    runner = runner_on(store, repo(ModuleRef("widget"), ModuleRef("gadget")), cluster, clock)
+    runner.run(runner.operation_for("rt"))
+    daemon = Daemon(UnusedSource(), store, None, clock)  # type: ignore[arg-type]
+    try:
+        served = daemon.status()["runtimes"]
+    finally:
+        daemon.close()
+
+    printed = CliRunner().invoke(
+        cli, ["status", "--state", f"sqlite:///{tmp_path / 'state.db'}", "--format", "json"]
+    )
+
+    assert printed.exit_code == 0, printed.output
+    daemon_only = {"error": "", "owner": ""}  # what only a daemon knows (it never beat here)
+    assert [r | daemon_only for r in json.loads(printed.output)["items"]] == served
+    assert served[0] | {"updated": "-"} == {
+        "runtime": "rt",
+        "state": "Ready",
+        "reason": "Install",
+        "message": "2 modules",
+        "commit": "c0ffee",
+        "updated": "-",
+        "operation": None,
+        "lastFinished": None,
+        "modules": [
+            {
+                "module": m,
+                "state": "Ready",
+                "reason": "Install",
+                "message": f"{m} 1.0.0 is Ready",
+                "version": "1.0.0",
+            }
+            for m in ("widget", "gadget")
+        ],
+        "suspension": None,
+        "suspended": False,
+        "error": "",
+        "owner": "",
+    }

@@ -12,9 +12,9 @@ from reconciler.cli import cli
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.live import live_state
 from reconciler.lifecycle.executor import Lifecycle, sync_runtime
-from tests.cli.test_json_output import Fleet, _check
 from tests.lifecycle.test_api_calls import MODULES, NOW, _repo
 from tests.support.repos import RepoFactory
+from tests.support.sample_fleet import Fleet, check_document
 
 
 def _fleet(tmp_path: Path) -> Fleet:
@@ -60,7 +60,7 @@ def test_tree_of_one_module_as_json(tmp_path: Path) -> None:
     unknown = fleet.run("tree", "prod-eu-1", str(fleet.repo), "--module", "keda", *where, code=2)
     never = fleet.run("tree", "prod-us-1", str(fleet.repo), *where)
 
-    _check(document, "ObjectTree")
+    check_document(document, "ObjectTree")
     assert [m["module"] for m in document["modules"]] == ["istio"]
     assert {o["state"] for o in document["modules"][0]["objects"]} <= {
         "Established",

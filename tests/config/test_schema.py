@@ -2,7 +2,8 @@
 
 The fast path (fastjsonschema) only answers "valid?"; a wrong "yes" would hide errors. So every
 document of the sample repo and many mutations of each (a field removed, a value of every other
-type, an unknown field) must get the same verdict from both validators.
+type, an unknown field) must get the same verdict from both validators. Its own checks
+(``uniqueItems``, misspelled required fields) do work linear in the document, never pairwise.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from reconciler.config import schema
 from reconciler.config.schema import SchemaChecker
 from reconciler.config.yamlsafe import Document, parse_yaml
 from reconciler.source.schemas import load_schemas
@@ -288,3 +290,82 @@ def test_a_value_that_fails_a_check_is_never_shown(kind: str, text: str, expecte
 
     assert any(expected in m for m in messages), messages
     assert not [m for m in messages if PASTED in m or "84736251" in m]
+
+
+# -- the schema checker's own quadratic paths ----------------------------------------------------
+
+
+def _runtime_with_unknown_fields(count: int) -> str:
+    return (
+        "apiVersion: reconciler.dev/v1alpha1\nkind: Runtime\nmetadata:\n  name: rt\nspec:\n"
+        "  channel: regular\n  cluster:\n    inCluster: true\n"
+        + "".join(f"  k{i:05d}: 1\n" for i in range(count))
+    )
+
+
+def _with_days(days: list[Any]) -> dict[str, Any]:
+    window = {"days": days, "start": "01:00", "duration": "1h"}
+    spec = {"channel": "regular", "cluster": {"inCluster": True}, "maintenanceWindow": window}
+    return {"apiVersion": "reconciler.dev/v1alpha1", "kind": "Runtime", "spec": spec}
+
+
+@pytest.mark.parametrize(
+    ("days", "duplicate"),
+    [
+        (["Mon", "Tue"], False),
+        (["Mon", "Mon"], True),
+        ([1, 1.0], True),
+        ([True, 1], False),
+        ([{"a": [1, {"b": 2}]}, {"a": [1, {"b": 2.0}]}], True),
+        ([{"a": 1}, {"a": 2}], False),
+        ([[1, 2], [2, 1]], False),
+    ],
+)
+def test_unique_items_compares_json_values(days: list[Any], duplicate: bool) -> None:
+    validator = SchemaChecker(load_schemas())._validator("Runtime")
+    errors = list(validator.iter_errors(_with_days(days)))
+
+    assert any(e.validator == "uniqueItems" for e in errors) is duplicate
+
+
+def test_unique_items_hashes_instead_of_comparing_pairs(monkeypatch: pytest.MonkeyPatch) -> None:
+    hashed: list[object] = []
+    real = schema._hashable
+
+    def counting(value: Any) -> Any:
+        hashed.append(value)
+        return real(value)
+
+    monkeypatch.setattr(schema, "_hashable", counting)
+    validator = SchemaChecker(load_schemas())._validator("Runtime")
+    days = [{"d": i} for i in range(2_000)]
+
+    list(validator.iter_errors(_with_days(days)))
+
+    # once per value (each item and its number); pairwise would be two million comparisons
+    assert len(hashed) == 4_000
+
+
+def test_misspelled_required_fields_are_matched_per_object(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    looked_up: list[dict[Any, set[str]]] = []
+    real = schema._explained_by_misspelling
+
+    def counting(error: Any, meant: Any) -> bool:
+        looked_up.append(meant)
+        return real(error, meant)
+
+    monkeypatch.setattr(schema, "_explained_by_misspelling", counting)
+    text = _runtime_with_unknown_fields(0) + "  modules:\n" + "    - nme: x\n" * 500
+    documents, _ = parse_yaml(text, "rt.yaml")
+
+    found = SchemaChecker(load_schemas()).check("Runtime", documents[0])
+
+    assert len(found) == 500
+    assert {d.message for d in found} == {
+        "unknown field 'nme'; did you mean 'name'? (a required field)"
+    }
+    # looked up by object (pointer -> names), not found by scanning every misspelling
+    assert looked_up
+    assert all(all(isinstance(v, set) for v in m.values()) for m in looked_up)

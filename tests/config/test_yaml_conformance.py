@@ -1,6 +1,8 @@
 """YAML read as Kubernetes reads it: every row of the tables in docs/yaml.md is a case here, so
 the documented table and the reader cannot drift apart; ``validate`` warns where that reading
-would surprise (rules Y1, Y2) without changing its exit status."""
+would surprise (rules Y1, Y2) without changing its exit status. Scalars outside the tables too:
+timestamps stay strings, and a scalar Kubernetes cannot read is a located C6 problem, however
+long."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from click.testing import CliRunner
 
 from reconciler.cli import cli
 from reconciler.config.yamlsafe import parse_yaml
+from reconciler.core.diagnostics import Diagnostic
 from tests.support.repos import RepoFactory, channel_file, dump, runtime_file
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "yaml.md"
@@ -71,20 +74,115 @@ def test_quoted_scalars_are_strings_whatever_they_look_like() -> None:
     assert documents[0].data == {"a": "y", "b": "0777", "c": "1e3", "~": "x"}
 
 
-def test_two_keys_that_read_the_same_are_a_duplicate() -> None:
-    _, problems = parse_yaml("y: 1\ntrue: 2\n", "f.yaml")
+def _data(text: str) -> Any:
+    """The data of the only document of ``text``, which must parse cleanly."""
+    documents, problems = parse_yaml(text, "f.yaml")
+    assert problems == []
+    assert len(documents) == 1
+    return documents[0].data
 
-    assert [(p.rule, p.line, p.message) for p in problems] == [
-        ("C6", 2, "duplicate key 'true' (first defined on line 1)")
-    ]
+
+def _problem(text: str) -> Diagnostic:
+    """The only problem of ``text``."""
+    _, problems = parse_yaml(text, "f.yaml")
+    assert len(problems) == 1, problems
+    return problems[0]
 
 
-def test_a_diagnostic_finds_a_key_by_its_json_name() -> None:
-    documents, _ = parse_yaml("spec:\n  y: 1\n", "f.yaml")
+# -- scalars Kubernetes cannot read, and long ones ----------------------------------------------
 
-    position = documents[0].position(("spec", "true"), key=True)
 
-    assert (position.line, position.column) == (2, 3)
+def test_timestamps_stay_strings_as_written() -> None:
+    text = (
+        "date: 2024-05-01\n"
+        "utc: 2024-05-01T10:00:00Z\n"
+        "spaced: 2001-12-14 21:59:43.10 -5\n"
+        "created: !!timestamp 2024-05-01\n"
+    )
+
+    assert _data(text) == {
+        "date": "2024-05-01",
+        "utc": "2024-05-01T10:00:00Z",
+        "spaced": "2001-12-14 21:59:43.10 -5",
+        "created": "2024-05-01",
+    }
+
+
+def test_other_scalars_keep_their_json_types() -> None:
+    text = 'b: true\ni: 42\nf: 1.5\nnothing: ~\nv: 1.2.0\nq: "1.0"\ne: ""\n'
+
+    data = _data(text)
+
+    assert data == {
+        "b": True,
+        "i": 42,
+        "f": 1.5,
+        "nothing": None,
+        "v": "1.2.0",
+        "q": "1.0",
+        "e": "",
+    }
+    assert type(data["i"]) is int
+    assert type(data["b"]) is bool
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("!!float ._", "not a valid number (2 characters"),
+        ("!!int ''", "not a valid integer (0 characters"),
+        ("!!int abc", "not a valid integer"),
+        ("!!int 0x_", "not a valid integer"),
+        ("!!float x", "not a valid number"),
+        ("!!bool maybe", "not a valid boolean"),
+        ("!!int " + "7" * 6_000, "not a valid integer (6,000 characters"),
+        (".inf", "'.inf' is a number JSON cannot carry"),
+        ("-.Inf", "'-.Inf' is a number JSON cannot carry"),
+        (".NaN", "'.NaN' is a number JSON cannot carry"),
+    ],
+)
+def test_a_scalar_kubernetes_cannot_read_is_a_c6_problem_at_its_place(
+    value: str, expected: str
+) -> None:
+    problem = _problem(f"spec:\n  replicas: {value}\n")
+
+    assert (problem.rule, problem.line, problem.column) == ("C6", 2, 13)
+    assert problem.message.startswith(expected)
+    assert "quote it if it is meant as a string" in problem.message
+    if len(value) > 20:
+        assert value.split()[-1] not in problem.message  # a long value is never repeated
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("1_", 1),
+        ("1__000", 1000),
+        ("0_", 0),
+        ("0x_F", 15),
+        ("0x_", "0x_"),
+        ("+0b_", "+0b_"),
+        ("0o_", "0o_"),
+        ("190:20:30", "190:20:30"),
+        ("1" * 5_000, "1" * 5_000),
+        ("-" + "9" * 4_301, "-" + "9" * 4_301),
+        ("-0x" + "F" * 3_000, "-0x" + "F" * 3_000),
+        ("0b" + "1" * 14_000, "0b" + "1" * 14_000),
+        ("1" * 100_000 + ".5", "1" * 100_000 + ".5"),
+        ("1e99999", "1e99999"),
+        ("1e-99999", 0),
+        (".iNf", ".iNf"),
+        ("._", "._"),
+        ("1_000.5_", 1000.5),
+    ],
+)
+def test_scalars_read_as_kubernetes_reads_them_however_long(value: str, expected: object) -> None:
+    """Out-of-range numbers stay strings, as Go's parsers refuse them; none costs more than
+    reading its characters (Python's int() of a long decimal is quadratic, so it never sees one)."""
+    documents, problems = parse_yaml(f"a: {value}\n", "f.yaml")
+
+    assert problems == []
+    assert documents[0].data == {"a": expected}
 
 
 # -- validate warns where Kubernetes' reading may surprise --------------------------------------

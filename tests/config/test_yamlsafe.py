@@ -1,18 +1,20 @@
-"""Safe YAML reading (rule C6) and positions: reconciler.config.yamlsafe.parse_yaml and Document."""
+"""Safe YAML reading (rule C6) and positions: reconciler.config.yamlsafe.parse_yaml and Document.
+Duplicate keys, bounded alias expansion, tags, merge keys, documents, and positions, located in
+linear time. (Nesting: test_yaml_limits.py; how scalars and keys read: test_yaml_conformance.py;
+the hostile corpus: test_hostile_yaml.py.)"""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 import yaml
 
 from reconciler.config import yamlsafe
+from reconciler.config.schema import SchemaChecker
 from reconciler.config.yamlsafe import Document, Position, parse_yaml
 from reconciler.core.diagnostics import Diagnostic
+from reconciler.source.schemas import load_schemas
 
 
 def _data(text: str) -> Any:
@@ -60,6 +62,14 @@ def test_quoted_and_plain_spellings_of_one_key_are_duplicates() -> None:
 
 def test_the_same_key_in_different_mappings_is_fine() -> None:
     assert _data("a: {name: x}\nb: {name: z}\n") == {"a": {"name": "x"}, "b": {"name": "z"}}
+
+
+def test_two_keys_that_read_the_same_are_a_duplicate() -> None:
+    _, problems = parse_yaml("y: 1\ntrue: 2\n", "f.yaml")
+
+    assert [(p.rule, p.line, p.message) for p in problems] == [
+        ("C6", 2, "duplicate key 'true' (first defined on line 1)")
+    ]
 
 
 # -- aliases: bounded expansion, no recursion ----------------------------------------------------
@@ -133,47 +143,6 @@ def test_recursive_alias_is_refused(text: str) -> None:
     assert problem.line == 1
 
 
-def test_deep_nesting_is_refused_at_the_first_level_too_deep() -> None:
-    depth = 1000
-    problem = _problem("a: " + "[" * depth + "]" * depth + "\n")
-
-    assert problem.rule == "C6"
-    assert f"nesting deeper than {yamlsafe.MAX_DEPTH} levels" in problem.message
-    # the mapping is level 0 and the n-th "[" (column 3 + n) opens level n
-    assert (problem.line, problem.column) == (1, 3 + yamlsafe.MAX_DEPTH + 1)
-
-
-#: 200 kB of brackets, far under the 5 MiB file limit.
-DEEP = 100_000
-
-
-def test_very_deep_nesting_is_refused_without_crashing_the_process() -> None:
-    script = (
-        "from reconciler.config.yamlsafe import parse_yaml\n"
-        f"n = {DEEP}\n"
-        "_, problems = parse_yaml('a: ' + '[' * n + ']' * n + '\\n', 'deep.yaml')\n"
-        "print([p.format() for p in problems])\n"
-    )
-    root = Path(__file__).resolve().parents[2]
-
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=root
-    )
-
-    assert done.returncode == 0, f"exit status {done.returncode}: {done.stderr[-300:]}"
-    assert "C6 nesting deeper than" in done.stdout
-
-
-def test_deep_nesting_with_the_pure_python_loader_is_a_diagnostic() -> None:
-    depth = 5000
-
-    _, problems = parse_yaml(
-        "a: " + "[" * depth + "]" * depth + "\n", "f.yaml", loader_class=yaml.SafeLoader
-    )
-
-    assert [p.rule for p in problems] == ["C6"]
-
-
 # -- tags ----------------------------------------------------------------------------------------
 
 
@@ -219,7 +188,7 @@ def test_non_scalar_keys_are_refused() -> None:
     assert "keys must be plain scalars" in problem.message
 
 
-# -- merge keys, scalars -------------------------------------------------------------------------
+# -- merge keys ----------------------------------------------------------------------------------
 
 
 def test_merge_keys_work_and_explicit_keys_win() -> None:
@@ -241,40 +210,6 @@ def test_merge_of_a_scalar_is_refused() -> None:
 
     assert problem.rule == "C6"
     assert "merge key" in problem.message
-
-
-def test_timestamps_stay_strings_as_written() -> None:
-    text = (
-        "date: 2024-05-01\n"
-        "utc: 2024-05-01T10:00:00Z\n"
-        "spaced: 2001-12-14 21:59:43.10 -5\n"
-        "created: !!timestamp 2024-05-01\n"
-    )
-
-    assert _data(text) == {
-        "date": "2024-05-01",
-        "utc": "2024-05-01T10:00:00Z",
-        "spaced": "2001-12-14 21:59:43.10 -5",
-        "created": "2024-05-01",
-    }
-
-
-def test_other_scalars_keep_their_json_types() -> None:
-    text = 'b: true\ni: 42\nf: 1.5\nnothing: ~\nv: 1.2.0\nq: "1.0"\ne: ""\n'
-
-    data = _data(text)
-
-    assert data == {
-        "b": True,
-        "i": 42,
-        "f": 1.5,
-        "nothing": None,
-        "v": "1.2.0",
-        "q": "1.0",
-        "e": "",
-    }
-    assert type(data["i"]) is int
-    assert type(data["b"]) is bool
 
 
 # -- documents -----------------------------------------------------------------------------------
@@ -443,3 +378,56 @@ def test_documents_before_a_broken_one_keep_their_positions() -> None:
     assert [d.data for d in documents] == [{"a": 1}]
 
     assert documents[0].position(("a",)) == Position(1, 4)
+
+
+# -- locating diagnostics: each mapping indexed once ---------------------------------------------
+
+
+def _runtime_with_unknown_fields(count: int) -> str:
+    return (
+        "apiVersion: reconciler.dev/v1alpha1\nkind: Runtime\nmetadata:\n  name: rt\nspec:\n"
+        "  channel: regular\n  cluster:\n    inCluster: true\n"
+        + "".join(f"  k{i:05d}: 1\n" for i in range(count))
+    )
+
+
+def test_a_diagnostic_finds_a_key_by_its_json_name() -> None:
+    documents, _ = parse_yaml("spec:\n  y: 1\n", "f.yaml")
+
+    position = documents[0].position(("spec", "true"), key=True)
+
+    assert (position.line, position.column) == (2, 3)
+
+
+def test_locating_many_diagnostics_indexes_each_mapping_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    indexed: list[int] = []
+    real = yamlsafe.mapping_index
+
+    def counting(node: yaml.MappingNode) -> dict[str, Any]:
+        indexed.append(len(node.value))
+        return real(node)
+
+    monkeypatch.setattr(yamlsafe, "mapping_index", counting)
+    documents, _ = parse_yaml(_runtime_with_unknown_fields(3_000), "rt.yaml")
+
+    found = SchemaChecker(load_schemas()).check("Runtime", documents[0])
+
+    assert len(found) == 3_000
+    assert found[0].format() == "rt.yaml:9:3: C1 unknown field 'k00000' (/spec/k00000)"
+    assert found[-1].line == 9 + 2_999
+    # the root mapping and spec, each once: the work is the size of the file, not keys x keys
+    assert indexed == [4, 3_002]
+
+
+def test_a_key_given_twice_is_located_at_its_first_place() -> None:
+    documents, problems = parse_yaml("a: 1\nb: {c: 2}\n", "f.yaml")
+    assert problems == []
+    source = documents[0].source
+    assert source is not None
+    node = source.node(0)
+    assert isinstance(node, yaml.MappingNode)
+    node.value.append(node.value[0])  # as a merge or a broken file could leave it
+
+    assert documents[0].position(("a",)) == yamlsafe.Position(1, 4)

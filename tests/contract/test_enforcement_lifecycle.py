@@ -1,5 +1,5 @@
-"""Configuration enforcement through whole syncs (issue 26, acceptance), on the in-memory
-cluster and on the real API server: an override reaches the default configuration CR; a user's
+"""Configuration enforcement through whole syncs, on the in-memory cluster and on the real API
+server: an override reaches the default configuration CR; a user's
 edit of another field survives any number of syncs; a user's edit of the enforced field is
 reverted and reported; removing the override releases the field with its value; a deleted
 default configuration comes back only while fields of it are enforced. The module's CRD has a

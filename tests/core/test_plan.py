@@ -30,6 +30,7 @@ from reconciler.core.model import (
     MANAGED_BY_VALUE,
     MaintenanceWindow,
     Module,
+    ModuleRef,
     ModuleVersion,
     Strategy,
 )
@@ -48,6 +49,7 @@ from reconciler.core.plan_values import (
 )
 from reconciler.core.render import RenderedObject, deletion_order, removal_order
 from reconciler.core.resolve import Inclusion, ResolvedModule, VersionSource
+from tests.support.lifecycle_helpers import repo
 
 NOW = datetime(2026, 11, 18, 12, 0, tzinfo=UTC)  # a Wednesday
 RUNTIME = "rt"
@@ -809,3 +811,27 @@ def test_plan_removes_dependents_before_their_dependencies() -> None:
     result = plan(_context(dependencies={"app": ("base",)}), [], live)
 
     assert [m.module for m in result.modules] == ["app", "base"]
+
+
+# -- one way to build the planner's context ------------------------------------------------
+
+
+def test_every_caller_gets_the_runtime_s_window_suspension_and_dependencies() -> None:
+    config = repo(ModuleRef("widget"), ModuleRef("gadget"))
+    context = Context.of(config, "rt", NOW)
+    runtime = config.runtimes["rt"]
+
+    assert context == Context(
+        "rt",
+        NOW,
+        runtime.maintenance_window,
+        runtime.suspend,
+        {"widget": (), "gadget": ("widget",)},
+    )
+    left = Context.of(config, "gone", NOW)
+    assert (left.window, left.suspended, left.dependencies) == (
+        None,
+        False,
+        context.dependencies,
+    )
+    assert Context.of(config, "rt", NOW, leaving=True) == replace(context, window=None)

@@ -16,8 +16,8 @@ from reconciler.core.redaction import mask, mask_all, token_kind
 from reconciler.daemon.logs import JsonFormatter, MaskingFilter
 from reconciler.daemon.service import Daemon
 from reconciler.operations.store import SqliteStore
-from reconciler.source.git import Revision
 from tests.config.test_credentials import GITHUB, TOKENS
+from tests.support.sources import UnusedSource
 
 #: The shapes a single string shows (a PEM block and an htpasswd line are the scan's own).
 SHAPES = [t for t in TOKENS if t[0] not in ("a PEM private key", "an htpasswd entry")]
@@ -80,19 +80,9 @@ def test_log_lines_are_masked_in_text_and_json() -> None:
     assert line["message"] == "fetching https://***@github.com/o/r failed"
 
 
-class _Source:
-    path = "fleet"
-    shown = "git://127.0.0.1/remote.git"
-
-    def check(self) -> str:
-        raise NotImplementedError
-
-    def revision(self, commit: str) -> Revision:
-        raise NotImplementedError
-
-
 def test_status_is_masked(tmp_path: Path) -> None:
-    daemon = Daemon(_Source(), SqliteStore(tmp_path / "state.db"), None, lambda: datetime.now(UTC))  # type: ignore[arg-type]
+    store = SqliteStore(tmp_path / "state.db")
+    daemon = Daemon(UnusedSource(), store, None, lambda: datetime.now(UTC))  # type: ignore[arg-type]
     try:
         daemon.state.error = f"the API server said: Bearer {GITHUB} is not allowed"
 

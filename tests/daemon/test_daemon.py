@@ -14,12 +14,8 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,87 +31,30 @@ from reconciler.daemon.http import serve
 from reconciler.daemon.service import Daemon, start_scheduler
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
-from tests.cli.test_fleet_diff import BASE_FILES, SETTINGS, _channel, _git, _runtime, _write
+from tests.support.daemons import (
+    SETTINGS_SPEC,
+    WIDGET,
+    Fleet,
+    GitServer,
+    free_port,
+    http_get,
+    http_post,
+    poll_and_reconcile,
+    reachable,
+    running_version,
+    until,
+)
+from tests.support.fleet_history import (
+    BASE_FILES,
+    SETTINGS,
+    channel_yaml,
+    git,
+    runtime_yaml,
+    write_tree,
+)
 
-SETTINGS_SPEC = "spec: {channelsFrom: {path: ../channels}}"
-
-WIDGET = ObjectRef("apps/v1", "Deployment", "widget-system", "widget-operator")
 MESH = ObjectRef("apps/v1", "Deployment", "mesh-system", "mesh-operator")
 SECRET = b"s3cret-for-tests"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _until(condition: Callable[[], bool], seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
-
-
-class GitServer:
-    """`git daemon` serving a folder of bare repositories on 127.0.0.1."""
-
-    def __init__(self, base: Path) -> None:
-        self.base = base
-        self.port = _free_port()
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"git://127.0.0.1:{self.port}/remote.git"
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            [
-                "git",
-                "daemon",
-                "--reuseaddr",
-                "--export-all",
-                f"--base-path={self.base}",
-                "--listen=127.0.0.1",
-                f"--port={self.port}",
-                str(self.base),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,  # its per-connection children die with it
-        )
-        _until(self._answers)
-
-    def _answers(self) -> bool:
-        done = subprocess.run(["git", "ls-remote", self.url], capture_output=True, check=False)
-        return done.returncode == 0
-
-    def stop(self) -> None:
-        if self.process is not None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=30)
-            self.process = None
-
-
-class Fleet:
-    """A working copy whose commits are pushed to the served bare repository."""
-
-    def __init__(self, root: Path) -> None:
-        self.work = root / "work"
-        self.work.mkdir()
-        subprocess.run(["git", "init", "-q", "--bare", str(root / "remote.git")], check=True)
-        _write(self.work, dict(BASE_FILES))
-        _git(self.work, "init", "-q", "-b", "main")
-        self.commit("base")
-
-    def commit(self, message: str, files: dict[str, str | None] | None = None) -> str:
-        if files:
-            _write(self.work, files)
-        _git(self.work, "add", "-A")
-        _git(self.work, "commit", "-qm", message, "--allow-empty")
-        _git(self.work, "push", "-q", str(self.work.parent / "remote.git"), "HEAD:refs/heads/main")
-        return _git(self.work, "rev-parse", "HEAD").strip()
 
 
 @pytest.fixture
@@ -139,56 +78,45 @@ def setup(tmp_path: Path) -> Iterator[tuple[Fleet, GitServer, Daemon, dict[str, 
         server.stop()
 
 
-def _poll(daemon: Daemon) -> bool:
-    changed = daemon.poll()
-    daemon.reconcile_all(wait=True)
-    return changed
-
-
-def _version(cluster: InMemoryCluster, ref: ObjectRef) -> str | None:
-    body = cluster.get(ref)
-    return None if body is None else str(body["metadata"]["labels"]["app.kubernetes.io/version"])
-
-
 def test_commits_reach_the_clusters(setup: Any) -> None:
     fleet, _, daemon, clusters = setup
     assert not daemon.ready
 
-    assert _poll(daemon)
+    assert poll_and_reconcile(daemon)
     assert daemon.ready
-    assert _version(clusters["a"], WIDGET) == "1.0.0"
-    assert not _poll(daemon)  # nothing new: one remote check, no reconcile
+    assert running_version(clusters["a"], WIDGET) == "1.0.0"
+    assert not poll_and_reconcile(daemon)  # nothing new: one remote check, no reconcile
 
     fleet.commit(
         "add mesh",
         {
-            "fleet/runtimes/a.yaml": _runtime(
+            "fleet/runtimes/a.yaml": runtime_yaml(
                 "a", "regular", "[{name: widget}, {name: gadget}, {name: mesh}]"
             )
         },
     )
-    assert _poll(daemon)
-    assert _version(clusters["a"], MESH) == "1.0.0"
+    assert poll_and_reconcile(daemon)
+    assert running_version(clusters["a"], MESH) == "1.0.0"
 
     fleet.commit(
         "bump",
         {
-            "channels/regular.yaml": _channel(
+            "channels/regular.yaml": channel_yaml(
                 "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
             )
         },
     )
-    assert _poll(daemon)
-    assert _version(clusters["a"], WIDGET) == "2.0.0"
+    assert poll_and_reconcile(daemon)
+    assert running_version(clusters["a"], WIDGET) == "2.0.0"
 
     fleet.commit(
         "drop mesh",
-        {"fleet/runtimes/a.yaml": _runtime("a", "regular", "[{name: widget}, {name: gadget}]")},
+        {"fleet/runtimes/a.yaml": runtime_yaml("a", "regular", "[{name: widget}, {name: gadget}]")},
     )
-    assert _poll(daemon)
+    assert poll_and_reconcile(daemon)
     assert clusters["a"].get(MESH) is None
     status = daemon.status()
-    assert status["source"]["commit"] == _git(fleet.work, "rev-parse", "HEAD").strip()
+    assert status["source"]["commit"] == git(fleet.work, "rev-parse", "HEAD").strip()
     assert {r["runtime"] for r in status["runtimes"]} == {"a", "b", "c"}
 
 
@@ -196,14 +124,14 @@ def test_an_invalid_commit_changes_nothing_and_the_next_valid_one_applies(
     setup: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     fleet, _, daemon, clusters = setup
-    _poll(daemon)
+    poll_and_reconcile(daemon)
     good = daemon.state.commit
     writes = {name: c.writes for name, c in clusters.items()}
 
     bad = fleet.commit(
-        "typo", {"fleet/runtimes/a.yaml": _runtime("a", "reguler", "[{name: widget}]")}
+        "typo", {"fleet/runtimes/a.yaml": runtime_yaml("a", "reguler", "[{name: widget}]")}
     )
-    assert not _poll(daemon)
+    assert not poll_and_reconcile(daemon)
 
     assert daemon.state.commit == good
     assert {name: c.writes for name, c in clusters.items()} == writes
@@ -214,44 +142,44 @@ def test_an_invalid_commit_changes_nothing_and_the_next_valid_one_applies(
     logged = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert any("fleet/runtimes/a.yaml:5:12: C2 channel 'reguler'" in m for m in logged)
 
-    fleet.commit("fix", {"fleet/runtimes/a.yaml": _runtime("a", "fast", "[{name: widget}]")})
-    assert _poll(daemon)
+    fleet.commit("fix", {"fleet/runtimes/a.yaml": runtime_yaml("a", "fast", "[{name: widget}]")})
+    assert poll_and_reconcile(daemon)
     assert daemon.status()["source"]["refused"] is None
-    assert _version(clusters["a"], WIDGET) == "2.0.0"
+    assert running_version(clusters["a"], WIDGET) == "2.0.0"
 
 
 def test_an_unreachable_remote_changes_nothing_and_polling_resumes(setup: Any) -> None:
     fleet, server, daemon, clusters = setup
-    _poll(daemon)
+    poll_and_reconcile(daemon)
     good = daemon.state.commit
     server.stop()
 
-    assert not _poll(daemon)
+    assert not poll_and_reconcile(daemon)
     assert daemon.state.commit == good
     assert "git ls-remote failed" in daemon.status()["source"]["error"]
-    assert _version(clusters["a"], WIDGET) == "1.0.0"
+    assert running_version(clusters["a"], WIDGET) == "1.0.0"
 
     server.start()
     fleet.commit(
         "bump",
         {
-            "channels/regular.yaml": _channel(
+            "channels/regular.yaml": channel_yaml(
                 "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
             )
         },
     )
-    assert _poll(daemon)
+    assert poll_and_reconcile(daemon)
     assert daemon.status()["source"]["error"] == ""
-    assert _version(clusters["a"], WIDGET) == "2.0.0"
+    assert running_version(clusters["a"], WIDGET) == "2.0.0"
 
 
 def test_a_commit_without_runtimes_is_refused_not_a_fleet_without_runtimes(setup: Any) -> None:
     fleet, _, daemon, clusters = setup
-    _poll(daemon)
+    poll_and_reconcile(daemon)
     good = daemon.state.commit
 
     bad = fleet.commit("remove all", {f"fleet/runtimes/{n}.yaml": None for n in "abc"})
-    assert not _poll(daemon)
+    assert not poll_and_reconcile(daemon)
 
     assert daemon.state.commit == good
     refused = daemon.status()["source"]["refused"]
@@ -262,15 +190,15 @@ def test_a_commit_without_runtimes_is_refused_not_a_fleet_without_runtimes(setup
 
 def test_removing_more_runtimes_than_the_limit_is_held_by_the_brake(setup: Any) -> None:
     fleet, _, daemon, clusters = setup
-    _poll(daemon)
+    poll_and_reconcile(daemon)
     good = daemon.state.commit
     settings = "spec: {channelsFrom: {path: ../channels}, deletionBrake: {maxDeletionsPerSync: 1}}"
     fleet.commit("limit 1", {"fleet/reconciler.yaml": SETTINGS.replace(SETTINGS_SPEC, settings)})
-    assert _poll(daemon)
+    assert poll_and_reconcile(daemon)
     good = daemon.state.commit
 
     held = fleet.commit("remove two", {f"fleet/runtimes/{n}.yaml": None for n in "ab"})
-    assert not _poll(daemon)
+    assert not poll_and_reconcile(daemon)
 
     assert daemon.state.commit == good
     brake = daemon.status()["source"]["held"]
@@ -291,64 +219,47 @@ def test_scheduler_and_webhook(setup: Any) -> None:
     server = serve(daemon, "127.0.0.1", 0, SECRET)
     base = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        _until(lambda: "a" in clusters and _version(clusters["a"], WIDGET) == "1.0.0")
-        assert _get(base + "/readyz")[0] == 200
+        until(lambda: "a" in clusters and running_version(clusters["a"], WIDGET) == "1.0.0")
+        assert http_get(base + "/readyz")[0] == 200
         fleet.commit(
             "bump",
             {
-                "channels/regular.yaml": _channel(
+                "channels/regular.yaml": channel_yaml(
                     "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
                 )
             },
         )
-        _until(lambda: _version(clusters["a"], WIDGET) == "2.0.0", seconds=10)  # one interval
+        until(lambda: running_version(clusters["a"], WIDGET) == "2.0.0", seconds=10)  # one interval
 
         daemon.scheduler.reschedule_job("poll", trigger="interval", seconds=3600)
         fleet.commit(
             "mesh",
             {
-                "fleet/runtimes/a.yaml": _runtime(
+                "fleet/runtimes/a.yaml": runtime_yaml(
                     "a", "regular", "[{name: widget}, {name: gadget}, {name: mesh}]"
                 )
             },
         )
         body = json.dumps({"ref": "refs/heads/main"}).encode()
         assert (
-            _post(base + "/hooks/git", body, {"X-Hub-Signature-256": "sha256=" + "0" * 64})[0]
+            http_post(base + "/hooks/git", body, {"X-Hub-Signature-256": "sha256=" + "0" * 64})[0]
             == 403
         )
         signature = "sha256=" + hmac.new(SECRET, body, hashlib.sha256).hexdigest()
-        assert _post(base + "/hooks/git", body, {"X-Hub-Signature-256": signature})[0] == 202
-        _until(lambda: _version(clusters["a"], MESH) == "1.0.0", seconds=10)
-        gitlab = _post(base + "/hooks/git", b"{}", {"X-Gitlab-Token": SECRET.decode()})
+        assert http_post(base + "/hooks/git", body, {"X-Hub-Signature-256": signature})[0] == 202
+        until(lambda: running_version(clusters["a"], MESH) == "1.0.0", seconds=10)
+        gitlab = http_post(base + "/hooks/git", b"{}", {"X-Gitlab-Token": SECRET.decode()})
         assert gitlab[0] == 202
 
-        status, text = _get(base + "/metrics")
+        status, text = http_get(base + "/metrics")
         assert status == 200
         assert "reconciler_last_successful_poll_timestamp_seconds" in text
         assert 'reconciler_runtime_state{runtime="a",state="Ready"} 1.0' in text
         assert 'reconciler_modules{module="widget",state="Ready"} ' in text
-        assert json.loads(_get(base + "/status")[1])["ready"] is True
+        assert json.loads(http_get(base + "/status")[1])["ready"] is True
     finally:
         server.shutdown()
         server.server_close()
-
-
-def _get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-
-
-def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, str]:
-    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
 
 
 def _start_daemon(tmp_path: Path, server: GitServer, port: int) -> subprocess.Popen[str]:
@@ -404,17 +315,17 @@ def test_the_daemon_command_serves_reconciles_and_stops_on_sigterm(tmp_path: Pat
     fleet = Fleet(tmp_path)
     server = GitServer(tmp_path)
     server.start()
-    port = _free_port()
+    port = free_port()
     clusters = tmp_path / "clusters"
     daemon = _start_daemon(tmp_path, server, port)
     base = f"http://127.0.0.1:{port}"
     try:
-        _until(lambda: _reachable(base) and _get(base + "/readyz")[0] == 200, seconds=120)
-        _until(lambda: "widget-operator" in _read(clusters / "a.yaml"), seconds=120)
+        until(lambda: reachable(base) and http_get(base + "/readyz")[0] == 200, seconds=120)
+        until(lambda: "widget-operator" in _read(clusters / "a.yaml"), seconds=120)
         fleet.commit(
             "bump",
             {
-                "channels/regular.yaml": _channel(
+                "channels/regular.yaml": channel_yaml(
                     "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
                 )
             },
@@ -435,7 +346,7 @@ def test_the_daemon_command_serves_reconciles_and_stops_on_sigterm(tmp_path: Pat
             check=False,
         )
         assert asked.returncode == 0, asked.stderr
-        _until(lambda: "2.0.0" in _versions(clusters / "a.yaml"), seconds=120)
+        until(lambda: "2.0.0" in _versions(clusters / "a.yaml"), seconds=120)
     finally:
         errors = _stop(daemon, lambda: daemon.send_signal(signal.SIGTERM))
         server.stop()
@@ -479,12 +390,12 @@ def test_sigterm_stops_the_daemon_whichever_thread_receives_it(tmp_path: Path) -
     Fleet(tmp_path)
     server = GitServer(tmp_path)
     server.start()
-    port = _free_port()
+    port = free_port()
     daemon = _start_daemon(tmp_path, server, port)
     base = f"http://127.0.0.1:{port}"
     others: list[int] = []
     try:
-        _until(lambda: _reachable(base) and _get(base + "/readyz")[0] == 200, seconds=120)
+        until(lambda: reachable(base) and http_get(base + "/readyz")[0] == 200, seconds=120)
         others = [int(t) for t in os.listdir(f"/proc/{daemon.pid}/task") if int(t) != daemon.pid]
         assert others, "the daemon runs threads besides its main one"
     finally:
@@ -502,23 +413,16 @@ def test_sigterm_stops_the_daemon_whichever_thread_receives_it(tmp_path: Path) -
     assert "stopping: letting running steps finish" in errors
 
 
-def _reachable(base: str) -> bool:
-    try:
-        return _get(base + "/healthz")[0] == 200
-    except OSError:
-        return False
-
-
 def test_a_commit_reconciles_only_the_runtimes_it_changes(setup: Any) -> None:
     fleet, _, daemon, clusters = setup
-    _poll(daemon)
+    poll_and_reconcile(daemon)
     before = {n: len(daemon.store.operations(runtime=n)) for n in "abc"}
     writes = clusters["c"].writes
 
     fleet.commit(
         "bump regular",
         {
-            "channels/regular.yaml": _channel(
+            "channels/regular.yaml": channel_yaml(
                 "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
             )
         },
@@ -540,13 +444,13 @@ def test_channels_from_a_second_repository(tmp_path: Path) -> None:
     channel_files = {
         k.removeprefix("channels/"): v for k, v in BASE_FILES.items() if k.startswith("channels/")
     }
-    _write(channels_work / "channels", channel_files)
-    _git(channels_work, "init", "-q", "-b", "main")
+    write_tree(channels_work / "channels", channel_files)
+    git(channels_work, "init", "-q", "-b", "main")
 
     def push_channels(message: str) -> None:
-        _git(channels_work, "add", "-A")
-        _git(channels_work, "commit", "-qm", message)
-        _git(channels_work, "push", "-q", str(tmp_path / "channels.git"), "HEAD:refs/heads/main")
+        git(channels_work, "add", "-A")
+        git(channels_work, "commit", "-qm", message)
+        git(channels_work, "push", "-q", str(tmp_path / "channels.git"), "HEAD:refs/heads/main")
 
     push_channels("channels")
     url = server.url.replace("remote.git", "channels.git")
@@ -572,27 +476,27 @@ def test_channels_from_a_second_repository(tmp_path: Path) -> None:
         make_source=second,
     )
     try:
-        assert _poll(daemon)
-        assert _version(clusters["a"], WIDGET) == "1.0.0"
+        assert poll_and_reconcile(daemon)
+        assert running_version(clusters["a"], WIDGET) == "1.0.0"
         assert daemon.state.commit is not None
         assert daemon.state.commit.channels  # the head names both commits
         channels = daemon.channels
         assert isinstance(channels, RemoteSource)
         checks = (source.checks, channels.checks)
-        assert not _poll(daemon)  # nothing new in either: one check per source
+        assert not poll_and_reconcile(daemon)  # nothing new in either: one check per source
         assert (source.checks, channels.checks) == (checks[0] + 1, checks[1] + 1)
 
-        _write(
+        write_tree(
             channels_work / "channels",
             {
-                "regular.yaml": _channel(
+                "regular.yaml": channel_yaml(
                     "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
                 )
             },
         )
         push_channels("bump")
-        assert _poll(daemon)
-        assert _version(clusters["a"], WIDGET) == "2.0.0"
+        assert poll_and_reconcile(daemon)
+        assert running_version(clusters["a"], WIDGET) == "2.0.0"
     finally:
         daemon.close()
         server.stop()

@@ -25,18 +25,18 @@ from reconciler.daemon.service import Daemon, DaemonOptions
 from reconciler.operations.model import CommitRecord, CommitVerdict
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
-from tests.cli.test_fleet_diff import SETTINGS
-from tests.daemon.test_daemon import (
+from tests.support.daemons import (
     SETTINGS_SPEC,
     WIDGET,
     Fleet,
     GitServer,
-    _free_port,
-    _get,
-    _poll,
-    _reachable,
-    _until,
+    free_port,
+    http_get,
+    poll_and_reconcile,
+    reachable,
+    until,
 )
+from tests.support.fleet_history import SETTINGS
 
 LIMIT_ONE = SETTINGS.replace(
     SETTINGS_SPEC,
@@ -91,14 +91,14 @@ def world(tmp_path: Path) -> Iterator[World]:
 
 def test_a_held_commit_stays_held_after_a_restart(world: World) -> None:
     first = world.daemon()
-    _poll(first)
+    poll_and_reconcile(first)
     good = first.state.commit
     held = world.fleet.commit("remove two", REMOVE_TWO)
-    assert not _poll(first)
+    assert not poll_and_reconcile(first)
     first.close()
 
     again = world.daemon()
-    assert not _poll(again)
+    assert not poll_and_reconcile(again)
 
     assert again.status()["source"]["held"]["commit"] == held
     assert again.state.commit == good  # the last accepted commit stays in force
@@ -112,12 +112,12 @@ def test_a_held_commit_stays_held_after_a_restart(world: World) -> None:
 
 def test_a_commit_pushed_while_the_daemon_was_down_is_held_at_start(world: World) -> None:
     first = world.daemon()
-    _poll(first)
+    poll_and_reconcile(first)
     first.close()
     held = world.fleet.commit("remove two while down", REMOVE_TWO)
 
     started = world.daemon()
-    assert not _poll(started)
+    assert not poll_and_reconcile(started)
 
     brake = started.status()["source"]["held"]
     assert brake["commit"] == held
@@ -127,35 +127,35 @@ def test_a_commit_pushed_while_the_daemon_was_down_is_held_at_start(world: World
 
 def test_an_allow_applies_to_that_commit_only(world: World) -> None:
     first = world.daemon()
-    _poll(first)
+    poll_and_reconcile(first)
     held = world.fleet.commit("remove two", REMOVE_TWO)
-    assert not _poll(first)
+    assert not poll_and_reconcile(first)
     first.close()
 
     allowed = world.daemon(allow=held[:12])
-    assert _poll(allowed)
+    assert poll_and_reconcile(allowed)
     assert allowed.state.commit == Head(held)
     assert world.clusters["a"].get(WIDGET) is None
     assert world.clusters["c"].get(WIDGET) is not None
 
     world.fleet.commit("add two back", {"fleet/runtimes/a.yaml": _runtime_file("a")})
     world.fleet.commit("add b", {"fleet/runtimes/b.yaml": _runtime_file("b")})
-    assert _poll(allowed)
+    assert poll_and_reconcile(allowed)
     later = world.fleet.commit("remove two again", REMOVE_TWO)
-    assert not _poll(allowed)
+    assert not poll_and_reconcile(allowed)
     assert allowed.status()["source"]["held"]["commit"] == later
     assert world.clusters["a"].get(WIDGET) is not None
 
 
 def _runtime_file(name: str) -> str:
-    from tests.cli.test_fleet_diff import _runtime
+    from tests.support.fleet_history import runtime_yaml
 
-    return _runtime(name, "regular", "[{name: widget}]")
+    return runtime_yaml(name, "regular", "[{name: widget}]")
 
 
 def test_a_commit_the_daemon_died_reading_twice_is_refused_by_id(world: World) -> None:
     first = world.daemon()
-    _poll(first)
+    poll_and_reconcile(first)
     good = first.state.commit
     first.close()
     crashing = world.fleet.commit("a commit that kills the parser", {"fleet/runtimes/c.yaml": None})
@@ -164,7 +164,7 @@ def test_a_commit_the_daemon_died_reading_twice_is_refused_by_id(world: World) -
     store.decide_commit(record)
 
     started = world.daemon()
-    assert not _poll(started)
+    assert not poll_and_reconcile(started)
 
     refused = started.status()["source"]["refused"]
     assert refused["commit"] == crashing
@@ -182,9 +182,9 @@ def test_a_held_commit_survives_sigkill_of_a_real_daemon(tmp_path: Path) -> None
     try:
         process, base = _start(tmp_path, server, clusters)
         try:
-            _until(lambda: "widget-operator" in _text(clusters / "a.yaml"))
+            until(lambda: "widget-operator" in _text(clusters / "a.yaml"))
             held = fleet.commit("remove two", REMOVE_TWO)
-            _until(lambda: (_held(base) or {}).get("commit") == held)
+            until(lambda: (_held(base) or {}).get("commit") == held)
         finally:
             process.send_signal(signal.SIGKILL)
             process.wait(timeout=30)
@@ -192,8 +192,8 @@ def test_a_held_commit_survives_sigkill_of_a_real_daemon(tmp_path: Path) -> None
 
         process, base = _start(tmp_path, server, clusters)
         try:
-            _until(lambda: (_held(base) or {}).get("commit") == held)
-            status = json.loads(_get(base + "/status")[1])
+            until(lambda: (_held(base) or {}).get("commit") == held)
+            status = json.loads(http_get(base + "/status")[1])
             assert status["source"]["commit"] != held
         finally:
             process.send_signal(signal.SIGTERM)
@@ -205,7 +205,7 @@ def test_a_held_commit_survives_sigkill_of_a_real_daemon(tmp_path: Path) -> None
 
 
 def _start(root: Path, server: GitServer, clusters: Path) -> tuple[subprocess.Popen[str], str]:
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "RECONCILER_REPO": server.url,
@@ -218,12 +218,12 @@ def _start(root: Path, server: GitServer, clusters: Path) -> tuple[subprocess.Po
         command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True
     )
     base = f"http://127.0.0.1:{port}"
-    _until(lambda: _reachable(base))
+    until(lambda: reachable(base))
     return process, base
 
 
 def _held(base: str) -> Any:
-    return json.loads(_get(base + "/status")[1])["source"]["held"]
+    return json.loads(http_get(base + "/status")[1])["source"]["held"]
 
 
 def _text(path: Path) -> str:
@@ -241,13 +241,13 @@ def test_a_commit_that_loosens_the_brake_is_judged_by_the_limit_in_force(
     world: World, settings: str
 ) -> None:
     daemon = world.daemon()
-    _poll(daemon)
+    poll_and_reconcile(daemon)
     good = daemon.state.commit
     loosened = world.fleet.commit(
         "remove two, loosen", {**REMOVE_TWO, "fleet/reconciler.yaml": settings}
     )
 
-    assert not _poll(daemon)
+    assert not poll_and_reconcile(daemon)
 
     held = daemon.status()["source"]["held"]
     assert held["commit"] == loosened
@@ -260,12 +260,12 @@ def test_a_commit_that_loosens_the_brake_is_judged_by_the_limit_in_force(
 def test_a_raised_limit_applies_once_its_commit_is_accepted(world: World) -> None:
     """The way to raise it: a commit that raises it alone, then the deletion."""
     daemon = world.daemon()
-    _poll(daemon)
+    poll_and_reconcile(daemon)
     world.fleet.commit("limit 5", {"fleet/reconciler.yaml": LIMIT_FIVE})
-    assert _poll(daemon)
+    assert poll_and_reconcile(daemon)
     removed = world.fleet.commit("remove two", REMOVE_TWO)
 
-    assert _poll(daemon)
+    assert poll_and_reconcile(daemon)
 
     assert daemon.state.commit == Head(removed)
     assert world.clusters["a"].get(WIDGET) is None
@@ -277,12 +277,12 @@ def test_a_force_push_back_to_a_commit_accepted_before_is_judged_again(world: Wo
     accepted once, but from the commit in force it removes two runtimes (limit 1), as a revert
     commit would: held, nothing deprovisioned."""
     daemon = world.daemon()
-    _poll(daemon)
+    poll_and_reconcile(daemon)
     before = daemon.state.commit
     assert before is not None
     added: dict[str, str | None] = {f"fleet/runtimes/{n}.yaml": _runtime_file(n) for n in "de"}
     world.fleet.commit("add d and e", added)
-    assert _poll(daemon)
+    assert poll_and_reconcile(daemon)
     assert world.clusters["d"].get(WIDGET) is not None
     remote = world.root / "remote.git"
     subprocess.run(
@@ -290,7 +290,7 @@ def test_a_force_push_back_to_a_commit_accepted_before_is_judged_again(world: Wo
         check=True,
     )
 
-    assert not _poll(daemon)
+    assert not poll_and_reconcile(daemon)
 
     held = daemon.status()["source"]["held"]
     assert held["commit"] == before.text
@@ -300,5 +300,5 @@ def test_a_force_push_back_to_a_commit_accepted_before_is_judged_again(world: Wo
     record = daemon.store.commit(before)
     assert record is not None
     assert record.verdict is CommitVerdict.HELD
-    assert not _poll(daemon)  # it stays held
+    assert not poll_and_reconcile(daemon)  # it stays held
     assert world.clusters["d"].get(WIDGET) is not None

@@ -13,12 +13,12 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from reconciler.cli import cli
-from tests.daemon.test_daemon import Fleet, _free_port, _get, _until
+from tests.support.daemons import Fleet, free_port, http_get, until
 
 
 def _ready(base: str) -> bool:
     try:
-        return _get(base + "/readyz")[0] == 200
+        return http_get(base + "/readyz")[0] == 200
     except OSError:
         return False
 
@@ -27,7 +27,7 @@ def test_a_daemon_on_snapshots_keeps_its_store_and_git_cache_inside_the_folder(
     tmp_path: Path,
 ) -> None:
     Fleet(tmp_path)
-    home, clusters, port = tmp_path / "home", tmp_path / "clusters", _free_port()
+    home, clusters, port = tmp_path / "home", tmp_path / "clusters", free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("RECONCILER_STATE", "XDG_STATE_HOME")}
     env["HOME"] = str(home)
     command = [sys.executable, "-m", "reconciler", "daemon", "--repo", str(tmp_path / "remote.git")]
@@ -37,7 +37,7 @@ def test_a_daemon_on_snapshots_keeps_its_store_and_git_cache_inside_the_folder(
         command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        _until(lambda: _ready(f"http://127.0.0.1:{port}"), seconds=60)
+        until(lambda: _ready(f"http://127.0.0.1:{port}"), seconds=60)
     finally:
         process.terminate()
         process.wait(timeout=60)

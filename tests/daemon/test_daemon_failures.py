@@ -16,7 +16,7 @@ from reconciler.errors import AccessError
 from reconciler.operations.model import Suspension
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
-from tests.daemon.test_daemon import WIDGET, Fleet, GitServer, _poll
+from tests.support.daemons import WIDGET, Fleet, GitServer, poll_and_reconcile
 
 
 def test_an_unexpected_failure_of_one_runtime_is_reported_and_the_others_go_on(
@@ -35,7 +35,7 @@ def test_an_unexpected_failure_of_one_runtime_is_reported_and_the_others_go_on(
     source = RemoteSource(server.url, "main", "fleet", tmp_path / "cache")
     daemon = Daemon(source, SqliteStore(tmp_path / "state.db"), connect, lambda: datetime.now(UTC))
     try:
-        assert _poll(daemon)
+        assert poll_and_reconcile(daemon)
     finally:
         daemon.close()
         server.stop()
@@ -72,7 +72,7 @@ def test_a_failed_operation_is_error_in_status_and_metrics_and_counted(tmp_path:
     source = RemoteSource(server.url, "main", "fleet", tmp_path / "cache")
     daemon = Daemon(source, store, connect, lambda: datetime.now(UTC))
     try:
-        assert _poll(daemon)
+        assert poll_and_reconcile(daemon)
     finally:
         daemon.close()
         server.stop()

@@ -28,7 +28,7 @@ from reconciler.daemon.http import HttpLimits, HttpServer, serve, verify_webhook
 from reconciler.daemon.service import Daemon
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
-from tests.daemon.test_daemon import Fleet
+from tests.support.daemons import Fleet
 
 SECRET = b"http-test-secret"
 BODY = json.dumps({"ref": "refs/heads/main"}).encode()

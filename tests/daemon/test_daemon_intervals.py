@@ -18,8 +18,8 @@ from reconciler.core.model import ClusterAccess
 from reconciler.daemon.service import Daemon, DaemonOptions, Intervals, schedule_jobs
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
-from tests.cli.test_fleet_diff import SETTINGS
-from tests.daemon.test_daemon import SETTINGS_SPEC, Fleet, GitServer
+from tests.support.daemons import SETTINGS_SPEC, Fleet, GitServer
+from tests.support.fleet_history import SETTINGS
 
 
 def _settings(intervals: str) -> dict[str, str | None]:

@@ -2,6 +2,7 @@
 channels repository (``channelsFrom.git``) that cannot be reached. Such a commit waits (PENDING,
 read again after a backoff, ``/status`` says why); it is never refused for it, and the crash-loop
 guard ("the daemon stopped twice while reading it") counts only reads that died.
+
 Real git throughout: `git daemon` on 127.0.0.1, with an ``--access-hook`` that lets through or
 refuses each connection as the test planned (an ``ls-remote`` and a fetch are one connection
 each); the daemon's clock is a fake one the test moves past each backoff.
@@ -23,10 +24,10 @@ from reconciler.daemon.service import Daemon
 from reconciler.operations.model import CommitVerdict
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
-from tests.cli.test_fleet_diff import BASE_FILES, _write
-from tests.daemon.test_daemon import WIDGET, Fleet, GitServer, _free_port, _poll
 from tests.daemon.test_members import T0
 from tests.daemon.test_shared_commit import _channels_source, _push
+from tests.support.daemons import WIDGET, Fleet, GitServer, free_port, poll_and_reconcile
+from tests.support.fleet_history import BASE_FILES, write_tree
 
 HOOK = """#!/bin/sh
 # One line of the plan per connection: "deny" refuses it; no line left lets it through.
@@ -65,9 +66,9 @@ class HookedGitServer(GitServer):
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        from tests.daemon.test_daemon import _until
+        from tests.support.daemons import until
 
-        _until(self._answers)
+        until(self._answers)
 
     def plan(self, connections: list[str]) -> None:
         """The next connections, in order: "allow" or "deny"."""
@@ -113,24 +114,24 @@ def test_a_commit_whose_fetch_git_cuts_waits_and_is_taken_once_git_heals(
 ) -> None:
     fleet, server, clocked = served
     daemon = clocked.daemon
-    assert _poll(daemon)
+    assert poll_and_reconcile(daemon)
     good = daemon.state.commit
     newer = fleet.commit("remove c", {"fleet/runtimes/c.yaml": None})
     server.plan(["allow", "deny", "allow", "deny"])  # ls-remote answers, the fetch is cut: twice
 
-    assert not _poll(daemon)
+    assert not poll_and_reconcile(daemon)
     waiting = daemon.status()["source"]["waiting"]
     assert (waiting["commit"], waiting["failures"]) == (newer, 1)
     assert "git fetch failed" in waiting["reason"]
     assert waiting["retryAt"] == (T0 + timedelta(seconds=30)).isoformat()  # the error's delay
     clocked.later(31)
-    assert not _poll(daemon)
+    assert not poll_and_reconcile(daemon)
     assert daemon.status()["source"]["waiting"]["failures"] == 2
     assert clocked.verdict(newer) is CommitVerdict.PENDING
     assert daemon.status()["source"]["refused"] is None
     clocked.later(61)
 
-    assert _poll(daemon)  # git healed: read, judged and accepted
+    assert poll_and_reconcile(daemon)  # git healed: read, judged and accepted
 
     assert daemon.state.commit == Head(newer) != good
     assert clocked.verdict(newer) is CommitVerdict.ACCEPTED
@@ -143,13 +144,13 @@ def test_a_waiting_commit_is_not_read_again_before_its_backoff_ends(
 ) -> None:
     fleet, server, clocked = served
     daemon = clocked.daemon
-    assert _poll(daemon)
+    assert poll_and_reconcile(daemon)
     newer = fleet.commit("remove c", {"fleet/runtimes/c.yaml": None})
     server.plan(["allow", "deny"])
-    assert not _poll(daemon)
+    assert not poll_and_reconcile(daemon)
 
     server.plan(["allow", "deny"])  # one ls-remote only: no fetch is tried before retryAt
-    assert not _poll(daemon)
+    assert not poll_and_reconcile(daemon)
 
     assert server.plan_file.read_text() == "deny\n"
     assert daemon.status()["source"]["waiting"]["failures"] == 1
@@ -163,13 +164,13 @@ def test_a_commit_whose_channels_repository_cannot_be_reached_waits(
     many polls it takes, and is taken once the channels repository answers."""
     fleet, _, clocked = served
     daemon = clocked.daemon
-    assert _poll(daemon)
+    assert poll_and_reconcile(daemon)
     good = daemon.state.commit
-    port = _free_port()  # nothing listens there yet
+    port = free_port()  # nothing listens there yet
     work, bare = tmp_path / "channels-work", tmp_path / "channels.git"
     subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
     channels = {k: v for k, v in BASE_FILES.items() if k.startswith("channels/")}
-    _write(work, channels)
+    write_tree(work, channels)
     _push(work, bare, "channels")
     settings = (
         "apiVersion: reconciler.dev/v1alpha1\nkind: Settings\nmetadata: {name: fleet}\n"
@@ -179,7 +180,7 @@ def test_a_commit_whose_channels_repository_cannot_be_reached_waits(
     apart = fleet.commit("channels apart", {"fleet/reconciler.yaml": settings})
 
     for _ in range(4):
-        assert not _poll(daemon)
+        assert not poll_and_reconcile(daemon)
         clocked.later(600)
 
     source = daemon.status()["source"]
@@ -192,7 +193,7 @@ def test_a_commit_whose_channels_repository_cannot_be_reached_waits(
     channels_server.port = port
     channels_server.start()
     try:
-        assert _poll(daemon)
+        assert poll_and_reconcile(daemon)
     finally:
         channels_server.stop()
 

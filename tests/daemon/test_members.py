@@ -30,9 +30,9 @@ from reconciler.errors import LostOwnershipError
 from reconciler.operations.model import Member
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
-from tests.cli.test_fleet_diff import _runtime
-from tests.cli.test_json_output import _check
-from tests.daemon.test_daemon import WIDGET, Fleet, GitServer
+from tests.support.daemons import WIDGET, Fleet, GitServer
+from tests.support.fleet_history import runtime_yaml
+from tests.support.sample_fleet import check_document
 
 LEASE = timedelta(seconds=30)
 T0 = datetime(2026, 11, 25, 4, tzinfo=UTC)
@@ -158,7 +158,7 @@ def test_a_member_whose_heartbeat_lapsed_mid_run_writes_nothing(world: World) ->
     one.daemon.wait_idle()
     world.fleet.commit(
         "c gets gadget",
-        {"fleet/runtimes/c.yaml": _runtime("c", "fast", "[{name: widget}, {name: gadget}]")},
+        {"fleet/runtimes/c.yaml": runtime_yaml("c", "fast", "[{name: widget}, {name: gadget}]")},
     )
     cluster = world.clusters["c"]
     writes = cluster.writes
@@ -235,7 +235,7 @@ def test_members_lists_the_replicas_and_what_they_own(world: World) -> None:
     document = CliRunner().invoke(cli, ["members", *state, "-o", "json"])
     lines = result.stdout.splitlines()
     assert result.exit_code == 0, result.output
-    _check(json.loads(document.stdout), "MemberList")
+    check_document(json.loads(document.stdout), "MemberList")
     assert lines[0].split() == ["NAME", "LIVE", "EPOCH", "HEARTBEAT", "RUNTIMES"]
     owned = {line.split()[0]: int(line.split()[-1]) for line in lines[1:]}
     assert owned == {

@@ -6,6 +6,7 @@ prometheus package, installed by ``.ci/run``)."""
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from reconciler import __version__
@@ -97,3 +98,26 @@ def test_promtool_accepts_a_live_daemons_metrics(start: Serve) -> None:  # noqa:
     assert answer[0] == 200
     assert b"reconciler_build_info" in answer[2]
     assert checked.returncode == 0, checked.stdout.decode() + checked.stderr.decode()
+
+
+def test_metrics_keep_one_series_per_runtime_and_count_modules_by_state() -> None:
+    metrics = Metrics()
+    widget = ModuleStatus("widget", ModuleState.PROCESSING, "WaitingForOperator", "")
+    gadget = ModuleStatus("gadget", ModuleState.READY, "Ready", "")
+    record = RuntimeRecord("rt", ModuleState.PROCESSING, "", "", None, NOW, (widget, gadget))
+    other = replace(record, runtime="two", modules=(gadget,), state=ModuleState.READY)
+
+    metrics.runtime_status(RuntimeStatus(record))
+    metrics.runtime_status(RuntimeStatus(other))
+    metrics.runtime_status(
+        RuntimeStatus(replace(record, state=ModuleState.READY, modules=(gadget,)))
+    )
+
+    text = metrics.exposition().decode()
+    runtime_series = [line for line in text.splitlines() if line.startswith("reconciler_runtime_")]
+    assert sorted(runtime_series) == [
+        'reconciler_runtime_state{runtime="rt",state="Ready"} 1.0',
+        'reconciler_runtime_state{runtime="two",state="Ready"} 1.0',
+    ]  # the former state's series is gone
+    assert 'reconciler_modules{module="gadget",state="Ready"} 2.0' in text
+    assert 'reconciler_modules{module="widget",state="Processing"} 0.0' in text

@@ -25,10 +25,10 @@ from reconciler.daemon.verdicts import Refusal
 from reconciler.operations.model import CommitRecord, CommitVerdict
 from reconciler.operations.store import StateStore
 from reconciler.source.git import RemoteSource
-from tests.cli.test_fleet_diff import BASE_FILES, _channel, _git, _write
 from tests.daemon import test_members
 from tests.daemon.test_daemon_brake import LIMIT_ONE, REMOVE_TWO
 from tests.daemon.test_members import LEASE, T0, Replica, World
+from tests.support.fleet_history import BASE_FILES, channel_yaml, git, write_tree
 
 world = test_members.world  # the same fixture: replicas on one store and git server
 
@@ -158,7 +158,7 @@ def test_a_revert_in_git_moves_the_commit_in_force_back(world: World) -> None:
     world.fleet.commit("newer", {"fleet/runtimes/c.yaml": None})
     assert one.daemon.poll()
     two.daemon.poll()
-    _git(world.fleet.work, "push", "-qf", str(world.root / "remote.git"), f"{base.config}:main")
+    git(world.fleet.work, "push", "-qf", str(world.root / "remote.git"), f"{base.config}:main")
 
     assert two.daemon.poll()
     assert one.daemon.poll()
@@ -289,7 +289,7 @@ def test_a_replica_takes_up_the_channels_commit_in_force_not_the_newest(world: W
     the one the channels source points to now."""
     work, bare = world.root / "channels-work", world.root / "channels.git"
     subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
-    _write(work / "channels", {k.removeprefix("channels/"): v for k, v in _CHANNELS.items()})
+    write_tree(work / "channels", {k.removeprefix("channels/"): v for k, v in _CHANNELS.items()})
     _push(work, bare, "channels")
     url = world.git.url.replace("remote.git", "channels.git")
     settings = (
@@ -305,8 +305,8 @@ def test_a_replica_takes_up_the_channels_commit_in_force_not_the_newest(world: W
     in_force = one.daemon.state.commit
     assert in_force is not None
     assert in_force.channels
-    bump = {"regular.yaml": _channel("regular", {"widget": "2.0.0", "gadget": "1.0.0"})}
-    _write(work / "channels", bump)
+    bump = {"regular.yaml": channel_yaml("regular", {"widget": "2.0.0", "gadget": "1.0.0"})}
+    write_tree(work / "channels", bump)
     _push(work, bare, "bump")
 
     assert two.daemon.follow_store()
@@ -323,10 +323,10 @@ _CHANNELS = {k: v for k, v in BASE_FILES.items() if k.startswith("channels/")}
 
 def _push(work: Path, bare: Path, message: str) -> None:
     if not (work / ".git").exists():
-        _git(work, "init", "-q", "-b", "main")
-    _git(work, "add", "-A")
-    _git(work, "commit", "-qm", message)
-    _git(work, "push", "-q", str(bare), "HEAD:refs/heads/main")
+        git(work, "init", "-q", "-b", "main")
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", message)
+    git(work, "push", "-q", str(bare), "HEAD:refs/heads/main")
 
 
 def _channels_source(cache: Path) -> Callable[[str, str, str], RemoteSource]:

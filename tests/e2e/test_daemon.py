@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from tests.daemon.test_daemon import GitServer, _free_port, _get, _reachable
 from tests.e2e.conftest import World
 from tests.e2e.harness import Kube, TestModule, until
 from tests.processes.test_operations_processes import _install, _package
+from tests.support.daemons import GitServer, free_port, http_get, reachable
 
 HOLD_STEP = """
 import os, time
@@ -109,7 +109,7 @@ class DaemonProcess:
     """``python -m reconciler daemon`` following ``url`` (its log in ``log``)."""
 
     def __init__(self, world: World, url: str, plugins: Path, hold: Path) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = world.home / "daemon.log"
         self.command = [
@@ -127,7 +127,7 @@ class DaemonProcess:
             self.process = subprocess.Popen(
                 self.command, env=self.env, stdout=log, stderr=subprocess.STDOUT
             )
-        until(lambda: _reachable(self.base), "the daemon answers /healthz", 60)
+        until(lambda: reachable(self.base), "the daemon answers /healthz", 60)
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -145,7 +145,7 @@ class DaemonProcess:
         self.process = None
 
     def status(self) -> dict[str, Any]:
-        code, body = _get(self.base + "/status")
+        code, body = http_get(self.base + "/status")
         assert code == 200, body
         document: dict[str, Any] = json.loads(body)
         return document

@@ -1,5 +1,6 @@
 """Kubernetes Events of what a sync did (one per module and sync) and on the objects it refuses to
 delete: ``kubectl get events`` and ``kubectl describe`` tell what the reconciler did.
+
 On the in-memory cluster (its Events as the server stores them), and through the real adapter
 against an HTTP server on 127.0.0.1 that answers as a kube-apiserver does for Events.
 """

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -22,19 +22,7 @@ from reconciler.operations.runner import Runner
 from reconciler.operations.steps import Step, StepContext
 from reconciler.operations.store import SqliteStore
 from tests.support.lifecycle_helpers import NAMESPACE, repo
-
-
-class Clock:
-    """A clock tests move by hand."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 11, 18, 12, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
+from tests.support.runs import Clock
 
 
 class AlwaysRetry(Step):

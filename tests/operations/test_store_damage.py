@@ -24,7 +24,7 @@ from reconciler.operations.model import (
     StepRecord,
 )
 from reconciler.operations.store import SqliteStore
-from tests.daemon.test_daemon import Fleet, _free_port
+from tests.support.daemons import Fleet, free_port
 
 
 def _store(path: Path, operations: int = 0) -> Path:
@@ -123,7 +123,7 @@ def test_a_command_on_a_damaged_store_says_which_file_and_what_to_do(
 def test_the_daemon_refuses_to_start_on_a_damaged_store(damaged: Path, tmp_path: Path) -> None:
     Fleet(tmp_path)
     command = [sys.executable, "-m", "reconciler", "daemon", "--repo", str(tmp_path / "remote.git")]
-    command += ["--path", "fleet", "--listen", f"127.0.0.1:{_free_port()}"]
+    command += ["--path", "fleet", "--listen", f"127.0.0.1:{free_port()}"]
     command += ["--state", f"sqlite:///{damaged}", "--snapshot", f"{tmp_path / 'clusters'}/"]
     command += ["--snapshot-create"]
     env = {**os.environ, "HOME": str(tmp_path)}

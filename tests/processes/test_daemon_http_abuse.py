@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon.test_daemon import Fleet, _free_port, _get, _until
+from tests.support.daemons import Fleet, free_port, http_get, until
 
 SECRET = "abuse-test-secret"
 READ_TIMEOUT = 2
@@ -56,7 +56,7 @@ class Running:
             return [tuple(str(v) for v in row) for row in db.execute(query).fetchall()]
 
     def last_poll(self) -> str:
-        return str(json.loads(_get(self.base + "/status")[1])["source"]["lastPoll"])
+        return str(json.loads(http_get(self.base + "/status")[1])["source"]["lastPoll"])
 
 
 @pytest.fixture
@@ -64,7 +64,7 @@ def daemon(tmp_path: Path) -> Iterator[Running]:
     Fleet(tmp_path)
     secret = tmp_path / "secret"
     secret.write_text(SECRET + "\n")
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "daemon.log"
     env = {
         **os.environ,
@@ -201,9 +201,9 @@ def _unsigned(port: int, count: int) -> list[int]:
 def test_abuse_of_the_http_port_keeps_memory_bounded_health_answering_and_syncs_nothing(
     daemon: Running,
 ) -> None:
-    _until(lambda: _answers(daemon) and _get(daemon.base + "/readyz")[0] == 200)
+    until(lambda: _answers(daemon) and http_get(daemon.base + "/readyz")[0] == 200)
     settled: list[object] = []
-    _until(lambda: _settled(daemon, settled), seconds=30)
+    until(lambda: _settled(daemon, settled), seconds=30)
     operations, last_poll = daemon.operations(), daemon.last_poll()
 
     probe = Probe(daemon)
@@ -261,7 +261,7 @@ def test_abuse_of_the_http_port_keeps_memory_bounded_health_answering_and_syncs_
 def _answers(daemon: Running) -> bool:
     assert daemon.process.poll() is None, daemon.log.read_text()
     try:
-        return _get(daemon.base + "/healthz")[0] == 200
+        return http_get(daemon.base + "/healthz")[0] == 200
     except OSError:
         return False
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon.test_daemon import Fleet, _free_port, _get, _until
+from tests.support.daemons import Fleet, free_port, http_get, until
 
 
 def _bindir() -> Path | None:
@@ -82,7 +82,7 @@ def postgres() -> Iterator[Server]:
     initdb = [*owner, str(bindir / "initdb"), "-D", str(work / "data"), "-U", "postgres"]
     initdb += ["--auth=trust", "-E", "UTF8", "--no-locale", "--no-sync"]
     subprocess.run(initdb, check=True, capture_output=True, timeout=120)
-    server = Server(bindir, work / "data", _free_port(), owner)
+    server = Server(bindir, work / "data", free_port(), owner)
     try:
         server.start()
         yield server
@@ -99,7 +99,7 @@ def _both_more(failed: Callable[[str], int], before: tuple[int, int]) -> bool:
 
 def _ready(base: str) -> bool:
     try:
-        return _get(base + "/readyz")[0] == 200
+        return http_get(base + "/readyz")[0] == 200
     except OSError:
         return False
 
@@ -108,7 +108,7 @@ def test_store_errors_in_the_jobs_are_one_line_each_and_the_daemon_recovers(
     tmp_path: Path, postgres: Server
 ) -> None:
     Fleet(tmp_path)
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "daemon.log"
     env = {**os.environ, "HOME": str(tmp_path), "RECONCILER_STATE": postgres.url}
     command = [sys.executable, "-m", "reconciler", "daemon", "--repo", str(tmp_path / "remote.git")]
@@ -125,13 +125,13 @@ def test_store_errors_in_the_jobs_are_one_line_each_and_the_daemon_recovers(
         return sum(": " + job + ": " in line for line in logged().splitlines())
 
     try:
-        _until(lambda: _ready(base), seconds=60)
+        until(lambda: _ready(base), seconds=60)
         for _ in range(2):  # two short outages
             before = (failed("poll"), failed("heartbeat"))
             postgres.stop()
-            _until(functools.partial(_both_more, failed, before), seconds=60)
+            until(functools.partial(_both_more, failed, before), seconds=60)
             postgres.start()
-            _until(lambda: _ready(base), seconds=60)
+            until(lambda: _ready(base), seconds=60)
     finally:
         process.terminate()
         process.wait(timeout=60)

@@ -20,8 +20,8 @@ import pytest
 from reconciler.config.remotes import repo_credential_host
 from reconciler.errors import TransientError
 from reconciler.source.git import GitCredentials, RemoteSource
-from tests.daemon.test_daemon import Fleet, GitServer, _until
 from tests.source.test_git_safety import _settings, _start_daemon, _status, _stop
+from tests.support.daemons import Fleet, GitServer, until
 from tests.support.tls_fakes import HttpsRecorder, make_test_ca
 
 TOKEN = "s3cret-token-value"
@@ -71,12 +71,10 @@ def test_a_commit_pointing_channels_at_another_host_never_gets_the_token(
     )
     try:
         fleet.commit("channels elsewhere", {"fleet/reconciler.yaml": _settings(elsewhere.url())})
-        _until(
-            lambda: bool(elsewhere.seen) and bool((_status(base)["channels"] or {}).get("error"))
-        )
+        until(lambda: bool(elsewhere.seen) and bool((_status(base)["channels"] or {}).get("error")))
         error = _status(base)["channels"]["error"]
         fleet.commit("channels listed", {"fleet/reconciler.yaml": _settings(listed.url())})
-        _until(lambda: bool(listed.seen))
+        until(lambda: bool(listed.seen))
     finally:
         errors = _stop(daemon)
         server.stop()
@@ -148,7 +146,7 @@ def test_an_ssh_key_path_reaches_ssh_as_one_argument_and_runs_nothing(tmp_path: 
         tmp_path, "ssh://git@127.0.0.1/fleet.git", "--ssh-key-file", str(key), env=env
     )
     try:
-        _until(lambda: log.exists() and "fleet.git" in log.read_text())
+        until(lambda: log.exists() and "fleet.git" in log.read_text())
     finally:
         _stop(daemon)
 

@@ -33,19 +33,19 @@ from reconciler.errors import SourceError, TransientError
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import GitRunner, RemoteSource, open_revision
 from reconciler.source.loader import load_repo
-from tests.cli.test_fleet_diff import BASE_FILES, _git, _runtime, _write
-from tests.daemon.test_daemon import (
+from tests.support.daemons import (
     WIDGET,
     Fleet,
     GitServer,
-    _free_port,
-    _get,
-    _poll,
-    _post,
-    _reachable,
-    _until,
-    _version,
+    free_port,
+    http_get,
+    http_post,
+    poll_and_reconcile,
+    reachable,
+    running_version,
+    until,
 )
+from tests.support.fleet_history import BASE_FILES, git, runtime_yaml, write_tree
 
 ROOT = Path(__file__).parents[2]
 SAMPLE = ROOT / "sample-repo"
@@ -59,7 +59,7 @@ class HangServer:
         self.socket = socket.socket()
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            _until(lambda: self._bound(port), seconds=10)  # a server just killed may hold it
+            until(lambda: self._bound(port), seconds=10)  # a server just killed may hold it
         except AssertionError:
             self.socket.close()
             raise
@@ -132,10 +132,10 @@ def _payloads(tmp_path: Path) -> dict[str, tuple[str, Path]]:
     """Hostile ``channelsFrom.git`` values, each with the marker file it would create."""
     markers = {name: tmp_path / f"marker-{name}" for name in ("upload", "ext", "c", "ssh")}
     channels = tmp_path / "channels-repo"
-    _write(channels, {"channels/regular.yaml": BASE_FILES["channels/regular.yaml"]})
-    _git(channels, "init", "-q", "-b", "main")
-    _git(channels, "add", "-A")
-    _git(channels, "commit", "-qm", "channels")
+    write_tree(channels, {"channels/regular.yaml": BASE_FILES["channels/regular.yaml"]})
+    git(channels, "init", "-q", "-b", "main")
+    git(channels, "add", "-A")
+    git(channels, "commit", "-qm", "channels")
     return {
         "upload": (f"--upload-pack=id > {markers['upload']};", markers["upload"]),
         "ext": (f"ext::sh -c touch% {markers['ext']}", markers["ext"]),
@@ -222,14 +222,14 @@ def _channels_path_messages(root: Path) -> list[str]:
 
 
 def test_channels_path_stays_inside_the_repository(tmp_path: Path) -> None:
-    _write(tmp_path / "x", {"regular.yaml": BASE_FILES["channels/regular.yaml"]})
+    write_tree(tmp_path / "x", {"regular.yaml": BASE_FILES["channels/regular.yaml"]})
     project = tmp_path / "project"
-    _write(project, {k: v for k, v in BASE_FILES.items() if k.startswith("fleet/")})
+    write_tree(project, {k: v for k, v in BASE_FILES.items() if k.startswith("fleet/")})
     fleet = project / "fleet"
     where = f"{fleet}/reconciler.yaml:4:29: C6 channels folder leads outside the repository"
 
     for escape in ("../../x", str(tmp_path / "x"), "../channels/../../x"):
-        _write(
+        write_tree(
             fleet,
             {"reconciler.yaml": SETTINGS_HEAD + f"spec: {{channelsFrom: {{path: {escape}}}}}\n"},
         )
@@ -238,9 +238,9 @@ def test_channels_path_stays_inside_the_repository(tmp_path: Path) -> None:
         assert messages[0].startswith(where), (escape, messages)
         assert "regular" not in " ".join(messages)
 
-    _git(project, "init", "-q")  # in a git repository, its top is the boundary
-    _write(project, {"channels/regular.yaml": BASE_FILES["channels/regular.yaml"]})
-    _write(fleet, {"reconciler.yaml": BASE_FILES["fleet/reconciler.yaml"]})
+    git(project, "init", "-q")  # in a git repository, its top is the boundary
+    write_tree(project, {"channels/regular.yaml": BASE_FILES["channels/regular.yaml"]})
+    write_tree(fleet, {"reconciler.yaml": BASE_FILES["fleet/reconciler.yaml"]})
     assert _channels_path_messages(fleet) == []
     (project / "channels").rename(project / "real-channels")
     (project / "channels").symlink_to(tmp_path / "x")  # a link leading out of it
@@ -250,14 +250,14 @@ def test_channels_path_stays_inside_the_repository(tmp_path: Path) -> None:
 
 
 def test_channels_path_stays_inside_the_git_repository_at_a_revision(tmp_path: Path) -> None:
-    _write(tmp_path, dict(BASE_FILES))
-    _write(
+    write_tree(tmp_path, dict(BASE_FILES))
+    write_tree(
         tmp_path,
         {"fleet/reconciler.yaml": SETTINGS_HEAD + "spec: {channelsFrom: {path: ../../x}}\n"},
     )
-    _git(tmp_path, "init", "-q")
-    _git(tmp_path, "add", "-A")
-    _git(tmp_path, "commit", "-qm", "escape")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "escape")
     revision = open_revision(tmp_path / "fleet", "HEAD")
 
     diagnostics = load_repo("fleet", tree=revision.tree).diagnostics
@@ -277,7 +277,7 @@ def test_git_itself_refuses_ext_and_file_for_a_remote_from_a_commit(tmp_path: Pa
     subprocess.run(["git", "init", "-q", "--bare", str(cache)], check=True)
     marker = tmp_path / "marker"
     repo = tmp_path / "repo"
-    _git(repo.parent, "init", "-q", str(repo))
+    git(repo.parent, "init", "-q", str(repo))
 
     for url in (f"ext::sh -c touch% {marker}", f"file://{repo}"):
         with pytest.raises(TransientError, match="not allowed"):
@@ -347,7 +347,7 @@ def test_stopping_the_runner_ends_a_hanging_call_at_once(tmp_path: Path, hang: H
 def _start_daemon(
     tmp_path: Path, repo: str, *args: str, env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[str], str]:
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [
             sys.executable,
@@ -375,12 +375,12 @@ def _start_daemon(
         text=True,
     )
     base = f"http://127.0.0.1:{port}"
-    _until(lambda: _reachable(base))
+    until(lambda: reachable(base))
     return process, base
 
 
 def _status(base: str) -> dict[str, Any]:
-    status: dict[str, Any] = json.loads(_get(base + "/status")[1])
+    status: dict[str, Any] = json.loads(http_get(base + "/status")[1])
     return status
 
 
@@ -416,15 +416,15 @@ def test_the_daemon_refuses_every_payload_with_its_place_and_runs_nothing(tmp_pa
 
     def pushed() -> None:
         """The webhook of a push: the daemon polls now, not at its next interval."""
-        assert _post(base + "/hooks/git", b"{}", {"X-Gitlab-Token": "hook-secret"})[0] == 202
+        assert http_post(base + "/hooks/git", b"{}", {"X-Gitlab-Token": "hook-secret"})[0] == 202
 
     try:
-        _until(lambda: _get(base + "/readyz")[0] == 200)
+        until(lambda: http_get(base + "/readyz")[0] == 200)
         good = _status(base)["source"]["commit"]
         for name, (payload, _) in payloads.items():
             commit = fleet.commit(name, {"fleet/reconciler.yaml": _settings(payload)})
             pushed()
-            _until(lambda: _refused_commit(base) == commit)  # noqa: B023 (called at once)
+            until(lambda: _refused_commit(base) == commit)  # noqa: B023 (called at once)
             refused = _status(base)["source"]["refused"]
             assert [
                 (e["path"], e["line"], e["column"], e["rule"], e["pointer"])
@@ -435,7 +435,7 @@ def test_the_daemon_refuses_every_payload_with_its_place_and_runs_nothing(tmp_pa
             {"fleet/reconciler.yaml": SETTINGS_HEAD + "spec: {channelsFrom: {path: ../../x}}\n"},
         )
         pushed()
-        _until(lambda: _refused_commit(base) == escape)
+        until(lambda: _refused_commit(base) == escape)
         status = _status(base)
         assert status["source"]["commit"] == good
         assert status["source"]["refused"]["errors"][0]["rule"] == "C6"
@@ -460,7 +460,7 @@ def test_a_silent_server_fails_the_poll_within_its_limit(tmp_path: Path, hang: H
     daemon, base = _start_daemon(tmp_path, hang.url(), "--git-timeout", "2s")
     try:
         assert hang.accepted.wait(30)
-        _until(lambda: "gave no answer" in _status(base)["source"]["error"], seconds=30)
+        until(lambda: "gave no answer" in _status(base)["source"]["error"], seconds=30)
         assert hang.all_hung_up()  # the git call was stopped at its limit, not left hanging
         source = _status(base)["source"]
         assert source["error"] == (
@@ -468,7 +468,7 @@ def test_a_silent_server_fails_the_poll_within_its_limit(tmp_path: Path, hang: H
         )
         assert source["lastPoll"] is not None
         assert source["lastSuccessfulPoll"] is None
-        assert _get(base + "/readyz")[0] == 503
+        assert http_get(base + "/readyz")[0] == 503
     finally:
         _stop(daemon)
     assert hang.all_hung_up()
@@ -493,12 +493,12 @@ def test_an_unreachable_channels_source_does_not_stop_config_commits(tmp_path: P
     channels_root = tmp_path / "channels-served"
     subprocess.run(["git", "init", "-q", "--bare", str(channels_root / "remote.git")], check=True)
     channels_work = tmp_path / "channels-work"
-    _write(channels_work, {"channels/regular.yaml": BASE_FILES["channels/regular.yaml"]})
-    _write(channels_work, {"channels/fast.yaml": BASE_FILES["channels/fast.yaml"]})
-    _git(channels_work, "init", "-q", "-b", "main")
-    _git(channels_work, "add", "-A")
-    _git(channels_work, "commit", "-qm", "channels")
-    _git(channels_work, "push", "-q", str(channels_root / "remote.git"), "HEAD:refs/heads/main")
+    write_tree(channels_work, {"channels/regular.yaml": BASE_FILES["channels/regular.yaml"]})
+    write_tree(channels_work, {"channels/fast.yaml": BASE_FILES["channels/fast.yaml"]})
+    git(channels_work, "init", "-q", "-b", "main")
+    git(channels_work, "add", "-A")
+    git(channels_work, "commit", "-qm", "channels")
+    git(channels_work, "push", "-q", str(channels_root / "remote.git"), "HEAD:refs/heads/main")
     channels_server = GitServer(channels_root)
     channels_server.start()
     first = fleet.commit(
@@ -520,7 +520,7 @@ def test_an_unreachable_channels_source_does_not_stop_config_commits(tmp_path: P
     daemon = Daemon(source, store, connect, lambda: datetime.now(UTC), make_source=second)
     hang: HangServer | None = None
     try:
-        assert _poll(daemon)
+        assert poll_and_reconcile(daemon)
         head = daemon.state.commit
         assert head is not None
         assert head.config == first
@@ -533,12 +533,12 @@ def test_an_unreachable_channels_source_does_not_stop_config_commits(tmp_path: P
         mesh = fleet.commit(
             "add mesh",
             {
-                "fleet/runtimes/a.yaml": _runtime(
+                "fleet/runtimes/a.yaml": runtime_yaml(
                     "a", "regular", "[{name: widget}, {name: gadget}, {name: mesh}]"
                 )
             },
         )
-        assert _poll(daemon)  # accepted, with the channels last seen
+        assert poll_and_reconcile(daemon)  # accepted, with the channels last seen
         assert daemon.state.commit == Head(mesh, channels_commit)
         assert clusters["a"].get(WIDGET) is not None
         status = daemon.status()
@@ -550,9 +550,9 @@ def test_an_unreachable_channels_source_does_not_stop_config_commits(tmp_path: P
         )
 
         fleet.commit("revert", {"fleet/runtimes/a.yaml": BASE_FILES["fleet/runtimes/a.yaml"]})
-        assert _poll(daemon)
+        assert poll_and_reconcile(daemon)
         assert daemon.status()["source"]["error"] == ""
-        assert _version(clusters["a"], WIDGET) == "1.0.0"
+        assert running_version(clusters["a"], WIDGET) == "1.0.0"
     finally:
         daemon.close()
         server.stop()

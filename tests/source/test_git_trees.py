@@ -19,7 +19,7 @@ import pytest
 
 from reconciler.source.git import PREFETCH_BLOB_BYTES, open_revision
 from reconciler.source.loader import ReadOptions, load_repo
-from tests.cli.test_fleet_diff import BASE_FILES, _git, _runtime, _write
+from tests.support.fleet_history import BASE_FILES, git, runtime_yaml, write_tree
 
 MIB = 1 << 20
 MANIFEST = "fleet/modules/widget/1.0.0/manifest.yaml"
@@ -27,10 +27,10 @@ MANIFEST = "fleet/modules/widget/1.0.0/manifest.yaml"
 
 def _repo(root: Path) -> Path:
     """A git repository holding the fleet of ``BASE_FILES``, committed."""
-    _write(root, dict(BASE_FILES))
-    _git(root, "init", "-q", "-b", "main")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-qm", "base")
+    write_tree(root, dict(BASE_FILES))
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "base")
     return root
 
 
@@ -40,8 +40,8 @@ def _add_blob(root: Path, path: str, data: bytes, mode: str = "100644") -> str:
         ["git", "hash-object", "-w", "--stdin"], cwd=root, input=data, capture_output=True
     )
     blob = done.stdout.decode().strip()
-    _git(root, "update-index", "--add", "--cacheinfo", f"{mode},{blob},{path}")
-    _git(root, "commit", "-qm", f"add {path}")
+    git(root, "update-index", "--add", "--cacheinfo", f"{mode},{blob},{path}")
+    git(root, "commit", "-qm", f"add {path}")
     return blob
 
 
@@ -89,7 +89,7 @@ def test_a_blob_over_the_size_limit_is_refused_from_its_header(tmp_path: Path, a
 def test_a_file_too_large_to_read_ahead_is_read_on_its_own(tmp_path: Path, asked: Path) -> None:
     root = _repo(tmp_path / "repo")
     padding = "# " + "x" * 78 + "\n"
-    text = _runtime("d", "regular", "[{name: widget}]") + padding * (PREFETCH_BLOB_BYTES // 80)
+    text = runtime_yaml("d", "regular", "[{name: widget}]") + padding * (PREFETCH_BLOB_BYTES // 80)
     large = _add_blob(root, "fleet/runtimes/d.yaml", text.encode())
     assert len(text) > PREFETCH_BLOB_BYTES
 
@@ -109,8 +109,8 @@ def test_a_link_target_longer_than_any_path_is_not_read(tmp_path: Path, asked: P
 
 def _both_ways(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]:
     """The diagnostics of the commit (read from git) and of its checkout (read from disk)."""
-    _git(root, "add", "-A")
-    _git(root, "commit", "-qm", "links")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "links")
     monkeypatch.chdir(root)
     checkout = [d.format() for d in load_repo("fleet").diagnostics]
     return _errors(root), checkout
@@ -131,8 +131,8 @@ def test_a_link_out_of_the_repo_is_refused_in_a_commit_as_in_a_checkout(
 ) -> None:
     root = _repo(tmp_path / "repo")
     outside = tmp_path / "outside"
-    _write(outside, {"modules/gamma/1.0.0/manifest.yaml": BASE_FILES[MANIFEST]})
-    _write(outside, {"runtimes/a.yaml": BASE_FILES["fleet/runtimes/a.yaml"]})
+    write_tree(outside, {"modules/gamma/1.0.0/manifest.yaml": BASE_FILES[MANIFEST]})
+    write_tree(outside, {"runtimes/a.yaml": BASE_FILES["fleet/runtimes/a.yaml"]})
     if link == "fleet/runtimes":
         shutil.rmtree(root / link)
     (root / link).symlink_to(target)
@@ -149,8 +149,8 @@ SUBMODULE = "C6 git submodule: its files are not in this commit (keep them in th
 @pytest.mark.parametrize("path", ["fleet/modules/widget/sub", "fleet/runtimes/sub"])
 def test_a_submodule_without_gitmodules_is_one_diagnostic(tmp_path: Path, path: str) -> None:
     root = _repo(tmp_path / "repo")
-    _git(root, "update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},{path}")
-    _git(root, "commit", "-qm", "gitlink")
+    git(root, "update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},{path}")
+    git(root, "commit", "-qm", "gitlink")
 
     assert _errors(root) == [f"{path}:1:1: {SUBMODULE}"]
 
