@@ -29,7 +29,6 @@ from reconciler.core.objects import ObjectRef
 from reconciler.errors import UnknownKindError
 from reconciler.lifecycle.executor import sync_runtime
 from reconciler.source.loader import load_repo
-from tests.support.budgets import budgets_never_spent
 from tests.support.economy_fleet import rendered_objects
 from tests.support.kube_control_plane import ControlPlane
 from tests.support.kube_workloads import deployments_made_available
@@ -126,7 +125,6 @@ def prometheus(
 ) -> Iterator[_Prometheus]:
     corpus = _corpus()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    budgets_never_spent(monkeypatch)  # what is accepted and applied, not how fast it is read
     made = _Prometheus(kube_control_plane, tmp_path, corpus)
     try:
         with deployments_made_available(kube_control_plane.kubeconfig):

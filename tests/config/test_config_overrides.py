@@ -15,7 +15,7 @@ from reconciler.config.overrides import server_rules, to_json_schema
 from reconciler.core.model import ClusterAccess, ModuleRef, Runtime
 from reconciler.core.overrides import merge_config, resolve_override
 from reconciler.core.resolve import Inclusion, ResolvedModule, VersionSource
-from reconciler.source.loader import ReadOptions, load_repo
+from reconciler.source.loader import load_repo
 from tests.support.repos import write_files
 from tests.support.tools import require_shared
 
@@ -302,9 +302,7 @@ def test_overrides_of_a_prometheus_spec_are_checked_against_the_real_crd(tmp_pat
         "channels/regular.yaml": _dump("Channel", "regular", {"modules": {"prometheus": "0.93.0"}}),
         "runtimes/prom.yaml": PROMETHEUS_RUNTIME,
     }
-    # the corpus is large: time budgets are not what this tests (a loaded machine must not fail it)
-    unhurried = ReadOptions(file_time_budget=600, commit_time_budget=1200)
-    validation = load_repo(write_files(tmp_path / "repo", files), unhurried)
+    validation = load_repo(write_files(tmp_path / "repo", files))
     found = [(d.line, d.column, d.message) for d in validation.diagnostics]
     assert all(d.rule == "C8" for d in validation.diagnostics), found
     assert len(found) == len(PROMETHEUS_EXPECTED), found

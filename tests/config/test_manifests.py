@@ -16,7 +16,6 @@ from click.testing import CliRunner
 
 from reconciler.cli import cli
 from reconciler.source.loader import ReadOptions, load_repo
-from tests.support.budgets import budgets_never_spent
 from tests.support.repos import RepoFactory, channel_file, dump, module_files, runtime_file
 from tests.support.tools import require_shared
 
@@ -297,12 +296,11 @@ def test_the_operators_version_label_is_its_folders_version(
 
 
 def test_the_prometheus_operator_corpus_validates_and_renders(
-    make_repo: RepoFactory, monkeypatch: pytest.MonkeyPatch
+    make_repo: RepoFactory,
 ) -> None:
     """The upstream CRDs (an enum lists the plain scalar ``=``, read by kubectl as the string
-    "=") are accepted as a module by the loader, ``validate`` and ``render``. What is accepted
-    is the point here, not how fast (tests/support/budgets.py)."""
-    budgets_never_spent(monkeypatch)
+    "=") are accepted as a module by the loader, ``validate`` and ``render``, within the time
+    budgets (CPU time of the reading thread: about 1.2 s of the 10 s a file may take)."""
     corpus = require_shared("corpus", "prometheus-operator")  # real manifests, as CI has them
     texts = [p.read_text() for p in sorted(corpus.glob("*/*.yaml"))]
     assert len(texts) == 16

@@ -4,6 +4,8 @@ so budgets run out after a known amount of work."""
 
 from __future__ import annotations
 
+import hashlib
+import threading
 from pathlib import Path
 
 import pytest
@@ -240,3 +242,26 @@ def test_the_sample_repo_reads_well_within_its_budget(monkeypatch: pytest.Monkey
 
     assert validation.diagnostics == ()
     assert clock.reads < 1_000
+
+
+def _work() -> None:
+    """About half a second of CPU time on this machine (256 MiB hashed)."""
+    block, digest = bytes(16 * 1024 * 1024), hashlib.sha256()
+    for _ in range(16):
+        digest.update(block)
+
+
+def test_time_the_machine_spends_on_other_work_does_not_spend_a_budget() -> None:
+    """The default clock is the reading thread's CPU time: while this thread waits for another
+    one's work (a loaded machine, other replicas, other tests), its budget stays whole."""
+    budget = ReadOptions(file_time_budget=0.05).time_budget()
+
+    with budget.file("manifest.yaml"):
+        other = threading.Thread(target=_work)
+        other.start()
+        other.join()  # waiting, no work of this thread's: a wall clock would be past 0.05 s
+        budget.check()
+    with budget.file("other.yaml"):
+        _work()  # this thread's own work counts
+        with pytest.raises(OverBudgetError):
+            budget.check()
