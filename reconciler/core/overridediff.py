@@ -44,6 +44,8 @@ def override_causes(
     causes: list[tuple[str, str]] = []
     for change in fields:
         enforced = by_path[change.path]
+        if change.new is None and _nulled_by_runtime(where[0], module, enforced.path):
+            enforced = EnforcedField(enforced.path, f"runtime {where[0].name}")
         tail = ".".join(enforced.path)
         cause = _cause(enforced, f"{module}.{tail}", *where)
         if cause not in causes:
@@ -89,3 +91,15 @@ def _cause(
         index = next((i for i, m in enumerate(runtime.modules) if m.name == module), 0)
         return runtime.source, f"spec.modules[{index}].config.{tail}"
     return channel.source, f"spec.config.{field}"
+
+
+def _nulled_by_runtime(runtime: Runtime, module: str, path: tuple[str, ...]) -> bool:
+    """Whether the runtime's entry of ``module`` sets the field at ``path`` to ``null``: it
+    releases a field its channel enforces, so the release is the runtime's doing."""
+    entry = next((m for m in runtime.modules if m.name == module), None)
+    node: object = entry.config if entry is not None else None
+    for step in path:
+        if not isinstance(node, dict) or step not in node:
+            return False
+        node = node[step]
+    return node is None
