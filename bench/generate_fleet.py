@@ -1,23 +1,6 @@
-"""Generates a large, valid config repo (the command line of tests/support/fleet_generator.py): N
-runtimes over M modules with V versions each.
-
-Used by the benchmarks (cold validation of 10,000 runtimes; the daemon and fleet diffs over
-1,000 runtimes x 10 modules). The layout is that of DESIGN.md §2, with the channels inside the
-repo (``channels/``). Deterministic for a seed: the same arguments write the same bytes.
-
-``--corrupt K`` plants K distinct mistakes, each in its own place (a runtime, a channel entry or a
-module), cycling through twelve kinds (unknown field, unknown channel, unknown module, pin to a
-missing version, name/file mismatch, duplicate key, wrong type, bad enum value, a channel mapping
-a missing module or a missing version, an unknown field or an unknown dependency in a module),
-and lists them in ``<out>/.corruptions.json`` (file, kind, rule expected, what was changed).
-Each mistake gives exactly one diagnostic, in its file.
-
-``--overrides F`` gives a fraction F of the runtimes a ``config`` override on one of their
-modules (and the ``regular`` channel a fleet-wide one), leaving everything else byte for byte as
-without it: the overrides come from a random generator of their own.
-
-``<out>/.fleet.json`` records the arguments (and a digest of this generator): the benchmarks
-reuse a fleet only when it matches, and the generator only ever replaces a folder that has it.
+"""The command line of tests/support/fleet_generator.py: a large, valid config repo of N runtimes
+over M modules with V versions each (what it writes, ``--corrupt`` and ``--overrides``: that
+module's docstring and bench/README.md).
 
     python bench/generate_fleet.py bench/out/fleet --runtimes 10000 [--corrupt 12] [--overrides 0.3]
 """

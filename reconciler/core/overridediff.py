@@ -97,9 +97,4 @@ def _nulled_by_runtime(runtime: Runtime, module: str, path: tuple[str, ...]) -> 
     """Whether the runtime's entry of ``module`` sets the field at ``path`` to ``null``: it
     releases a field its channel enforces, so the release is the runtime's doing."""
     entry = next((m for m in runtime.modules if m.name == module), None)
-    node: object = entry.config if entry is not None else None
-    for step in path:
-        if not isinstance(node, dict) or step not in node:
-            return False
-        node = node[step]
-    return node is None
+    return entry is not None and value_at(entry.config, path) is None
