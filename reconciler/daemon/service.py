@@ -37,6 +37,7 @@ from apscheduler.schedulers.background import BackgroundScheduler  # type: ignor
 from reconciler.core.fleetdiff import FleetDiffer
 from reconciler.core.head import Head
 from reconciler.core.model import ConfigRepo, Settings
+from reconciler.core.notifications import NoNotifier, Notifier
 from reconciler.core.redaction import mask
 from reconciler.daemon.channels import Channels
 from reconciler.daemon.commits import CommitGate
@@ -163,6 +164,8 @@ class Daemon:
         self.clock = clock
         self.options = options or DaemonOptions()
         self.metrics = metrics or Metrics()
+        #: Who is told about rollouts and refused or held commits (none until configured).
+        self.notifier: Notifier = NoNotifier()
         self.state = SourceState()
         self.scheduler: BackgroundScheduler | None = None
         #: The intervals the scheduler's jobs run at (:func:`schedule_jobs`).
