@@ -117,6 +117,16 @@ class SnapshotError(SourceError):
     """A snapshot standing in for a cluster (``--snapshot``) cannot be read, or is missing."""
 
 
+class RenderError(PermanentError):
+    """A templated module version (a chart, an overlay) cannot be rendered with the values it
+    was given: a template fails, the engine is missing, the output is not Kubernetes objects.
+    ``path`` is the file or folder to blame, for a located diagnostic."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class NotFoundError(PermanentError):
     """A runtime, module or other named item does not exist."""
 

@@ -19,6 +19,7 @@ from reconciler.config.validate import Validation
 from reconciler.core.durations import parse_duration
 from reconciler.core.model import ConfigRepo
 from reconciler.errors import ConfigError
+from reconciler.render import default_renderer
 from reconciler.source.loader import ReadOptions, channels_repository, load_repo
 
 
@@ -32,7 +33,7 @@ def load_validation(source: RepoInput) -> Validation:
     options = read_options(source)
     if source.channels_dir is None and source.repo.is_dir():
         options = _with_git_channels(source.repo, options)
-    return load_repo(source.repo, options)
+    return load_repo(source.repo, options, renderer=default_renderer())
 
 
 def load_valid_repo(source: RepoInput) -> ConfigRepo:

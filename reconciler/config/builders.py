@@ -10,6 +10,7 @@ required field present, every type right) and add no check of their own.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -89,7 +90,7 @@ def module_from(
 def _with_downtime(version: ModuleVersion, requires_downtime: bool) -> ModuleVersion:
     if not requires_downtime:
         return version
-    return ModuleVersion(version.version, version.objects, version.default_configuration, True)
+    return replace(version, requires_downtime=True)
 
 
 def runtime_from(data: Mapping[str, Any], source: str) -> Runtime:
@@ -126,6 +127,8 @@ def _module_ref(entry: Mapping[str, Any]) -> ModuleRef:
         version=entry.get("version"),
         strategy=Strategy(entry.get("strategy", Strategy.CREATE_AND_DELETE.value)),
         config=entry.get("config"),
+        values=entry.get("values"),
+        values_from=entry.get("valuesFrom"),
     )
 
 

@@ -35,13 +35,30 @@ class RawFile:
 
 
 @dataclass(frozen=True, slots=True)
+class RawTemplate:
+    """The files a templated version renders from (a chart's folder, an overlay's folder),
+    as bytes by path relative to ``root`` (the displayed folder), and their content digest."""
+
+    root: str
+    files: Mapping[str, bytes]
+    digest: str
+
+
+@dataclass(frozen=True, slots=True)
 class RawVersion:
-    """A version folder of a module."""
+    """A version folder of a module. ``markers`` are the files that decide its kind
+    (``manifest.yaml``, ``chart/Chart.yaml``, ``kustomization.yaml``, ``source.yaml``) found
+    in it; ``template`` the files a templated kind renders from; ``values`` its
+    ``values.yaml``; ``source`` its ``source.yaml``."""
 
     name: str
     path: str
     manifest: RawFile | None = None
     default: RawFile | None = None
+    markers: tuple[str, ...] = ()
+    template: RawTemplate | None = None
+    values: RawFile | None = None
+    source: RawFile | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,3 +84,6 @@ class RawRepo:
     channels_unavailable: bool = False
     #: Steps of the installed plugins (name -> optional), for ``disabledSteps``.
     plugin_steps: Mapping[str, bool] = field(default_factory=dict)
+    #: Files runtimes name in ``valuesFrom``, by their path in the repo (read when they are
+    #: files inside the repo; validation reports the others).
+    values_files: Mapping[str, RawFile] = field(default_factory=dict)

@@ -25,6 +25,14 @@ from reconciler.config.raw import RawFile, RawModule, RawRepo, RawVersion
 from reconciler.config.remotes import ref_problem, remote_problem
 from reconciler.config.schema import SchemaChecker
 from reconciler.config.settings_checks import settings_problems
+from reconciler.config.templates import (
+    declared_kind_problem,
+    entry_values,
+    template_source,
+    values_from_problem,
+    values_mapping,
+    version_kind,
+)
 from reconciler.config.yamlsafe import Document
 from reconciler.core.diagnostics import Diagnostic, Pointer, did_you_mean, sort_diagnostics
 from reconciler.core.durations import duration_minutes
@@ -33,12 +41,14 @@ from reconciler.core.model import (
     Channel,
     ConfigRepo,
     Module,
+    ModuleKind,
     ModuleVersion,
     Runtime,
     Settings,
 )
 from reconciler.core.overrides import module_channel
 from reconciler.core.resolve import RESOLUTIONS, Resolution, resolve_runtime
+from reconciler.core.templates import RenderCache, TemplateRenderer, render_repo
 from reconciler.core.versions import is_version, sorted_versions
 from reconciler.errors import OverBudgetError
 
@@ -93,12 +103,20 @@ def validate_repo(
     *,
     budget: TimeBudget | None = None,
     memo: CheckMemo | None = None,
+    renderer: TemplateRenderer | None = None,
+    render_cache: RenderCache | None = None,
 ) -> Validation:
     """Check ``raw`` against every config rule; see the module docstring. With a ``budget``,
     checking a file past its time is a C6 diagnostic for it, past the commit's time the only
-    diagnostic. A ``memo`` shared by several validations checks a document they share once."""
+    diagnostic. A ``memo`` shared by several validations checks a document they share once.
+    With a ``renderer``, every templated module a runtime gets is rendered (through
+    ``render_cache``) into :attr:`ConfigRepo.rendered`; a render that fails is a C9 error.
+    Without one, they are left unrendered (the core refuses to use them; core.templates)."""
     try:
-        return _validate(raw, checker, budget, memo or CheckMemo())
+        config = _validate(raw, checker, budget, memo or CheckMemo())
+        if renderer is None or config.repo is None:
+            return config
+        return _rendered(config, config.repo, renderer, render_cache or RenderCache())
     except OverBudgetError as over:  # the commit's time is up: nothing else is worth saying
         return Validation(None, (budget_diagnostic(over, ".", 1, 1),), _count_files(raw))
 
@@ -112,6 +130,7 @@ def _validate(
         channels_unavailable=raw.channels_unavailable,
         budget=budget,
         memo=memo,
+        values_files=raw.values_files,
     )
     settings = run.settings(raw.settings, raw.plugin_steps)
     modules = {m.name: run.module(m) for m in raw.modules}
@@ -124,6 +143,7 @@ def _validate(
         modules,
         {name: c for name, c in channels.items() if c is not None},
     )
+    run.values_files_checked()
     runtimes = {f.stem: run.runtime(f, repo) for f in raw.runtimes}
     diagnostics = tuple(sort_diagnostics(run.diagnostics))
     files = _count_files(raw)
@@ -134,6 +154,30 @@ def _validate(
     config = ConfigRepo(settings, valid_runtimes, modules, repo.channels)
     RESOLUTIONS.share(repo, config)  # the same modules and channels: the same answers
     return Validation(config, (), files, warnings)
+
+
+def _rendered(
+    validation: Validation, repo: ConfigRepo, renderer: TemplateRenderer, cache: RenderCache
+) -> Validation:
+    """``validation`` with the templated modules of its repo rendered, or their C9 errors."""
+    rendered, failures = render_repo(repo, renderer, cache)
+    if not failures:
+        config = replace(repo, rendered=rendered)
+        RESOLUTIONS.share(repo, config)
+        return replace(validation, repo=config)
+    seen: dict[tuple[str, str, str], list[str]] = {}
+    for failure in failures:
+        seen.setdefault((failure.module, failure.version, failure.message), []).append(
+            failure.runtime
+        )
+    diagnostics = []
+    for (module, version, message), runtimes in seen.items():
+        where = repo.modules[module].versions[version].template
+        path = where.root if where is not None else module
+        count = f" and {len(runtimes) - 1} more" if len(runtimes) > 1 else ""
+        text = f"module {module} {version} does not render for runtime {runtimes[0]}{count}: "
+        diagnostics.append(Diagnostic(path, 1, 1, "C9", text + message))
+    return replace(validation, repo=None, diagnostics=tuple(sort_diagnostics(diagnostics)))
 
 
 def _warnings(raw: RawRepo) -> list[Diagnostic]:
@@ -169,6 +213,9 @@ class _Run:
     channel_documents: dict[str, Document] = field(default_factory=dict)
     #: (channel, module, version): channel configs already checked for that version.
     checked_configs: set[tuple[str, str, str]] = field(default_factory=set)
+    #: ``valuesFrom`` files by repo path, and those scanned for credentials already.
+    values_files: Mapping[str, RawFile] = field(default_factory=dict)
+    values_data: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def timed(self, document: Document, check: Callable[[], bool]) -> bool:
         """``check()`` of ``document`` within its file's time budget; past it, what the check
@@ -263,15 +310,29 @@ class _Run:
         return False
 
     def version(self, raw: RawVersion) -> ModuleVersion:
-        if raw.manifest is None:
-            message = "version folder has no manifest.yaml"
-            self.diagnostics.append(Diagnostic(raw.path + "/manifest.yaml", 1, 1, "C2", message))
+        kind, problem = version_kind(raw)
+        if kind is None or problem is not None:
+            self.diagnostics.extend([problem] if problem is not None else [])
             return ModuleVersion(raw.name, ())
+        if kind.templated:
+            return self.templated_version(raw, kind)
+        assert raw.manifest is not None
         objects = [d.data for d in raw.manifest.documents if self.kubernetes_object(d)]
         if not raw.manifest.broken and not raw.manifest.documents:
             self.diagnostics.append(raw.manifest.at("C1", "manifest has no objects"))
         default = self.default_configuration(raw.default)
         return ModuleVersion(raw.name, tuple(objects), default)
+
+    def templated_version(self, raw: RawVersion, kind: ModuleKind) -> ModuleVersion:
+        """A chart, overlay or source version: its files and ``values.yaml``, checked for
+        credentials (C6); its objects are rendered per runtime after resolution."""
+        values, problems = values_mapping(raw.values, "values.yaml")
+        self.diagnostics.extend(problems)
+        if values is not None:
+            self.diagnostics.extend(find_inline_credentials(values, self.budget))
+        default = self.default_configuration(raw.default)
+        template = template_source(raw, kind, values)
+        return ModuleVersion(raw.name, (), default, kind=kind, template=template)
 
     def kubernetes_object(self, document: Document) -> bool:
         return self.timed(document, lambda: self.object_ok(document))
@@ -301,11 +362,16 @@ class _Run:
 
     def module_versions_metadata(self, document: Document, versions: Mapping[str, Any]) -> None:
         declared = document.data["spec"].get("versions", {})
-        for version in declared:
+        for version, metadata in declared.items():
             if version not in versions:
                 message = f"version {version} has no folder" + did_you_mean(version, versions)
                 pointer: Pointer = ("spec", "versions", version)
                 self.diagnostics.append(document.diagnostic("C4", message, pointer, key=True))
+            elif "kind" in metadata and (versions[version].objects or versions[version].template):
+                problem = declared_kind_problem(
+                    document, version, metadata["kind"], versions[version].kind
+                )
+                self.diagnostics.extend([problem] if problem is not None else [])
 
     def operators(self, module: Module, raw: RawModule, document: Document) -> None:
         by_version = {v.name: v for v in raw.versions}
@@ -356,7 +422,13 @@ class _Run:
             self.broken_channels.add(file.stem)
             return None
         spec = document.data["spec"]
-        channel = Channel(file.stem, dict(spec["modules"]), file.path, spec.get("config", {}))
+        channel = Channel(
+            file.stem,
+            dict(spec["modules"]),
+            file.path,
+            spec.get("config", {}),
+            spec.get("values", {}),
+        )
         for module_name, version in channel.modules.items():
             problem = _channel_entry_problem(module_name, version, modules)
             if problem is not None:
@@ -407,6 +479,7 @@ class _Run:
             return None
         runtime = runtime_from(document.data, file.path)
         found = self.runtime_fields(document, runtime)
+        runtime = self.runtime_values(document, runtime, found)
         resolution = resolve_runtime(repo, runtime)
         for problem in resolution.problems:
             if problem.channel in self.broken_channels or problem.rule == "C3":
@@ -453,6 +526,37 @@ class _Run:
             note = f" [with version {resolved.version}, as runtime '{runtime.name}' runs it]"
             self.add_findings(findings, note)
         return errors
+
+    def runtime_values(
+        self, document: Document, runtime: Runtime, found: list[Diagnostic]
+    ) -> Runtime:
+        """The runtime with each module entry's ``valuesFrom`` file merged under its
+        ``values``; problems of the files are added to ``found``."""
+        refs = []
+        for index, ref in enumerate(runtime.modules):
+            if ref.values_from is None:
+                refs.append(ref)
+                continue
+            at: Pointer = ("spec", "modules", index, "valuesFrom")
+            problem = values_from_problem(document, at, ref.values_from)
+            file = self.values_files.get(ref.values_from)
+            if problem is None and file is None:
+                message = f"valuesFrom file '{ref.values_from}' does not exist in the repo"
+                problem = document.diagnostic("C2", message, at)
+            found.extend([problem] if problem is not None else [])
+            values = self.values_data.get(ref.values_from)
+            refs.append(replace(ref, values=entry_values(ref.values, values)))
+        return replace(runtime, modules=tuple(refs))
+
+    def values_files_checked(self) -> None:
+        """Every ``valuesFrom`` file: one mapping document, scanned for credentials (C6),
+        reported once however many runtimes name it."""
+        for path, file in self.values_files.items():
+            values, problems = values_mapping(file, "a valuesFrom file")
+            self.diagnostics.extend(problems)
+            if values is not None:
+                self.diagnostics.extend(find_inline_credentials(values, self.budget))
+                self.values_data[path] = values.data
 
     def runtime_fields(self, document: Document, runtime: Runtime) -> list[Diagnostic]:
         found: list[Diagnostic] = []

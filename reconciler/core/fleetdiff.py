@@ -302,11 +302,13 @@ class FleetDiffer:
     ) -> ModuleChange | None:
         overrides = self._overrides(before, after, old, new)
         fields = override_fields(*overrides) if old is not None and any(overrides) else ()
-        same = live is None and old is not None and self._same(old, new)
+        same = live is None and old is not None and self._same(old, new, runtime.name)
         if same and not fields:
             return None
-        desired = self._desired_module(new)
-        module_live = (live or {}).get(new.name) if live is not None else self._assumed(old)
+        desired = self._desired_module(new, runtime.name)
+        module_live = (
+            (live or {}).get(new.name) if live is not None else self._assumed(old, runtime.name)
+        )
         context = Context.of(self.head, runtime.name, self.now)
         if live is not None:
             the_plan = plan_module(context, desired, module_live or LiveModule())
@@ -340,7 +342,7 @@ class FleetDiffer:
         its configuration that changes (then only those when nothing else changed)."""
         old, new = modules
         causes: tuple[Cause, ...] = ()
-        if not fields or old is None or not self._same(old, new):
+        if not fields or old is None or not self._same(old, new, runtime.name):
             causes = _causes_desired(
                 self.base, self.head, runtime, *resolutions, old, new, self.head_label
             )
@@ -384,7 +386,7 @@ class FleetDiffer:
     ) -> ModuleChange:
         module_live = (live or {}).get(old.name) if live is not None else None
         if module_live is None or module_live.inventory is None:
-            module_live = self._assumed(old)
+            module_live = self._assumed(old, runtime.name)
         assert module_live is not None
         the_plan = plan_removal(module_live)
         causes = _causes_removed(self.base, self.head, runtime, before, after, old, self.head_label)
@@ -392,24 +394,27 @@ class FleetDiffer:
 
     # -- planning, once per situation ---------------------------------------------------------
 
-    def _same(self, old: ResolvedModule, new: ResolvedModule) -> bool:
+    def _same(self, old: ResolvedModule, new: ResolvedModule, runtime: str) -> bool:
         if (old.version, old.strategy) != (new.version, new.strategy):
             return False
         before = self.base.modules[old.name].versions[old.version]
         after = self.head.modules[new.name].versions[new.version]
+        if before.kind.templated or after.kind.templated:  # the same render, or not
+            keys = (r.rendered.get((runtime, old.name)) for r in (self.base, self.head))
+            return len({k.key if k is not None else None for k in keys}) == 1
         return _same_content(before.objects, after.objects) and _same_content(
             (before.default_configuration,), (after.default_configuration,)
         )
 
-    def _desired_module(self, resolved: ResolvedModule) -> DesiredModule:
-        prepared = self._head_renderer.prepare(resolved)
+    def _desired_module(self, resolved: ResolvedModule, runtime: str) -> DesiredModule:
+        prepared = self._head_renderer.prepare(resolved, runtime)
         return DesiredModule.of(resolved, self.head.modules[resolved.name], prepared)
 
-    def _assumed(self, old: ResolvedModule | None) -> LiveModule | None:
+    def _assumed(self, old: ResolvedModule | None, runtime: str) -> LiveModule | None:
         """What runs when the base revision is deployed: its objects and inventory."""
         if old is None:
             return None
-        prepared = self._base_renderer.prepare(old)
+        prepared = self._base_renderer.prepare(old, runtime)
         base = DesiredModule.of(old, self.base.modules[old.name], prepared)
         objects = {ObjectRef.of(o.body): dict(o.body) for o in prepared}
         manifest = tuple(ObjectRef.of(o.body) for o in base.objects)
@@ -441,11 +446,19 @@ class FleetDiffer:
             new.strategy,
             window,
             in_window(window, context.now),
+            self._render_keys(context.runtime, new.name),
         )
         cached = self._plans.get(key)
         if cached is None:
             cached = self._plans[key] = plan_module(context, desired, live)
         return cached
+
+    def _render_keys(self, runtime: str, module: str) -> tuple[str | None, str | None]:
+        """Which renders of a templated module the runtime has at both revisions (none for a
+        plain one): runtimes with the same renders share their plan."""
+        found = (r.rendered.get((runtime, module)) for r in (self.base, self.head))
+        keys = tuple(f.key if f is not None else None for f in found)
+        return keys[0], keys[1]
 
 
 def _same_content(before: tuple[Any, ...], after: tuple[Any, ...]) -> bool:

@@ -99,6 +99,11 @@ class ModuleRef:
     #: ``config``: a partial ``spec`` of the module's configuration CR, enforced on this
     #: runtime (over the channel's ``config`` of the module; docs/configuration.md).
     config: Mapping[str, Any] | None = None
+    #: ``values`` merged over ``valuesFrom`` (a file of the repo): the runtime's values of a
+    #: chart module, the strongest layer (docs/charts.md).
+    values: Mapping[str, Any] | None = None
+    #: ``valuesFrom``: the repo path of the values file, for messages and causes.
+    values_from: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,14 +138,52 @@ class ManagedKind:
     kind: str
 
 
+class ModuleKind(StrEnum):
+    """What a module version folder holds, decided by the file it has (docs/charts.md):
+    ``manifest.yaml`` (manifest), ``chart/Chart.yaml`` (chart), ``kustomization.yaml``
+    (kustomize) or ``source.yaml`` (source: a chart or bundle fetched by digest)."""
+
+    MANIFEST = "manifest"
+    CHART = "chart"
+    KUSTOMIZE = "kustomize"
+    SOURCE = "source"
+
+    @property
+    def templated(self) -> bool:
+        """Whether the objects are rendered after resolution (all kinds but ``manifest``)."""
+        return self is not ModuleKind.MANIFEST
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateSource:
+    """What a renderer needs of a templated version besides the values: its files.
+
+    ``files`` maps paths relative to the template's root (``Chart.yaml``, ``templates/x.yaml``)
+    to their bytes; ``digest`` names that content (sha256 of paths and bytes), the first part
+    of the render cache's key. ``values`` is the version's ``values.yaml`` (over the chart's
+    own defaults), read from ``values_path``. ``name`` names the chart (its ``Chart.yaml``).
+    """
+
+    kind: ModuleKind
+    digest: str
+    files: Mapping[str, bytes]
+    root: str
+    values: Mapping[str, Any] = field(default_factory=dict)
+    values_path: str = ""
+    name: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class ModuleVersion:
-    """One version folder of a module: its manifest objects and default configuration."""
+    """One version folder of a module: its manifest objects and default configuration, or
+    the template (a chart, an overlay, a fetched source) its objects are rendered from."""
 
     version: str
     objects: tuple[Mapping[str, Any], ...]
     default_configuration: Mapping[str, Any] | None = None
     requires_downtime: bool = False
+    kind: ModuleKind = ModuleKind.MANIFEST
+    template: TemplateSource | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +212,9 @@ class Channel:
     #: ``spec.config``: module name -> a partial ``spec`` of its configuration CR, enforced on
     #: every runtime that takes the module with this channel (a runtime's ``config`` wins).
     config: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: ``spec.values``: module name -> values of its chart on every runtime of this channel
+    #: (over the version's ``values.yaml``; a runtime's ``values`` win).
+    values: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,3 +270,18 @@ class ConfigRepo:
     runtimes: Mapping[str, Runtime]
     modules: Mapping[str, Module]
     channels: Mapping[str, Channel]
+    #: The objects of templated module versions, rendered per (runtime, module) after
+    #: resolution (core.templates); empty when the repo has none or was not rendered.
+    rendered: Mapping[tuple[str, str], RenderedTemplate] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedTemplate:
+    """What rendering a templated version with one runtime's values gave: the objects to
+    apply, the hook objects kept apart (docs/charts.md), the chart's notes (text, not YAML),
+    and the key it is cached under (equal keys, equal output)."""
+
+    objects: tuple[Mapping[str, Any], ...]
+    key: str
+    hooks: tuple[Mapping[str, Any], ...] = ()
+    notes: str = ""

@@ -35,6 +35,7 @@ from reconciler.core.overrides import (
     resolve_override,
 )
 from reconciler.core.resolve import Resolution, ResolvedModule
+from reconciler.errors import RenderError
 
 #: Apply order of built-in kinds; unknown kinds (custom resources) come after all of them.
 KIND_ORDER: tuple[str, ...] = (
@@ -123,7 +124,7 @@ class Renderer:
     """Renders runtimes of one repo; caches each (module, version)'s prepared objects."""
 
     repo: ConfigRepo
-    _prepared: dict[tuple[str, str], list[RenderedObject]] = field(default_factory=dict)
+    _prepared: dict[tuple[str, ...], list[RenderedObject]] = field(default_factory=dict)
     _cluster_kinds: frozenset[tuple[str, str]] | None = None
 
     def render(self, resolution: Resolution, modules: Iterable[str] = ()) -> list[RenderedObject]:
@@ -134,8 +135,9 @@ class Renderer:
             if wanted and resolved.name not in wanted:
                 continue
             override = self.override(resolution, resolved)
+            runtime = resolution.runtime.name
             rendered.extend(
-                self._stamp(o, resolution.runtime.name, override) for o in self.prepare(resolved)
+                self._stamp(o, runtime, override) for o in self.prepare(resolved, runtime)
             )
         return rendered
 
@@ -145,21 +147,34 @@ class Renderer:
         channel = self.repo.channels.get(module_channel(runtime, resolved.name))
         return resolve_override(runtime, resolved, channel.config if channel else {})
 
-    def prepare(self, resolved: ResolvedModule) -> list[RenderedObject]:
-        """A module version's objects with everything but the runtime label, sorted."""
-        key = (resolved.name, resolved.version)
+    def prepare(self, resolved: ResolvedModule, runtime: str = "") -> list[RenderedObject]:
+        """A module version's objects with everything but the runtime label, sorted. A
+        templated version's objects are those rendered for ``runtime`` (core.templates),
+        prepared once per distinct render."""
+        module = self.repo.modules[resolved.name]
+        source = module.versions[resolved.version].objects
+        key: tuple[str, ...] = (resolved.name, resolved.version)
+        if module.versions[resolved.version].kind.templated:
+            template = self.repo.rendered.get((runtime, resolved.name))
+            if template is None:  # never an empty module: that would prune everything
+                raise RenderError(
+                    f"module {resolved.name} {resolved.version} is a "
+                    f"{module.versions[resolved.version].kind} and was not rendered for "
+                    f"runtime {runtime or '?'} (the repo was read without a renderer)"
+                )
+            source = template.objects
+            key = (*key, template.key)
         prepared = self._prepared.get(key)
         if prepared is None:
-            prepared = self._prepared[key] = self._prepare(
-                self.repo.modules[resolved.name], resolved.version
-            )
+            prepared = self._prepared[key] = self._prepare(module, resolved.version, source)
         return prepared
 
-    def _prepare(self, module: Module, version: str) -> list[RenderedObject]:
+    def _prepare(
+        self, module: Module, version: str, source: Sequence[Mapping[str, Any]]
+    ) -> list[RenderedObject]:
         content = module.versions[version]
         objects = [
-            RenderedObject(module.name, version, self._object(o, module, version))
-            for o in content.objects
+            RenderedObject(module.name, version, self._object(o, module, version)) for o in source
         ]
         objects.sort(key=lambda o: apply_order_key(o.body))
         if content.default_configuration is not None:
@@ -217,14 +232,15 @@ def apply_order_key(body: Mapping[str, Any]) -> tuple[int, str, str, str]:
 
 
 def _cluster_scoped_crds(repo: ConfigRepo) -> Iterable[tuple[str, str]]:
-    for module in repo.modules.values():
-        for version in module.versions.values():
-            for obj in version.objects:
-                if obj.get("kind") != "CustomResourceDefinition":
-                    continue
-                spec = obj.get("spec", {})
-                if spec.get("scope") == "Cluster":
-                    yield str(spec.get("group", "")), str(spec.get("names", {}).get("kind", ""))
+    rendered = (o for r in repo.rendered.values() for o in r.objects)
+    static = (o for m in repo.modules.values() for v in m.versions.values() for o in v.objects)
+    for objects in (static, rendered):
+        for obj in objects:
+            if obj.get("kind") != "CustomResourceDefinition":
+                continue
+            spec = obj.get("spec", {})
+            if spec.get("scope") == "Cluster":
+                yield str(spec.get("group", "")), str(spec.get("names", {}).get("kind", ""))
 
 
 def removal_order(names: Sequence[str], dependencies: Mapping[str, tuple[str, ...]]) -> list[str]:

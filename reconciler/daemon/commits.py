@@ -130,7 +130,9 @@ class CommitGate:
         try:
             revision = daemon.source.revision(head.config)
             options, head = daemon.channels_repo.read_options(revision, head)
-            validation = load_repo(daemon.source.path or ".", options, tree=revision.tree)
+            validation = load_repo(
+                daemon.source.path or ".", options, tree=revision.tree, renderer=daemon.renderer
+            )
         except TransientError:
             raise
         except PermanentError as error:

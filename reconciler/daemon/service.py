@@ -39,6 +39,7 @@ from reconciler.core.head import Head
 from reconciler.core.model import ConfigRepo, Settings
 from reconciler.core.notifications import NoNotifier, Notifier
 from reconciler.core.redaction import mask
+from reconciler.core.templates import TemplateRenderer
 from reconciler.daemon.channels import Channels
 from reconciler.daemon.commits import CommitGate
 from reconciler.daemon.logs import cause, failure_level, shown, source_failure
@@ -59,6 +60,7 @@ from reconciler.operations.engine import this_owner
 from reconciler.operations.model import CommitRecord, CommitVerdict, Operation, Retention
 from reconciler.operations.runner import Connect
 from reconciler.operations.store import StateStore
+from reconciler.render import default_renderer
 from reconciler.source.git import Revision
 from reconciler.source.loader import ReadOptions, load_repo
 
@@ -166,6 +168,8 @@ class Daemon:
         self.metrics = metrics or Metrics()
         #: Who is told about rollouts and refused or held commits (none until configured).
         self.notifier: Notifier = NoNotifier()
+        #: Renders the chart modules of each commit read (core.templates).
+        self.renderer: TemplateRenderer = default_renderer()
         self.state = SourceState()
         self.scheduler: BackgroundScheduler | None = None
         #: The intervals the scheduler's jobs run at (:func:`schedule_jobs`).
@@ -293,7 +297,9 @@ class Daemon:
         try:
             revision = self.source.revision(head.config)
             options, _ = self.channels_repo.read_options(revision, head, pinned=True)
-            validation = load_repo(self.source.path or ".", options, tree=revision.tree)
+            validation = load_repo(
+                self.source.path or ".", options, tree=revision.tree, renderer=self.renderer
+            )
         except ReconcilerError as error:
             log.warning(
                 "cannot read the commit in force %s (%s): %s", head.shown, cause(error), error

@@ -25,7 +25,9 @@ from reconciler.core.model import ConfigRepo
 from reconciler.core.plan_values import LiveModule
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
+from reconciler.core.templates import RenderCache, TemplateRenderer
 from reconciler.errors import ConfigError
+from reconciler.render import default_renderer
 from reconciler.source.git import GitTree, open_revision
 from reconciler.source.loader import ParseCache, ReadOptions, read_repo
 from reconciler.source.schemas import load_schemas
@@ -77,6 +79,10 @@ class Review:
     timings: Timings = field(default_factory=Timings)
     cache: ParseCache = field(default_factory=dict)
     memo: CheckMemo = field(default_factory=CheckMemo)
+    #: Renders the chart modules of both sides; one cache, so a chart unchanged between them
+    #: renders once per distinct values (core.templates).
+    renderer: TemplateRenderer = field(default_factory=default_renderer)
+    renders: RenderCache = field(default_factory=RenderCache)
     checker: SchemaChecker = field(default_factory=lambda: SchemaChecker(load_schemas()))
 
     def load(self, side: Side, what: str) -> tuple[ConfigRepo, str]:
@@ -93,7 +99,9 @@ class Review:
         if isinstance(tree, GitTree):  # reading git objects counts as git, not parsing
             self.timings.move("parse", "git", tree.io_seconds)
         with self.timings.phase("validate"):
-            validation = validate_repo(raw, self.checker, memo=self.memo)
+            validation = validate_repo(
+                raw, self.checker, memo=self.memo, renderer=self.renderer, render_cache=self.renders
+            )
         if validation.repo is None:
             raise ConfigError(validation.diagnostics, side=f"{what} ({label})")
         return validation.repo, label

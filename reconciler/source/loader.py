@@ -11,9 +11,10 @@ the benchmark, and the git source (a revision's tree, see :mod:`reconciler.sourc
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from reconciler.config.budget import (
     TimeBudget,
     budget_diagnostic,
 )
-from reconciler.config.raw import RawFile, RawModule, RawRepo, RawVersion
+from reconciler.config.raw import RawFile, RawModule, RawRepo, RawTemplate, RawVersion
 from reconciler.config.remotes import ref_problem, remote_problem
 from reconciler.config.schema import SchemaChecker
 from reconciler.config.validate import Validation, validate_repo
@@ -32,6 +33,7 @@ from reconciler.config.yamlsafe import parse_yaml
 from reconciler.core.diagnostics import Diagnostic
 from reconciler.core.model import ChannelsFrom
 from reconciler.core.redaction import mask
+from reconciler.core.templates import RenderCache, TemplateRenderer
 from reconciler.errors import OverBudgetError, SourceError, UnreadableError
 from reconciler.source.folder import FolderTree
 from reconciler.source.plugins import load_plugin_step_names
@@ -42,6 +44,11 @@ from reconciler.source.tree import Entry, SourceTree
 DEFAULT_MAX_FILE_SIZE = 5 * 1024 * 1024
 
 SETTINGS_FILE = "reconciler.yaml"
+
+#: The file a version folder holds, by module kind (docs/charts.md): exactly one of them.
+CHART_MARKER = "chart/Chart.yaml"
+KUSTOMIZE_MARKER = "kustomization.yaml"
+KIND_MARKERS = ("manifest.yaml", CHART_MARKER, KUSTOMIZE_MARKER, "source.yaml")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,13 +81,23 @@ def load_repo(
     *,
     tree: SourceTree | None = None,
     cache: ParseCache | None = None,
+    renderer: TemplateRenderer | None = None,
+    render_cache: RenderCache | None = None,
 ) -> Validation:
     """Read and validate the config repo at ``path``. Raises :class:`SourceError` when the repo
-    cannot be read at all (missing folder); every problem *in* it is a diagnostic instead."""
+    cannot be read at all (missing folder); every problem *in* it is a diagnostic instead.
+    ``renderer`` (injected by the caller: ``reconciler.render.default_renderer()``) renders
+    the templated modules the runtimes get, through ``render_cache`` (core.templates)."""
     options = options or ReadOptions()
     budget = options.time_budget()
     raw = read_repo(path, options, tree=tree, cache=cache, budget=budget)
-    return validate_repo(raw, checker or SchemaChecker(load_schemas()), budget=budget)
+    return validate_repo(
+        raw,
+        checker or SchemaChecker(load_schemas()),
+        budget=budget,
+        renderer=renderer,
+        render_cache=render_cache,
+    )
 
 
 def read_repo(
@@ -126,14 +143,16 @@ def _read_repo(reader: _Reader) -> RawRepo:
             reader.problems,
             reader.budget,
         ).yaml_files("", "channel", "")
+    runtimes = reader.runtimes()
     return RawRepo(
         settings=settings,
-        runtimes=reader.runtimes(),
+        runtimes=runtimes,
         modules=reader.modules(),
         channels=channels,
         problems=tuple(reader.problems),
         channels_unavailable=channels_root is None,
         plugin_steps=load_plugin_step_names() if settings is not None else {},
+        values_files=reader.values_files(runtimes),
     )
 
 
@@ -259,13 +278,66 @@ class _Reader:
         return RawModule(folder.rsplit("/", 1)[-1], self.show(folder), module, versions)
 
     def version(self, folder: str) -> RawVersion:
-        manifest, default = _join(folder, "manifest.yaml"), _join(folder, "default.yaml")
+        markers = tuple(m for m in KIND_MARKERS if self.tree.is_file(_join(folder, m)))
         return RawVersion(
             folder.rsplit("/", 1)[-1],
             self.show(folder),
-            self.file(manifest, "") if self.tree.is_file(manifest) else None,
-            self.file(default, "") if self.tree.is_file(default) else None,
+            self.optional_file(_join(folder, "manifest.yaml")),
+            self.optional_file(_join(folder, "default.yaml")),
+            markers,
+            self.template(folder, markers),
+            self.optional_file(_join(folder, "values.yaml")),
+            self.optional_file(_join(folder, "source.yaml")),
         )
+
+    def optional_file(self, path: str) -> RawFile | None:
+        """The file at ``path``, read and parsed, or ``None`` when there is none."""
+        return self.file(path, "") if self.tree.is_file(path) else None
+
+    def template(self, folder: str, markers: tuple[str, ...]) -> RawTemplate | None:
+        """The files of a chart (``chart/``) or an overlay (the version folder itself)."""
+        if markers == (CHART_MARKER,):
+            root = _join(folder, "chart")
+        elif markers == (KUSTOMIZE_MARKER,):
+            root = folder
+        else:
+            return None
+        files = dict(self.template_files(root, "", folder))
+        digest = hashlib.sha256()
+        for name, data in sorted(files.items()):
+            digest.update(f"{name}\0{len(data)}\0".encode())
+            digest.update(data)
+        return RawTemplate(self.show(root), files, "sha256:" + digest.hexdigest())
+
+    def template_files(self, root: str, sub: str, boundary: str) -> Iterator[tuple[str, bytes]]:
+        """Every file under ``root`` (hidden ones aside) by path relative to it; links out of
+        the version folder, submodules and files over the size limit are reported (C6)."""
+        for entry in self.tree.entries(_join(root, sub)):
+            relative = _join(sub, entry.name)
+            path = _join(root, relative)
+            if entry.name.startswith(".") or self.refused_entry(entry, path, boundary):
+                continue
+            if entry.is_dir:
+                yield from self.template_files(root, relative, boundary)
+                continue
+            text, problem = self.read_text(path, boundary, self.show(path))
+            if problem is not None:
+                self.problems.append(problem)
+            elif text is not None:
+                yield relative, text.encode()
+
+    def values_files(self, runtimes: tuple[RawFile, ...]) -> dict[str, RawFile]:
+        """The files named by the runtimes' ``valuesFrom`` (read leniently: validation checks
+        the documents), each read once; paths leaving the repo are not read (C6, reported by
+        validation)."""
+        found: dict[str, RawFile] = {}
+        for path in (p for f in runtimes for p in _values_from(f)):
+            normal = os.path.normpath(path)
+            if path in found or os.path.isabs(path) or normal.startswith(".."):
+                continue
+            if self.tree.is_file(normal) and not self.tree.escapes(normal, ""):
+                found[path] = self.file(normal, "")
+        return found
 
     def channels_location(self, settings: RawFile | None) -> tuple[SourceTree, str | None, str]:
         """Where channels are read from: ``--channels``, ``channelsFrom.path`` or ``channels/``.
@@ -425,6 +497,17 @@ class _SubTree:
 
     def inside(self, path: str) -> bool:
         return not os.path.isabs(path) and self.tree.inside(self._path(path))
+
+
+def _values_from(runtime: RawFile) -> Iterator[str]:
+    """The ``valuesFrom`` paths of a runtime file not validated yet."""
+    for document in runtime.documents:
+        spec = document.data.get("spec") if isinstance(document.data, dict) else None
+        entries = spec.get("modules") if isinstance(spec, dict) else None
+        for entry in entries if isinstance(entries, list) else ():
+            path = entry.get("valuesFrom") if isinstance(entry, dict) else None
+            if isinstance(path, str) and path:
+                yield path
 
 
 def _join(folder: str, name: str) -> str:

@@ -1,0 +1,34 @@
+"""The renderer of every module kind: one engine per kind, chosen by the request (edge)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from reconciler.core.model import ModuleKind, RenderedTemplate
+from reconciler.core.templates import RenderRequest, TemplateRenderer
+from reconciler.errors import RenderError
+from reconciler.render.helm import HelmChartRenderer
+
+
+@dataclass(frozen=True, slots=True)
+class KindRenderer:
+    """A :class:`TemplateRenderer` that hands each request to the engine of its kind."""
+
+    engines: Mapping[ModuleKind, TemplateRenderer]
+
+    def render(self, request: RenderRequest) -> RenderedTemplate:
+        """The objects of ``request``, rendered by the engine of its template's kind."""
+        engine = self.engines.get(request.template.kind)
+        if engine is None:
+            raise RenderError(
+                f"module kind '{request.template.kind}' cannot be rendered here (no engine)",
+                request.template.root,
+            )
+        return engine.render(request)
+
+
+def default_renderer() -> KindRenderer:
+    """The renderer the commands and the daemon use: Helm charts (the engine is loaded on the
+    first chart rendered, so a repo without charts never loads it)."""
+    return KindRenderer({ModuleKind.CHART: HelmChartRenderer()})

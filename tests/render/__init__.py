@@ -1,0 +1,1 @@
+"""Tests of reconciler.render: templated module versions rendered by the real engines."""

@@ -1,0 +1,145 @@
+"""Charts rendered by Helm's own engine (reconciler.render), and read as modules of a repo."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from reconciler.core.model import ConfigRepo, ModuleKind
+from reconciler.core.render import Renderer
+from reconciler.core.resolve import resolve_runtime
+from reconciler.core.templates import RenderCache
+from reconciler.errors import RenderError
+from reconciler.render import default_renderer
+from reconciler.render.documents import split_manifest
+from reconciler.source.loader import load_repo
+from tests.support.charts import chart_module_files
+from tests.support.repos import RepoFactory, channel_file, dump, runtime_file
+
+
+def test_a_document_may_start_with_a_comment_after_its_separator() -> None:
+    text = "a: 1\n---# second\nb: 2\n---  \n\nc: 3\n"
+    # as Go's regexp splits on (?:^|\s*\n)---\s*: the blank lines go with the separator
+    assert split_manifest(text) == ["a: 1", "# second\nb: 2", "c: 3\n"]
+
+
+def _repo(make_repo: RepoFactory, **files: Mapping[str, str]) -> ConfigRepo:
+    channel = channel_file("regular", {"web": "1.0.0"})
+    document = {
+        "apiVersion": "reconciler.dev/v1alpha1",
+        "kind": "Channel",
+        "metadata": {"name": "regular"},
+        "spec": {"modules": {"web": "1.0.0"}, "values": {"web": {"size": "medium"}}},
+    }
+    channel["channels/regular.yaml"] = dump(document)
+    tree = {
+        **chart_module_files("web", values={"greeting": "hi", "size": "small"}),
+        **channel,
+        **runtime_file("plain", "regular", [{"name": "web"}]),
+        **runtime_file(
+            "tuned",
+            "regular",
+            [{"name": "web", "valuesFrom": "values/big.yaml", "values": {"greeting": "hey"}}],
+        ),
+        "values/big.yaml": dump({"size": "large", "greeting": "yo", "replicas": 3}),
+    }
+    for extra in files.values():
+        tree.update(extra)
+    validation = load_repo(make_repo(tree), renderer=default_renderer())
+    assert validation.repo is not None, [d.format() for d in validation.diagnostics]
+    return validation.repo
+
+
+def _objects(repo: ConfigRepo, runtime: str) -> dict[str, Mapping[str, Any]]:
+    resolution = resolve_runtime(repo, repo.runtimes[runtime])
+    return {o.body["kind"]: o.body for o in Renderer(repo).render(resolution)}
+
+
+def test_a_chart_module_renders_with_each_runtimes_values(make_repo: RepoFactory) -> None:
+    repo = _repo(make_repo)
+    assert repo.modules["web"].versions["1.0.0"].kind is ModuleKind.CHART
+    plain, tuned = _objects(repo, "plain"), _objects(repo, "tuned")
+    assert plain["ConfigMap"]["data"] == {
+        "greeting": "hi",  # the version's values.yaml over the chart's default
+        "size": "medium",  # the channel's values over both
+        "namespace": "web-system",
+    }
+    assert tuned["ConfigMap"]["data"]["greeting"] == "hey"  # values over valuesFrom
+    assert tuned["ConfigMap"]["data"]["size"] == "large"
+    assert tuned["Deployment"]["spec"]["replicas"] == 3
+    assert plain["ConfigMap"]["metadata"]["name"] == "web-settings"  # release: the module
+    labels = tuned["Deployment"]["metadata"]["labels"]
+    assert labels["reconciler.dev/runtime"] == "tuned"
+    assert labels["reconciler.dev/module"] == "web"
+
+
+def test_notes_are_text_not_objects(make_repo: RepoFactory) -> None:
+    repo = _repo(make_repo)
+    rendered = repo.rendered[("plain", "web")]
+    assert rendered.notes.startswith("Thanks for installing web")
+    assert sorted(o["kind"] for o in rendered.objects) == ["ConfigMap", "Deployment"]
+
+
+def test_hooks_are_kept_apart_and_test_hooks_dropped(make_repo: RepoFactory) -> None:
+    job = (
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {name}\n  annotations:\n"
+        '    "helm.sh/hook": {hook}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n'
+        "      containers: [{{name: j, image: busybox}}]\n"
+    )
+    hooks = {
+        "modules/web/1.0.0/chart/templates/pre.yaml": job.format(name="pre", hook="pre-install"),
+        "modules/web/1.0.0/chart/templates/test.yaml": job.format(name="t", hook="test"),
+    }
+    repo = _repo(make_repo, hooks=hooks)
+    rendered = repo.rendered[("plain", "web")]
+    assert [h["metadata"]["name"] for h in rendered.hooks] == ["pre"]
+    assert "Job" not in {o["kind"] for o in rendered.objects}
+
+
+def test_a_template_error_is_a_located_c9_error(make_repo: RepoFactory) -> None:
+    broken = {"modules/web/1.0.0/chart/templates/bad.yaml": "{{ .Values.nope.deeper }}\n"}
+    tree = {
+        **chart_module_files("web"),
+        **broken,
+        **channel_file("regular", {"web": "1.0.0"}),
+        **runtime_file("a", "regular", [{"name": "web"}]),
+        **runtime_file("b", "regular", [{"name": "web"}]),
+    }
+    validation = load_repo(make_repo(tree), renderer=default_renderer())
+    (error,) = validation.diagnostics
+    assert error.rule == "C9"
+    assert error.path.endswith("modules/web/1.0.0/chart")
+    assert "does not render for runtime a and 1 more" in error.message
+    assert "nope" in error.message
+
+
+def test_the_same_chart_and_values_render_once_across_reads(make_repo: RepoFactory) -> None:
+    root = make_repo(
+        {
+            **chart_module_files("web"),
+            **channel_file("regular", {"web": "1.0.0"}),
+            **{
+                k: v
+                for i in range(5)
+                for k, v in runtime_file(f"r{i}", "regular", [{"name": "web"}]).items()
+            },
+        }
+    )
+    cache = RenderCache()
+    for _ in range(2):
+        load_repo(root, renderer=default_renderer(), render_cache=cache)
+    assert cache.renders == 1
+
+
+def test_without_a_renderer_a_chart_module_is_refused_not_emptied(make_repo: RepoFactory) -> None:
+    tree = {
+        **chart_module_files("web"),
+        **channel_file("regular", {"web": "1.0.0"}),
+        **runtime_file("a", "regular", [{"name": "web"}]),
+    }
+    repo = load_repo(make_repo(tree)).repo
+    assert repo is not None
+    with pytest.raises(RenderError, match="was not rendered"):
+        Renderer(repo).render(resolve_runtime(repo, repo.runtimes["a"]))
