@@ -559,12 +559,15 @@ def _step_view(step: StepRecord) -> StepView:
 
 
 def _waiting(operation: Operation) -> str:
-    """The first step not done of an unfinished operation: ``stage/step: message``."""
-    for stage in operation.stages:
-        for step in stage.steps:
-            if str(step.state) in ("running", "retrying", "pending", "failed"):
-                text = f"{stage.name}/{step.name}"
-                if step.retry_at is not None:
-                    text += f" (next attempt {time_text(step.retry_at)})"
-                return f"{text}: {step.message}" if step.message else text
-    return ""
+    """What an unfinished operation waits on: the step running, retrying or failed (else the
+    first one pending), as ``stage/step (next attempt ...): message``."""
+    steps = [(stage.name, step) for stage in operation.stages for step in stage.steps]
+    active = [s for s in steps if str(s[1].state) in ("running", "retrying", "failed")]
+    pending = [s for s in steps if str(s[1].state) == "pending"]
+    if not (active or pending):
+        return ""
+    stage, step = (active or pending)[0]
+    text = f"{stage}/{step.name}"
+    if step.retry_at is not None:
+        text += f" (next attempt {time_text(step.retry_at)})"
+    return f"{text}: {step.message}" if step.message else text
