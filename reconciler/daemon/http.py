@@ -22,7 +22,8 @@ The port faces the network, so every request is bounded (:class:`HttpLimits`, se
 are capped, and a flood of half-open ones cannot starve the probes); a body is refused (413)
 from its Content-Length before it is read, a chunked body once it passes the limit; a request
 whose headers and body do not arrive within the read timeout gets 408 and is closed. Every
-error is a JSON document ``{"error": "..."}`` and one log line, never a traceback. Secrets are
+error is a JSON document ``{"error": "..."}`` (the status page's 404 of an unknown runtime: an
+HTML page saying so) and one log line, never a traceback. Secrets are
 compared in constant time and never logged.
 
 Callers: ``reconciler daemon``, tests.

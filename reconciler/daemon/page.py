@@ -132,10 +132,13 @@ class Pages:
 
     def runtime(self, name: str) -> PageAnswer:
         """``/runtimes/NAME``: 404 (with the closest name) for one the daemon does not know."""
-        runtime = load_runtime(self.daemon, name) if is_runtime_name(name) else None
+        if not is_runtime_name(name):  # never compared with the fleet: it may be 60 KiB
+            message = f"'{name[:100]}' is no runtime name (a DNS-1123 label)"
+            return PageAnswer(404, HTML, render_page("missing.html", message=message, here=""))
+        runtime = load_runtime(self.daemon, name)
         if runtime is None:
             known = self.daemon.fleet()
-            message = f"no runtime '{name[:100]}' in the commit in force nor in the state store"
+            message = f"no runtime '{name}' in the commit in force nor in the state store"
             body = render_page("missing.html", message=message + did_you_mean(name, known), here="")
             return PageAnswer(404, HTML, body)
         operations = self.daemon.store.operations(runtime=name, limit=5)

@@ -19,6 +19,7 @@ import pytest
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ClusterAccess
 from reconciler.daemon.http import HttpServer, serve
+from reconciler.daemon.page import render_page
 from reconciler.daemon.service import Daemon
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
@@ -150,3 +151,18 @@ def test_what_the_page_does_not_serve(served: Served) -> None:
     head = urllib.request.Request(served.base + "/", method="HEAD")
     with urllib.request.urlopen(head, timeout=10) as response:
         assert response.read() == b""
+
+
+def test_a_name_that_is_no_runtime_name_is_refused_without_a_search(served: Served) -> None:
+    status, body = http_get(served.base + "/runtimes/" + "x" * 5000 + "%21")
+    assert status == 404
+    assert "is no runtime name" in body
+    assert "did you mean" not in body
+
+
+def test_what_a_page_prints_has_secrets_masked_and_html_escaped() -> None:
+    token = "ghp_" + "a" * 36
+    body = render_page("missing.html", message=f"<b>{token}</b>", here="").decode()
+
+    assert token not in body
+    assert "&lt;b&gt;***&lt;/b&gt;" in body
