@@ -98,6 +98,15 @@ def test_filters_are_query_parameters(served: Served) -> None:
     assert "Label selector:" in bad
 
 
+def test_pages_of_the_table_link_to_each_other_keeping_the_filters(served: Served) -> None:
+    page = served.page("/?per_page=1&page=2&state=Ready")
+
+    assert _rows(page) == ["b"]
+    assert '<a rel="prev" href="?state=Ready&amp;per_page=1">' in page
+    assert '<a rel="next" href="?state=Ready&amp;page=3&amp;per_page=1">' in page
+    assert "Page 2 of 3" in page
+
+
 def test_a_blocked_deletion_and_its_operation_tree(served: Served) -> None:
     for body in (APPS, USER_GADGET):
         served.clusters["a"].apply(body, field_manager="kubectl")
