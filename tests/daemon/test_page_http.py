@@ -107,6 +107,13 @@ def test_pages_of_the_table_link_to_each_other_keeping_the_filters(served: Serve
     assert "Page 2 of 3" in page
 
 
+def test_a_label_or_a_module_in_the_table_links_to_its_filter(served: Served) -> None:
+    page = served.page("/?q=a")
+
+    assert '<a class="module" href="?module=gadget&amp;q=a">gadget</a>' in page
+    assert _rows(served.page("/?q=a&module=gadget")) == ["a"]
+
+
 def test_a_blocked_deletion_and_its_operation_tree(served: Served) -> None:
     for body in (APPS, USER_GADGET):
         served.clusters["a"].apply(body, field_manager="kubectl")
