@@ -154,22 +154,10 @@ def load_fleet(daemon: Daemon) -> list[FleetRuntime]:
     statuses = {s.current.runtime: s for s in load_statuses(daemon.store, git_suspended=in_git)}
     names = sorted(set(declared) | set(statuses))
     owners = daemon.membership.owners(names)
-    runtimes = []
-    for name in names:
-        spec = declared.get(name)
-        runtimes.append(
-            FleetRuntime(
-                name,
-                labels=spec.labels if spec is not None else {},
-                in_git=spec is not None,
-                suspended_in_git=spec.suspend if spec is not None else False,
-                channel=spec.channel if spec is not None else "",
-                source=spec.source if spec is not None else "",
-                status=statuses.get(name),
-                owner=owners.get(name, ""),
-            )
-        )
-    return runtimes
+    return [
+        FleetRuntime.of(name, declared.get(name), statuses.get(name), owners.get(name, ""))
+        for name in names
+    ]
 
 
 def load_runtime(daemon: Daemon, name: str) -> FleetRuntime | None:
@@ -183,16 +171,7 @@ def load_runtime(daemon: Daemon, name: str) -> FleetRuntime | None:
     if spec is None and status is None:
         return None
     owners = daemon.membership.owners(daemon.fleet())
-    return FleetRuntime(
-        name,
-        labels=spec.labels if spec is not None else {},
-        in_git=spec is not None,
-        suspended_in_git=spec.suspend if spec is not None else False,
-        channel=spec.channel if spec is not None else "",
-        source=spec.source if spec is not None else "",
-        status=status,
-        owner=owners.get(name, ""),
-    )
+    return FleetRuntime.of(name, spec, status, owners.get(name, ""))
 
 
 def load_source(daemon: Daemon) -> SourceView:

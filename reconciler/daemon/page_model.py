@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from reconciler.core.head import Head, head_text
+from reconciler.core.model import Runtime
 from reconciler.core.selectors import SelectorError, parse_label_selector
 from reconciler.core.status import NOT_SYNCED, ModuleState, Reason
 from reconciler.operations.model import Operation, RuntimeStatus, StepRecord
@@ -115,6 +116,16 @@ class FleetRuntime:
     status: RuntimeStatus | None = None
     #: The replica that owns it ("" when none is live).
     owner: str = ""
+
+    @classmethod
+    def of(
+        cls, name: str, spec: Runtime | None, status: RuntimeStatus | None, owner: str
+    ) -> FleetRuntime:
+        """Runtime ``name`` as the commit in force declares it (``spec``; ``None``: it left
+        git) and the store recorded it (``status``; ``None``: never synced)."""
+        if spec is None:
+            return cls(name, status=status, owner=owner)
+        return cls(name, spec.labels, True, spec.suspend, spec.channel, spec.source, status, owner)
 
     @property
     def state(self) -> str:
