@@ -132,9 +132,9 @@ class SignatureVerdict:
         if not self.bad:
             return f"commit {self.head[:12]}: no commit to check"
         first = self.bad[-1]  # the oldest one to blame: the history went wrong there
-        scope = " since the last accepted one" if self.every_commit else ""
         more = f" (and {len(self.bad) - 1} more)" if len(self.bad) > 1 else ""
-        rule = f"every commit{scope} must carry a good signature from a trusted key"
+        which = "every commit since the last accepted one" if self.every_commit else "the head"
+        rule = f"{which} must carry a good signature from a trusted key"
         return f"{first.reason}{more}; {rule}"
 
     def to_json(self) -> list[dict[str, Any]]:

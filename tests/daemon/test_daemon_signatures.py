@@ -1,0 +1,248 @@
+"""The daemon accepts only commits signed by a key it trusts (issue 30): real git, real
+signatures (ssh-keygen and gpg keys made here), the daemon's poll called directly, in-memory
+clusters. A refused commit changes nothing in the clusters and keeps the last good one in force
+(C7); it is reported in the log, ``/status``, the metrics and a notification."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from reconciler.cluster.memory import InMemoryCluster
+from reconciler.core.model import ClusterAccess
+from reconciler.core.notifications import Notification, NotificationKind
+from reconciler.daemon.service import Daemon, DaemonOptions
+from reconciler.operations.store import SqliteStore
+from reconciler.source.git import RemoteSource
+from reconciler.source.signatures import TrustedKeys
+from tests.support.daemons import WIDGET, poll_and_reconcile, running_version
+from tests.support.fleet_history import BASE_FILES, channel_yaml, write_tree
+from tests.support.signing import Keys, PgpKey, SshKey, git, keys, signed_commit
+
+__all__ = ["keys"]  # the fixture
+
+BUMP = {
+    "channels/regular.yaml": channel_yaml(
+        "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
+    )
+}
+
+
+class SignedFleet:
+    """A working copy whose commits, each signed with the key given (or not), are pushed to a
+    bare repository the daemon follows."""
+
+    def __init__(self, root: Path, key: SshKey | PgpKey | None) -> None:
+        self.work = root / "work"
+        self.remote = root / "remote.git"
+        subprocess.run(["git", "init", "-q", "--bare", str(self.remote)], check=True)
+        write_tree(self.work, dict(BASE_FILES))
+        git(self.work, "init", "-q", "-b", "main")
+        self.commit("base", key)
+
+    def commit(
+        self, message: str, key: SshKey | PgpKey | None, files: dict[str, str | None] | None = None
+    ) -> str:
+        write_tree(self.work, files or {})
+        commit = signed_commit(self.work, message, key)
+        git(self.work, "push", "-q", str(self.remote), "HEAD:refs/heads/main")
+        return commit
+
+
+@dataclass
+class Told:
+    """The notifier seam, recording (the delivery is not this test's business)."""
+
+    notifications: list[Notification] = field(default_factory=list)
+
+    def notify(self, notification: Notification) -> None:
+        self.notifications.append(notification)
+
+
+@dataclass
+class Setup:
+    root: Path
+    clusters: dict[str, InMemoryCluster]
+    told: Told
+    daemons: list[Daemon] = field(default_factory=list)
+
+    def daemon(self, trusted: TrustedKeys) -> Daemon:
+        def connect(access: ClusterAccess, name: str) -> InMemoryCluster:
+            return self.clusters.setdefault(name, InMemoryCluster())
+
+        source = RemoteSource(
+            str(self.root / "remote.git"), "main", "fleet", self.root / "cache", local=True
+        )
+        options = DaemonOptions(trusted_keys=trusted)
+        made = Daemon(
+            source, SqliteStore(self.root / "state.db"), connect, lambda: datetime.now(UTC), options
+        )
+        made.notifier = self.told
+        self.daemons.append(made)
+        return made
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[Setup]:
+    made = Setup(tmp_path, {}, Told())
+    try:
+        yield made
+    finally:
+        for daemon in made.daemons:
+            daemon.close()
+
+
+def _signers(path: Path, *keys: SshKey) -> Path:
+    path.write_text("".join(key.signers_line for key in keys))
+    return path
+
+
+def _metric(daemon: Daemon, status: str) -> float:
+    text = daemon.metrics.exposition().decode()
+    line = f'reconciler_commits_unverified_total{{status="{status}"}} '
+    found = [row for row in text.splitlines() if row.startswith(line)]
+    return float(found[0].removeprefix(line)) if found else 0.0
+
+
+def test_a_commit_signed_by_a_trusted_key_is_accepted(keys: Keys, setup: Setup) -> None:
+    alice = keys.ssh("alice")
+    fleet = SignedFleet(setup.root, alice)
+    daemon = setup.daemon(TrustedKeys(ssh_signers=(_signers(setup.root / "signers", alice),)))
+
+    assert poll_and_reconcile(daemon)
+    assert running_version(setup.clusters["a"], WIDGET) == "1.0.0"
+
+    bumped = fleet.commit("bump", alice, BUMP)
+    assert poll_and_reconcile(daemon)
+    assert daemon.status()["source"]["commit"] == bumped
+    assert running_version(setup.clusters["a"], WIDGET) == "2.0.0"
+    assert setup.told.notifications == []
+
+
+@pytest.mark.parametrize("signer", [None, "mallory"])
+def test_unsigned_or_unknown_key_is_refused_and_changes_nothing(
+    keys: Keys, setup: Setup, signer: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    alice = keys.ssh("alice")
+    fleet = SignedFleet(setup.root, alice)
+    daemon = setup.daemon(TrustedKeys(ssh_signers=(_signers(setup.root / "signers", alice),)))
+    poll_and_reconcile(daemon)
+    good = daemon.state.commit
+    writes = {name: c.writes for name, c in setup.clusters.items()}
+
+    bad = fleet.commit("bump", keys.ssh(signer) if signer else None, BUMP)
+    with caplog.at_level(logging.ERROR, logger="reconciler.daemon"):
+        assert not poll_and_reconcile(daemon)
+
+    assert daemon.state.commit == good  # C7: the last good commit stays in force
+    assert {name: c.writes for name, c in setup.clusters.items()} == writes
+    assert running_version(setup.clusters["a"], WIDGET) == "1.0.0"
+    status = "Unsigned" if signer is None else "UntrustedKey"
+    refused = daemon.status()["source"]["refused"]
+    assert refused["commit"] == bad
+    assert [s["status"] for s in refused["signatures"]] == [status]
+    assert refused["signatures"][0]["commit"] == bad
+    reason = "it is not signed" if signer is None else "it is signed by a key that is not trusted"
+    assert f"commit {bad[:12]} refused: commit {bad[:12]}: {reason}" in refused["message"]
+    assert f"still on {good.shown if good else ''}" in refused["message"]
+    assert any(reason in r.getMessage() and bad[:12] in r.getMessage() for r in caplog.records)
+    assert _metric(daemon, status) == 1.0
+    [told] = setup.told.notifications
+    assert told.kind is NotificationKind.COMMIT_REFUSED
+    assert told.commit == bad
+    assert told.details["status"] == status
+    assert reason in told.summary
+
+    assert not poll_and_reconcile(daemon)  # judged once: no second notification
+    assert len(setup.told.notifications) == 1
+
+    fixed = fleet.commit("bump, signed", alice)
+    assert poll_and_reconcile(daemon)
+    assert daemon.status()["source"]["commit"] == fixed
+    assert daemon.status()["source"]["refused"] is None
+    assert running_version(setup.clusters["a"], WIDGET) == "2.0.0"
+
+
+def test_a_good_commit_on_top_of_an_unsigned_one_when_every_commit_must_be_signed(
+    keys: Keys, setup: Setup
+) -> None:
+    alice = keys.ssh("alice")
+    fleet = SignedFleet(setup.root, alice)
+    signers = _signers(setup.root / "signers", alice)
+    daemon = setup.daemon(TrustedKeys(ssh_signers=(signers,), every_commit=True))
+    poll_and_reconcile(daemon)
+    good = daemon.state.commit
+
+    unsigned = fleet.commit("bump, unsigned", None, BUMP)
+    head = fleet.commit("harmless, signed", alice)
+    assert not poll_and_reconcile(daemon)
+
+    assert daemon.state.commit == good
+    assert running_version(setup.clusters["a"], WIDGET) == "1.0.0"
+    refused = daemon.status()["source"]["refused"]
+    assert refused["commit"] == head
+    assert [(s["commit"], s["status"]) for s in refused["signatures"]] == [(unsigned, "Unsigned")]
+    assert "every commit since the last accepted one must carry" in refused["message"]
+    assert setup.told.notifications[0].details["blame"] == unsigned
+
+
+def test_the_head_alone_is_checked_unless_every_commit_is_asked_for(
+    keys: Keys, setup: Setup
+) -> None:
+    alice = keys.ssh("alice")
+    fleet = SignedFleet(setup.root, alice)
+    daemon = setup.daemon(TrustedKeys(ssh_signers=(_signers(setup.root / "signers", alice),)))
+    poll_and_reconcile(daemon)
+
+    fleet.commit("bump, unsigned", None, BUMP)
+    head = fleet.commit("harmless, signed", alice)
+
+    assert poll_and_reconcile(daemon)
+    assert daemon.status()["source"]["commit"] == head
+
+
+def test_key_rotation_with_two_trusted_keys(keys: Keys, setup: Setup) -> None:
+    old, new, carol = keys.ssh("old"), keys.ssh("new"), keys.pgp("carol")
+    folder = setup.root / "trusted"  # as a Secret is mounted: one file per key of its data
+    folder.mkdir()
+    _signers(folder / "allowed_signers", old, new)
+    (folder / "carol.asc").write_bytes(carol.armored())
+    fleet = SignedFleet(setup.root, old)
+    daemon = setup.daemon(TrustedKeys(folders=(folder,), every_commit=True))
+    assert poll_and_reconcile(daemon)
+
+    fleet.commit("signed with the new key", new)
+    assert poll_and_reconcile(daemon)
+    head = fleet.commit("bump, signed with OpenPGP", carol, BUMP)
+    assert poll_and_reconcile(daemon)
+    assert daemon.status()["source"]["commit"] == head
+    assert running_version(setup.clusters["a"], WIDGET) == "2.0.0"
+
+    _signers(folder / "allowed_signers", new)  # the old key retired, read again at once
+    late = fleet.commit("signed with the retired key", old)
+    assert not poll_and_reconcile(daemon)
+    assert daemon.status()["source"]["refused"]["commit"] == late
+    assert daemon.status()["source"]["commit"] == head
+
+
+def test_unreadable_keys_make_the_commit_wait_not_refused(keys: Keys, setup: Setup) -> None:
+    alice = keys.ssh("alice")
+    fleet = SignedFleet(setup.root, alice)
+    signers = _signers(setup.root / "signers", alice)
+    daemon = setup.daemon(TrustedKeys(ssh_signers=(signers,)))
+    poll_and_reconcile(daemon)
+
+    signers.unlink()  # a Secret mount being replaced
+    head = fleet.commit("bump", alice, BUMP)
+    assert not poll_and_reconcile(daemon)
+    source = daemon.status()["source"]
+    assert source["refused"] is None
+    assert source["waiting"]["commit"] == head
+    assert "signers: No such file or directory" in source["waiting"]["reason"]
+    assert setup.told.notifications == []
