@@ -27,7 +27,7 @@ from tests.support.signing import Keys, PgpKey, SshKey, git, keys, signed_commit
 
 __all__ = ["keys"]  # the fixture
 
-BUMP = {
+BUMP: dict[str, str | None] = {
     "channels/regular.yaml": channel_yaml(
         "regular", {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
     )
