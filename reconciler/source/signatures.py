@@ -119,6 +119,17 @@ def check_trusted_keys(keys: TrustedKeys) -> str:
         raise SourceError(str(error)) from None
 
 
+def find_git_dir(folder: Path) -> Path:
+    """The git directory of the repository holding ``folder`` (a :class:`SourceError` when
+    none does)."""
+    done = _run(
+        ["git", "-C", str(folder), "rev-parse", "--absolute-git-dir"], _git_env(Path(os.devnull))
+    )
+    if done.returncode != 0:
+        raise SourceError(f"{folder}: not inside a git repository (--verify checks git commits)")
+    return Path(done.stdout.decode().strip())
+
+
 def resolve_commit(git_dir: Path, revision: str) -> str:
     """The commit id ``revision`` names in the repository at ``git_dir`` (a
     :class:`SourceError` when it names none)."""

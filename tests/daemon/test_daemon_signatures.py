@@ -5,15 +5,21 @@ clusters. A refused commit changes nothing in the clusters and keeps the last go
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from reconciler.cli import cli
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ClusterAccess
 from reconciler.core.notifications import Notification, NotificationKind
@@ -21,9 +27,24 @@ from reconciler.daemon.service import Daemon, DaemonOptions
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
 from reconciler.source.signatures import TrustedKeys
-from tests.support.daemons import WIDGET, poll_and_reconcile, running_version
+from tests.support.daemons import (
+    WIDGET,
+    free_port,
+    http_get,
+    poll_and_reconcile,
+    running_version,
+    until,
+)
 from tests.support.fleet_history import BASE_FILES, channel_yaml, write_tree
-from tests.support.signing import Keys, PgpKey, SshKey, git, keys, signed_commit
+from tests.support.signing import (
+    Keys,
+    PgpKey,
+    SshKey,
+    git,
+    keys,
+    need_signing_tools,
+    signed_commit,
+)
 
 __all__ = ["keys"]  # the fixture
 
@@ -50,9 +71,9 @@ class SignedFleet:
         self, message: str, key: SshKey | PgpKey | None, files: dict[str, str | None] | None = None
     ) -> str:
         write_tree(self.work, files or {})
-        commit = signed_commit(self.work, message, key)
+        self.head = signed_commit(self.work, message, key)
         git(self.work, "push", "-q", str(self.remote), "HEAD:refs/heads/main")
-        return commit
+        return self.head
 
 
 @dataclass
@@ -246,3 +267,80 @@ def test_unreadable_keys_make_the_commit_wait_not_refused(keys: Keys, setup: Set
     assert source["waiting"]["commit"] == head
     assert "signers: No such file or directory" in source["waiting"]["reason"]
     assert setup.told.notifications == []
+
+
+def test_the_daemon_command_refuses_an_unsigned_commit(keys: Keys, tmp_path: Path) -> None:
+    """``reconciler daemon --trusted-keys-dir``: the process, its /status and /metrics."""
+    alice = keys.ssh("alice")
+    folder = tmp_path / "trusted"
+    folder.mkdir()
+    _signers(folder / "allowed_signers", alice)
+    fleet = SignedFleet(tmp_path, None)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RECONCILER_", "XDG_"))}
+    env["HOME"] = str(tmp_path / "home")
+    command = [sys.executable, "-m", "reconciler", "daemon", "--repo", str(fleet.remote)]
+    command += ["--path", "fleet", "--listen", f"127.0.0.1:{port}"]
+    command += ["--snapshot", f"{tmp_path / 'clusters'}/", "--snapshot-create"]
+    command += ["--trusted-keys-dir", str(folder), "--verify-every-commit"]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        until(lambda: _refused(base) is not None, seconds=60)
+        refused = _refused(base)
+        assert refused is not None
+        assert [s["status"] for s in refused["signatures"]] == ["Unsigned"]
+        assert http_get(base + "/readyz")[0] != 200  # nothing in force: not ready
+        metrics = http_get(base + "/metrics")[1]
+        assert 'reconciler_commits_unverified_total{status="Unsigned"} 1.0' in metrics
+    finally:
+        process.terminate()
+        _, errors = process.communicate(timeout=60)
+    logged = errors.decode()
+    assert "verifying commit signatures: every commit since the last accepted one" in logged
+    assert "1 SSH signer, 0 OpenPGP keys" in logged
+    assert f"commit {fleet.head[:12]} refused: commit {fleet.head[:12]}: it is not signed" in logged
+
+
+def _refused(base: str) -> dict[str, Any] | None:
+    try:
+        code, body = http_get(base + "/status")
+    except OSError:
+        return None
+    refused = json.loads(body)["source"]["refused"] if code == 200 else None
+    return refused if isinstance(refused, dict) else None
+
+
+def test_a_key_file_to_fix_stops_the_daemon_at_start(tmp_path: Path) -> None:
+    need_signing_tools()
+    SignedFleet(tmp_path, None)
+    signers = tmp_path / "allowed_signers"
+    signers.write_text("# nobody\n")
+    result = CliRunner().invoke(
+        cli,
+        [
+            "daemon",
+            "--repo",
+            str(tmp_path / "remote.git"),
+            "--trusted-ssh-signers",
+            str(signers),
+            "--snapshot",
+            f"{tmp_path / 'clusters'}/",
+            "--snapshot-create",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        env={"HOME": str(tmp_path / "home")},
+    )
+    assert result.exit_code == 2, result.output
+    assert f"error: trusted ssh signers {signers}: no entry in it" in result.stderr
+    assert "Traceback" not in result.output + result.stderr
+
+
+def test_every_commit_without_keys_is_a_usage_error(tmp_path: Path) -> None:
+    SignedFleet(tmp_path, None)
+    result = CliRunner().invoke(
+        cli, ["daemon", "--repo", str(tmp_path / "remote.git"), "--verify-every-commit"]
+    )
+    assert result.exit_code == 2
+    assert "--verify-every-commit needs trusted keys" in result.stderr
