@@ -254,7 +254,7 @@ log = logging.getLogger("reconciler.daemon")
     envvar="RECONCILER_KEEP_FAILURES",
     help="Failed operations are kept this long (168h: 7 days), beyond --keep-operations.",
 )
-@trusted_keys_options
+@trusted_keys_options()
 @click.pass_context
 def daemon(
     ctx: click.Context,

@@ -10,6 +10,7 @@ environment), never from the repository being verified.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -68,23 +69,27 @@ _OPTIONS = (
 )
 
 
-def trusted_keys_options(command: F) -> F:
-    """Add the trusted-key options to ``command``, which takes ``trusted_keys`` instead."""
+def trusted_keys_options(*, every_commit: bool = True) -> Callable[[F], F]:
+    """Add the trusted-key options to a command (``--verify-every-commit`` only when
+    ``every_commit``), which takes one ``trusted_keys`` value instead."""
 
-    @functools.wraps(command)
-    def with_keys(*args: Any, **kwargs: Any) -> Any:
-        kwargs["trusted_keys"] = trusted_keys_of(
-            kwargs.pop("trusted_ssh_signers"),
-            kwargs.pop("trusted_openpgp_keys"),
-            kwargs.pop("trusted_keys_dirs"),
-            every_commit=kwargs.pop("verify_every_commit"),
-        )
-        return command(*args, **kwargs)
+    def decorate(command: F) -> F:
+        @functools.wraps(command)
+        def with_keys(*args: Any, **kwargs: Any) -> Any:
+            kwargs["trusted_keys"] = trusted_keys_of(
+                kwargs.pop("trusted_ssh_signers"),
+                kwargs.pop("trusted_openpgp_keys"),
+                kwargs.pop("trusted_keys_dirs"),
+                every_commit=kwargs.pop("verify_every_commit", False),
+            )
+            return command(*args, **kwargs)
 
-    wrapped: Any = with_keys
-    for option in reversed(_OPTIONS):
-        wrapped = option(wrapped)
-    return cast(F, wrapped)
+        wrapped: Any = with_keys
+        for option in reversed(_OPTIONS if every_commit else _OPTIONS[:-1]):
+            wrapped = option(wrapped)
+        return cast(F, wrapped)
+
+    return decorate
 
 
 def trusted_keys_of(
@@ -115,17 +120,27 @@ def need_keys(trusted_keys: TrustedKeys) -> None:
         )
 
 
-def verify_revisions(
-    repo: Path, head: str, trusted_keys: TrustedKeys, since: str | None = None
+def verify_checkout(
+    repo: Path, trusted_keys: TrustedKeys, head: str | None = None, since: str | None = None
 ) -> SignatureVerdict:
-    """The signature verdict on the commit ``head`` of the git repository holding ``repo``
-    (with ``since`` and ``--verify-every-commit``, on every commit since ``since``)."""
-    from reconciler.source.signatures import find_git_dir, resolve_commit, verify_commits
+    """The signature verdict on ``head`` of the git repository holding ``repo`` (None: the
+    commit checked out, whose folder ``repo`` must then have no uncommitted change, which no
+    signature covers); with ``since`` and ``--verify-every-commit``, on every commit since
+    ``since``."""
+    from reconciler.source.signatures import (
+        find_git_dir,
+        resolve_commit,
+        uncommitted,
+        verify_commits,
+    )
 
     git_dir = find_git_dir(repo)
-    commit = resolve_commit(git_dir, head)
+    commit = resolve_commit(git_dir, head or "HEAD")
     base = resolve_commit(git_dir, since) if since is not None else None
-    return verify_commits(git_dir, commit, trusted_keys, base)
+    verdict = verify_commits(git_dir, commit, trusted_keys, base)
+    if head is None and uncommitted(repo):
+        return dataclasses.replace(verdict, uncommitted=True)
+    return verdict
 
 
 def print_verdict(verdict: SignatureVerdict) -> None:
@@ -138,3 +153,17 @@ def print_verdict(verdict: SignatureVerdict) -> None:
     click.echo(f"signatures: {verdict.reason}", err=True)
     for signature in verdict.bad[:-1]:  # the oldest one is in the reason already
         click.echo(f"signatures: {signature.reason}", err=True)
+    if verdict.bad and verdict.uncommitted:
+        click.echo("signatures: the working tree has changes that no signature covers", err=True)
+
+
+def verdict_json(verdict: SignatureVerdict) -> dict[str, Any]:
+    """``signatures`` of ``validate -o json`` (with ``--verify``)."""
+    return {
+        "head": verdict.head,
+        "checked": verdict.checked,
+        "signed": verdict.accepted,
+        "uncommitted": verdict.uncommitted,
+        "reason": verdict.reason,
+        "bad": verdict.to_json(),
+    }

@@ -118,22 +118,32 @@ class SignatureVerdict:
     checked: int
     bad: tuple[CommitSignature, ...]
     every_commit: bool
+    #: The commit the check started after (the one in force, a ``--base``), when every commit
+    #: since it was checked.
+    since: str = ""
+    #: A working tree was read (``validate --verify``) and has changes no commit signs.
+    uncommitted: bool = False
 
     @property
     def accepted(self) -> bool:
         """Every commit checked carries a good signature from a trusted key."""
-        return not self.bad and self.checked > 0
+        return not self.bad and self.checked > 0 and not self.uncommitted
 
     @property
     def reason(self) -> str:
         """One line: why the head is refused (empty when accepted)."""
         if self.accepted:
             return ""
+        if not self.bad and self.uncommitted:
+            return (
+                f"the working tree has changes that no signature covers (on top of commit "
+                f"{self.head[:12]}): commit them, signed, or check a clean checkout"
+            )
         if not self.bad:
             return f"commit {self.head[:12]}: no commit to check"
         first = self.bad[-1]  # the oldest one to blame: the history went wrong there
         more = f" (and {len(self.bad) - 1} more)" if len(self.bad) > 1 else ""
-        which = "every commit since the last accepted one" if self.every_commit else "the head"
+        which = f"every commit since {self.since[:12]}" if self.every_commit else "the head"
         rule = f"{which} must carry a good signature from a trusted key"
         return f"{first.reason}{more}; {rule}"
 
@@ -143,9 +153,9 @@ class SignatureVerdict:
 
 
 def judge_signatures(
-    head: str, signatures: Sequence[CommitSignature], *, every_commit: bool
+    head: str, signatures: Sequence[CommitSignature], since: str | None = None
 ) -> SignatureVerdict:
     """The verdict on ``head`` from the ``signatures`` of the commits checked (``head`` alone,
-    or with ``every_commit`` every commit since the last accepted one, newest first)."""
+    or with ``since`` every commit since that one, newest first)."""
     bad = tuple(signature for signature in signatures if not signature.good)
-    return SignatureVerdict(head, len(signatures), bad, every_commit)
+    return SignatureVerdict(head, len(signatures), bad, since is not None, since or "")

@@ -130,6 +130,18 @@ def find_git_dir(folder: Path) -> Path:
     return Path(done.stdout.decode().strip())
 
 
+def uncommitted(folder: Path) -> bool:
+    """Whether ``folder`` (in a git working tree) has changes or untracked files not committed
+    (``git status``; ignored files aside)."""
+    done = _run(
+        ["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=all", "--", "."],
+        _git_env(Path(os.devnull)),
+    )
+    if done.returncode != 0:
+        raise SourceError(f"{folder}: git status failed: {done.stderr.decode().strip()}")
+    return bool(done.stdout.strip())
+
+
 def resolve_commit(git_dir: Path, revision: str) -> str:
     """The commit id ``revision`` names in the repository at ``git_dir`` (a
     :class:`SourceError` when it names none)."""
@@ -186,7 +198,7 @@ def verify_commits(
             retry_after=KEY_RETRY_SECONDS,
         )
     signatures = [_signature(record) for record in done.stdout.decode().split("\0") if record]
-    return judge_signatures(head, signatures, every_commit=every)
+    return judge_signatures(head, signatures, since if every else None)
 
 
 def _signature(record: str) -> CommitSignature:

@@ -1,4 +1,4 @@
-"""The daemon accepts only commits signed by a key it trusts (issue 30): real git, real
+"""The daemon accepts only commits signed by a key it trusts: real git, real
 signatures (ssh-keygen and gpg keys made here), the daemon's poll called directly, in-memory
 clusters. A refused commit changes nothing in the clusters and keeps the last good one in force
 (C7); it is reported in the log, ``/status``, the metrics and a notification."""
@@ -209,7 +209,7 @@ def test_a_good_commit_on_top_of_an_unsigned_one_when_every_commit_must_be_signe
     refused = daemon.status()["source"]["refused"]
     assert refused["commit"] == head
     assert [(s["commit"], s["status"]) for s in refused["signatures"]] == [(unsigned, "Unsigned")]
-    assert "every commit since the last accepted one must carry" in refused["message"]
+    assert f"every commit since {good.shown if good else ''} must carry" in refused["message"]
     assert setup.told.notifications[0].details["blame"] == unsigned
 
 

@@ -111,7 +111,7 @@ def test_every_commit_since_the_last_accepted_one(keys: Keys, work: Path) -> Non
     assert not verdict.accepted
     assert [b.commit for b in verdict.bad] == [unsigned]
     assert verdict.checked == 2  # the commit accepted before is not checked again
-    assert "since the last accepted one" in verdict.reason
+    assert f"every commit since {accepted[:12]} must carry" in verdict.reason
 
     head_only = TrustedKeys(ssh_signers=trusted.ssh_signers)
     assert verify_commits(_git_dir(work), head, head_only, since=accepted).accepted
