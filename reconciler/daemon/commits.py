@@ -43,7 +43,7 @@ from reconciler.core.model import ConfigRepo
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.signatures import SignatureVerdict
 from reconciler.daemon.logs import cause, shown
-from reconciler.daemon.signing import tell_unverified, verify_head
+from reconciler.daemon.signing import tell_unverified, verify_channels, verify_head
 from reconciler.daemon.verdicts import (
     Allowed,
     Detail,
@@ -135,6 +135,11 @@ class CommitGate:
             if unverified is not None:
                 return self._refuse_unverified(head, unverified)
             options, head = daemon.channels_repo.read_options(revision, head)
+            unverified = verify_channels(daemon, head, in_force)
+            if unverified is not None:
+                channels = daemon.channels_repo.source
+                where = f"channels {channels.shown if channels else ''}: "
+                return self._refuse_unverified(head, unverified, where)
             validation = load_repo(
                 daemon.source.path or ".", options, tree=revision.tree, renderer=daemon.renderer
             )
@@ -246,11 +251,12 @@ class CommitGate:
             log.error("%s", standing.message)
         return self._adopt(head, standing)
 
-    def _refuse_unverified(self, head: Head, verdict: SignatureVerdict) -> bool:
+    def _refuse_unverified(self, head: Head, verdict: SignatureVerdict, where: str = "") -> bool:
         """Refuse ``head``: it, or a commit since the one in force, lacks a good signature from
-        a trusted key (:mod:`reconciler.daemon.signing`)."""
+        a trusted key (:mod:`reconciler.daemon.signing`); ``where``: which repository, when
+        not the config repo's."""
         message = (
-            f"commit {head.shown} refused: {verdict.reason}; "
+            f"commit {head.shown} refused: {where}{verdict.reason}; "
             f"still on {shown(self.daemon.state.commit)}"
         )
         refusal = Refusal(head.text, (), message, tuple(verdict.to_json()))

@@ -1,9 +1,11 @@
 """The daemon's signed-commit check: a new commit is read only when it (and, with
 ``--verify-every-commit``, every commit since the one in force) carries a good signature from a
 key the daemon trusts (``--trusted-ssh-signers``, ``--trusted-openpgp-keys``,
-``--trusted-keys-dir``); else it is refused as a whole (C7) and people are told: the log, the
-refusal in ``/status`` (with each commit to blame), ``reconciler_commits_unverified_total``
-and a ``commit.refused`` notification. The commit in force stays.
+``--trusted-keys-dir``), and so does the commit of its channels repository
+(``channelsFrom.git``, the same keys); else it is refused as a whole (C7) and people are told:
+the log, the refusal in ``/status`` (with each commit to blame),
+``reconciler_commits_unverified_total`` and a ``commit.refused`` notification. The commit in
+force stays.
 
 A key that cannot be read (a Secret mount being updated) makes the commit wait, never refused
 for it (:class:`~reconciler.errors.TransientError`).
@@ -21,7 +23,7 @@ from reconciler.core.signatures import SignatureVerdict
 from reconciler.errors import SourceError, TransientError
 from reconciler.operations.model import CommitRecord
 from reconciler.source.git import Revision
-from reconciler.source.signatures import verify_commits
+from reconciler.source.signatures import has_commit, verify_commits
 
 if TYPE_CHECKING:
     from reconciler.daemon.service import Daemon
@@ -43,6 +45,28 @@ def verify_head(
     if since is not None and keys.every_commit and since != head.config:
         _fetch_in_force(daemon, since)
     verdict = verify_commits(revision.git_dir, head.config, keys, since)
+    return None if verdict.accepted else verdict
+
+
+def verify_channels(
+    daemon: Daemon, head: Head, in_force: CommitRecord | None
+) -> SignatureVerdict | None:
+    """The signature verdict on the channels repository's commit of ``head``
+    (``channelsFrom.git``, the same trusted keys) when the daemon verifies commits and it is
+    refused; None when it passes, or there is nothing to verify. With every commit, those since
+    the channels commit in force, when that one is of this repository (else the head alone, as
+    after a start)."""
+    keys = daemon.options.trusted_keys
+    source = daemon.channels_repo.source
+    if keys is None or not keys.configured or source is None or head.channels is None:
+        return None
+    revision = source.revision(head.channels)  # read_options fetched it: no git call to a remote
+    if revision.git_dir is None:
+        raise SourceError(f"channels commit {head.channels[:12]}: not read from git")
+    since = in_force.commit.channels if in_force is not None else None
+    if since is not None and not has_commit(revision.git_dir, since):
+        since = None  # another channels repository was in force
+    verdict = verify_commits(revision.git_dir, head.channels, keys, since)
     return None if verdict.accepted else verdict
 
 

@@ -142,6 +142,17 @@ def uncommitted(folder: Path) -> bool:
     return bool(done.stdout.strip())
 
 
+def has_commit(git_dir: Path, commit: str) -> bool:
+    """Whether the repository at ``git_dir`` holds the commit ``commit`` (an id)."""
+    if not _COMMIT_ID.fullmatch(commit):
+        return False
+    done = _run(
+        ["git", "--git-dir", str(git_dir), "cat-file", "-e", f"{commit}^{{commit}}"],
+        _git_env(Path(os.devnull)),
+    )
+    return done.returncode == 0
+
+
 def resolve_commit(git_dir: Path, revision: str) -> str:
     """The commit id ``revision`` names in the repository at ``git_dir`` (a
     :class:`SourceError` when it names none)."""

@@ -29,6 +29,7 @@ from reconciler.source.git import RemoteSource
 from reconciler.source.signatures import TrustedKeys
 from tests.support.daemons import (
     WIDGET,
+    GitServer,
     free_port,
     http_get,
     poll_and_reconcile,
@@ -344,3 +345,70 @@ def test_every_commit_without_keys_is_a_usage_error(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "--verify-every-commit needs trusted keys" in result.stderr
+
+
+def test_the_channels_repository_commits_are_verified_too(keys: Keys, setup: Setup) -> None:
+    """``channelsFrom.git``: a channel bump nobody trusted signed is refused like a config
+    commit; the same keys."""
+    alice = keys.ssh("alice")
+    root = setup.root
+    fleet = SignedFleet(root, alice)
+    server = GitServer(root)
+    server.start()
+    try:
+        channels_work = root / "channels-work"
+        subprocess.run(["git", "init", "-q", "--bare", str(root / "channels.git")], check=True)
+        files = {
+            k.removeprefix("channels/"): v for k, v in BASE_FILES.items() if k[:9] == "channels/"
+        }
+        write_tree(channels_work / "channels", files)
+        git(channels_work, "init", "-q", "-b", "main")
+
+        def push_channels(message: str, key: SshKey | None) -> str:
+            commit = signed_commit(channels_work, message, key)
+            git(channels_work, "push", "-q", str(root / "channels.git"), "HEAD:refs/heads/main")
+            return commit
+
+        push_channels("channels", alice)
+        url = f"git://127.0.0.1:{server.port}/channels.git"
+        settings = (
+            "apiVersion: reconciler.dev/v1alpha1\nkind: Settings\nmetadata: {name: fleet}\n"
+            f"spec: {{channelsFrom: {{git: '{url}', ref: main, subPath: channels}}}}\n"
+        )
+        fleet.commit("channels apart", alice, {"fleet/reconciler.yaml": settings, "channels": None})
+        daemon = setup.daemon(
+            TrustedKeys(ssh_signers=(_signers(root / "signers", alice),), every_commit=True)
+        )
+        daemon.make_source = lambda url, ref, path: RemoteSource(
+            url, ref, path, root / "channels-cache"
+        )
+        assert poll_and_reconcile(daemon)
+        good = daemon.state.commit
+
+        write_tree(channels_work / "channels", {"regular.yaml": BUMP["channels/regular.yaml"]})
+        unsigned = push_channels("bump, unsigned", None)
+        assert not poll_and_reconcile(daemon)
+
+        assert daemon.state.commit == good
+        assert running_version(setup.clusters["a"], WIDGET) == "1.0.0"
+        refused = daemon.status()["source"]["refused"]
+        assert refused["commit"] == f"{fleet.head}+{unsigned}"
+        assert [s["commit"] for s in refused["signatures"]] == [unsigned]
+        assert (
+            f"refused: channels {url}: commit {unsigned[:12]}: it is not signed"
+            in refused["message"]
+        )
+
+        push_channels("on top, signed", alice)
+        assert not poll_and_reconcile(daemon)  # every commit: the unsigned one is still there
+
+        # the way out: the history without it (a force-push of a signed commit)
+        git(channels_work, "reset", "-q", "--soft", "HEAD~2")
+        bumped = signed_commit(channels_work, "bump, signed", alice)
+        git(channels_work, "push", "-qf", str(root / "channels.git"), "HEAD:refs/heads/main")
+        assert poll_and_reconcile(daemon)
+        assert daemon.state.commit is not None
+        assert daemon.state.commit.channels == bumped
+        assert running_version(setup.clusters["a"], WIDGET) == "2.0.0"
+    finally:
+        server.stop()
