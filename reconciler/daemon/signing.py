@@ -35,14 +35,14 @@ def verify_head(
     """The signature verdict on ``head`` (read as ``revision``) when the daemon verifies
     commits and it is refused; None when it passes or nothing is verified."""
     keys = daemon.options.trusted_keys
-    if keys is None or not keys.configured:
-        return None
+    since = in_force.commit.config if in_force is not None else None
+    if keys is None or not keys.configured or since == head.config:
+        return None  # nothing to verify, or the config commit is in force (channels moved)
     if revision.git_dir is None:
         raise SourceError(
             f"commit {head.shown}: not read from git, its signature cannot be checked"
         )
-    since = in_force.commit.config if in_force is not None else None
-    if since is not None and keys.every_commit and since != head.config:
+    if since is not None and keys.every_commit:
         _fetch_in_force(daemon, since)
     verdict = verify_commits(revision.git_dir, head.config, keys, since)
     return None if verdict.accepted else verdict
@@ -58,12 +58,14 @@ def verify_channels(
     after a start)."""
     keys = daemon.options.trusted_keys
     source = daemon.channels_repo.source
+    since = in_force.commit.channels if in_force is not None else None
     if keys is None or not keys.configured or source is None or head.channels is None:
         return None
+    if since == head.channels:
+        return None  # in force already (the config repo moved)
     revision = source.revision(head.channels)  # read_options fetched it: no git call to a remote
     if revision.git_dir is None:
         raise SourceError(f"channels commit {head.channels[:12]}: not read from git")
-    since = in_force.commit.channels if in_force is not None else None
     if since is not None and not has_commit(revision.git_dir, since):
         since = None  # another channels repository was in force
     verdict = verify_commits(revision.git_dir, head.channels, keys, since)

@@ -178,29 +178,28 @@ def verify_commits(
 ) -> SignatureVerdict:
     """The signature verdict on ``head`` in the repository at ``git_dir``: ``head`` alone, or,
     with ``keys.every_commit`` and a ``since`` (the last accepted commit), every commit
-    reachable from ``head`` and not from ``since`` (merges and their branches included)."""
+    reachable from ``head`` and not from ``since`` (merges and their branches included; ``head``
+    alone when ``since`` already holds it: a branch moved back)."""
     for commit in (head, since):
         if commit is not None and not _COMMIT_ID.fullmatch(commit):
             raise SourceError(f"not a commit id: {commit[:40]!r}")
-    every = keys.every_commit and since is not None and since != head
-    limit, span = ([], [head, f"^{since}"]) if every and since else (["--max-count=1"], [head])
+    start = since if keys.every_commit and since != head else None
     with _trust_home(keys) as home:
-        done = _run(
-            [
-                "git",
-                "--git-dir",
-                str(git_dir),
-                *_trust_options(home),
-                "log",
-                "--no-color",
-                "-z",
-                f"--format={_FIELDS}",
-                *limit,
-                "--end-of-options",
-                *span,
-            ],
-            _git_env(home.path, home.gnupg),
-        )
+        signatures = _signatures(git_dir, home, head, start)
+        if start is not None and not signatures:  # ``head`` is below ``since``
+            start, signatures = None, _signatures(git_dir, home, head, None)
+    return judge_signatures(head, signatures, start)
+
+
+def _signatures(git_dir: Path, home: _Home, head: str, since: str | None) -> list[CommitSignature]:
+    """What git says of the signature of ``head`` (with ``since``: of every commit since it),
+    newest first, with the trust of ``home`` only."""
+    limit, span = ([], [head, f"^{since}"]) if since else (["--max-count=1"], [head])
+    done = _run(
+        ["git", "--git-dir", str(git_dir), *_trust_options(home), "log", "--no-color", "-z",
+         f"--format={_FIELDS}", *limit, "--end-of-options", *span],
+        _git_env(home.path, home.gnupg),
+    )  # fmt: skip
     if done.returncode != 0:
         said = done.stderr.decode("utf-8", "replace").strip().splitlines()
         reason = said[-1] if said else f"exit status {done.returncode}"
@@ -208,8 +207,7 @@ def verify_commits(
             f"cannot check the signatures of commit {head[:12]}: git log failed: {reason}",
             retry_after=KEY_RETRY_SECONDS,
         )
-    signatures = [_signature(record) for record in done.stdout.decode().split("\0") if record]
-    return judge_signatures(head, signatures, since if every else None)
+    return [_signature(record) for record in done.stdout.decode().split("\0") if record]
 
 
 def _signature(record: str) -> CommitSignature:

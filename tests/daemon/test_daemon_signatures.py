@@ -350,9 +350,9 @@ def test_every_commit_without_keys_is_a_usage_error(tmp_path: Path) -> None:
 def test_the_channels_repository_commits_are_verified_too(keys: Keys, setup: Setup) -> None:
     """``channelsFrom.git``: a channel bump nobody trusted signed is refused like a config
     commit; the same keys."""
-    alice = keys.ssh("alice")
+    alice, bob = keys.ssh("alice"), keys.ssh("bob")
     root = setup.root
-    fleet = SignedFleet(root, alice)
+    fleet = SignedFleet(root, bob)
     server = GitServer(root)
     server.start()
     try:
@@ -375,15 +375,17 @@ def test_the_channels_repository_commits_are_verified_too(keys: Keys, setup: Set
             "apiVersion: reconciler.dev/v1alpha1\nkind: Settings\nmetadata: {name: fleet}\n"
             f"spec: {{channelsFrom: {{git: '{url}', ref: main, subPath: channels}}}}\n"
         )
-        fleet.commit("channels apart", alice, {"fleet/reconciler.yaml": settings, "channels": None})
-        daemon = setup.daemon(
-            TrustedKeys(ssh_signers=(_signers(root / "signers", alice),), every_commit=True)
-        )
+        fleet.commit("channels apart", bob, {"fleet/reconciler.yaml": settings, "channels": None})
+        signers = _signers(root / "signers", alice, bob)
+        daemon = setup.daemon(TrustedKeys(ssh_signers=(signers,), every_commit=True))
         daemon.make_source = lambda url, ref, path: RemoteSource(
             url, ref, path, root / "channels-cache"
         )
         assert poll_and_reconcile(daemon)
         good = daemon.state.commit
+        # bob retired: the config commit he signed stays in force, a channels change is judged
+        # by its own signature
+        _signers(signers, alice)
 
         write_tree(channels_work / "channels", {"regular.yaml": BUMP["channels/regular.yaml"]})
         unsigned = push_channels("bump, unsigned", None)
@@ -412,3 +414,18 @@ def test_the_channels_repository_commits_are_verified_too(keys: Keys, setup: Set
         assert running_version(setup.clusters["a"], WIDGET) == "2.0.0"
     finally:
         server.stop()
+
+
+def test_a_force_push_back_to_a_signed_commit_is_accepted(keys: Keys, setup: Setup) -> None:
+    alice = keys.ssh("alice")
+    fleet = SignedFleet(setup.root, alice)
+    signers = _signers(setup.root / "signers", alice)
+    daemon = setup.daemon(TrustedKeys(ssh_signers=(signers,), every_commit=True))
+    assert poll_and_reconcile(daemon)
+    base = fleet.head
+    fleet.commit("bump", alice, BUMP)
+    assert poll_and_reconcile(daemon)
+
+    git(fleet.work, "push", "-qf", str(fleet.remote), f"{base}:refs/heads/main")
+    assert poll_and_reconcile(daemon)
+    assert daemon.status()["source"]["commit"] == base

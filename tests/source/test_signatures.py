@@ -177,3 +177,18 @@ def test_revisions_resolve_to_commit_ids(keys: Keys, work: Path) -> None:
     assert resolve_commit(_git_dir(work), "main") == commit
     with pytest.raises(SourceError, match="unknown revision 'nope'"):
         resolve_commit(_git_dir(work), "nope")
+
+
+def test_a_branch_moved_back_is_checked_by_its_head(keys: Keys, work: Path) -> None:
+    alice = keys.ssh("alice")
+    trusted = TrustedKeys(
+        ssh_signers=(_signers(work.parent / "signers", alice.signers_line),), every_commit=True
+    )
+    unsigned = signed_commit(work, "old, unsigned", None)
+    older = signed_commit(work, "older", alice)
+    newer = signed_commit(work, "newer", alice)
+
+    verdict = verify_commits(_git_dir(work), older, trusted, since=newer)  # a revert by force
+    assert verdict.accepted, verdict.reason
+    assert (verdict.checked, verdict.every_commit) == (1, False)
+    assert not verify_commits(_git_dir(work), unsigned, trusted, since=newer).accepted
