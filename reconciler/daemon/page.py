@@ -180,7 +180,9 @@ def load_source(daemon: Daemon) -> SourceView:
     problems: list[CommitProblem] = []
     if state.refused is not None:
         refused = state.refused
-        problems.append(refused_problem(refused.commit, refused.message, refused.errors))
+        problems.append(
+            refused_problem(refused.commit, refused.message, refused.errors, refused.signatures)
+        )
     if state.held is not None:
         held = state.held
         removals = (*held.runtimes, *held.modules, *held.crds)

@@ -156,6 +156,9 @@ class CommitProblem:
     errors: tuple[tuple[str, int, int, str, str], ...] = ()
     #: What a held commit would delete.
     removals: tuple[str, ...] = ()
+    #: Each commit without a good signature from a trusted key: ``(commit, status, signer,
+    #: key, reason)``.
+    signatures: tuple[tuple[str, str, str, str, str], ...] = ()
 
 
 #: How to get past a refused commit.
@@ -165,10 +168,23 @@ HOW_REFUSED = (
 )
 
 
+#: How to get past a commit refused for its signature.
+HOW_UNSIGNED = (
+    "Push a new commit signed by a trusted key (git commit -S). The refusal stands for this "
+    "commit: a signer's key given to the daemon (--trusted-ssh-signers, --trusted-openpgp-keys, "
+    "--trusted-keys-dir) counts from the next commit on; with --verify-every-commit, rewrite "
+    "the branch without the unsigned commit. The commit in force stays until then."
+)
+
+
 def refused_problem(
-    commit: str, message: str, errors: Iterable[Mapping[str, object]]
+    commit: str,
+    message: str,
+    errors: Iterable[Mapping[str, object]],
+    signatures: Iterable[Mapping[str, object]] = (),
 ) -> CommitProblem:
-    """A refused commit with its diagnostics (``reconciler validate -o json``'s items)."""
+    """A refused commit with its diagnostics (``reconciler validate -o json``'s items) or the
+    commits to blame for a missing or bad signature (``/status``'s ``signatures``)."""
     rows = tuple(
         (
             str(e.get("path", "")),
@@ -179,7 +195,16 @@ def refused_problem(
         )
         for e in errors
     )
-    return CommitProblem("refused", commit, message, HOW_REFUSED, rows)
+    unsigned = tuple(_signature_row(s) for s in signatures)
+    how = HOW_UNSIGNED if unsigned else HOW_REFUSED
+    return CommitProblem("refused", commit, message, how, rows, signatures=unsigned)
+
+
+def _signature_row(signature: Mapping[str, object]) -> tuple[str, str, str, str, str]:
+    def text(key: str) -> str:
+        return str(signature.get(key) or "")
+
+    return (text("commit"), text("status"), text("signer"), text("key"), text("reason"))
 
 
 def held_problem(commit: str, message: str, removals: Iterable[str]) -> CommitProblem:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import subprocess
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -19,13 +20,19 @@ import pytest
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ClusterAccess
 from reconciler.daemon.http import HttpServer, serve
-from reconciler.daemon.page import render_page
-from reconciler.daemon.service import Daemon
+from reconciler.daemon.page import Pages, render_page
+from reconciler.daemon.page_model import FleetQuery, SourceView, fleet_view, refused_problem
+from reconciler.daemon.service import Daemon, DaemonOptions
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
+from reconciler.source.signatures import TrustedKeys
 from tests.support.daemons import Fleet, http_get, http_post, poll_and_reconcile
-from tests.support.fleet_history import runtime_yaml
+from tests.support.fleet_history import BASE_FILES, runtime_yaml, write_tree
 from tests.support.scenarios import USER_GADGET
+from tests.support.signing import Keys, SshKey, keys, signed_commit
+from tests.support.signing import git as signing_git
+
+__all__ = ["keys"]  # the fixture
 
 APPS = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}}
 
@@ -182,3 +189,53 @@ def test_what_a_page_prints_has_secrets_masked_and_html_escaped() -> None:
 
     assert token not in body
     assert "&lt;b&gt;***&lt;/b&gt;" in body
+
+
+def test_a_signature_refusal_is_a_table_of_the_commits_to_blame() -> None:
+    signature = {"commit": "f" * 40, "status": "UntrustedKey", "key": "SHA256:abc"}
+    problem = refused_problem("f" * 40, "refused", [], [signature | {"reason": "untrusted"}])
+    source = SourceView(commit="a" * 40, problems=(problem,))
+    view = fleet_view([], FleetQuery(), source, datetime.now(UTC))
+
+    page = render_page("fleet.html", view=view, here="/").decode()
+
+    assert "<caption>Commits without a good signature from a trusted key</caption>" in page
+    assert '<td data-label="Signature">UntrustedKey</td>' in page
+    assert "<code>SHA256:abc</code>" in page
+
+
+def _push_signed(work: Path, remote: Path, message: str, key: SshKey) -> str:
+    commit = signed_commit(work, message, key)
+    signing_git(work, "push", "-q", str(remote), "HEAD:refs/heads/main")
+    return commit
+
+
+def test_a_commit_refused_for_its_signature_shows_the_commit_and_its_key(
+    keys: Keys, tmp_path: Path
+) -> None:
+    alice, mallory = keys.ssh("alice"), keys.ssh("mallory")
+    work, remote = tmp_path / "work", tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    write_tree(work, dict(BASE_FILES))
+    signing_git(work, "init", "-q", "-b", "main")
+    _push_signed(work, remote, "base", alice)
+    signers = tmp_path / "allowed_signers"
+    signers.write_text(alice.signers_line)
+    source = RemoteSource(str(remote), "main", "fleet", tmp_path / "cache", local=True)
+    daemon = Daemon(
+        source,
+        SqliteStore(tmp_path / "state.db"),
+        lambda access, name: InMemoryCluster(),
+        lambda: datetime.now(UTC),
+        DaemonOptions(trusted_keys=TrustedKeys(ssh_signers=(signers,))),
+    )
+    poll_and_reconcile(daemon)
+    bad = _push_signed(work, remote, "by mallory", mallory)
+    daemon.poll()
+
+    page = Pages(daemon).respond("/", "").body.decode()
+    daemon.close()
+
+    assert f'Commit <code title="{bad}">{bad[:12]}</code> refused' in page
+    assert '<td data-label="Signature">UntrustedKey</td>' in page
+    assert "Push a new commit signed by a trusted key" in page

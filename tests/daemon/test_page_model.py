@@ -249,3 +249,21 @@ def test_a_refused_commit_names_file_and_line_and_a_held_one_how_to_allow_it() -
     assert held.how.startswith("Restart the daemon with --allow-deletions cccccccccccc")
     assert held.removals == ("prod-eu-1",)
     assert SourceView(commit="d" * 40 + "+" + "e" * 40).short == "dddddddd+eeeeeeee"
+
+
+def test_a_commit_refused_for_its_signature_names_each_commit_and_how_to_sign_it() -> None:
+    unsigned = {"commit": "f" * 40, "status": "Unsigned", "signer": "", "key": ""}
+    untrusted = {"commit": "e" * 40, "status": "UntrustedKey", "key": "SHA256:abc"}
+    refused = refused_problem(
+        "f" * 40,
+        "commit ffff refused: it is not signed",
+        [],
+        [unsigned | {"reason": "it is not signed"}, untrusted | {"reason": "untrusted"}],
+    )
+
+    assert refused.signatures == (
+        ("f" * 40, "Unsigned", "", "", "it is not signed"),
+        ("e" * 40, "UntrustedKey", "", "SHA256:abc", "untrusted"),
+    )
+    assert refused.how.startswith("Push a new commit signed by a trusted key")
+    assert "--trusted-ssh-signers" in refused.how
