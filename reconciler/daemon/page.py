@@ -2,13 +2,14 @@
 read-only HTML rendered on the server with Jinja2, and ``/static/page.css``.
 
 The data is loaded here (the state store, the commit in force, the members) and handed to the
-pure view model (:mod:`reconciler.daemon.page_model`); the templates and the stylesheet ship in
-the package (``reconciler/daemon/templates``, ``reconciler/daemon/static``). Everything a
+pure view models (:mod:`reconciler.daemon.page_model`, ``page_runtime``); the templates and the
+stylesheet ship in the package (``reconciler/daemon/templates``, ``static``). Everything a
 template prints is HTML-escaped (autoescape); an undefined name in a template is an error, not
 an empty cell. No script, no CDN: the pages work without JavaScript and say so in their
 Content-Security-Policy. Who may read them: whoever may read ``/status`` (docs/security.md).
 
-Adding a page (``/rollouts`` once rollouts are recorded): a view in ``page_model``, a template
+Adding a page (``/rollouts`` once rollouts are recorded): a pure view module beside
+``page_runtime`` (added to the pure contract in pyproject.toml), a template
 in ``templates/``, a loader here, one entry in :data:`PAGES` (its path, its title in the
 navigation) and one branch in :meth:`Pages.respond`.
 
@@ -38,9 +39,9 @@ from reconciler.daemon.page_model import (
     fleet_view,
     held_problem,
     refused_problem,
-    runtime_view,
     time_text,
 )
+from reconciler.daemon.page_runtime import runtime_view
 from reconciler.operations.store import load_status, load_statuses
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from reconciler.daemon.page_model import (
     fleet_view,
     held_problem,
     refused_problem,
-    runtime_view,
 )
+from reconciler.daemon.page_runtime import runtime_view
 from reconciler.operations.model import (
     Operation,
     OperationData,
