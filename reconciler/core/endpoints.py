@@ -83,11 +83,6 @@ class Endpoint:
         """Whether this endpoint is sent notifications of ``kind``."""
         return not self.events or any(_matches(pattern, kind) for pattern in self.events)
 
-    @property
-    def base_url(self) -> str:
-        """The URL requests go to (the webhook, or the API's root), without a trailing ``/``."""
-        return (self.url or DEFAULT_API.get(self.type, "")).rstrip("/")
-
 
 def _matches(pattern: str, kind: NotificationKind) -> bool:
     if pattern == "*":

@@ -41,7 +41,6 @@ def test_endpoints_are_read_with_their_secrets_and_filters(make_repo: RepoFactor
         "chat", EndpointType.SLACK, url_from=SecretRef(file="slack-url"), events=("rollout.*",)
     )
     assert gh.token_from == SecretRef(secret="gh-token", key="token")
-    assert gh.base_url == "https://api.github.com"
     assert chat.wants(NotificationKind.WAVE_STARTED)
     assert not chat.wants(NotificationKind.COMMIT_REFUSED)
     assert gh.wants(NotificationKind.COMMIT_REFUSED)
