@@ -252,6 +252,13 @@ log = logging.getLogger("reconciler.daemon")
     envvar="RECONCILER_KEEP_FAILURES",
     help="Failed operations are kept this long (168h: 7 days), beyond --keep-operations.",
 )
+@click.option(
+    "--notification-secrets-dir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    envvar="RECONCILER_NOTIFICATION_SECRETS_DIR",
+    help="Folder of the files that spec.notifications endpoints name in urlFrom/tokenFrom "
+    "(a mounted Secret); a file elsewhere is never read.",
+)
 @click.pass_context
 def daemon(
     ctx: click.Context,
@@ -285,6 +292,7 @@ def daemon(
     git_timeout: float,
     keep_operations: int,
     keep_failures: float,
+    notification_secrets_dir: Path | None,
 ) -> None:
     """Follow a git ref and keep every runtime converged until SIGTERM.
 
@@ -338,6 +346,7 @@ def daemon(
             snapshot_create,
         ),
         state_url,
+        notification_secrets_dir,
     )
 
 
@@ -414,9 +423,11 @@ def run_daemon(
     schedule: ScheduleOptions,
     clusters: ClusterOptions,
     state_url: str,
+    notification_secrets_dir: Path | None = None,
 ) -> None:
     """Start the daemon, its HTTP port and its scheduler; stop them on SIGTERM or SIGINT."""
     from reconciler.cli.clusters import Access, now
+    from reconciler.cli.notifying import notifier_for
     from reconciler.daemon.service import Daemon, DaemonOptions, start_scheduler
     from reconciler.daemon.signals import StopSignals
     from reconciler.operations.store import open_store
@@ -454,6 +465,7 @@ def run_daemon(
 
     connect = access.following(settings_in_force)  # the client rate of the commit in force
     the_daemon = Daemon(source, store, connect, now, options, make_source=second_source)
+    the_daemon.notifier = notifier = notifier_for(the_daemon, notification_secrets_dir, clusters)
     server = _serve(the_daemon, http)
     scheduler = start_scheduler(the_daemon)
     stop = StopSignals()  # whichever thread the kernel hands SIGTERM to, the main one wakes
@@ -472,6 +484,7 @@ def run_daemon(
     git_runner.stop()  # a poll waiting on a remote ends now, so shutdown does not wait for it
     scheduler.shutdown(wait=True)
     the_daemon.close()
+    notifier.close()  # what is queued is tried once more, without waiting between tries
     server.shutdown()
     server.server_close()
 

@@ -15,10 +15,10 @@ import base64
 import binascii
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
-from reconciler.cluster.api import Cluster
 from reconciler.core.endpoints import SecretRef
-from reconciler.core.objects import ObjectRef
+from reconciler.core.objects import Body, ObjectRef
 from reconciler.errors import AccessError
 
 #: The label a Secret needs before a notification endpoint may read it.
@@ -28,6 +28,13 @@ MAX_SECRET = 16 * 1024
 
 #: Reads one key of a Secret by (name, key).
 FetchSecret = Callable[[str, str], str]
+
+
+class Reads(Protocol):
+    """What reads Secrets: a cluster (:class:`reconciler.notify.home.HomeCluster`)."""
+
+    def get(self, ref: ObjectRef) -> Body | None:
+        """The object, or ``None`` when it does not exist."""
 
 
 class SecretReader:
@@ -63,7 +70,7 @@ class SecretReader:
             raise AccessError(f"file {name}: cannot be read ({type(error).__name__})") from error
 
 
-def secrets_of(cluster: Cluster, namespace: str) -> FetchSecret:
+def secrets_of(cluster: Reads, namespace: str) -> FetchSecret:
     """Reads keys of labelled Secrets of ``namespace`` in ``cluster`` (the daemon's own)."""
 
     def fetch_secret(name: str, key: str) -> str:

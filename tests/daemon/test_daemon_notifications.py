@@ -1,0 +1,164 @@
+"""The daemon tells people about the commits it refuses or holds: once per commit, by the
+replica whose verdict stands (not again at the next poll, after a restart, or by another
+replica taking the verdict up), with the first error's file and line, or the removals and the
+flag that lets a held commit through; end to end to a local HTTP receiver, with the endpoints of
+the commit in force."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from reconciler.cluster.memory import InMemoryCluster
+from reconciler.core.endpoints import NotificationSettings
+from reconciler.core.model import ClusterAccess
+from reconciler.core.notifications import Notification, NotificationKind
+from reconciler.daemon.service import Daemon
+from reconciler.notify.delivery import Delivery
+from reconciler.notify.secrets import SecretReader
+from reconciler.operations.store import SqliteStore
+from reconciler.source.git import RemoteSource
+from tests.support.daemons import SETTINGS_SPEC, Fleet, GitServer, poll_and_reconcile
+from tests.support.fleet_history import SETTINGS, runtime_yaml
+from tests.support.receiver import Receiver
+
+REMOVE_TWO: dict[str, str | None] = {f"fleet/runtimes/{n}.yaml": None for n in "ab"}
+TYPO: dict[str, str | None] = {
+    "fleet/runtimes/a.yaml": runtime_yaml("a", "reguler", "[{name: widget}]")
+}
+
+
+class Told:
+    """A notifier that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.told: list[Notification] = []
+
+    def notify(self, notification: Notification) -> None:
+        self.told.append(notification)
+
+
+class World:
+    """A served fleet (brake limit 1), clusters and a store that outlive daemons."""
+
+    def __init__(self, root: Path, receiver: Receiver) -> None:
+        self.root = root
+        spec = (
+            "spec:\n  channelsFrom: {path: ../channels}\n"
+            "  deletionBrake: {maxDeletionsPerSync: 1}\n"
+            "  notifications:\n    kubernetesEvents: false\n    endpoints:\n"
+            f"      - {{name: hook, type: webhook, url: '{receiver.url}/hook'}}\n"
+        )
+        self.fleet = Fleet(root)
+        self.fleet.commit(
+            "settings", {"fleet/reconciler.yaml": SETTINGS.replace(SETTINGS_SPEC, spec)}
+        )
+        self.server = GitServer(root)
+        self.server.start()
+        self.clusters: dict[str, InMemoryCluster] = {}
+        self.daemons: list[Daemon] = []
+
+    def daemon(self) -> tuple[Daemon, Told]:
+        def connect(access: ClusterAccess, name: str) -> InMemoryCluster:
+            return self.clusters.setdefault(name, InMemoryCluster())
+
+        source = RemoteSource(self.server.url, "main", "fleet", self.root / "cache")
+        store = SqliteStore(self.root / "state.db")
+        daemon = Daemon(source, store, connect, lambda: datetime.now(UTC))
+        daemon.notifier = told = Told()
+        self.daemons.append(daemon)
+        return daemon, told
+
+
+@pytest.fixture
+def world(tmp_path: Path, receiver: Receiver) -> Iterator[World]:
+    made = World(tmp_path, receiver)
+    try:
+        yield made
+    finally:
+        for daemon in made.daemons:
+            daemon.close()
+        made.server.stop()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    served = Receiver().start()
+    yield served
+    served.close()
+
+
+def test_a_refused_commit_is_told_once_with_its_first_error(world: World) -> None:
+    daemon, told = world.daemon()
+    poll_and_reconcile(daemon)
+    bad = world.fleet.commit("typo", TYPO)
+
+    poll_and_reconcile(daemon)
+    poll_and_reconcile(daemon)  # still refused: not told again
+    again, told_again = world.daemon()  # a restart, or another replica on the same store
+    poll_and_reconcile(again)
+
+    (refused,) = told.told
+    assert told_again.told == []
+    assert refused.kind is NotificationKind.COMMIT_REFUSED
+    assert refused.commit == bad
+    assert refused.key == f"refused-{bad}"
+    assert refused.summary.startswith(f"commit {bad[:12]} refused: 1 error(s); still on ")
+    assert refused.details["errors"] == 1
+    reason = str(refused.details["reason"])
+    assert reason.startswith("fleet/runtimes/a.yaml:")
+    assert "channel 'reguler' does not exist" in reason
+
+
+def test_a_held_commit_is_told_with_the_flag_that_lets_it_through(world: World) -> None:
+    daemon, told = world.daemon()
+    poll_and_reconcile(daemon)
+    held = world.fleet.commit("remove two", REMOVE_TWO)
+
+    poll_and_reconcile(daemon)
+    poll_and_reconcile(daemon)
+
+    (notification,) = told.told
+    assert notification.kind is NotificationKind.COMMIT_HELD
+    assert notification.commit == held
+    assert notification.details == {
+        "removals": 2,
+        "limit": 1,
+        "allowWith": f"--allow-deletions {held[:12]}",
+    }
+
+
+def test_verdicts_reach_the_endpoints_of_the_commit_in_force(
+    world: World, receiver: Receiver
+) -> None:
+    daemon, _ = world.daemon()
+
+    def in_force() -> NotificationSettings:
+        repo = daemon.state.repo
+        return repo.settings.notifications if repo is not None else NotificationSettings()
+
+    waits: list[float] = []
+    delivery = Delivery(in_force, SecretReader(), pause=waits.append)
+    daemon.notifier = delivery
+    receiver.fail_times = 2
+    poll_and_reconcile(daemon)
+    refused = world.fleet.commit("typo", TYPO)
+    poll_and_reconcile(daemon)
+    fixed: dict[str, str | None] = {
+        "fleet/runtimes/a.yaml": runtime_yaml("a", "regular", "[{name: widget}]")
+    }
+    world.fleet.commit("fix the typo", fixed)
+    poll_and_reconcile(daemon)
+    held = world.fleet.commit("remove two", REMOVE_TWO)
+    poll_and_reconcile(daemon)
+    delivery.drain()
+    delivery.close()
+
+    assert [(r.path, r.body["kind"], r.body["commit"]) for r in receiver.accepted] == [
+        ("/hook", "commit.refused", refused),
+        ("/hook", "commit.held", held),
+    ]
+    assert waits == [1.0, 2.0, 1.0, 2.0]  # the receiver failed each twice first
