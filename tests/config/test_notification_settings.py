@@ -74,3 +74,17 @@ def test_a_webhook_url_that_is_a_credential_is_refused(make_repo: RepoFactory) -
         "reconciler.yaml:10:16: C4 endpoint name 'hook' is used twice; each endpoint needs its "
         "own (/spec/notifications/endpoints/2/name)",
     ]
+
+
+def test_the_readme_example_is_valid(make_repo: RepoFactory) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Notifications\n", 1)[1]
+    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+
+    root = make_repo({**small_repo(), "reconciler.yaml": example})
+
+    validation = load_repo(root)
+    assert validation.diagnostics == ()
+    assert validation.repo is not None
+    names = [e.name for e in validation.repo.settings.notifications.endpoints]
+    assert names == ["platform-chat", "on-call", "audit", "fleet-status"]
