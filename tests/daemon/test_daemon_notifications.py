@@ -6,6 +6,10 @@ the commit in force."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,7 +25,16 @@ from reconciler.notify.delivery import Delivery
 from reconciler.notify.secrets import SecretReader
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
-from tests.support.daemons import SETTINGS_SPEC, Fleet, GitServer, poll_and_reconcile
+from tests.support.daemons import (
+    SETTINGS_SPEC,
+    Fleet,
+    GitServer,
+    free_port,
+    http_get,
+    poll_and_reconcile,
+    reachable,
+    until,
+)
 from tests.support.fleet_history import SETTINGS, runtime_yaml
 from tests.support.receiver import Receiver
 
@@ -51,6 +64,7 @@ class World:
             "  deletionBrake: {maxDeletionsPerSync: 1}\n"
             "  notifications:\n    kubernetesEvents: false\n    endpoints:\n"
             f"      - {{name: hook, type: webhook, url: '{receiver.url}/hook'}}\n"
+            "      - {name: chat, type: slack, urlFrom: {file: chat-url}, events: [commit.*]}\n"
         )
         self.fleet = Fleet(root)
         self.fleet.commit(
@@ -162,3 +176,44 @@ def test_verdicts_reach_the_endpoints_of_the_commit_in_force(
         ("/hook", "commit.held", held),
     ]
     assert waits == [1.0, 2.0, 1.0, 2.0]  # the receiver failed each twice first
+
+
+def test_the_daemon_command_sends_with_secrets_from_its_folder(
+    world: World, receiver: Receiver, tmp_path: Path
+) -> None:
+    secrets = tmp_path / "notification-secrets"
+    secrets.mkdir()
+    (secrets / "chat-url").write_text(receiver.url + "/services/T0/B0/s3cr3t\n")
+    port = free_port()
+    env = {
+        **os.environ,
+        "RECONCILER_REPO": world.server.url,
+        "RECONCILER_PATH": "fleet",
+        "RECONCILER_STATE": f"sqlite:///{tmp_path / 'process.db'}",
+        "RECONCILER_NOTIFICATION_SECRETS_DIR": str(secrets),
+    }
+    command = [sys.executable, "-m", "reconciler", "daemon", "--interval", "1s"]
+    command += ["--listen", f"127.0.0.1:{port}", "--snapshot", f"{tmp_path / 'clusters'}/"]
+    command += ["--snapshot-create"]
+    log = tmp_path / "daemon.log"
+    with log.open("w") as output:
+        process = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        until(lambda: reachable(base))
+        until(lambda: http_get(base + "/readyz")[0] == 200)
+        bad = world.fleet.commit("typo", TYPO)
+        until(lambda: len(receiver.accepted) == 2)
+        metrics = http_get(base + "/metrics")[1]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+
+    assert {(r.path, r.body.get("kind") or r.body["text"][:16]) for r in receiver.accepted} == {
+        ("/hook", "commit.refused"),
+        ("/services/T0/B0/s3cr3t", "[commit.refused]"),
+    }
+    assert all(bad in str(r.body) for r in receiver.accepted)
+    assert 'reconciler_notifications_total{endpoint="chat",result="delivered"} 1.0' in metrics
+    assert 'reconciler_notifications_total{endpoint="hook",result="delivered"} 1.0' in metrics
+    assert "s3cr3t" not in log.read_text()
