@@ -117,6 +117,40 @@ def test_a_client_error_is_not_tried_again(receiver: Receiver) -> None:
     assert counts.seen == [("hook", "failed")]
 
 
+def test_a_throttled_delivery_waits_as_long_as_the_receiver_asks(receiver: Receiver) -> None:
+    receiver.status = 429
+    receiver.answer_headers = {"Retry-After": "7"}
+    pauses, counts = Pauses(), Counts()
+    endpoint = Endpoint("hook", EndpointType.WEBHOOK, url=receiver.url)
+    delivery = _delivery((endpoint,), pauses, counts, attempts=3)
+
+    delivery.notify(_notification(NotificationKind.WAVE_HEALTHY))
+    delivery.drain()
+    delivery.close()
+
+    assert pauses.asked == [7.0, 7.0]  # Retry-After over 1 s and 2 s
+    assert counts.seen == [("hook", "failed")]
+
+
+def test_a_redirect_is_not_followed(receiver: Receiver, tmp_path: Path) -> None:
+    """A token never goes to a host the endpoint did not name."""
+    receiver.status = 302
+    receiver.answer_headers = {"Location": "http://127.0.0.1:9/elsewhere"}
+    (tmp_path / "token").write_text("tok")
+    endpoint = Endpoint(
+        "hook", EndpointType.WEBHOOK, url=receiver.url, token_from=SecretRef(file="token")
+    )
+    counts = Counts()
+    delivery = _delivery((endpoint,), Pauses(), counts, secrets=SecretReader(tmp_path))
+
+    delivery.notify(_notification(NotificationKind.WAVE_HEALTHY))
+    delivery.drain()
+    delivery.close()
+
+    assert receiver.tries == ["/"]
+    assert counts.seen == [("hook", "failed")]
+
+
 def test_each_endpoint_gets_only_the_events_it_wants(receiver: Receiver) -> None:
     rollouts = Endpoint(
         "rollouts", EndpointType.WEBHOOK, receiver.url + "/r", events=("rollout.*",)

@@ -28,6 +28,8 @@ class Receiver:
     fail_times: int = 0
     #: When set, the status of every answer (no request is accepted).
     status: int | None = None
+    #: Headers of every answer (``Retry-After``, ``Location``).
+    answer_headers: dict[str, str] = field(default_factory=dict)
     accepted: list[Received] = field(default_factory=list)
     #: Every try, accepted or not, as its path.
     tries: list[str] = field(default_factory=list)
@@ -50,6 +52,8 @@ class Receiver:
 
             def _answer(self, status: int) -> None:
                 self.send_response(status)
+                for name, value in receiver.answer_headers.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
