@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import click
 
 from reconciler.cli import exits
+from reconciler.cli.notifying import NotifyOptions, notification_options
 from reconciler.cli.options import (
     GIT_TIMEOUT_ENV,
     ClusterOptions,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from reconciler.core.model import Settings
     from reconciler.daemon.http import HttpServer
     from reconciler.daemon.service import Daemon
+    from reconciler.notify.secrets import TokenHost
     from reconciler.operations.store import StateStore
     from reconciler.source.git import GitCredentials
 
@@ -252,13 +254,7 @@ log = logging.getLogger("reconciler.daemon")
     envvar="RECONCILER_KEEP_FAILURES",
     help="Failed operations are kept this long (168h: 7 days), beyond --keep-operations.",
 )
-@click.option(
-    "--notification-secrets-dir",
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
-    envvar="RECONCILER_NOTIFICATION_SECRETS_DIR",
-    help="Folder of the files that spec.notifications endpoints name in urlFrom/tokenFrom "
-    "(a mounted Secret); a file elsewhere is never read.",
-)
+@notification_options
 @click.pass_context
 def daemon(
     ctx: click.Context,
@@ -293,6 +289,7 @@ def daemon(
     keep_operations: int,
     keep_failures: float,
     notification_secrets_dir: Path | None,
+    notification_token_hosts: tuple[TokenHost, ...],
 ) -> None:
     """Follow a git ref and keep every runtime converged until SIGTERM.
 
@@ -346,7 +343,7 @@ def daemon(
             snapshot_create,
         ),
         state_url,
-        notification_secrets_dir,
+        NotifyOptions(notification_secrets_dir, notification_token_hosts),
     )
 
 
@@ -423,7 +420,7 @@ def run_daemon(
     schedule: ScheduleOptions,
     clusters: ClusterOptions,
     state_url: str,
-    notification_secrets_dir: Path | None = None,
+    notify: NotifyOptions | None = None,
 ) -> None:
     """Start the daemon, its HTTP port and its scheduler; stop them on SIGTERM or SIGINT."""
     from reconciler.cli.clusters import Access, now
@@ -465,7 +462,8 @@ def run_daemon(
 
     connect = access.following(settings_in_force)  # the client rate of the commit in force
     the_daemon = Daemon(source, store, connect, now, options, make_source=second_source)
-    the_daemon.notifier = notifier = notifier_for(the_daemon, notification_secrets_dir, clusters)
+    notifier = notifier_for(the_daemon, notify or NotifyOptions(), clusters)
+    the_daemon.notifier = notifier
     server = _serve(the_daemon, http)
     scheduler = start_scheduler(the_daemon)
     stop = StopSignals()  # whichever thread the kernel hands SIGTERM to, the main one wakes

@@ -36,10 +36,10 @@ from tenacity import (
 
 from reconciler.core.endpoints import Endpoint, NotificationSettings
 from reconciler.core.notifications import Notification
-from reconciler.errors import ReconcilerError, ThrottledError, TransientError
+from reconciler.errors import AccessError, ReconcilerError, ThrottledError, TransientError
 from reconciler.notify.bodies import Request, request_for
 from reconciler.notify.events import NotificationEvents
-from reconciler.notify.secrets import SecretReader
+from reconciler.notify.secrets import SecretReader, TokenHosts
 from reconciler.notify.transport import WORKER_THREAD, HttpTransport, Transport
 
 log = logging.getLogger("reconciler.notify")
@@ -71,7 +71,8 @@ class _Item:
 
 class Delivery:
     """See the module docstring. ``settings_of`` gives the settings in force (read at each
-    :meth:`notify`); ``secrets`` reads the endpoints' secrets at each delivery."""
+    :meth:`notify`); ``secrets`` reads the endpoints' secrets at each delivery; a token goes
+    only where ``token_hosts`` allows."""
 
     def __init__(
         self,
@@ -82,9 +83,11 @@ class Delivery:
         events: NotificationEvents | None = None,
         report: Report | None = None,
         pause: Callable[[float], None] | None = None,
+        token_hosts: TokenHosts | None = None,
     ) -> None:
         self.settings_of = settings_of
         self.secrets = secrets
+        self.token_hosts = token_hosts or TokenHosts()
         self.transport = transport or HttpTransport()
         self.events = events
         self.report = report or _NoReport()
@@ -188,7 +191,13 @@ class Delivery:
         url = self.secrets.read_value(endpoint.url_from) if endpoint.url_from else ""
         token = self.secrets.read_value(endpoint.token_from) if endpoint.token_from else ""
         secrets.extend(value for value in (url, token) if value)
-        return request_for(endpoint, notification, url, token)
+        request = request_for(endpoint, notification, url, token)
+        if token and not self.token_hosts.allows(request.url):
+            raise AccessError(
+                "its token goes only over https to api.github.com, gitlab.com and the hosts of "
+                "--notification-token-host, and this endpoint's URL is on none of them"
+            )
+        return request
 
     def _retrying(self, attempts: int) -> Retrying:
         return Retrying(

@@ -4,6 +4,11 @@ operator put them and never from the config repo (C6): a file in ``--notificatio
 :data:`SECRET_LABEL`. The label is the operator's consent: without it, a commit could name any
 Secret of the namespace (a runtime's kubeconfig) and have it sent to a URL of its choosing.
 
+A token goes only to the hosts the operator named (:class:`TokenHosts`: ``api.github.com``,
+``gitlab.com`` and each ``--notification-token-host``), over https (http only to a loopback
+host): a commit may change an endpoint's ``url``, and must not be able to send a token
+elsewhere with it.
+
 Values are read at each delivery (a rotated Secret is used at once), kept in memory for that
 delivery only, and never logged: errors name where a value is kept, never the value.
 Callers: :mod:`reconciler.notify.delivery`, the daemon's command (which builds a reader).
@@ -14,8 +19,10 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+from urllib.parse import urlsplit
 
 from reconciler.core.endpoints import SecretRef
 from reconciler.core.objects import Body, ObjectRef
@@ -25,6 +32,37 @@ from reconciler.errors import AccessError
 SECRET_LABEL = "reconciler.dev/notifications"  # noqa: S105 (a label name)
 #: The largest secret value read (a URL or a token).
 MAX_SECRET = 16 * 1024
+
+#: A host (lower-case) and a port (``None``: the scheme's default).
+TokenHost = tuple[str, int | None]
+#: Where a token may always go: the commit status APIs' default hosts.
+DEFAULT_TOKEN_HOSTS: tuple[TokenHost, ...] = (("api.github.com", None), ("gitlab.com", None))
+_LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
+_PORTS = {"https": 443, "http": 80}
+
+
+@dataclass(frozen=True, slots=True)
+class TokenHosts:
+    """The hosts an endpoint's token may go to: :data:`DEFAULT_TOKEN_HOSTS` and ``named``."""
+
+    named: tuple[TokenHost, ...] = ()
+
+    def allows(self, url: str) -> bool:
+        """Whether a token may go to ``url``: https to one of the hosts (on the port named,
+        else 443), or http to a loopback one."""
+        parts = urlsplit(url)
+        scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+        if scheme not in _PORTS or (scheme == "http" and host not in _LOOPBACK):
+            return False
+        try:
+            port = parts.port or _PORTS[scheme]
+        except ValueError:
+            return False
+        return any(
+            name == host and (wanted or _PORTS[scheme]) == port
+            for name, wanted in (*DEFAULT_TOKEN_HOSTS, *self.named)
+        )
+
 
 #: Reads one key of a Secret by (name, key).
 FetchSecret = Callable[[str, str], str]

@@ -12,7 +12,7 @@ from pathlib import Path
 from reconciler.core.endpoints import Endpoint, EndpointType, NotificationSettings, SecretRef
 from reconciler.core.notifications import Notification, NotificationKind
 from reconciler.notify.delivery import Delivery
-from reconciler.notify.secrets import SecretReader
+from reconciler.notify.secrets import SecretReader, TokenHosts
 from tests.support.receiver import Received, Receiver
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -32,7 +32,8 @@ def _deliver(
 ) -> Received:
     (tmp_path / "token").write_text("the-token\n")
     settings = NotificationSettings((endpoint,), kubernetes_events=False)
-    delivery = Delivery(lambda: settings, SecretReader(tmp_path))
+    hosts = TokenHosts((receiver.host,))
+    delivery = Delivery(lambda: settings, SecretReader(tmp_path), token_hosts=hosts)
     delivery.notify(notification)
     delivery.drain()
     delivery.close()

@@ -16,7 +16,7 @@ from reconciler.core.endpoints import Endpoint, EndpointType, NotificationSettin
 from reconciler.core.notifications import Notification, NotificationKind
 from reconciler.notify import delivery as delivery_module
 from reconciler.notify.delivery import Delivery
-from reconciler.notify.secrets import SecretReader
+from reconciler.notify.secrets import SecretReader, TokenHosts
 from tests.support.receiver import Receiver
 
 AT = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
@@ -53,10 +53,15 @@ def _delivery(
     counts: Counts | None = None,
     secrets: SecretReader | None = None,
     attempts: int = 5,
+    receiver: Receiver | None = None,
 ) -> Delivery:
     settings = NotificationSettings(endpoints, attempts=attempts, kubernetes_events=False)
     return Delivery(
-        lambda: settings, secrets or SecretReader(), report=counts or Counts(), pause=pauses
+        lambda: settings,
+        secrets or SecretReader(),
+        report=counts or Counts(),
+        pause=pauses,
+        token_hosts=TokenHosts((receiver.host,) if receiver else ()),
     )
 
 
@@ -141,7 +146,8 @@ def test_a_redirect_is_not_followed(receiver: Receiver, tmp_path: Path) -> None:
         "hook", EndpointType.WEBHOOK, url=receiver.url, token_from=SecretRef(file="token")
     )
     counts = Counts()
-    delivery = _delivery((endpoint,), Pauses(), counts, secrets=SecretReader(tmp_path))
+    secrets = SecretReader(tmp_path)
+    delivery = _delivery((endpoint,), Pauses(), counts, secrets=secrets, receiver=receiver)
 
     delivery.notify(_notification(NotificationKind.WAVE_HEALTHY))
     delivery.drain()
@@ -233,7 +239,9 @@ def test_secrets_never_reach_the_logs(
         repository="a/b",
         token_from=SecretRef(file="absent"),
     )
-    delivery = _delivery((endpoint, missing), Pauses(), secrets=SecretReader(tmp_path), attempts=2)
+    secrets = SecretReader(tmp_path)
+    endpoints = (endpoint, missing)
+    delivery = _delivery(endpoints, Pauses(), secrets=secrets, attempts=2, receiver=receiver)
 
     with caplog.at_level(logging.DEBUG):
         delivery.notify(_notification(NotificationKind.COMMIT_REFUSED))
@@ -248,3 +256,39 @@ def test_secrets_never_reach_the_logs(
         in caplog.text
     )
     assert "endpoint gh not delivered (0 attempt(s)): file absent: no such file" in caplog.text
+
+
+def test_a_token_goes_only_to_the_hosts_the_operator_named(
+    receiver: Receiver, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "token").write_text("tok-for-github")
+    moved = Endpoint(  # a commit pointed the endpoint elsewhere, its token still named
+        "gh",
+        EndpointType.GITHUB,
+        url=receiver.url,
+        repository="a/b",
+        token_from=SecretRef(file="token"),
+    )
+    counts = Counts()
+    delivery = _delivery((moved,), Pauses(), counts, secrets=SecretReader(tmp_path))
+
+    delivery.notify(_notification(NotificationKind.COMMIT_HELD))
+    delivery.drain()
+    delivery.close()
+
+    assert receiver.tries == []
+    assert counts.seen == [("gh", "failed")]
+    assert "this endpoint's URL is on none of them" in caplog.text
+
+
+def test_where_tokens_may_go() -> None:
+    named = TokenHosts((("git.example.com", None), ("127.0.0.1", 8080)))
+
+    assert named.allows("https://api.github.com/repos/a/b/statuses/1")
+    assert named.allows("https://gitlab.com/api/v4/projects/1/statuses/1")
+    assert named.allows("https://git.example.com/api/v4")
+    assert named.allows("http://127.0.0.1:8080/hook")
+    assert not named.allows("http://api.github.com/repos")  # a token never goes in clear
+    assert not named.allows("https://git.example.com:8443/api")  # not the port named
+    assert not named.allows("https://api.github.com.evil.example/")
+    assert not named.allows("http://127.0.0.1:9090/hook")

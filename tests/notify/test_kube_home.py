@@ -20,7 +20,7 @@ from reconciler.core.objects import ObjectRef
 from reconciler.notify.delivery import Delivery
 from reconciler.notify.events import NotificationEvents
 from reconciler.notify.home import HomeCluster
-from reconciler.notify.secrets import SECRET_LABEL, SecretReader, secrets_of
+from reconciler.notify.secrets import SECRET_LABEL, SecretReader, TokenHosts, secrets_of
 from tests.support.kube_control_plane import ControlPlane
 from tests.support.receiver import Receiver
 
@@ -82,6 +82,7 @@ def test_tokens_from_labelled_secrets_and_events_on_the_real_server(
         lambda: settings,
         SecretReader(fetch_secret=secrets_of(reached, namespace)),
         events=NotificationEvents(reached, namespace),
+        token_hosts=TokenHosts((receiver.host,)),
     )
     refused = Notification(
         NotificationKind.COMMIT_REFUSED, "c" * 40, "commit cccccccccccc refused", datetime.now(UTC)

@@ -65,6 +65,11 @@ class Receiver:
         threading.Thread(target=self.http.serve_forever, args=(0.05,), daemon=True).start()
         return self
 
+    @property
+    def host(self) -> tuple[str, int]:
+        """Its host and port, as ``--notification-token-host`` names it."""
+        return ("127.0.0.1", self.http.server_port)
+
     def answer(self, path: str, headers: dict[str, str], raw: bytes) -> int:
         """The status of one try, recorded."""
         text = raw.decode("utf-8")
