@@ -25,6 +25,8 @@ from reconciler.notify.delivery import Delivery
 from reconciler.notify.secrets import SecretReader
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
+from tests.daemon import test_members
+from tests.daemon.test_shared_commit import Interleaved
 from tests.support.daemons import (
     SETTINGS_SPEC,
     Fleet,
@@ -217,3 +219,31 @@ def test_the_daemon_command_sends_with_secrets_from_its_folder(
     assert 'reconciler_notifications_total{endpoint="chat",result="delivered"} 1.0' in metrics
     assert 'reconciler_notifications_total{endpoint="hook",result="delivered"} 1.0' in metrics
     assert "s3cr3t" not in log.read_text()
+
+
+@pytest.fixture
+def replicas(tmp_path: Path) -> Iterator[test_members.World]:
+    """Replicas on one store and git server (:mod:`tests.daemon.test_members`)."""
+    made = test_members.World(tmp_path)
+    try:
+        yield made
+    finally:
+        for replica in made.replicas:
+            replica.daemon.close()
+        made.git.stop()
+
+
+def test_replicas_deciding_one_commit_at_once_tell_it_once(replicas: test_members.World) -> None:
+    """replica-b reads the commit, replica-a refuses it meanwhile, then replica-b's own refusal
+    finds replica-a's standing: only replica-a tells."""
+    one, two = replicas.replica("replica-a"), replicas.replica("replica-b")
+    told_one, told_two = Told(), Told()
+    one.daemon.notifier, two.daemon.notifier = told_one, told_two
+    one.daemon.poll()
+    bad = replicas.fleet.commit("bad", {"fleet/runtimes/a.yaml": "apiVersion: nope\n"})
+    two.daemon.store = Interleaved(two.daemon.store, "decide_commit", one.daemon.poll)
+
+    two.daemon.poll()
+
+    assert [(n.kind, n.commit) for n in told_one.told] == [(NotificationKind.COMMIT_REFUSED, bad)]
+    assert told_two.told == []
