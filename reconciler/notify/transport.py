@@ -50,10 +50,10 @@ class HttpTransport:
             answer = self._pool.request(
                 "POST", request.url, body=body, headers=dict(request.headers), redirect=False
             )
+        except (urllib3.exceptions.LocationValueError, ValueError) as error:  # no usable URL
+            raise PermanentError(f"the URL cannot be used ({type(error).__name__})") from None
         except urllib3.exceptions.HTTPError as error:
             raise ServerError(f"no answer ({type(error).__name__})") from None
-        except ValueError as error:  # a URL urllib3 cannot parse
-            raise PermanentError(f"the URL cannot be used ({type(error).__name__})") from None
         check_status(answer.status, answer.headers.get("Retry-After"))
 
 

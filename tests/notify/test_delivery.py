@@ -157,6 +157,25 @@ def test_a_redirect_is_not_followed(receiver: Receiver, tmp_path: Path) -> None:
     assert counts.seen == [("hook", "failed")]
 
 
+@pytest.mark.parametrize("url", ["not a url", "ftp://example.com/x", "http://"])
+def test_a_secret_url_that_cannot_be_used_fails_at_once(
+    tmp_path: Path, url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "hook-url").write_text(url)
+    endpoint = Endpoint("hook", EndpointType.WEBHOOK, url_from=SecretRef(file="hook-url"))
+    pauses, counts = Pauses(), Counts()
+    delivery = _delivery((endpoint,), pauses, counts, secrets=SecretReader(tmp_path))
+
+    delivery.notify(_notification(NotificationKind.WAVE_HEALTHY))
+    delivery.drain()
+    delivery.close()
+
+    assert pauses.asked == []
+    assert counts.seen == [("hook", "failed")]
+    assert "(1 attempt(s)): the URL cannot be used" in caplog.text
+    assert url not in caplog.text
+
+
 def test_each_endpoint_gets_only_the_events_it_wants(receiver: Receiver) -> None:
     rollouts = Endpoint(
         "rollouts", EndpointType.WEBHOOK, receiver.url + "/r", events=("rollout.*",)
