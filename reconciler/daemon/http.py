@@ -165,7 +165,9 @@ class Endpoints:
     def _page(self, path: str, query: str) -> Response:
         answer = self.pages.respond(path, query)
         extra = HTML_HEADERS if answer.kind == HTML else ()
-        error = "no such runtime" if answer.status == 404 else ""
+        error = {404: "no such runtime", 503: "the state store cannot be read"}.get(
+            answer.status, ""
+        )
         return Response(answer.status, answer.body, answer.kind, error=error, headers=extra)
 
     def _hook(self, environ: Mapping[str, Any], body: bytes) -> Response:

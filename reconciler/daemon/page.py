@@ -42,6 +42,7 @@ from reconciler.daemon.page_model import (
     time_text,
 )
 from reconciler.daemon.page_runtime import runtime_view
+from reconciler.errors import TransientError
 from reconciler.operations.store import load_status, load_statuses
 
 if TYPE_CHECKING:
@@ -104,6 +105,13 @@ def stylesheet() -> bytes:
     return resources.files("reconciler.daemon").joinpath("static/page.css").read_bytes()
 
 
+def problem_page(status: int, title: str, message: str) -> PageAnswer:
+    """A page that says what went wrong, in one line."""
+    return PageAnswer(
+        status, HTML, render_page("problem.html", title=title, message=message, here="")
+    )
+
+
 def render_page(template: str, **values: Any) -> bytes:
     """``template`` with ``values``, as UTF-8."""
     return environment().get_template(template).render(**values).encode()
@@ -116,7 +124,15 @@ class Pages:
         self.daemon = daemon
 
     def respond(self, path: str, query: str) -> PageAnswer:
-        """The answer to ``GET path?query``."""
+        """The answer to ``GET path?query``; 503 with the reason while the state store cannot
+        be read (a PostgreSQL restarting), as a page and one log line."""
+        try:
+            return self._respond(path, query)
+        except TransientError as error:
+            message = f"cannot read the daemon's state now ({type(error).__name__}): {error}"
+            return problem_page(503, "Unavailable, try again", message)
+
+    def _respond(self, path: str, query: str) -> PageAnswer:
         if path == STYLESHEET:
             return PageAnswer(200, "text/css; charset=utf-8", stylesheet())
         if path == "/":
@@ -135,13 +151,12 @@ class Pages:
         """``/runtimes/NAME``: 404 (with the closest name) for one the daemon does not know."""
         if not is_runtime_name(name):  # never compared with the fleet: it may be 60 KiB
             message = f"'{name[:100]}' is no runtime name (a DNS-1123 label)"
-            return PageAnswer(404, HTML, render_page("missing.html", message=message, here=""))
+            return problem_page(404, "Not found", message)
         runtime = load_runtime(self.daemon, name)
         if runtime is None:
             known = self.daemon.fleet()
             message = f"no runtime '{name}' in the commit in force nor in the state store"
-            body = render_page("missing.html", message=message + did_you_mean(name, known), here="")
-            return PageAnswer(404, HTML, body)
+            return problem_page(404, "Not found", message + did_you_mean(name, known))
         operations = self.daemon.store.operations(runtime=name, limit=5)
         view = runtime_view(runtime, operations, load_source(self.daemon), self.daemon.clock())
         return PageAnswer(200, HTML, render_page("runtime.html", view=view, here=""))

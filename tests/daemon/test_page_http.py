@@ -23,6 +23,8 @@ from reconciler.daemon.http import HttpServer, serve
 from reconciler.daemon.page import Pages, render_page
 from reconciler.daemon.page_model import FleetQuery, SourceView, fleet_view, refused_problem
 from reconciler.daemon.service import Daemon, DaemonOptions
+from reconciler.errors import StoreError
+from reconciler.operations.model import RuntimeRecord
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
 from reconciler.source.signatures import TrustedKeys
@@ -31,8 +33,18 @@ from tests.support.fleet_history import BASE_FILES, runtime_yaml, write_tree
 from tests.support.scenarios import USER_GADGET
 from tests.support.signing import Keys, SshKey, keys, signed_commit
 from tests.support.signing import git as signing_git
+from tests.support.sources import UnusedSource
 
 __all__ = ["keys"]  # the fixture
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _no_cluster(access: ClusterAccess, name: str) -> InMemoryCluster:
+    raise AssertionError("the page never reaches a cluster")
+
 
 APPS = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}}
 
@@ -185,7 +197,7 @@ def test_a_name_that_is_no_runtime_name_is_refused_without_a_search(served: Serv
 
 def test_what_a_page_prints_has_secrets_masked_and_html_escaped() -> None:
     token = "ghp_" + "a" * 36
-    body = render_page("missing.html", message=f"<b>{token}</b>", here="").decode()
+    body = render_page("problem.html", title="t", message=f"<b>{token}</b>", here="").decode()
 
     assert token not in body
     assert "&lt;b&gt;***&lt;/b&gt;" in body
@@ -239,3 +251,20 @@ def test_a_commit_refused_for_its_signature_shows_the_commit_and_its_key(
     assert f'Commit <code title="{bad}">{bad[:12]}</code> refused' in page
     assert '<td data-label="Signature">UntrustedKey</td>' in page
     assert "Push a new commit signed by a trusted key" in page
+
+
+class _StoreDown(SqliteStore):
+    """A state store whose database cannot be reached (PostgreSQL restarting)."""
+
+    def runtimes(self) -> list[RuntimeRecord]:
+        raise StoreError("the state store at postgresql://db/reconciler cannot be reached")
+
+
+def test_a_store_that_cannot_be_read_is_a_503_page(tmp_path: Path) -> None:
+    daemon = Daemon(UnusedSource(), _StoreDown(tmp_path / "state.db"), _no_cluster, _now)
+
+    answer = Pages(daemon).respond("/", "")
+    daemon.close()
+
+    assert answer.status == 503
+    assert "cannot read the daemon&#39;s state now (StoreError)" in answer.body.decode()
