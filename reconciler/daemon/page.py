@@ -41,7 +41,7 @@ from reconciler.daemon.page_model import (
     refused_problem,
     time_text,
 )
-from reconciler.daemon.page_runtime import runtime_view
+from reconciler.daemon.page_runtime import OPERATIONS_SHOWN, runtime_view
 from reconciler.errors import TransientError
 from reconciler.operations.store import load_status, load_statuses
 
@@ -157,7 +157,7 @@ class Pages:
             known = self.daemon.fleet()
             message = f"no runtime '{name}' in the commit in force nor in the state store"
             return problem_page(404, "Not found", message + did_you_mean(name, known))
-        operations = self.daemon.store.operations(runtime=name, limit=5)
+        operations = self.daemon.store.operations(runtime=name, limit=OPERATIONS_SHOWN)
         view = runtime_view(runtime, operations, load_source(self.daemon), self.daemon.clock())
         return PageAnswer(200, HTML, render_page("runtime.html", view=view, here=""))
 
