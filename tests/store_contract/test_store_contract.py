@@ -307,6 +307,20 @@ def test_unfinished_is_the_oldest_pending_or_in_progress(backend: Backend) -> No
     assert store.unfinished("other") is None
 
 
+def test_unfinished_all_is_the_unfinished_of_each_runtime_in_one_read(backend: Backend) -> None:
+    store = backend.open()
+    assert store.unfinished_all() == {}
+    store.save(_operation("done", created=T0, state=OperationState.SUCCEEDED))
+    store.save(_operation("late", created=T0 + timedelta(minutes=2)))
+    store.save(_operation("early", created=T0 + timedelta(minutes=1)))
+    store.save(_operation("other", "rt-2", T0 + timedelta(minutes=3), OperationState.IN_PROGRESS))
+
+    found = store.unfinished_all()
+
+    assert {runtime: o.id for runtime, o in found.items()} == {"rt": "early", "rt-2": "other"}
+    assert found["rt"].stages[0].steps[0].name == "Plan_Changes"
+
+
 # -- claims (O3) ---------------------------------------------------------------------------------
 
 

@@ -47,6 +47,10 @@ class StateStore(Protocol):
     def unfinished(self, runtime: str) -> Operation | None:
         """The runtime's pending or in-progress operation, if any."""
 
+    def unfinished_all(self) -> dict[str, Operation]:
+        """Each runtime's pending or in-progress operation (:meth:`unfinished` of every runtime
+        that has one), in one read."""
+
     def claim(
         self,
         operation_id: str,
@@ -153,20 +157,21 @@ def load_statuses(
 ) -> list[RuntimeStatus]:
     """Every runtime's status now (or those named), by :meth:`RuntimeStatus.of`: its last
     finished record seen through its unfinished operation, if one is under way, and its
-    suspension (one read per runtime: linear in the fleet). ``git_suspended``: runtime ->
+    suspension (three reads, whatever the fleet's size). ``git_suspended``: runtime ->
     ``spec.suspend`` where the caller read git (else the records say)."""
     wanted = set(runtimes)
     suspended = store.suspensions()
     in_git = git_suspended or {}
+    records = [r for r in store.runtimes() if not wanted or r.runtime in wanted]
+    unfinished = store.unfinished_all()
     return [
         RuntimeStatus.of(
             record,
-            store.unfinished(record.runtime),
+            unfinished.get(record.runtime),
             suspended.get(record.runtime),
             git_suspended=in_git.get(record.runtime),
         )
-        for record in store.runtimes()
-        if not wanted or record.runtime in wanted
+        for record in records
     ]
 
 

@@ -254,6 +254,18 @@ class OperationTables(SqlBase):
             ).fetchall()
             return self._loaded(statements, rows)[0] if rows else None
 
+    def unfinished_all(self) -> dict[str, Operation]:
+        """See :class:`StateStore`."""
+        with self.snapshot() as statements:
+            rows = statements.run(
+                "SELECT * FROM operations WHERE state IN (?, ?) ORDER BY created, {order}",
+                _UNFINISHED,
+            ).fetchall()
+            found: dict[str, Operation] = {}
+            for operation in self._loaded(statements, rows):
+                found.setdefault(operation.runtime, operation)
+            return found
+
     def _loaded(self, statements: Statements, rows: list[Any]) -> list[Operation]:
         """The operations of ``rows`` with their stages and steps (two more statements for all
         of them), remembered with the version read: rows read later at a newer version fail the
