@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from reconciler.config.budget import TimeBudget, budget_diagnostic
 from reconciler.config.builders import module_from, runtime_from, settings_from
+from reconciler.config.chart_values import ChartValuesChecker, ValuesDocuments
 from reconciler.config.credentials import find_inline_credentials
 from reconciler.config.manifests import object_problems, operator_version_problems
 from reconciler.config.overrides import OverrideChecker, OverrideFindings
@@ -145,6 +146,7 @@ def _validate(
     )
     run.values_files_checked()
     runtimes = {f.stem: run.runtime(f, repo) for f in raw.runtimes}
+    run.diagnostics.extend(run.chart_values_problems(repo, runtimes))
     diagnostics = tuple(sort_diagnostics(run.diagnostics))
     files = _count_files(raw)
     warnings = tuple(sort_diagnostics([*_warnings(raw), *run.warnings]))
@@ -216,6 +218,9 @@ class _Run:
     #: ``valuesFrom`` files by repo path, and those scanned for credentials already.
     values_files: Mapping[str, RawFile] = field(default_factory=dict)
     values_data: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: Where values are written (runtimes, values files), for C9 values errors.
+    value_documents: dict[str, Document] = field(default_factory=dict)
+    runtime_documents: dict[str, Document] = field(default_factory=dict)
 
     def timed(self, document: Document, check: Callable[[], bool]) -> bool:
         """``check()`` of ``document`` within its file's time budget; past it, what the check
@@ -330,6 +335,7 @@ class _Run:
         self.diagnostics.extend(problems)
         if values is not None:
             self.diagnostics.extend(find_inline_credentials(values, self.budget))
+            self.value_documents[values.path] = values
         default = self.default_configuration(raw.default)
         template = template_source(raw, kind, values)
         return ModuleVersion(raw.name, (), default, kind=kind, template=template)
@@ -478,6 +484,7 @@ class _Run:
         if document is None or not self.name_matches(document, file.stem, "file name"):
             return None
         runtime = runtime_from(document.data, file.path)
+        self.runtime_documents[runtime.name] = document
         found = self.runtime_fields(document, runtime)
         runtime = self.runtime_values(document, runtime, found)
         resolution = resolve_runtime(repo, runtime)
@@ -557,6 +564,17 @@ class _Run:
             if values is not None:
                 self.diagnostics.extend(find_inline_credentials(values, self.budget))
                 self.values_data[path] = values.data
+                self.value_documents[path] = values
+
+    def chart_values_problems(
+        self, repo: ConfigRepo, runtimes: Mapping[str, Runtime | None]
+    ) -> list[Diagnostic]:
+        """C9: each valid runtime's merged values against its charts' values.schema.json."""
+        valid = {name: r for name, r in runtimes.items() if r is not None}
+        documents = ValuesDocuments(
+            self.runtime_documents, self.channel_documents, self.value_documents
+        )
+        return ChartValuesChecker(documents).problems(replace(repo, runtimes=valid), valid)
 
     def runtime_fields(self, document: Document, runtime: Runtime) -> list[Diagnostic]:
         found: list[Diagnostic] = []
