@@ -6,7 +6,9 @@ A version folder's kind is decided by the one file it holds (docs/charts.md): ``
 when given, must agree (C4). Values come from the version's ``values.yaml``, a channel's
 ``spec.values`` and a runtime's module entry (``valuesFrom`` a file of the repo, then
 ``values``): each must be a mapping, and a ``valuesFrom`` file one mapping document inside the
-repo, scanned for credentials like every other file (C6). Callers: the validator.
+repo, scanned for credentials like every other file (C6). Helm hooks are not run: a chart whose
+render for a runtime has any is refused (C9, naming the chart, the hooks and their objects), so a
+hook is never applied as an ordinary object (docs/charts.md). Callers: the validator.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import Any
 from reconciler.config.raw import RawFile, RawVersion
 from reconciler.config.yamlsafe import Document
 from reconciler.core.diagnostics import Diagnostic, Pointer
-from reconciler.core.model import ModuleKind, TemplateSource
+from reconciler.core.model import ConfigRepo, ModuleKind, RenderedTemplate, TemplateSource
+from reconciler.core.resolve import resolve_runtime
 from reconciler.core.templates import merge_values
 
 #: The file that marks each kind, in the order they are named in messages.
@@ -100,3 +103,46 @@ def entry_values(
     if inline is None and from_file is None:
         return None
     return merge_values(from_file or {}, inline or {})
+
+
+#: The annotation that makes an object a Helm hook, and the one naming its delete policy.
+HOOK_ANNOTATION = "helm.sh/hook"
+
+
+def hook_problems(
+    repo: ConfigRepo, rendered: Mapping[tuple[str, str], RenderedTemplate]
+) -> list[Diagnostic]:
+    """C9: every chart version whose render has hooks (test hooks are dropped by the engine),
+    once per version and hook set, naming the first runtime and how many more."""
+    found: dict[tuple[str, str, str], list[str]] = {}
+    for (runtime, module), template in sorted(rendered.items()):
+        if template.hooks:
+            version = _rendered_version(repo, runtime, module)
+            found.setdefault((module, version, _hooks_text(template)), []).append(runtime)
+    problems = []
+    for (module, version, hooks), runtimes in found.items():
+        source = repo.modules[module].versions[version].template
+        root = source.root if source is not None else module
+        more = f" and {len(runtimes) - 1} more" if len(runtimes) > 1 else ""
+        message = (
+            f"chart of module {module} {version} has Helm hooks, which the reconciler does not "
+            f"run: {hooks}; switch them off by the chart's values (docs/charts.md, Hooks) "
+            f"[runtime {runtimes[0]}{more}]"
+        )
+        problems.append(Diagnostic(f"{root}/Chart.yaml", 1, 1, "C9", message))
+    return problems
+
+
+def _hooks_text(template: RenderedTemplate) -> str:
+    shown = []
+    for body in template.hooks:
+        metadata = body.get("metadata") or {}
+        hook = str((metadata.get("annotations") or {}).get(HOOK_ANNOTATION, "")).replace(" ", "")
+        shown.append(f"{body.get('kind')}/{metadata.get('name')} ({hook})")
+    return ", ".join(sorted(shown))
+
+
+def _rendered_version(repo: ConfigRepo, runtime: str, module: str) -> str:
+    """The version of ``module`` that ``runtime`` gets (the one rendered for it)."""
+    resolution = resolve_runtime(repo, repo.runtimes[runtime])
+    return next((m.version for m in resolution.modules if m.name == module), "?")

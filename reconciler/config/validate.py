@@ -29,6 +29,7 @@ from reconciler.config.settings_checks import settings_problems
 from reconciler.config.templates import (
     declared_kind_problem,
     entry_values,
+    hook_problems,
     template_source,
     values_from_problem,
     values_mapping,
@@ -163,7 +164,8 @@ def _rendered(
 ) -> Validation:
     """``validation`` with the templated modules of its repo rendered, or their C9 errors."""
     rendered, failures = render_repo(repo, renderer, cache)
-    if not failures:
+    refused = hook_problems(repo, rendered)
+    if not failures and not refused:
         config = replace(repo, rendered=rendered)
         RESOLUTIONS.share(repo, config)
         return replace(validation, repo=config)
@@ -172,7 +174,7 @@ def _rendered(
         seen.setdefault((failure.module, failure.version, failure.message), []).append(
             failure.runtime
         )
-    diagnostics = []
+    diagnostics = list(refused)
     for (module, version, message), runtimes in seen.items():
         where = repo.modules[module].versions[version].template
         path = where.root if where is not None else module

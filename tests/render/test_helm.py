@@ -82,20 +82,46 @@ def test_notes_are_text_not_objects(make_repo: RepoFactory) -> None:
     assert sorted(o["kind"] for o in rendered.objects) == ["ConfigMap", "Deployment"]
 
 
-def test_hooks_are_kept_apart_and_test_hooks_dropped(make_repo: RepoFactory) -> None:
-    job = (
-        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {name}\n  annotations:\n"
-        '    "helm.sh/hook": {hook}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n'
-        "      containers: [{{name: j, image: busybox}}]\n"
-    )
-    hooks = {
-        "modules/web/1.0.0/chart/templates/pre.yaml": job.format(name="pre", hook="pre-install"),
-        "modules/web/1.0.0/chart/templates/test.yaml": job.format(name="t", hook="test"),
-    }
+_JOB = (
+    "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {name}\n  annotations:\n"
+    '    "helm.sh/hook": {hook}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n'
+    "      containers: [{{name: j, image: busybox}}]\n"
+)
+
+
+def test_test_hooks_are_dropped(make_repo: RepoFactory) -> None:
+    hooks = {"modules/web/1.0.0/chart/templates/test.yaml": _JOB.format(name="t", hook="test")}
     repo = _repo(make_repo, hooks=hooks)
     rendered = repo.rendered[("plain", "web")]
-    assert [h["metadata"]["name"] for h in rendered.hooks] == ["pre"]
+    assert rendered.hooks == ()
     assert "Job" not in {o["kind"] for o in rendered.objects}
+
+
+def test_a_chart_with_hooks_is_refused_naming_chart_hook_and_object(
+    make_repo: RepoFactory,
+) -> None:
+    hooks = {
+        "modules/web/1.0.0/chart/templates/pre.yaml": _JOB.format(
+            name="migrate", hook="pre-install,pre-upgrade"
+        ),
+        "modules/web/1.0.0/chart/templates/test.yaml": _JOB.format(name="t", hook="test"),
+    }
+    tree = {
+        **chart_module_files("web"),
+        **hooks,
+        **channel_file("regular", {"web": "1.0.0"}),
+        **runtime_file("a", "regular", [{"name": "web"}]),
+        **runtime_file("b", "regular", [{"name": "web"}]),
+    }
+    validation = load_repo(make_repo(tree), renderer=default_renderer())
+    assert validation.repo is None  # never applied as an ordinary object
+    (error,) = validation.diagnostics
+    assert error.rule == "C9"
+    assert error.path.endswith("modules/web/1.0.0/chart/Chart.yaml")
+    assert "module web 1.0.0 has Helm hooks" in error.message
+    assert "Job/migrate (pre-install,pre-upgrade)" in error.message
+    assert "Job/t" not in error.message
+    assert "[runtime a and 1 more]" in error.message
 
 
 def test_a_template_error_is_a_located_c9_error(make_repo: RepoFactory) -> None:
