@@ -554,7 +554,8 @@ class _Run:
                 problem = document.diagnostic("C2", message, at)
             found.extend([problem] if problem is not None else [])
             values = self.values_data.get(ref.values_from)
-            refs.append(replace(ref, values=entry_values(ref.values, values)))
+            merged = entry_values(ref.values, values)
+            refs.append(replace(ref, values=merged, file_values=values))
         return replace(runtime, modules=tuple(refs))
 
     def values_files_checked(self) -> None:

@@ -104,6 +104,9 @@ class ModuleRef:
     values: Mapping[str, Any] | None = None
     #: ``valuesFrom``: the repo path of the values file, for messages and causes.
     values_from: str | None = None
+    #: The ``valuesFrom`` file's values (already under ``values``), to tell the two apart in
+    #: causes of a fleet diff.
+    file_values: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
