@@ -19,6 +19,7 @@ from reconciler.core.model import (
     ChannelsFrom,
     ClientRate,
     ClusterAccess,
+    HookPolicy,
     MaintenanceWindow,
     ManagedKind,
     Module,
@@ -84,6 +85,7 @@ def module_from(
         ),
         description=spec.get("description", ""),
         source=source,
+        hooks=HookPolicy(spec.get("hooks", HookPolicy.REFUSE)),
     )
 
 

@@ -20,7 +20,13 @@ from typing import Any
 from reconciler.config.raw import RawFile, RawVersion
 from reconciler.config.yamlsafe import Document
 from reconciler.core.diagnostics import Diagnostic, Pointer
-from reconciler.core.model import ConfigRepo, ModuleKind, RenderedTemplate, TemplateSource
+from reconciler.core.model import (
+    ConfigRepo,
+    HookPolicy,
+    ModuleKind,
+    RenderedTemplate,
+    TemplateSource,
+)
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.templates import merge_values
 
@@ -116,9 +122,9 @@ def hook_problems(
     once per version and hook set, naming the first runtime and how many more."""
     found: dict[tuple[str, str, str], list[str]] = {}
     for (runtime, module), template in sorted(rendered.items()):
-        if template.hooks:
+        if template.hooks and repo.modules[module].hooks is HookPolicy.REFUSE:
             version = _rendered_version(repo, runtime, module)
-            found.setdefault((module, version, _hooks_text(template)), []).append(runtime)
+            found.setdefault((module, version, hooks_text(template)), []).append(runtime)
     problems = []
     for (module, version, hooks), runtimes in found.items():
         source = repo.modules[module].versions[version].template
@@ -126,14 +132,16 @@ def hook_problems(
         more = f" and {len(runtimes) - 1} more" if len(runtimes) > 1 else ""
         message = (
             f"chart of module {module} {version} has Helm hooks, which the reconciler does not "
-            f"run: {hooks}; switch them off by the chart's values (docs/charts.md, Hooks) "
+            f"run: {hooks}; switch them off by the chart's values, or state spec.hooks: Skip in "
+            f"its module.yaml (docs/charts.md, Hooks) "
             f"[runtime {runtimes[0]}{more}]"
         )
         problems.append(Diagnostic(f"{root}/Chart.yaml", 1, 1, "C9", message))
     return problems
 
 
-def _hooks_text(template: RenderedTemplate) -> str:
+def hooks_text(template: RenderedTemplate) -> str:
+    """``Job/x (pre-install,pre-upgrade), ...``: the hooks of a render, sorted."""
     shown = []
     for body in template.hooks:
         metadata = body.get("metadata") or {}

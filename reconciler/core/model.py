@@ -189,6 +189,13 @@ class ModuleVersion:
     template: TemplateSource | None = None
 
 
+class HookPolicy(StrEnum):
+    """What a chart's Helm hooks get (``spec.hooks``; docs/charts.md): never run, either way."""
+
+    REFUSE = "Refuse"  # validate refuses a chart that renders hooks (C9)
+    SKIP = "Skip"  # stated skipped: neither run nor applied, listed by render
+
+
 @dataclass(frozen=True, slots=True)
 class Module:
     """An installable unit with its versions."""
@@ -203,6 +210,7 @@ class Module:
     managed_resources: tuple[ManagedKind, ...] = ()
     description: str = ""
     source: str = ""
+    hooks: HookPolicy = HookPolicy.REFUSE
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
 """The corpus charts as modules on a real API server (the ``kube_control_plane`` fixture):
-cert-manager (CRDs enabled) and ingress-nginx, their hooks switched off by values (the
-reconciler refuses hooks at validate: tests/render/test_corpus_charts.py), install with ``sync``,
+cert-manager (CRDs enabled, its post-install hook stated skipped: ``hooks: Skip``) and
+ingress-nginx (its admission hooks switched off by values; the reconciler refuses hooks at
+validate otherwise: tests/render/test_corpus_charts.py), install with ``sync``,
 upgrade to changed runtime values, and are removed by the CreateAndDelete rules (L8)."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pytest
 import yaml
 
 from reconciler.core.objects import ObjectRef
-from tests.support.charts import CERT_MANAGER, INGRESS_NGINX, corpus_chart_module
+from tests.support.charts import INGRESS_NGINX, corpus_chart_module
 from tests.support.kube_control_plane import ControlPlane
 from tests.support.kube_fleet import KubeFleet, kube_fleet, until
 from tests.support.repos import write_files
@@ -49,7 +50,8 @@ def _write_modules(fleet: KubeFleet) -> None:
             "0.0.0",
             namespace=cert_ns,
             operator="cert-manager",
-            values=CERT_MANAGER,
+            values={"crds": {"enabled": True}},  # startupapicheck's hook Job left on,
+            hooks="Skip",  # and stated skipped: never run, never applied
         ),
         **corpus_chart_module(
             "ingress-nginx",
@@ -95,12 +97,18 @@ def test_corpus_charts_install_upgrade_and_are_removed(fleet: KubeFleet) -> None
     assert rendered.exit_code == 0, rendered.output
     kinds = [d["kind"] for d in yaml.safe_load_all(rendered.output) if d]
     assert kinds.count("CustomResourceDefinition") == 6
-    assert "Job" not in kinds  # the hooks are switched off, never applied as objects
+    assert "Job" not in kinds  # hooks switched off or stated skipped: never objects
+    assert "# hooks skipped (spec.hooks: Skip), never run: Job/cert-manager-startupapicheck" in (
+        rendered.output
+    )
 
     fleet.sync_until("succeeded", operators=_operators(fleet))
     assert fleet.cluster.get(CRD) is not None
     assert fleet.cluster.get(INGRESS_CLASS) is not None
     assert _replicas(fleet) == [1, 1]
+    cert_ns, _ = _namespaces(fleet)
+    hook = ObjectRef("batch/v1", "Job", cert_ns, "cert-manager-startupapicheck")
+    assert fleet.cluster.get(hook) is None
 
     fleet.set_modules(_entries({"replicaCount": 2}, {"controller": {"replicaCount": 2}}))
     fleet.sync_until("succeeded", operators=_operators(fleet))

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from reconciler.cli.render import render_stream
+from reconciler.config.templates import hooks_text
 from reconciler.config.validate import Validation
 from reconciler.core.model import ConfigRepo
+from reconciler.core.resolve import resolve_runtime
 from reconciler.render import default_renderer
 from reconciler.source.loader import load_repo
 from tests.support.charts import CERT_MANAGER, INGRESS_NGINX, corpus_chart_module
@@ -20,6 +23,7 @@ def _load(
     cert_manager: dict[str, Any],
     ingress_nginx: dict[str, Any] | None,
     entry: dict[str, Any] | None = None,
+    cert_hooks: str | None = None,
 ) -> Validation:
     tree = {
         **corpus_chart_module(
@@ -29,6 +33,7 @@ def _load(
             namespace="cert-manager",
             operator="cert-manager",
             values=cert_manager,
+            hooks=cert_hooks,
         ),
         **corpus_chart_module(
             "ingress-nginx",
@@ -96,3 +101,20 @@ def _names(repo: ConfigRepo) -> set[str]:
         for o in r.objects
         if o["kind"] == "Deployment"
     }
+
+
+def test_hooks_stated_skipped_are_neither_run_nor_applied_and_render_lists_them(
+    make_repo: RepoFactory,
+) -> None:
+    validation = _load(make_repo, {"crds": {"enabled": True}}, INGRESS_NGINX, cert_hooks="Skip")
+    repo = validation.repo
+    assert repo is not None, [d.format() for d in validation.diagnostics]
+    cert = repo.rendered[("edge", "cert-manager")]
+    assert "Job/cert-manager-startupapicheck" in hooks_text(cert)
+    assert "Job" not in {o["kind"] for o in cert.objects}
+    stream = render_stream(repo, resolve_runtime(repo, repo.runtimes["edge"]), ["cert-manager"])
+    assert (
+        "# hooks skipped (spec.hooks: Skip), never run: Job/cert-manager-startupapicheck "
+        "(post-install)" in stream
+    )
+    assert "kind: Job" not in stream

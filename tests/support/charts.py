@@ -75,11 +75,17 @@ def corpus_chart_module(
     namespace: str,
     operator: str,
     values: Mapping[str, Any] | None = None,
+    hooks: str | None = None,
 ) -> dict[str, str | bytes]:
     """``modules/<name>/``: a module whose version ``version`` is the corpus chart ``chart``
     (copied unmodified into ``chart/``), with ``values`` as the version's ``values.yaml``.
     Skips the test (fails it under CI) without the shared corpus."""
-    spec = {"namespace": namespace, "operator": {"kind": "Deployment", "name": operator}}
+    spec: dict[str, Any] = {
+        "namespace": namespace,
+        "operator": {"kind": "Deployment", "name": operator},
+    }
+    if hooks is not None:
+        spec["hooks"] = hooks  # Refuse | Skip (docs/charts.md, Hooks)
     module = {"apiVersion": API, "kind": "Module", "metadata": {"name": name}, "spec": spec}
     folder = f"modules/{name}/{version}"
     files: dict[str, str | bytes] = {f"modules/{name}/module.yaml": dump(module)}
