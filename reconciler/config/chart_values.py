@@ -29,6 +29,8 @@ from reconciler.core.resolve import resolve_runtime
 from reconciler.core.templates import merge_values, runtime_values, values_hash
 
 SCHEMA_FILE = "values.schema.json"
+#: (path, line, column, message) -> a diagnostic and the runtimes it was found for.
+_Findings = dict[tuple[str, int, int, str], tuple[Diagnostic, list[str]]]
 RULE = "C9"
 
 
@@ -74,26 +76,46 @@ class ChartValuesChecker:
     _defaults: dict[str, Document | None] = field(default_factory=dict)
     _checked: dict[tuple[str, str], tuple[_Problem, ...]] = field(default_factory=dict)
     #: (path, line, column, message) -> the diagnostic and the runtimes it was found for.
-    _found: dict[tuple[str, int, int, str], tuple[Diagnostic, list[str]]] = field(
-        default_factory=dict
-    )
+    _found: _Findings = field(default_factory=dict)
+    _unused: _Findings = field(default_factory=dict)
 
     def problems(self, repo: ConfigRepo, runtimes: Mapping[str, Runtime]) -> list[Diagnostic]:
         """Every C9 values error of ``runtimes`` (each named once, with its runtimes)."""
         for runtime in runtimes.values():
             self.check_runtime(repo, runtime)
-        found = []
-        for diagnostic, names in self._found.values():
-            more = f" and {len(names) - 1} more" if len(names) > 1 else ""
-            message = f"{diagnostic.message} [runtime {names[0]}{more}]"
-            found.append(replace(diagnostic, message=message))
-        return found
+        return _named_runtimes(self._found)
+
+    def unused(self) -> list[Diagnostic]:
+        """C9 warnings: values given to a module whose version takes none (a manifest), each
+        named once, with its runtimes (after :meth:`problems`)."""
+        return _named_runtimes(self._unused)
+
+    def note_unused(self, repo: ConfigRepo, runtime: Runtime, module: str, version: str) -> None:
+        """Values of ``runtime``'s entry or channel for a version that is a plain manifest."""
+        message = f"{module} {version} is a manifest, not a chart: these values are not used"
+        index = next((i for i, m in enumerate(runtime.modules) if m.name == module), None)
+        document = self.documents.runtimes.get(runtime.name)
+        if index is not None and document is not None:
+            ref = runtime.modules[index]
+            for name, given in (("values", ref.values), ("valuesFrom", ref.values_from)):
+                if given is not None:
+                    at: Pointer = ("spec", "modules", index, name)
+                    self._add(document.diagnostic(RULE, message, at), runtime.name, self._unused)
+        channel_name = module_channel(runtime, module)
+        channel = repo.channels.get(channel_name)
+        channel_document = self.documents.channels.get(channel_name)
+        if channel is not None and channel.values.get(module) and channel_document is not None:
+            at = ("spec", "values", module)
+            diagnostic = channel_document.diagnostic(RULE, message, at, key=True)
+            self._add(diagnostic, runtime.name, self._unused)
 
     def check_runtime(self, repo: ConfigRepo, runtime: Runtime) -> None:
         """Check the values of every chart with a schema that ``runtime`` gets."""
         for resolved in resolve_runtime(repo, runtime).modules:
             content = repo.modules[resolved.name].versions[resolved.version]
             template = content.template
+            if content.kind is ModuleKind.MANIFEST:
+                self.note_unused(repo, runtime, resolved.name, resolved.version)
             if content.kind is not ModuleKind.CHART or template is None:
                 continue
             schema = self.schema(template)
@@ -165,9 +187,32 @@ class ChartValuesChecker:
             found.append(Layer(defaults, ()))
         return found
 
-    def _add(self, diagnostic: Diagnostic, runtime: str) -> None:
+    def _add(self, diagnostic: Diagnostic, runtime: str, into: _Findings | None = None) -> None:
         key = (diagnostic.path, diagnostic.line, diagnostic.column, diagnostic.message)
-        self._found.setdefault(key, (diagnostic, []))[1].append(runtime)
+        found = self._found if into is None else into
+        found.setdefault(key, (diagnostic, []))[1].append(runtime)
+
+
+def _named_runtimes(findings: _Findings) -> list[Diagnostic]:
+    """Each finding once, naming its first runtime and how many more."""
+    named = []
+    for diagnostic, names in findings.values():
+        more = f" and {len(names) - 1} more" if len(names) > 1 else ""
+        named.append(
+            replace(diagnostic, message=f"{diagnostic.message} [runtime {names[0]}{more}]")
+        )
+    return named
+
+
+def check_chart_values(
+    repo: ConfigRepo, runtimes: Mapping[str, Runtime | None], documents: ValuesDocuments
+) -> tuple[list[Diagnostic], list[Diagnostic]]:
+    """The C9 errors and warnings of the valid ``runtimes``' values (``repo``'s modules and
+    channels; its runtimes are not read)."""
+    valid = {name: r for name, r in runtimes.items() if r is not None}
+    checker = ChartValuesChecker(documents)
+    errors = checker.problems(replace(repo, runtimes=valid), valid)
+    return errors, checker.unused()
 
 
 def _validator(template: TemplateSource) -> jsonschema.protocols.Validator | Diagnostic | None:

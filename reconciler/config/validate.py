@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from reconciler.config.budget import TimeBudget, budget_diagnostic
 from reconciler.config.builders import module_from, runtime_from, settings_from
-from reconciler.config.chart_values import ChartValuesChecker, ValuesDocuments
+from reconciler.config.chart_values import ValuesDocuments, check_chart_values
 from reconciler.config.credentials import find_inline_credentials
 from reconciler.config.manifests import object_problems, operator_version_problems
 from reconciler.config.overrides import OverrideChecker, OverrideFindings
@@ -147,7 +147,10 @@ def _validate(
     )
     run.values_files_checked()
     runtimes = {f.stem: run.runtime(f, repo) for f in raw.runtimes}
-    run.diagnostics.extend(run.chart_values_problems(repo, runtimes))
+    documents = ValuesDocuments(run.runtime_documents, run.channel_documents, run.value_documents)
+    errors, unused = check_chart_values(repo, runtimes, documents)
+    run.diagnostics.extend(errors)
+    run.warnings.extend(unused)
     diagnostics = tuple(sort_diagnostics(run.diagnostics))
     files = _count_files(raw)
     warnings = tuple(sort_diagnostics([*_warnings(raw), *run.warnings]))
@@ -568,16 +571,6 @@ class _Run:
                 self.diagnostics.extend(find_inline_credentials(values, self.budget))
                 self.values_data[path] = values.data
                 self.value_documents[path] = values
-
-    def chart_values_problems(
-        self, repo: ConfigRepo, runtimes: Mapping[str, Runtime | None]
-    ) -> list[Diagnostic]:
-        """C9: each valid runtime's merged values against its charts' values.schema.json."""
-        valid = {name: r for name, r in runtimes.items() if r is not None}
-        documents = ValuesDocuments(
-            self.runtime_documents, self.channel_documents, self.value_documents
-        )
-        return ChartValuesChecker(documents).problems(replace(repo, runtimes=valid), valid)
 
     def runtime_fields(self, document: Document, runtime: Runtime) -> list[Diagnostic]:
         found: list[Diagnostic] = []

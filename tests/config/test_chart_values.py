@@ -12,7 +12,7 @@ from reconciler.core.diagnostics import Diagnostic
 from reconciler.render import default_renderer
 from reconciler.source.loader import load_repo
 from tests.support.charts import chart_module_files
-from tests.support.repos import API, RepoFactory, dump, runtime_file
+from tests.support.repos import API, RepoFactory, dump, module_files, runtime_file
 
 SCHEMA = {
     "$schema": "http://json-schema.org/draft-07/schema#",
@@ -126,3 +126,24 @@ def test_a_schema_that_is_no_json_schema_is_reported_at_it(make_repo: RepoFactor
     (error,) = _errors(make_repo(_tree(schema=broken)))
     assert error.path == "modules/web/1.0.0/chart/values.schema.json"
     assert "not a valid JSON Schema" in error.message
+
+
+def test_values_for_a_manifest_module_are_a_warning_where_given(make_repo: RepoFactory) -> None:
+    spec = {"modules": {"web": "1.0.0", "plain": "1.0.0"}, "values": {"plain": {"a": 1}}}
+    channel = {"apiVersion": API, "kind": "Channel", "metadata": {"name": "regular"}, "spec": spec}
+    entries = [{"name": "web"}, {"name": "plain", "values": {"b": 2}}]
+    root = make_repo(
+        _tree(
+            plain=module_files("plain"),
+            channel={"channels/regular.yaml": dump(channel)},
+            runtime=runtime_file("b", "regular", entries),
+        )
+    )
+    validation = load_repo(root, renderer=default_renderer())
+    assert validation.repo is not None  # a warning, not an error
+    warnings = {
+        (w.path.removeprefix(f"{root}/"), w.pointer): w.message for w in validation.warnings
+    }
+    unused = "plain 1.0.0 is a manifest, not a chart: these values are not used"
+    assert warnings[("channels/regular.yaml", "/spec/values/plain")] == f"{unused} [runtime b]"
+    assert warnings[("runtimes/b.yaml", "/spec/modules/1/values")] == f"{unused} [runtime b]"
