@@ -131,7 +131,7 @@ def test_a_schema_that_is_no_json_schema_is_reported_at_it(make_repo: RepoFactor
 def test_values_for_a_manifest_module_are_a_warning_where_given(make_repo: RepoFactory) -> None:
     spec = {"modules": {"web": "1.0.0", "plain": "1.0.0"}, "values": {"plain": {"a": 1}}}
     channel = {"apiVersion": API, "kind": "Channel", "metadata": {"name": "regular"}, "spec": spec}
-    entries = [{"name": "web"}, {"name": "plain", "values": {"b": 2}}]
+    entries: list[dict[str, Any]] = [{"name": "web"}, {"name": "plain", "values": {"b": 2}}]
     root = make_repo(
         _tree(
             plain=module_files("plain"),
