@@ -14,21 +14,24 @@ hook is never applied as an ordinary object (docs/charts.md). Callers: the valid
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from reconciler.config.raw import RawFile, RawVersion
 from reconciler.config.yamlsafe import Document
 from reconciler.core.diagnostics import Diagnostic, Pointer
 from reconciler.core.model import (
+    LABEL_APP_VERSION,
     ConfigRepo,
     HookPolicy,
+    Module,
     ModuleKind,
     RenderedTemplate,
     TemplateSource,
 )
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.templates import merge_values
+from reconciler.core.versions import parse_running_version
 
 #: The file that marks each kind, in the order they are named in messages.
 MARKERS: Mapping[str, ModuleKind] = {
@@ -115,29 +118,69 @@ def entry_values(
 HOOK_ANNOTATION = "helm.sh/hook"
 
 
-def hook_problems(
+def render_problems(
     repo: ConfigRepo, rendered: Mapping[tuple[str, str], RenderedTemplate]
 ) -> list[Diagnostic]:
-    """C9: every chart version whose render has hooks (test hooks are dropped by the engine),
-    once per version and hook set, naming the first runtime and how many more."""
-    found: dict[tuple[str, str, str], list[str]] = {}
-    for (runtime, module), template in sorted(rendered.items()):
-        if template.hooks and repo.modules[module].hooks is HookPolicy.REFUSE:
-            version = _rendered_version(repo, runtime, module)
-            found.setdefault((module, version, hooks_text(template)), []).append(runtime)
+    """What makes a chart's renders unusable, once per version and problem, naming the first
+    runtime and how many more: hooks (C9, unless the module states ``hooks: Skip``); no
+    operator (C2); an operator whose ``app.kubernetes.io/version`` label is not the folder's
+    version (C4: L5 reads the running version from it, so every later sync would see another
+    version than the one installed, held as a downgrade or upgraded every time)."""
+    found: dict[tuple[str, str, str, str], list[str]] = {}
+    for (runtime, name), template in sorted(rendered.items()):
+        module = repo.modules[name]
+        version = _rendered_version(repo, runtime, name)
+        for rule, text in _problems_of_render(module, version, template):
+            found.setdefault((name, version, rule, text), []).append(runtime)
     problems = []
-    for (module, version, hooks), runtimes in found.items():
-        source = repo.modules[module].versions[version].template
-        root = source.root if source is not None else module
+    for (name, version, rule, text), runtimes in found.items():
+        source = repo.modules[name].versions[version].template
+        root = source.root if source is not None else name
         more = f" and {len(runtimes) - 1} more" if len(runtimes) > 1 else ""
-        message = (
-            f"chart of module {module} {version} has Helm hooks, which the reconciler does not "
-            f"run: {hooks}; switch them off by the chart's values, or state spec.hooks: Skip in "
-            f"its module.yaml (docs/charts.md, Hooks) "
-            f"[runtime {runtimes[0]}{more}]"
-        )
-        problems.append(Diagnostic(f"{root}/Chart.yaml", 1, 1, "C9", message))
+        message = f"chart of module {name} {version} {text} [runtime {runtimes[0]}{more}]"
+        problems.append(Diagnostic(f"{root}/Chart.yaml", 1, 1, rule, message))
     return problems
+
+
+def _problems_of_render(
+    module: Module, version: str, template: RenderedTemplate
+) -> Iterator[tuple[str, str]]:
+    if template.hooks and module.hooks is HookPolicy.REFUSE:
+        yield (
+            "C9",
+            (
+                f"has Helm hooks, which the reconciler does not run: {hooks_text(template)}; "
+                "switch them off by the chart's values, or state spec.hooks: Skip in its "
+                "module.yaml (docs/charts.md, Hooks)"
+            ),
+        )
+    operators = [o for o in template.objects if _is_operator(o, module)]
+    if not operators:
+        yield (
+            "C2",
+            (
+                f"renders no {module.operator_kind} '{module.operator_name}' (the module's "
+                "operator, spec.operator of its module.yaml)"
+            ),
+        )
+    for operator in operators:
+        label = ((operator.get("metadata") or {}).get("labels") or {}).get(LABEL_APP_VERSION)
+        running = parse_running_version(label)
+        if label is not None and (running is None or running.compare(version) != 0):
+            yield (
+                "C4",
+                (
+                    f"renders its operator's {LABEL_APP_VERSION} label as '{label}', not the "
+                    f"version of its folder, {version} (the running version is read from it: set "
+                    "the chart's appVersion)"
+                ),
+            )
+
+
+def _is_operator(body: Mapping[str, Any], module: Module) -> bool:
+    metadata = body.get("metadata") or {}
+    kind, name = body.get("kind"), metadata.get("name")
+    return bool(kind == module.operator_kind and name == module.operator_name)
 
 
 def hooks_text(template: RenderedTemplate) -> str:

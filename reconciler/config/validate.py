@@ -29,7 +29,7 @@ from reconciler.config.settings_checks import settings_problems
 from reconciler.config.templates import (
     declared_kind_problem,
     entry_values,
-    hook_problems,
+    render_problems,
     template_source,
     values_from_problem,
     values_mapping,
@@ -167,7 +167,7 @@ def _rendered(
 ) -> Validation:
     """``validation`` with the templated modules of its repo rendered, or their C9 errors."""
     rendered, failures = render_repo(repo, renderer, cache)
-    refused = hook_problems(repo, rendered)
+    refused = render_problems(repo, rendered)
     if not failures and not refused:
         config = replace(repo, rendered=rendered)
         RESOLUTIONS.share(repo, config)

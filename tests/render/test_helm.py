@@ -15,7 +15,7 @@ from reconciler.errors import RenderError
 from reconciler.render import default_renderer
 from reconciler.render.documents import split_manifest
 from reconciler.source.loader import load_repo
-from tests.support.charts import chart_module_files
+from tests.support.charts import CHART_TEMPLATES, chart_module_files
 from tests.support.repos import RepoFactory, channel_file, dump, runtime_file
 
 
@@ -169,3 +169,28 @@ def test_without_a_renderer_a_chart_module_is_refused_not_emptied(make_repo: Rep
     assert repo is not None
     with pytest.raises(RenderError, match="was not rendered"):
         Renderer(repo).render(resolve_runtime(repo, repo.runtimes["a"]))
+
+
+def test_a_render_without_the_operator_or_with_another_version_label_is_refused(
+    make_repo: RepoFactory,
+) -> None:
+    chart = chart_module_files("web")
+    chart["modules/web/1.0.0/chart/Chart.yaml"] = dump(
+        {"apiVersion": "v2", "name": "web", "version": "1.0.0", "appVersion": "2.0.0"}
+    )
+    tree = {
+        **chart,
+        **chart_module_files(
+            "api", templates={"templates/cm.yaml": CHART_TEMPLATES["templates/config.yaml"]}
+        ),
+        **channel_file("regular", {"web": "1.0.0", "api": "1.0.0"}),
+        **runtime_file("a", "regular", [{"name": "web"}, {"name": "api"}]),
+    }
+    validation = load_repo(make_repo(tree), renderer=default_renderer())
+    assert validation.repo is None
+    errors = {e.rule: e for e in validation.diagnostics}
+    assert set(errors) == {"C2", "C4"}
+    assert errors["C2"].path.endswith("modules/api/1.0.0/chart/Chart.yaml")
+    assert "renders no Deployment 'api-operator'" in errors["C2"].message
+    assert errors["C4"].path.endswith("modules/web/1.0.0/chart/Chart.yaml")
+    assert "label as '2.0.0', not the version of its folder, 1.0.0" in errors["C4"].message
