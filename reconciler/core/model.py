@@ -14,6 +14,8 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
+from reconciler.core.endpoints import NotificationSettings
+
 API_VERSION = "reconciler.dev/v1alpha1"
 #: The version of the documents commands print (``-o json|yaml``, ``/status``):
 #: schemas/output/output.schema.json, docs/json-output.md.
@@ -271,6 +273,8 @@ class Settings:
     client_rate: ClientRate = field(default_factory=ClientRate)
     #: ``spec.kubernetesEvents``: an Event on each object changed or blocking a removal.
     kubernetes_events: bool = True
+    #: ``spec.notifications``: who is told about rollouts and refused or held commits.
+    notifications: NotificationSettings = field(default_factory=NotificationSettings)
 
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)  # remembered by resolve.RESOLUTIONS
