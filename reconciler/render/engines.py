@@ -9,6 +9,7 @@ from reconciler.core.model import ModuleKind, RenderedTemplate
 from reconciler.core.templates import RenderRequest, TemplateRenderer
 from reconciler.errors import RenderError
 from reconciler.render.helm import HelmChartRenderer
+from reconciler.render.kustomize import KustomizeRenderer
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,5 +31,7 @@ class KindRenderer:
 
 def default_renderer() -> KindRenderer:
     """The renderer the commands and the daemon use: Helm charts (the engine is loaded on the
-    first chart rendered, so a repo without charts never loads it)."""
-    return KindRenderer({ModuleKind.CHART: HelmChartRenderer()})
+    first chart rendered, so a repo without charts never loads it) and Kustomize overlays."""
+    return KindRenderer(
+        {ModuleKind.CHART: HelmChartRenderer(), ModuleKind.KUSTOMIZE: KustomizeRenderer()}
+    )
