@@ -28,6 +28,7 @@ from reconciler.config.settings_checks import settings_problems
 from reconciler.config.templates import (
     declared_kind_problem,
     entry_values,
+    source_problems,
     template_source,
     values_from_problem,
     values_mapping,
@@ -331,8 +332,18 @@ class _Run:
         if values is not None:
             self.diagnostics.extend(find_inline_credentials(values, self.budget))
         default = self.default_configuration(raw.default)
-        template = template_source(raw, kind, values)
+        source = self.source(raw.source) if kind is ModuleKind.SOURCE else None
+        if kind is ModuleKind.SOURCE and source is None:
+            return ModuleVersion(raw.name, (), default)  # reported
+        template = template_source(raw, kind, values, source)
         return ModuleVersion(raw.name, (), default, kind=kind, template=template)
+
+    def source(self, file: RawFile | None) -> Document | None:
+        """The checked document of a ``source.yaml`` (schema, C6, :func:`source_problems`)."""
+        document = self.single(file, "Source") if file is not None else None
+        problems = source_problems(document) if document is not None else []
+        self.diagnostics.extend(problems)
+        return None if problems else document
 
     def kubernetes_object(self, document: Document) -> bool:
         return self.timed(document, lambda: self.object_ok(document))

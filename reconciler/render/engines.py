@@ -10,6 +10,7 @@ from reconciler.core.templates import RenderRequest, TemplateRenderer
 from reconciler.errors import RenderError
 from reconciler.render.helm import HelmChartRenderer
 from reconciler.render.kustomize import KustomizeRenderer
+from reconciler.render.sources import SourceRenderer
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +32,13 @@ class KindRenderer:
 
 def default_renderer() -> KindRenderer:
     """The renderer the commands and the daemon use: Helm charts (the engine is loaded on the
-    first chart rendered, so a repo without charts never loads it) and Kustomize overlays."""
+    first chart rendered, so a repo without charts never loads it), Kustomize overlays, and
+    sources pulled by digest (cached on disk; docs/sources.md)."""
+    charts = HelmChartRenderer()
     return KindRenderer(
-        {ModuleKind.CHART: HelmChartRenderer(), ModuleKind.KUSTOMIZE: KustomizeRenderer()}
+        {
+            ModuleKind.CHART: charts,
+            ModuleKind.KUSTOMIZE: KustomizeRenderer(),
+            ModuleKind.SOURCE: SourceRenderer(charts=charts),
+        }
     )
