@@ -121,8 +121,8 @@ def _pull_error(artifact: Artifact, text: str, login: Login | None) -> RenderErr
         message = message.replace(login.password, "***")
     if _UNREACHABLE.search(message):
         return TransientError(
-            f"{artifact.shown} cannot be fetched now ({message}); "
-            "the last good render stays in force until it can",
+            f"{artifact.shown} cannot be fetched now ({message}); retried later, and a daemon "
+            "keeps the last good render in force until it can",
             RETRY_SECONDS,
         )
     return RenderError(f"{artifact.shown} cannot be pulled: {message}")

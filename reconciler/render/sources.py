@@ -35,7 +35,7 @@ import yaml
 
 from reconciler.core.model import ModuleKind, RenderedTemplate, TemplateSource
 from reconciler.core.templates import RenderRequest
-from reconciler.errors import RenderError
+from reconciler.errors import RenderError, TransientError
 from reconciler.render.documents import objects_of
 from reconciler.render.helm import HelmChartRenderer
 from reconciler.render.oci import Artifact, Login, pull_archive
@@ -83,6 +83,8 @@ class SourceRenderer:
             files = chart_files(self.archive(artifact), artifact)
         except RenderError as error:
             raise RenderError(str(error), error.path or shown) from None
+        except TransientError as error:
+            raise TransientError(f"{shown}: {error}", error.retry_after) from None
         if spec.get("type", "chart") == "manifests":
             return _bundle(files, request.key, shown)
         chart = TemplateSource(

@@ -137,7 +137,8 @@ def test_a_cached_digest_renders_with_the_registry_down_and_an_uncached_one_wait
             ),
             renderer=KindRenderer({ModuleKind.SOURCE: engine}),
         )
-    assert "the last good render stays in force" in str(waited.value)
+    assert "a daemon keeps the last good render in force" in str(waited.value)
+    assert str(waited.value).startswith(str(tmp_path))  # the source.yaml, by its path
     assert waited.value.retry_after > 0
 
 

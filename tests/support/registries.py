@@ -44,7 +44,7 @@ def package_chart(folder: Path, name: str, version: str, templates: dict[str, st
     (chart / "templates").mkdir(parents=True)
     meta = {"apiVersion": "v2", "name": name, "version": version, "appVersion": version}
     (chart / "Chart.yaml").write_text(yaml.safe_dump(meta))
-    (chart / "values.yaml").write_text("greeting: hello\nreplicas: 1\n")
+    (chart / "values.yaml").write_text("greeting: hello\nsize: small\nreplicas: 1\n")
     for path, text in templates.items():
         (chart / path).parent.mkdir(parents=True, exist_ok=True)
         (chart / path).write_text(text)
