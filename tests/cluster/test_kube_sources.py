@@ -51,12 +51,8 @@ def _write_source(fleet: KubeFleet, registry: OciRegistry, version: str, digest:
     }
     module = {"apiVersion": API, "kind": "Module", "metadata": {"name": "web"}, "spec": spec}
     (folder / "module.yaml").write_text(yaml.safe_dump(module))
-    source = {
-        "apiVersion": API,
-        "kind": "Source",
-        "spec": {"url": registry.url("web"), "version": version, "digest": digest},
-    }
-    source["spec"]["plainHttp"] = True
+    source_spec = {"url": registry.url("web"), "version": version, "digest": digest}
+    source = {"apiVersion": API, "kind": "Source", "spec": {**source_spec, "plainHttp": True}}
     (folder / version / "source.yaml").write_text(yaml.safe_dump(source))
 
 
