@@ -44,11 +44,14 @@ CACHE_VARIABLE = "RECONCILER_SOURCE_CACHE"
 CREDENTIALS_VARIABLE = "RECONCILER_REGISTRY_CREDENTIALS"
 
 
-def default_cache_dir() -> Path:
-    """The disk cache of pulled archives (see the module docstring)."""
+def default_cache_dir(fallback: Path | None = None) -> Path:
+    """The disk cache of pulled archives: ``$RECONCILER_SOURCE_CACHE``, else ``fallback`` (the
+    daemon's, beside its fetched commits), else the user's cache folder."""
     named = os.environ.get(CACHE_VARIABLE)
     if named:
         return Path(named)
+    if fallback is not None:
+        return fallback
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "reconciler" / "sources"
 
@@ -61,7 +64,8 @@ def default_credentials_file() -> Path | None:
 
 @dataclass(slots=True)
 class SourceRenderer:
-    """Renders ``source`` versions; counts the pulls it made (the disk cache answers the rest)."""
+    """Renders ``source`` versions; counts the pulls it made (the disk cache answers the rest).
+    ``cache_dir`` is used when ``$RECONCILER_SOURCE_CACHE`` does not name one."""
 
     cache_dir: Path | None = None
     credentials_file: Path | None = None
@@ -99,7 +103,7 @@ class SourceRenderer:
 
     def archive(self, artifact: Artifact) -> bytes:
         """The artifact's archive: from the disk cache, else pulled (and then cached)."""
-        cache = self.cache_dir or default_cache_dir()
+        cache = default_cache_dir(self.cache_dir)
         cached = read_cached(cache, artifact.digest)
         if cached is not None:
             return cached

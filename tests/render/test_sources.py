@@ -19,13 +19,20 @@ from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.errors import TransientError
 from reconciler.render.engines import KindRenderer
-from reconciler.render.sources import SourceRenderer
+from reconciler.render.sources import SourceRenderer, default_cache_dir
 from reconciler.source.loader import load_repo
 from tests.support.charts import CHART_TEMPLATES
 from tests.support.registries import ChartRepository, OciRegistry, package_chart
 from tests.support.repos import API, RepoFactory, channel_file, dump, runtime_file
 
 OTHER = "sha256:" + "0" * 64
+
+
+@pytest.fixture(autouse=True)
+def _no_user_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests name their cache folders and credentials; the caller's environment does not."""
+    monkeypatch.delenv("RECONCILER_SOURCE_CACHE", raising=False)
+    monkeypatch.delenv("RECONCILER_REGISTRY_CREDENTIALS", raising=False)
 
 
 @pytest.fixture
@@ -221,3 +228,13 @@ def test_credentials_in_the_url_are_refused(make_repo: RepoFactory) -> None:
     validation = _load(make_repo, spec, SourceRenderer())
     assert validation.repo is None
     assert all(d.path.endswith("source.yaml") for d in validation.diagnostics)
+
+
+def test_the_cache_folder_is_the_environments_else_the_daemons_else_the_users(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == tmp_path / "xdg" / "reconciler" / "sources"
+    assert default_cache_dir(tmp_path / "daemon") == tmp_path / "daemon"
+    monkeypatch.setenv("RECONCILER_SOURCE_CACHE", str(tmp_path / "named"))
+    assert default_cache_dir(tmp_path / "daemon") == tmp_path / "named"
