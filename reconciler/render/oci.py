@@ -26,6 +26,8 @@ _UNREACHABLE = re.compile(
     r"dial tcp|connection refused|connection reset|no such host|timeout|EOF|"
     r"server misbehaving|status code 50\d|: 50\d "
 )
+#: Helm's messages for a registry or repository that wants other (or any) credentials.
+_REFUSED_LOGIN = re.compile(r"unauthori[sz]ed|credential|denied|forbidden|\b40[13]\b", re.I)
 #: How long a pull that failed because the registry could not be reached waits to be retried.
 RETRY_SECONDS = 60.0
 
@@ -125,4 +127,9 @@ def _pull_error(artifact: Artifact, text: str, login: Login | None) -> RenderErr
             "keeps the last good render in force until it can",
             RETRY_SECONDS,
         )
-    return RenderError(f"{artifact.shown} cannot be pulled: {message}")
+    hint = ""
+    if _REFUSED_LOGIN.search(message):
+        hint = (
+            " (its credentials: the file $RECONCILER_REGISTRY_CREDENTIALS names; docs/sources.md)"
+        )
+    return RenderError(f"{artifact.shown} cannot be pulled: {message}{hint}")

@@ -208,7 +208,7 @@ def test_an_http_chart_repository_with_basic_auth_and_credentials_from_a_file(
         refused = _load(make_repo, spec, SourceRenderer(cache_dir=tmp_path / "third"))
         (error,) = refused.diagnostics
         assert "cannot be pulled" in error.message
-        assert "401" in error.message or "Unauthorized" in error.message
+        assert "$RECONCILER_REGISTRY_CREDENTIALS" in error.message
     finally:
         repository.close()
     shown = [d.format() for d in (*good.diagnostics, *wrong.diagnostics, *refused.diagnostics)]
@@ -238,3 +238,32 @@ def test_the_cache_folder_is_the_environments_else_the_daemons_else_the_users(
     assert default_cache_dir(tmp_path / "daemon") == tmp_path / "daemon"
     monkeypatch.setenv("RECONCILER_SOURCE_CACHE", str(tmp_path / "named"))
     assert default_cache_dir(tmp_path / "daemon") == tmp_path / "named"
+
+
+def test_a_registry_that_asks_for_a_login_gets_it_from_the_credentials_file(
+    make_repo: RepoFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    password = "0ci-Pa55word-1234"
+    (tmp_path / "registry").mkdir()
+    registry = OciRegistry(tmp_path / "registry", login=("puller", password)).start()
+    try:
+        digest = registry.push(package_chart(tmp_path, "web", "1.0.0", CHART_TEMPLATES))
+        refused = _load(make_repo, _oci_spec(registry, digest), SourceRenderer(tmp_path / "a"))
+        credentials = tmp_path / "dockerconfig.json"
+        entry = {"username": "puller", "password": password}
+        credentials.write_text(json.dumps({"auths": {registry.host: entry}}))
+        monkeypatch.setenv("RECONCILER_REGISTRY_CREDENTIALS", str(credentials))
+        good = _load(make_repo, _oci_spec(registry, digest), SourceRenderer(tmp_path / "b"))
+    finally:
+        registry.stop()
+
+    (error,) = refused.diagnostics
+    assert "cannot be pulled" in error.message
+    assert "$RECONCILER_REGISTRY_CREDENTIALS" in error.message  # where to put them
+    assert good.repo is not None, [d.format() for d in good.diagnostics]
+    assert _objects(good.repo, "one")["ConfigMap"]["data"]["size"] == "large"
+    assert password not in "\n".join([error.format(), caplog.text])

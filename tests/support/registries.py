@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import subprocess
+import tempfile
 import threading
 import urllib.error
 import urllib.request
@@ -35,6 +36,23 @@ storage:
 http:
   addr: 127.0.0.1:{port}
 """
+HTPASSWD_AUTH = """auth:
+  htpasswd:
+    realm: charts
+    path: {path}
+"""
+
+
+def bcrypt_hash(password: str) -> str:
+    """The bcrypt hash htpasswd files hold (the registry takes no other), by the C library's
+    crypt(3) (libxcrypt on Debian); Python's ``crypt`` module is deprecated, not gone in 3.11."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import crypt
+
+    return crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH))
 
 
 def package_chart(folder: Path, name: str, version: str, templates: dict[str, str]) -> Path:
@@ -54,12 +72,18 @@ def package_chart(folder: Path, name: str, version: str, templates: dict[str, st
 class OciRegistry:
     """``docker-registry serve`` on 127.0.0.1, plain HTTP, storage under ``root``."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, login: tuple[str, str] | None = None) -> None:
         self.program = require_tool("docker-registry")
         self.root = root
         self.port = free_port()
+        self.login = login
         self.config = root / "registry.yml"
-        self.config.write_text(REGISTRY_CONFIG.format(storage=root / "storage", port=self.port))
+        config = REGISTRY_CONFIG.format(storage=root / "storage", port=self.port)
+        if login is not None:
+            users = root / "htpasswd"
+            users.write_text(f"{login[0]}:{bcrypt_hash(login[1])}\n")
+            config += HTPASSWD_AUTH.format(path=users)
+        self.config.write_text(config)
         self.process: subprocess.Popen[bytes] | None = None
         self.log = root / "registry.log"
 
@@ -88,15 +112,23 @@ class OciRegistry:
         try:
             with urllib.request.urlopen(f"http://{self.host}/v2/", timeout=2) as answer:
                 return bool(answer.status == 200)
+        except urllib.error.HTTPError as error:
+            return error.code == 401 and self.login is not None  # up, and asks who is there
         except (urllib.error.URLError, ConnectionError):
             return False
 
     def push(self, archive: Path) -> str:
         """Push a chart archive; returns its manifest digest (what ``helm push`` prints)."""
-        helm_python.push(archive, f"oci://{self.host}/charts", plain_http=True)
         meta = _chart_meta(archive)
-        with helm_python.RegistryClient(plain_http=True) as client:
-            found = client.resolve(f"{self.url(meta['name'])}:{meta['version']}")
+        with tempfile.TemporaryDirectory() as private:
+            credentials = Path(private) / "registry.json"
+            with helm_python.RegistryClient(
+                plain_http=True, credentials_file=credentials
+            ) as client:
+                if self.login is not None:
+                    client.login(self.host, *self.login, plain_http=True)
+                client.push(archive, f"oci://{self.host}/charts", plain_http=True)
+                found = client.resolve(f"{self.url(meta['name'])}:{meta['version']}")
         return str(found["digest"])
 
     def stop(self) -> None:
