@@ -1,7 +1,8 @@
 """A ``source`` module end to end: a chart pushed to a real OCI registry (docker-registry on
 127.0.0.1), pinned by digest in ``source.yaml``, installed by ``reconciler sync`` on a real API
 server (the ``kube_control_plane`` fixture); a source whose digest is not the registry's is
-refused naming both digests, and nothing in the cluster changes."""
+refused naming both digests, and nothing in the cluster changes. And the sample's Kustomize
+overlay (status-board) installed by the same path."""
 
 from __future__ import annotations
 
@@ -86,3 +87,24 @@ def test_a_chart_from_a_real_registry_is_installed_by_digest_and_a_wrong_digest_
     after = fleet.cluster.get(operator)
     assert after is not None
     assert after["metadata"]["labels"]["app.kubernetes.io/version"] == "1.0.0"
+
+
+def test_the_samples_kustomize_overlay_is_installed_on_the_real_server(fleet: KubeFleet) -> None:
+    module = fleet.repo / "modules" / "status-board" / "module.yaml"
+    text = module.read_text().replace("namespace: status-board", f"namespace: {fleet.namespace}")
+    module.write_text(text)
+    fleet.create_namespace(fleet.namespace)  # removed by the fleet's cleanup
+    board = ObjectRef("apps/v1", "Deployment", fleet.namespace, "status-board")
+    settings = ObjectRef("v1", "ConfigMap", fleet.namespace, "status-board-settings")
+
+    fleet.set_modules([{"name": "status-board", "version": "1.0.0"}])
+    fleet.sync_until("succeeded", operator="status-board")
+
+    deployment = fleet.cluster.get(board)
+    assert deployment is not None
+    assert deployment["spec"]["replicas"] == 2  # the overlay's patch over the base
+    team = f"platform.k{fleet.suffix}.kyma-project.io/team"  # the fleet's private names
+    assert deployment["metadata"]["labels"][team] == "platform"
+    config = fleet.cluster.get(settings)
+    assert config is not None
+    assert config["data"]["TITLE"] == "Platform status"
