@@ -11,7 +11,6 @@ repo, scanned for credentials like every other file (C6). Callers: the validator
 
 from __future__ import annotations
 
-import json
 import posixpath
 from collections.abc import Mapping
 from typing import Any
@@ -68,19 +67,16 @@ def values_mapping(file: RawFile | None, what: str) -> tuple[Document | None, li
     return document, []
 
 
-def template_source(
-    raw: RawVersion, kind: ModuleKind, values: Document | None, source: Document | None = None
-) -> TemplateSource:
-    """The typed template of a version folder (its files as the loader read them; for a
-    source, its checked ``spec`` as canonical JSON, named by the pinned digest and type)."""
+def template_source(raw: RawVersion, kind: ModuleKind, values: Document | None) -> TemplateSource:
+    """The typed template of a version folder (its files as the loader read them)."""
     data: Mapping[str, Any] = values.data if values is not None else {}
     values_path = raw.values.path if raw.values is not None else ""
     if raw.template is None:  # a source: what it names is fetched by the renderer's edge
-        spec: Mapping[str, Any] = source.data["spec"] if source is not None else {}
-        files = {"source.yaml": json.dumps(spec, sort_keys=True).encode()}
-        digest = f"{spec.get('digest', '')}/{spec.get('type', 'chart')}"
-        where = raw.source.path if raw.source is not None else raw.path
-        return TemplateSource(kind, digest, files, where, data, values_path)
+        source = raw.source
+        body = source.documents[0].data if source is not None and source.documents else {}
+        text = repr(sorted(body.items())) if isinstance(body, Mapping) else ""
+        files = {"source.yaml": text.encode()}
+        return TemplateSource(kind, "source:" + text, files, raw.path, data, values_path)
     return TemplateSource(
         kind, raw.template.digest, raw.template.files, raw.template.root, data, values_path
     )
@@ -104,17 +100,3 @@ def entry_values(
     if inline is None and from_file is None:
         return None
     return merge_values(from_file or {}, inline or {})
-
-
-def source_problems(document: Document) -> list[Diagnostic]:
-    """C1: what the schema of ``source.yaml`` cannot say: an HTTP chart repository needs
-    ``spec.chart`` (the chart's name in its index), an ``oci://`` URL names the artifact."""
-    spec = document.data["spec"]
-    oci = str(spec["url"]).startswith("oci://")
-    if not oci and "chart" not in spec:
-        message = "an HTTP chart repository needs spec.chart: the chart's name in its index.yaml"
-        return [document.diagnostic("C1", message, ("spec", "url"))]
-    if oci and "chart" in spec:
-        message = "spec.chart is for HTTP chart repositories: an oci:// URL names the artifact"
-        return [document.diagnostic("C1", message, ("spec", "chart"), key=True)]
-    return []

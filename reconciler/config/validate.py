@@ -25,10 +25,10 @@ from reconciler.config.raw import RawFile, RawModule, RawRepo, RawVersion
 from reconciler.config.remotes import ref_problem, remote_problem
 from reconciler.config.schema import SchemaChecker
 from reconciler.config.settings_checks import settings_problems
+from reconciler.config.sources import source_problems
 from reconciler.config.templates import (
     declared_kind_problem,
     entry_values,
-    source_problems,
     template_source,
     values_from_problem,
     values_mapping,
@@ -315,6 +315,8 @@ class _Run:
         if kind is None or problem is not None:
             self.diagnostics.extend([problem] if problem is not None else [])
             return ModuleVersion(raw.name, ())
+        if kind is ModuleKind.SOURCE and self.source(raw.source) is None:
+            return ModuleVersion(raw.name, ())  # reported
         if kind.templated:
             return self.templated_version(raw, kind)
         assert raw.manifest is not None
@@ -332,10 +334,7 @@ class _Run:
         if values is not None:
             self.diagnostics.extend(find_inline_credentials(values, self.budget))
         default = self.default_configuration(raw.default)
-        source = self.source(raw.source) if kind is ModuleKind.SOURCE else None
-        if kind is ModuleKind.SOURCE and source is None:
-            return ModuleVersion(raw.name, (), default)  # reported
-        template = template_source(raw, kind, values, source)
+        template = template_source(raw, kind, values)
         return ModuleVersion(raw.name, (), default, kind=kind, template=template)
 
     def source(self, file: RawFile | None) -> Document | None:

@@ -19,6 +19,7 @@ base64(user:password)}}}``), which is also what a Kubernetes Secret of type
 
 from __future__ import annotations
 
+import ast
 import base64
 import hashlib
 import io
@@ -75,7 +76,7 @@ class SourceRenderer:
     def render(self, request: RenderRequest) -> RenderedTemplate:
         """The objects of the artifact ``request``'s ``source.yaml`` pins."""
         shown = request.template.root
-        spec: Mapping[str, Any] = json.loads(request.template.files["source.yaml"])
+        spec = source_spec(request.template.files["source.yaml"])
         artifact = Artifact(
             spec["url"],
             str(spec["version"]),
@@ -86,9 +87,9 @@ class SourceRenderer:
         try:
             files = chart_files(self.archive(artifact), artifact)
         except RenderError as error:
-            raise RenderError(str(error), error.path or shown) from None
+            raise RenderError(str(error), error.path or f"{shown}/source.yaml") from None
         except TransientError as error:
-            raise TransientError(f"{shown}: {error}", error.retry_after) from None
+            raise TransientError(f"{shown}/source.yaml: {error}", error.retry_after) from None
         if spec.get("type", "chart") == "manifests":
             return _bundle(files, request.key, shown)
         chart = TemplateSource(
@@ -119,6 +120,14 @@ class SourceRenderer:
         chart_files(data, artifact)  # the pinned version, before it is kept
         write_cached(cache, artifact.digest, data)
         return data
+
+
+def source_spec(text: bytes) -> Mapping[str, Any]:
+    """The checked ``spec`` of a ``source.yaml``, as the validator handed it over (the sorted
+    items of the document, as Python literals: config.templates)."""
+    body = dict(ast.literal_eval(text.decode()))
+    spec: Mapping[str, Any] = body["spec"]
+    return spec
 
 
 def read_cached(cache: Path, digest: str) -> bytes | None:

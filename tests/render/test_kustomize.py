@@ -18,7 +18,7 @@ from tests.support.repos import API, RepoFactory, channel_file, dump, runtime_fi
 BASE_DEPLOYMENT = {
     "apiVersion": "apps/v1",
     "kind": "Deployment",
-    "metadata": {"name": "board-operator"},
+    "metadata": {"name": "board-operator", "labels": {"app.kubernetes.io/version": "1.0.0"}},
     "spec": {
         "replicas": 1,
         "selector": {"matchLabels": {"app": "board"}},
