@@ -7,7 +7,7 @@ polled) and asks its HTTP application for the pages, in process (no socket: what
 is the page's own work). Reports the median and best of R requests for: the whole request
 (store read, view model, template), and the view model and template alone.
 
-    python bench/page_bench.py --runtimes 5000 --repeat 15
+    python bench/page_bench.py --runtimes 5000 --repeat 25
 """
 
 from __future__ import annotations
