@@ -14,12 +14,11 @@ Callers: the validator (``config.validate``), before anything is rendered.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
-from jsonschema.exceptions import ValidationError
+import fastjsonschema
 
 from reconciler.config.yamlsafe import Document, parse_yaml
 from reconciler.core.diagnostics import Diagnostic, Pointer, did_you_mean
@@ -27,6 +26,9 @@ from reconciler.core.model import ConfigRepo, ModuleKind, Runtime, TemplateSourc
 from reconciler.core.overrides import module_channel
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.templates import merge_values, runtime_values, values_hash
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
 
 SCHEMA_FILE = "values.schema.json"
 #: (path, line, column, message) -> a diagnostic and the runtimes it was found for.
@@ -70,9 +72,7 @@ class ChartValuesChecker:
     """Checks merged values against the charts' schemas; remembers each check by content."""
 
     documents: ValuesDocuments
-    _schemas: dict[str, jsonschema.protocols.Validator | Diagnostic | None] = field(
-        default_factory=dict
-    )
+    _schemas: dict[str, ChartSchema | Diagnostic | None] = field(default_factory=dict)
     _defaults: dict[str, Document | None] = field(default_factory=dict)
     _checked: dict[tuple[str, str], tuple[_Problem, ...]] = field(default_factory=dict)
     #: (path, line, column, message) -> the diagnostic and the runtimes it was found for.
@@ -134,9 +134,7 @@ class ChartValuesChecker:
                 layers = self.layers(runtime, resolved.name, template)
                 self._add(_located(problem, layers, label, template), runtime.name)
 
-    def schema(
-        self, template: TemplateSource
-    ) -> jsonschema.protocols.Validator | Diagnostic | None:
+    def schema(self, template: TemplateSource) -> ChartSchema | Diagnostic | None:
         """The validator of the chart's ``values.schema.json``, a C9 error when it cannot be
         read, or ``None`` when the chart ships none."""
         if template.digest not in self._schemas:
@@ -155,16 +153,14 @@ class ChartValuesChecker:
     def schema_problems(
         self,
         template: TemplateSource,
-        schema: jsonschema.protocols.Validator,
+        schema: ChartSchema,
         values: Mapping[str, Any],
     ) -> Iterator[_Problem]:
         """The schema's errors for ``values`` over the chart's defaults, as Helm merges them."""
         defaults = self.defaults(template)
         merged = merge_values(defaults.data if defaults is not None else {}, values)
         instance = json.loads(json.dumps(_without_nulls(merged), default=str))
-        errors = sorted(schema.iter_errors(instance), key=lambda e: [str(p) for p in e.path])
-        for error in errors:
-            yield from _problems_of(error)
+        yield from schema.problems(instance)
 
     def layers(self, runtime: Runtime, module: str, template: TemplateSource) -> list[Layer]:
         """The layers that may set a value of ``module`` on ``runtime``, strongest first."""
@@ -215,20 +211,69 @@ def check_chart_values(
     return errors, checker.unused()
 
 
-def _validator(template: TemplateSource) -> jsonschema.protocols.Validator | Diagnostic | None:
+@dataclass(frozen=True, slots=True)
+class ChartSchema:
+    """A chart's ``values.schema.json``. As for the repo's own schemas (``config.schema``), a
+    compiled ``fastjsonschema`` answers "valid?" and ``jsonschema`` (imported only then) lists
+    every error of values it rejects: a fleet whose values are right never pays for it."""
+
+    schema: dict[str, Any]
+    quick: Callable[[Any], Any] | None
+
+    def problems(self, instance: Any) -> Iterator[_Problem]:
+        """Every schema error of ``instance``, sorted by place."""
+        if self.quick is not None:
+            try:
+                self.quick(instance)
+                return
+            except fastjsonschema.JsonSchemaException:
+                pass
+        validator = _full_validator(self.schema)
+        errors = sorted(validator.iter_errors(instance), key=lambda e: [str(p) for p in e.path])
+        for error in errors:
+            yield from _problems_of(error)
+
+
+def _full_validator(schema: dict[str, Any]) -> Any:
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def _validator(template: TemplateSource) -> ChartSchema | Diagnostic | None:
     data = template.files.get(SCHEMA_FILE)
     if data is None:
         return None
     where = f"{template.root}/{SCHEMA_FILE}"
     try:
         schema = json.loads(data)
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)
-        cls.check_schema(schema)
-    except (ValueError, jsonschema.SchemaError) as error:
-        message = f"the chart's {SCHEMA_FILE} is not a valid JSON Schema: {_first_line(error)}"
-        return Diagnostic(where, 1, 1, RULE, message)
-    validator: jsonschema.protocols.Validator = cls(schema)
-    return validator
+        if not isinstance(schema, dict):
+            raise ValueError("the top level is no JSON object")
+        quick = fastjsonschema.compile(schema, use_default=False)
+    except ValueError as error:  # JSONDecodeError, the top level
+        return _not_a_schema(where, error)
+    except fastjsonschema.JsonSchemaException:
+        return _judged_by_jsonschema(where, schema)
+    return ChartSchema(schema, quick)
+
+
+def _judged_by_jsonschema(where: str, schema: dict[str, Any]) -> ChartSchema | Diagnostic:
+    """A schema ``fastjsonschema`` does not compile (a mistake, or a draft it lacks):
+    ``jsonschema`` says whether it is one, and then checks the values alone."""
+    import jsonschema
+
+    try:
+        _full_validator(schema)
+    except jsonschema.SchemaError as error:
+        return _not_a_schema(where, error)
+    return ChartSchema(schema, None)
+
+
+def _not_a_schema(where: str, error: Exception) -> Diagnostic:
+    message = f"the chart's {SCHEMA_FILE} is not a valid JSON Schema: {_first_line(error)}"
+    return Diagnostic(where, 1, 1, RULE, message)
 
 
 def _problems_of(error: ValidationError) -> Iterator[_Problem]:
