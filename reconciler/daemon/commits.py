@@ -135,11 +135,9 @@ class CommitGate:
             if unverified is not None:
                 return self._refuse_unverified(head, unverified)
             options, head = daemon.channels_repo.read_options(revision, head)
-            unverified = verify_channels(daemon, head, in_force)
-            if unverified is not None:
-                channels = daemon.channels_repo.source
-                where = f"channels {channels.shown if channels else ''}: "
-                return self._refuse_unverified(head, unverified, where)
+            channels_unverified = verify_channels(daemon, head, in_force)
+            if channels_unverified is not None:
+                return self._refuse_unverified(head, *channels_unverified)
             validation = load_repo(
                 daemon.source.path or ".", options, tree=revision.tree, renderer=daemon.renderer
             )

@@ -50,10 +50,11 @@ def verify_head(
 
 def verify_channels(
     daemon: Daemon, head: Head, in_force: CommitRecord | None
-) -> SignatureVerdict | None:
+) -> tuple[SignatureVerdict, str] | None:
     """The signature verdict on the channels repository's commit of ``head``
     (``channelsFrom.git``, the same trusted keys) when the daemon verifies commits and it is
-    refused; None when it passes, or there is nothing to verify. With every commit, those since
+    refused, with the repository to name (``channels URL: ``); None when it passes, or there
+    is nothing to verify. With every commit, those since
     the channels commit in force, when that one is of this repository (else the head alone, as
     after a start)."""
     keys = daemon.options.trusted_keys
@@ -69,7 +70,7 @@ def verify_channels(
     if since is not None and not has_commit(revision.git_dir, since):
         since = None  # another channels repository was in force
     verdict = verify_commits(revision.git_dir, head.channels, keys, since)
-    return None if verdict.accepted else verdict
+    return None if verdict.accepted else (verdict, f"channels {source.shown}: ")
 
 
 def _fetch_in_force(daemon: Daemon, since: str) -> None:
