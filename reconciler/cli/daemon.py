@@ -32,7 +32,11 @@ from reconciler.cli.options import (
     snapshot_option,
     state_option,
 )
-from reconciler.cli.signing import trusted_keys_options
+from reconciler.cli.signing import (
+    trusted_keys_options,
+    trusted_keys_secret_option,
+    with_secret,
+)
 from reconciler.errors import AccessError, SourceError
 from reconciler.operations.model import Retention
 
@@ -258,6 +262,7 @@ log = logging.getLogger("reconciler.daemon")
     help="Failed operations are kept this long (168h: 7 days), beyond --keep-operations.",
 )
 @trusted_keys_options()
+@trusted_keys_secret_option
 @notification_options
 @click.pass_context
 def daemon(
@@ -293,6 +298,7 @@ def daemon(
     keep_operations: int,
     keep_failures: float,
     trusted_keys: TrustedKeys,
+    trusted_keys_secret: str,
     notification_secrets_dir: Path | None,
     notification_token_hosts: tuple[TokenHost, ...],
 ) -> None:
@@ -308,6 +314,7 @@ def daemon(
     from reconciler.daemon.logs import setup_logging
 
     check_local_repo(repo_url)
+    trusted_keys = with_secret(trusted_keys, secret_namespace, trusted_keys_secret)
     if trusted_keys.every_commit and not trusted_keys.configured:
         raise click.UsageError("--verify-every-commit needs trusted keys (--trusted-*)")
     setup_logging(log_format)
