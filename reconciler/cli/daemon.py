@@ -32,13 +32,13 @@ from reconciler.cli.options import (
     state_option,
 )
 from reconciler.errors import AccessError, SourceError
-from reconciler.operations.model import Retention
 
 if TYPE_CHECKING:
     from reconciler.config.remotes import CredentialHost
     from reconciler.core.model import Settings
     from reconciler.daemon.http import HttpServer
     from reconciler.daemon.service import Daemon
+    from reconciler.operations.model import Retention
     from reconciler.operations.store import StateStore
     from reconciler.source.git import GitCredentials
 
@@ -295,6 +295,7 @@ def daemon(
     """
     from reconciler.cli.clusters import state_url_for
     from reconciler.daemon.logs import setup_logging
+    from reconciler.operations.model import Retention
 
     check_local_repo(repo_url)
     setup_logging(log_format)
@@ -391,6 +392,12 @@ class HttpOptions:
     max_per_client: int = 20
 
 
+def _default_retention() -> Retention:
+    from reconciler.operations.model import Retention  # not paid for by the other commands
+
+    return Retention()
+
+
 @dataclass(frozen=True, slots=True)
 class ScheduleOptions:
     """How often to poll and resync (``None``: as the config repo's ``spec.intervals`` say),
@@ -405,7 +412,7 @@ class ScheduleOptions:
     member: str = ""
     lease: timedelta = timedelta(seconds=30)
     #: ``--keep-operations`` and ``--keep-failures``: what the state store keeps.
-    retention: Retention = field(default_factory=Retention)
+    retention: Retention = field(default_factory=_default_retention)
 
 
 def run_daemon(
