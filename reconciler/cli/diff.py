@@ -220,10 +220,10 @@ def fleet_diff(
     review = Review(read_options(source))
     try:
         if request.base_path is not None:
-            base = review.load(Side(request.repo, folder=request.base_path), "base")
+            base_side = Side(request.repo, folder=request.base_path)
         else:
-            base = review.load(Side(request.repo, request.base_rev), "base")
-        head = review.load(Side(request.repo, request.head_rev), "head")
+            base_side = Side(request.repo, request.base_rev)
+        base, head = review.load_both(base_side, Side(request.repo, request.head_rev))
     except ConfigError as error:
         exits.exit_status_of(error)
         return exits.USAGE

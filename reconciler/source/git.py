@@ -24,7 +24,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,8 +91,15 @@ class GitTree:
         self._fetched: dict[str, bytes] | None = None
         #: Every blob below ``prefix`` (links aside): its size and whether it is ``*.yaml``, by id.
         self._blobs: dict[str, tuple[int, bool]] | None = None
+        #: Blob ids not read ahead: the reader has them parsed already (the other side's).
+        self._skipped: frozenset[str] = frozenset()
         #: Seconds spent reading git objects (for ``--timings``).
         self.io_seconds = 0.0
+
+    def read_ahead_except(self, ids: Set[str]) -> None:
+        """Leave the blobs ``ids`` out of the batch read ahead (one still asked for is read on
+        its own): a reader that has them parsed, by content id, never reads them."""
+        self._skipped = frozenset(ids)
 
     def _full(self, path: str) -> str | None:
         joined = posixpath.normpath(posixpath.join(self._prefix, path)) if path else self._prefix
@@ -200,6 +207,8 @@ class GitTree:
         what is read ahead: one call to git."""
         ids, total = [], 0
         for blob_id, (size, is_yaml) in sorted(self._blob_listing().items()):
+            if blob_id in self._skipped:
+                continue
             if is_yaml and size <= PREFETCH_BLOB_BYTES and total + size <= PREFETCH_TOTAL_BYTES:
                 ids.append(blob_id)
                 total += size

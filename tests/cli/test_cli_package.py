@@ -137,6 +137,35 @@ def test_a_revision_reads_its_files_from_git_in_one_batch(
     assert batches == [len(blobs)]  # every YAML blob, identical files once
 
 
+def test_a_pull_requests_base_reads_from_git_only_the_blobs_the_head_lacks(
+    fleet: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reconciler.review.fleet import Review, Side
+
+    batches: list[list[str]] = []
+    read_blobs = git_source._read_blobs
+
+    def counted(git_dir: str, ids: list[str]) -> dict[str, bytes]:
+        batches.append(list(ids))
+        return read_blobs(git_dir, ids)
+
+    monkeypatch.setattr(git_source, "_read_blobs", counted)
+    review = Review(ReadOptions())
+    base, head = review.load_both(Side(fleet, "HEAD"), Side(fleet))
+
+    changed = subprocess.run(
+        ["git", "rev-parse", "HEAD:channels/regular.yaml"],
+        cwd=fleet,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert batches == [[changed]]  # the head (the working tree) has every other blob parsed
+    files = [p for p in fleet.rglob("*.yaml") if ".git" not in p.parts]
+    assert len(review.cache) == len(files) + 1  # each distinct blob parsed once
+    assert base[0].channels["regular"] != head[0].channels["regular"]
+
+
 def test_files_outside_the_folder_and_twins_are_read_too(tmp_path: Path) -> None:
     (tmp_path / "repo" / "runtimes").mkdir(parents=True)
     (tmp_path / "channels").mkdir()
