@@ -29,7 +29,8 @@ from reconciler.core.resolve import resolve_runtime
 from reconciler.core.templates import RenderCache, TemplateRenderer
 from reconciler.errors import ConfigError
 from reconciler.render import default_renderer
-from reconciler.source.git import GitTree, open_revision
+from reconciler.source.git import open_revision
+from reconciler.source.gittree import GitTree
 from reconciler.source.loader import ParseCache, ReadOptions, read_repo
 from reconciler.source.schemas import load_schemas
 
