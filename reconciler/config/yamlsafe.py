@@ -75,7 +75,6 @@ class _BaseLoader(_SafeLoader):  # type: ignore[misc]
         return _MAP_TAG if kind is yaml.MappingNode else _SEQ_TAG
 
 
-
 #: Expanded nodes allowed per document: aliases may repeat content, but not without bound.
 MAX_EXPANDED_NODES = 1_000_000
 #: Nesting depth allowed per document (also stops recursive aliases).
