@@ -52,6 +52,8 @@ class Revision:
     tree: GitTree
     commit: str
     label: str
+    #: The git repository holding the commit (its signature is checked there).
+    git_dir: Path | None = None
 
     @property
     def short(self) -> str:
@@ -76,7 +78,8 @@ def open_revision(folder: Path, revision: str) -> Revision:
     except UnreadableError as error:
         top = _rev_parse_in(folder, "--show-toplevel").strip()
         raise SourceError(f"unknown revision '{revision}' in {top}") from error
-    return Revision(GitTree(git_dir, commit, prefix.rstrip("/")), commit, revision)
+    tree = GitTree(git_dir, commit, prefix.rstrip("/"))
+    return Revision(tree, commit, revision, Path(git_dir))
 
 
 def _rev_parse_in(folder: Path, *args: str) -> str:
@@ -332,7 +335,8 @@ class RemoteSource:
             self._git("fetch", "--quiet", "--no-tags", "--", self.url, target)
         if not self._has(commit):
             raise SourceError(f"{self.shown}: commit {commit[:12]} not found after fetching")
-        return Revision(GitTree(str(self.cache_dir), commit, self.path), commit, commit[:12])
+        tree = GitTree(str(self.cache_dir), commit, self.path)
+        return Revision(tree, commit, commit[:12], self.cache_dir)
 
     def _has(self, commit: str) -> bool:
         if not _is_commit_id(commit):
