@@ -24,7 +24,7 @@ from reconciler.config.yamlsafe import Document, parse_yaml
 from reconciler.core.diagnostics import Diagnostic, Pointer, did_you_mean
 from reconciler.core.model import ConfigRepo, ModuleKind, Runtime, TemplateSource
 from reconciler.core.overrides import module_channel
-from reconciler.core.resolve import resolve_runtime
+from reconciler.core.resolve import RESOLUTIONS, resolve_runtime
 from reconciler.core.templates import merge_values, runtime_values, values_hash
 
 if TYPE_CHECKING:
@@ -207,7 +207,9 @@ def check_chart_values(
     channels; its runtimes are not read)."""
     valid = {name: r for name, r in runtimes.items() if r is not None}
     checker = ChartValuesChecker(documents)
-    errors = checker.problems(replace(repo, runtimes=valid), valid)
+    with_runtimes = replace(repo, runtimes=valid)
+    RESOLUTIONS.share(repo, with_runtimes)  # the same modules and channels: resolved already
+    errors = checker.problems(with_runtimes, valid)
     return errors, checker.unused()
 
 
