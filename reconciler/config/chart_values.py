@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.config.yamlsafe import Document, parse_yaml
 from reconciler.core.diagnostics import Diagnostic, Pointer, did_you_mean
-from reconciler.core.model import ConfigRepo, ModuleKind, Runtime, TemplateSource
+from reconciler.core.model import ConfigRepo, ModuleKind, ModuleVersion, Runtime, TemplateSource
 from reconciler.core.overrides import module_channel
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.templates import merge_values, runtime_values, values_hash
@@ -112,30 +112,35 @@ class ChartValuesChecker:
         """Check the values of every chart with a schema that ``runtime`` gets."""
         for resolved in resolve_runtime(repo, runtime).modules:
             content = repo.modules[resolved.name].versions[resolved.version]
-            template = content.template
             if content.kind is ModuleKind.MANIFEST:
                 self.note_unused(repo, runtime, resolved.name, resolved.version)
-            if content.kind is not ModuleKind.CHART or template is None:
-                continue
-            schema = self.schema(template)
-            if schema is None:
-                continue
-            if isinstance(schema, Diagnostic):
-                self._add(schema, runtime.name)
-                continue
-            channel = repo.channels.get(module_channel(runtime, resolved.name))
-            values = runtime_values(runtime, resolved.name, content, channel)
-            key = (template.digest, values_hash(values))
-            if key not in self._checked:
-                self._checked[key] = self.schema_problems(template, schema, values)
-            found = self._checked[key]
-            if isinstance(found, Diagnostic):  # the schema itself is broken
-                self._add(found, runtime.name)
-                continue
-            label = f"{resolved.name} {resolved.version}"
-            for problem in found:
-                layers = self.layers(runtime, resolved.name, template)
-                self._add(_located(problem, layers, label, template), runtime.name)
+            elif content.kind is ModuleKind.CHART and content.template is not None:
+                self.check_chart(repo, runtime, resolved.name, content)
+
+    def check_chart(
+        self, repo: ConfigRepo, runtime: Runtime, module: str, content: ModuleVersion
+    ) -> None:
+        """Check ``runtime``'s merged values of ``module``'s chart version ``content``."""
+        template = content.template
+        assert template is not None
+        schema = self.schema(template)
+        if isinstance(schema, Diagnostic):
+            self._add(schema, runtime.name)
+        if schema is None or isinstance(schema, Diagnostic):
+            return
+        channel = repo.channels.get(module_channel(runtime, module))
+        values = runtime_values(runtime, module, content, channel)
+        key = (template.digest, values_hash(values))
+        if key not in self._checked:
+            self._checked[key] = self.schema_problems(template, schema, values)
+        found = self._checked[key]
+        if isinstance(found, Diagnostic):  # the schema itself is broken
+            self._add(found, runtime.name)
+            return
+        label = f"{module} {content.version}"
+        for problem in found:
+            layers = self.layers(runtime, module, template)
+            self._add(_located(problem, layers, label, template), runtime.name)
 
     def schema(self, template: TemplateSource) -> ChartSchema | Diagnostic | None:
         """The validator of the chart's ``values.schema.json``, a C9 error when it cannot be
