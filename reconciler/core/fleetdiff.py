@@ -35,6 +35,7 @@ from reconciler.core.resolve import (
     VersionSource,
     resolve_runtime,
 )
+from reconciler.core.serverform import server_form
 from reconciler.core.valuecauses import rendered_causes
 from reconciler.core.windows import in_window
 
@@ -425,7 +426,7 @@ class FleetDiffer:
             return None
         prepared = self._base_renderer.prepare(old, runtime)
         base = DesiredModule.of(old, self.base.modules[old.name], prepared)
-        objects = {ObjectRef.of(o.body): dict(o.body) for o in prepared}
+        objects = {ObjectRef.of(o.body): server_form(o.body) for o in prepared}  # as stored
         manifest = tuple(ObjectRef.of(o.body) for o in base.objects)
         default = base.default_configuration
         ours = (
