@@ -96,6 +96,8 @@ class Delivery:
         self._queue: queue.Queue[_Item | None] = queue.Queue(maxsize=CAPACITY)
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        #: Notifications dropped since the queue last took one.
+        self._dropped = 0
 
     def notify(self, notification: Notification) -> None:
         """Queue ``notification`` for the endpoints in force now (see :class:`Notifier`)."""
@@ -107,16 +109,29 @@ class Delivery:
         try:
             self._queue.put_nowait(_Item(notification, settings))
         except queue.Full:
+            self._drop(notification, settings)
+            return
+        with self._start_lock:
+            dropped, self._dropped = self._dropped, 0
+        if dropped:
+            log.warning("%d notification(s) were dropped while the queue was full", dropped)
+        self._start()
+
+    def _drop(self, notification: Notification, settings: NotificationSettings) -> None:
+        """Count a notification the full queue cannot take; log the first of a run only (a
+        storm of them is one line, then one that counts them)."""
+        with self._start_lock:
+            self._dropped += 1
+            first = self._dropped == 1
+        if first:
             log.warning(
-                "notification %s dropped: %d notifications wait already",
+                "notification %s dropped: %d notifications wait already (endpoints too slow?)",
                 notification.kind.value,
                 CAPACITY,
             )
-            for endpoint in settings.endpoints:
-                if endpoint.wants(notification.kind):
-                    self.report.notification(endpoint.name, DROPPED)
-            return
-        self._start()
+        for endpoint in settings.endpoints:
+            if endpoint.wants(notification.kind):
+                self.report.notification(endpoint.name, DROPPED)
 
     def drain(self) -> None:
         """Wait until every notification queued so far was handled (tests, shutdown)."""
