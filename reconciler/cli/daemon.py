@@ -32,6 +32,7 @@ from reconciler.cli.options import (
     snapshot_option,
     state_option,
 )
+from reconciler.cli.signing import trusted_keys_options
 from reconciler.errors import AccessError, SourceError
 from reconciler.operations.model import Retention
 
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from reconciler.notify.secrets import TokenHost
     from reconciler.operations.store import StateStore
     from reconciler.source.git import GitCredentials
+    from reconciler.source.signatures import TrustedKeys
 
 
 def credential_hosts_option(
@@ -254,6 +256,7 @@ log = logging.getLogger("reconciler.daemon")
     envvar="RECONCILER_KEEP_FAILURES",
     help="Failed operations are kept this long (168h: 7 days), beyond --keep-operations.",
 )
+@trusted_keys_options()
 @notification_options
 @click.pass_context
 def daemon(
@@ -288,6 +291,7 @@ def daemon(
     git_timeout: float,
     keep_operations: int,
     keep_failures: float,
+    trusted_keys: TrustedKeys,
     notification_secrets_dir: Path | None,
     notification_token_hosts: tuple[TokenHost, ...],
 ) -> None:
@@ -296,12 +300,15 @@ def daemon(
     Polls the remote (one cheap check per interval), validates each new commit as a whole
     (an invalid one is refused and the last good one stays in force), holds commits over the
     deletion brake, and runs each runtime's operation on a pool of workers; resyncs every
-    runtime for drift. Every option can be set from the environment (RECONCILER_REPO, ...).
+    runtime for drift. With trusted keys (--trusted-*), a commit not signed by one of them is
+    refused. Every option can be set from the environment (RECONCILER_REPO, ...).
     """
     from reconciler.cli.clusters import state_url_for
     from reconciler.daemon.logs import setup_logging
 
     check_local_repo(repo_url)
+    if trusted_keys.every_commit and not trusted_keys.configured:
+        raise click.UsageError("--verify-every-commit needs trusted keys (--trusted-*)")
     setup_logging(log_format)
     state_url = state_url_for(ctx, state_url, snapshot)  # a rehearsal keeps its own store
     run_daemon(
@@ -332,6 +339,7 @@ def daemon(
             member,
             timedelta(seconds=lease),
             Retention(keep_operations, timedelta(seconds=keep_failures)),
+            trusted_keys if trusted_keys.configured else None,
         ),
         ClusterOptions(
             kubeconfig_dir,
@@ -412,6 +420,8 @@ class ScheduleOptions:
     lease: timedelta = timedelta(seconds=30)
     #: ``--keep-operations`` and ``--keep-failures``: what the state store keeps.
     retention: Retention = field(default_factory=Retention)
+    #: ``--trusted-*``: the keys every commit must be signed with (None: not verified).
+    trusted_keys: TrustedKeys | None = None
 
 
 def run_daemon(
@@ -430,6 +440,7 @@ def run_daemon(
     from reconciler.operations.store import open_store
     from reconciler.source.git import GitRunner, RemoteSource
 
+    _check_keys(schedule.trusted_keys)
     access = Access(clusters, reuse_snapshots=False)  # workers run runtimes side by side
     store = open_store(state_url)
     _check_store(store)
@@ -450,6 +461,7 @@ def run_daemon(
         member=schedule.member,
         lease=schedule.lease,
         retention=schedule.retention,
+        trusted_keys=schedule.trusted_keys,
     )
 
     def second_source(url: str, ref: str, path: str) -> RemoteSource:
@@ -485,6 +497,17 @@ def run_daemon(
     notifier.close()  # what is queued is tried once more, without waiting between tries
     server.shutdown()
     server.server_close()
+
+
+def _check_keys(trusted_keys: TrustedKeys | None) -> None:
+    """Read the trusted keys once at start: a key file to fix stops the daemon here (one line,
+    exit 2) rather than making every commit wait."""
+    if trusted_keys is None:
+        return
+    from reconciler.source.signatures import check_trusted_keys
+
+    found = check_trusted_keys(trusted_keys)
+    log.info("verifying commit signatures: %s (%s)", trusted_keys.describe(), found)
 
 
 def _check_store(store: StateStore) -> None:

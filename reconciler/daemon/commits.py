@@ -42,7 +42,9 @@ from reconciler.core.head import Head
 from reconciler.core.model import ConfigRepo
 from reconciler.core.notifications import Notification
 from reconciler.core.resolve import resolve_runtime
+from reconciler.core.signatures import SignatureVerdict
 from reconciler.daemon.logs import cause, shown
+from reconciler.daemon.signing import tell_unverified, verify_channels, verify_head
 from reconciler.daemon.verdicts import (
     Allowed,
     Detail,
@@ -132,7 +134,15 @@ class CommitGate:
         daemon = self.daemon
         try:
             revision = daemon.source.revision(head.config)
+            unverified = verify_head(daemon, revision, head, in_force)
+            if unverified is not None:
+                return self._refuse_unverified(head, unverified)
             options, head = daemon.channels_repo.read_options(revision, head)
+            unverified = verify_channels(daemon, head, in_force)
+            if unverified is not None:
+                channels = daemon.channels_repo.source
+                where = f"channels {channels.shown if channels else ''}: "
+                return self._refuse_unverified(head, unverified, where)
             validation = load_repo(
                 daemon.source.path or ".", options, tree=revision.tree, renderer=daemon.renderer
             )
@@ -258,6 +268,21 @@ class CommitGate:
             log.error("%s", standing.message)
         if decided:
             self._tell(refused_notification(head, refusal, self.daemon.clock(), reason))
+        return self._adopt(head, standing)
+
+    def _refuse_unverified(self, head: Head, verdict: SignatureVerdict, where: str = "") -> bool:
+        """Refuse ``head``: it, or a commit since the one in force, lacks a good signature from
+        a trusted key (:mod:`reconciler.daemon.signing`); ``where``: which repository, when
+        not the config repo's."""
+        message = (
+            f"commit {head.shown} refused: {where}{verdict.reason}; "
+            f"still on {shown(self.daemon.state.commit)}"
+        )
+        refusal = Refusal(head.text, (), message, tuple(verdict.to_json()))
+        standing = self._record(head, CommitVerdict.REFUSED, message, refusal)
+        if standing.verdict is CommitVerdict.REFUSED and detail_of(standing) == refusal:
+            log.error("%s", message)
+            tell_unverified(self.daemon, head, verdict, message)
         return self._adopt(head, standing)
 
     def _refuse(self, head: Head, diagnostics: tuple[Diagnostic, ...]) -> bool:

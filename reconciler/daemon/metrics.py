@@ -14,6 +14,8 @@ states:
 - reconciler_source_lag_seconds (how long the remote has had a commit not in force),
 - reconciler_last_successful_poll_timestamp_seconds, reconciler_polls_total{result},
 - reconciler_commits_refused_total, reconciler_commit_held,
+- reconciler_commits_unverified_total{status}: commits refused for a signature (issue 30), by
+  the status of the oldest commit to blame (Unsigned, UntrustedKey, BadSignature, ...),
 - reconciler_reconcile_failures_total{error}: reconciles that ended on an error (an operation
   that failed, a step retrying on an error, a failure outside one), by error type; /status
   names the runtime,
@@ -114,6 +116,13 @@ class Metrics:
         self._refused = Counter(
             "reconciler_commits_refused",
             "Commits refused (invalid or unreadable); the last one is in /status.",
+            registry=self.registry,
+        )
+        self._unverified = Counter(
+            "reconciler_commits_unverified",
+            "Commits refused because a commit lacks a good signature from a trusted key, by "
+            "the signature status of the oldest commit to blame.",
+            ["status"],
             registry=self.registry,
         )
         self._held = Gauge(
@@ -231,6 +240,10 @@ class Metrics:
     def commit_refused(self) -> None:
         """Count a refused commit."""
         self._refused.inc()
+
+    def commit_unverified(self, status: str) -> None:
+        """Count a commit refused for a signature (``status``: the oldest one to blame)."""
+        self._unverified.labels(status).inc()
 
     def held(self, held: bool) -> None:
         """Whether the newest commit is held by the deletion brake."""

@@ -63,6 +63,7 @@ from reconciler.operations.store import StateStore
 from reconciler.render import default_renderer
 from reconciler.source.git import Revision
 from reconciler.source.loader import ReadOptions, load_repo
+from reconciler.source.signatures import TrustedKeys
 
 __all__ = [
     "Daemon",
@@ -133,6 +134,8 @@ class DaemonOptions:
     lease: timedelta = DEFAULT_LEASE
     #: ``--keep-operations`` and ``--keep-failures``: what the pruning job keeps.
     retention: Retention = field(default_factory=Retention)
+    #: ``--trusted-*``: the keys a commit must be signed with (None: any commit is read).
+    trusted_keys: TrustedKeys | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -166,24 +166,34 @@ class Held:
 @dataclass(frozen=True, slots=True)
 class Refusal:
     """A refused commit: its diagnostics (as ``reconciler validate -o json`` shows each; none
-    when it could not be read at all) and one line saying so."""
+    when it could not be read at all), the commits whose signature is to blame (as
+    :meth:`reconciler.core.signatures.CommitSignature.to_json` shows each; none when it was
+    refused for anything else) and one line saying so."""
 
     commit: str
     errors: tuple[dict[str, Any], ...]
     message: str
+    signatures: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The record's detail and ``/status``'s ``refused``."""
-        return {"commit": self.commit, "errors": list(self.errors), "message": self.message}
+        return {
+            "commit": self.commit,
+            "errors": list(self.errors),
+            "signatures": list(self.signatures),
+            "message": self.message,
+        }
 
     @classmethod
     def from_json(cls, detail: dict[str, Any]) -> Refusal:
         """Inverse of :meth:`to_json`."""
         errors = detail.get("errors") or []
+        signatures = detail.get("signatures") or []
         return cls(
             str(detail.get("commit") or ""),
             tuple(dict(e) for e in errors if isinstance(e, dict)),
             str(detail.get("message") or ""),
+            tuple(dict(s) for s in signatures if isinstance(s, dict)),
         )
 
 
