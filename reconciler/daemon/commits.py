@@ -279,8 +279,8 @@ class CommitGate:
             f"still on {shown(self.daemon.state.commit)}"
         )
         refusal = Refusal(head.text, (), message, tuple(verdict.to_json()))
-        standing = self._record(head, CommitVerdict.REFUSED, message, refusal)
-        if standing.verdict is CommitVerdict.REFUSED and detail_of(standing) == refusal:
+        standing, decided = self._decide(head, CommitVerdict.REFUSED, message, refusal)
+        if decided:  # this replica's refusal stands: it logs and tells, once for all
             log.error("%s", message)
             tell_unverified(self.daemon, head, verdict, message)
         return self._adopt(head, standing)

@@ -101,7 +101,7 @@ def tell_unverified(daemon: Daemon, head: Head, verdict: SignatureVerdict, messa
             commit=head.text,
             summary=message,
             at=daemon.clock(),
-            key=head.text,
+            key=f"refused-{head.text}",  # as every refusal's (daemon.verdicts)
             details=details,
         )
     )
