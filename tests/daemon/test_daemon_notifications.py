@@ -124,6 +124,8 @@ def test_a_refused_commit_is_told_once_with_its_first_error(world: World) -> Non
     assert refused.key == f"refused-{bad}"
     assert refused.summary.startswith(f"commit {bad[:12]} refused: 1 error(s); still on ")
     assert refused.details["errors"] == 1
+    assert refused.details["file"] == "fleet/runtimes/a.yaml"
+    assert refused.details["line"] == 5
     reason = str(refused.details["reason"])
     assert reason.startswith("fleet/runtimes/a.yaml:")
     assert "channel 'reguler' does not exist" in reason
