@@ -19,6 +19,7 @@ Callers: the daemon's command, which builds one; tests.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -48,6 +49,9 @@ log = logging.getLogger("reconciler.notify")
 CAPACITY = 1000
 #: The longest wait between two tries of one delivery, in seconds.
 MAX_WAIT = 60.0
+#: How long :meth:`Delivery.close` lets the queued notifications go, in seconds (a pod has 60 s
+#: to stop; an endpoint that does not answer must not take them all).
+CLOSE_GRACE = 10.0
 DELIVERED, FAILED, DROPPED = "delivered", "failed", "dropped"
 
 
@@ -137,15 +141,20 @@ class Delivery:
         """Wait until every notification queued so far was handled (tests, shutdown)."""
         self._queue.join()
 
-    def close(self) -> None:
+    def close(self, grace: float = CLOSE_GRACE) -> None:
         """Stop: the queued notifications are tried once more each, without waiting between
-        tries; the worker ends."""
+        tries, for ``grace`` seconds at most; what is left then is logged, not sent."""
         self._stopping.set()
         with self._start_lock:
             thread = self._thread
-        if thread is not None:
-            self._queue.put(None)
-            thread.join()
+        if thread is None:
+            return
+        with contextlib.suppress(queue.Full):  # still full: the worker ends with the process
+            self._queue.put(None, timeout=grace)
+        thread.join(grace)
+        if thread.is_alive():
+            left = self._queue.qsize()
+            log.warning("stopping with notifications not sent: %d queued, one under way", left)
 
     def _wait(self, seconds: float) -> None:
         self._stopping.wait(seconds)

@@ -209,6 +209,20 @@ def test_notify_never_waits_for_a_slow_endpoint(receiver: Receiver) -> None:
     assert [r.body["key"] for r in receiver.accepted] == ["0", "1", "2", "3", "4"]
 
 
+def test_stopping_does_not_wait_for_a_stuck_endpoint(
+    receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    receiver.gate.clear()  # the endpoint never answers while the daemon stops
+    delivery = _delivery((Endpoint("stuck", EndpointType.WEBHOOK, url=receiver.url),), Pauses())
+    for n in range(3):
+        delivery.notify(_notification(NotificationKind.WAVE_STARTED, str(n)))
+
+    delivery.close(grace=0)
+
+    assert "stopping with notifications not sent" in caplog.text
+    receiver.gate.set()
+
+
 def test_a_full_queue_drops_and_counts_instead_of_waiting(
     receiver: Receiver, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
