@@ -109,7 +109,7 @@ log = logging.getLogger("reconciler.daemon")
     callback=listen_address,
     show_default=True,
     envvar="RECONCILER_LISTEN",
-    help="Address of /healthz, /readyz, /metrics, /status and /hooks/git.",
+    help="Address of /healthz, /readyz, /metrics, /status, the status page (/) and /hooks/git.",
 )
 @kubeconfig_dir_option
 @secret_namespace_option

@@ -25,6 +25,7 @@ from reconciler.core.model import (
     ChannelsFrom,
     ClientRate,
     ClusterAccess,
+    HookPolicy,
     MaintenanceWindow,
     ManagedKind,
     Module,
@@ -124,6 +125,7 @@ def module_from(
         ),
         description=spec.get("description", ""),
         source=source,
+        hooks=HookPolicy(spec.get("hooks", HookPolicy.REFUSE)),
     )
 
 

@@ -106,6 +106,9 @@ class ModuleRef:
     values: Mapping[str, Any] | None = None
     #: ``valuesFrom``: the repo path of the values file, for messages and causes.
     values_from: str | None = None
+    #: The ``valuesFrom`` file's values (already under ``values``), to tell the two apart in
+    #: causes of a fleet diff.
+    file_values: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +191,13 @@ class ModuleVersion:
     template: TemplateSource | None = None
 
 
+class HookPolicy(StrEnum):
+    """What a chart's Helm hooks get (``spec.hooks``; docs/charts.md): never run, either way."""
+
+    REFUSE = "Refuse"  # validate refuses a chart that renders hooks (C9)
+    SKIP = "Skip"  # stated skipped: neither run nor applied, listed by render
+
+
 @dataclass(frozen=True, slots=True)
 class Module:
     """An installable unit with its versions."""
@@ -202,6 +212,7 @@ class Module:
     managed_resources: tuple[ManagedKind, ...] = ()
     description: str = ""
     source: str = ""
+    hooks: HookPolicy = HookPolicy.REFUSE
 
 
 @dataclass(frozen=True, slots=True)
