@@ -4,7 +4,8 @@
   ``at``, ``key``, ``details``;
 - ``slack``: an incoming-webhook message: ``text`` (the fallback line) and ``blocks`` (a section
   and a context line);
-- ``teams``: a Microsoft Teams incoming-webhook ``MessageCard`` (title, text, facts, a link);
+- ``teams``: a Microsoft Teams message holding an Adaptive Card (title, text, facts, a link),
+  as both Teams incoming webhooks and Power Automate's Workflows webhooks take it;
 - ``github``: ``POST {api}/repos/{owner}/{repo}/statuses/{sha}`` with ``state``,
   ``description``, ``context`` and ``target_url`` (GitHub's commit status API);
 - ``gitlab``: ``POST {api}/projects/{id}/statuses/{sha}`` with ``state``, ``name``,
@@ -99,21 +100,32 @@ def _slack(endpoint: Endpoint, notification: Notification, base: str, token: str
 
 
 def _teams(endpoint: Endpoint, notification: Notification, base: str, token: str) -> Request:
-    facts = [{"name": "commit", "value": notification.commit}]
-    facts += [{"name": str(k), "value": str(v)} for k, v in notification.details.items()]
+    facts = [{"title": "commit", "value": notification.commit}]
+    facts += [{"title": str(k), "value": str(v)} for k, v in notification.details.items()]
+    bad = notification.kind in WARNINGS
     card: dict[str, Any] = {
-        "@type": "MessageCard",
-        "@context": "https://schema.org/extensions",
-        "summary": notification.summary,
-        "themeColor": "D13438" if notification.kind in WARNINGS else "0078D7",
-        "title": notification.kind.value,
-        "text": notification.summary,
-        "sections": [{"facts": facts}],
+        "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
+        "type": "AdaptiveCard",
+        "version": "1.4",
+        "body": [
+            {
+                "type": "TextBlock",
+                "text": notification.kind.value,
+                "weight": "Bolder",
+                "size": "Medium",
+                "color": "Attention" if bad else "Default",
+            },
+            {"type": "TextBlock", "text": notification.summary, "wrap": True},
+            {"type": "FactSet", "facts": facts},
+        ],
     }
     if endpoint.target_url:
-        target = [{"os": "default", "uri": endpoint.target_url}]
-        card["potentialAction"] = [{"@type": "OpenUri", "name": "Status", "targets": target}]
-    return Request(base, card, _json(_bearer(token)))
+        card["actions"] = [
+            {"type": "Action.OpenUrl", "title": "Status", "url": endpoint.target_url}
+        ]
+    attachment = {"contentType": "application/vnd.microsoft.card.adaptive", "content": card}
+    body = {"type": "message", "summary": notification.summary, "attachments": [attachment]}
+    return Request(base, body, _json(_bearer(token)))
 
 
 def _github(endpoint: Endpoint, notification: Notification, base: str, token: str) -> Request:
