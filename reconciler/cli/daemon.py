@@ -146,7 +146,8 @@ log = logging.getLogger("reconciler.daemon")
     type=click.Path(file_okay=False, path_type=Path),
     envvar="RECONCILER_CACHE_DIR",
     help="Where fetched commits are kept (default: next to a SQLite state store; with "
-    "PostgreSQL, under the default state folder).",
+    "PostgreSQL, under the default state folder); pulled chart sources are kept in the folder "
+    "'sources' beside it unless RECONCILER_SOURCE_CACHE names one.",
 )
 @click.option(
     "--webhook-secret-file",
@@ -438,6 +439,7 @@ def run_daemon(
     from reconciler.daemon.service import Daemon, DaemonOptions, start_scheduler
     from reconciler.daemon.signals import StopSignals
     from reconciler.operations.store import open_store
+    from reconciler.render import default_renderer
     from reconciler.source.git import GitRunner, RemoteSource
 
     _check_keys(schedule.trusted_keys)
@@ -476,6 +478,8 @@ def run_daemon(
     the_daemon = Daemon(source, store, connect, now, options, make_source=second_source)
     notifier = notifier_for(the_daemon, notify or NotifyOptions(), clusters)
     the_daemon.notifier = notifier
+    # pulled sources (docs/sources.md) beside the fetched commits, unless the environment says
+    the_daemon.renderer = default_renderer(source_cache=cache.with_name("sources"))
     server = _serve(the_daemon, http)
     scheduler = start_scheduler(the_daemon)
     stop = StopSignals()  # whichever thread the kernel hands SIGTERM to, the main one wakes

@@ -26,6 +26,7 @@ from reconciler.config.raw import RawFile, RawModule, RawRepo, RawVersion
 from reconciler.config.remotes import ref_problem, remote_problem
 from reconciler.config.schema import SchemaChecker
 from reconciler.config.settings_checks import settings_problems
+from reconciler.config.sources import source_problems
 from reconciler.config.templates import (
     declared_kind_problem,
     entry_values,
@@ -324,6 +325,8 @@ class _Run:
         if kind is None or problem is not None:
             self.diagnostics.extend([problem] if problem is not None else [])
             return ModuleVersion(raw.name, ())
+        if kind is ModuleKind.SOURCE and self.source(raw.source) is None:
+            return ModuleVersion(raw.name, ())  # reported
         if kind.templated:
             return self.templated_version(raw, kind)
         assert raw.manifest is not None
@@ -344,6 +347,13 @@ class _Run:
         default = self.default_configuration(raw.default)
         template = template_source(raw, kind, values)
         return ModuleVersion(raw.name, (), default, kind=kind, template=template)
+
+    def source(self, file: RawFile | None) -> Document | None:
+        """The checked document of a ``source.yaml`` (schema, C6, :func:`source_problems`)."""
+        document = self.single(file, "Source") if file is not None else None
+        problems = source_problems(document) if document is not None else []
+        self.diagnostics.extend(problems)
+        return None if problems else document
 
     def kubernetes_object(self, document: Document) -> bool:
         return self.timed(document, lambda: self.object_ok(document))
