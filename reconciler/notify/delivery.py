@@ -25,7 +25,7 @@ import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from tenacity import (
     RetryCallState,
@@ -68,6 +68,27 @@ class _NoReport:
 
 
 @dataclass(frozen=True, slots=True)
+class Outcome:
+    """How the last notification to one endpoint ended (``/status``)."""
+
+    endpoint: str
+    result: str
+    kind: str
+    commit: str
+    error: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        """The endpoint's entry of ``/status``'s ``notifications``."""
+        return {
+            "name": self.endpoint,
+            "result": self.result,
+            "kind": self.kind,
+            "commit": self.commit,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class _Item:
     notification: Notification
     settings: NotificationSettings
@@ -102,6 +123,8 @@ class Delivery:
         self._start_lock = threading.Lock()
         #: Notifications dropped since the queue last took one.
         self._dropped = 0
+        #: The last outcome by endpoint name.
+        self._outcomes: dict[str, Outcome] = {}
 
     def notify(self, notification: Notification) -> None:
         """Queue ``notification`` for the endpoints in force now (see :class:`Notifier`)."""
@@ -135,7 +158,13 @@ class Delivery:
             )
         for endpoint in settings.endpoints:
             if endpoint.wants(notification.kind):
-                self.report.notification(endpoint.name, DROPPED)
+                self._report(endpoint, notification, DROPPED, "the queue was full")
+
+    def status(self) -> dict[str, Any]:
+        """``/status``'s ``notifications``: how many wait, and each endpoint's last outcome."""
+        with self._start_lock:
+            outcomes = sorted(self._outcomes.values(), key=lambda o: o.endpoint)
+        return {"queued": self._queue.qsize(), "endpoints": [o.to_json() for o in outcomes]}
 
     def drain(self) -> None:
         """Wait until every notification queued so far was handled (tests, shutdown)."""
@@ -202,10 +231,20 @@ class Delivery:
                 tries,
                 _without(str(error), secrets),
             )
-            self.report.notification(endpoint.name, FAILED)
+            self._report(endpoint, notification, FAILED, _without(str(error), secrets))
             return
         log.info("notification %s sent to endpoint %s", notification.kind.value, endpoint.name)
-        self.report.notification(endpoint.name, DELIVERED)
+        self._report(endpoint, notification, DELIVERED)
+
+    def _report(
+        self, endpoint: Endpoint, notification: Notification, result: str, error: str = ""
+    ) -> None:
+        outcome = Outcome(
+            endpoint.name, result, notification.kind.value, notification.commit, error
+        )
+        with self._start_lock:
+            self._outcomes[endpoint.name] = outcome
+        self.report.notification(endpoint.name, result)
 
     def _request(
         self, endpoint: Endpoint, notification: Notification, secrets: list[str]

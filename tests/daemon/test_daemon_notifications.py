@@ -39,6 +39,7 @@ from tests.support.daemons import (
 )
 from tests.support.fleet_history import SETTINGS, runtime_yaml
 from tests.support.receiver import Receiver
+from tests.support.sample_fleet import check_document
 
 REMOVE_TWO: dict[str, str | None] = {f"fleet/runtimes/{n}.yaml": None for n in "ab"}
 TYPO: dict[str, str | None] = {
@@ -180,6 +181,27 @@ def test_verdicts_reach_the_endpoints_of_the_commit_in_force(
         ("/hook", "commit.held", held),
     ]
     assert waits == [1.0, 2.0, 1.0, 2.0]  # the receiver failed each twice first
+    status = daemon.status()
+    check_document(status, "DaemonStatus")
+    assert status["notifications"] == {
+        "queued": 0,
+        "endpoints": [
+            {
+                "name": "chat",  # its URL is a file of a folder this daemon was not given
+                "result": "failed",
+                "kind": "commit.held",
+                "commit": held,
+                "error": "file chat-url: the daemon was given no --notification-secrets-dir",
+            },
+            {
+                "name": "hook",
+                "result": "delivered",
+                "kind": "commit.held",
+                "commit": held,
+                "error": "",
+            },
+        ],
+    }
 
 
 def test_the_daemon_command_sends_with_secrets_from_its_folder(

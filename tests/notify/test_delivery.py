@@ -120,6 +120,18 @@ def test_a_client_error_is_not_tried_again(receiver: Receiver) -> None:
     assert receiver.tries == ["/"]
     assert pauses.asked == []
     assert counts.seen == [("hook", "failed")]
+    assert delivery.status() == {
+        "queued": 0,
+        "endpoints": [
+            {
+                "name": "hook",
+                "result": "failed",
+                "kind": "rollout.halted",
+                "commit": COMMIT,
+                "error": "HTTP 404",
+            }
+        ],
+    }
 
 
 def test_a_throttled_delivery_waits_as_long_as_the_receiver_asks(receiver: Receiver) -> None:
