@@ -6,8 +6,8 @@
   and a context line);
 - ``teams``: a Microsoft Teams message holding an Adaptive Card (title, text, facts, a link),
   as both Teams incoming webhooks and Power Automate's Workflows webhooks take it;
-- ``github``: ``POST {api}/repos/{owner}/{repo}/statuses/{sha}`` with ``state``,
-  ``description``, ``context`` and ``target_url`` (GitHub's commit status API);
+- ``github``: ``POST {api}/repos/{owner}/{repo}/statuses/{sha}`` (:func:`commit_sha`) with
+  ``state``, ``description``, ``context`` and ``target_url`` (GitHub's commit status API);
 - ``gitlab``: ``POST {api}/projects/{id}/statuses/{sha}`` with ``state``, ``name``,
   ``description`` and ``target_url`` (GitLab's commit status API).
 
@@ -74,10 +74,14 @@ def generic_body(notification: Notification) -> dict[str, Any]:
     }
 
 
-def commit_sha(notification: Notification) -> str:
-    """The config repo's commit a status is set on (a head ``config+channels`` names two)."""
+def commit_sha(notification: Notification, endpoint: Endpoint) -> str:
+    """The commit a status is set on: the config repo's (a head ``config+channels`` names
+    two), or with ``statusOn: channels`` the channels repository's (the config commit when the
+    channels live in the config repo)."""
     head = Head.parse(notification.commit)
-    return head.config if head is not None else ""
+    if head is None:
+        return ""
+    return head.channels or head.config if endpoint.status_on == "channels" else head.config
 
 
 def _webhook(endpoint: Endpoint, notification: Notification, base: str, token: str) -> Request:
@@ -137,7 +141,8 @@ def _github(endpoint: Endpoint, notification: Notification, base: str, token: st
     }
     if endpoint.target_url:
         body["target_url"] = endpoint.target_url
-    url = f"{base.rstrip('/')}/repos/{endpoint.repository}/statuses/{commit_sha(notification)}"
+    sha = commit_sha(notification, endpoint)
+    url = f"{base.rstrip('/')}/repos/{endpoint.repository}/statuses/{sha}"
     headers = {
         "Accept": "application/vnd.github+json",
         "X-GitHub-Api-Version": "2022-11-28",
@@ -156,7 +161,8 @@ def _gitlab(endpoint: Endpoint, notification: Notification, base: str, token: st
     if endpoint.target_url:
         body["target_url"] = endpoint.target_url
     project = quote(endpoint.repository, safe="")
-    url = f"{base.rstrip('/')}/projects/{project}/statuses/{commit_sha(notification)}"
+    sha = commit_sha(notification, endpoint)
+    url = f"{base.rstrip('/')}/projects/{project}/statuses/{sha}"
     headers = {"PRIVATE-TOKEN": token} if token else {}
     return Request(url, body, _json(headers))
 

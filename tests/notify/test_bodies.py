@@ -6,11 +6,13 @@ and ``PRIVATE-TOKEN``)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from reconciler.core.endpoints import Endpoint, EndpointType, NotificationSettings, SecretRef
 from reconciler.core.notifications import Notification, NotificationKind
+from reconciler.notify.bodies import request_for
 from reconciler.notify.delivery import Delivery
 from reconciler.notify.secrets import SecretReader, TokenHosts
 from tests.support.receiver import Received, Receiver
@@ -159,3 +161,20 @@ def test_a_gitlab_commit_status(receiver: Receiver, tmp_path: Path) -> None:
     assert got.body["target_url"] == STATUS
     assert len(got.body["description"]) == 140
     assert got.body["description"].endswith("...")
+
+
+def test_a_status_on_the_channels_commit() -> None:
+    """``statusOn: channels`` sets the status on the channels repository's commit of the head
+    (``config+channels``), and on the config commit when the channels live in the config repo."""
+    endpoint = Endpoint(
+        "channels-status", EndpointType.GITHUB, repository="platform/channels", status_on="channels"
+    )
+    alone = Notification(NotificationKind.COMMIT_HELD, SHA, "held", REFUSED.at)
+
+    apart = request_for(endpoint, REFUSED, token="t")
+    together = request_for(endpoint, alone, token="t")
+    on_config = request_for(replace(endpoint, status_on="config"), REFUSED, token="t")
+
+    assert apart.url == f"https://api.github.com/repos/platform/channels/statuses/{'f' * 40}"
+    assert together.url == f"https://api.github.com/repos/platform/channels/statuses/{SHA}"
+    assert on_config.url.endswith(f"/statuses/{SHA}")
