@@ -132,4 +132,6 @@ def _build(files: Mapping[str, bytes], shown: str, kubectl: str) -> str:
 def _one_line(text: str, private: str, shown: str) -> str:
     """kubectl's error on one line, with the private folder's paths shown as the repo's."""
     line = " ".join(text.replace(private, shown).split())
-    return line.removeprefix("error: ") or "kustomize build failed"
+    if line[:7].lower() == "error: ":
+        line = line[7:]
+    return line or "kustomize build failed"

@@ -98,6 +98,7 @@ def test_a_build_error_is_one_line_at_the_version_folder(make_repo: RepoFactory)
     assert "missing.yaml" in error.message
     assert "\n" not in error.message
     assert "reconciler-kustomize-" not in error.message  # the private build folder is not shown
+    assert "rror:" not in error.message  # kubectl's prefix is not repeated
 
 
 def test_a_remote_resource_is_refused_before_any_build(make_repo: RepoFactory) -> None:
