@@ -269,3 +269,17 @@ def test_a_registry_that_asks_for_a_login_gets_it_from_the_credentials_file(
     assert good.repo is not None, [d.format() for d in good.diagnostics]
     assert _objects(good.repo, "one")["ConfigMap"]["data"]["size"] == "large"
     assert password not in "\n".join([error.format(), caplog.text])
+
+
+def test_a_broken_credentials_file_is_one_line_naming_it(
+    make_repo: RepoFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    credentials = tmp_path / "config.json"
+    credentials.write_text(json.dumps({"auths": {"registry.example.com": {"auth": "%%%"}}}))
+    monkeypatch.setenv("RECONCILER_REGISTRY_CREDENTIALS", str(credentials))
+    spec = {"url": "oci://registry.example.com/web", "version": "1.0.0", "digest": OTHER}
+
+    validation = _load(make_repo, spec, SourceRenderer(cache_dir=tmp_path / "cache"))
+
+    (error,) = validation.diagnostics
+    assert f"{credentials}: the 'auth' of registry.example.com is not base64" in error.message
