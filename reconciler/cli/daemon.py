@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import click
 
 from reconciler.cli import exits
+from reconciler.cli.notifying import NotifyOptions, notification_options
 from reconciler.cli.options import (
     GIT_TIMEOUT_ENV,
     ClusterOptions,
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from reconciler.core.model import Settings
     from reconciler.daemon.http import HttpServer
     from reconciler.daemon.service import Daemon
+    from reconciler.notify.secrets import TokenHost
     from reconciler.operations.store import StateStore
     from reconciler.source.git import GitCredentials
     from reconciler.source.signatures import TrustedKeys
@@ -107,7 +109,7 @@ log = logging.getLogger("reconciler.daemon")
     callback=listen_address,
     show_default=True,
     envvar="RECONCILER_LISTEN",
-    help="Address of /healthz, /readyz, /metrics, /status and /hooks/git.",
+    help="Address of /healthz, /readyz, /metrics, /status, the status page (/) and /hooks/git.",
 )
 @kubeconfig_dir_option
 @secret_namespace_option
@@ -256,6 +258,7 @@ log = logging.getLogger("reconciler.daemon")
     help="Failed operations are kept this long (168h: 7 days), beyond --keep-operations.",
 )
 @trusted_keys_options()
+@notification_options
 @click.pass_context
 def daemon(
     ctx: click.Context,
@@ -290,6 +293,8 @@ def daemon(
     keep_operations: int,
     keep_failures: float,
     trusted_keys: TrustedKeys,
+    notification_secrets_dir: Path | None,
+    notification_token_hosts: tuple[TokenHost, ...],
 ) -> None:
     """Follow a git ref and keep every runtime converged until SIGTERM.
 
@@ -347,6 +352,7 @@ def daemon(
             snapshot_create,
         ),
         state_url,
+        NotifyOptions(notification_secrets_dir, notification_token_hosts),
     )
 
 
@@ -425,9 +431,11 @@ def run_daemon(
     schedule: ScheduleOptions,
     clusters: ClusterOptions,
     state_url: str,
+    notify: NotifyOptions | None = None,
 ) -> None:
     """Start the daemon, its HTTP port and its scheduler; stop them on SIGTERM or SIGINT."""
     from reconciler.cli.clusters import Access, now
+    from reconciler.cli.notifying import notifier_for
     from reconciler.daemon.service import Daemon, DaemonOptions, start_scheduler
     from reconciler.daemon.signals import StopSignals
     from reconciler.operations.store import open_store
@@ -468,6 +476,8 @@ def run_daemon(
 
     connect = access.following(settings_in_force)  # the client rate of the commit in force
     the_daemon = Daemon(source, store, connect, now, options, make_source=second_source)
+    notifier = notifier_for(the_daemon, notify or NotifyOptions(), clusters)
+    the_daemon.notifier = notifier
     # pulled sources (docs/sources.md) beside the fetched commits, unless the environment says
     the_daemon.renderer = default_renderer(source_cache=cache.with_name("sources"))
     server = _serve(the_daemon, http)
@@ -488,6 +498,7 @@ def run_daemon(
     git_runner.stop()  # a poll waiting on a remote ends now, so shutdown does not wait for it
     scheduler.shutdown(wait=True)
     the_daemon.close()
+    notifier.close()  # what is queued is tried once more, without waiting between tries
     server.shutdown()
     server.server_close()
 

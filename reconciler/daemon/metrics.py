@@ -19,6 +19,8 @@ states:
 - reconciler_reconcile_failures_total{error}: reconciles that ended on an error (an operation
   that failed, a step retrying on an error, a failure outside one), by error type; /status
   names the runtime,
+- reconciler_notifications_total{endpoint,result}: notifications sent to each endpoint by
+  result (delivered, failed after its tries, dropped from a full queue),
 - reconciler_member{member}: 1, naming this replica (its series are of the runtimes it owns),
   reconciler_members_live and reconciler_owned_runtimes.
 
@@ -126,6 +128,13 @@ class Metrics:
         self._held = Gauge(
             "reconciler_commit_held",
             "1 while the newest commit is held by the deletion brake.",
+            registry=self.registry,
+        )
+        self._notifications = Counter(
+            "reconciler_notifications",
+            "Notifications to each endpoint by result: delivered, failed (after its tries), "
+            "dropped (the queue was full).",
+            ["endpoint", "result"],
             registry=self.registry,
         )
         self._member = Gauge(
@@ -239,6 +248,11 @@ class Metrics:
     def held(self, held: bool) -> None:
         """Whether the newest commit is held by the deletion brake."""
         self._held.set(1.0 if held else 0.0)
+
+    def notification(self, endpoint: str, result: str) -> None:
+        """Count one notification to ``endpoint`` that ended with ``result`` (the delivery's
+        report, :class:`reconciler.notify.delivery.Report`)."""
+        self._notifications.labels(endpoint, result).inc()
 
     def exposition(self) -> bytes:
         """The text format for ``/metrics``."""

@@ -358,7 +358,11 @@ def test_rbac_reads_secrets_by_name_in_its_namespace_only(
     account = _one(docs, "ServiceAccount")
     deployment = _one(docs, "Deployment")
 
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+        # the notifications' Events (README, Notifications), counted up when repeated
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "get", "patch"]},
+    ]
     assert not [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
     assert account["automountServiceAccountToken"] is False
     # the one pod that needs the token (to read the kubeconfig Secrets) asks for it
