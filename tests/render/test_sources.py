@@ -283,3 +283,27 @@ def test_a_broken_credentials_file_is_one_line_naming_it(
 
     (error,) = validation.diagnostics
     assert f"{credentials}: the 'auth' of registry.example.com is not base64" in error.message
+
+
+def test_a_pulled_charts_values_schema_is_checked_at_render(
+    make_repo: RepoFactory, registry: OciRegistry, tmp_path: Path
+) -> None:
+    schema = {"type": "object", "properties": {"size": {"enum": ["small", "large"]}}}
+    templates = {**CHART_TEMPLATES, "values.schema.json": json.dumps(schema)}
+    digest = registry.push(package_chart(tmp_path, "web", "1.0.0", templates))
+    tree = {
+        **source_module_files(_oci_spec(registry, digest)),
+        **channel_file("regular", {"web": "1.0.0"}),
+        **runtime_file("one", "regular", [{"name": "web", "values": {"size": "huge"}}]),
+    }
+
+    validation = load_repo(
+        make_repo(tree),
+        renderer=KindRenderer({ModuleKind.SOURCE: SourceRenderer(tmp_path / "cache")}),
+    )
+
+    (error,) = validation.diagnostics
+    assert error.rule == "C9"
+    assert "does not render for runtime one" in error.message
+    assert "/size" in error.message
+    assert "\n" not in error.message
