@@ -93,7 +93,7 @@ def test_a_build_error_is_one_line_at_the_version_folder(make_repo: RepoFactory)
     validation = _load(make_repo, {"resources": ["base", "missing.yaml"]})
     (error,) = validation.diagnostics
     assert error.rule == "C9"
-    assert error.path.endswith("modules/board/1.0.0")
+    assert error.path.endswith("modules/board/1.0.0/kustomization.yaml")
     assert "does not render for runtime r0" in error.message
     assert "missing.yaml" in error.message
     assert "\n" not in error.message

@@ -114,7 +114,7 @@ def test_a_digest_the_registry_does_not_hold_for_the_version_is_refused_naming_b
 
     (error,) = validation.diagnostics
     assert error.rule == "C9"
-    assert error.path.endswith("modules/web/1.0.0")  # the version folder
+    assert error.path.endswith("modules/web/1.0.0/source.yaml")
     assert f"the registry holds digest {digest}, source.yaml pins {OTHER}; refused" in error.message
     assert registry.url("web") in error.message
     assert not (tmp_path / "cache" / "sha256").exists()  # nothing kept
