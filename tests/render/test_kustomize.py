@@ -118,3 +118,21 @@ def test_overlays_are_built_once_per_content(make_repo: RepoFactory) -> None:
     assert validation.repo is not None
     assert len(validation.repo.rendered) == 4
     assert engine.renders == 1
+
+
+def test_values_given_to_an_overlay_are_reported_as_unused(make_repo: RepoFactory) -> None:
+    tree = {
+        **overlay_files(),
+        **channel_file("regular", {"board": "1.0.0"}),
+        **runtime_file("r0", "regular", [{"name": "board", "values": {"replicas": 5}}]),
+    }
+    renderer = KindRenderer({ModuleKind.KUSTOMIZE: KustomizeRenderer()})
+
+    validation = load_repo(make_repo(tree), renderer=renderer)
+
+    assert validation.repo is not None  # a warning: the repo stays valid
+    (warning,) = validation.warnings
+    assert warning.path.endswith("runtimes/r0.yaml")
+    assert "board 1.0.0 is a Kustomize overlay, not a chart: these values are not used" in (
+        warning.message
+    )
