@@ -14,7 +14,8 @@ lists, which can be neither listed nor read). Every library exception is transla
 the status and the server's reason, never a credential or an object's content. :func:`connect`
 builds a client from a Runtime's ``spec.cluster``: a kubeconfig file in ``--kubeconfig-dir``, a
 context of the local kubeconfig, the in-cluster service account, or a kubeconfig kept in a Secret
-of the daemon's namespace (read into memory, never written anywhere).
+of the daemon's namespace (read into memory, never written anywhere); :func:`fetch_secret_data`
+reads another Secret of it the same way (the daemon's trusted signing keys).
 """
 
 from __future__ import annotations
@@ -548,6 +549,28 @@ def _client_from_secret(access: ClusterAccess, namespace: str) -> Any:
         )
     config = yaml.safe_load(base64.b64decode(data).decode("utf-8"))
     return k8s_config.new_client_from_config_dict(config, client_configuration=_configuration())
+
+
+def fetch_secret_data(namespace: str, name: str) -> dict[str, bytes]:
+    """The data of the Secret ``namespace/name`` of the cluster the reconciler runs against
+    (in-cluster, else the local kubeconfig's), decoded; held in memory only. An
+    :class:`AccessError` when it is missing or may not be read (the message names it, never its
+    content), a :class:`~reconciler.errors.ServerError` when the server cannot be reached."""
+    try:
+        core = k8s_client.CoreV1Api(_home_client())
+    except ConfigException as error:
+        raise AccessError(
+            f"Secret {namespace}/{name}: no in-cluster service account and no kubeconfig: {error}"
+        ) from None
+    try:
+        with translated(f"read Secret {namespace}/{name}"):
+            secret = core.read_namespaced_secret(name, namespace)
+    except k8s_client.exceptions.ApiException as error:
+        reason = {404: "not found", 403: "forbidden (RBAC: get secrets)"}.get(error.status)
+        raise AccessError(
+            f"Secret {namespace}/{name}: {reason or f'HTTP {error.status} {error.reason}'}"
+        ) from None
+    return {key: base64.b64decode(value) for key, value in (secret.data or {}).items()}
 
 
 def _home_client() -> Any:
