@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 import yaml
 from kubernetes import client as _k8s_client
 from kubernetes import config as _k8s_config
+from kubernetes import watch as _k8s_watch
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.dynamic import DynamicClient as _DynamicClient
 from kubernetes.dynamic.resource import ResourceList
@@ -40,8 +41,11 @@ from kubernetes.dynamic.resource import ResourceList
 from reconciler.cluster.api import (
     ClusterIdentity,
     KindInfo,
+    Listing,
     ObjectEvent,
     Permission,
+    WatchEvent,
+    WatchEventType,
     event_body,
     event_ref,
 )
@@ -68,6 +72,7 @@ log = logging.getLogger(__name__)
 # The client's typing is partial; we hold it as Any at this edge and type our own interface.
 k8s_client: Any = _k8s_client
 k8s_config: Any = _k8s_config
+k8s_watch: Any = _k8s_watch
 DynamicClient: Any = _DynamicClient
 _T = TypeVar("_T")
 
@@ -232,18 +237,60 @@ class KubeCluster:
         labels: Mapping[str, str] | None = None,
     ) -> list[Body]:
         """See :meth:`reconciler.cluster.api.Cluster.list_objects`."""
-        selector = ",".join(f"{k}={v}" for k, v in sorted((labels or {}).items())) or None
-        found = self._on_resource(
-            api_version,
-            kind,
-            f"list {kind}",
-            lambda r: r.get(namespace=namespace, label_selector=selector),
+        return self._list(api_version, kind, namespace, labels).items
+
+    def _list(
+        self, api_version: str, kind: str, namespace: str | None, labels: Mapping[str, str] | None
+    ) -> Listing:
+        found = _as_dict(
+            self._on_resource(
+                api_version,
+                kind,
+                f"list {kind}",
+                lambda r: r.get(namespace=namespace, label_selector=_selector(labels)),
+            )
         )
-        items = _as_dict(found).get("items") or []  # a server answers [], an aggregated API null
+        items = list(found.get("items") or [])  # a server answers [], an aggregated API null
         for item in items:  # list items carry neither apiVersion nor kind
             item.setdefault("apiVersion", api_version)
             item.setdefault("kind", kind)
-        return list(items)
+        return Listing(items, str((found.get("metadata") or {}).get("resourceVersion") or ""))
+
+    def list_for_watch(
+        self, api_version: str, kind: str, *, labels: Mapping[str, str] | None = None
+    ) -> Listing:
+        """See :meth:`reconciler.cluster.api.Watchable.list_for_watch`."""
+        return self._list(api_version, kind, None, labels)
+
+    def watch(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        resource_version: str,
+        labels: Mapping[str, str] | None = None,
+        timeout_seconds: float = 60.0,
+    ) -> Iterator[WatchEvent]:
+        """See :meth:`reconciler.cluster.api.Watchable.watch`: one streamed request with
+        bookmarks; 410 Gone raised (the client's own retry is off with a timeout)."""
+        resource = self._resource(api_version, kind)
+        watcher = k8s_watch.Watch()
+        try:
+            with self._request(f"watch {kind}"):
+                stream = self._dynamic.watch(
+                    resource,
+                    label_selector=_selector(labels),
+                    resource_version=resource_version or None,
+                    timeout=max(1, int(timeout_seconds)),
+                    watcher=watcher,
+                    allow_watch_bookmarks=True,
+                )
+                for event in stream:
+                    raw = event.get("raw_object")
+                    if event.get("type") in _WATCHED and isinstance(raw, dict):
+                        yield WatchEvent(WatchEventType(event["type"]), dict(raw))
+        finally:
+            watcher.stop()
 
     def apply(
         self,
@@ -363,6 +410,13 @@ class KubeCluster:
         self._served = {k for r in every for k in _resource_keys(r)}
         self._served_at = time.monotonic()
         return None
+
+
+_WATCHED = frozenset(t.value for t in WatchEventType)
+
+
+def _selector(labels: Mapping[str, str] | None) -> str | None:
+    return ",".join(f"{k}={v}" for k, v in sorted((labels or {}).items())) or None
 
 
 def _kinds_of_objects(resources: list[Any]) -> list[Any]:
