@@ -109,6 +109,12 @@ class Metrics:
             ["error"],
             registry=self.registry,
         )
+        self._drifts = Counter(
+            "reconciler_drift",
+            "Objects of ours changed or deleted by someone else, seen by a watch, by kind.",
+            ["kind"],
+            registry=self.registry,
+        )
         self._refused = Counter(
             "reconciler_commits_refused",
             "Commits refused (invalid or unreadable); the last one is in /status.",
@@ -212,6 +218,11 @@ class Metrics:
         runtime is in the logs and /status, not a label, so the series stay few)."""
         del runtime
         self._failures.labels(error).inc()
+
+    def drift(self, runtime: str, kind: str) -> None:
+        """Count a drift a watch saw (the runtime and object are in the log and /status)."""
+        del runtime
+        self._drifts.labels(kind).inc()
 
     def membership(self, member: str, live: int, owned: int) -> None:
         """This replica's name, how many replicas are alive and how many runtimes it owns."""

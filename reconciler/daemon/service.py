@@ -54,6 +54,7 @@ from reconciler.daemon.scheduler import (
 )
 from reconciler.daemon.status import status_document
 from reconciler.daemon.verdicts import Held, Refusal, Waiting
+from reconciler.daemon.watches import Watches
 from reconciler.daemon.workers import Workers, run_runtime
 from reconciler.errors import ReconcilerError, TransientError
 from reconciler.operations.engine import this_owner
@@ -133,6 +134,9 @@ class DaemonOptions:
     lease: timedelta = DEFAULT_LEASE
     #: ``--keep-operations`` and ``--keep-failures``: what the pruning job keeps.
     retention: Retention = field(default_factory=Retention)
+    #: ``--no-watch``: pure polling; ``--debounce``: how long wakes gather before a run.
+    watch: bool = True
+    debounce: timedelta = timedelta(seconds=2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +181,13 @@ class Daemon:
         self.channels_repo = Channels(self)
         self.gate = CommitGate(self)
         self.workers = Workers(self, self.options.workers)
+        #: Event-driven reconciliation (issue 28): watches on the owned runtimes' clusters.
+        self.watches = Watches(
+            self,
+            enabled=self.options.watch,
+            debounce=self.options.debounce.total_seconds(),
+            monotonic=monotonic,
+        )
         #: The runtimes this replica owned at its last heartbeat.
         self._owned: set[str] = set()
         self._owned_lock = threading.Lock()
@@ -362,7 +373,9 @@ class Daemon:
         live = len(self.membership.live_members())
         self.metrics.membership(self.membership.name, live, len(owned))
         with self._owned_lock:
-            new, self._owned = owned - self._owned, owned
+            new, lost, self._owned = owned - self._owned, self._owned - owned, owned
+        for runtime in sorted(lost):  # its watches move with it to its new owner
+            self.watches.release(runtime)
         for runtime in sorted(new):
             self.submit(runtime)
 
@@ -401,6 +414,7 @@ class Daemon:
     def close(self) -> None:
         """Let running reconciles finish, stop the pool, and leave the members (the other
         replicas take this one's runtimes over at once)."""
+        self.watches.close()
         self.workers.close()
         if self.membership.member is not None:
             self.membership.leave()

@@ -20,12 +20,20 @@ from typing import TYPE_CHECKING
 
 from reconciler.cluster.api import Cluster
 from reconciler.core.model import ClusterAccess, ConfigRepo
+from reconciler.core.render import Renderer
+from reconciler.core.resolve import resolve_runtime
 from reconciler.daemon.logs import cause
 from reconciler.daemon.membership import fenced
 from reconciler.daemon.scheduler import retry
 from reconciler.errors import InternalError, ReconcilerError, TransientError
+from reconciler.lifecycle.executor import desired_modules
 from reconciler.operations.engine import Engine
-from reconciler.operations.model import Operation, OperationState, operation_limits
+from reconciler.operations.model import (
+    Operation,
+    OperationState,
+    OperationType,
+    operation_limits,
+)
 from reconciler.operations.report import state_text
 from reconciler.operations.runner import Runner
 from reconciler.operations.store import load_status
@@ -159,6 +167,7 @@ def run_runtime(daemon: Daemon, runtime: str) -> Operation | None:
     log.info("runtime %s: %s", runtime, shown, extra=extra)
     _log_module_errors(runtime, operation, extra)
     _measure(daemon, runtime, repo, operation, engine)
+    _watch(daemon, runtime, repo, operation)
     if outcome.retry_at is not None:
         retry(daemon, runtime, outcome.retry_at)
     elif operation.state is OperationState.FAILED:
@@ -174,6 +183,22 @@ def run_runtime(daemon: Daemon, runtime: str) -> Operation | None:
         if crash is not None:  # a bug inside a step: shown like one outside
             daemon.workers.errors[runtime] = InternalError(crash.describe(), type(crash.error))
     return operation
+
+
+def _watch(daemon: Daemon, runtime: str, repo: ConfigRepo, operation: Operation) -> None:
+    """The kinds ``runtime``'s modules use, watched on its cluster (none once it left git)."""
+    watches = daemon.watches
+    declared = repo.runtimes.get(runtime)
+    if not watches.enabled or declared is None or operation.type is OperationType.DEPROVISION:
+        watches.release(runtime)
+        return
+    where = declared.cluster.describe()
+    cluster = watches.cluster(where, lambda: daemon.connect(declared.cluster, runtime))
+    desired = desired_modules(repo, resolve_runtime(repo, declared), Renderer(repo))
+    kinds = {
+        (str(o.body.get("apiVersion")), str(o.body.get("kind"))) for m in desired for o in m.objects
+    }
+    watches.need(runtime, where, cluster, kinds)
 
 
 def _measure(
