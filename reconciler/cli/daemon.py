@@ -129,6 +129,23 @@ log = logging.getLogger("reconciler.daemon")
     "once; two running processes must never share one.",
 )
 @click.option(
+    "--watch/--no-watch",
+    default=True,
+    show_default=True,
+    envvar="RECONCILER_WATCH",
+    help="Watch the owned runtimes' clusters and reconcile a runtime as soon as its operator "
+    "becomes available, a blocking object goes or someone changes its objects; --no-watch: "
+    "no long-lived connections, the retry and resync timers only.",
+)
+@click.option(
+    "--debounce",
+    type=Duration(),
+    default="2s",
+    show_default=True,
+    envvar="RECONCILER_DEBOUNCE",
+    help="How long the events of a runtime gather before one reconcile of it.",
+)
+@click.option(
     "--lease",
     type=Duration(),
     default="30s",
@@ -268,6 +285,8 @@ def daemon(
     state_url: str,
     workers: int,
     member: str,
+    watch: bool,
+    debounce: float,
     lease: float,
     cache_dir: Path | None,
     webhook_secret_file: Path | None,
@@ -327,6 +346,8 @@ def daemon(
             member,
             timedelta(seconds=lease),
             Retention(keep_operations, timedelta(seconds=keep_failures)),
+            watch,
+            timedelta(seconds=debounce),
         ),
         ClusterOptions(
             kubeconfig_dir,
@@ -406,6 +427,9 @@ class ScheduleOptions:
     lease: timedelta = timedelta(seconds=30)
     #: ``--keep-operations`` and ``--keep-failures``: what the state store keeps.
     retention: Retention = field(default_factory=Retention)
+    #: ``--watch/--no-watch`` and ``--debounce``: event-driven reconciliation.
+    watch: bool = True
+    debounce: timedelta = timedelta(seconds=2)
 
 
 def run_daemon(
@@ -442,6 +466,8 @@ def run_daemon(
         member=schedule.member,
         lease=schedule.lease,
         retention=schedule.retention,
+        watch=schedule.watch,
+        debounce=schedule.debounce,
     )
 
     def second_source(url: str, ref: str, path: str) -> RemoteSource:

@@ -181,7 +181,7 @@ class Daemon:
         self.channels_repo = Channels(self)
         self.gate = CommitGate(self)
         self.workers = Workers(self, self.options.workers)
-        #: Event-driven reconciliation (issue 28): watches on the owned runtimes' clusters.
+        #: Event-driven reconciliation: watches on the owned runtimes' clusters.
         self.watches = Watches(
             self,
             enabled=self.options.watch,

@@ -1,4 +1,4 @@
-"""Event-driven reconciliation in the daemon (issue 28), on in-memory clusters: one watch per
+"""Event-driven reconciliation in the daemon, on in-memory clusters: one watch per
 (cluster, kind), opened after a runtime's run; an operator becoming available and a deleted
 object wake the runtime once, one debounce interval later (a fake monotonic clock: no
 sleeping), drift reported; ``watch`` off opens nothing. The watches are stepped and the
