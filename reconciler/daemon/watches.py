@@ -22,8 +22,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from reconciler.cluster.api import EventSink, ObjectEvent, Watchable, WatchEvent, WatchEventType
+from reconciler.cluster.api import (
+    Cluster,
+    EventSink,
+    ObjectEvent,
+    Watchable,
+    WatchEvent,
+    WatchEventType,
+)
 from reconciler.cluster.watch import KindWatch
+from reconciler.core.inventory import LABEL_INVENTORY, inventory_from_configmap
 from reconciler.core.model import FIELD_MANAGER, LABEL_MANAGED_BY, LABEL_RUNTIME, MANAGED_BY_VALUE
 from reconciler.core.objects import Body, ObjectRef
 from reconciler.errors import ReconcilerError
@@ -34,6 +42,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("reconciler.daemon")
 
 OURS = {LABEL_MANAGED_BY: MANAGED_BY_VALUE}
+#: A watch of our objects only, or of every instance (the kinds that block a removal).
+OWN, EVERY = "ours", "every"
+#: (cluster, apiVersion, kind, OWN or EVERY): what one watch watches.
+Key = tuple[str, str, str, str]
 CRD = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
 #: Fields that change without anyone changing what we applied.
 _NOT_DRIFT = frozenset({"status", "metadata"})
@@ -78,6 +90,33 @@ def reason_to_wake(event: WatchEvent, before: Body | None) -> tuple[str, Drift |
         if writer != FIELD_MANAGER:
             return "changed", Drift(ref, first_difference(before, body), writer)
     return None
+
+
+def _ours(body: Body) -> bool:
+    labels = (body.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in OURS.items())
+
+
+def fetch_blocking_kinds(
+    cluster: Cluster, namespace: str, runtime: str, modules: Iterable[str]
+) -> set[tuple[str, str]]:
+    """The kinds (apiVersion, kind) whose instances block the removal of ``modules``, from
+    their inventories in ``namespace`` (the kinds served now; none for a kind no longer)."""
+    wanted = set(modules)
+    labels = {LABEL_INVENTORY: "true", LABEL_RUNTIME: runtime}
+    kinds: set[tuple[str, str]] = set()
+    for body in cluster.list_objects("v1", "ConfigMap", namespace=namespace, labels=labels):
+        try:
+            inventory = inventory_from_configmap(body)
+        except ValueError:
+            continue
+        if inventory.module not in wanted:
+            continue
+        for group, kind in inventory.managed_kinds:
+            info = cluster.kinds_in_group(group, kind)
+            if info is not None:
+                kinds.add((info.api_version, kind))
+    return kinds
 
 
 def _available(body: Body) -> bool:
@@ -145,11 +184,11 @@ class Watches:
         self.enabled = enabled
         self.debounce = debounce
         self.monotonic = monotonic
-        self.open: dict[tuple[str, str, str], _Open] = {}
-        self._needs: dict[str, set[tuple[str, str, str]]] = {}
+        self.open: dict[Key, _Open] = {}
+        self._needs: dict[str, set[Key]] = {}
         self._due: dict[str, float] = {}
         self.drifts: dict[str, list[Drift]] = {}
-        self._clusters: dict[str, object] = {}
+        self._clusters: dict[str, Cluster] = {}
         self.wakes = 0
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -157,7 +196,7 @@ class Watches:
 
     # -- what is watched -----------------------------------------------------------------------
 
-    def cluster(self, where: str, connect: Callable[[], object]) -> object | None:
+    def cluster(self, where: str, connect: Callable[[], Cluster]) -> Cluster | None:
         """The client the watches of the cluster ``where`` names use (made once by
         ``connect``); None when it cannot be reached (the run reported why)."""
         with self._lock:
@@ -170,12 +209,19 @@ class Watches:
             return self._clusters[where]
 
     def need(
-        self, runtime: str, where: str, cluster: object, kinds: Iterable[tuple[str, str]]
+        self,
+        runtime: str,
+        where: str,
+        cluster: object,
+        kinds: Iterable[tuple[str, str]],
+        blocking: Iterable[tuple[str, str]] = (),
     ) -> None:
-        """``runtime`` (on the cluster ``where`` names) needs ``kinds`` watched, and only those."""
+        """``runtime`` (on the cluster ``where`` names) needs ``kinds`` watched (our objects),
+        and ``blocking`` (every instance: they hold up a removal), and only those."""
         if not self.enabled or not isinstance(cluster, Watchable):
             return
-        wanted = {(where, api_version, kind) for api_version, kind in {*kinds, CRD}}
+        wanted = {(where, api_version, kind, OWN) for api_version, kind in {*kinds, CRD}}
+        wanted |= {(where, api_version, kind, EVERY) for api_version, kind in blocking}
         with self._lock:
             for key in wanted - self._needs.get(runtime, set()):
                 self._open(key, cluster).needers.add(runtime)
@@ -189,18 +235,18 @@ class Watches:
             self._due.pop(runtime, None)
             self._close_unneeded()
 
-    def _open(self, key: tuple[str, str, str], cluster: Watchable) -> _Open:
+    def _open(self, key: Key, cluster: Watchable) -> _Open:
         found = self.open.get(key)
         if found is not None:
             return found
         stop = threading.Event()
-        where, api_version, kind = key
+        where, api_version, kind, scope = key
         watch = KindWatch(
             cluster,
             api_version,
             kind,
-            lambda event, before: self._on_event(where, cluster, event, before),
-            labels=OURS,
+            lambda event, before: self._on_event(key, cluster, event, before),
+            labels=OURS if scope == OWN else {},
             wait=stop.wait,
         )
         opened = self.open[key] = _Open(watch, stop)
@@ -257,8 +303,11 @@ class Watches:
     # -- wakes ---------------------------------------------------------------------------------
 
     def _on_event(
-        self, where: str, cluster: Watchable, event: WatchEvent, before: Body | None
+        self, key: Key, cluster: Watchable, event: WatchEvent, before: Body | None
     ) -> None:
+        if key[3] == EVERY:
+            self._on_blocking(key, event)
+            return
         runtime = str(
             ((event.body.get("metadata") or {}).get("labels") or {}).get(LABEL_RUNTIME) or ""
         )
@@ -271,6 +320,19 @@ class Watches:
         if drift is not None:
             self._report(runtime, cluster, drift)
         self.wake(runtime, f"{ObjectRef.of(event.body).subject} {reason}")
+
+    def _on_blocking(self, key: Key, event: WatchEvent) -> None:
+        """An instance of a kind that blocks a removal deleted: when none but ours is left,
+        the runtimes waiting on it are woken."""
+        if event.type is not WatchEventType.DELETED:
+            return
+        with self._lock:
+            opened = self.open.get(key)
+            if opened is None or any(not _ours(b) for b in opened.watch.cache.values()):
+                return
+            needers = sorted(opened.needers)
+        for runtime in needers:
+            self.wake(runtime, f"the last {key[2]} blocking a removal is gone")
 
     def _report(self, runtime: str, cluster: object, drift: Drift) -> None:
         log.warning("runtime %s: drift: %s", runtime, drift.describe(), extra={"runtime": runtime})

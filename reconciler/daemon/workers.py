@@ -22,9 +22,11 @@ from reconciler.cluster.api import Cluster
 from reconciler.core.model import ClusterAccess, ConfigRepo
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
+from reconciler.core.status import ModuleState
 from reconciler.daemon.logs import cause
 from reconciler.daemon.membership import fenced
 from reconciler.daemon.scheduler import retry
+from reconciler.daemon.watches import fetch_blocking_kinds
 from reconciler.errors import InternalError, ReconcilerError, TransientError
 from reconciler.lifecycle.executor import desired_modules
 from reconciler.operations.engine import Engine
@@ -198,7 +200,17 @@ def _watch(daemon: Daemon, runtime: str, repo: ConfigRepo, operation: Operation)
     kinds = {
         (str(o.body.get("apiVersion")), str(o.body.get("kind"))) for m in desired for o in m.objects
     }
-    watches.need(runtime, where, cluster, kinds)
+    deleting = [
+        m.module for m in operation.data.removals.modules if m.state is ModuleState.DELETING
+    ]
+    blocking: set[tuple[str, str]] = set()
+    if deleting and cluster is not None:
+        try:
+            namespace = repo.settings.system_namespace
+            blocking = fetch_blocking_kinds(cluster, namespace, runtime, deleting)
+        except ReconcilerError as error:  # the timers retry the removal as before
+            log.info("runtime %s: no watch on what blocks its removals: %s", runtime, error)
+    watches.need(runtime, where, cluster, kinds, blocking)
 
 
 def _measure(

@@ -21,8 +21,10 @@ from reconciler.daemon.service import Daemon, DaemonOptions
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
 from tests.support.daemons import WIDGET, Fleet, GitServer, poll_and_reconcile
+from tests.support.fleet_history import runtime_yaml
 
 DEBOUNCE = timedelta(seconds=2)
+GADGET = ObjectRef("apps/v1", "Deployment", "gadget-system", "gadget-operator")
 
 
 class Clock:
@@ -33,8 +35,10 @@ class Clock:
         return self.now
 
 
-def _daemon(tmp_path: Path, *, watch: bool) -> Iterator[tuple[Daemon, InMemoryCluster, Clock]]:
-    Fleet(tmp_path)
+def _daemon(
+    tmp_path: Path, *, watch: bool
+) -> Iterator[tuple[Daemon, InMemoryCluster, Clock, Fleet]]:
+    fleet = Fleet(tmp_path)
     server = GitServer(tmp_path)
     server.start()
     clusters: dict[str, InMemoryCluster] = {}
@@ -48,19 +52,19 @@ def _daemon(tmp_path: Path, *, watch: bool) -> Iterator[tuple[Daemon, InMemoryCl
     store = SqliteStore(tmp_path / "state.db")
     daemon = Daemon(source, store, connect, lambda: datetime.now(UTC), options, monotonic=clock)
     try:
-        yield daemon, connect(ClusterAccess(), "a"), clock
+        yield daemon, connect(ClusterAccess(), "a"), clock, fleet
     finally:
         daemon.close()
         server.stop()
 
 
 @pytest.fixture
-def watching(tmp_path: Path) -> Iterator[tuple[Daemon, InMemoryCluster, Clock]]:
+def watching(tmp_path: Path) -> Iterator[tuple[Daemon, InMemoryCluster, Clock, Fleet]]:
     yield from _daemon(tmp_path, watch=True)
 
 
 @pytest.fixture
-def polling(tmp_path: Path) -> Iterator[tuple[Daemon, InMemoryCluster, Clock]]:
+def polling(tmp_path: Path) -> Iterator[tuple[Daemon, InMemoryCluster, Clock, Fleet]]:
     yield from _daemon(tmp_path, watch=False)
 
 
@@ -98,13 +102,13 @@ def _fire_after_debounce(daemon: Daemon, clock: Clock) -> list[str]:
 
 
 def test_one_watch_per_cluster_and_kind_opened_after_a_run(watching: Any) -> None:
-    daemon, _, _ = watching
+    daemon, _, _, _ = watching
     assert daemon.watches.open == {}
 
     poll_and_reconcile(daemon)
 
     wheres = {key[0] for key in daemon.watches.open}
-    kinds = {key[1:] for key in daemon.watches.open}
+    kinds = {key[1:3] for key in daemon.watches.open}
     assert ("apiextensions.k8s.io/v1", "CustomResourceDefinition") in kinds
     assert ("apps/v1", "Deployment") in kinds
     assert len(daemon.watches.open) <= len(wheres) * len(kinds)  # one per (cluster, kind)
@@ -112,7 +116,7 @@ def test_one_watch_per_cluster_and_kind_opened_after_a_run(watching: Any) -> Non
 
 
 def test_an_operator_that_becomes_available_wakes_its_runtime_once(watching: Any) -> None:
-    daemon, cluster, clock = watching
+    daemon, cluster, clock, _ = watching
     poll_and_reconcile(daemon)
     daemon.watches.step_all()
     assert _state(daemon) is ModuleState.PROCESSING  # waiting for the operator
@@ -125,7 +129,7 @@ def test_an_operator_that_becomes_available_wakes_its_runtime_once(watching: Any
 
 
 def test_a_deleted_managed_deployment_is_reported_and_recreated(watching: Any) -> None:
-    daemon, cluster, clock = watching
+    daemon, cluster, clock, _ = watching
     cluster.auto_ready = True
     poll_and_reconcile(daemon)
     daemon.watches.step_all()
@@ -139,8 +143,33 @@ def test_a_deleted_managed_deployment_is_reported_and_recreated(watching: Any) -
     assert "reconciler_drift_total" in daemon.metrics.exposition().decode()
 
 
+def test_the_last_blocking_object_gone_lets_a_removal_finish(watching: Any) -> None:
+    daemon, cluster, clock, fleet = watching
+    cluster.auto_ready = True
+    poll_and_reconcile(daemon)
+    users = {"apiVersion": "example.io/v1", "kind": "Gadget",
+             "metadata": {"name": "users", "namespace": "gadget-system"}, "spec": {}}  # fmt: skip
+    cluster.apply(users, field_manager="kubectl")
+    fleet.commit(
+        "drop gadget", {"fleet/runtimes/a.yaml": runtime_yaml("a", "regular", "[{name: widget}]")}
+    )
+    poll_and_reconcile(daemon)
+    waiting = daemon.store.unfinished("a")
+    assert waiting is not None
+    assert "Gadget/gadget-system/users" in waiting.message  # the removal is blocked
+    daemon.watches.step_all()
+    assert ("example.io/v1", "Gadget", "every") in {k[1:] for k in daemon.watches.open}
+
+    cluster.delete(ObjectRef.of(users))
+
+    assert _fire_after_debounce(daemon, clock) == ["a"]
+    assert daemon.store.unfinished("a") is None
+    assert cluster.get(GADGET) is None
+    assert ("example.io/v1", "Gadget", "every") not in {k[1:] for k in daemon.watches.open}
+
+
 def test_our_own_writes_wake_nothing(watching: Any) -> None:
-    daemon, cluster, clock = watching
+    daemon, cluster, clock, _ = watching
     cluster.auto_ready = True
     poll_and_reconcile(daemon)
     daemon.watches.step_all()
@@ -151,7 +180,7 @@ def test_our_own_writes_wake_nothing(watching: Any) -> None:
 
 
 def test_watching_off_opens_nothing_and_waits_for_the_timers(polling: Any) -> None:
-    daemon, cluster, clock = polling
+    daemon, cluster, clock, _ = polling
     poll_and_reconcile(daemon)
     _available(cluster)
 
