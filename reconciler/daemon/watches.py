@@ -62,7 +62,7 @@ class Drift:
     by: str
 
     def describe(self) -> str:
-        """``Deployment ns/name: spec.replicas changed by kubectl-edit``."""
+        """``Deployment/ns/name: spec.replicas changed by kubectl-edit``."""
         if self.field == "deleted":
             return f"{self.ref.subject} deleted"
         return f"{self.ref.subject}: {self.field} changed by {self.by}"
