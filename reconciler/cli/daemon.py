@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import click
 
 from reconciler.cli import exits
+from reconciler.cli.notifying import NotifyOptions, notification_options
 from reconciler.cli.options import (
     GIT_TIMEOUT_ENV,
     ClusterOptions,
@@ -31,6 +32,7 @@ from reconciler.cli.options import (
     snapshot_option,
     state_option,
 )
+from reconciler.cli.signing import trusted_keys_options
 from reconciler.errors import AccessError, SourceError
 from reconciler.operations.model import Retention
 
@@ -39,8 +41,10 @@ if TYPE_CHECKING:
     from reconciler.core.model import Settings
     from reconciler.daemon.http import HttpServer
     from reconciler.daemon.service import Daemon
+    from reconciler.notify.secrets import TokenHost
     from reconciler.operations.store import StateStore
     from reconciler.source.git import GitCredentials
+    from reconciler.source.signatures import TrustedKeys
 
 
 def credential_hosts_option(
@@ -105,7 +109,7 @@ log = logging.getLogger("reconciler.daemon")
     callback=listen_address,
     show_default=True,
     envvar="RECONCILER_LISTEN",
-    help="Address of /healthz, /readyz, /metrics, /status and /hooks/git.",
+    help="Address of /healthz, /readyz, /metrics, /status, the status page (/) and /hooks/git.",
 )
 @kubeconfig_dir_option
 @secret_namespace_option
@@ -159,7 +163,8 @@ log = logging.getLogger("reconciler.daemon")
     type=click.Path(file_okay=False, path_type=Path),
     envvar="RECONCILER_CACHE_DIR",
     help="Where fetched commits are kept (default: next to a SQLite state store; with "
-    "PostgreSQL, under the default state folder).",
+    "PostgreSQL, under the default state folder); pulled chart sources are kept in the folder "
+    "'sources' beside it unless RECONCILER_SOURCE_CACHE names one.",
 )
 @click.option(
     "--webhook-secret-file",
@@ -269,6 +274,8 @@ log = logging.getLogger("reconciler.daemon")
     envvar="RECONCILER_KEEP_FAILURES",
     help="Failed operations are kept this long (168h: 7 days), beyond --keep-operations.",
 )
+@trusted_keys_options()
+@notification_options
 @click.pass_context
 def daemon(
     ctx: click.Context,
@@ -304,18 +311,24 @@ def daemon(
     git_timeout: float,
     keep_operations: int,
     keep_failures: float,
+    trusted_keys: TrustedKeys,
+    notification_secrets_dir: Path | None,
+    notification_token_hosts: tuple[TokenHost, ...],
 ) -> None:
     """Follow a git ref and keep every runtime converged until SIGTERM.
 
     Polls the remote (one cheap check per interval), validates each new commit as a whole
     (an invalid one is refused and the last good one stays in force), holds commits over the
     deletion brake, and runs each runtime's operation on a pool of workers; resyncs every
-    runtime for drift. Every option can be set from the environment (RECONCILER_REPO, ...).
+    runtime for drift. With trusted keys (--trusted-*), a commit not signed by one of them is
+    refused. Every option can be set from the environment (RECONCILER_REPO, ...).
     """
     from reconciler.cli.clusters import state_url_for
     from reconciler.daemon.logs import setup_logging
 
     check_local_repo(repo_url)
+    if trusted_keys.every_commit and not trusted_keys.configured:
+        raise click.UsageError("--verify-every-commit needs trusted keys (--trusted-*)")
     setup_logging(log_format)
     state_url = state_url_for(ctx, state_url, snapshot)  # a rehearsal keeps its own store
     run_daemon(
@@ -348,6 +361,7 @@ def daemon(
             Retention(keep_operations, timedelta(seconds=keep_failures)),
             watch,
             timedelta(seconds=debounce),
+            trusted_keys if trusted_keys.configured else None,
         ),
         ClusterOptions(
             kubeconfig_dir,
@@ -359,6 +373,7 @@ def daemon(
             snapshot_create,
         ),
         state_url,
+        NotifyOptions(notification_secrets_dir, notification_token_hosts),
     )
 
 
@@ -430,6 +445,8 @@ class ScheduleOptions:
     #: ``--watch/--no-watch`` and ``--debounce``: event-driven reconciliation.
     watch: bool = True
     debounce: timedelta = timedelta(seconds=2)
+    #: ``--trusted-*``: the keys every commit must be signed with (None: not verified).
+    trusted_keys: TrustedKeys | None = None
 
 
 def run_daemon(
@@ -438,14 +455,18 @@ def run_daemon(
     schedule: ScheduleOptions,
     clusters: ClusterOptions,
     state_url: str,
+    notify: NotifyOptions | None = None,
 ) -> None:
     """Start the daemon, its HTTP port and its scheduler; stop them on SIGTERM or SIGINT."""
     from reconciler.cli.clusters import Access, now
+    from reconciler.cli.notifying import notifier_for
     from reconciler.daemon.service import Daemon, DaemonOptions, start_scheduler
     from reconciler.daemon.signals import StopSignals
     from reconciler.operations.store import open_store
+    from reconciler.render import default_renderer
     from reconciler.source.git import GitRunner, RemoteSource
 
+    _check_keys(schedule.trusted_keys)
     access = Access(clusters, reuse_snapshots=False)  # workers run runtimes side by side
     store = open_store(state_url)
     _check_store(store)
@@ -468,6 +489,7 @@ def run_daemon(
         retention=schedule.retention,
         watch=schedule.watch,
         debounce=schedule.debounce,
+        trusted_keys=schedule.trusted_keys,
     )
 
     def second_source(url: str, ref: str, path: str) -> RemoteSource:
@@ -480,6 +502,10 @@ def run_daemon(
 
     connect = access.following(settings_in_force)  # the client rate of the commit in force
     the_daemon = Daemon(source, store, connect, now, options, make_source=second_source)
+    notifier = notifier_for(the_daemon, notify or NotifyOptions(), clusters)
+    the_daemon.notifier = notifier
+    # pulled sources (docs/sources.md) beside the fetched commits, unless the environment says
+    the_daemon.renderer = default_renderer(source_cache=cache.with_name("sources"))
     server = _serve(the_daemon, http)
     scheduler = start_scheduler(the_daemon)
     stop = StopSignals()  # whichever thread the kernel hands SIGTERM to, the main one wakes
@@ -498,8 +524,20 @@ def run_daemon(
     git_runner.stop()  # a poll waiting on a remote ends now, so shutdown does not wait for it
     scheduler.shutdown(wait=True)
     the_daemon.close()
+    notifier.close()  # what is queued is tried once more, without waiting between tries
     server.shutdown()
     server.server_close()
+
+
+def _check_keys(trusted_keys: TrustedKeys | None) -> None:
+    """Read the trusted keys once at start: a key file to fix stops the daemon here (one line,
+    exit 2) rather than making every commit wait."""
+    if trusted_keys is None:
+        return
+    from reconciler.source.signatures import check_trusted_keys
+
+    found = check_trusted_keys(trusted_keys)
+    log.info("verifying commit signatures: %s (%s)", trusted_keys.describe(), found)
 
 
 def _check_store(store: StateStore) -> None:

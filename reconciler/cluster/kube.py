@@ -504,6 +504,20 @@ def connect(
     return KubeCluster(api_client, name=name, bucket=bucket, cache_file=cache_file)
 
 
+def connect_home(*, cache_dir: Path | None = None) -> KubeCluster:
+    """The cluster the daemon runs in (in-cluster), else the local kubeconfig's current
+    context: where its notifications' Secrets are read and its own Events recorded."""
+    _ClientLogs.install()
+    try:
+        api_client = _home_client()
+    except (ConfigException, OSError, yaml.YAMLError) as error:
+        detail = " ".join(str(error).split())[:200]
+        raise AccessError(f"the daemon's own cluster: {mask(detail)}") from error
+    server = str(getattr(api_client.configuration, "host", "") or "home")
+    cache_file = discovery_cache_file(cache_dir, server) if cache_dir is not None else None
+    return KubeCluster(api_client, name="home", cache_file=cache_file)
+
+
 def discovery_cache_file(cache_dir: Path, server: str) -> Path | None:
     """The file that keeps the discovery of ``server`` between runs, like kubectl's
     ``~/.kube/cache/discovery``: one per server URL (kinds only, never a credential), read by

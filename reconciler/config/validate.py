@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from reconciler.config.budget import TimeBudget, budget_diagnostic
 from reconciler.config.builders import module_from, runtime_from, settings_from
+from reconciler.config.chart_values import ValuesDocuments, check_chart_values
 from reconciler.config.credentials import find_inline_credentials
 from reconciler.config.manifests import object_problems, operator_version_problems
 from reconciler.config.overrides import OverrideChecker, OverrideFindings
@@ -25,9 +26,11 @@ from reconciler.config.raw import RawFile, RawModule, RawRepo, RawVersion
 from reconciler.config.remotes import ref_problem, remote_problem
 from reconciler.config.schema import SchemaChecker
 from reconciler.config.settings_checks import settings_problems
+from reconciler.config.sources import source_problems
 from reconciler.config.templates import (
     declared_kind_problem,
     entry_values,
+    render_problems,
     template_source,
     values_from_problem,
     values_mapping,
@@ -145,6 +148,10 @@ def _validate(
     )
     run.values_files_checked()
     runtimes = {f.stem: run.runtime(f, repo) for f in raw.runtimes}
+    documents = ValuesDocuments(run.runtime_documents, run.channel_documents, run.value_documents)
+    errors, unused = check_chart_values(repo, runtimes, documents)
+    run.diagnostics.extend(errors)
+    run.warnings.extend(unused)
     diagnostics = tuple(sort_diagnostics(run.diagnostics))
     files = _count_files(raw)
     warnings = tuple(sort_diagnostics([*_warnings(raw), *run.warnings]))
@@ -161,7 +168,8 @@ def _rendered(
 ) -> Validation:
     """``validation`` with the templated modules of its repo rendered, or their C9 errors."""
     rendered, failures = render_repo(repo, renderer, cache)
-    if not failures:
+    refused = render_problems(repo, rendered)
+    if not failures and not refused:
         config = replace(repo, rendered=rendered)
         RESOLUTIONS.share(repo, config)
         return replace(validation, repo=config)
@@ -170,7 +178,7 @@ def _rendered(
         seen.setdefault((failure.module, failure.version, failure.message), []).append(
             failure.runtime
         )
-    diagnostics = []
+    diagnostics = list(refused)
     for (module, version, message), runtimes in seen.items():
         where = repo.modules[module].versions[version].template
         path = where.root if where is not None else module
@@ -216,6 +224,9 @@ class _Run:
     #: ``valuesFrom`` files by repo path, and those scanned for credentials already.
     values_files: Mapping[str, RawFile] = field(default_factory=dict)
     values_data: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: Where values are written (runtimes, values files), for C9 values errors.
+    value_documents: dict[str, Document] = field(default_factory=dict)
+    runtime_documents: dict[str, Document] = field(default_factory=dict)
 
     def timed(self, document: Document, check: Callable[[], bool]) -> bool:
         """``check()`` of ``document`` within its file's time budget; past it, what the check
@@ -314,6 +325,8 @@ class _Run:
         if kind is None or problem is not None:
             self.diagnostics.extend([problem] if problem is not None else [])
             return ModuleVersion(raw.name, ())
+        if kind is ModuleKind.SOURCE and self.source(raw.source) is None:
+            return ModuleVersion(raw.name, ())  # reported
         if kind.templated:
             return self.templated_version(raw, kind)
         assert raw.manifest is not None
@@ -330,9 +343,17 @@ class _Run:
         self.diagnostics.extend(problems)
         if values is not None:
             self.diagnostics.extend(find_inline_credentials(values, self.budget))
+            self.value_documents[values.path] = values
         default = self.default_configuration(raw.default)
         template = template_source(raw, kind, values)
         return ModuleVersion(raw.name, (), default, kind=kind, template=template)
+
+    def source(self, file: RawFile | None) -> Document | None:
+        """The checked document of a ``source.yaml`` (schema, C6, :func:`source_problems`)."""
+        document = self.single(file, "Source") if file is not None else None
+        problems = source_problems(document) if document is not None else []
+        self.diagnostics.extend(problems)
+        return None if problems else document
 
     def kubernetes_object(self, document: Document) -> bool:
         return self.timed(document, lambda: self.object_ok(document))
@@ -478,6 +499,7 @@ class _Run:
         if document is None or not self.name_matches(document, file.stem, "file name"):
             return None
         runtime = runtime_from(document.data, file.path)
+        self.runtime_documents[runtime.name] = document
         found = self.runtime_fields(document, runtime)
         runtime = self.runtime_values(document, runtime, found)
         resolution = resolve_runtime(repo, runtime)
@@ -545,7 +567,8 @@ class _Run:
                 problem = document.diagnostic("C2", message, at)
             found.extend([problem] if problem is not None else [])
             values = self.values_data.get(ref.values_from)
-            refs.append(replace(ref, values=entry_values(ref.values, values)))
+            merged = entry_values(ref.values, values)
+            refs.append(replace(ref, values=merged, file_values=values))
         return replace(runtime, modules=tuple(refs))
 
     def values_files_checked(self) -> None:
@@ -557,6 +580,7 @@ class _Run:
             if values is not None:
                 self.diagnostics.extend(find_inline_credentials(values, self.budget))
                 self.values_data[path] = values.data
+                self.value_documents[path] = values
 
     def runtime_fields(self, document: Document, runtime: Runtime) -> list[Diagnostic]:
         found: list[Diagnostic] = []

@@ -35,6 +35,7 @@ from reconciler.core.resolve import (
     VersionSource,
     resolve_runtime,
 )
+from reconciler.core.valuecauses import rendered_causes
 from reconciler.core.windows import in_window
 
 
@@ -318,6 +319,8 @@ class FleetDiffer:
             )
         else:
             the_plan = self._cached_plan(context, desired, module_live or LiveModule(), old, new)
+            if old is not None and _renders_alike(the_plan, fields):
+                return None  # another render, the same objects (a value no template reads)
         if fields and desired.default_configuration is not None:
             ref = ObjectRef.of(desired.default_configuration.body)
             the_plan = reconfigured(the_plan, ref, fields)
@@ -461,6 +464,13 @@ class FleetDiffer:
         return keys[0], keys[1]
 
 
+def _renders_alike(the_plan: ModulePlan, fields: tuple[FieldChange, ...]) -> bool:
+    """Whether a changed module plans no change at all (values no template reads)."""
+    return (
+        not fields and the_plan.action is ModuleAction.UNCHANGED and not the_plan.changes_anything
+    )
+
+
 def _same_content(before: tuple[Any, ...], after: tuple[Any, ...]) -> bool:
     """Objects parsed from the same blob are the same Python objects; else compare values."""
     if len(before) != len(after):
@@ -501,6 +511,9 @@ def _causes_desired(
         causes.append(_why_version(base, head, runtime, old, new, revision))
     if old.strategy != new.strategy:
         causes.append(Cause(runtime.source, _entry(runtime, new.name, "strategy"), revision))
+    if not causes:
+        found = rendered_causes((base, head), (before.runtime, runtime), new.name, new.version)
+        causes.extend(Cause(path, name, revision) for path, name in found)
     if not causes:
         module = head.modules[new.name]
         folder = module.source.rsplit("/", 1)[0]

@@ -14,6 +14,8 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
+from reconciler.core.endpoints import NotificationSettings
+
 API_VERSION = "reconciler.dev/v1alpha1"
 #: The version of the documents commands print (``-o json|yaml``, ``/status``):
 #: schemas/output/output.schema.json, docs/json-output.md.
@@ -104,6 +106,9 @@ class ModuleRef:
     values: Mapping[str, Any] | None = None
     #: ``valuesFrom``: the repo path of the values file, for messages and causes.
     values_from: str | None = None
+    #: The ``valuesFrom`` file's values (already under ``values``), to tell the two apart in
+    #: causes of a fleet diff.
+    file_values: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +191,13 @@ class ModuleVersion:
     template: TemplateSource | None = None
 
 
+class HookPolicy(StrEnum):
+    """What a chart's Helm hooks get (``spec.hooks``; docs/charts.md): never run, either way."""
+
+    REFUSE = "Refuse"  # validate refuses a chart that renders hooks (C9)
+    SKIP = "Skip"  # stated skipped: neither run nor applied, listed by render
+
+
 @dataclass(frozen=True, slots=True)
 class Module:
     """An installable unit with its versions."""
@@ -200,6 +212,7 @@ class Module:
     managed_resources: tuple[ManagedKind, ...] = ()
     description: str = ""
     source: str = ""
+    hooks: HookPolicy = HookPolicy.REFUSE
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +273,8 @@ class Settings:
     client_rate: ClientRate = field(default_factory=ClientRate)
     #: ``spec.kubernetesEvents``: an Event on each object changed or blocking a removal.
     kubernetes_events: bool = True
+    #: ``spec.notifications``: who is told about rollouts and refused or held commits.
+    notifications: NotificationSettings = field(default_factory=NotificationSettings)
 
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)  # remembered by resolve.RESOLUTIONS

@@ -64,6 +64,7 @@ from reconciler.operations.store import StateStore
 from reconciler.render import default_renderer
 from reconciler.source.git import Revision
 from reconciler.source.loader import ReadOptions, load_repo
+from reconciler.source.signatures import TrustedKeys
 
 __all__ = [
     "Daemon",
@@ -137,6 +138,8 @@ class DaemonOptions:
     #: ``--no-watch``: pure polling; ``--debounce``: how long wakes gather before a run.
     watch: bool = True
     debounce: timedelta = timedelta(seconds=2)
+    #: ``--trusted-*``: the keys a commit must be signed with (None: any commit is read).
+    trusted_keys: TrustedKeys | None = None
 
 
 @dataclass(frozen=True, slots=True)

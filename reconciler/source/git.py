@@ -61,6 +61,8 @@ class Revision:
     tree: GitTree
     commit: str
     label: str
+    #: The git repository holding the commit (its signature is checked there).
+    git_dir: Path | None = None
 
     @property
     def short(self) -> str:
@@ -291,7 +293,7 @@ def open_revision(folder: Path, revision: str) -> Revision:
     except (BadName, BadObject, ValueError, git.GitCommandError) as error:
         raise SourceError(f"unknown revision '{revision}' in {top}") from error
     tree = GitTree(commit.tree, "" if prefix == "." else prefix)
-    return Revision(tree, str(commit.hexsha), revision)
+    return Revision(tree, str(commit.hexsha), revision, Path(repository.git_dir))
 
 
 #: Blobs larger than this are streamed to disk by a fetch (``core.bigFileThreshold``, 512 MiB
@@ -538,7 +540,7 @@ class RemoteSource:
         if not self._has(commit):
             raise SourceError(f"{self.shown}: commit {commit[:12]} not found after fetching")
         tree = self._repo.commit(commit).tree
-        return Revision(GitTree(tree, self.path), commit, commit[:12])
+        return Revision(GitTree(tree, self.path), commit, commit[:12], self.cache_dir)
 
     def _has(self, commit: str) -> bool:
         try:

@@ -18,6 +18,7 @@ SCHEMA_FILES: dict[str, str] = {
     "Module": "module.schema.json",
     "Channel": "channel.schema.json",
     "Settings": "settings.schema.json",
+    "Source": "source.schema.json",
 }
 
 

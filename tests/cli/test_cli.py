@@ -76,6 +76,7 @@ SAMPLE_RUNS: dict[str, dict[str, tuple[str, int]]] = {
         "istio": ("1.2.0", 10),
         "keda": ("1.1.0", 9),
         "serverless": ("1.2.0", 9),
+        "status-board": ("1.0.0", 3),  # a Kustomize overlay, pinned
         "telemetry": ("1.2.0", 9),
     },
     "prod-ap-1": {"istio": ("1.0.0", 8), "serverless": ("1.1.0", 10), "telemetry": ("1.0.0", 8)},
@@ -108,14 +109,15 @@ SAMPLE_VERSIONS = {
     "istio": ["1.0.0", "1.1.0", "1.2.0"],
     "keda": ["1.0.0", "1.1.0"],
     "serverless": ["1.0.0", "1.1.0", "1.2.0"],
+    "status-board": ["1.0.0"],
     "telemetry": ["1.0.0", "1.1.0", "1.2.0"],
 }
 #: ``dependsOn`` of the sample modules (only api-gateway has one).
 SAMPLE_DEPENDS_ON = {"api-gateway": ["istio"]}
 SAMPLE_CHANNELS = ["experimental", "fast", "regular"]
-#: reconciler.yaml, 6 runtimes, 6 module.yaml, 16 manifests, 15 default.yaml (keda 1.0.0 has
-#: none), 3 channels.
-SAMPLE_FILES = 47
+#: reconciler.yaml, 6 runtimes, 7 module.yaml, 16 manifests, 15 default.yaml (keda 1.0.0 has
+#: none), 3 channels (an overlay's files are read as its template, not counted).
+SAMPLE_FILES = 48
 
 
 # -- validate ------------------------------------------------------------------------------------
@@ -128,7 +130,7 @@ def test_validate_sample_repo_prints_its_summary(monkeypatch: pytest.MonkeyPatch
 
     assert result.exit_code == 0, result.output
     assert result.stdout == (
-        "sample-repo: valid: 6 runtimes, 6 modules (16 versions), 3 channels, 47 files\n"
+        "sample-repo: valid: 6 runtimes, 7 modules (17 versions), 3 channels, 48 files\n"
     )
     assert result.stderr == ""
 
