@@ -76,8 +76,6 @@ def reason_to_wake(event: WatchEvent, before: Body | None) -> tuple[str, Drift |
     if event.type is WatchEventType.BOOKMARK:
         return None
     if event.type is WatchEventType.DELETED:
-        if (body.get("metadata") or {}).get("deletionTimestamp") and before is None:
-            return None
         return "deleted", Drift(ref, "deleted", "")
     if before is None:
         return None  # created: by us (a run is under way) or noticed by the next resync
@@ -86,10 +84,15 @@ def reason_to_wake(event: WatchEvent, before: Body | None) -> tuple[str, Drift |
     if _established(before) != _established(body):
         return "CRD established", None
     if _generation(before) != _generation(body):
-        writer = last_writer(body)
-        if writer != FIELD_MANAGER:
-            return "changed", Drift(ref, first_difference(before, body), writer)
+        others = sorted(writers(before, body) - {FIELD_MANAGER})
+        if others:
+            return "changed", Drift(ref, first_difference(before, body), ", ".join(others))
     return None
+
+
+def _identity(ref: ObjectRef) -> tuple[str, str, str, str]:
+    """An object whatever the version it is served in: group, kind, namespace, name."""
+    return ref.group, ref.kind, ref.namespace, ref.name
 
 
 def _ours(body: Body) -> bool:
@@ -135,13 +138,16 @@ def _generation(body: Body) -> Any:
     return (body.get("metadata") or {}).get("generation")
 
 
-def last_writer(body: Body) -> str:
-    """The field manager that wrote ``body`` last (by ``managedFields`` time)."""
-    entries = (body.get("metadata") or {}).get("managedFields") or []
-    if not entries:
-        return ""
-    newest = max(entries, key=lambda e: str(e.get("time") or ""))
-    return str(newest.get("manager") or "")
+def writers(before: Body, after: Body) -> set[str]:
+    """The field managers whose ``managedFields`` entry is new or changed from ``before`` to
+    ``after``: who wrote the change (its time, or the fields it owns, moved)."""
+
+    def entries(body: Body) -> dict[tuple[str, str], Any]:
+        found = (body.get("metadata") or {}).get("managedFields") or []
+        return {(str(e.get("manager")), str(e.get("operation"))): e for e in found}
+
+    old, new = entries(before), entries(after)
+    return {manager for (manager, op), entry in new.items() if old.get((manager, op)) != entry}
 
 
 def first_difference(before: Any, after: Any, path: str = "") -> str:
@@ -186,6 +192,7 @@ class Watches:
         self.monotonic = monotonic
         self.open: dict[Key, _Open] = {}
         self._needs: dict[str, set[Key]] = {}
+        self._desired: dict[str, set[tuple[str, str, str, str]]] = {}
         self._due: dict[str, float] = {}
         self.drifts: dict[str, list[Drift]] = {}
         self._clusters: dict[str, Cluster] = {}
@@ -215,9 +222,11 @@ class Watches:
         cluster: object,
         kinds: Iterable[tuple[str, str]],
         blocking: Iterable[tuple[str, str]] = (),
+        desired: Iterable[ObjectRef] = (),
     ) -> None:
         """``runtime`` (on the cluster ``where`` names) needs ``kinds`` watched (our objects),
-        and ``blocking`` (every instance: they hold up a removal), and only those."""
+        and ``blocking`` (every instance: they hold up a removal), and only those; a change
+        to one of ``desired`` (the objects git wants there now) by someone else is drift."""
         if not self.enabled or not isinstance(cluster, Watchable):
             return
         wanted = {(where, api_version, kind, OWN) for api_version, kind in {*kinds, CRD}}
@@ -226,12 +235,14 @@ class Watches:
             for key in wanted - self._needs.get(runtime, set()):
                 self._open(key, cluster).needers.add(runtime)
             self._needs[runtime] = wanted
+            self._desired[runtime] = {_identity(ref) for ref in desired}
             self._close_unneeded()
 
     def release(self, runtime: str) -> None:
         """``runtime`` needs no watch any more (it left this replica, or git)."""
         with self._lock:
             self._needs.pop(runtime, None)
+            self._desired.pop(runtime, None)
             self._due.pop(runtime, None)
             self._close_unneeded()
 
@@ -317,6 +328,8 @@ class Watches:
         if why is None:
             return
         reason, drift = why
+        if drift is not None and _identity(drift.ref) not in self._desired.get(runtime, ()):
+            return  # not (or no longer) wanted: our own prune, a default configuration (L3)
         if drift is not None:
             self._report(runtime, cluster, drift)
         self.wake(runtime, f"{ObjectRef.of(event.body).subject} {reason}")

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from reconciler.cluster.api import Cluster
 from reconciler.core.model import ClusterAccess, ConfigRepo
+from reconciler.core.objects import ObjectRef
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.status import ModuleState
@@ -210,7 +211,8 @@ def _watch(daemon: Daemon, runtime: str, repo: ConfigRepo, operation: Operation)
             blocking = fetch_blocking_kinds(cluster, namespace, runtime, deleting)
         except ReconcilerError as error:  # the timers retry the removal as before
             log.info("runtime %s: no watch on what blocks its removals: %s", runtime, error)
-    watches.need(runtime, where, cluster, kinds, blocking)
+    refs = [ObjectRef.of(o.body) for m in desired for o in m.objects]
+    watches.need(runtime, where, cluster, kinds, blocking, refs)
 
 
 def _measure(

@@ -165,7 +165,25 @@ def test_the_last_blocking_object_gone_lets_a_removal_finish(watching: Any) -> N
     assert _fire_after_debounce(daemon, clock) == ["a"]
     assert daemon.store.unfinished("a") is None
     assert cluster.get(GADGET) is None
+    assert daemon.watches.status("a") == []  # the removal's own deletions are no drift
     assert ("example.io/v1", "Gadget", "every") not in {k[1:] for k in daemon.watches.open}
+
+
+def test_a_change_by_another_manager_is_drift_named_by_field(watching: Any) -> None:
+    daemon, cluster, clock, _ = watching
+    cluster.auto_ready = True
+    poll_and_reconcile(daemon)
+    daemon.watches.step_all()
+    scaled = {"apiVersion": "apps/v1", "kind": "Deployment",
+              "metadata": {"name": WIDGET.name, "namespace": WIDGET.namespace},
+              "spec": {"replicas": 3}}  # fmt: skip
+
+    cluster.apply(scaled, field_manager="kubectl-edit", force=True)
+
+    assert _fire_after_debounce(daemon, clock) == ["a"]
+    assert daemon.watches.status("a") == [
+        f"{WIDGET.subject}: spec.replicas changed by kubectl-edit"
+    ]
 
 
 def test_our_own_writes_wake_nothing(watching: Any) -> None:
