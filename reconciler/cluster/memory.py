@@ -292,10 +292,9 @@ class InMemoryCluster:
         self._enter("watch", None)
         info = self._served(api_version, kind)
         start = int(resource_version or 0)
-        found = self.journal.events_after(
+        found, newest = self.journal.events_after(
             start, info.group, info.kind, labels or {}, timeout=timeout_seconds
         )
-        newest = max([start, *(int(e.resource_version) for e in found)])
         return iter([*found, bookmark(newest)])
 
     def expire_history(self) -> None:

@@ -36,12 +36,16 @@ class _Entry:
 
 
 class Journal:
-    """The changes of one in-memory cluster, in resourceVersion order."""
+    """The changes of one in-memory cluster, in resourceVersion order, by kind."""
 
     def __init__(self, kept: int = KEPT_EVENTS) -> None:
-        self._entries: deque[_Entry] = deque(maxlen=kept)
-        #: Events at or before this resourceVersion are no longer kept.
-        self._forgotten = 0
+        self._kept = kept
+        self._entries: dict[tuple[str, str], deque[_Entry]] = {}
+        #: Per kind, events at or before this resourceVersion are no longer kept.
+        self._forgotten: dict[tuple[str, str], int] = {}
+        #: Events of every kind at or before this resourceVersion are no longer kept.
+        self._expired = 0
+        self._newest = 0
         self._changed = threading.Condition()
 
     def note(
@@ -50,17 +54,20 @@ class Journal:
         """Keep that ``body`` (a copy the caller no longer changes) was ``kind_of`` at
         ``version``."""
         with self._changed:
-            if len(self._entries) == self._entries.maxlen:
-                self._forgotten = self._entries[0].version
-            self._entries.append(_Entry(version, group, kind, WatchEvent(kind_of, body)))
+            entries = self._entries.setdefault((group, kind), deque(maxlen=self._kept))
+            if len(entries) == entries.maxlen:
+                self._forgotten[group, kind] = entries[0].version
+            entries.append(_Entry(version, group, kind, WatchEvent(kind_of, body)))
+            self._newest = max(self._newest, version)
             self._changed.notify_all()
 
     def expire(self, version: int) -> None:
         """Forget every event up to ``version``: a watch from before it gets 410 Gone."""
         with self._changed:
-            self._forgotten = max(self._forgotten, version)
-            while self._entries and self._entries[0].version <= version:
-                self._entries.popleft()
+            self._expired = max(self._expired, version)
+            for entries in self._entries.values():
+                while entries and entries[0].version <= version:
+                    entries.popleft()
 
     def events_after(
         self,
@@ -70,33 +77,34 @@ class Journal:
         labels: Mapping[str, str],
         *,
         timeout: float = 0.0,
-    ) -> list[WatchEvent]:
-        """The events of ``kind`` after ``version`` whose object has ``labels``; waits up to
-        ``timeout`` seconds for one when there is none yet."""
+    ) -> tuple[list[WatchEvent], int]:
+        """The events of ``kind`` after ``version`` whose object has ``labels`` (waiting up to
+        ``timeout`` seconds for one when there is none yet), and the newest resourceVersion
+        they were looked for up to (what the stream's bookmark says)."""
         with self._changed:
-            if version < self._forgotten:
+            oldest = max(self._expired, self._forgotten.get((group, kind), 0))
+            if version < oldest:
                 raise ExpiredError(
-                    f"too old resource version: {version} (the oldest kept is {self._forgotten})"
+                    f"too old resource version: {version} (the oldest kept is {oldest})"
                 )
             found = self._after(version, group, kind, labels)
             if not found and timeout > 0:
-                self._changed.wait_for(lambda: self._newest() > version, timeout)
+                self._changed.wait_for(lambda: self._newest > version, timeout)
                 found = self._after(version, group, kind, labels)
-            return found
-
-    def _newest(self) -> int:
-        return self._entries[-1].version if self._entries else self._forgotten
+            return found, max(version, self._newest)
 
     def _after(
         self, version: int, group: str, kind: str, labels: Mapping[str, str]
     ) -> list[WatchEvent]:
-        return [
-            e.event
-            for e in self._entries
-            if e.version > version
-            and (e.group, e.kind) == (group, kind)
-            and labels_match(e.event.body, labels)
-        ]
+        """From the newest back to ``version``: as many steps as there are news."""
+        found = []
+        for entry in reversed(self._entries.get((group, kind), ())):
+            if entry.version <= version:
+                break
+            if labels_match(entry.event.body, labels):
+                found.append(entry.event)
+        found.reverse()
+        return found
 
 
 def bookmark(version: int) -> WatchEvent:
