@@ -5,7 +5,8 @@ Generates a fleet (default 1,000 runtimes x 10 modules, ``tests/support/fleet_ge
 twice, in two git repositories: **plain** as generated, and **chart**, where the mandatory
 module ``mod-00`` (every runtime gets it) is a Helm chart in each version folder (``chart/``
 with ``Chart.yaml``, ``values.yaml`` and the version's manifest as its one template, the
-operator's ``replicas`` read from ``.Values.replicas``) and each of the three channels gives it
+operator's ``replicas`` read from ``.Values.replicas``, and a ``values.schema.json`` that checks
+it) and each of the three channels gives it
 its own value set (``spec.values.mod-00.replicas``: 1, 2, 3). Both are committed; then the
 working tree bumps ``mod-00`` in the ``regular`` channel (1.0.0 -> 1.1.0: a chart bump in the
 chart fleet).
@@ -45,6 +46,15 @@ from tests.support.fleet_generator import generate_fleet  # noqa: E402
 GIT = ["git", "-c", "user.email=bench@example.io", "-c", "user.name=bench"]
 CHART_MODULE = "mod-00"
 VALUE_SETS = {"regular": 1, "fast": 2, "experimental": 3}
+#: The chart's values.schema.json: every runtime's merged values are checked against it (C9).
+SCHEMA = json.dumps(
+    {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"replicas": {"type": "integer", "minimum": 1}},
+    }
+)
 
 
 def prepare(workdir: Path, runtimes: int, modules: int) -> dict[str, Path]:
@@ -85,6 +95,7 @@ def make_chart_module(repo: Path) -> None:
             f'appVersion: "{folder.name}"\n'
         )
         (folder / "chart" / "values.yaml").write_text("replicas: 1\n")
+        (folder / "chart" / "values.schema.json").write_text(SCHEMA)
         manifest.unlink()
     for channel, replicas in VALUE_SETS.items():
         path = repo / "channels" / f"{channel}.yaml"

@@ -32,9 +32,13 @@ from reconciler.cli.options import (
     snapshot_option,
     state_option,
 )
-from reconciler.cli.signing import trusted_keys_options
+from reconciler.cli.signing import (
+    trusted_keys_options,
+    trusted_keys_secret_option,
+    with_secret,
+)
+from reconciler.cli.watching import watch_options
 from reconciler.errors import AccessError, SourceError
-from reconciler.operations.model import Retention
 
 if TYPE_CHECKING:
     from reconciler.config.remotes import CredentialHost
@@ -42,6 +46,7 @@ if TYPE_CHECKING:
     from reconciler.daemon.http import HttpServer
     from reconciler.daemon.service import Daemon
     from reconciler.notify.secrets import TokenHost
+    from reconciler.operations.model import Retention
     from reconciler.operations.store import StateStore
     from reconciler.source.git import GitCredentials
     from reconciler.source.signatures import TrustedKeys
@@ -132,23 +137,7 @@ log = logging.getLogger("reconciler.daemon")
     "in Kubernetes, the pod name). A restart under the same name takes the member over at "
     "once; two running processes must never share one.",
 )
-@click.option(
-    "--watch/--no-watch",
-    default=True,
-    show_default=True,
-    envvar="RECONCILER_WATCH",
-    help="Watch the owned runtimes' clusters and reconcile a runtime as soon as its operator "
-    "becomes available, a blocking object goes or someone changes its objects; --no-watch: "
-    "no long-lived connections, the retry and resync timers only.",
-)
-@click.option(
-    "--debounce",
-    type=Duration(),
-    default="2s",
-    show_default=True,
-    envvar="RECONCILER_DEBOUNCE",
-    help="How long the events of a runtime gather before one reconcile of it.",
-)
+@watch_options
 @click.option(
     "--lease",
     type=Duration(),
@@ -275,6 +264,7 @@ log = logging.getLogger("reconciler.daemon")
     help="Failed operations are kept this long (168h: 7 days), beyond --keep-operations.",
 )
 @trusted_keys_options()
+@trusted_keys_secret_option
 @notification_options
 @click.pass_context
 def daemon(
@@ -312,6 +302,7 @@ def daemon(
     keep_operations: int,
     keep_failures: float,
     trusted_keys: TrustedKeys,
+    trusted_keys_secret: str,
     notification_secrets_dir: Path | None,
     notification_token_hosts: tuple[TokenHost, ...],
 ) -> None:
@@ -325,8 +316,10 @@ def daemon(
     """
     from reconciler.cli.clusters import state_url_for
     from reconciler.daemon.logs import setup_logging
+    from reconciler.operations.model import Retention
 
     check_local_repo(repo_url)
+    trusted_keys = with_secret(trusted_keys, secret_namespace, trusted_keys_secret)
     if trusted_keys.every_commit and not trusted_keys.configured:
         raise click.UsageError("--verify-every-commit needs trusted keys (--trusted-*)")
     setup_logging(log_format)
@@ -427,6 +420,12 @@ class HttpOptions:
     max_per_client: int = 20
 
 
+def _default_retention() -> Retention:
+    from reconciler.operations.model import Retention  # not paid for by the other commands
+
+    return Retention()
+
+
 @dataclass(frozen=True, slots=True)
 class ScheduleOptions:
     """How often to poll and resync (``None``: as the config repo's ``spec.intervals`` say),
@@ -441,7 +440,7 @@ class ScheduleOptions:
     member: str = ""
     lease: timedelta = timedelta(seconds=30)
     #: ``--keep-operations`` and ``--keep-failures``: what the state store keeps.
-    retention: Retention = field(default_factory=Retention)
+    retention: Retention = field(default_factory=_default_retention)
     #: ``--watch/--no-watch`` and ``--debounce``: event-driven reconciliation.
     watch: bool = True
     debounce: timedelta = timedelta(seconds=2)

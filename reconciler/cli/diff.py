@@ -240,16 +240,16 @@ def fleet_diff(
 ) -> int:
     """Print the fleet diff between the two sides; the exit status of ``diff --base``. With
     ``clusters`` (``--live``/``--snapshot``), plans against what each cluster runs."""
-    from reconciler.cli.loading import read_options
-    from reconciler.review.fleet import Review, Side  # imports git: only for fleet diffs
+    from reconciler.cli.loading import read_options, schema_checker
+    from reconciler.review.fleet import Review, Side  # only for fleet diffs
 
-    review = Review(read_options(source))
+    review = Review(read_options(source), checker=schema_checker())
     try:
         if request.base_path is not None:
-            base = review.load(Side(request.repo, folder=request.base_path), "base")
+            base_side = Side(request.repo, folder=request.base_path)
         else:
-            base = review.load(Side(request.repo, request.base_rev), "base")
-        head = review.load(Side(request.repo, request.head_rev), "head")
+            base_side = Side(request.repo, request.base_rev)
+        base, head = review.load_both(base_side, Side(request.repo, request.head_rev))
     except ConfigError as error:
         exits.exit_status_of(error)
         return exits.USAGE

@@ -101,6 +101,30 @@ def trusted_keys_of(
     return TrustedKeys(tuple(ssh), tuple(openpgp), tuple(folders), every_commit)
 
 
+trusted_keys_secret_option = click.option(
+    "--trusted-keys-secret",
+    metavar="NAME",
+    default="",
+    envvar="RECONCILER_TRUSTED_KEYS_SECRET",
+    help="A Secret in --secret-namespace whose keys are trusted key files, named as in "
+    "--trusted-keys-dir; read through the API at each verification (RBAC: get on this Secret).",
+)
+
+
+def with_secret(trusted_keys: TrustedKeys, namespace: str, name: str) -> TrustedKeys:
+    """``trusted_keys`` that also trust the keys of the Secret ``namespace/name`` (none: as
+    they are), read by the cluster adapter at each verification."""
+    if not name:
+        return trusted_keys
+
+    def fetch() -> dict[str, bytes]:
+        from reconciler.cluster.kube import fetch_secret_data  # the client, only when used
+
+        return fetch_secret_data(namespace, name)
+
+    return dataclasses.replace(trusted_keys, secret=f"{namespace}/{name}", fetch_secret=fetch)
+
+
 def verify_option(command: F) -> F:
     """``--verify``: the commit read must be signed by a trusted key."""
     return click.option(

@@ -14,7 +14,8 @@ lists, which can be neither listed nor read). Every library exception is transla
 the status and the server's reason, never a credential or an object's content. :func:`connect`
 builds a client from a Runtime's ``spec.cluster``: a kubeconfig file in ``--kubeconfig-dir``, a
 context of the local kubeconfig, the in-cluster service account, or a kubeconfig kept in a Secret
-of the daemon's namespace (read into memory, never written anywhere).
+of the daemon's namespace (read into memory, never written anywhere); :func:`fetch_secret_data`
+reads another Secret of it the same way (the daemon's trusted signing keys).
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from typing import Any, TypeVar
 import yaml
 from kubernetes import client as _k8s_client
 from kubernetes import config as _k8s_config
-from kubernetes import watch as _k8s_watch
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.dynamic import DynamicClient as _DynamicClient
 from kubernetes.dynamic.resource import ResourceList
@@ -44,12 +44,11 @@ from reconciler.cluster.api import (
     Listing,
     ObjectEvent,
     Permission,
-    WatchEvent,
-    WatchEventType,
     event_body,
     event_ref,
 )
 from reconciler.cluster.kube_errors import StaleDiscoveryError, translated
+from reconciler.cluster.kube_watch import KubeWatches, selector_of
 from reconciler.cluster.ratelimit import Buckets, ClientRate, TokenBucket
 from reconciler.core.model import ClusterAccess
 from reconciler.core.objects import Body, ObjectRef
@@ -72,12 +71,11 @@ log = logging.getLogger(__name__)
 # The client's typing is partial; we hold it as Any at this edge and type our own interface.
 k8s_client: Any = _k8s_client
 k8s_config: Any = _k8s_config
-k8s_watch: Any = _k8s_watch
 DynamicClient: Any = _DynamicClient
 _T = TypeVar("_T")
 
 
-class KubeCluster:
+class KubeCluster(KubeWatches):
     """A Kubernetes API server reached through ``api_client``."""
 
     def __init__(
@@ -247,7 +245,7 @@ class KubeCluster:
                 api_version,
                 kind,
                 f"list {kind}",
-                lambda r: r.get(namespace=namespace, label_selector=_selector(labels)),
+                lambda r: r.get(namespace=namespace, label_selector=selector_of(labels)),
             )
         )
         items = list(found.get("items") or [])  # a server answers [], an aggregated API null
@@ -255,42 +253,6 @@ class KubeCluster:
             item.setdefault("apiVersion", api_version)
             item.setdefault("kind", kind)
         return Listing(items, str((found.get("metadata") or {}).get("resourceVersion") or ""))
-
-    def list_for_watch(
-        self, api_version: str, kind: str, *, labels: Mapping[str, str] | None = None
-    ) -> Listing:
-        """See :meth:`reconciler.cluster.api.Watchable.list_for_watch`."""
-        return self._list(api_version, kind, None, labels)
-
-    def watch(
-        self,
-        api_version: str,
-        kind: str,
-        *,
-        resource_version: str,
-        labels: Mapping[str, str] | None = None,
-        timeout_seconds: float = 60.0,
-    ) -> Iterator[WatchEvent]:
-        """See :meth:`reconciler.cluster.api.Watchable.watch`: one streamed request with
-        bookmarks; 410 Gone raised (the client's own retry is off with a timeout)."""
-        resource = self._resource(api_version, kind)
-        watcher = k8s_watch.Watch()
-        try:
-            with self._request(f"watch {kind}"):
-                stream = self._dynamic.watch(
-                    resource,
-                    label_selector=_selector(labels),
-                    resource_version=resource_version or None,
-                    timeout=max(1, int(timeout_seconds)),
-                    watcher=watcher,
-                    allow_watch_bookmarks=True,
-                )
-                for event in stream:
-                    raw = event.get("raw_object")
-                    if event.get("type") in _WATCHED and isinstance(raw, dict):
-                        yield WatchEvent(WatchEventType(event["type"]), dict(raw))
-        finally:
-            watcher.stop()
 
     def apply(
         self,
@@ -410,13 +372,6 @@ class KubeCluster:
         self._served = {k for r in every for k in _resource_keys(r)}
         self._served_at = time.monotonic()
         return None
-
-
-_WATCHED = frozenset(t.value for t in WatchEventType)
-
-
-def _selector(labels: Mapping[str, str] | None) -> str | None:
-    return ",".join(f"{k}={v}" for k, v in sorted((labels or {}).items())) or None
 
 
 def _kinds_of_objects(resources: list[Any]) -> list[Any]:
@@ -602,6 +557,28 @@ def _client_from_secret(access: ClusterAccess, namespace: str) -> Any:
         )
     config = yaml.safe_load(base64.b64decode(data).decode("utf-8"))
     return k8s_config.new_client_from_config_dict(config, client_configuration=_configuration())
+
+
+def fetch_secret_data(namespace: str, name: str) -> dict[str, bytes]:
+    """The data of the Secret ``namespace/name`` of the cluster the reconciler runs against
+    (in-cluster, else the local kubeconfig's), decoded; held in memory only. An
+    :class:`AccessError` when it is missing or may not be read (the message names it, never its
+    content), a :class:`~reconciler.errors.ServerError` when the server cannot be reached."""
+    try:
+        core = k8s_client.CoreV1Api(_home_client())
+    except ConfigException as error:
+        raise AccessError(
+            f"Secret {namespace}/{name}: no in-cluster service account and no kubeconfig: {error}"
+        ) from None
+    try:
+        with translated(f"read Secret {namespace}/{name}"):
+            secret = core.read_namespaced_secret(name, namespace)
+    except k8s_client.exceptions.ApiException as error:
+        reason = {404: "not found", 403: "forbidden (RBAC: get secrets)"}.get(error.status)
+        raise AccessError(
+            f"Secret {namespace}/{name}: {reason or f'HTTP {error.status} {error.reason}'}"
+        ) from None
+    return {key: base64.b64decode(value) for key, value in (secret.data or {}).items()}
 
 
 def _home_client() -> Any:

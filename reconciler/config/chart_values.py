@@ -14,19 +14,20 @@ Callers: the validator (``config.validate``), before anything is rendered.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
-
-import jsonschema
-from jsonschema.exceptions import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from reconciler.config.yamlsafe import Document, parse_yaml
 from reconciler.core.diagnostics import Diagnostic, Pointer, did_you_mean
-from reconciler.core.model import ConfigRepo, ModuleKind, Runtime, TemplateSource
+from reconciler.core.model import ConfigRepo, ModuleKind, ModuleVersion, Runtime, TemplateSource
 from reconciler.core.overrides import module_channel
-from reconciler.core.resolve import resolve_runtime
+from reconciler.core.resolve import RESOLUTIONS, resolve_runtime
 from reconciler.core.templates import merge_values, runtime_values, values_hash
+
+if TYPE_CHECKING:  # jsonschema is imported only when a chart ships a schema (startup time)
+    from jsonschema.exceptions import ValidationError
+    from jsonschema.protocols import Validator
 
 SCHEMA_FILE = "values.schema.json"
 #: (path, line, column, message) -> a diagnostic and the runtimes it was found for.
@@ -70,11 +71,9 @@ class ChartValuesChecker:
     """Checks merged values against the charts' schemas; remembers each check by content."""
 
     documents: ValuesDocuments
-    _schemas: dict[str, jsonschema.protocols.Validator | Diagnostic | None] = field(
-        default_factory=dict
-    )
+    _schemas: dict[str, ChartSchema | Diagnostic | None] = field(default_factory=dict)
     _defaults: dict[str, Document | None] = field(default_factory=dict)
-    _checked: dict[tuple[str, str], tuple[_Problem, ...]] = field(default_factory=dict)
+    _checked: dict[tuple[str, str], tuple[_Problem, ...] | Diagnostic] = field(default_factory=dict)
     #: (path, line, column, message) -> the diagnostic and the runtimes it was found for.
     _found: _Findings = field(default_factory=dict)
     _unused: _Findings = field(default_factory=dict)
@@ -113,34 +112,41 @@ class ChartValuesChecker:
         """Check the values of every chart with a schema that ``runtime`` gets."""
         for resolved in resolve_runtime(repo, runtime).modules:
             content = repo.modules[resolved.name].versions[resolved.version]
-            template = content.template
             if content.kind is ModuleKind.MANIFEST:
                 self.note_unused(repo, runtime, resolved.name, resolved.version)
-            if content.kind is not ModuleKind.CHART or template is None:
-                continue
-            schema = self.schema(template)
-            if schema is None:
-                continue
-            if isinstance(schema, Diagnostic):
-                self._add(schema, runtime.name)
-                continue
-            channel = repo.channels.get(module_channel(runtime, resolved.name))
-            values = runtime_values(runtime, resolved.name, content, channel)
-            key = (template.digest, values_hash(values))
-            if key not in self._checked:
-                self._checked[key] = tuple(self.schema_problems(template, schema, values))
-            label = f"{resolved.name} {resolved.version}"
-            for problem in self._checked[key]:
-                layers = self.layers(runtime, resolved.name, template)
-                self._add(_located(problem, layers, label, template), runtime.name)
+            elif content.kind is ModuleKind.CHART and content.template is not None:
+                self.check_chart(repo, runtime, resolved.name, content)
 
-    def schema(
-        self, template: TemplateSource
-    ) -> jsonschema.protocols.Validator | Diagnostic | None:
+    def check_chart(
+        self, repo: ConfigRepo, runtime: Runtime, module: str, content: ModuleVersion
+    ) -> None:
+        """Check ``runtime``'s merged values of ``module``'s chart version ``content``."""
+        template = content.template
+        assert template is not None
+        schema = self.schema(template)
+        if isinstance(schema, Diagnostic):
+            self._add(schema, runtime.name)
+        if schema is None or isinstance(schema, Diagnostic):
+            return
+        channel = repo.channels.get(module_channel(runtime, module))
+        values = runtime_values(runtime, module, content, channel)
+        key = (template.digest, values_hash(values))
+        if key not in self._checked:
+            self._checked[key] = self.schema_problems(template, schema, values)
+        found = self._checked[key]
+        if isinstance(found, Diagnostic):  # the schema itself is broken
+            self._add(found, runtime.name)
+            return
+        label = f"{module} {content.version}"
+        for problem in found:
+            layers = self.layers(runtime, module, template)
+            self._add(_located(problem, layers, label, template), runtime.name)
+
+    def schema(self, template: TemplateSource) -> ChartSchema | Diagnostic | None:
         """The validator of the chart's ``values.schema.json``, a C9 error when it cannot be
         read, or ``None`` when the chart ships none."""
         if template.digest not in self._schemas:
-            self._schemas[template.digest] = _validator(template)
+            self._schemas[template.digest] = _chart_schema(template)
         return self._schemas[template.digest]
 
     def defaults(self, template: TemplateSource) -> Document | None:
@@ -153,18 +159,17 @@ class ChartValuesChecker:
         return self._defaults[template.digest]
 
     def schema_problems(
-        self,
-        template: TemplateSource,
-        schema: jsonschema.protocols.Validator,
-        values: Mapping[str, Any],
-    ) -> Iterator[_Problem]:
-        """The schema's errors for ``values`` over the chart's defaults, as Helm merges them."""
+        self, template: TemplateSource, schema: ChartSchema, values: Mapping[str, Any]
+    ) -> tuple[_Problem, ...] | Diagnostic:
+        """The schema's errors for ``values`` over the chart's defaults, as Helm merges them
+        (or the schema's own problem)."""
         defaults = self.defaults(template)
         merged = merge_values(defaults.data if defaults is not None else {}, values)
         instance = json.loads(json.dumps(_without_nulls(merged), default=str))
-        errors = sorted(schema.iter_errors(instance), key=lambda e: [str(p) for p in e.path])
-        for error in errors:
-            yield from _problems_of(error)
+        errors = schema.errors(instance)
+        if isinstance(errors, Diagnostic):
+            return errors
+        return tuple(p for error in errors for p in _problems_of(error))
 
     def layers(self, runtime: Runtime, module: str, template: TemplateSource) -> list[Layer]:
         """The layers that may set a value of ``module`` on ``runtime``, strongest first."""
@@ -211,24 +216,81 @@ def check_chart_values(
     channels; its runtimes are not read)."""
     valid = {name: r for name, r in runtimes.items() if r is not None}
     checker = ChartValuesChecker(documents)
-    errors = checker.problems(replace(repo, runtimes=valid), valid)
+    with_runtimes = replace(repo, runtimes=valid)
+    RESOLUTIONS.share(repo, with_runtimes)  # the same modules and channels: resolved already
+    errors = checker.problems(with_runtimes, valid)
     return errors, checker.unused()
 
 
-def _validator(template: TemplateSource) -> jsonschema.protocols.Validator | Diagnostic | None:
+@dataclass(slots=True)
+class ChartSchema:
+    """A chart's ``values.schema.json``: "valid?" answered by a schema compiled with
+    ``fastjsonschema`` (as for our own schemas, ``config.schema``); ``jsonschema`` (draft 7
+    unless the schema names another, as Helm assumes) only lists the errors of values that
+    fail it, so a repo whose values are all valid never imports it."""
+
+    where: str
+    schema: Mapping[str, Any]
+    _quick: Callable[[Any], Any] | None = None
+    _compiled: bool = False
+    _full: Validator | Diagnostic | None = None
+
+    def errors(self, instance: Any) -> list[ValidationError] | Diagnostic:
+        """Every error of ``instance`` (none when valid), or what is wrong with the schema."""
+        if self.quick_valid(instance):
+            return []
+        full = self.full()
+        if isinstance(full, Diagnostic):
+            return full
+        return sorted(full.iter_errors(instance), key=lambda e: [str(p) for p in e.path])
+
+    def quick_valid(self, instance: Any) -> bool:
+        import fastjsonschema
+
+        if not self._compiled:
+            self._compiled = True
+            try:  # use_default=False: never write defaults into the values
+                self._quick = fastjsonschema.compile(dict(self.schema), use_default=False)
+            except Exception:
+                self._quick = None
+        if self._quick is None:
+            return False
+        try:
+            self._quick(instance)
+        except fastjsonschema.JsonSchemaException:
+            return False
+        return True
+
+    def full(self) -> Validator | Diagnostic:
+        """The full validator, or a C9 error when the schema is not valid JSON Schema."""
+        if self._full is None:
+            import jsonschema
+
+            schema = dict(self.schema)
+            cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)
+            try:
+                cls.check_schema(schema)
+                self._full = cls(schema)
+            except jsonschema.SchemaError as error:
+                problem = _first_line(error)
+                message = f"the chart's {SCHEMA_FILE} is not a valid JSON Schema: {problem}"
+                self._full = Diagnostic(self.where, 1, 1, RULE, message)
+        return self._full
+
+
+def _chart_schema(template: TemplateSource) -> ChartSchema | Diagnostic | None:
     data = template.files.get(SCHEMA_FILE)
     if data is None:
         return None
     where = f"{template.root}/{SCHEMA_FILE}"
     try:
         schema = json.loads(data)
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)
-        cls.check_schema(schema)
-    except (ValueError, jsonschema.SchemaError) as error:
-        message = f"the chart's {SCHEMA_FILE} is not a valid JSON Schema: {_first_line(error)}"
+    except ValueError as error:
+        message = f"the chart's {SCHEMA_FILE} is not valid JSON: {_first_line(error)}"
         return Diagnostic(where, 1, 1, RULE, message)
-    validator: jsonschema.protocols.Validator = cls(schema)
-    return validator
+    if not isinstance(schema, Mapping):
+        return Diagnostic(where, 1, 1, RULE, f"the chart's {SCHEMA_FILE} is not a JSON object")
+    return ChartSchema(where, schema)
 
 
 def _problems_of(error: ValidationError) -> Iterator[_Problem]:

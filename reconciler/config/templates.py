@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from reconciler.config.raw import RawFile, RawVersion
-from reconciler.config.yamlsafe import Document
+from reconciler.config.yamlsafe import Document, parse_yaml
 from reconciler.core.diagnostics import Diagnostic, Pointer
 from reconciler.core.model import (
     LABEL_APP_VERSION,
@@ -89,9 +89,26 @@ def template_source(raw: RawVersion, kind: ModuleKind, values: Document | None) 
         text = repr(sorted(body.items())) if isinstance(body, Mapping) else ""
         files = {"source.yaml": text.encode()}
         return TemplateSource(kind, "source:" + text, files, raw.path, data, values_path)
+    chart_files = raw.template.files
     return TemplateSource(
-        kind, raw.template.digest, raw.template.files, raw.template.root, data, values_path
+        kind,
+        raw.template.digest,
+        chart_files,
+        raw.template.root,
+        data,
+        values_path,
+        defaults=chart_defaults(chart_files.get("values.yaml", b""))
+        if kind is ModuleKind.CHART
+        else {},
     )
+
+
+def chart_defaults(text: bytes) -> Mapping[str, Any]:
+    """A chart's own ``values.yaml`` as a mapping (empty when it is none: the engine, which
+    reads it too, reports what is wrong with it)."""
+    documents, problems = parse_yaml(text.decode(errors="replace"), "values.yaml")
+    data = documents[0].data if documents and not problems else None
+    return data if isinstance(data, Mapping) else {}
 
 
 def values_from_problem(document: Document, at: Pointer, path: str) -> Diagnostic | None:

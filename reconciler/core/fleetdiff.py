@@ -35,6 +35,7 @@ from reconciler.core.resolve import (
     VersionSource,
     resolve_runtime,
 )
+from reconciler.core.serverform import server_form
 from reconciler.core.valuecauses import rendered_causes
 from reconciler.core.windows import in_window
 
@@ -237,6 +238,8 @@ class FleetDiffer:
     _base_renderer: Renderer = field(init=False)
     _head_renderer: Renderer = field(init=False)
     _plans: dict[tuple[Any, ...], ModulePlan] = field(default_factory=dict, init=False)
+    #: Whether a plain module version has the same objects at both revisions (for every runtime).
+    _same_plain: dict[tuple[str, str], bool] = field(default_factory=dict, init=False)
     #: Modules some channel of either revision enforces configuration of.
     _channel_config: frozenset[str] = field(default=frozenset(), init=False)
     #: Runtime name -> whether a module entry of it has a ``config`` at either revision.
@@ -405,9 +408,13 @@ class FleetDiffer:
         if before.kind.templated or after.kind.templated:  # the same render, or not
             keys = (r.rendered.get((runtime, old.name)) for r in (self.base, self.head))
             return len({k.key if k is not None else None for k in keys}) == 1
-        return _same_content(before.objects, after.objects) and _same_content(
-            (before.default_configuration,), (after.default_configuration,)
-        )
+        same = self._same_plain.get((old.name, old.version))
+        if same is None:
+            same = _same_content(before.objects, after.objects) and _same_content(
+                (before.default_configuration,), (after.default_configuration,)
+            )
+            self._same_plain[(old.name, old.version)] = same
+        return same
 
     def _desired_module(self, resolved: ResolvedModule, runtime: str) -> DesiredModule:
         prepared = self._head_renderer.prepare(resolved, runtime)
@@ -419,7 +426,7 @@ class FleetDiffer:
             return None
         prepared = self._base_renderer.prepare(old, runtime)
         base = DesiredModule.of(old, self.base.modules[old.name], prepared)
-        objects = {ObjectRef.of(o.body): dict(o.body) for o in prepared}
+        objects = {ObjectRef.of(o.body): server_form(o.body) for o in prepared}  # as stored
         manifest = tuple(ObjectRef.of(o.body) for o in base.objects)
         default = base.default_configuration
         ours = (

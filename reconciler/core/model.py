@@ -167,6 +167,8 @@ class TemplateSource:
     to their bytes; ``digest`` names that content (sha256 of paths and bytes), the first part
     of the render cache's key. ``values`` is the version's ``values.yaml`` (over the chart's
     own defaults), read from ``values_path``. ``name`` names the chart (its ``Chart.yaml``).
+    ``defaults`` are the chart's own ``values.yaml`` as read (the engine applies them; kept
+    to name a changed default in a fleet diff's causes).
     """
 
     kind: ModuleKind
@@ -176,6 +178,7 @@ class TemplateSource:
     values: Mapping[str, Any] = field(default_factory=dict)
     values_path: str = ""
     name: str = ""
+    defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

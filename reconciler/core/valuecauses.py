@@ -6,7 +6,8 @@ file and the field (a dotted path into the values): the runtime entry's ``values
 (``runtimes/x.yaml: spec.modules[2].values.replicas``), its ``valuesFrom`` file
 (``values/x.yaml: resources.requests.cpu``), the channel's ``spec.values``
 (``channels/regular.yaml: spec.values.metrics-proxy.scrapeInterval``), the version's
-``values.yaml`` and the chart's files (``.../chart: templates/deployment.yaml``). At most
+``values.yaml``, the chart's own defaults (``.../chart/values.yaml: logLevel``) and its other
+files (``.../chart: templates/deployment.yaml``). At most
 :data:`MAX_FIELDS` fields per layer are named, then how many more. Callers: ``core.fleetdiff``.
 """
 
@@ -42,8 +43,11 @@ def template_causes(
     old, new = (v.template for v in versions)
     if old is not None and new is not None:
         found.extend(_named(new.values_path, "", changed_paths(old.values, new.values)))
+        defaults = list(changed_paths(old.defaults, new.defaults))
+        found.extend(_named(f"{new.root}/values.yaml", "", defaults))
         files = sorted(f for f in {*old.files, *new.files} if old.files.get(f) != new.files.get(f))
-        found.extend(_named(new.root, "", files))
+        shown = [f for f in files if f != "values.yaml" or not defaults]  # named field by field
+        found.extend(_named(new.root, "", shown))
     return found
 
 

@@ -44,7 +44,12 @@ from reconciler.core.notifications import Notification
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.signatures import SignatureVerdict
 from reconciler.daemon.logs import cause, shown
-from reconciler.daemon.signing import tell_unverified, verify_channels, verify_head
+from reconciler.daemon.signing import (
+    unverified_notification,
+    unverified_status,
+    verify_channels,
+    verify_head,
+)
 from reconciler.daemon.verdicts import (
     Allowed,
     Detail,
@@ -138,11 +143,9 @@ class CommitGate:
             if unverified is not None:
                 return self._refuse_unverified(head, unverified)
             options, head = daemon.channels_repo.read_options(revision, head)
-            unverified = verify_channels(daemon, head, in_force)
-            if unverified is not None:
-                channels = daemon.channels_repo.source
-                where = f"channels {channels.shown if channels else ''}: "
-                return self._refuse_unverified(head, unverified, where)
+            channels_unverified = verify_channels(daemon, head, in_force)
+            if channels_unverified is not None:
+                return self._refuse_unverified(head, *channels_unverified)
             validation = load_repo(
                 daemon.source.path or ".", options, tree=revision.tree, renderer=daemon.renderer
             )
@@ -279,10 +282,12 @@ class CommitGate:
             f"still on {shown(self.daemon.state.commit)}"
         )
         refusal = Refusal(head.text, (), message, tuple(verdict.to_json()))
-        standing = self._record(head, CommitVerdict.REFUSED, message, refusal)
-        if standing.verdict is CommitVerdict.REFUSED and detail_of(standing) == refusal:
-            log.error("%s", message)
-            tell_unverified(self.daemon, head, verdict, message)
+        standing, decided = self._decide(head, CommitVerdict.REFUSED, message, refusal)
+        if standing.verdict is CommitVerdict.REFUSED:
+            log.error("%s", standing.message)
+        if decided:
+            self.daemon.metrics.commit_unverified(unverified_status(verdict))
+            self._tell(unverified_notification(head, refusal, verdict, self.daemon.clock()))
         return self._adopt(head, standing)
 
     def _refuse(self, head: Head, diagnostics: tuple[Diagnostic, ...]) -> bool:

@@ -15,11 +15,14 @@ Caller: :class:`reconciler.daemon.commits.CommitGate` (reading a commit).
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from reconciler.core.head import Head
-from reconciler.core.notifications import Notification, NotificationKind
+from reconciler.core.notifications import Notification
 from reconciler.core.signatures import SignatureVerdict
+from reconciler.daemon.verdicts import Refusal, refused_notification
 from reconciler.errors import SourceError, TransientError
 from reconciler.operations.model import CommitRecord
 from reconciler.source.git import Revision
@@ -50,10 +53,11 @@ def verify_head(
 
 def verify_channels(
     daemon: Daemon, head: Head, in_force: CommitRecord | None
-) -> SignatureVerdict | None:
+) -> tuple[SignatureVerdict, str] | None:
     """The signature verdict on the channels repository's commit of ``head``
     (``channelsFrom.git``, the same trusted keys) when the daemon verifies commits and it is
-    refused; None when it passes, or there is nothing to verify. With every commit, those since
+    refused, with the repository to name (``channels URL: ``); None when it passes, or there
+    is nothing to verify. With every commit, those since
     the channels commit in force, when that one is of this repository (else the head alone, as
     after a start)."""
     keys = daemon.options.trusted_keys
@@ -69,7 +73,7 @@ def verify_channels(
     if since is not None and not has_commit(revision.git_dir, since):
         since = None  # another channels repository was in force
     verdict = verify_commits(revision.git_dir, head.channels, keys, since)
-    return None if verdict.accepted else verdict
+    return None if verdict.accepted else (verdict, f"channels {source.shown}: ")
 
 
 def _fetch_in_force(daemon: Daemon, since: str) -> None:
@@ -84,24 +88,20 @@ def _fetch_in_force(daemon: Daemon, since: str) -> None:
         ) from None
 
 
-def tell_unverified(daemon: Daemon, head: Head, verdict: SignatureVerdict, message: str) -> None:
-    """Tell people that ``head`` was refused for ``verdict`` (once, by the replica whose
-    refusal stood): the metric and a notification (the log line is the gate's)."""
-    blamed = verdict.bad[-1] if verdict.bad else None
-    status = str(blamed.status) if blamed is not None else "Unchecked"
-    daemon.metrics.commit_unverified(status)
-    details: dict[str, str | int] = {"reason": verdict.reason, "status": status}
-    if blamed is not None:
-        details["blame"] = blamed.commit
-        if blamed.key:
-            details["key"] = blamed.key
-    daemon.notifier.notify(
-        Notification(
-            kind=NotificationKind.COMMIT_REFUSED,
-            commit=head.text,
-            summary=message,
-            at=daemon.clock(),
-            key=head.text,
-            details=details,
-        )
-    )
+def unverified_status(verdict: SignatureVerdict) -> str:
+    """The status of the oldest commit to blame (the metric's label)."""
+    return str(verdict.bad[-1].status) if verdict.bad else "Unchecked"
+
+
+def unverified_notification(
+    head: Head, refusal: Refusal, verdict: SignatureVerdict, at: datetime
+) -> Notification:
+    """What people are told of a commit refused for a signature: a refusal's notification, with
+    the status, the commit to blame and its key."""
+    told = refused_notification(head, refusal, at, verdict.reason)
+    details: dict[str, str | int] = {**told.details, "status": unverified_status(verdict)}
+    if verdict.bad:
+        details["blame"] = verdict.bad[-1].commit
+        if verdict.bad[-1].key:
+            details["key"] = verdict.bad[-1].key
+    return replace(told, details=details)

@@ -27,9 +27,9 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from reconciler.core.signatures import (
@@ -38,7 +38,7 @@ from reconciler.core.signatures import (
     SignatureVerdict,
     judge_signatures,
 )
-from reconciler.errors import SourceError, TransientError
+from reconciler.errors import ReconcilerError, SourceError, TransientError
 
 #: File names of a trusted-keys folder: SSH allowed signers, and OpenPGP public keys.
 SSH_SIGNERS_NAMES = ("allowed_signers", "*.allowed_signers")
@@ -61,17 +61,25 @@ class TrustedKeys:
     openpgp_keys: tuple[Path, ...] = ()
     folders: tuple[Path, ...] = ()
     every_commit: bool = False
+    #: A Kubernetes Secret of key files by name, as a folder's (``namespace/name``, shown) and
+    #: how to read its data (at each verification; the cluster adapter's, wired by the CLI).
+    secret: str = ""
+    fetch_secret: Callable[[], Mapping[str, bytes]] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     @property
     def configured(self) -> bool:
         """Whether any key source is given (verification is on)."""
-        return bool(self.ssh_signers or self.openpgp_keys or self.folders)
+        given = self.ssh_signers or self.openpgp_keys or self.folders
+        return bool(given or self.fetch_secret is not None)
 
     def describe(self) -> str:
         """Where the keys come from, for the daemon's start line (paths only)."""
         parts = [f"ssh signers {p}" for p in self.ssh_signers]
         parts += [f"OpenPGP keys {p}" for p in self.openpgp_keys]
         parts += [f"keys folder {p}" for p in self.folders]
+        parts += [f"Secret {self.secret}"] if self.fetch_secret is not None else []
         scope = "every commit since the last accepted one" if self.every_commit else "each head"
         return f"{scope}, trusting {', '.join(parts)}"
 
@@ -96,17 +104,50 @@ def list_key_files(keys: TrustedKeys) -> KeyFiles:
         for name in names:
             if name.startswith("."):  # a Secret mount's ..data and ..timestamp entries
                 continue
-            if name == "allowed_signers" or name.endswith(".allowed_signers"):
-                ssh.append(folder / name)
-            elif name.endswith(OPENPGP_SUFFIXES):
-                openpgp.append(folder / name)
-            else:
-                raise SourceError(
-                    f"trusted keys folder {folder}: {name} is neither an allowed-signers file "
-                    "(allowed_signers, *.allowed_signers) nor an OpenPGP public key "
-                    "(*.asc, *.gpg, *.pgp)"
-                )
+            kind = key_kind(name, f"trusted keys folder {folder}")
+            (ssh if kind == "ssh" else openpgp).append(folder / name)
     return KeyFiles(tuple(ssh), tuple(openpgp))
+
+
+def key_kind(name: str, where: str) -> str:
+    """``ssh`` or ``openpgp``, by a key file's name; a :class:`SourceError` for another name."""
+    if name == "allowed_signers" or name.endswith(".allowed_signers"):
+        return "ssh"
+    if name.endswith(OPENPGP_SUFFIXES):
+        return "openpgp"
+    raise SourceError(
+        f"{where}: {name} is neither an allowed-signers file (allowed_signers, "
+        "*.allowed_signers) nor an OpenPGP public key (*.asc, *.gpg, *.pgp)"
+    )
+
+
+#: Key material read for one verification: (what to call it in a message, its bytes).
+Material = list[tuple[str, bytes]]
+
+
+def read_key_material(keys: TrustedKeys) -> tuple[Material, Material]:
+    """The SSH allowed-signers and OpenPGP key material of ``keys``, read now from its files,
+    folders and Secret; a :class:`TransientError` naming what cannot be read."""
+    try:
+        files = list_key_files(keys)
+    except SourceError as error:
+        raise TransientError(str(error), retry_after=KEY_RETRY_SECONDS) from None
+    ssh = [(f"trusted ssh signers {p}", _read_key_file(p)) for p in files.ssh_signers]
+    pgp = [(f"trusted OpenPGP keys {p}", _read_key_file(p)) for p in files.openpgp_keys]
+    if keys.fetch_secret is not None:
+        where = f"trusted keys Secret {keys.secret}"
+        try:
+            data = keys.fetch_secret()
+            for name, value in sorted(data.items()):
+                kind = key_kind(name, where)
+                (ssh if kind == "ssh" else pgp).append((f"{where} key {name}", value))
+        except SourceError as error:  # a key of no known kind
+            raise TransientError(str(error), retry_after=KEY_RETRY_SECONDS) from None
+        except ReconcilerError as error:  # the cluster adapter's: not found, forbidden, down
+            raise TransientError(f"trusted keys: {error}", retry_after=KEY_RETRY_SECONDS) from None
+        if not data:
+            raise TransientError(f"{where}: no key in it", retry_after=KEY_RETRY_SECONDS)
+    return ssh, pgp
 
 
 def check_trusted_keys(keys: TrustedKeys) -> str:
@@ -231,19 +272,16 @@ class _Home:
 def _trust_home(keys: TrustedKeys) -> Iterator[_Home]:
     """A temporary folder with the trusted keys only; removed after use (and its gpg-agent,
     should gpg have started one, stopped)."""
-    try:
-        files = list_key_files(keys)
-    except SourceError as error:
-        raise TransientError(str(error), retry_after=KEY_RETRY_SECONDS) from None
-    if files.ssh_signers and shutil.which("ssh-keygen") is None:
+    ssh, pgp = read_key_material(keys)
+    if ssh and shutil.which("ssh-keygen") is None:
         raise TransientError("ssh-keygen is not installed: SSH signatures cannot be checked")
     path = Path(tempfile.mkdtemp(prefix="reconciler-trust-"))
     try:
         gnupg = path / "gnupg"
         gnupg.mkdir(mode=0o700)
         signers = path / "allowed_signers"
-        count_ssh = _join_signers(files.ssh_signers, signers)
-        count_pgp = _import_openpgp(files.openpgp_keys, gnupg)
+        count_ssh = _join_signers(ssh, signers)
+        count_pgp = _import_openpgp(pgp, gnupg)
         summary = f"{_plural(count_ssh, 'SSH signer')}, {_plural(count_pgp, 'OpenPGP key')}"
         yield _Home(path, signers, gnupg, summary)
     finally:
@@ -252,15 +290,15 @@ def _trust_home(keys: TrustedKeys) -> Iterator[_Home]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _join_signers(files: Sequence[Path], target: Path) -> int:
+def _join_signers(files: Material, target: Path) -> int:
     """Write the entries of every allowed-signers file in ``files`` to ``target``; how many."""
     lines: list[str] = []
-    for file in files:
-        text = _read_key_file(file, "allowed-signers file").decode("utf-8", "replace")
+    for label, data in files:
+        text = data.decode("utf-8", "replace")
         entries = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
         if not entries:
             raise TransientError(
-                f"trusted ssh signers {file}: no entry in it (each line: PRINCIPALS KEYTYPE KEY)",
+                f"{label}: no entry in it (each line: PRINCIPALS KEYTYPE KEY)",
                 retry_after=KEY_RETRY_SECONDS,
             )
         lines += entries
@@ -268,7 +306,7 @@ def _join_signers(files: Sequence[Path], target: Path) -> int:
     return len(lines)
 
 
-def _import_openpgp(files: Sequence[Path], gnupg: Path) -> int:
+def _import_openpgp(files: Material, gnupg: Path) -> int:
     """Import every public key of ``files`` into ``gnupg`` and trust each ultimately (only
     these keys are there); how many keys."""
     if not files:
@@ -277,8 +315,7 @@ def _import_openpgp(files: Sequence[Path], gnupg: Path) -> int:
         raise TransientError("gpg is not installed: OpenPGP signatures cannot be checked")
     env = {**_base_env(gnupg.parent), "GNUPGHOME": str(gnupg)}
     (gnupg / "gpg.conf").write_text("no-autostart\n")
-    for file in files:
-        data = _read_key_file(file, "OpenPGP key file")
+    for label, data in files:
         done = _run(
             [
                 "gpg",
@@ -295,7 +332,7 @@ def _import_openpgp(files: Sequence[Path], gnupg: Path) -> int:
         )
         if b"[GNUPG:] IMPORT_OK" not in done.stdout:
             raise TransientError(
-                f"trusted OpenPGP keys {file}: no OpenPGP public key in it",
+                f"{label}: no OpenPGP public key in it",
                 retry_after=KEY_RETRY_SECONDS,
             )
     listing = _run(["gpg", "--batch", "--with-colons", "--list-keys"], env).stdout.decode()
@@ -318,12 +355,12 @@ def _primary_fingerprints(listing: str) -> list[str]:
     return found
 
 
-def _read_key_file(file: Path, what: str) -> bytes:
+def _read_key_file(file: Path) -> bytes:
     try:
         return file.read_bytes()
     except OSError as error:
         raise TransientError(
-            f"trusted {what} {file}: {error.strerror or error}", retry_after=KEY_RETRY_SECONDS
+            f"trusted key file {file}: {error.strerror or error}", retry_after=KEY_RETRY_SECONDS
         ) from None
 
 
