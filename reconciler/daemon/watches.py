@@ -123,7 +123,11 @@ def fetch_blocking_kinds(
 
 
 def _available(body: Body) -> bool:
+    """Whether a workload is available (as far as a wake cares: a change of it wakes)."""
     status = body.get("status") or {}
+    if body.get("kind") == "DaemonSet":
+        wanted = status.get("desiredNumberScheduled") or 0
+        return bool((status.get("numberAvailable") or 0) >= wanted and wanted)
     desired = (body.get("spec") or {}).get("replicas", 1)
     current = status.get("observedGeneration") == (body.get("metadata") or {}).get("generation")
     return bool(current and (status.get("availableReplicas") or 0) >= (desired or 0))
@@ -267,6 +271,7 @@ class Watches:
         return opened
 
     def _close_unneeded(self) -> None:
+        """Close the watches no runtime needs (and count those left open)."""
         needed = set().union(*self._needs.values()) if self._needs else set()
         for key in [k for k in self.open if k not in needed]:
             closed = self.open.pop(key)
@@ -274,6 +279,7 @@ class Watches:
             log.info("no longer watching %s on %s", closed.watch.what, key[0])
         for key, opened in self.open.items():
             opened.needers = {r for r, keys in self._needs.items() if key in keys}
+        self.daemon.metrics.watches(len(self.open))
 
     # -- threads -------------------------------------------------------------------------------
 
@@ -374,6 +380,7 @@ class Watches:
                 del self._due[runtime]
         for runtime in due:
             self.wakes += 1
+            self.daemon.metrics.woken()
             self.daemon.submit(runtime, newer_commit=True)  # once more when it runs now
         return due
 

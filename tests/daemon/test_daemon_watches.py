@@ -112,6 +112,8 @@ def test_one_watch_per_cluster_and_kind_opened_after_a_run(watching: Any) -> Non
     assert ("apiextensions.k8s.io/v1", "CustomResourceDefinition") in kinds
     assert ("apps/v1", "Deployment") in kinds
     assert len(daemon.watches.open) <= len(wheres) * len(kinds)  # one per (cluster, kind)
+    shown = f"reconciler_watches_open {float(len(daemon.watches.open))}"
+    assert shown in daemon.metrics.exposition().decode()
     daemon.watches.step_all()  # the first list of each
 
 
@@ -126,6 +128,7 @@ def test_an_operator_that_becomes_available_wakes_its_runtime_once(watching: Any
 
     assert _fire_after_debounce(daemon, clock) == ["a"]
     assert _state(daemon) is ModuleState.READY
+    assert "reconciler_wakes_total 1.0" in daemon.metrics.exposition().decode()
 
 
 def test_a_deleted_managed_deployment_is_reported_and_recreated(watching: Any) -> None:
