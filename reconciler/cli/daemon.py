@@ -282,7 +282,7 @@ def daemon(
     state_url: str,
     workers: int,
     member: str,
-    watch: bool,
+    watch: bool | None,
     debounce: float,
     lease: float,
     cache_dir: Path | None,
@@ -353,7 +353,7 @@ def daemon(
             timedelta(seconds=lease),
             Retention(keep_operations, timedelta(seconds=keep_failures)),
             watch,
-            timedelta(seconds=debounce),
+            given_duration(ctx, "debounce", debounce),
             trusted_keys if trusted_keys.configured else None,
         ),
         ClusterOptions(
@@ -441,9 +441,9 @@ class ScheduleOptions:
     lease: timedelta = timedelta(seconds=30)
     #: ``--keep-operations`` and ``--keep-failures``: what the state store keeps.
     retention: Retention = field(default_factory=_default_retention)
-    #: ``--watch/--no-watch`` and ``--debounce``: event-driven reconciliation.
-    watch: bool = True
-    debounce: timedelta = timedelta(seconds=2)
+    #: ``--watch/--no-watch`` and ``--debounce`` when given (else the config repo's).
+    watch: bool | None = None
+    debounce: timedelta | None = None
     #: ``--trusted-*``: the keys every commit must be signed with (None: not verified).
     trusted_keys: TrustedKeys | None = None
 

@@ -14,11 +14,13 @@ F = TypeVar("F", bound=Callable[..., object])
 
 
 def watch_options(command: F) -> F:
-    """The options (parameters ``watch`` and ``debounce``, in seconds)."""
+    """The options (parameters ``watch``, None when not given, and ``debounce``, in
+    seconds); given here or in the environment, they override ``spec.watch`` and
+    ``spec.intervals.debounce`` of the config repo."""
     watch = click.option(
         "--watch/--no-watch",
-        default=True,
-        show_default=True,
+        default=None,
+        show_default="spec.watch, else --watch",
         envvar="RECONCILER_WATCH",
         help="Watch the owned runtimes' clusters and reconcile a runtime as soon as its "
         "operator becomes available, a blocking object goes or someone changes its objects; "
@@ -28,7 +30,7 @@ def watch_options(command: F) -> F:
         "--debounce",
         type=Duration(),
         default="2s",
-        show_default=True,
+        show_default="spec.intervals.debounce, else 2s",
         envvar="RECONCILER_DEBOUNCE",
         help="How long the events of a runtime gather before one reconcile of it.",
     )

@@ -135,9 +135,11 @@ class DaemonOptions:
     lease: timedelta = DEFAULT_LEASE
     #: ``--keep-operations`` and ``--keep-failures``: what the pruning job keeps.
     retention: Retention = field(default_factory=Retention)
-    #: ``--no-watch``: pure polling; ``--debounce``: how long wakes gather before a run.
-    watch: bool = True
-    debounce: timedelta = timedelta(seconds=2)
+    #: ``--watch/--no-watch`` (``--no-watch``: pure polling) and ``--debounce`` (how long
+    #: wakes gather before a run) when given: they override ``spec.watch`` and
+    #: ``spec.intervals.debounce``.
+    watch: bool | None = None
+    debounce: timedelta | None = None
     #: ``--trusted-*``: the keys a commit must be signed with (None: any commit is read).
     trusted_keys: TrustedKeys | None = None
 
@@ -185,12 +187,7 @@ class Daemon:
         self.gate = CommitGate(self)
         self.workers = Workers(self, self.options.workers)
         #: Event-driven reconciliation: watches on the owned runtimes' clusters.
-        self.watches = Watches(
-            self,
-            enabled=self.options.watch,
-            debounce=self.options.debounce.total_seconds(),
-            monotonic=monotonic,
-        )
+        self.watches = Watches(self, monotonic=monotonic)
         #: The runtimes this replica owned at its last heartbeat.
         self._owned: set[str] = set()
         self._owned_lock = threading.Lock()

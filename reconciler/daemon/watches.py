@@ -32,7 +32,13 @@ from reconciler.cluster.api import (
 )
 from reconciler.cluster.watch import KindWatch
 from reconciler.core.inventory import LABEL_INVENTORY, inventory_from_configmap
-from reconciler.core.model import FIELD_MANAGER, LABEL_MANAGED_BY, LABEL_RUNTIME, MANAGED_BY_VALUE
+from reconciler.core.model import (
+    FIELD_MANAGER,
+    LABEL_MANAGED_BY,
+    LABEL_RUNTIME,
+    MANAGED_BY_VALUE,
+    Settings,
+)
 from reconciler.core.objects import Body, ObjectRef
 from reconciler.errors import ReconcilerError
 
@@ -186,13 +192,9 @@ class Watches:
         self,
         daemon: Daemon,
         *,
-        enabled: bool,
-        debounce: float,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.daemon = daemon
-        self.enabled = enabled
-        self.debounce = debounce
         self.monotonic = monotonic
         self.open: dict[Key, _Open] = {}
         self._needs: dict[str, set[Key]] = {}
@@ -204,6 +206,22 @@ class Watches:
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._running = False
+
+    @property
+    def enabled(self) -> bool:
+        """Whether to watch: ``--watch/--no-watch`` when given, else ``spec.watch``."""
+        given = self.daemon.options.watch
+        return given if given is not None else self._settings().watch
+
+    @property
+    def debounce(self) -> float:
+        """Seconds: ``--debounce`` when given, else ``spec.intervals.debounce``."""
+        given = self.daemon.options.debounce
+        return (given or self._settings().debounce).total_seconds()
+
+    def _settings(self) -> Settings:
+        repo = self.daemon.state.repo
+        return repo.settings if repo is not None else Settings()
 
     # -- what is watched -----------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from reconciler.daemon.service import Daemon, DaemonOptions
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
 from tests.support.daemons import WIDGET, Fleet, GitServer, poll_and_reconcile
-from tests.support.fleet_history import runtime_yaml
+from tests.support.fleet_history import SETTINGS, runtime_yaml
 
 DEBOUNCE = timedelta(seconds=2)
 GADGET = ObjectRef("apps/v1", "Deployment", "gadget-system", "gadget-operator")
@@ -36,7 +36,7 @@ class Clock:
 
 
 def _daemon(
-    tmp_path: Path, *, watch: bool
+    tmp_path: Path, *, watch: bool | None
 ) -> Iterator[tuple[Daemon, InMemoryCluster, Clock, Fleet]]:
     fleet = Fleet(tmp_path)
     server = GitServer(tmp_path)
@@ -48,7 +48,7 @@ def _daemon(
         return clusters.setdefault(name, InMemoryCluster(auto_ready=False))
 
     source = RemoteSource(server.url, "main", "fleet", tmp_path / "cache")
-    options = DaemonOptions(watch=watch, debounce=DEBOUNCE)
+    options = DaemonOptions(watch=watch, debounce=DEBOUNCE if watch is not None else None)
     store = SqliteStore(tmp_path / "state.db")
     daemon = Daemon(source, store, connect, lambda: datetime.now(UTC), options, monotonic=clock)
     try:
@@ -61,6 +61,11 @@ def _daemon(
 @pytest.fixture
 def watching(tmp_path: Path) -> Iterator[tuple[Daemon, InMemoryCluster, Clock, Fleet]]:
     yield from _daemon(tmp_path, watch=True)
+
+
+@pytest.fixture
+def as_the_repo_says(tmp_path: Path) -> Iterator[tuple[Daemon, InMemoryCluster, Clock, Fleet]]:
+    yield from _daemon(tmp_path, watch=None)
 
 
 @pytest.fixture
@@ -210,3 +215,21 @@ def test_watching_off_opens_nothing_and_waits_for_the_timers(polling: Any) -> No
     assert _state(daemon) is ModuleState.PROCESSING
     daemon.reconcile_all(wait=True)  # the timer's run, as before watches
     assert _state(daemon) is ModuleState.READY
+
+
+def test_the_config_repo_turns_watching_off_and_sets_the_debounce(as_the_repo_says: Any) -> None:
+    daemon, _, _, fleet = as_the_repo_says
+    poll_and_reconcile(daemon)
+    assert daemon.watches.open != {}  # on by default
+    assert daemon.watches.debounce == 2.0
+
+    settings = SETTINGS.replace(
+        "spec: {channelsFrom: {path: ../channels}}",
+        "spec: {channelsFrom: {path: ../channels}, watch: false, intervals: {debounce: 5s}}",
+    )
+    fleet.commit("no watches", {"fleet/reconciler.yaml": settings})
+    poll_and_reconcile(daemon)
+
+    assert not daemon.watches.enabled
+    assert daemon.watches.debounce == 5.0
+    assert daemon.watches.open == {}  # released after each runtime's run
