@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from reconciler.cluster.api import Cluster
 from reconciler.core.model import ClusterAccess, ConfigRepo
 from reconciler.core.objects import ObjectRef
+from reconciler.core.redaction import mask
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.status import ModuleState
@@ -170,7 +171,11 @@ def run_runtime(daemon: Daemon, runtime: str) -> Operation | None:
     log.info("runtime %s: %s", runtime, shown, extra=extra)
     _log_module_errors(runtime, operation, extra)
     _measure(daemon, runtime, repo, operation, engine)
-    _watch(daemon, runtime, repo, operation)
+    try:
+        _watch(daemon, runtime, repo, operation)
+    except Exception as error:  # watches only hasten: the run's outcome stands without them
+        shown = mask(str(error))
+        log.warning("runtime %s: not watched: %s: %s", runtime, type(error).__name__, shown)
     if outcome.retry_at is not None:
         retry(daemon, runtime, outcome.retry_at)
     elif operation.state is OperationState.FAILED:
