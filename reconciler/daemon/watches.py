@@ -9,8 +9,9 @@ runtime left this replica or git). An event that matters wakes the runtime
 ours changed by someone else (drift, reported: log line naming the object and field, metric,
 Kubernetes Event, ``/status``) or deleted. Wakes are debounced: the runtime runs once, one
 debounce interval after its first wake (many events, one reconcile), and a wake during a run
-runs it once more after. Timers (retries, resync) stay as the fallback. ``--no-watch`` turns
-it all off (pure polling). Caller: :class:`reconciler.daemon.service.Daemon`.
+runs it once more after. Timers (retries, resync) stay as the fallback. ``spec.watch: false``
+(or ``--no-watch``) turns it all off (pure polling); ``spec.intervals.debounce`` (or
+``--debounce``) is the interval. Caller: :class:`reconciler.daemon.service.Daemon`.
 """
 
 from __future__ import annotations
