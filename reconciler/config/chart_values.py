@@ -89,9 +89,13 @@ class ChartValuesChecker:
         named once, with its runtimes (after :meth:`problems`)."""
         return _named_runtimes(self._unused)
 
-    def note_unused(self, repo: ConfigRepo, runtime: Runtime, module: str, version: str) -> None:
-        """Values of ``runtime``'s entry or channel for a version that is a plain manifest."""
-        message = f"{module} {version} is a manifest, not a chart: these values are not used"
+    def note_unused(
+        self, repo: ConfigRepo, runtime: Runtime, module: str, version: str, kind: ModuleKind
+    ) -> None:
+        """Values of ``runtime``'s entry or channel for a version that takes none: a plain
+        manifest or a Kustomize overlay."""
+        what = "a Kustomize overlay" if kind is ModuleKind.KUSTOMIZE else "a manifest"
+        message = f"{module} {version} is {what}, not a chart: these values are not used"
         index = next((i for i, m in enumerate(runtime.modules) if m.name == module), None)
         document = self.documents.runtimes.get(runtime.name)
         if index is not None and document is not None:
@@ -112,8 +116,8 @@ class ChartValuesChecker:
         """Check the values of every chart with a schema that ``runtime`` gets."""
         for resolved in resolve_runtime(repo, runtime).modules:
             content = repo.modules[resolved.name].versions[resolved.version]
-            if content.kind is ModuleKind.MANIFEST:
-                self.note_unused(repo, runtime, resolved.name, resolved.version)
+            if content.kind in (ModuleKind.MANIFEST, ModuleKind.KUSTOMIZE):
+                self.note_unused(repo, runtime, resolved.name, resolved.version, content.kind)
             elif content.kind is ModuleKind.CHART and content.template is not None:
                 self.check_chart(repo, runtime, resolved.name, content)
 

