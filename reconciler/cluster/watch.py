@@ -119,6 +119,15 @@ class KindWatch:
         self.error = ""
         return True
 
+    def prime(self) -> None:
+        """The first list now, in the caller's thread (without a backoff: after a failure,
+        :meth:`step` lists), so that a change from now on is an event."""
+        try:
+            self._relist()
+        except ReconcilerError as error:
+            self.counts.errors += 1
+            self.error = str(error)
+
     def _stream(self) -> None:
         self.counts.streams += 1
         events = self.cluster.watch(

@@ -255,11 +255,18 @@ class Watches:
         wanted = {(where, api_version, kind, OWN) for api_version, kind in {*kinds, CRD}}
         wanted |= {(where, api_version, kind, EVERY) for api_version, kind in blocking}
         with self._lock:
+            new = [k for k in wanted - self._needs.get(runtime, set()) if k not in self.open]
             for key in wanted - self._needs.get(runtime, set()):
                 self._open(key, cluster).needers.add(runtime)
+            opened = [self.open[k] for k in new]
             self._needs[runtime] = wanted
             self._desired[runtime] = {_identity(ref) for ref in desired}
             self._close_unneeded()
+        for one in opened:  # listed before the run's caller goes on: the gap stays small
+            one.watch.prime()
+            with self._lock:
+                if self._running and not one.stop.is_set():
+                    self._start_thread(one)
 
     def release(self, runtime: str) -> None:
         """``runtime`` needs no watch any more (it left this replica, or git)."""
@@ -285,8 +292,6 @@ class Watches:
         )
         opened = self.open[key] = _Open(watch, stop)
         log.info("watching %s on %s", watch.what, where)
-        if self._running:
-            self._start_thread(opened)
         return opened
 
     def _close_unneeded(self) -> None:

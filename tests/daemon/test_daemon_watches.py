@@ -233,3 +233,15 @@ def test_the_config_repo_turns_watching_off_and_sets_the_debounce(as_the_repo_sa
     assert not daemon.watches.enabled
     assert daemon.watches.debounce == 5.0
     assert daemon.watches.open == {}  # released after each runtime's run
+
+
+def test_a_change_right_after_the_run_is_an_event(watching: Any) -> None:
+    """A watch lists before the run's caller goes on: what changes after is not absorbed into
+    its first list (no wake would follow it then)."""
+    daemon, cluster, clock, _ = watching
+    poll_and_reconcile(daemon)  # no step: the watch threads have not run yet
+
+    _available(cluster)
+
+    assert _fire_after_debounce(daemon, clock) == ["a"]
+    assert _state(daemon) is ModuleState.READY
