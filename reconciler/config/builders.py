@@ -85,6 +85,7 @@ def _endpoint(data: Mapping[str, Any]) -> Endpoint:
         repository=str(data.get("repository", "")),
         context=data.get("context", "reconciler"),
         target_url=data.get("targetUrl", ""),
+        status_on=data.get("statusOn", "config"),
         events=tuple(data.get("events", ())),
     )
 
