@@ -35,6 +35,7 @@ class ModuleChecks:
     docs: DocumentChecks
 
     def module(self, raw: RawModule) -> Module:
+        """The typed module of a folder (a placeholder when module.yaml is missing or broken)."""
         versions = {v.name: self.version(v) for v in raw.versions if self.version_name_ok(v)}
         if raw.module is None:
             self.docs.diagnostics.append(
@@ -61,6 +62,7 @@ class ModuleChecks:
         return False
 
     def version(self, raw: RawVersion) -> ModuleVersion:
+        """A version folder: its objects and default configuration, or its templated files."""
         kind, problem = version_kind(raw)
         if kind is None or problem is not None:
             self.docs.diagnostics.extend([problem] if problem is not None else [])
@@ -146,6 +148,7 @@ class ModuleChecks:
                 self.docs.diagnostics.append(document.diagnostic("C2", message, pointer))
 
     def dependencies(self, modules: Mapping[str, Module], raw: Mapping[str, RawModule]) -> None:
+        """C5: every ``dependsOn`` names a module, and no dependencies form a cycle."""
         for name, module in sorted(modules.items()):
             document = _module_document(raw[name])
             for index, dep in enumerate(module.depends_on):

@@ -44,6 +44,7 @@ class RuntimeChecks:
     runtime_documents: dict[str, Document] = field(default_factory=dict)
 
     def channel(self, file: RawFile, modules: Mapping[str, Module]) -> Channel | None:
+        """The typed channel of a file (``None`` when broken): its entries (C3) and configs (C8)."""
         document = self.docs.single(file, "Channel")
         if document is None or not self.docs.name_matches(document, file.stem, "file name"):
             self.broken_channels.add(file.stem)
@@ -101,6 +102,7 @@ class RuntimeChecks:
     # -- runtimes ----------------------------------------------------------------------------
 
     def runtime(self, file: RawFile, repo: ConfigRepo) -> Runtime | None:
+        """The typed runtime of a file when it has no error: fields, values, resolution, configs."""
         document = self.docs.single(file, "Runtime")
         if document is None or not self.docs.name_matches(document, file.stem, "file name"):
             return None
