@@ -74,6 +74,7 @@ def _runtimes(daemon: Daemon) -> list[dict[str, Any]]:
         documents.append(
             status.to_json()
             | {"error": str(error) if error is not None else "", "owner": owners.get(runtime, "")}
+            | {"drift": daemon.watches.status(runtime)}
         )
     return documents
 
