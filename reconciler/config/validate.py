@@ -16,10 +16,11 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from reconciler.config.budget import TimeBudget, budget_diagnostic
-from reconciler.config.builders import module_from, runtime_from, settings_from
+from reconciler.config.builders import module_from, settings_from
 from reconciler.config.chart_values import ValuesDocuments, check_chart_values
 from reconciler.config.credentials import find_inline_credentials
 from reconciler.config.manifests import object_problems, operator_version_problems
+from reconciler.config.memo import CheckMemo
 from reconciler.config.overrides import OverrideChecker, OverrideFindings
 from reconciler.config.ownership import shared_objects
 from reconciler.config.raw import RawFile, RawModule, RawRepo, RawVersion
@@ -71,33 +72,6 @@ class Validation:
     def valid(self) -> bool:
         """No diagnostic at all."""
         return not self.diagnostics
-
-
-@dataclass(slots=True)
-class CheckMemo:
-    """What the checks of single documents found (schema and inline credentials; a manifest
-    object's structure), kept by document: a document that two reads share (the two revisions
-    of a review, parsed once per blob) is checked once. These checks look at nothing but the
-    document, so their findings are the same in both reads."""
-
-    _found: dict[tuple[str, int], tuple[Document, tuple[Diagnostic, ...]]] = field(
-        default_factory=dict
-    )
-    #: How many checks ran (the others were answered from memory).
-    checked: int = 0
-
-    def found(
-        self, what: str, document: Document, check: Callable[[], list[Diagnostic]]
-    ) -> tuple[Diagnostic, ...]:
-        """What ``check()`` finds in ``document`` (checked as ``what``), from memory if known."""
-        key = (what, id(document))
-        known = self._found.get(key)
-        if known is not None and known[0] is document:
-            return known[1]
-        found = tuple(check())
-        self.checked += 1
-        self._found[key] = (document, found)  # the document kept: its id stays its own
-        return found
 
 
 def validate_repo(
@@ -499,7 +473,7 @@ class _Run:
         document = self.single(file, "Runtime")
         if document is None or not self.name_matches(document, file.stem, "file name"):
             return None
-        runtime = runtime_from(document.data, file.path)
+        runtime = self.memo.runtime(document, file.path)
         self.runtime_documents[runtime.name] = document
         found = self.runtime_fields(document, runtime)
         runtime = self.runtime_values(document, runtime, found)
@@ -555,6 +529,8 @@ class _Run:
     ) -> Runtime:
         """The runtime with each module entry's ``valuesFrom`` file merged under its
         ``values``; problems of the files are added to ``found``."""
+        if all(ref.values_from is None for ref in runtime.modules):
+            return runtime
         refs = []
         for index, ref in enumerate(runtime.modules):
             if ref.values_from is None:

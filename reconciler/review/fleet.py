@@ -18,9 +18,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from reconciler.config.memo import CheckMemo
 from reconciler.config.raw import RawRepo
 from reconciler.config.schema import SchemaChecker
-from reconciler.config.validate import CheckMemo, validate_repo
+from reconciler.config.validate import validate_repo
 from reconciler.core.fleetdiff import FleetDiff, FleetDiffer
 from reconciler.core.model import ConfigRepo
 from reconciler.core.plan_values import LiveModule
