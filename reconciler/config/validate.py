@@ -121,6 +121,7 @@ def _validate(
         {name: c for name, c in channels.items() if c is not None},
     )
     run.values_files_checked()
+    memo.start(repo)
     runtimes = {f.stem: run.runtime(f, repo) for f in raw.runtimes}
     documents = ValuesDocuments(run.runtime_documents, run.channel_documents, run.value_documents)
     errors, unused = check_chart_values(repo, runtimes, documents)
@@ -477,6 +478,7 @@ class _Run:
         self.runtime_documents[runtime.name] = document
         found = self.runtime_fields(document, runtime)
         runtime = self.runtime_values(document, runtime, found)
+        self.memo.carry(repo, runtime)
         resolution = resolve_runtime(repo, runtime)
         for problem in resolution.problems:
             if problem.channel in self.broken_channels or problem.rule == "C3":
