@@ -112,8 +112,18 @@ def one_line_usage_error(error: click.UsageError) -> str:
     return f"error: {message} (see '{command} --help')"
 
 
+#: Allocations between two collections of the youngest generation (Python's default: 700).
+#: Reading a repo allocates its documents as trees, rarely cycles: the default collects about
+#: every 700 new containers and rescans all the older ones every 100 of those (8% of ``diff
+#: --base`` on a 1,000-runtime fleet). Cycles are still collected, in bigger batches.
+GC_THRESHOLD = 20_000
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point."""
+    import gc
+
+    gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
     cli.main(args=list(argv) if argv is not None else None, prog_name="reconciler")
 
 
