@@ -499,6 +499,10 @@ class _Run:
         """C8: the runtime's own configs, and its channels' configs of the modules it runs at
         a version they were not checked for yet; the runtime's errors are returned."""
         runtime = resolution.runtime
+        if all(r.config is None for r in runtime.modules) and not any(
+            c.config for c in repo.channels.values()
+        ):
+            return []  # no config anywhere to check (the common case)
         index = {ref.name: i for i, ref in enumerate(runtime.modules)}
         errors: list[Diagnostic] = []
         for resolved in resolution.modules:
