@@ -120,11 +120,19 @@ GC_THRESHOLD = 20_000
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point."""
+    """Console-script entry point. Run as the program (``argv`` from ``sys.argv``), it tunes
+    the garbage collector of its process (:data:`GC_THRESHOLD`, frozen at exit); called with
+    ``argv`` (tests), it leaves the caller's process alone."""
+    if argv is not None:
+        cli.main(args=list(argv), prog_name="reconciler")
+        return
     import gc
 
     gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
-    cli.main(args=list(argv) if argv is not None else None, prog_name="reconciler")
+    try:
+        cli.main(args=None, prog_name="reconciler")
+    finally:  # exiting: the interpreter's last collection need not walk everything read
+        gc.freeze()
 
 
 def _add_commands() -> None:

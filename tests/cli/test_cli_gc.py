@@ -1,7 +1,8 @@
 """The console script collects cyclic garbage in bigger batches than Python's default.
 
 Reading a repo allocates many containers and few cycles; with the default threshold the
-collector runs every 700 allocations and rescans the older objects often (bench/README.md,
+collector runs every 700 allocations and rescans the older objects often, and once more over
+everything at exit (frozen instead) (bench/README.md,
 "Whole processes against one C-loader process"). Checked in a fresh interpreter: the threshold is
 process-wide.
 """
@@ -12,20 +13,23 @@ import json
 import subprocess
 import sys
 
-from reconciler.cli import GC_THRESHOLD
+import pytest
+
+from reconciler.cli import GC_THRESHOLD, main
 
 _PROBE = """
 import gc, json, sys
 from reconciler.cli import main
+sys.argv = ["reconciler", "--version"]
 try:
-    main(["--version"])
+    main()
 except SystemExit:
     pass
-print(json.dumps(gc.get_threshold()), file=sys.stderr)
+print(json.dumps([*gc.get_threshold(), gc.get_freeze_count()]), file=sys.stderr)
 """
 
 
-def test_main_raises_the_youngest_generations_threshold_only() -> None:
+def test_main_raises_the_youngest_generations_threshold_and_freezes_at_exit() -> None:
     done = subprocess.run(
         [sys.executable, "-c", _PROBE], capture_output=True, text=True, check=True
     )
@@ -35,6 +39,16 @@ def test_main_raises_the_youngest_generations_threshold_only() -> None:
         text=True,
         check=True,
     )
-    threshold = json.loads(done.stderr.strip().splitlines()[-1])
+    *threshold, frozen = json.loads(done.stderr.strip().splitlines()[-1])
     assert threshold == [GC_THRESHOLD, *json.loads(default.stdout)[1:]]
+    assert frozen > 0  # at exit: the last collection skips what the command built
     assert json.loads(default.stdout)[0] < GC_THRESHOLD
+
+
+def test_main_called_with_arguments_leaves_the_callers_collector_alone() -> None:
+    import gc
+
+    before = (gc.get_threshold(), gc.get_freeze_count())
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert (gc.get_threshold(), gc.get_freeze_count()) == before
