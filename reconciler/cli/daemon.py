@@ -36,6 +36,7 @@ from reconciler.cli.signing import (
     trusted_keys_secret_option,
     with_secret,
 )
+from reconciler.cli.watching import watch_options
 from reconciler.errors import AccessError, SourceError
 
 if TYPE_CHECKING:
@@ -142,6 +143,7 @@ def _log() -> logging.Logger:
     "in Kubernetes, the pod name). A restart under the same name takes the member over at "
     "once; two running processes must never share one.",
 )
+@watch_options
 @click.option(
     "--lease",
     type=Duration(),
@@ -286,6 +288,8 @@ def daemon(
     state_url: str,
     workers: int,
     member: str,
+    watch: bool | None,
+    debounce: float,
     lease: float,
     cache_dir: Path | None,
     webhook_secret_file: Path | None,
@@ -354,6 +358,8 @@ def daemon(
             member,
             timedelta(seconds=lease),
             Retention(keep_operations, timedelta(seconds=keep_failures)),
+            watch,
+            given_duration(ctx, "debounce", debounce),
             trusted_keys if trusted_keys.configured else None,
         ),
         ClusterOptions(
@@ -441,6 +447,9 @@ class ScheduleOptions:
     lease: timedelta = timedelta(seconds=30)
     #: ``--keep-operations`` and ``--keep-failures``: what the state store keeps.
     retention: Retention = field(default_factory=_default_retention)
+    #: ``--watch/--no-watch`` and ``--debounce`` when given (else the config repo's).
+    watch: bool | None = None
+    debounce: timedelta | None = None
     #: ``--trusted-*``: the keys every commit must be signed with (None: not verified).
     trusted_keys: TrustedKeys | None = None
 
@@ -483,6 +492,8 @@ def run_daemon(
         member=schedule.member,
         lease=schedule.lease,
         retention=schedule.retention,
+        watch=schedule.watch,
+        debounce=schedule.debounce,
         trusted_keys=schedule.trusted_keys,
     )
 

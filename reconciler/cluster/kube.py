@@ -41,12 +41,14 @@ from kubernetes.dynamic.resource import ResourceList
 from reconciler.cluster.api import (
     ClusterIdentity,
     KindInfo,
+    Listing,
     ObjectEvent,
     Permission,
     event_body,
     event_ref,
 )
 from reconciler.cluster.kube_errors import StaleDiscoveryError, translated
+from reconciler.cluster.kube_watch import KubeWatches, selector_of
 from reconciler.cluster.ratelimit import Buckets, ClientRate, TokenBucket
 from reconciler.core.model import ClusterAccess
 from reconciler.core.objects import Body, ObjectRef
@@ -73,7 +75,7 @@ DynamicClient: Any = _DynamicClient
 _T = TypeVar("_T")
 
 
-class KubeCluster:
+class KubeCluster(KubeWatches):
     """A Kubernetes API server reached through ``api_client``."""
 
     def __init__(
@@ -233,18 +235,24 @@ class KubeCluster:
         labels: Mapping[str, str] | None = None,
     ) -> list[Body]:
         """See :meth:`reconciler.cluster.api.Cluster.list_objects`."""
-        selector = ",".join(f"{k}={v}" for k, v in sorted((labels or {}).items())) or None
-        found = self._on_resource(
-            api_version,
-            kind,
-            f"list {kind}",
-            lambda r: r.get(namespace=namespace, label_selector=selector),
+        return self._list(api_version, kind, namespace, labels).items
+
+    def _list(
+        self, api_version: str, kind: str, namespace: str | None, labels: Mapping[str, str] | None
+    ) -> Listing:
+        found = _as_dict(
+            self._on_resource(
+                api_version,
+                kind,
+                f"list {kind}",
+                lambda r: r.get(namespace=namespace, label_selector=selector_of(labels)),
+            )
         )
-        items = _as_dict(found).get("items") or []  # a server answers [], an aggregated API null
+        items = list(found.get("items") or [])  # a server answers [], an aggregated API null
         for item in items:  # list items carry neither apiVersion nor kind
             item.setdefault("apiVersion", api_version)
             item.setdefault("kind", kind)
-        return list(items)
+        return Listing(items, str((found.get("metadata") or {}).get("resourceVersion") or ""))
 
     def apply(
         self,

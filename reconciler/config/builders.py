@@ -51,6 +51,8 @@ def settings_from(spec: Mapping[str, Any]) -> Settings:
         allow_deletions=brake.get("allow", defaults.allow_deletions),
         poll_interval=_duration(intervals.get("poll"), defaults.poll_interval),
         resync_interval=_duration(intervals.get("resync"), defaults.resync_interval),
+        watch=bool(spec.get("watch", defaults.watch)),
+        debounce=_duration(intervals.get("debounce"), defaults.debounce),
         disabled_steps=tuple(operations.get("disabledSteps", ())),
         operation_timeouts={
             kind: _duration(text, timedelta(0))
@@ -85,6 +87,7 @@ def _endpoint(data: Mapping[str, Any]) -> Endpoint:
         repository=str(data.get("repository", "")),
         context=data.get("context", "reconciler"),
         target_url=data.get("targetUrl", ""),
+        status_on=data.get("statusOn", "config"),
         events=tuple(data.get("events", ())),
     )
 

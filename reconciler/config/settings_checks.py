@@ -50,6 +50,7 @@ DURATIONS: tuple[tuple[Pointer, str], ...] = (
     (("operations", "timeouts", "deprovision"), "the deprovision timeout"),
     (("intervals", "poll"), "the poll interval"),
     (("intervals", "resync"), "the resync interval"),
+    (("intervals", "debounce"), "the debounce interval"),
 )
 
 

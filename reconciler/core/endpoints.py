@@ -77,6 +77,9 @@ class Endpoint:
     context: str = "reconciler"
     #: A link the status or message carries (the daemon's status page, say).
     target_url: str = ""
+    #: Which commit a status is set on: ``config`` (the config repo's) or ``channels`` (the
+    #: channels repository's, for ``channelsFrom.git``).
+    status_on: str = "config"
     events: tuple[str, ...] = ()
 
     def wants(self, kind: NotificationKind) -> bool:

@@ -269,6 +269,9 @@ class Settings:
     #: ``spec.intervals``: the daemon's defaults (its flags override them).
     poll_interval: timedelta = timedelta(seconds=60)
     resync_interval: timedelta = timedelta(minutes=10)
+    #: ``spec.watch`` and ``spec.intervals.debounce``: event-driven reconciliation.
+    watch: bool = True
+    debounce: timedelta = timedelta(seconds=2)
     disabled_steps: tuple[str, ...] = ()
     #: ``spec.operations.timeouts``: operation type (provision, update, deprovision) -> limit.
     operation_timeouts: Mapping[str, timedelta] = field(default_factory=dict)

@@ -113,6 +113,23 @@ class Metrics:
             ["error"],
             registry=self.registry,
         )
+        self._drifts = Counter(
+            "reconciler_drift",
+            "Objects of ours changed or deleted by someone else, seen by a watch, by kind.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self._watches = Gauge(
+            "reconciler_watches_open",
+            "Watches open on the owned runtimes' clusters (one per cluster and kind; each a "
+            "long-lived request).",
+            registry=self.registry,
+        )
+        self._wakes = Counter(
+            "reconciler_wakes",
+            "Reconciles of a runtime started by a watch event (debounced), not by a timer.",
+            registry=self.registry,
+        )
         self._refused = Counter(
             "reconciler_commits_refused",
             "Commits refused (invalid or unreadable); the last one is in /status.",
@@ -230,6 +247,19 @@ class Metrics:
         runtime is in the logs and /status, not a label, so the series stay few)."""
         del runtime
         self._failures.labels(error).inc()
+
+    def drift(self, runtime: str, kind: str) -> None:
+        """Count a drift a watch saw (the runtime and object are in the log and /status)."""
+        del runtime
+        self._drifts.labels(kind).inc()
+
+    def watches(self, open_now: int) -> None:
+        """How many watches are open now."""
+        self._watches.set(open_now)
+
+    def woken(self) -> None:
+        """Count a reconcile a watch event started."""
+        self._wakes.inc()
 
     def membership(self, member: str, live: int, owned: int) -> None:
         """This replica's name, how many replicas are alive and how many runtimes it owns."""

@@ -54,6 +54,7 @@ from reconciler.daemon.scheduler import (
 )
 from reconciler.daemon.status import status_document
 from reconciler.daemon.verdicts import Held, Refusal, Waiting
+from reconciler.daemon.watches import Watches
 from reconciler.daemon.workers import Workers, run_runtime
 from reconciler.errors import ReconcilerError, TransientError
 from reconciler.operations.engine import this_owner
@@ -134,6 +135,11 @@ class DaemonOptions:
     lease: timedelta = DEFAULT_LEASE
     #: ``--keep-operations`` and ``--keep-failures``: what the pruning job keeps.
     retention: Retention = field(default_factory=Retention)
+    #: ``--watch/--no-watch`` (``--no-watch``: pure polling) and ``--debounce`` (how long
+    #: wakes gather before a run) when given: they override ``spec.watch`` and
+    #: ``spec.intervals.debounce``.
+    watch: bool | None = None
+    debounce: timedelta | None = None
     #: ``--trusted-*``: the keys a commit must be signed with (None: any commit is read).
     trusted_keys: TrustedKeys | None = None
 
@@ -180,6 +186,8 @@ class Daemon:
         self.channels_repo = Channels(self)
         self.gate = CommitGate(self)
         self.workers = Workers(self, self.options.workers)
+        #: Event-driven reconciliation: watches on the owned runtimes' clusters.
+        self.watches = Watches(self, monotonic=monotonic)
         #: The runtimes this replica owned at its last heartbeat.
         self._owned: set[str] = set()
         self._owned_lock = threading.Lock()
@@ -365,7 +373,9 @@ class Daemon:
         live = len(self.membership.live_members())
         self.metrics.membership(self.membership.name, live, len(owned))
         with self._owned_lock:
-            new, self._owned = owned - self._owned, owned
+            new, lost, self._owned = owned - self._owned, self._owned - owned, owned
+        for runtime in sorted(lost):  # its watches move with it to its new owner
+            self.watches.release(runtime)
         for runtime in sorted(new):
             self.submit(runtime)
 
@@ -404,6 +414,7 @@ class Daemon:
     def close(self) -> None:
         """Let running reconciles finish, stop the pool, and leave the members (the other
         replicas take this one's runtimes over at once)."""
+        self.watches.close()
         self.workers.close()
         if self.membership.member is not None:
             self.membership.leave()

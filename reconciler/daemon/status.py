@@ -2,7 +2,7 @@
 waiting commit and why), the channels source, this replica and its fellow members, and every
 runtime with its modules, state and reason (as ``reconciler status --format json`` shows it),
 plus what only this process knows: the error of its last reconcile of each runtime and the
-runtime's owner. Masked whole on its way out (S4).
+runtime's owner, and how the notifications go. Masked whole on its way out (S4).
 
 Caller: :meth:`reconciler.daemon.service.Daemon.status`.
 """
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from reconciler.core.head import head_text
 from reconciler.core.model import OUTPUT_API_VERSION
 from reconciler.core.redaction import mask_all
+from reconciler.notify.delivery import Delivery
 from reconciler.operations.store import load_statuses
 
 if TYPE_CHECKING:
@@ -32,8 +33,15 @@ def status_document(daemon: Daemon) -> dict[str, Any]:
             "member": daemon.membership.name,
             "members": _members(daemon),
             "runtimes": _runtimes(daemon),
+            "notifications": _notifications(daemon),
         }
     )
+
+
+def _notifications(daemon: Daemon) -> dict[str, Any] | None:
+    """How the notifications go (each endpoint's last outcome); ``None`` without a delivery."""
+    notifier = daemon.notifier
+    return notifier.status() if isinstance(notifier, Delivery) else None
 
 
 def _source(daemon: Daemon) -> dict[str, Any]:
@@ -66,6 +74,7 @@ def _runtimes(daemon: Daemon) -> list[dict[str, Any]]:
         documents.append(
             status.to_json()
             | {"error": str(error) if error is not None else "", "owner": owners.get(runtime, "")}
+            | {"drift": daemon.watches.status(runtime)}
         )
     return documents
 

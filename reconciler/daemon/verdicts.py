@@ -199,10 +199,14 @@ class Refusal:
 
 def refused_notification(head: Head, refusal: Refusal, at: datetime, reason: str) -> Notification:
     """What people are told of a refused commit: its one line, how many errors, and the first
-    one (``file:line:column: RULE message``) or why it could not be read."""
+    one (``file:line:column: RULE message``, and its ``file`` and ``line`` apart) or why it
+    could not be read."""
     details: dict[str, str | int] = {"errors": len(refusal.errors)}
     if reason:
         details["reason"] = reason
+    if refusal.errors:
+        first = refusal.errors[0]
+        details["file"], details["line"] = str(first.get("path", "")), int(first.get("line", 0))
     return Notification(
         NotificationKind.COMMIT_REFUSED,
         head.text,

@@ -4,9 +4,10 @@
   ``at``, ``key``, ``details``;
 - ``slack``: an incoming-webhook message: ``text`` (the fallback line) and ``blocks`` (a section
   and a context line);
-- ``teams``: a Microsoft Teams incoming-webhook ``MessageCard`` (title, text, facts, a link);
-- ``github``: ``POST {api}/repos/{owner}/{repo}/statuses/{sha}`` with ``state``,
-  ``description``, ``context`` and ``target_url`` (GitHub's commit status API);
+- ``teams``: a Microsoft Teams message holding an Adaptive Card (title, text, facts, a link),
+  as both Teams incoming webhooks and Power Automate's Workflows webhooks take it;
+- ``github``: ``POST {api}/repos/{owner}/{repo}/statuses/{sha}`` (:func:`commit_sha`) with
+  ``state``, ``description``, ``context`` and ``target_url`` (GitHub's commit status API);
 - ``gitlab``: ``POST {api}/projects/{id}/statuses/{sha}`` with ``state``, ``name``,
   ``description`` and ``target_url`` (GitLab's commit status API).
 
@@ -73,10 +74,14 @@ def generic_body(notification: Notification) -> dict[str, Any]:
     }
 
 
-def commit_sha(notification: Notification) -> str:
-    """The config repo's commit a status is set on (a head ``config+channels`` names two)."""
+def commit_sha(notification: Notification, endpoint: Endpoint) -> str:
+    """The commit a status is set on: the config repo's (a head ``config+channels`` names
+    two), or with ``statusOn: channels`` the channels repository's (the config commit when the
+    channels live in the config repo)."""
     head = Head.parse(notification.commit)
-    return head.config if head is not None else ""
+    if head is None:
+        return ""
+    return head.channels or head.config if endpoint.status_on == "channels" else head.config
 
 
 def _webhook(endpoint: Endpoint, notification: Notification, base: str, token: str) -> Request:
@@ -99,21 +104,32 @@ def _slack(endpoint: Endpoint, notification: Notification, base: str, token: str
 
 
 def _teams(endpoint: Endpoint, notification: Notification, base: str, token: str) -> Request:
-    facts = [{"name": "commit", "value": notification.commit}]
-    facts += [{"name": str(k), "value": str(v)} for k, v in notification.details.items()]
+    facts = [{"title": "commit", "value": notification.commit}]
+    facts += [{"title": str(k), "value": str(v)} for k, v in notification.details.items()]
+    bad = notification.kind in WARNINGS
     card: dict[str, Any] = {
-        "@type": "MessageCard",
-        "@context": "https://schema.org/extensions",
-        "summary": notification.summary,
-        "themeColor": "D13438" if notification.kind in WARNINGS else "0078D7",
-        "title": notification.kind.value,
-        "text": notification.summary,
-        "sections": [{"facts": facts}],
+        "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
+        "type": "AdaptiveCard",
+        "version": "1.4",
+        "body": [
+            {
+                "type": "TextBlock",
+                "text": notification.kind.value,
+                "weight": "Bolder",
+                "size": "Medium",
+                "color": "Attention" if bad else "Default",
+            },
+            {"type": "TextBlock", "text": notification.summary, "wrap": True},
+            {"type": "FactSet", "facts": facts},
+        ],
     }
     if endpoint.target_url:
-        target = [{"os": "default", "uri": endpoint.target_url}]
-        card["potentialAction"] = [{"@type": "OpenUri", "name": "Status", "targets": target}]
-    return Request(base, card, _json(_bearer(token)))
+        card["actions"] = [
+            {"type": "Action.OpenUrl", "title": "Status", "url": endpoint.target_url}
+        ]
+    attachment = {"contentType": "application/vnd.microsoft.card.adaptive", "content": card}
+    body = {"type": "message", "summary": notification.summary, "attachments": [attachment]}
+    return Request(base, body, _json(_bearer(token)))
 
 
 def _github(endpoint: Endpoint, notification: Notification, base: str, token: str) -> Request:
@@ -125,7 +141,8 @@ def _github(endpoint: Endpoint, notification: Notification, base: str, token: st
     }
     if endpoint.target_url:
         body["target_url"] = endpoint.target_url
-    url = f"{base.rstrip('/')}/repos/{endpoint.repository}/statuses/{commit_sha(notification)}"
+    sha = commit_sha(notification, endpoint)
+    url = f"{base.rstrip('/')}/repos/{endpoint.repository}/statuses/{sha}"
     headers = {
         "Accept": "application/vnd.github+json",
         "X-GitHub-Api-Version": "2022-11-28",
@@ -144,7 +161,8 @@ def _gitlab(endpoint: Endpoint, notification: Notification, base: str, token: st
     if endpoint.target_url:
         body["target_url"] = endpoint.target_url
     project = quote(endpoint.repository, safe="")
-    url = f"{base.rstrip('/')}/projects/{project}/statuses/{commit_sha(notification)}"
+    sha = commit_sha(notification, endpoint)
+    url = f"{base.rstrip('/')}/projects/{project}/statuses/{sha}"
     headers = {"PRIVATE-TOKEN": token} if token else {}
     return Request(url, body, _json(headers))
 

@@ -19,12 +19,13 @@ Callers: the daemon's command, which builds one; tests.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from tenacity import (
     RetryCallState,
@@ -48,6 +49,9 @@ log = logging.getLogger("reconciler.notify")
 CAPACITY = 1000
 #: The longest wait between two tries of one delivery, in seconds.
 MAX_WAIT = 60.0
+#: How long :meth:`Delivery.close` lets the queued notifications go, in seconds (a pod has 60 s
+#: to stop; an endpoint that does not answer must not take them all).
+CLOSE_GRACE = 10.0
 DELIVERED, FAILED, DROPPED = "delivered", "failed", "dropped"
 
 
@@ -61,6 +65,27 @@ class Report(Protocol):
 class _NoReport:
     def notification(self, endpoint: str, result: str) -> None:
         """Count nothing."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How the last notification to one endpoint ended (``/status``)."""
+
+    endpoint: str
+    result: str
+    kind: str
+    commit: str
+    error: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        """The endpoint's entry of ``/status``'s ``notifications``."""
+        return {
+            "name": self.endpoint,
+            "result": self.result,
+            "kind": self.kind,
+            "commit": self.commit,
+            "error": self.error,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +121,10 @@ class Delivery:
         self._queue: queue.Queue[_Item | None] = queue.Queue(maxsize=CAPACITY)
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        #: Notifications dropped since the queue last took one.
+        self._dropped = 0
+        #: The last outcome by endpoint name.
+        self._outcomes: dict[str, Outcome] = {}
 
     def notify(self, notification: Notification) -> None:
         """Queue ``notification`` for the endpoints in force now (see :class:`Notifier`)."""
@@ -107,30 +136,54 @@ class Delivery:
         try:
             self._queue.put_nowait(_Item(notification, settings))
         except queue.Full:
+            self._drop(notification, settings)
+            return
+        with self._start_lock:
+            dropped, self._dropped = self._dropped, 0
+        if dropped:
+            log.warning("%d notification(s) were dropped while the queue was full", dropped)
+        self._start()
+
+    def _drop(self, notification: Notification, settings: NotificationSettings) -> None:
+        """Count a notification the full queue cannot take; log the first of a run only (a
+        storm of them is one line, then one that counts them)."""
+        with self._start_lock:
+            self._dropped += 1
+            first = self._dropped == 1
+        if first:
             log.warning(
-                "notification %s dropped: %d notifications wait already",
+                "notification %s dropped: %d notifications wait already (endpoints too slow?)",
                 notification.kind.value,
                 CAPACITY,
             )
-            for endpoint in settings.endpoints:
-                if endpoint.wants(notification.kind):
-                    self.report.notification(endpoint.name, DROPPED)
-            return
-        self._start()
+        for endpoint in settings.endpoints:
+            if endpoint.wants(notification.kind):
+                self._report(endpoint, notification, DROPPED, "the queue was full")
+
+    def status(self) -> dict[str, Any]:
+        """``/status``'s ``notifications``: how many wait, and each endpoint's last outcome."""
+        with self._start_lock:
+            outcomes = sorted(self._outcomes.values(), key=lambda o: o.endpoint)
+        return {"queued": self._queue.qsize(), "endpoints": [o.to_json() for o in outcomes]}
 
     def drain(self) -> None:
         """Wait until every notification queued so far was handled (tests, shutdown)."""
         self._queue.join()
 
-    def close(self) -> None:
+    def close(self, grace: float = CLOSE_GRACE) -> None:
         """Stop: the queued notifications are tried once more each, without waiting between
-        tries; the worker ends."""
+        tries, for ``grace`` seconds at most; what is left then is logged, not sent."""
         self._stopping.set()
         with self._start_lock:
             thread = self._thread
-        if thread is not None:
-            self._queue.put(None)
-            thread.join()
+        if thread is None:
+            return
+        with contextlib.suppress(queue.Full):  # still full: the worker ends with the process
+            self._queue.put(None, timeout=grace)
+        thread.join(grace)
+        if thread.is_alive():
+            left = self._queue.qsize()
+            log.warning("stopping with notifications not sent: %d queued, one under way", left)
 
     def _wait(self, seconds: float) -> None:
         self._stopping.wait(seconds)
@@ -178,10 +231,20 @@ class Delivery:
                 tries,
                 _without(str(error), secrets),
             )
-            self.report.notification(endpoint.name, FAILED)
+            self._report(endpoint, notification, FAILED, _without(str(error), secrets))
             return
         log.info("notification %s sent to endpoint %s", notification.kind.value, endpoint.name)
-        self.report.notification(endpoint.name, DELIVERED)
+        self._report(endpoint, notification, DELIVERED)
+
+    def _report(
+        self, endpoint: Endpoint, notification: Notification, result: str, error: str = ""
+    ) -> None:
+        outcome = Outcome(
+            endpoint.name, result, notification.kind.value, notification.commit, error
+        )
+        with self._start_lock:
+            self._outcomes[endpoint.name] = outcome
+        self.report.notification(endpoint.name, result)
 
     def _request(
         self, endpoint: Endpoint, notification: Notification, secrets: list[str]

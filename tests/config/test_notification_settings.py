@@ -30,6 +30,7 @@ def test_endpoints_are_read_with_their_secrets_and_filters(make_repo: RepoFactor
             "      - {name: chat, type: slack, urlFrom: {file: slack-url}, events: [rollout.*]}\n"
             "      - name: gh\n        type: github\n        repository: platform/fleet\n"
             "        tokenFrom: {secret: {name: gh-token, key: token}}\n"
+            "        statusOn: channels\n"
         )
     )
 
@@ -41,6 +42,7 @@ def test_endpoints_are_read_with_their_secrets_and_filters(make_repo: RepoFactor
         "chat", EndpointType.SLACK, url_from=SecretRef(file="slack-url"), events=("rollout.*",)
     )
     assert gh.token_from == SecretRef(secret="gh-token", key="token")
+    assert (gh.status_on, chat.status_on) == ("channels", "config")
     assert chat.wants(NotificationKind.WAVE_STARTED)
     assert not chat.wants(NotificationKind.COMMIT_REFUSED)
     assert gh.wants(NotificationKind.COMMIT_REFUSED)

@@ -39,6 +39,7 @@ from tests.support.daemons import (
 )
 from tests.support.fleet_history import SETTINGS, runtime_yaml
 from tests.support.receiver import Receiver
+from tests.support.sample_fleet import check_document
 
 REMOVE_TWO: dict[str, str | None] = {f"fleet/runtimes/{n}.yaml": None for n in "ab"}
 TYPO: dict[str, str | None] = {
@@ -124,6 +125,8 @@ def test_a_refused_commit_is_told_once_with_its_first_error(world: World) -> Non
     assert refused.key == f"refused-{bad}"
     assert refused.summary.startswith(f"commit {bad[:12]} refused: 1 error(s); still on ")
     assert refused.details["errors"] == 1
+    assert refused.details["file"] == "fleet/runtimes/a.yaml"
+    assert refused.details["line"] == 5
     reason = str(refused.details["reason"])
     assert reason.startswith("fleet/runtimes/a.yaml:")
     assert "channel 'reguler' does not exist" in reason
@@ -178,6 +181,27 @@ def test_verdicts_reach_the_endpoints_of_the_commit_in_force(
         ("/hook", "commit.held", held),
     ]
     assert waits == [1.0, 2.0, 1.0, 2.0]  # the receiver failed each twice first
+    status = daemon.status()
+    check_document(status, "DaemonStatus")
+    assert status["notifications"] == {
+        "queued": 0,
+        "endpoints": [
+            {
+                "name": "chat",  # its URL is a file of a folder this daemon was not given
+                "result": "failed",
+                "kind": "commit.held",
+                "commit": held,
+                "error": "file chat-url: the daemon was given no --notification-secrets-dir",
+            },
+            {
+                "name": "hook",
+                "result": "delivered",
+                "kind": "commit.held",
+                "commit": held,
+                "error": "",
+            },
+        ],
+    }
 
 
 def test_the_daemon_command_sends_with_secrets_from_its_folder(

@@ -1,16 +1,18 @@
 """What each kind of endpoint receives, through real HTTP to a local receiver: the generic JSON
-body; Slack's ``text``/``blocks``; a Teams MessageCard; GitHub's commit status
+body; Slack's ``text``/``blocks``; a Teams message with an Adaptive Card; GitHub's commit status
 (``POST /repos/{owner}/{repo}/statuses/{sha}`` with state, description, context, target_url and
 a bearer token); GitLab's (``POST /projects/{id}/statuses/{sha}`` with state, name, description
 and ``PRIVATE-TOKEN``)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from reconciler.core.endpoints import Endpoint, EndpointType, NotificationSettings, SecretRef
 from reconciler.core.notifications import Notification, NotificationKind
+from reconciler.notify.bodies import request_for
 from reconciler.notify.delivery import Delivery
 from reconciler.notify.secrets import SecretReader, TokenHosts
 from tests.support.receiver import Received, Receiver
@@ -95,26 +97,26 @@ def test_a_slack_message(receiver: Receiver, tmp_path: Path) -> None:
     assert "Authorization" not in got.headers
 
 
-def test_a_teams_message_card(receiver: Receiver, tmp_path: Path) -> None:
+def test_a_teams_adaptive_card(receiver: Receiver, tmp_path: Path) -> None:
     got = _deliver(receiver, _endpoint(receiver, EndpointType.TEAMS), tmp_path, REFUSED)
 
-    assert got.body["@type"] == "MessageCard"
-    assert got.body["@context"] == "https://schema.org/extensions"
-    assert got.body["summary"] == got.body["text"] == REFUSED.summary
-    assert got.body["title"] == "commit.refused"
-    assert got.body["themeColor"] == "D13438"  # bad news is red
-    assert got.body["sections"] == [
-        {
-            "facts": [
-                {"name": "commit", "value": REFUSED.commit},
-                {"name": "file", "value": "runtimes/a.yaml"},
-                {"name": "line", "value": "3"},
-            ]
-        }
-    ]
-    assert got.body["potentialAction"] == [
-        {"@type": "OpenUri", "name": "Status", "targets": [{"os": "default", "uri": STATUS}]}
-    ]
+    assert got.body["type"] == "message"
+    (attachment,) = got.body["attachments"]
+    assert attachment["contentType"] == "application/vnd.microsoft.card.adaptive"
+    card = attachment["content"]
+    assert card["type"] == "AdaptiveCard"
+    title, text, facts = card["body"]
+    assert (title["text"], title["color"]) == ("commit.refused", "Attention")  # bad news
+    assert text == {"type": "TextBlock", "text": REFUSED.summary, "wrap": True}
+    assert facts == {
+        "type": "FactSet",
+        "facts": [
+            {"title": "commit", "value": REFUSED.commit},
+            {"title": "file", "value": "runtimes/a.yaml"},
+            {"title": "line", "value": "3"},
+        ],
+    }
+    assert card["actions"] == [{"type": "Action.OpenUrl", "title": "Status", "url": STATUS}]
 
 
 def test_a_github_commit_status(receiver: Receiver, tmp_path: Path) -> None:
@@ -159,3 +161,20 @@ def test_a_gitlab_commit_status(receiver: Receiver, tmp_path: Path) -> None:
     assert got.body["target_url"] == STATUS
     assert len(got.body["description"]) == 140
     assert got.body["description"].endswith("...")
+
+
+def test_a_status_on_the_channels_commit() -> None:
+    """``statusOn: channels`` sets the status on the channels repository's commit of the head
+    (``config+channels``), and on the config commit when the channels live in the config repo."""
+    endpoint = Endpoint(
+        "channels-status", EndpointType.GITHUB, repository="platform/channels", status_on="channels"
+    )
+    alone = Notification(NotificationKind.COMMIT_HELD, SHA, "held", REFUSED.at)
+
+    apart = request_for(endpoint, REFUSED, token="t")
+    together = request_for(endpoint, alone, token="t")
+    on_config = request_for(replace(endpoint, status_on="config"), REFUSED, token="t")
+
+    assert apart.url == f"https://api.github.com/repos/platform/channels/statuses/{'f' * 40}"
+    assert together.url == f"https://api.github.com/repos/platform/channels/statuses/{SHA}"
+    assert on_config.url.endswith(f"/statuses/{SHA}")

@@ -120,6 +120,18 @@ def test_a_client_error_is_not_tried_again(receiver: Receiver) -> None:
     assert receiver.tries == ["/"]
     assert pauses.asked == []
     assert counts.seen == [("hook", "failed")]
+    assert delivery.status() == {
+        "queued": 0,
+        "endpoints": [
+            {
+                "name": "hook",
+                "result": "failed",
+                "kind": "rollout.halted",
+                "commit": COMMIT,
+                "error": "HTTP 404",
+            }
+        ],
+    }
 
 
 def test_a_throttled_delivery_waits_as_long_as_the_receiver_asks(receiver: Receiver) -> None:
@@ -209,8 +221,22 @@ def test_notify_never_waits_for_a_slow_endpoint(receiver: Receiver) -> None:
     assert [r.body["key"] for r in receiver.accepted] == ["0", "1", "2", "3", "4"]
 
 
+def test_stopping_does_not_wait_for_a_stuck_endpoint(
+    receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    receiver.gate.clear()  # the endpoint never answers while the daemon stops
+    delivery = _delivery((Endpoint("stuck", EndpointType.WEBHOOK, url=receiver.url),), Pauses())
+    for n in range(3):
+        delivery.notify(_notification(NotificationKind.WAVE_STARTED, str(n)))
+
+    delivery.close(grace=0)
+
+    assert "stopping with notifications not sent" in caplog.text
+    receiver.gate.set()
+
+
 def test_a_full_queue_drops_and_counts_instead_of_waiting(
-    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(delivery_module, "CAPACITY", 2)
     receiver.gate.clear()
@@ -228,14 +254,22 @@ def test_a_full_queue_drops_and_counts_instead_of_waiting(
     delivery._handle = handle  # type: ignore[method-assign]
     delivery.notify(_notification(NotificationKind.WAVE_STARTED, "taken"))
     held.wait(10)  # the worker holds the first; two more fill the queue
-    for n in range(3):
+    for n in range(5):
         delivery.notify(_notification(NotificationKind.WAVE_STARTED, str(n)))
     receiver.gate.set()
     delivery.drain()
+    delivery.notify(_notification(NotificationKind.WAVE_HEALTHY, "after"))
+    delivery.drain()
     delivery.close()
 
-    assert [r.body["key"] for r in receiver.accepted] == ["taken", "0", "1"]
-    assert counts.seen.count(("hook", "dropped")) == 1
+    assert [r.body["key"] for r in receiver.accepted] == ["taken", "0", "1", "after"]
+    assert counts.seen.count(("hook", "dropped")) == 3
+    warnings = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
+    assert warnings == [  # one line for the run of drops, one that counts them
+        "notification rollout.wave_started dropped: 2 notifications wait already "
+        "(endpoints too slow?)",
+        "3 notification(s) were dropped while the queue was full",
+    ]
 
 
 def test_secrets_never_reach_the_logs(
