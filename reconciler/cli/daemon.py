@@ -66,8 +66,7 @@ def credential_hosts_option(
 
 
 def _log() -> logging.Logger:
-    """The daemon's logger (``logging`` is imported when the daemon starts, not for every
-    command)."""
+    """The daemon's logger (``logging`` is imported when it logs, not by every command)."""
     import logging
 
     return logging.getLogger("reconciler.daemon")
