@@ -112,9 +112,27 @@ def one_line_usage_error(error: click.UsageError) -> str:
     return f"error: {message} (see '{command} --help')"
 
 
+#: Allocations between two collections of the youngest generation (Python's default: 700).
+#: Reading a repo allocates its documents as trees, rarely cycles: the default collects about
+#: every 700 new containers and rescans all the older ones every 100 of those (8% of ``diff
+#: --base`` on a 1,000-runtime fleet). Cycles are still collected, in bigger batches.
+GC_THRESHOLD = 20_000
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point."""
-    cli.main(args=list(argv) if argv is not None else None, prog_name="reconciler")
+    """Console-script entry point. Run as the program (``argv`` from ``sys.argv``), it tunes
+    the garbage collector of its process (:data:`GC_THRESHOLD`, frozen at exit); called with
+    ``argv`` (tests), it leaves the caller's process alone."""
+    if argv is not None:
+        cli.main(args=list(argv), prog_name="reconciler")
+        return
+    import gc
+
+    gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
+    try:
+        cli.main(args=None, prog_name="reconciler")
+    finally:  # exiting: the interpreter's last collection need not walk everything read
+        gc.freeze()
 
 
 def _add_commands() -> None:

@@ -11,7 +11,6 @@ on Events (unless ``spec.kubernetesEvents`` is off). Nothing is changed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -140,6 +139,8 @@ def check(
     names = list(runtime_names) or sorted(config.runtimes)
     clusters = ClusterOptions(kubeconfig_dir, secret_namespace, snapshot, kube_qps, kube_burst)
     access = Access(clusters, config.settings)
+    from concurrent.futures import ThreadPoolExecutor  # only this command (startup time)
+
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         found = list(pool.map(lambda name: check_runtime(config, access, name), names))
     if is_document(output_format):

@@ -7,7 +7,6 @@ The command line becomes a few frozen values (:class:`GitOptions`, :class:`HttpO
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -41,6 +40,8 @@ from reconciler.cli.watching import watch_options
 from reconciler.errors import AccessError, SourceError
 
 if TYPE_CHECKING:
+    import logging
+
     from reconciler.config.remotes import CredentialHost
     from reconciler.core.model import Settings
     from reconciler.daemon.http import HttpServer
@@ -64,7 +65,11 @@ def credential_hosts_option(
         raise click.BadParameter(str(error), ctx, param) from None
 
 
-log = logging.getLogger("reconciler.daemon")
+def _log() -> logging.Logger:
+    """The daemon's logger (``logging`` is imported when it logs, not by every command)."""
+    import logging
+
+    return logging.getLogger("reconciler.daemon")
 
 
 @click.command(epilog=exits.DAEMON.describe())
@@ -510,7 +515,7 @@ def run_daemon(
     stop = StopSignals()  # whichever thread the kernel hands SIGTERM to, the main one wakes
     stop.install()
     host, port = http.listen
-    log.info(  # through the log, so --log-format json holds for every line
+    _log().info(  # through the log, so --log-format json holds for every line
         "reconciler daemon following %s %s (%s); listening on %s:%s",
         source.shown,
         git.branch,
@@ -519,7 +524,7 @@ def run_daemon(
         port,
     )
     stop.wait()
-    log.info("stopping: letting running steps finish")
+    _log().info("stopping: letting running steps finish")
     git_runner.stop()  # a poll waiting on a remote ends now, so shutdown does not wait for it
     scheduler.shutdown(wait=True)
     the_daemon.close()
@@ -536,7 +541,7 @@ def _check_keys(trusted_keys: TrustedKeys | None) -> None:
     from reconciler.source.signatures import check_trusted_keys
 
     found = check_trusted_keys(trusted_keys)
-    log.info("verifying commit signatures: %s (%s)", trusted_keys.describe(), found)
+    _log().info("verifying commit signatures: %s (%s)", trusted_keys.describe(), found)
 
 
 def _check_store(store: StateStore) -> None:

@@ -114,10 +114,13 @@ class ChartValuesChecker:
 
     def check_runtime(self, repo: ConfigRepo, runtime: Runtime) -> None:
         """Check the values of every chart with a schema that ``runtime`` gets."""
+        given = any(r.values is not None or r.values_from is not None for r in runtime.modules)
+        unused = given or any(c.values for c in repo.channels.values())  # else none to note
         for resolved in resolve_runtime(repo, runtime).modules:
             content = repo.modules[resolved.name].versions[resolved.version]
             if content.kind in (ModuleKind.MANIFEST, ModuleKind.KUSTOMIZE):
-                self.note_unused(repo, runtime, resolved.name, resolved.version, content.kind)
+                if unused:
+                    self.note_unused(repo, runtime, resolved.name, resolved.version, content.kind)
             elif content.kind is ModuleKind.CHART and content.template is not None:
                 self.check_chart(repo, runtime, resolved.name, content)
 

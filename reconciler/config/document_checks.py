@@ -2,10 +2,11 @@
 
 A file's one document against its schema (C1), scanned for inline credentials (C6); a manifest
 object's structure; ``metadata.name`` against the file or folder name (C4); each within its file's
-time budget (C6). :class:`CheckMemo` remembers what they found per document, for validations that
-share documents (the two revisions of a review). :class:`DocumentChecks` also holds what the pass
-has found so far. Callers: ``config.validate`` and its module and runtime checks
-(``config.module_checks``, ``config.runtime_checks``), the review (``review.fleet``, the memo).
+time budget (C6). What they found is remembered per document by the pass's memo
+(:class:`~reconciler.config.memo.CheckMemo`), for validations that share documents (the two
+revisions of a review). :class:`DocumentChecks` also holds what the pass has found so far.
+Callers: ``config.validate`` and its module and runtime checks (``config.module_checks``,
+``config.runtime_checks``).
 """
 
 from __future__ import annotations
@@ -16,38 +17,12 @@ from dataclasses import dataclass, field
 from reconciler.config.budget import TimeBudget, budget_diagnostic
 from reconciler.config.credentials import find_inline_credentials
 from reconciler.config.manifests import object_problems
+from reconciler.config.memo import CheckMemo
 from reconciler.config.raw import RawFile
 from reconciler.config.schema import SchemaChecker
 from reconciler.config.yamlsafe import Document
 from reconciler.core.diagnostics import Diagnostic
 from reconciler.errors import OverBudgetError
-
-
-@dataclass(slots=True)
-class CheckMemo:
-    """What the checks of single documents found (schema and inline credentials; a manifest
-    object's structure), kept by document: a document that two reads share (the two revisions
-    of a review, parsed once per blob) is checked once. These checks look at nothing but the
-    document, so their findings are the same in both reads."""
-
-    _found: dict[tuple[str, int], tuple[Document, tuple[Diagnostic, ...]]] = field(
-        default_factory=dict
-    )
-    #: How many checks ran (the others were answered from memory).
-    checked: int = 0
-
-    def found(
-        self, what: str, document: Document, check: Callable[[], list[Diagnostic]]
-    ) -> tuple[Diagnostic, ...]:
-        """What ``check()`` finds in ``document`` (checked as ``what``), from memory if known."""
-        key = (what, id(document))
-        known = self._found.get(key)
-        if known is not None and known[0] is document:
-            return known[1]
-        found = tuple(check())
-        self.checked += 1
-        self._found[key] = (document, found)  # the document kept: its id stays its own
-        return found
 
 
 @dataclass(slots=True)

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from reconciler.config.builders import runtime_from
 from reconciler.config.credentials import find_inline_credentials
 from reconciler.config.document_checks import DocumentChecks
 from reconciler.config.overrides import OverrideChecker, OverrideFindings
@@ -106,10 +105,11 @@ class RuntimeChecks:
         document = self.docs.single(file, "Runtime")
         if document is None or not self.docs.name_matches(document, file.stem, "file name"):
             return None
-        runtime = runtime_from(document.data, file.path)
+        runtime = self.docs.memo.runtime(document, file.path)
         self.runtime_documents[runtime.name] = document
         found = self.runtime_fields(document, runtime)
         runtime = self.runtime_values(document, runtime, found)
+        self.docs.memo.carry(repo, runtime)
         resolution = resolve_runtime(repo, runtime)
         for problem in resolution.problems:
             if problem.channel in self.broken_channels or problem.rule == "C3":
@@ -130,6 +130,10 @@ class RuntimeChecks:
         """C8: the runtime's own configs, and its channels' configs of the modules it runs at
         a version they were not checked for yet; the runtime's errors are returned."""
         runtime = resolution.runtime
+        if all(r.config is None for r in runtime.modules) and not any(
+            c.config for c in repo.channels.values()
+        ):
+            return []  # no config anywhere to check (the common case)
         index = {ref.name: i for i, ref in enumerate(runtime.modules)}
         errors: list[Diagnostic] = []
         for resolved in resolution.modules:
@@ -162,6 +166,8 @@ class RuntimeChecks:
     ) -> Runtime:
         """The runtime with each module entry's ``valuesFrom`` file merged under its
         ``values``; problems of the files are added to ``found``."""
+        if all(ref.values_from is None for ref in runtime.modules):
+            return runtime
         refs = []
         for index, ref in enumerate(runtime.modules):
             if ref.values_from is None:

@@ -12,7 +12,6 @@ Callers: the validator.
 
 from __future__ import annotations
 
-import difflib
 import functools
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -190,6 +189,8 @@ def _misspelled_required(errors: list[jsonschema.ValidationError]) -> _Misspelli
         if error.validator != "additionalProperties" or pointer not in missing:
             continue
         for key in _unknown_keys(error):
+            import difflib  # only for a misspelt key (startup time)
+
             close = difflib.get_close_matches(key, sorted(missing[pointer]), n=1, cutoff=0.6)
             if close:
                 found[(pointer, key)] = close[0]

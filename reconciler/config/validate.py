@@ -20,7 +20,8 @@ from dataclasses import dataclass, replace
 from reconciler.config.budget import TimeBudget, budget_diagnostic
 from reconciler.config.builders import settings_from
 from reconciler.config.chart_values import ValuesDocuments, check_chart_values
-from reconciler.config.document_checks import CheckMemo, DocumentChecks
+from reconciler.config.document_checks import DocumentChecks
+from reconciler.config.memo import CheckMemo
 from reconciler.config.module_checks import ModuleChecks
 from reconciler.config.ownership import shared_objects
 from reconciler.config.raw import RawFile, RawRepo
@@ -98,6 +99,7 @@ def _validate(
         {name: c for name, c in channels.items() if c is not None},
     )
     runtime_checks.values_files_checked()
+    memo.start(repo)
     runtimes = {f.stem: runtime_checks.runtime(f, repo) for f in raw.runtimes}
     documents = ValuesDocuments(
         runtime_checks.runtime_documents, runtime_checks.channel_documents, docs.value_documents

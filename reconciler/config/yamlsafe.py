@@ -67,7 +67,8 @@ class _BaseLoader(_SafeLoader):  # type: ignore[misc]
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
         if kind is yaml.ScalarNode and implicit[0]:
-            return read_plain(value)[0]
+            known = _PLAIN.get(value)  # read_plain's memory, without the call (every scalar)
+            return known[0] if known is not None else read_plain(value)[0]
         if self.yaml_path_resolvers:  # none are registered; PyYAML's own answer, if ever
             return super().resolve(kind, value, implicit)
         if kind is yaml.ScalarNode:
@@ -399,7 +400,7 @@ def _construct(node: yaml.Node, budget: _Budget, depth: int) -> Any:
     if depth > MAX_DEPTH:
         raise YamlProblemError(f"nesting deeper than {MAX_DEPTH} levels (recursive alias?)", node)
     if isinstance(node, yaml.ScalarNode):
-        return _scalar(node, budget)
+        return _tagged(node, budget)[1]
     if isinstance(node, yaml.SequenceNode):
         if node.tag != _SEQ:
             raise YamlProblemError(f"unsupported tag {node.tag}", node)
@@ -409,10 +410,6 @@ def _construct(node: yaml.Node, budget: _Budget, depth: int) -> Any:
             raise YamlProblemError(f"unsupported tag {node.tag}", node)
         return _mapping(node, budget, depth)
     raise YamlProblemError("unsupported YAML node", node)
-
-
-def _scalar(node: yaml.ScalarNode, budget: _Budget) -> Any:
-    return _tagged(node, budget)[1]
 
 
 def _warning(path: str, node: yaml.Node, why: str) -> Diagnostic:
@@ -459,7 +456,10 @@ def _mapping(node: yaml.MappingNode, budget: _Budget, depth: int) -> dict[str, A
             raise YamlProblemError(
                 f"duplicate key '{key}' (first defined on line {first})", key_node
             )
-        result[key] = _construct_entry(key_node, value_node, budget, depth)
+        if depth > 0:
+            result[key] = _construct(value_node, budget, depth + 1)
+        else:
+            result[key] = _construct_entry(key_node, value_node, budget, depth)
     return {**merged, **result} if merged else result
 
 

@@ -9,7 +9,6 @@ no message, pointer or path can carry a token, whatever check made it.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -66,5 +65,7 @@ def sort_diagnostics(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     """``"; did you mean 'x'?"`` when a candidate is close to ``word``, else ``""``."""
+    import difflib  # only when a name is unknown (startup time of every command)
+
     matches = difflib.get_close_matches(word, sorted(set(candidates)), n=1, cutoff=0.6)
     return f"; did you mean '{matches[0]}'?" if matches else ""

@@ -215,6 +215,7 @@ class FleetDiffer:
     _base_renderer: Renderer = field(init=False)
     _head_renderer: Renderer = field(init=False)
     _plans: dict[tuple[Any, ...], ModulePlan] = field(default_factory=dict, init=False)
+    _assumed_live: dict[tuple[Any, ...], LiveModule] = field(default_factory=dict, init=False)
     #: Whether a plain module version has the same objects at both revisions (for every runtime).
     _same_plain: dict[tuple[str, str], bool] = field(default_factory=dict, init=False)
     #: Modules some channel of either revision enforces configuration of.
@@ -232,6 +233,11 @@ class FleetDiffer:
     def planned_situations(self) -> int:
         """How many distinct module changes were planned (the rest reused a plan)."""
         return len(self._plans)
+
+    @property
+    def assumed_situations(self) -> int:
+        """How many base module versions were put in the server's form (once each)."""
+        return len(self._assumed_live)
 
     def diff(self) -> FleetDiff:
         """The fleet diff."""
@@ -287,18 +293,15 @@ class FleetDiffer:
         if same and not fields:
             return None
         desired = self._desired_module(new, runtime.name)
-        module_live = (
-            (live or {}).get(new.name) if live is not None else self._assumed(old, runtime.name)
-        )
         context = Context.of(self.head, runtime.name, self.now)
         if live is not None:
-            the_plan = plan_module(context, desired, module_live or LiveModule())
+            the_plan = plan_module(context, desired, live.get(new.name) or LiveModule())
         elif same and old is not None:  # only enforced fields change
             the_plan = ModulePlan(
                 new.name, ModuleAction.UNCHANGED, "UpToDate", "", old.version, new.version
             )
         else:
-            the_plan = self._cached_plan(context, desired, module_live or LiveModule(), old, new)
+            the_plan = self._cached_plan(context, desired, old, new)
             if old is not None and _renders_alike(the_plan, fields):
                 return None  # another render, the same objects (a value no template reads)
         if fields and desired.default_configuration is not None:
@@ -398,9 +401,17 @@ class FleetDiffer:
         return DesiredModule.of(resolved, self.head.modules[resolved.name], prepared)
 
     def _assumed(self, old: ResolvedModule | None, runtime: str) -> LiveModule | None:
-        """What runs when the base revision is deployed: its objects and inventory."""
+        """What runs when the base revision is deployed: its objects and inventory (once per
+        module version, strategy and render: nothing else goes into it)."""
         if old is None:
             return None
+        key = (old.name, old.version, old.strategy, self._render_keys(runtime, old.name)[0])
+        known = self._assumed_live.get(key)
+        if known is None:
+            known = self._assumed_live[key] = self._assume(old, runtime)
+        return known
+
+    def _assume(self, old: ResolvedModule, runtime: str) -> LiveModule:
         prepared = self._base_renderer.prepare(old, runtime)
         base = DesiredModule.of(old, self.base.modules[old.name], prepared)
         objects = {ObjectRef.of(o.body): server_form(o.body) for o in prepared}  # as stored
@@ -420,23 +431,27 @@ class FleetDiffer:
         self,
         context: Context,
         desired: DesiredModule,
-        live: LiveModule,
         old: ResolvedModule | None,
         new: ResolvedModule,
     ) -> ModulePlan:
+        """The plan of one situation. The planner reads the runtime's window only for a
+        version that requires downtime (deferred outside it), so only then is it the key's."""
         window = context.window
+        timing = None
+        if self.head.modules[new.name].versions[new.version].requires_downtime:
+            timing = (window, in_window(window, context.now))
         key = (
             new.name,
             old.version if old else None,
             old.strategy if old else None,
             new.version,
             new.strategy,
-            window,
-            in_window(window, context.now),
+            timing,
             self._render_keys(context.runtime, new.name),
         )
         cached = self._plans.get(key)
         if cached is None:
+            live = self._assumed(old, context.runtime) or LiveModule()
             cached = self._plans[key] = plan_module(context, desired, live)
         return cached
 

@@ -21,9 +21,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from dateutil import rrule
-from dateutil.tz import datetime_exists
-
 from reconciler.core.model import MaintenanceWindow
 
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -58,6 +55,8 @@ def next_window_text(window: MaintenanceWindow, now: datetime) -> str:
 def openings(window: MaintenanceWindow, around: datetime) -> list[datetime]:
     """The instants (UTC) the window opens at, from two local days before ``around`` (aware)
     to eight after, in order."""
+    from dateutil import rrule  # only when a window's openings are asked (startup time)
+
     zone = ZoneInfo(window.timezone)
     hour, minute = (int(part) for part in window.start.split(":"))
     today = around.astimezone(zone).date()
@@ -79,6 +78,8 @@ def opening_instant(wall: datetime, zone: ZoneInfo) -> datetime:
     """The instant (UTC) at which the local wall-clock time ``wall`` (naive) is reached in
     ``zone``: its first occurrence when the clocks show it twice, the first instant after the
     jump when they skip it."""
+    from dateutil.tz import datetime_exists
+
     local = wall.replace(tzinfo=zone, fold=0)
     if datetime_exists(local):
         return local.astimezone(UTC)

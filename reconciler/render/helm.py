@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import json
-import tarfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -73,6 +72,8 @@ def _render_chart(request: RenderRequest) -> dict[str, str]:
 def chart_archive(files: Mapping[str, bytes]) -> bytes:
     """The chart's files as the ``.tgz`` Helm loads (one top folder), built in memory."""
     buffer = io.BytesIO()
+    import tarfile  # only when a chart renders (startup time of every command)
+
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
         for name in sorted(files):
             data = files[name]

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import posixpath
 import subprocess
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,6 +107,8 @@ def _top_kustomization(files: Mapping[str, bytes]) -> str:
 
 
 def _build(files: Mapping[str, bytes], shown: str, blamed: str, kubectl: str) -> str:
+    import tempfile  # only when an overlay is built (startup time of every command)
+
     with tempfile.TemporaryDirectory(prefix="reconciler-kustomize-") as folder:
         root = Path(folder) / "overlay"
         for name, data in files.items():

@@ -13,7 +13,6 @@ request; neither is ever logged or put in a message. Callers: :mod:`reconciler.r
 from __future__ import annotations
 
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,6 +89,8 @@ def pull_archive(artifact: Artifact, login: Login | None, into: Path) -> Path:
 
 
 def _pull_oci(artifact: Artifact, login: Login | None, into: Path) -> None:
+    import tempfile  # only when something is pulled (startup time of every command)
+
     import helm_python
 
     plain = artifact.plain_http

@@ -25,8 +25,6 @@ import hashlib
 import io
 import json
 import os
-import tarfile
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -110,6 +108,8 @@ class SourceRenderer:
             return cached
         login = registry_login(self.credentials_file or default_credentials_file(), artifact)
         self.pulls += 1
+        import tempfile  # only when something is pulled (startup time of every command)
+
         with tempfile.TemporaryDirectory(prefix="reconciler-pull-") as folder:
             data = pull_archive(artifact, login, Path(folder)).read_bytes()
         if not artifact.oci and _sha256(data) != artifact.digest:
@@ -146,6 +146,8 @@ def write_cached(cache: Path, digest: str, data: bytes) -> None:
     """Keep ``data`` under ``digest`` (written aside, then renamed: never half a file)."""
     path = _cache_path(cache, digest)
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile
+
     for target, content in ((path, data), (path.with_suffix(".sha256"), _sha256(data).encode())):
         with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as aside:
             aside.write(content)
@@ -187,6 +189,8 @@ def registry_login(path: Path | None, artifact: Artifact) -> Login | None:
 def chart_files(archive: bytes, artifact: Artifact) -> dict[str, bytes]:
     """The files of a chart archive by path inside its top folder; its ``Chart.yaml`` version
     must be the pinned one."""
+    import tarfile  # only when a chart archive is read (startup time of every command)
+
     files: dict[str, bytes] = {}
     try:
         with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reconciler.config.document_checks import CheckMemo
+from reconciler.config.memo import CheckMemo
 from reconciler.config.raw import RawRepo
 from reconciler.config.schema import SchemaChecker
 from reconciler.config.validate import validate_repo

@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -273,6 +271,9 @@ def _trust_home(keys: TrustedKeys) -> Iterator[_Home]:
     """A temporary folder with the trusted keys only; removed after use (and its gpg-agent,
     should gpg have started one, stopped)."""
     ssh, pgp = read_key_material(keys)
+    import shutil  # only when a commit is verified (startup time of every command)
+    import tempfile
+
     if ssh and shutil.which("ssh-keygen") is None:
         raise TransientError("ssh-keygen is not installed: SSH signatures cannot be checked")
     path = Path(tempfile.mkdtemp(prefix="reconciler-trust-"))
@@ -311,6 +312,8 @@ def _import_openpgp(files: Material, gnupg: Path) -> int:
     these keys are there); how many keys."""
     if not files:
         return 0
+    import shutil
+
     if shutil.which("gpg") is None:
         raise TransientError("gpg is not installed: OpenPGP signatures cannot be checked")
     env = {**_base_env(gnupg.parent), "GNUPGHOME": str(gnupg)}
