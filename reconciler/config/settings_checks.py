@@ -8,7 +8,8 @@ The schema says what the fields look like; these checks say whether they mean so
   the operations package; a test keeps the list equal to ``BUILTIN_STAGES``. Plugin steps are
   found by the loader, which passes their names in;
 - every duration of ``spec.operations.timeouts`` and ``spec.intervals`` is more than zero (a zero
-  time limit fails every operation at once; a zero interval polls without pause).
+  time limit fails every operation at once; a zero interval polls without pause);
+- the waves of ``spec.rollout`` have distinct names and selectors that read as kubectl's.
 
 Problems are C1 diagnostics at the offending value. Caller: the validator.
 """
@@ -20,6 +21,7 @@ from typing import Any
 
 from reconciler.config.yamlsafe import Document
 from reconciler.core.diagnostics import Diagnostic, Pointer, did_you_mean
+from reconciler.core.selectors import SelectorError, parse_label_selector
 
 RULE = "C1"
 
@@ -68,6 +70,26 @@ def settings_problems(
         if isinstance(value, str) and is_zero_duration(value):
             message = f"{what} must be more than 0 (e.g. 30s, 10m or 3h)"
             yield document.diagnostic(RULE, message, ("spec", *path))
+    yield from _wave_problems(document, spec.get("rollout", {}).get("waves", ()))
+
+
+def _wave_problems(document: Document, waves: list[Mapping[str, Any]]) -> Iterator[Diagnostic]:
+    """Wave names used twice and selectors that do not read."""
+    seen: set[str] = set()
+    for index, wave in enumerate(waves):
+        pointer: Pointer = ("spec", "rollout", "waves", index)
+        if wave["name"] in seen:
+            message = f"wave {wave['name']} is named twice; each wave needs its own name"
+            yield document.diagnostic(RULE, message, (*pointer, "name"))
+        seen.add(wave["name"])
+        selector = wave.get("selector")
+        if selector is None:
+            continue
+        try:
+            parse_label_selector(selector)
+        except SelectorError as error:
+            message = f"not a label selector: {error}"
+            yield document.diagnostic(RULE, message, (*pointer, "selector"))
 
 
 def disabled_step_problem(name: str, steps: Mapping[str, bool]) -> str | None:
