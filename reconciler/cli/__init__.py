@@ -128,6 +128,7 @@ def _add_commands() -> None:
         operations,
         reconcile,
         render,
+        rollout,
         status,
         suspend,
         sync,
@@ -150,6 +151,7 @@ def _add_commands() -> None:
         daemon.daemon,
         suspend.suspend,
         suspend.resume,
+        rollout.rollout,
         completion.completion,
     ):
         cli.add_command(command)

@@ -18,7 +18,8 @@ states:
   that failed, a step retrying on an error, a failure outside one), by error type; /status
   names the runtime,
 - reconciler_member{member}: 1, naming this replica (its series are of the runtimes it owns),
-  reconciler_members_live and reconciler_owned_runtimes.
+  reconciler_members_live and reconciler_owned_runtimes,
+- the rollouts' series (:mod:`reconciler.daemon.rollout_metrics`).
 
 No ``_created`` series. Callers: the daemon and its HTTP server.
 """
@@ -42,6 +43,8 @@ from prometheus_client import (
 )
 
 from reconciler import __version__
+from reconciler.core.rollouts import Rollout
+from reconciler.daemon.rollout_metrics import RolloutMetrics
 from reconciler.operations.model import Operation, RuntimeStatus
 
 disable_created_metrics()  # type: ignore[no-untyped-call]  # _created series say little
@@ -141,6 +144,7 @@ class Metrics:
             ["result"],
             registry=self.registry,
         )
+        self._rollouts = RolloutMetrics(self.registry)
         #: Each runtime's state shown, and its modules' states (for the per-module counts).
         self._states: dict[str, str] = {}
         self._module_states: dict[str, dict[str, str]] = {}
@@ -226,6 +230,10 @@ class Metrics:
     def held(self, held: bool) -> None:
         """Whether the newest commit is held by the deletion brake."""
         self._held.set(1.0 if held else 0.0)
+
+    def rollouts(self, newest: list[Rollout]) -> None:
+        """The series of the ``newest`` rollouts (and of no older one)."""
+        self._rollouts.show(newest)
 
     def exposition(self) -> bytes:
         """The text format for ``/metrics``."""
