@@ -18,6 +18,7 @@ help::
      |    +-- InternalError         a bug: an exception not raised on purpose, kept as ours
      +-- TransientError            may succeed later; carries ``retry_after`` seconds
           +-- ConflictError         a concurrent change or a field owned by another manager (409)
+          |    +-- ExpiredError     a watch's resourceVersion is too old (410 Gone): list again
           +-- UnknownKindError      the API server does not serve this kind (yet: a new CRD)
           +-- ThrottledError        too many requests (429); ``retry_after`` from the server
           +-- ServerError           the API server failed or could not be reached (5xx, network)
@@ -145,6 +146,11 @@ class AccessError(PermanentError):
 
 class ConflictError(TransientError):
     """The object changed underneath, or another field manager owns a field."""
+
+
+class ExpiredError(ConflictError):
+    """A watch asked for events after a resourceVersion the server no longer keeps (410 Gone):
+    list the kind again and watch from the list's resourceVersion."""
 
 
 class UnknownKindError(TransientError):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import click
 
 from reconciler.cli import exits
+from reconciler.cli.notifying import NotifyOptions, notification_options
 from reconciler.cli.options import (
     GIT_TIMEOUT_ENV,
     ClusterOptions,
@@ -31,16 +32,24 @@ from reconciler.cli.options import (
     snapshot_option,
     state_option,
 )
+from reconciler.cli.signing import (
+    trusted_keys_options,
+    trusted_keys_secret_option,
+    with_secret,
+)
+from reconciler.cli.watching import watch_options
 from reconciler.errors import AccessError, SourceError
-from reconciler.operations.model import Retention
 
 if TYPE_CHECKING:
     from reconciler.config.remotes import CredentialHost
     from reconciler.core.model import Settings
     from reconciler.daemon.http import HttpServer
     from reconciler.daemon.service import Daemon
+    from reconciler.notify.secrets import TokenHost
+    from reconciler.operations.model import Retention
     from reconciler.operations.store import StateStore
     from reconciler.source.git import GitCredentials
+    from reconciler.source.signatures import TrustedKeys
 
 
 def credential_hosts_option(
@@ -105,7 +114,7 @@ log = logging.getLogger("reconciler.daemon")
     callback=listen_address,
     show_default=True,
     envvar="RECONCILER_LISTEN",
-    help="Address of /healthz, /readyz, /metrics, /status and /hooks/git.",
+    help="Address of /healthz, /readyz, /metrics, /status, the status page (/) and /hooks/git.",
 )
 @kubeconfig_dir_option
 @secret_namespace_option
@@ -128,6 +137,7 @@ log = logging.getLogger("reconciler.daemon")
     "in Kubernetes, the pod name). A restart under the same name takes the member over at "
     "once; two running processes must never share one.",
 )
+@watch_options
 @click.option(
     "--lease",
     type=Duration(),
@@ -142,7 +152,8 @@ log = logging.getLogger("reconciler.daemon")
     type=click.Path(file_okay=False, path_type=Path),
     envvar="RECONCILER_CACHE_DIR",
     help="Where fetched commits are kept (default: next to a SQLite state store; with "
-    "PostgreSQL, under the default state folder).",
+    "PostgreSQL, under the default state folder); pulled chart sources are kept in the folder "
+    "'sources' beside it unless RECONCILER_SOURCE_CACHE names one.",
 )
 @click.option(
     "--webhook-secret-file",
@@ -252,6 +263,9 @@ log = logging.getLogger("reconciler.daemon")
     envvar="RECONCILER_KEEP_FAILURES",
     help="Failed operations are kept this long (168h: 7 days), beyond --keep-operations.",
 )
+@trusted_keys_options()
+@trusted_keys_secret_option
+@notification_options
 @click.pass_context
 def daemon(
     ctx: click.Context,
@@ -268,6 +282,8 @@ def daemon(
     state_url: str,
     workers: int,
     member: str,
+    watch: bool | None,
+    debounce: float,
     lease: float,
     cache_dir: Path | None,
     webhook_secret_file: Path | None,
@@ -285,18 +301,27 @@ def daemon(
     git_timeout: float,
     keep_operations: int,
     keep_failures: float,
+    trusted_keys: TrustedKeys,
+    trusted_keys_secret: str,
+    notification_secrets_dir: Path | None,
+    notification_token_hosts: tuple[TokenHost, ...],
 ) -> None:
     """Follow a git ref and keep every runtime converged until SIGTERM.
 
     Polls the remote (one cheap check per interval), validates each new commit as a whole
     (an invalid one is refused and the last good one stays in force), holds commits over the
     deletion brake, and runs each runtime's operation on a pool of workers; resyncs every
-    runtime for drift. Every option can be set from the environment (RECONCILER_REPO, ...).
+    runtime for drift. With trusted keys (--trusted-*), a commit not signed by one of them is
+    refused. Every option can be set from the environment (RECONCILER_REPO, ...).
     """
     from reconciler.cli.clusters import state_url_for
     from reconciler.daemon.logs import setup_logging
+    from reconciler.operations.model import Retention
 
     check_local_repo(repo_url)
+    trusted_keys = with_secret(trusted_keys, secret_namespace, trusted_keys_secret)
+    if trusted_keys.every_commit and not trusted_keys.configured:
+        raise click.UsageError("--verify-every-commit needs trusted keys (--trusted-*)")
     setup_logging(log_format)
     state_url = state_url_for(ctx, state_url, snapshot)  # a rehearsal keeps its own store
     run_daemon(
@@ -327,6 +352,9 @@ def daemon(
             member,
             timedelta(seconds=lease),
             Retention(keep_operations, timedelta(seconds=keep_failures)),
+            watch,
+            given_duration(ctx, "debounce", debounce),
+            trusted_keys if trusted_keys.configured else None,
         ),
         ClusterOptions(
             kubeconfig_dir,
@@ -338,6 +366,7 @@ def daemon(
             snapshot_create,
         ),
         state_url,
+        NotifyOptions(notification_secrets_dir, notification_token_hosts),
     )
 
 
@@ -391,6 +420,12 @@ class HttpOptions:
     max_per_client: int = 20
 
 
+def _default_retention() -> Retention:
+    from reconciler.operations.model import Retention  # not paid for by the other commands
+
+    return Retention()
+
+
 @dataclass(frozen=True, slots=True)
 class ScheduleOptions:
     """How often to poll and resync (``None``: as the config repo's ``spec.intervals`` say),
@@ -405,7 +440,12 @@ class ScheduleOptions:
     member: str = ""
     lease: timedelta = timedelta(seconds=30)
     #: ``--keep-operations`` and ``--keep-failures``: what the state store keeps.
-    retention: Retention = field(default_factory=Retention)
+    retention: Retention = field(default_factory=_default_retention)
+    #: ``--watch/--no-watch`` and ``--debounce`` when given (else the config repo's).
+    watch: bool | None = None
+    debounce: timedelta | None = None
+    #: ``--trusted-*``: the keys every commit must be signed with (None: not verified).
+    trusted_keys: TrustedKeys | None = None
 
 
 def run_daemon(
@@ -414,14 +454,18 @@ def run_daemon(
     schedule: ScheduleOptions,
     clusters: ClusterOptions,
     state_url: str,
+    notify: NotifyOptions | None = None,
 ) -> None:
     """Start the daemon, its HTTP port and its scheduler; stop them on SIGTERM or SIGINT."""
     from reconciler.cli.clusters import Access, now
+    from reconciler.cli.notifying import notifier_for
     from reconciler.daemon.service import Daemon, DaemonOptions, start_scheduler
     from reconciler.daemon.signals import StopSignals
     from reconciler.operations.store import open_store
+    from reconciler.render import default_renderer
     from reconciler.source.git import GitRunner, RemoteSource
 
+    _check_keys(schedule.trusted_keys)
     access = Access(clusters, reuse_snapshots=False)  # workers run runtimes side by side
     store = open_store(state_url)
     _check_store(store)
@@ -442,6 +486,9 @@ def run_daemon(
         member=schedule.member,
         lease=schedule.lease,
         retention=schedule.retention,
+        watch=schedule.watch,
+        debounce=schedule.debounce,
+        trusted_keys=schedule.trusted_keys,
     )
 
     def second_source(url: str, ref: str, path: str) -> RemoteSource:
@@ -454,6 +501,10 @@ def run_daemon(
 
     connect = access.following(settings_in_force)  # the client rate of the commit in force
     the_daemon = Daemon(source, store, connect, now, options, make_source=second_source)
+    notifier = notifier_for(the_daemon, notify or NotifyOptions(), clusters)
+    the_daemon.notifier = notifier
+    # pulled sources (docs/sources.md) beside the fetched commits, unless the environment says
+    the_daemon.renderer = default_renderer(source_cache=cache.with_name("sources"))
     server = _serve(the_daemon, http)
     scheduler = start_scheduler(the_daemon)
     stop = StopSignals()  # whichever thread the kernel hands SIGTERM to, the main one wakes
@@ -472,8 +523,20 @@ def run_daemon(
     git_runner.stop()  # a poll waiting on a remote ends now, so shutdown does not wait for it
     scheduler.shutdown(wait=True)
     the_daemon.close()
+    notifier.close()  # what is queued is tried once more, without waiting between tries
     server.shutdown()
     server.server_close()
+
+
+def _check_keys(trusted_keys: TrustedKeys | None) -> None:
+    """Read the trusted keys once at start: a key file to fix stops the daemon here (one line,
+    exit 2) rather than making every commit wait."""
+    if trusted_keys is None:
+        return
+    from reconciler.source.signatures import check_trusted_keys
+
+    found = check_trusted_keys(trusted_keys)
+    log.info("verifying commit signatures: %s (%s)", trusted_keys.describe(), found)
 
 
 def _check_store(store: StateStore) -> None:

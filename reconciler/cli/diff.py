@@ -36,6 +36,13 @@ from reconciler.cli.options import (
     state_option,
 )
 from reconciler.cli.output import document, document_text, is_document, output_option
+from reconciler.cli.signing import (
+    need_keys,
+    print_verdict,
+    trusted_keys_options,
+    verify_checkout,
+    verify_option,
+)
 from reconciler.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -44,6 +51,7 @@ if TYPE_CHECKING:
     from reconciler.core.model import ConfigRepo
     from reconciler.core.plan_values import LiveModule
     from reconciler.review.fleet import Review
+    from reconciler.source.signatures import TrustedKeys
 
 
 @click.command(epilog=f"{exits.LIVE_DIFF.describe()}\n\n{exits.FLEET_DIFF.describe()}")
@@ -114,6 +122,8 @@ if TYPE_CHECKING:
 @allow_option
 @channels_option
 @max_size_option
+@verify_option
+@trusted_keys_options()
 @click.pass_context
 def diff(
     ctx: click.Context,
@@ -139,6 +149,8 @@ def diff(
     allow_deletions: Sequence[str],
     channels_dir: Path | None,
     max_file_size: int,
+    verify: bool,
+    trusted_keys: TrustedKeys,
 ) -> None:
     """Show what would change, changing nothing: in live clusters, or across the whole fleet
     between two revisions.
@@ -151,13 +163,18 @@ def diff(
     With --base REV (or --base-path DIR): the fleet-wide plan of a pull request, no cluster
     needed: a summary per module change ("serverless 1.2.0 -> 1.3.0 upgrade on 37 runtimes: 30
     now, 5 in their maintenance window, 2 held: downgrade"), then every runtime's changes, each
-    with its cause (the file and field that made it).
+    with its cause (the file and field that made it). With --verify, the head (and with
+    --verify-every-commit every commit since --base) must be signed by a trusted key first.
     """
     when = now.replace(tzinfo=UTC) if now else datetime.now(UTC)
     source = RepoInput(repo, channels_dir, max_file_size)
     clusters = ClusterOptions(kubeconfig_dir, secret_namespace, snapshot, kube_qps, kube_burst)
+    if verify and base_rev is None and base_path is None:
+        raise click.UsageError("--verify needs --base or --base-path (it checks git commits)")
     if base_rev is not None or base_path is not None:
         request = FleetRequest(repo, base_rev, head_rev, base_path, runtime_names, when)
+        if verify and not _signed(request, trusted_keys):
+            sys.exit(exits.USAGE)
         view = FleetView(output_format, bool(details), "never" if no_color else color, timings)
         sys.exit(fleet_diff(request, view, source, clusters if live or snapshot else None))
     if output_format == "markdown":
@@ -167,6 +184,15 @@ def diff(
     store_url = state_url_for(ctx, state_url, snapshot)
     run = RunRequest(source, clusters, store_url, runtime_names, allow_deletions)
     sys.exit(live_diff(run, when, output_format, details is not False, parallel))
+
+
+def _signed(request: FleetRequest, trusted_keys: TrustedKeys) -> bool:
+    """``--verify``: whether the head side (and, with ``--verify-every-commit``, every commit
+    since the base revision) is signed by a trusted key; the verdict on stderr."""
+    need_keys(trusted_keys)
+    verdict = verify_checkout(request.repo, trusted_keys, request.head_rev, request.base_rev)
+    print_verdict(verdict)
+    return verdict.accepted
 
 
 def live_diff(
@@ -214,16 +240,16 @@ def fleet_diff(
 ) -> int:
     """Print the fleet diff between the two sides; the exit status of ``diff --base``. With
     ``clusters`` (``--live``/``--snapshot``), plans against what each cluster runs."""
-    from reconciler.cli.loading import read_options
-    from reconciler.review.fleet import Review, Side  # imports git: only for fleet diffs
+    from reconciler.cli.loading import read_options, schema_checker
+    from reconciler.review.fleet import Review, Side  # only for fleet diffs
 
-    review = Review(read_options(source))
+    review = Review(read_options(source), checker=schema_checker())
     try:
         if request.base_path is not None:
-            base = review.load(Side(request.repo, folder=request.base_path), "base")
+            base_side = Side(request.repo, folder=request.base_path)
         else:
-            base = review.load(Side(request.repo, request.base_rev), "base")
-        head = review.load(Side(request.repo, request.head_rev), "head")
+            base_side = Side(request.repo, request.base_rev)
+        base, head = review.load_both(base_side, Side(request.repo, request.head_rev))
     except ConfigError as error:
         exits.exit_status_of(error)
         return exits.USAGE

@@ -57,7 +57,7 @@ _UNREADABLE = "a usage, read or access error"
 VALIDATE = ExitStatuses(
     (
         (OK, "valid"),
-        (VALIDATE_INVALID, "invalid"),
+        (VALIDATE_INVALID, "invalid (or, with --verify, not signed by a trusted key)"),
         (USAGE, "the repo could not be read or the command line is wrong"),
     )
 )
@@ -77,7 +77,7 @@ FLEET_DIFF = ExitStatuses(
     (
         (OK, "no change"),
         (DIFF_CHANGES, "changes"),
-        (USAGE, "error (e.g. an invalid head)"),
+        (USAGE, "error (e.g. an invalid head, or with --verify one not signed by a trusted key)"),
         (HELD, "changes that delete modules or runtimes or are held"),
     ),
     heading="Exit status with --base",

@@ -35,15 +35,13 @@ from reconciler.core.selectors import (
     parse_label_selector,
     parse_state_selector,
 )
-from reconciler.core.status import ModuleState, Reason
+from reconciler.core.status import NOT_SYNCED, ModuleState, Reason
 
 if TYPE_CHECKING:
     from reconciler.core.model import ConfigRepo
     from reconciler.operations.model import Operation, RuntimeStatus
     from reconciler.operations.store import StateStore
 
-#: The state of a runtime in git that no operation has touched yet.
-NOT_SYNCED = "NotSynced"
 #: The state of a suspended runtime (spec.suspend or reconciler suspend); never a module's.
 SUSPENDED = Reason.SUSPENDED.value
 RUNTIME_STATES = frozenset((*(state.value for state in ModuleState), NOT_SYNCED, SUSPENDED))

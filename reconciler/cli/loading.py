@@ -15,12 +15,19 @@ from pathlib import Path
 import click
 
 from reconciler.cli.options import GIT_TIMEOUT_ENV, RepoInput, user_cache_dir
+from reconciler.config.schema import SchemaChecker
 from reconciler.config.validate import Validation
 from reconciler.core.durations import parse_duration
 from reconciler.core.model import ConfigRepo
 from reconciler.errors import ConfigError
 from reconciler.render import default_renderer
 from reconciler.source.loader import ReadOptions, channels_repository, load_repo
+from reconciler.source.schemas import schema_checker as cached_checker
+
+
+def schema_checker() -> SchemaChecker:
+    """The schema checker of a command: its compiled checks kept in the user's cache folder."""
+    return cached_checker(user_cache_dir() / "schemas")
 
 
 def read_options(source: RepoInput) -> ReadOptions:
@@ -33,7 +40,7 @@ def load_validation(source: RepoInput) -> Validation:
     options = read_options(source)
     if source.channels_dir is None and source.repo.is_dir():
         options = _with_git_channels(source.repo, options)
-    return load_repo(source.repo, options, renderer=default_renderer())
+    return load_repo(source.repo, options, schema_checker(), renderer=default_renderer())
 
 
 def load_valid_repo(source: RepoInput) -> ConfigRepo:

@@ -105,10 +105,11 @@ def debugging(ctx: click.Context) -> bool:
 
 
 def default_state_url() -> str:
-    """The default ``--state``, computed when a command runs (the store is not imported before)."""
-    from reconciler.operations.store import default_state_url as default
-
-    return default()
+    """The default ``--state``: ``sqlite:///`` a file under the user's state directory
+    (XDG_STATE_HOME), computed when a command runs (without importing the store: click computes
+    it for every command that has the option, ``diff`` too)."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return f"sqlite:///{Path(base) / 'reconciler' / 'state.db'}"
 
 
 repo_argument = click.argument(

@@ -119,12 +119,23 @@ def render_stream(config: ConfigRepo, resolution: Resolution, modules: Sequence[
             f"# module {resolved.name} {resolved.version}: {resolved.origin()}, "
             f"{resolved.reason()}, strategy {resolved.strategy}\n"
         )
+        chunks.extend(_skipped_hooks(config, resolution.runtime.name, resolved.name))
         single = Resolution(resolution.runtime, (resolved,))
         for rendered in renderer.render(single):
             chunks.append("---\n")
             chunks.extend(_enforced_comments(rendered))
             chunks.append(yaml.dump(dict(rendered.body), Dumper=dumper, sort_keys=False))
     return "".join(chunks)
+
+
+def _skipped_hooks(config: ConfigRepo, runtime: str, module: str) -> list[str]:
+    """``# hooks skipped (spec.hooks: Skip): Job/x (post-install)`` for a chart that has any."""
+    from reconciler.config.templates import hooks_text
+
+    rendered = config.rendered.get((runtime, module))
+    if rendered is None or not rendered.hooks:
+        return []
+    return [f"# hooks skipped (spec.hooks: Skip), never run: {hooks_text(rendered)}\n"]
 
 
 def _enforced_comments(rendered: RenderedObject) -> list[str]:

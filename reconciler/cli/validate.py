@@ -11,9 +11,18 @@ import click
 from reconciler.cli import exits
 from reconciler.cli.options import RepoInput, channels_option, max_size_option, repo_argument
 from reconciler.cli.output import echo_document, is_document, output_option
+from reconciler.cli.signing import (
+    need_keys,
+    print_verdict,
+    trusted_keys_options,
+    verdict_json,
+    verify_checkout,
+    verify_option,
+)
 
 if TYPE_CHECKING:
     from reconciler.config.validate import Validation
+    from reconciler.source.signatures import TrustedKeys
 
 
 @click.command(epilog=exits.VALIDATE.describe())
@@ -27,25 +36,45 @@ if TYPE_CHECKING:
     help="text: one compiler-style line per error; json/yaml: a versioned document "
     "(docs/json-output.md).",
 )
-def validate(repo: Path, channels_dir: Path | None, max_file_size: int, output_format: str) -> None:
+@verify_option
+@trusted_keys_options(every_commit=False)
+def validate(
+    repo: Path,
+    channels_dir: Path | None,
+    max_file_size: int,
+    output_format: str,
+    verify: bool,
+    trusted_keys: TrustedKeys,
+) -> None:
     """Check a config repo against every rule and list every error in one pass.
 
     Each error reads PATH:LINE:COL: RULE MESSAGE (JSON-POINTER). Values that Kubernetes reads in
     a surprising way (y as true, 0777 as 511; docs/yaml.md) are warnings, PATH:LINE:COL: warning
     RULE MESSAGE, and do not change the exit status. REPO defaults to the current directory.
+    With --verify, the commit checked out must also be signed by a trusted key, and REPO hold
+    no uncommitted change.
     """
     from reconciler.cli.loading import load_validation
 
+    if verify:
+        need_keys(trusted_keys)
     validation = load_validation(RepoInput(repo, channels_dir, max_file_size))
+    verdict = verify_checkout(repo, trusted_keys) if verify else None
     if is_document(output_format):
-        echo_document("Validation", _validation_json(repo, validation), output_format)
+        document = _validation_json(repo, validation)
+        if verdict is not None:
+            document["signatures"] = verdict_json(verdict)
+        echo_document("Validation", document, output_format)
     else:
         for diagnostic in validation.diagnostics:
             click.echo(diagnostic.format())
         for warning in validation.warnings:
             click.echo(_warning_line(warning.format()))
         click.echo(_summary(repo, validation), err=not validation.valid)
-    sys.exit(exits.OK if validation.valid else exits.VALIDATE_INVALID)
+        if verdict is not None:
+            print_verdict(verdict)
+    signed = verdict is None or verdict.accepted
+    sys.exit(exits.OK if validation.valid and signed else exits.VALIDATE_INVALID)
 
 
 def _warning_line(formatted: str) -> str:

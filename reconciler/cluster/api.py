@@ -2,16 +2,18 @@
 
 :class:`Cluster` is the one seam between the product and a Kubernetes API server: get, list by
 kind and labels, server-side apply with a field manager, merge patch, delete with propagation,
-and discovery of the kinds served. Objects are plain JSON-like dicts. Errors are those of
-:mod:`reconciler.errors` (not found, conflict, invalid, forbidden, throttled, server error,
-unknown kind); implementations translate their library's exceptions once. Callers: the
-lifecycle executor, the inventory store, the CLI.
+and discovery of the kinds served; :class:`Watchable` adds list-then-watch of a kind (events in
+order, bookmarks, 410 Gone as :class:`~reconciler.errors.ExpiredError`). Objects are plain
+JSON-like dicts. Errors are those of :mod:`reconciler.errors` (not found, conflict, invalid,
+forbidden, throttled, server error, unknown kind); implementations translate their library's
+exceptions once. Callers: the lifecycle executor, the inventory store, the CLI, the daemon's
+watches.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
@@ -267,3 +269,59 @@ class Cluster(Protocol):
 
     def served_kinds(self) -> list[KindInfo]:
         """Discovery: every kind the server serves that can be listed (preferred versions)."""
+
+
+class WatchEventType(StrEnum):
+    """What a watch event says happened (``BOOKMARK``: nothing, only how far the stream got)."""
+
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+    BOOKMARK = "BOOKMARK"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One event of a watch: the object as it was at the event (its last state for
+    ``DELETED``; only ``metadata.resourceVersion`` for a ``BOOKMARK``)."""
+
+    type: WatchEventType
+    body: Body
+
+    @property
+    def resource_version(self) -> str:
+        """The resourceVersion the stream reached with this event."""
+        return str((self.body.get("metadata") or {}).get("resourceVersion") or "")
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """A list of one kind and the resourceVersion a watch of it continues from."""
+
+    items: list[Body]
+    resource_version: str
+
+
+@runtime_checkable
+class Watchable(Protocol):
+    """A cluster whose kinds can be watched (the real API server and the in-memory one)."""
+
+    def list_for_watch(
+        self, api_version: str, kind: str, *, labels: Mapping[str, str] | None = None
+    ) -> Listing:
+        """Objects of a kind in all namespaces matching every label given, and the list's
+        resourceVersion."""
+
+    def watch(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        resource_version: str,
+        labels: Mapping[str, str] | None = None,
+        timeout_seconds: float = 60.0,
+    ) -> Iterator[WatchEvent]:
+        """The events of a kind after ``resource_version``, in order, with bookmarks, in all
+        namespaces, matching every label given; the stream ends after ``timeout_seconds``
+        (or when the connection drops). :class:`~reconciler.errors.ExpiredError` when the
+        server no longer keeps ``resource_version`` (410 Gone): list again."""

@@ -14,7 +14,8 @@ lists, which can be neither listed nor read). Every library exception is transla
 the status and the server's reason, never a credential or an object's content. :func:`connect`
 builds a client from a Runtime's ``spec.cluster``: a kubeconfig file in ``--kubeconfig-dir``, a
 context of the local kubeconfig, the in-cluster service account, or a kubeconfig kept in a Secret
-of the daemon's namespace (read into memory, never written anywhere).
+of the daemon's namespace (read into memory, never written anywhere); :func:`fetch_secret_data`
+reads another Secret of it the same way (the daemon's trusted signing keys).
 """
 
 from __future__ import annotations
@@ -40,12 +41,14 @@ from kubernetes.dynamic.resource import ResourceList
 from reconciler.cluster.api import (
     ClusterIdentity,
     KindInfo,
+    Listing,
     ObjectEvent,
     Permission,
     event_body,
     event_ref,
 )
 from reconciler.cluster.kube_errors import StaleDiscoveryError, translated
+from reconciler.cluster.kube_watch import KubeWatches, selector_of
 from reconciler.cluster.ratelimit import Buckets, ClientRate, TokenBucket
 from reconciler.core.model import ClusterAccess
 from reconciler.core.objects import Body, ObjectRef
@@ -72,7 +75,7 @@ DynamicClient: Any = _DynamicClient
 _T = TypeVar("_T")
 
 
-class KubeCluster:
+class KubeCluster(KubeWatches):
     """A Kubernetes API server reached through ``api_client``."""
 
     def __init__(
@@ -232,18 +235,24 @@ class KubeCluster:
         labels: Mapping[str, str] | None = None,
     ) -> list[Body]:
         """See :meth:`reconciler.cluster.api.Cluster.list_objects`."""
-        selector = ",".join(f"{k}={v}" for k, v in sorted((labels or {}).items())) or None
-        found = self._on_resource(
-            api_version,
-            kind,
-            f"list {kind}",
-            lambda r: r.get(namespace=namespace, label_selector=selector),
+        return self._list(api_version, kind, namespace, labels).items
+
+    def _list(
+        self, api_version: str, kind: str, namespace: str | None, labels: Mapping[str, str] | None
+    ) -> Listing:
+        found = _as_dict(
+            self._on_resource(
+                api_version,
+                kind,
+                f"list {kind}",
+                lambda r: r.get(namespace=namespace, label_selector=selector_of(labels)),
+            )
         )
-        items = _as_dict(found).get("items") or []  # a server answers [], an aggregated API null
+        items = list(found.get("items") or [])  # a server answers [], an aggregated API null
         for item in items:  # list items carry neither apiVersion nor kind
             item.setdefault("apiVersion", api_version)
             item.setdefault("kind", kind)
-        return list(items)
+        return Listing(items, str((found.get("metadata") or {}).get("resourceVersion") or ""))
 
     def apply(
         self,
@@ -450,6 +459,20 @@ def connect(
     return KubeCluster(api_client, name=name, bucket=bucket, cache_file=cache_file)
 
 
+def connect_home(*, cache_dir: Path | None = None) -> KubeCluster:
+    """The cluster the daemon runs in (in-cluster), else the local kubeconfig's current
+    context: where its notifications' Secrets are read and its own Events recorded."""
+    _ClientLogs.install()
+    try:
+        api_client = _home_client()
+    except (ConfigException, OSError, yaml.YAMLError) as error:
+        detail = " ".join(str(error).split())[:200]
+        raise AccessError(f"the daemon's own cluster: {mask(detail)}") from error
+    server = str(getattr(api_client.configuration, "host", "") or "home")
+    cache_file = discovery_cache_file(cache_dir, server) if cache_dir is not None else None
+    return KubeCluster(api_client, name="home", cache_file=cache_file)
+
+
 def discovery_cache_file(cache_dir: Path, server: str) -> Path | None:
     """The file that keeps the discovery of ``server`` between runs, like kubectl's
     ``~/.kube/cache/discovery``: one per server URL (kinds only, never a credential), read by
@@ -534,6 +557,28 @@ def _client_from_secret(access: ClusterAccess, namespace: str) -> Any:
         )
     config = yaml.safe_load(base64.b64decode(data).decode("utf-8"))
     return k8s_config.new_client_from_config_dict(config, client_configuration=_configuration())
+
+
+def fetch_secret_data(namespace: str, name: str) -> dict[str, bytes]:
+    """The data of the Secret ``namespace/name`` of the cluster the reconciler runs against
+    (in-cluster, else the local kubeconfig's), decoded; held in memory only. An
+    :class:`AccessError` when it is missing or may not be read (the message names it, never its
+    content), a :class:`~reconciler.errors.ServerError` when the server cannot be reached."""
+    try:
+        core = k8s_client.CoreV1Api(_home_client())
+    except ConfigException as error:
+        raise AccessError(
+            f"Secret {namespace}/{name}: no in-cluster service account and no kubeconfig: {error}"
+        ) from None
+    try:
+        with translated(f"read Secret {namespace}/{name}"):
+            secret = core.read_namespaced_secret(name, namespace)
+    except k8s_client.exceptions.ApiException as error:
+        reason = {404: "not found", 403: "forbidden (RBAC: get secrets)"}.get(error.status)
+        raise AccessError(
+            f"Secret {namespace}/{name}: {reason or f'HTTP {error.status} {error.reason}'}"
+        ) from None
+    return {key: base64.b64decode(value) for key, value in (secret.data or {}).items()}
 
 
 def _home_client() -> Any:

@@ -25,6 +25,7 @@ from urllib3.exceptions import HTTPError
 from reconciler.core.redaction import mask
 from reconciler.errors import (
     ConflictError,
+    ExpiredError,
     ForbiddenError,
     InvalidObjectError,
     NotFoundError,
@@ -46,7 +47,7 @@ _BY_STATUS: dict[int, type[ReconcilerError]] = {
     403: ForbiddenError,
     404: NotFoundError,
     409: ConflictError,
-    410: ConflictError,
+    410: ExpiredError,
     422: InvalidObjectError,
     429: ThrottledError,
 }

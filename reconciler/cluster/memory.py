@@ -27,7 +27,7 @@ field owners kept in ``metadata.managedFields``). Used by tests, benchmarks and 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -36,8 +36,11 @@ from reconciler.cluster.api import (
     NO_IDENTITY,
     ClusterIdentity,
     KindInfo,
+    Listing,
     ObjectEvent,
     Permission,
+    WatchEvent,
+    WatchEventType,
     event_body,
 )
 from reconciler.cluster.memory_fields import (
@@ -68,6 +71,7 @@ from reconciler.cluster.memory_rules import (
     stamp,
     storage_version,
 )
+from reconciler.cluster.memory_watch import Journal, bookmark
 from reconciler.core.objects import Body, ObjectRef, crd_kind
 from reconciler.errors import (
     InvalidObjectError,
@@ -168,6 +172,8 @@ class InMemoryCluster:
         self.denied: set[Permission] = set()
         #: Events recorded (core/v1 bodies, as the real server stores them), by name.
         self.events: dict[str, Body] = {}
+        #: Every change, for watches (:mod:`reconciler.cluster.memory_watch`).
+        self.journal = Journal()
 
     # -- the Cluster interface ---------------------------------------------------------------
 
@@ -257,11 +263,44 @@ class InMemoryCluster:
             if "deletionTimestamp" not in metadata:
                 metadata["deletionTimestamp"] = self._now()
                 self._bump(stored.body)
+                self._note(WatchEventType.MODIFIED, stored)
                 self.writes += 1
             return True
         self._remove(key)
         self.writes += 1
         return True
+
+    def list_for_watch(
+        self, api_version: str, kind: str, *, labels: Mapping[str, str] | None = None
+    ) -> Listing:
+        """See :meth:`reconciler.cluster.api.Watchable.list_for_watch`."""
+        items = self.list_objects(api_version, kind, labels=labels)
+        return Listing(items, str(self._resource_version))
+
+    def watch(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        resource_version: str,
+        labels: Mapping[str, str] | None = None,
+        timeout_seconds: float = 60.0,
+    ) -> Iterator[WatchEvent]:
+        """See :meth:`reconciler.cluster.api.Watchable.watch`: the journal's events, then a
+        bookmark; a fault injected for ``watch`` is raised before any event (a dropped
+        connection)."""
+        self._enter("watch", None)
+        info = self._served(api_version, kind)
+        start = int(resource_version or 0)
+        found, newest = self.journal.events_after(
+            start, info.group, info.kind, labels or {}, timeout=timeout_seconds
+        )
+        return iter([*found, bookmark(newest)])
+
+    def expire_history(self) -> None:
+        """Forget every change so far: a watch from an older resourceVersion is answered 410
+        Gone (the server compacted its history)."""
+        self.journal.expire(self._resource_version)
 
     def kind_info(self, api_version: str, kind: str) -> KindInfo | None:
         """See :meth:`reconciler.cluster.api.Cluster.kind_info`."""
@@ -310,6 +349,7 @@ class InMemoryCluster:
         stored = self._objects[self._key(ref)]
         stored.body["status"] = copied(dict(status))
         self._bump(stored.body)
+        self._note(WatchEventType.MODIFIED, stored)
 
     def establish(self, ref: ObjectRef) -> None:
         """Establish a CRD and serve its kind, as the apiextensions controllers do (for tests
@@ -319,6 +359,7 @@ class InMemoryCluster:
         assert version is not None, f"{ref.subject} has no version"
         self._kinds[crd_kind(stored.body)] = established(stored.body, version)
         self._bump(stored.body)
+        self._note(WatchEventType.MODIFIED, stored)
 
     def objects(self) -> list[Body]:
         """Every object, sorted by group, kind, namespace and name."""
@@ -381,6 +422,7 @@ class InMemoryCluster:
         self.writes += 1
         answer = with_managed_fields(new)
         self._react(key, body)
+        self._note(WatchEventType.ADDED if old is None else WatchEventType.MODIFIED, new)
         if old is None and body["kind"] == "Namespace":
             self._namespace_defaults(body["metadata"]["name"])
         return answer
@@ -414,6 +456,7 @@ class InMemoryCluster:
             self._objects[key] = Stored(
                 generated, {CONTROLLER: leaf_paths(controller_owned(generated))}
             )
+            self._note(WatchEventType.ADDED, self._objects[key])
 
     def _react(self, key: tuple[str, str, str, str], body: Body) -> None:
         """What controllers would do: serve a new CRD's kind, run a workload."""
@@ -429,17 +472,29 @@ class InMemoryCluster:
             self._kinds[crd_kind(crd)] = established(crd, version)
 
     def _remove(self, key: tuple[str, str, str, str]) -> None:
-        stored = self._objects.pop(key)
-        body = stored.body
+        body = self._objects[key].body
         if body["kind"] == "CustomResourceDefinition":
             group, kind = crd_kind(body)
-            self._kinds.pop((group, kind), None)
             for other in [k for k in self._objects if (k[0], k[1]) == (group, kind)]:
-                self._objects.pop(other)
+                self._gone(other)
+            self._kinds.pop((group, kind), None)
         elif body["kind"] == "Namespace":
             name = body["metadata"]["name"]
             for other in [k for k in self._objects if k[2] == name]:
-                self._objects.pop(other)
+                self._gone(other)
+        self._gone(key)
+
+    def _gone(self, key: tuple[str, str, str, str]) -> None:
+        """``key`` deleted: its last state is the watches' DELETED event."""
+        stored = self._objects.pop(key)
+        self._bump(stored.body)
+        self._note(WatchEventType.DELETED, stored)
+
+    def _note(self, kind_of: WatchEventType, stored: Stored) -> None:
+        body = with_managed_fields(stored)
+        ref = ObjectRef.of(body)
+        version = int(body["metadata"]["resourceVersion"])
+        self.journal.note(version, ref.group, ref.kind, kind_of, body)
 
     def _finish_deletion(self, key: tuple[str, str, str, str]) -> None:
         stored = self._objects.get(key)

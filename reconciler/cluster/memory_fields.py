@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
+from reconciler.core.enforce import value_at
 from reconciler.core.objects import Body, ObjectRef
 from reconciler.errors import ConflictError
 
@@ -43,7 +44,7 @@ def applied(existing: Stored | None, config: Body, manager: str, force: bool) ->
     for other, owned in owners.items():
         if other == manager:
             continue
-        contested = {p for p in owned & paths if field_at(body, p) != field_at(config, p)}
+        contested = {p for p in owned & paths if value_at(body, p) != value_at(config, p)}
         if contested and not force:
             fields = ", ".join(".".join(p) for p in sorted(contested)[:3])
             raise ConflictError(f"{ObjectRef.of(body).subject}: {fields} owned by {other}")
@@ -77,17 +78,8 @@ def leaf_paths(value: Any, prefix: FieldPath = ()) -> set[FieldPath]:
     return {prefix} if prefix else set()
 
 
-MISSING = object()
 #: The fields that name an object: an API server's ``managedFields`` lists no owner of them.
 IDENTITY = frozenset({("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace")})
-
-
-def field_at(body: Any, path: FieldPath) -> Any:
-    for step in path:
-        if not isinstance(body, dict) or step not in body:
-            return MISSING
-        body = body[step]
-    return body
 
 
 def delete_field(body: Body, path: FieldPath) -> None:

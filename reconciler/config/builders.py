@@ -15,10 +15,17 @@ from datetime import timedelta
 from typing import Any
 
 from reconciler.core.durations import duration_minutes, parse_duration
+from reconciler.core.endpoints import (
+    Endpoint,
+    EndpointType,
+    NotificationSettings,
+    SecretRef,
+)
 from reconciler.core.model import (
     ChannelsFrom,
     ClientRate,
     ClusterAccess,
+    HookPolicy,
     MaintenanceWindow,
     ManagedKind,
     Module,
@@ -46,6 +53,8 @@ def settings_from(spec: Mapping[str, Any]) -> Settings:
         allow_deletions=brake.get("allow", defaults.allow_deletions),
         poll_interval=_duration(intervals.get("poll"), defaults.poll_interval),
         resync_interval=_duration(intervals.get("resync"), defaults.resync_interval),
+        watch=bool(spec.get("watch", defaults.watch)),
+        debounce=_duration(intervals.get("debounce"), defaults.debounce),
         disabled_steps=tuple(operations.get("disabledSteps", ())),
         operation_timeouts={
             kind: _duration(text, timedelta(0))
@@ -56,6 +65,7 @@ def settings_from(spec: Mapping[str, Any]) -> Settings:
             float(kube_client.get("qps", defaults.client_rate.qps)),
             int(kube_client.get("burst", defaults.client_rate.burst)),
         ),
+        notifications=notifications_from(spec.get("notifications", {})),
         rollout=_rollout(spec.get("rollout")),
     )
 
@@ -72,6 +82,40 @@ def _rollout(spec: Mapping[str, Any] | None) -> RolloutPolicy | None:
         healthy_for=_duration(spec.get("healthyFor"), timedelta(minutes=10)),
         max_errors=int(spec.get("haltAfterErrors", 1)),
     )
+
+
+def notifications_from(spec: Mapping[str, Any]) -> NotificationSettings:
+    """Typed ``spec.notifications`` of valid Settings."""
+    defaults = NotificationSettings()
+    return NotificationSettings(
+        endpoints=tuple(_endpoint(e) for e in spec.get("endpoints", ())),
+        attempts=int(spec.get("attempts", defaults.attempts)),
+        kubernetes_events=bool(spec.get("kubernetesEvents", defaults.kubernetes_events)),
+    )
+
+
+def _endpoint(data: Mapping[str, Any]) -> Endpoint:
+    return Endpoint(
+        name=data["name"],
+        type=EndpointType(data["type"]),
+        url=data.get("url", ""),
+        url_from=_secret_ref(data.get("urlFrom")),
+        token_from=_secret_ref(data.get("tokenFrom")),
+        repository=str(data.get("repository", "")),
+        context=data.get("context", "reconciler"),
+        target_url=data.get("targetUrl", ""),
+        status_on=data.get("statusOn", "config"),
+        events=tuple(data.get("events", ())),
+    )
+
+
+def _secret_ref(data: Mapping[str, Any] | None) -> SecretRef | None:
+    if data is None:
+        return None
+    if "file" in data:
+        return SecretRef(file=data["file"])
+    secret = data["secret"]
+    return SecretRef(secret=secret["name"], key=secret["key"])
 
 
 def _duration(text: str | None, default: timedelta) -> timedelta:
@@ -101,6 +145,7 @@ def module_from(
         ),
         description=spec.get("description", ""),
         source=source,
+        hooks=HookPolicy(spec.get("hooks", HookPolicy.REFUSE)),
     )
 
 

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from reconciler.config.credential_names import is_credential_name, is_reference
-from reconciler.core.redaction import token_kind
+from reconciler.core.redaction import is_login_base64, token_kind
 
 #: Characters searched at once between two calls of the budget's check ...
 WINDOW = 1 << 16
@@ -199,7 +199,7 @@ def _first_set(pattern: re.Pattern[str], window: str, prefix: str) -> str | None
 def _json_kind(window: str) -> str | None:
     for match in _JSON_PAIR.finditer(window):
         name, value = match.group(1, 2)
-        if name.lower() == "auth" and _is_login(value):
+        if name.lower() == "auth" and is_login_base64(value):
             return "a registry login ('auth': base64 of user:password)"
         if is_credential_name(name) and _is_literal(value):
             return _set_inline(name)
@@ -213,16 +213,6 @@ def _set_inline(name: str) -> str:
 def _is_literal(value: str) -> bool:
     """A value set literally (not a reference, and not ``==``)."""
     return not value.startswith("=") and not is_reference(value)
-
-
-def _is_login(value: str) -> bool:
-    """Whether ``value`` is base64 of ``user:password``."""
-    try:
-        text = base64.b64decode(value, validate=True).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
-        return False
-    user, colon, password = text.partition(":")
-    return bool(colon and user and password) and text.isprintable()
 
 
 def _base64_text(text: str) -> str | None:

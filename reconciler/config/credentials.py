@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,7 +70,7 @@ def find_inline_credentials(
     the scan had reached."""
     scan = _Scan(budget)
     try:
-        found = list(scan.findings(document.data))
+        found = scan.findings(document.data)
     except OverBudgetError as over:
         place = document.position(scan.at)
         where = format_pointer(scan.at)
@@ -95,65 +94,70 @@ class _Scan:
     at: Pointer = ()
     seen: int = 0
 
-    def findings(self, data: Any) -> Iterator[_Finding]:
-        """Every credential of a document's data."""
+    def findings(self, data: Any) -> list[_Finding]:
+        """Every credential of a document's data, in the order met (a list filled as the walk
+        goes: generators nested as deep as the document cost more than the checks)."""
+        found: list[_Finding] = []
+        self.document(data, (), found)
+        return found
+
+    def document(self, data: Any, pointer: Pointer, found: list[_Finding]) -> None:
         if not isinstance(data, dict):
-            yield from self.walk(data, ())
+            self.walk(data, pointer, found)
             return
         if data.get("kind") == "Config" and "users" in data:
-            yield (), "a kubeconfig with users", False
+            found.append((pointer, "a kubeconfig with users", False))
             return
         if str(data.get("kind", "")).endswith("List") and isinstance(data.get("items"), list):
             for index, item in enumerate(data["items"]):
-                for pointer, what, key in self.findings(item):
-                    yield ("items", index, *pointer), what, key
+                self.document(item, (*pointer, "items", index), found)
             return
         secret_fields = ("data", "stringData") if data.get("kind") == "Secret" else ()
         for key, child in data.items():
             if key in secret_fields and child:
-                yield (key,), f"Secret with inline {key}", False
+                found.append(((*pointer, key), f"Secret with inline {key}", False))
             else:
-                yield from self.walk({key: child}, ())
+                self.walk({key: child}, pointer, found)
 
-    def walk(self, value: Any, pointer: Pointer) -> Iterator[_Finding]:
+    def walk(self, value: Any, pointer: Pointer, found: list[_Finding]) -> None:
         if isinstance(value, dict):
-            yield from self.mapping(value, pointer)
+            self.mapping(value, pointer, found)
         elif isinstance(value, list):
-            yield from self.sequence(value, pointer)
+            self.sequence(value, pointer, found)
         elif isinstance(value, str):
             what = self.string(value, pointer)
             if what is not None:
-                yield pointer, what, False
+                found.append((pointer, what, False))
 
-    def mapping(self, value: dict[Any, Any], pointer: Pointer) -> Iterator[_Finding]:
+    def mapping(self, value: dict[Any, Any], pointer: Pointer, found: list[_Finding]) -> None:
         secret_env = _is_secret_env(value)
         if secret_env:
-            yield (*pointer, "value"), _LITERAL_ENV_FOUND, False
+            found.append(((*pointer, "value"), _LITERAL_ENV_FOUND, False))
         for key, child in value.items():
             what, credential, auth = _key_class(str(key))
             if what is not None:
-                yield (*pointer, key), f"{what} as a key", True
+                found.append(((*pointer, key), f"{what} as a key", True))
             elif credential and _has_value(child):
-                yield (*pointer, key), f"inline credential '{key}'", False
+                found.append(((*pointer, key), f"inline credential '{key}'", False))
             elif auth and isinstance(child, str) and _USER_PASSWORD.match(child.strip()):
-                yield (*pointer, key), "a user:password credential", False
+                found.append(((*pointer, key), "a user:password credential", False))
             elif isinstance(child, str):  # the common case, without building a pointer
                 if secret_env and key == "value":
                     continue
                 what = self.string(child, (*pointer, key), prose=key in _PROSE_KEYS)
                 if what is not None:
-                    yield (*pointer, key), what, False
+                    found.append(((*pointer, key), what, False))
             elif isinstance(child, dict | list):
-                yield from self.walk(child, (*pointer, key))
+                self.walk(child, (*pointer, key), found)
 
-    def sequence(self, value: list[Any], pointer: Pointer) -> Iterator[_Finding]:
+    def sequence(self, value: list[Any], pointer: Pointer, found: list[_Finding]) -> None:
         """Items, and a flag's value in the next item (``["--password", "x"]``)."""
         flag = None
         for index, child in enumerate(value):
             if flag is not None and isinstance(child, str) and _is_flag_value(child):
-                yield (*pointer, index), f"inline credential after '{flag}'", False
+                found.append(((*pointer, index), f"inline credential after '{flag}'", False))
             else:
-                yield from self.walk(child, (*pointer, index))
+                self.walk(child, (*pointer, index), found)
             flag = child if isinstance(child, str) and _is_credential_flag(child) else None
 
     def string(self, text: str, pointer: Pointer, *, prose: bool = False) -> str | None:

@@ -51,6 +51,10 @@ class SchemaChecker:
 
     schemas: Mapping[str, Mapping[str, Any]]
     fast: bool = True
+    #: Builds the fast check of a (draft-07) schema: by default fastjsonschema's ``compile``; the
+    #: command line hands one that keeps the compiled code on disk
+    #: (:func:`reconciler.source.schemas.disk_compiler`).
+    compiler: Callable[[Mapping[str, Any]], Callable[[Any], Any]] | None = None
     _full: dict[str, Any] = field(default_factory=dict, init=False)
     _quick: dict[str, Callable[[Any], Any]] = field(default_factory=dict, init=False)
 
@@ -78,8 +82,8 @@ class SchemaChecker:
         quick = self._quick.get(kind)
         if quick is None:
             view = draft7_view(self.schemas[kind])
-            # use_default=False: validation must never write defaults into the documents
-            quick = self._quick[kind] = fastjsonschema.compile(view, use_default=False)
+            compiler = self.compiler or compile_quick
+            quick = self._quick[kind] = compiler(view)
         try:
             quick(data)
         except fastjsonschema.JsonSchemaException:
@@ -115,6 +119,12 @@ def _hashable(value: Any) -> Hashable:
         return ("list", tuple(_hashable(v) for v in value))
     hashable: Hashable = value  # str, int, float, None
     return hashable
+
+
+def compile_quick(view: Mapping[str, Any]) -> Callable[[Any], Any]:
+    """fastjsonschema's validator of ``view`` (``use_default=False``: validation must never
+    write defaults into the documents)."""
+    return fastjsonschema.compile(dict(view), use_default=False)
 
 
 @functools.cache

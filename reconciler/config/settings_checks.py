@@ -9,6 +9,9 @@ The schema says what the fields look like; these checks say whether they mean so
   found by the loader, which passes their names in;
 - every duration of ``spec.operations.timeouts`` and ``spec.intervals`` is more than zero (a zero
   time limit fails every operation at once; a zero interval polls without pause);
+- the names of ``spec.notifications.endpoints`` are unique, and no endpoint's ``url`` is a
+  credential in itself (C6): a Slack or Teams incoming-webhook URL, or one with a query string
+  (``?token=...``), belongs in ``urlFrom``.
 - the waves of ``spec.rollout`` have distinct names and selectors that read as kubectl's.
 
 Problems are C1 diagnostics at the offending value. Caller: the validator.
@@ -49,6 +52,7 @@ DURATIONS: tuple[tuple[Pointer, str], ...] = (
     (("operations", "timeouts", "deprovision"), "the deprovision timeout"),
     (("intervals", "poll"), "the poll interval"),
     (("intervals", "resync"), "the resync interval"),
+    (("intervals", "debounce"), "the debounce interval"),
 )
 
 
@@ -71,6 +75,7 @@ def settings_problems(
             message = f"{what} must be more than 0 (e.g. 30s, 10m or 3h)"
             yield document.diagnostic(RULE, message, ("spec", *path))
     yield from _wave_problems(document, spec.get("rollout", {}).get("waves", ()))
+    yield from _endpoint_problems(document, spec.get("notifications", {}).get("endpoints", ()))
 
 
 def _wave_problems(document: Document, waves: list[Mapping[str, Any]]) -> Iterator[Diagnostic]:
@@ -90,6 +95,37 @@ def _wave_problems(document: Document, waves: list[Mapping[str, Any]]) -> Iterat
         except SelectorError as error:
             message = f"not a label selector: {error}"
             yield document.diagnostic(RULE, message, (*pointer, "selector"))
+
+
+#: Hosts whose incoming-webhook URLs carry their own credential (anyone holding one may post).
+SECRET_WEBHOOK_HOSTS = ("hooks.slack.com", "webhook.office.com", "outlook.office.com")
+
+
+def _endpoint_problems(document: Document, endpoints: list[Any]) -> Iterator[Diagnostic]:
+    seen: set[str] = set()
+    for index, endpoint in enumerate(endpoints):
+        where: Pointer = ("spec", "notifications", "endpoints", index)
+        name = endpoint.get("name")
+        if name in seen:
+            message = f"endpoint name '{name}' is used twice; each endpoint needs its own"
+            yield document.diagnostic("C4", message, (*where, "name"))
+        seen.add(name)
+        url = endpoint.get("url")
+        if isinstance(url, str) and secret_url(url):
+            message = (
+                "this URL is a credential (anyone holding it may post): keep it out of the repo "
+                "and give urlFrom (a file in --notification-secrets-dir, or a Secret)"
+            )
+            yield document.diagnostic("C6", message, (*where, "url"))
+
+
+def secret_url(url: str) -> bool:
+    """Whether a notification ``url`` carries a credential: a query string, or the host of an
+    incoming webhook whose path is its key (Slack, Microsoft Teams)."""
+    rest = url.split("://", 1)[-1]
+    host = rest.split("/", 1)[0].split(":", 1)[0].lower()
+    secret_host = any(host == h or host.endswith("." + h) for h in SECRET_WEBHOOK_HOSTS)
+    return "?" in rest or secret_host
 
 
 def disabled_step_problem(name: str, steps: Mapping[str, bool]) -> str | None:

@@ -6,20 +6,32 @@ A version folder's kind is decided by the one file it holds (docs/charts.md): ``
 when given, must agree (C4). Values come from the version's ``values.yaml``, a channel's
 ``spec.values`` and a runtime's module entry (``valuesFrom`` a file of the repo, then
 ``values``): each must be a mapping, and a ``valuesFrom`` file one mapping document inside the
-repo, scanned for credentials like every other file (C6). Callers: the validator.
+repo, scanned for credentials like every other file (C6). Helm hooks are not run: a chart whose
+render for a runtime has any is refused (C9, naming the chart, the hooks and their objects), so a
+hook is never applied as an ordinary object (docs/charts.md). Callers: the validator.
 """
 
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from reconciler.config.raw import RawFile, RawVersion
-from reconciler.config.yamlsafe import Document
+from reconciler.config.yamlsafe import Document, parse_yaml
 from reconciler.core.diagnostics import Diagnostic, Pointer
-from reconciler.core.model import ModuleKind, TemplateSource
+from reconciler.core.model import (
+    LABEL_APP_VERSION,
+    ConfigRepo,
+    HookPolicy,
+    Module,
+    ModuleKind,
+    RenderedTemplate,
+    TemplateSource,
+)
+from reconciler.core.resolve import resolve_runtime
 from reconciler.core.templates import merge_values
+from reconciler.core.versions import parse_running_version
 
 #: The file that marks each kind, in the order they are named in messages.
 MARKERS: Mapping[str, ModuleKind] = {
@@ -77,9 +89,26 @@ def template_source(raw: RawVersion, kind: ModuleKind, values: Document | None) 
         text = repr(sorted(body.items())) if isinstance(body, Mapping) else ""
         files = {"source.yaml": text.encode()}
         return TemplateSource(kind, "source:" + text, files, raw.path, data, values_path)
+    chart_files = raw.template.files
     return TemplateSource(
-        kind, raw.template.digest, raw.template.files, raw.template.root, data, values_path
+        kind,
+        raw.template.digest,
+        chart_files,
+        raw.template.root,
+        data,
+        values_path,
+        defaults=chart_defaults(chart_files.get("values.yaml", b""))
+        if kind is ModuleKind.CHART
+        else {},
     )
+
+
+def chart_defaults(text: bytes) -> Mapping[str, Any]:
+    """A chart's own ``values.yaml`` as a mapping (empty when it is none: the engine, which
+    reads it too, reports what is wrong with it)."""
+    documents, problems = parse_yaml(text.decode(errors="replace"), "values.yaml")
+    data = documents[0].data if documents and not problems else None
+    return data if isinstance(data, Mapping) else {}
 
 
 def values_from_problem(document: Document, at: Pointer, path: str) -> Diagnostic | None:
@@ -100,3 +129,88 @@ def entry_values(
     if inline is None and from_file is None:
         return None
     return merge_values(from_file or {}, inline or {})
+
+
+#: The annotation that makes an object a Helm hook, and the one naming its delete policy.
+HOOK_ANNOTATION = "helm.sh/hook"
+
+
+def render_problems(
+    repo: ConfigRepo, rendered: Mapping[tuple[str, str], RenderedTemplate]
+) -> list[Diagnostic]:
+    """What makes a chart's renders unusable, once per version and problem, naming the first
+    runtime and how many more: hooks (C9, unless the module states ``hooks: Skip``); no
+    operator (C2); an operator whose ``app.kubernetes.io/version`` label is not the folder's
+    version (C4: L5 reads the running version from it, so every later sync would see another
+    version than the one installed, held as a downgrade or upgraded every time)."""
+    found: dict[tuple[str, str, str, str], list[str]] = {}
+    for (runtime, name), template in sorted(rendered.items()):
+        module = repo.modules[name]
+        version = _rendered_version(repo, runtime, name)
+        for rule, text in _problems_of_render(module, version, template):
+            found.setdefault((name, version, rule, text), []).append(runtime)
+    problems = []
+    for (name, version, rule, text), runtimes in found.items():
+        source = repo.modules[name].versions[version].template
+        root = source.root if source is not None else name
+        more = f" and {len(runtimes) - 1} more" if len(runtimes) > 1 else ""
+        message = f"chart of module {name} {version} {text} [runtime {runtimes[0]}{more}]"
+        problems.append(Diagnostic(f"{root}/Chart.yaml", 1, 1, rule, message))
+    return problems
+
+
+def _problems_of_render(
+    module: Module, version: str, template: RenderedTemplate
+) -> Iterator[tuple[str, str]]:
+    if template.hooks and module.hooks is HookPolicy.REFUSE:
+        yield (
+            "C9",
+            (
+                f"has Helm hooks, which the reconciler does not run: {hooks_text(template)}; "
+                "switch them off by the chart's values, or state spec.hooks: Skip in its "
+                "module.yaml (docs/charts.md, Hooks)"
+            ),
+        )
+    operators = [o for o in template.objects if _is_operator(o, module)]
+    if not operators:
+        yield (
+            "C2",
+            (
+                f"renders no {module.operator_kind} '{module.operator_name}' (the module's "
+                "operator, spec.operator of its module.yaml)"
+            ),
+        )
+    for operator in operators:
+        label = ((operator.get("metadata") or {}).get("labels") or {}).get(LABEL_APP_VERSION)
+        running = parse_running_version(label)
+        if label is not None and (running is None or running.compare(version) != 0):
+            yield (
+                "C4",
+                (
+                    f"renders its operator's {LABEL_APP_VERSION} label as '{label}', not the "
+                    f"version of its folder, {version} (the running version is read from it: set "
+                    "the chart's appVersion)"
+                ),
+            )
+
+
+def _is_operator(body: Mapping[str, Any], module: Module) -> bool:
+    metadata = body.get("metadata") or {}
+    kind, name = body.get("kind"), metadata.get("name")
+    return bool(kind == module.operator_kind and name == module.operator_name)
+
+
+def hooks_text(template: RenderedTemplate) -> str:
+    """``Job/x (pre-install,pre-upgrade), ...``: the hooks of a render, sorted."""
+    shown = []
+    for body in template.hooks:
+        metadata = body.get("metadata") or {}
+        hook = str((metadata.get("annotations") or {}).get(HOOK_ANNOTATION, "")).replace(" ", "")
+        shown.append(f"{body.get('kind')}/{metadata.get('name')} ({hook})")
+    return ", ".join(sorted(shown))
+
+
+def _rendered_version(repo: ConfigRepo, runtime: str, module: str) -> str:
+    """The version of ``module`` that ``runtime`` gets (the one rendered for it)."""
+    resolution = resolve_runtime(repo, repo.runtimes[runtime])
+    return next((m.version for m in resolution.modules if m.name == module), "?")

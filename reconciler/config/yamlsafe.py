@@ -56,14 +56,23 @@ def read_plain(text: str) -> tuple[str, Any, str | None]:
     return found
 
 
+#: PyYAML's default tags of a quoted scalar, a mapping and a sequence without an explicit tag
+#: (what its resolver answers without path resolvers, here without the detour).
+_STR_TAG, _MAP_TAG, _SEQ_TAG = (f"tag:yaml.org,2002:{t}" for t in ("str", "map", "seq"))
+
+
 class _BaseLoader(_SafeLoader):  # type: ignore[misc]
     """The safe loader resolving plain scalars by Kubernetes' rules (sigs.k8s.io/yaml over
     goyaml.v2) instead of PyYAML's YAML 1.1 ones."""
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
-        if kind is not yaml.ScalarNode or not implicit[0]:
+        if kind is yaml.ScalarNode and implicit[0]:
+            return read_plain(value)[0]
+        if self.yaml_path_resolvers:  # none are registered; PyYAML's own answer, if ever
             return super().resolve(kind, value, implicit)
-        return read_plain(value)[0]
+        if kind is yaml.ScalarNode:
+            return _STR_TAG
+        return _MAP_TAG if kind is yaml.MappingNode else _SEQ_TAG
 
 
 #: Expanded nodes allowed per document: aliases may repeat content, but not without bound.

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.core.fielddiff import FieldChange
+from reconciler.core.fielddiff import FieldChange, applied_fields
 from reconciler.core.inventory import Inventory
 from reconciler.core.model import FIELD_MANAGER
 from reconciler.core.objects import Body, ObjectRef
@@ -84,12 +84,8 @@ def owned_paths(live: Mapping[str, Any], manager: str) -> set[Path]:
     """The fields ``manager`` owns on ``live`` by apply (``metadata.managedFields``); a list is
     one field (its items' ``k:``, ``v:`` and ``i:`` entries count as the whole list)."""
     owned: set[Path] = set()
-    for entry in (live.get("metadata") or {}).get("managedFields") or ():
-        if not isinstance(entry, Mapping) or entry.get("manager") != manager:
-            continue
-        if entry.get("operation", "Apply") != "Apply":
-            continue
-        owned |= _paths(entry.get("fieldsV1") or {}, ())
+    for fields in applied_fields(live, manager):
+        owned |= _paths(fields, ())
     return owned
 
 

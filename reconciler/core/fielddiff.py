@@ -72,19 +72,24 @@ def removed_owned_fields(
     (``v:``) as the API server records them; a list recorded whole counts as one field."""
     if not live:
         return ()
-    metadata = live.get("metadata") or {}
     secret = desired.get("kind") == "Secret"
     changes = []
-    for entry in metadata.get("managedFields") or []:
-        if not isinstance(entry, Mapping) or entry.get("manager") != manager:
-            continue
-        if entry.get("operation", "Apply") != "Apply":
-            continue
-        fields = entry.get("fieldsV1") or {}
+    for fields in applied_fields(live, manager):
         for path, value in _owned_but_gone(fields, desired, live, ()):
             if not _ignored(path) and path != ("metadata",):
                 changes.append(_masked(FieldChange(".".join(path), value, None), secret))
     return tuple(changes)
+
+
+def applied_fields(live: Mapping[str, Any], manager: str) -> Iterator[Mapping[str, Any]]:
+    """The ``fieldsV1`` of each entry of ``live``'s ``metadata.managedFields`` that ``manager``
+    wrote by server-side apply (an entry without an operation counts as one)."""
+    for entry in (live.get("metadata") or {}).get("managedFields") or ():
+        if not isinstance(entry, Mapping) or entry.get("manager") != manager:
+            continue
+        if entry.get("operation", "Apply") != "Apply":
+            continue
+        yield entry.get("fieldsV1") or {}
 
 
 def _owned_but_gone(

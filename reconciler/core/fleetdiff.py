@@ -5,9 +5,9 @@ strategy, and what each change does under the lifecycle rules, as the planner de
 the base revision is what runs (or what a live cluster shows, when one is given): upgrade now,
 wait for the maintenance window, held as a downgrade, held because the runtime is suspended,
 install, removal by strategy, blocked deletion. Every change names its cause: the file and
-field that made it (``channels/regular.yaml: spec.modules.serverless``). A module version's
-planning is done once per distinct situation, not once per runtime. Callers: ``reconciler diff
---base``, the benchmark.
+field that made it (``channels/regular.yaml: spec.modules.serverless``; traced by
+``core.fleetcauses``). A module version's planning is done once per distinct situation, not once
+per runtime. Callers: ``reconciler diff --base``, the review, the daemon, the benchmark.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from enum import StrEnum
 from typing import Any
 
 from reconciler.core.fielddiff import FieldChange
+from reconciler.core.fleetcauses import Cause, desired_causes, removed_causes
 from reconciler.core.inventory import Inventory
 from reconciler.core.model import ConfigRepo, Runtime, Strategy
 from reconciler.core.objects import ObjectRef
@@ -28,13 +29,8 @@ from reconciler.core.overrides import ConfigOverride, module_channel
 from reconciler.core.plan import plan_module, plan_removal
 from reconciler.core.plan_values import Context, DesiredModule, LiveModule, ModuleAction, ModulePlan
 from reconciler.core.render import Renderer, removal_order
-from reconciler.core.resolve import (
-    Inclusion,
-    Resolution,
-    ResolvedModule,
-    VersionSource,
-    resolve_runtime,
-)
+from reconciler.core.resolve import Resolution, ResolvedModule, resolve_runtime
+from reconciler.core.serverform import server_form
 from reconciler.core.windows import in_window
 
 
@@ -57,23 +53,6 @@ HELD = frozenset(
         Outcome.HELD_UNKNOWN_VERSION,
     }
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Cause:
-    """The file and field whose change made a change happen, and at which revision."""
-
-    path: str
-    field: str
-    revision: str
-
-    def format(self) -> str:
-        """``channels/regular.yaml: spec.modules.serverless``."""
-        return f"{self.path}: {self.field}"
-
-    def to_json(self) -> dict[str, str]:
-        """JSON form."""
-        return {"path": self.path, "field": self.field, "revision": self.revision}
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +215,8 @@ class FleetDiffer:
     _base_renderer: Renderer = field(init=False)
     _head_renderer: Renderer = field(init=False)
     _plans: dict[tuple[Any, ...], ModulePlan] = field(default_factory=dict, init=False)
+    #: Whether a plain module version has the same objects at both revisions (for every runtime).
+    _same_plain: dict[tuple[str, str], bool] = field(default_factory=dict, init=False)
     #: Modules some channel of either revision enforces configuration of.
     _channel_config: frozenset[str] = field(default=frozenset(), init=False)
     #: Runtime name -> whether a module entry of it has a ``config`` at either revision.
@@ -318,6 +299,8 @@ class FleetDiffer:
             )
         else:
             the_plan = self._cached_plan(context, desired, module_live or LiveModule(), old, new)
+            if old is not None and _renders_alike(the_plan, fields):
+                return None  # another render, the same objects (a value no template reads)
         if fields and desired.default_configuration is not None:
             ref = ObjectRef.of(desired.default_configuration.body)
             the_plan = reconfigured(the_plan, ref, fields)
@@ -343,7 +326,7 @@ class FleetDiffer:
         old, new = modules
         causes: tuple[Cause, ...] = ()
         if not fields or old is None or not self._same(old, new, runtime.name):
-            causes = _causes_desired(
+            causes = desired_causes(
                 self.base, self.head, runtime, *resolutions, old, new, self.head_label
             )
         channel = self.head.channels.get(module_channel(runtime, new.name))
@@ -389,7 +372,7 @@ class FleetDiffer:
             module_live = self._assumed(old, runtime.name)
         assert module_live is not None
         the_plan = plan_removal(module_live)
-        causes = _causes_removed(self.base, self.head, runtime, before, after, old, self.head_label)
+        causes = removed_causes(self.base, self.head, runtime, before, after, old, self.head_label)
         return ModuleChange(old.name, the_plan, _outcome(the_plan, runtime), causes)
 
     # -- planning, once per situation ---------------------------------------------------------
@@ -402,9 +385,13 @@ class FleetDiffer:
         if before.kind.templated or after.kind.templated:  # the same render, or not
             keys = (r.rendered.get((runtime, old.name)) for r in (self.base, self.head))
             return len({k.key if k is not None else None for k in keys}) == 1
-        return _same_content(before.objects, after.objects) and _same_content(
-            (before.default_configuration,), (after.default_configuration,)
-        )
+        same = self._same_plain.get((old.name, old.version))
+        if same is None:
+            same = _same_content(before.objects, after.objects) and _same_content(
+                (before.default_configuration,), (after.default_configuration,)
+            )
+            self._same_plain[(old.name, old.version)] = same
+        return same
 
     def _desired_module(self, resolved: ResolvedModule, runtime: str) -> DesiredModule:
         prepared = self._head_renderer.prepare(resolved, runtime)
@@ -416,7 +403,7 @@ class FleetDiffer:
             return None
         prepared = self._base_renderer.prepare(old, runtime)
         base = DesiredModule.of(old, self.base.modules[old.name], prepared)
-        objects = {ObjectRef.of(o.body): dict(o.body) for o in prepared}
+        objects = {ObjectRef.of(o.body): server_form(o.body) for o in prepared}  # as stored
         manifest = tuple(ObjectRef.of(o.body) for o in base.objects)
         default = base.default_configuration
         ours = (
@@ -461,6 +448,13 @@ class FleetDiffer:
         return keys[0], keys[1]
 
 
+def _renders_alike(the_plan: ModulePlan, fields: tuple[FieldChange, ...]) -> bool:
+    """Whether a changed module plans no change at all (values no template reads)."""
+    return (
+        not fields and the_plan.action is ModuleAction.UNCHANGED and not the_plan.changes_anything
+    )
+
+
 def _same_content(before: tuple[Any, ...], after: tuple[Any, ...]) -> bool:
     """Objects parsed from the same blob are the same Python objects; else compare values."""
     if len(before) != len(after):
@@ -477,109 +471,3 @@ def _outcome(plan: ModulePlan, runtime: Runtime) -> Outcome:
         ModuleAction.BLOCKED_UNKNOWN_VERSION: Outcome.HELD_UNKNOWN_VERSION,
         ModuleAction.BLOCKED_DELETION: Outcome.HELD_BLOCKED,
     }.get(plan.action, Outcome.NOW)
-
-
-# -- causes ---------------------------------------------------------------------------------------
-
-
-def _causes_desired(
-    base: ConfigRepo,
-    head: ConfigRepo,
-    runtime: Runtime,
-    before: Resolution | None,
-    after: Resolution | None,
-    old: ResolvedModule | None,
-    new: ResolvedModule,
-    revision: str,
-) -> tuple[Cause, ...]:
-    if before is None:
-        return (Cause(runtime.source, "(new runtime)", revision),)
-    if old is None:
-        return _why_included(base, head, runtime, new, revision)
-    causes = []
-    if old.version != new.version:
-        causes.append(_why_version(base, head, runtime, old, new, revision))
-    if old.strategy != new.strategy:
-        causes.append(Cause(runtime.source, _entry(runtime, new.name, "strategy"), revision))
-    if not causes:
-        module = head.modules[new.name]
-        folder = module.source.rsplit("/", 1)[0]
-        causes.append(Cause(f"{folder}/{new.version}", "manifest.yaml or default.yaml", revision))
-    return tuple(causes)
-
-
-def _causes_removed(
-    base: ConfigRepo,
-    head: ConfigRepo,
-    runtime: Runtime,
-    before: Resolution | None,
-    after: Resolution | None,
-    old: ResolvedModule,
-    revision: str,
-) -> tuple[Cause, ...]:
-    if after is None:
-        return (Cause(runtime.source, "(runtime removed)", revision),)
-    if old.name not in head.modules:
-        return (Cause(base.modules[old.name].source, "(module removed)", revision),)
-    return _why_included(head, base, runtime, old, revision, removed=True)
-
-
-def _why_included(
-    was: ConfigRepo,
-    now: ConfigRepo,
-    runtime: Runtime,
-    module: ResolvedModule,
-    revision: str,
-    removed: bool = False,
-) -> tuple[Cause, ...]:
-    """Why a module joined (or, with ``removed``, left) a runtime."""
-    if module.inclusion is Inclusion.LISTED:
-        return (
-            Cause(
-                runtime.source, "spec.modules" + (" (entry removed)" if removed else ""), revision
-            ),
-        )
-    if module.inclusion is Inclusion.MANDATORY:
-        return (
-            Cause(
-                now.modules[module.name].source
-                if module.name in now.modules
-                else was.modules[module.name].source,
-                "spec.mandatory",
-                revision,
-            ),
-        )
-    causes = []
-    for requirer in module.required_by:
-        source = (now.modules.get(requirer) or was.modules[requirer]).source
-        old_deps = was.modules[requirer].depends_on if requirer in was.modules else ()
-        new_deps = now.modules[requirer].depends_on if requirer in now.modules else ()
-        if (module.name in old_deps) != (module.name in new_deps):
-            causes.append(Cause(source, "spec.dependsOn", revision))
-        else:
-            causes.append(Cause(runtime.source, f"spec.modules ({requirer} needs it)", revision))
-    return tuple(causes)
-
-
-def _why_version(
-    base: ConfigRepo,
-    head: ConfigRepo,
-    runtime: Runtime,
-    old: ResolvedModule,
-    new: ResolvedModule,
-    revision: str,
-) -> Cause:
-    name = new.name
-    if new.source is VersionSource.PIN or old.source is VersionSource.PIN:
-        return Cause(runtime.source, _entry(runtime, name, "version"), revision)
-    if new.channel != old.channel:
-        if VersionSource.MODULE_CHANNEL in (new.source, old.source):
-            return Cause(runtime.source, _entry(runtime, name, "channel"), revision)
-        return Cause(runtime.source, "spec.channel", revision)
-    channel = head.channels.get(new.channel or "") or base.channels[old.channel or ""]
-    return Cause(channel.source, f"spec.modules.{name}", revision)
-
-
-def _entry(runtime: Runtime, module: str, field_name: str) -> str:
-    index = next((i for i, ref in enumerate(runtime.modules) if ref.name == module), None)
-    return f"spec.modules[{index}].{field_name}" if index is not None else "spec.modules"

@@ -14,6 +14,8 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
+from reconciler.core.endpoints import NotificationSettings
+
 API_VERSION = "reconciler.dev/v1alpha1"
 #: The version of the documents commands print (``-o json|yaml``, ``/status``):
 #: schemas/output/output.schema.json, docs/json-output.md.
@@ -104,6 +106,9 @@ class ModuleRef:
     values: Mapping[str, Any] | None = None
     #: ``valuesFrom``: the repo path of the values file, for messages and causes.
     values_from: str | None = None
+    #: The ``valuesFrom`` file's values (already under ``values``), to tell the two apart in
+    #: causes of a fleet diff.
+    file_values: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +167,8 @@ class TemplateSource:
     to their bytes; ``digest`` names that content (sha256 of paths and bytes), the first part
     of the render cache's key. ``values`` is the version's ``values.yaml`` (over the chart's
     own defaults), read from ``values_path``. ``name`` names the chart (its ``Chart.yaml``).
+    ``defaults`` are the chart's own ``values.yaml`` as read (the engine applies them; kept
+    to name a changed default in a fleet diff's causes).
     """
 
     kind: ModuleKind
@@ -171,6 +178,7 @@ class TemplateSource:
     values: Mapping[str, Any] = field(default_factory=dict)
     values_path: str = ""
     name: str = ""
+    defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +192,13 @@ class ModuleVersion:
     requires_downtime: bool = False
     kind: ModuleKind = ModuleKind.MANIFEST
     template: TemplateSource | None = None
+
+
+class HookPolicy(StrEnum):
+    """What a chart's Helm hooks get (``spec.hooks``; docs/charts.md): never run, either way."""
+
+    REFUSE = "Refuse"  # validate refuses a chart that renders hooks (C9)
+    SKIP = "Skip"  # stated skipped: neither run nor applied, listed by render
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +215,7 @@ class Module:
     managed_resources: tuple[ManagedKind, ...] = ()
     description: str = ""
     source: str = ""
+    hooks: HookPolicy = HookPolicy.REFUSE
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +297,9 @@ class Settings:
     #: ``spec.intervals``: the daemon's defaults (its flags override them).
     poll_interval: timedelta = timedelta(seconds=60)
     resync_interval: timedelta = timedelta(minutes=10)
+    #: ``spec.watch`` and ``spec.intervals.debounce``: event-driven reconciliation.
+    watch: bool = True
+    debounce: timedelta = timedelta(seconds=2)
     disabled_steps: tuple[str, ...] = ()
     #: ``spec.operations.timeouts``: operation type (provision, update, deprovision) -> limit.
     operation_timeouts: Mapping[str, timedelta] = field(default_factory=dict)
@@ -288,6 +307,8 @@ class Settings:
     client_rate: ClientRate = field(default_factory=ClientRate)
     #: ``spec.kubernetesEvents``: an Event on each object changed or blocking a removal.
     kubernetes_events: bool = True
+    #: ``spec.notifications``: who is told about rollouts and refused or held commits.
+    notifications: NotificationSettings = field(default_factory=NotificationSettings)
     #: ``spec.rollout``: a changing commit reaches the fleet in waves (core.rollouts); None:
     #: at once.
     rollout: RolloutPolicy | None = None

@@ -5,7 +5,9 @@ the three base64url parts of a JWT, the credentials after ``Bearer`` or ``Basic`
 between ``://`` and ``@`` in a URL. :func:`token_kind` names the first shape found in a string
 (the credential scan uses it on every key and string of the repo); :func:`mask` replaces each
 one with ``***`` (every diagnostic passes through it, and the daemon's log lines and
-``/status``), so a secret that slipped past the scan is still never shown. Callers: the
+``/status``), so a secret that slipped past the scan is still never shown;
+:func:`is_login_base64` tells a base64 ``user:password`` (for ``Basic`` and a registry's
+``auth``). Callers: the
 credential scan, diagnostics, the loader, the daemon and its logs.
 """
 
@@ -172,11 +174,16 @@ def _keep_scheme(match: re.Match[str]) -> str:
 
 
 def _is_basic(match: re.Match[str]) -> bool:
-    """Whether ``Basic <x>`` holds base64 of ``user:password``."""
+    """Whether ``Basic <x>`` holds base64 of ``user:password`` (its padding may be left out)."""
     encoded = match.group(1)
+    return is_login_base64(encoded + "=" * (-len(encoded) % 4))
+
+
+def is_login_base64(encoded: str) -> bool:
+    """Whether ``encoded`` is base64 of printable UTF-8 ``user:password`` (HTTP Basic, a
+    registry's ``auth``)."""
     try:
-        decoded = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
-        text = decoded.decode("utf-8")
+        text = base64.b64decode(encoded, validate=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):
         return False
     user, colon, password = text.partition(":")

@@ -181,6 +181,11 @@ class PassResult:
         return tuple(m for m in self.modules if m.state is state)
 
 
+#: The state of a runtime in git that no operation has touched yet (``reconciler get``, the
+#: status page); never a module's.
+NOT_SYNCED = "NotSynced"
+
+
 class Reason(StrEnum):
     """Every reason code of a module's or a runtime's state: part of the user's contract
     (``status -o json``, ``/status``, ``diff``, alerts, docs), so named here and nowhere else.

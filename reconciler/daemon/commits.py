@@ -40,8 +40,16 @@ from reconciler.core.brake import (
 from reconciler.core.diagnostics import Diagnostic
 from reconciler.core.head import Head
 from reconciler.core.model import ConfigRepo
+from reconciler.core.notifications import Notification
 from reconciler.core.resolve import resolve_runtime
+from reconciler.core.signatures import SignatureVerdict
 from reconciler.daemon.logs import cause, shown
+from reconciler.daemon.signing import (
+    unverified_notification,
+    unverified_status,
+    verify_channels,
+    verify_head,
+)
 from reconciler.daemon.verdicts import (
     Allowed,
     Detail,
@@ -52,6 +60,8 @@ from reconciler.daemon.verdicts import (
     detail_of,
     encode,
     failed,
+    held_notification,
+    refused_notification,
 )
 from reconciler.errors import PermanentError, TransientError
 from reconciler.operations.engine import owner_alive
@@ -129,7 +139,13 @@ class CommitGate:
         daemon = self.daemon
         try:
             revision = daemon.source.revision(head.config)
+            unverified = verify_head(daemon, revision, head, in_force)
+            if unverified is not None:
+                return self._refuse_unverified(head, unverified)
             options, head = daemon.channels_repo.read_options(revision, head)
+            channels_unverified = verify_channels(daemon, head, in_force)
+            if channels_unverified is not None:
+                return self._refuse_unverified(head, *channels_unverified)
             validation = load_repo(
                 daemon.source.path or ".", options, tree=revision.tree, renderer=daemon.renderer
             )
@@ -220,25 +236,58 @@ class CommitGate:
     ) -> CommitRecord:
         """Record a verdict other than ACCEPTED; the one that stands (another replica's when it
         decided first)."""
+        return self._decide(head, verdict, message, detail, attempts)[0]
+
+    def _decide(
+        self,
+        head: Head,
+        verdict: CommitVerdict,
+        message: str,
+        detail: Detail | None,
+        attempts: int = 0,
+    ) -> tuple[CommitRecord, bool]:
+        """:meth:`_record`, and whether this replica's record is the one that stands (it
+        decided: it tells people, once for all replicas)."""
         now = self.daemon.clock()
         record = CommitRecord(head, verdict, now, message, encode(detail), attempts)
-        return self.daemon.store.decide_commit(record)
+        standing = self.daemon.store.decide_commit(record)
+        return standing, standing is record
 
     def _hold(self, head: Head, verdict: Verdict) -> bool:
         held = Held.of(head.text, verdict, verdict.message)
-        standing = self._record(head, CommitVerdict.HELD, held.message, held)
+        standing, decided = self._decide(head, CommitVerdict.HELD, held.message, held)
         if standing.verdict is CommitVerdict.HELD:
             log.warning("commit %s held: %s", head.shown, standing.message)
+        if decided:
+            self._tell(held_notification(head, held, self.daemon.clock()))
         return self._adopt(head, standing)
 
     def _refuse_unreadable(self, head: Head, reason: str) -> bool:
         in_force = shown(self.daemon.state.commit)
         message = f"commit {head.shown} refused: {reason}; still on {in_force}"
-        standing = self._record(
-            head, CommitVerdict.REFUSED, message, Refusal(head.text, (), message)
-        )
+        refusal = Refusal(head.text, (), message)
+        standing, decided = self._decide(head, CommitVerdict.REFUSED, message, refusal)
         if standing.verdict is CommitVerdict.REFUSED:
             log.error("%s", standing.message)
+        if decided:
+            self._tell(refused_notification(head, refusal, self.daemon.clock(), reason))
+        return self._adopt(head, standing)
+
+    def _refuse_unverified(self, head: Head, verdict: SignatureVerdict, where: str = "") -> bool:
+        """Refuse ``head``: it, or a commit since the one in force, lacks a good signature from
+        a trusted key (:mod:`reconciler.daemon.signing`); ``where``: which repository, when
+        not the config repo's."""
+        message = (
+            f"commit {head.shown} refused: {where}{verdict.reason}; "
+            f"still on {shown(self.daemon.state.commit)}"
+        )
+        refusal = Refusal(head.text, (), message, tuple(verdict.to_json()))
+        standing, decided = self._decide(head, CommitVerdict.REFUSED, message, refusal)
+        if standing.verdict is CommitVerdict.REFUSED:
+            log.error("%s", standing.message)
+        if decided:
+            self.daemon.metrics.commit_unverified(unverified_status(verdict))
+            self._tell(unverified_notification(head, refusal, verdict, self.daemon.clock()))
         return self._adopt(head, standing)
 
     def _refuse(self, head: Head, diagnostics: tuple[Diagnostic, ...]) -> bool:
@@ -247,11 +296,22 @@ class CommitGate:
             f"still on {shown(self.daemon.state.commit)}"
         )
         refusal = Refusal(head.text, tuple(d.to_json() for d in diagnostics), message)
-        standing = self._record(head, CommitVerdict.REFUSED, message, refusal)
+        standing, decided = self._decide(head, CommitVerdict.REFUSED, message, refusal)
         if standing.verdict is CommitVerdict.REFUSED:
             for diagnostic in diagnostics:
                 log.error("commit %s refused: %s", head.shown, diagnostic.format())
+        if decided:
+            first = diagnostics[0].format() if diagnostics else ""
+            self._tell(refused_notification(head, refusal, self.daemon.clock(), first))
         return self._adopt(head, standing)
+
+    def _tell(self, notification: Notification) -> None:
+        """Hand ``notification`` to the daemon's notifier (it queues; it never raises for a
+        delivery, and a notifier's bug never changes a verdict)."""
+        try:
+            self.daemon.notifier.notify(notification)
+        except Exception as error:
+            log.error("notification %s not queued: %s", notification.kind.value, error)
 
     def accept(self, head: Head, repo: ConfigRepo, in_force: CommitRecord | None) -> bool:
         """Make ``head`` the commit in force, in the store (if no other replica moved it since

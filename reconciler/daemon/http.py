@@ -5,6 +5,8 @@
 - ``GET /metrics``: Prometheus text format.
 - ``GET /status``: JSON of the source (commit, last poll, a refused or held commit and why) and
   every runtime and module with state, reason, version and last commit.
+- ``GET /`` and ``GET /runtimes/NAME``: the status page, HTML for people
+  (:mod:`reconciler.daemon.page`), readable as ``/status`` is: without a secret.
 - ``HEAD`` of each of these: the headers of ``GET`` without the body.
 - ``POST /hooks/git``: a push webhook, GitHub (``X-Hub-Signature-256``, HMAC-SHA256 of the body)
   or GitLab (``X-Gitlab-Token``); starts a poll at once. Refused (403) without a secret.
@@ -24,7 +26,8 @@ The port faces the network, so every request is bounded (:class:`HttpLimits`, se
 are capped, and a flood of half-open ones cannot starve the probes); a body is refused (413)
 from its Content-Length before it is read, a chunked body once it passes the limit; a request
 whose headers and body do not arrive within the read timeout gets 408 and is closed. Every
-error is a JSON document ``{"error": "..."}`` and one log line, never a traceback. Secrets are
+error is a JSON document ``{"error": "..."}`` (the status page's 404 of an unknown runtime: an
+HTML page saying so) and one log line, never a traceback. Secrets are
 compared in constant time and never logged.
 
 Callers: ``reconciler daemon``, tests.
@@ -47,6 +50,7 @@ from reconciler.core.head import head_text
 from reconciler.core.model import is_runtime_name
 from reconciler.daemon.http_rollouts import rollout_command, rollouts_answer
 from reconciler.daemon.http_server import MAX_BODY, HttpLimits, HttpServer, json_bytes, shown
+from reconciler.daemon.page import HTML, HTML_HEADERS, Pages, is_page
 from reconciler.daemon.scheduler import guarded, poll_now
 from reconciler.daemon.service import Daemon
 from reconciler.operations.model import Suspension
@@ -67,6 +71,7 @@ class Response:
     kind: str = "application/json"
     error: str = ""
     allow: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of_json(cls, status: int, document: Any) -> Response:
@@ -100,12 +105,14 @@ class Endpoints:
         self.secret = secret or None
         self.allow_unauthenticated_sync = allow_unauthenticated_sync
         self.max_body = max_body
+        self.pages = Pages(daemon)
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
         response = self.respond(environ)
         headers = [("Content-Type", response.kind), ("Content-Length", str(len(response.body)))]
         if response.allow:
             headers.append(("Allow", response.allow))
+        headers.extend(response.headers)
         start_response(f"{response.status} {HTTPStatus(response.status).phrase}", headers)
         return [] if environ.get("REQUEST_METHOD") == "HEAD" else [response.body]
 
@@ -129,6 +136,12 @@ class Endpoints:
             if path == "/rollouts":
                 return _answered(rollouts_answer(self.daemon, _query(environ)))
             return self._get(path)
+        if is_page(path):
+            if method not in ("GET", "HEAD"):
+                return Response.failure(
+                    405, f"{shown(path)} answers GET and HEAD only", "GET, HEAD"
+                )
+            return self._page(path, str(environ.get("QUERY_STRING", "")))
         if path in POST_PATHS:
             if method != "POST":
                 return Response.failure(405, f"{path} answers POST only", allow="POST")
@@ -157,6 +170,12 @@ class Endpoints:
         if path == "/metrics":
             return Response(200, daemon.metrics.exposition(), "text/plain; version=0.0.4")
         return Response.of_json(200, daemon.status())
+
+    def _page(self, path: str, query: str) -> Response:
+        answer = self.pages.respond(path, query)
+        extra = HTML_HEADERS if answer.kind == HTML else ()
+        error = "no such runtime" if answer.status == 404 else ""
+        return Response(answer.status, answer.body, answer.kind, error=error, headers=extra)
 
     def _hook(self, environ: Mapping[str, Any], body: bytes) -> Response:
         if self.secret is None:

@@ -14,9 +14,13 @@ states:
 - reconciler_source_lag_seconds (how long the remote has had a commit not in force),
 - reconciler_last_successful_poll_timestamp_seconds, reconciler_polls_total{result},
 - reconciler_commits_refused_total, reconciler_commit_held,
+- reconciler_commits_unverified_total{status}: commits refused for a signature (issue 30), by
+  the status of the oldest commit to blame (Unsigned, UntrustedKey, BadSignature, ...),
 - reconciler_reconcile_failures_total{error}: reconciles that ended on an error (an operation
   that failed, a step retrying on an error, a failure outside one), by error type; /status
   names the runtime,
+- reconciler_notifications_total{endpoint,result}: notifications sent to each endpoint by
+  result (delivered, failed after its tries, dropped from a full queue),
 - reconciler_member{member}: 1, naming this replica (its series are of the runtimes it owns),
   reconciler_members_live and reconciler_owned_runtimes,
 - the rollouts' series (:mod:`reconciler.daemon.rollout_metrics`).
@@ -112,14 +116,45 @@ class Metrics:
             ["error"],
             registry=self.registry,
         )
+        self._drifts = Counter(
+            "reconciler_drift",
+            "Objects of ours changed or deleted by someone else, seen by a watch, by kind.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self._watches = Gauge(
+            "reconciler_watches_open",
+            "Watches open on the owned runtimes' clusters (one per cluster and kind; each a "
+            "long-lived request).",
+            registry=self.registry,
+        )
+        self._wakes = Counter(
+            "reconciler_wakes",
+            "Reconciles of a runtime started by a watch event (debounced), not by a timer.",
+            registry=self.registry,
+        )
         self._refused = Counter(
             "reconciler_commits_refused",
             "Commits refused (invalid or unreadable); the last one is in /status.",
             registry=self.registry,
         )
+        self._unverified = Counter(
+            "reconciler_commits_unverified",
+            "Commits refused because a commit lacks a good signature from a trusted key, by "
+            "the signature status of the oldest commit to blame.",
+            ["status"],
+            registry=self.registry,
+        )
         self._held = Gauge(
             "reconciler_commit_held",
             "1 while the newest commit is held by the deletion brake.",
+            registry=self.registry,
+        )
+        self._notifications = Counter(
+            "reconciler_notifications",
+            "Notifications to each endpoint by result: delivered, failed (after its tries), "
+            "dropped (the queue was full).",
+            ["endpoint", "result"],
             registry=self.registry,
         )
         self._member = Gauge(
@@ -217,6 +252,19 @@ class Metrics:
         del runtime
         self._failures.labels(error).inc()
 
+    def drift(self, runtime: str, kind: str) -> None:
+        """Count a drift a watch saw (the runtime and object are in the log and /status)."""
+        del runtime
+        self._drifts.labels(kind).inc()
+
+    def watches(self, open_now: int) -> None:
+        """How many watches are open now."""
+        self._watches.set(open_now)
+
+    def woken(self) -> None:
+        """Count a reconcile a watch event started."""
+        self._wakes.inc()
+
     def membership(self, member: str, live: int, owned: int) -> None:
         """This replica's name, how many replicas are alive and how many runtimes it owns."""
         self._member.labels(member).set(1)
@@ -227,9 +275,18 @@ class Metrics:
         """Count a refused commit."""
         self._refused.inc()
 
+    def commit_unverified(self, status: str) -> None:
+        """Count a commit refused for a signature (``status``: the oldest one to blame)."""
+        self._unverified.labels(status).inc()
+
     def held(self, held: bool) -> None:
         """Whether the newest commit is held by the deletion brake."""
         self._held.set(1.0 if held else 0.0)
+
+    def notification(self, endpoint: str, result: str) -> None:
+        """Count one notification to ``endpoint`` that ended with ``result`` (the delivery's
+        report, :class:`reconciler.notify.delivery.Report`)."""
+        self._notifications.labels(endpoint, result).inc()
 
     def rollouts(self, newest: list[Rollout]) -> None:
         """The series of the ``newest`` rollouts (and of no older one)."""

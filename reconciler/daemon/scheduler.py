@@ -37,6 +37,7 @@ def start_scheduler(daemon: Daemon) -> BackgroundScheduler:
     )
     schedule_jobs(daemon, scheduler)
     scheduler.start()
+    daemon.watches.start()
     return scheduler
 
 

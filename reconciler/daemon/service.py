@@ -58,6 +58,7 @@ from reconciler.daemon.scheduler import (
 )
 from reconciler.daemon.status import status_document
 from reconciler.daemon.verdicts import Held, Refusal, Waiting
+from reconciler.daemon.watches import Watches
 from reconciler.daemon.workers import Workers, run_runtime
 from reconciler.errors import ReconcilerError, SourceError, TransientError
 from reconciler.operations.engine import this_owner
@@ -67,6 +68,7 @@ from reconciler.operations.store import StateStore
 from reconciler.render import default_renderer
 from reconciler.source.git import Revision
 from reconciler.source.loader import ReadOptions, load_repo
+from reconciler.source.signatures import TrustedKeys
 
 __all__ = [
     "Daemon",
@@ -137,6 +139,13 @@ class DaemonOptions:
     lease: timedelta = DEFAULT_LEASE
     #: ``--keep-operations`` and ``--keep-failures``: what the pruning job keeps.
     retention: Retention = field(default_factory=Retention)
+    #: ``--watch/--no-watch`` (``--no-watch``: pure polling) and ``--debounce`` (how long
+    #: wakes gather before a run) when given: they override ``spec.watch`` and
+    #: ``spec.intervals.debounce``.
+    watch: bool | None = None
+    debounce: timedelta | None = None
+    #: ``--trusted-*``: the keys a commit must be signed with (None: any commit is read).
+    trusted_keys: TrustedKeys | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +191,8 @@ class Daemon:
         self.gate = CommitGate(self)
         self.rollouts = Rollouts(self)
         self.workers = Workers(self, self.options.workers)
+        #: Event-driven reconciliation: watches on the owned runtimes' clusters.
+        self.watches = Watches(self, monotonic=monotonic)
         #: The runtimes this replica owned at its last heartbeat.
         self._owned: set[str] = set()
         self._owned_lock = threading.Lock()
@@ -380,7 +391,9 @@ class Daemon:
         live = len(self.membership.live_members())
         self.metrics.membership(self.membership.name, live, len(owned))
         with self._owned_lock:
-            new, self._owned = owned - self._owned, owned
+            new, lost, self._owned = owned - self._owned, self._owned - owned, owned
+        for runtime in sorted(lost):  # its watches move with it to its new owner
+            self.watches.release(runtime)
         for runtime in sorted(new):
             self.submit(runtime)
 
@@ -419,6 +432,7 @@ class Daemon:
     def close(self) -> None:
         """Let running reconciles finish, stop the pool, and leave the members (the other
         replicas take this one's runtimes over at once)."""
+        self.watches.close()
         self.workers.close()
         if self.membership.member is not None:
             self.membership.leave()

@@ -2,8 +2,8 @@
 waiting commit and why), the channels source, this replica and its fellow members, and every
 runtime with its modules, state and reason (as ``reconciler status --format json`` shows it),
 plus what only this process knows: the error of its last reconcile of each runtime and the
-runtime's owner; the newest rollouts with their waves, progress and halt reason. Masked whole
-on its way out (S4).
+runtime's owner, how the notifications go, and the newest rollouts with their waves,
+progress and halt reason. Masked whole on its way out (S4).
 
 Caller: :meth:`reconciler.daemon.service.Daemon.status`.
 """
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from reconciler.core.head import head_text
 from reconciler.core.model import OUTPUT_API_VERSION
 from reconciler.core.redaction import mask_all
+from reconciler.notify.delivery import Delivery
 from reconciler.operations.rollouts import rollout_document
 from reconciler.operations.store import load_statuses
 
@@ -34,9 +35,16 @@ def status_document(daemon: Daemon) -> dict[str, Any]:
             "member": daemon.membership.name,
             "members": _members(daemon),
             "runtimes": _runtimes(daemon),
+            "notifications": _notifications(daemon),
             "rollouts": [rollout_document(r) for r in daemon.store.rollouts(limit=5)],
         }
     )
+
+
+def _notifications(daemon: Daemon) -> dict[str, Any] | None:
+    """How the notifications go (each endpoint's last outcome); ``None`` without a delivery."""
+    notifier = daemon.notifier
+    return notifier.status() if isinstance(notifier, Delivery) else None
 
 
 def _source(daemon: Daemon) -> dict[str, Any]:
@@ -69,6 +77,7 @@ def _runtimes(daemon: Daemon) -> list[dict[str, Any]]:
         documents.append(
             status.to_json()
             | {"error": str(error) if error is not None else "", "owner": owners.get(runtime, "")}
+            | {"drift": daemon.watches.status(runtime)}
         )
     return documents
 

@@ -8,6 +8,8 @@ and ``/status``) only at the edge, and read back from it in one place each.
   :func:`backoff` and never refused for it; ``/status`` shows why it waits.
 - :class:`Held`: the deletion brake holds the commit (HELD) until allowed.
 - :class:`Refusal`: the commit is refused (REFUSED): its diagnostics, or why it cannot be read.
+- :func:`refused_notification` and :func:`held_notification`: what people are told of a
+  refused or held commit (:mod:`reconciler.core.notifications`).
 - :class:`Allowed`: an ACCEPTED record's ``--allow-deletions`` that let a held commit through
   (the store reads it back under :data:`~reconciler.operations.store.ALLOWED_DELETIONS`).
 
@@ -25,6 +27,7 @@ from typing import Any
 
 from reconciler.core.brake import Verdict
 from reconciler.core.head import Head
+from reconciler.core.notifications import Notification, NotificationKind
 from reconciler.operations.model import CommitRecord, CommitVerdict
 from reconciler.operations.store import ALLOWED_DELETIONS
 
@@ -163,25 +166,73 @@ class Held:
 @dataclass(frozen=True, slots=True)
 class Refusal:
     """A refused commit: its diagnostics (as ``reconciler validate -o json`` shows each; none
-    when it could not be read at all) and one line saying so."""
+    when it could not be read at all), the commits whose signature is to blame (as
+    :meth:`reconciler.core.signatures.CommitSignature.to_json` shows each; none when it was
+    refused for anything else) and one line saying so."""
 
     commit: str
     errors: tuple[dict[str, Any], ...]
     message: str
+    signatures: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The record's detail and ``/status``'s ``refused``."""
-        return {"commit": self.commit, "errors": list(self.errors), "message": self.message}
+        return {
+            "commit": self.commit,
+            "errors": list(self.errors),
+            "signatures": list(self.signatures),
+            "message": self.message,
+        }
 
     @classmethod
     def from_json(cls, detail: dict[str, Any]) -> Refusal:
         """Inverse of :meth:`to_json`."""
         errors = detail.get("errors") or []
+        signatures = detail.get("signatures") or []
         return cls(
             str(detail.get("commit") or ""),
             tuple(dict(e) for e in errors if isinstance(e, dict)),
             str(detail.get("message") or ""),
+            tuple(dict(s) for s in signatures if isinstance(s, dict)),
         )
+
+
+def refused_notification(head: Head, refusal: Refusal, at: datetime, reason: str) -> Notification:
+    """What people are told of a refused commit: its one line, how many errors, and the first
+    one (``file:line:column: RULE message``, and its ``file`` and ``line`` apart) or why it
+    could not be read."""
+    details: dict[str, str | int] = {"errors": len(refusal.errors)}
+    if reason:
+        details["reason"] = reason
+    if refusal.errors:
+        first = refusal.errors[0]
+        details["file"], details["line"] = str(first.get("path", "")), int(first.get("line", 0))
+    return Notification(
+        NotificationKind.COMMIT_REFUSED,
+        head.text,
+        refusal.message,
+        at,
+        key=f"refused-{head.text}",
+        details=details,
+    )
+
+
+def held_notification(head: Head, held: Held, at: datetime) -> Notification:
+    """What people are told of a commit the deletion brake holds: how many removals over which
+    limit, and the flag that lets it through."""
+    details: dict[str, str | int] = {
+        "removals": held.removals,
+        "limit": held.limit,
+        "allowWith": f"--allow-deletions {head.shown}",
+    }
+    return Notification(
+        NotificationKind.COMMIT_HELD,
+        head.text,
+        held.message,
+        at,
+        key=f"held-{head.text}",
+        details=details,
+    )
 
 
 @dataclass(frozen=True, slots=True)

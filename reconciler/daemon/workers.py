@@ -20,12 +20,24 @@ from typing import TYPE_CHECKING
 
 from reconciler.cluster.api import Cluster
 from reconciler.core.model import ClusterAccess, ConfigRepo
+from reconciler.core.objects import ObjectRef
+from reconciler.core.redaction import mask
+from reconciler.core.render import Renderer
+from reconciler.core.resolve import resolve_runtime
+from reconciler.core.status import ModuleState
 from reconciler.daemon.logs import cause
 from reconciler.daemon.membership import fenced
 from reconciler.daemon.scheduler import retry
+from reconciler.daemon.watches import fetch_blocking_kinds
 from reconciler.errors import InternalError, ReconcilerError, TransientError
+from reconciler.lifecycle.executor import desired_modules
 from reconciler.operations.engine import Engine
-from reconciler.operations.model import Operation, OperationState, operation_limits
+from reconciler.operations.model import (
+    Operation,
+    OperationState,
+    OperationType,
+    operation_limits,
+)
 from reconciler.operations.report import state_text
 from reconciler.operations.runner import Runner
 from reconciler.operations.store import load_status
@@ -161,6 +173,11 @@ def run_runtime(daemon: Daemon, runtime: str) -> Operation | None:
     log.info("runtime %s: %s", runtime, shown, extra=extra)
     _log_module_errors(runtime, operation, extra)
     _measure(daemon, runtime, repo, operation, engine)
+    try:
+        _watch(daemon, runtime, repo, operation)
+    except Exception as error:  # watches only hasten: the run's outcome stands without them
+        shown = mask(str(error))
+        log.warning("runtime %s: not watched: %s: %s", runtime, type(error).__name__, shown)
     if outcome.retry_at is not None:
         retry(daemon, runtime, outcome.retry_at)
     elif operation.state is OperationState.FAILED:
@@ -176,6 +193,33 @@ def run_runtime(daemon: Daemon, runtime: str) -> Operation | None:
         if crash is not None:  # a bug inside a step: shown like one outside
             daemon.workers.errors[runtime] = InternalError(crash.describe(), type(crash.error))
     return operation
+
+
+def _watch(daemon: Daemon, runtime: str, repo: ConfigRepo, operation: Operation) -> None:
+    """The kinds ``runtime``'s modules use, watched on its cluster (none once it left git)."""
+    watches = daemon.watches
+    declared = repo.runtimes.get(runtime)
+    if not watches.enabled or declared is None or operation.type is OperationType.DEPROVISION:
+        watches.release(runtime)
+        return
+    where = declared.cluster.describe()
+    cluster = watches.cluster(where, lambda: daemon.connect(declared.cluster, runtime))
+    desired = desired_modules(repo, resolve_runtime(repo, declared), Renderer(repo))
+    kinds = {
+        (str(o.body.get("apiVersion")), str(o.body.get("kind"))) for m in desired for o in m.objects
+    }
+    deleting = [
+        m.module for m in operation.data.removals.modules if m.state is ModuleState.DELETING
+    ]
+    blocking: set[tuple[str, str]] = set()
+    if deleting and cluster is not None:
+        try:
+            namespace = repo.settings.system_namespace
+            blocking = fetch_blocking_kinds(cluster, namespace, runtime, deleting)
+        except ReconcilerError as error:  # the timers retry the removal as before
+            log.info("runtime %s: no watch on what blocks its removals: %s", runtime, error)
+    refs = [ObjectRef.of(o.body) for m in desired for o in m.objects]
+    watches.need(runtime, where, cluster, kinds, blocking, refs)
 
 
 def _measure(

@@ -18,8 +18,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from reconciler.config.document_checks import CheckMemo
+from reconciler.config.raw import RawRepo
 from reconciler.config.schema import SchemaChecker
-from reconciler.config.validate import CheckMemo, validate_repo
+from reconciler.config.validate import validate_repo
 from reconciler.core.fleetdiff import FleetDiff, FleetDiffer
 from reconciler.core.model import ConfigRepo
 from reconciler.core.plan_values import LiveModule
@@ -28,10 +30,10 @@ from reconciler.core.resolve import resolve_runtime
 from reconciler.core.templates import RenderCache, TemplateRenderer
 from reconciler.errors import ConfigError
 from reconciler.render import default_renderer
-from reconciler.source.git import GitTree, open_revision
+from reconciler.source.git import open_revision
+from reconciler.source.gittree import GitTree
 from reconciler.source.loader import ParseCache, ReadOptions, read_repo
 from reconciler.source.schemas import load_schemas
-from reconciler.source.tree import SourceTree
 
 if TYPE_CHECKING:
     from reconciler.lifecycle.executor import Lifecycle
@@ -71,6 +73,15 @@ class Side:
     folder: Path | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _Opened:
+    """A side about to be read: its git tree (``None``: a folder) and how to name it."""
+
+    side: Side
+    tree: GitTree | None
+    label: str
+
+
 @dataclass(slots=True)
 class Review:
     """One review: both sides read, validated and compared."""
@@ -87,24 +98,50 @@ class Review:
 
     def load(self, side: Side, what: str) -> tuple[ConfigRepo, str]:
         """The valid repo of ``side`` and its label; :class:`ConfigError` names the side."""
-        tree: SourceTree | None = None
-        label = str(side.folder) if side.folder is not None else "working tree"
-        display = str(side.folder or side.repo)
-        if side.revision is not None:
-            with self.timings.phase("git"):
-                revision = open_revision(side.repo, side.revision)
-            tree, label = revision.tree, f"{side.revision} ({revision.short})"
+        opened = self.open(side)
+        return self.check(self.read(opened), opened, what)
+
+    def load_both(
+        self, base: Side, head: Side
+    ) -> tuple[tuple[ConfigRepo, str], tuple[ConfigRepo, str]]:
+        """Both sides, valid (the base's errors are reported first). The head is read first: a
+        pull request's head is usually the working tree, read from disk anyway, so the base then
+        reads from git only the blobs the head does not share (a channel bump: one)."""
+        base_side, head_side = self.open(base), self.open(head)  # an unknown revision: at once
+        head_raw = self.read(head_side)
+        base_raw = self.read(base_side)
+        return self.check(base_raw, base_side, "base"), self.check(head_raw, head_side, "head")
+
+    def open(self, side: Side) -> _Opened:
+        """Where ``side``'s files come from (a revision is resolved, nothing read yet)."""
+        if side.revision is None:
+            label = str(side.folder) if side.folder is not None else "working tree"
+            return _Opened(side, None, label)
+        with self.timings.phase("git"):
+            revision = open_revision(side.repo, side.revision)
+        return _Opened(side, revision.tree, f"{side.revision} ({revision.short})")
+
+    def read(self, opened: _Opened) -> RawRepo:
+        """Every file of one side, parsed through the shared cache: a blob parsed already (the
+        other side's) is neither read from git nor parsed again."""
+        tree, display = opened.tree, str(opened.side.folder or opened.side.repo)
+        if tree is not None:
+            tree.read_ahead_except({identity for identity, _ in self.cache})
         with self.timings.phase("parse"):
             raw = read_repo(display, self.options, tree=tree, cache=self.cache)
-        if isinstance(tree, GitTree):  # reading git objects counts as git, not parsing
+        if tree is not None:  # reading git objects counts as git, not parsing
             self.timings.move("parse", "git", tree.io_seconds)
+        return raw
+
+    def check(self, raw: RawRepo, opened: _Opened, what: str) -> tuple[ConfigRepo, str]:
+        """The valid repo of a side read, and its label; :class:`ConfigError` names the side."""
         with self.timings.phase("validate"):
             validation = validate_repo(
                 raw, self.checker, memo=self.memo, renderer=self.renderer, render_cache=self.renders
             )
         if validation.repo is None:
-            raise ConfigError(validation.diagnostics, side=f"{what} ({label})")
-        return validation.repo, label
+            raise ConfigError(validation.diagnostics, side=f"{what} ({opened.label})")
+        return validation.repo, opened.label
 
     def observe(
         self, head: ConfigRepo, connect: Callable[[ConfigRepo, str], Lifecycle]

@@ -8,6 +8,7 @@ and one line naming the path for anything this user may not read.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
@@ -16,18 +17,26 @@ from pathlib import Path
 from reconciler.errors import UnreadableError
 from reconciler.source.tree import Entry
 
+#: What ``is_file`` answers "no" to, as :meth:`pathlib.Path.is_file` does.
+_MISSING = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
+
 
 class FolderTree:
     """A folder on disk as a :class:`~reconciler.source.tree.SourceTree`."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._root = str(root)
         self._last: tuple[str, bytes] | None = None
         self._resolved: dict[str, str] = {}
         self._boundary: str | None = None
 
     def _path(self, path: str) -> Path:
         return self.root / path if path else self.root
+
+    def _str(self, path: str) -> str:
+        """``path`` on disk as a string (pathlib's joins cost more than reading a small file)."""
+        return os.path.join(self._root, path) if path else self._root
 
     def entries(self, folder: str) -> list[Entry]:
         """See :class:`reconciler.source.tree.SourceTree`."""
@@ -52,8 +61,10 @@ class FolderTree:
     def is_file(self, path: str) -> bool:
         """See :class:`reconciler.source.tree.SourceTree`."""
         try:
-            return self._path(path).is_file()
-        except OSError as error:
+            return stat.S_ISREG(os.stat(self._str(path)).st_mode)
+        except OSError as error:  # missing is "no"; unreadable is said, as pathlib would
+            if error.errno in _MISSING:
+                return False
             raise self._unreadable(path, error) from error
 
     def _unreadable(self, path: str, error: OSError) -> UnreadableError:
@@ -67,7 +78,7 @@ class FolderTree:
 
     def size(self, path: str) -> int:
         """See :class:`reconciler.source.tree.SourceTree`; a FIFO or device is refused, not read."""
-        status = self._path(path).stat()
+        status = os.stat(self._str(path))
         if not stat.S_ISREG(status.st_mode):
             raise UnreadableError("not a regular file")
         return status.st_size
@@ -77,7 +88,8 @@ class FolderTree:
         if self._last is not None and self._last[0] == path:
             return self._last[1]
         try:
-            data = self._path(path).read_bytes()
+            with open(self._str(path), "rb") as file:
+                data = file.read()
         except OSError as error:
             raise UnreadableError(error.strerror or type(error).__name__) from error
         self._last = (path, data)

@@ -1,36 +1,32 @@
-"""Git revisions as read-only file trees (gitpython); the only module that imports ``git``.
+"""Git revisions of a config repo, and remotes followed: the git source (the ``git`` command).
 
 :func:`open_revision` finds the git repository that holds a config repo folder and returns a
-:class:`GitTree` of that folder at a revision (a branch, tag, commit or expression such as
-``HEAD~1``), so the loader reads a revision exactly as it reads a folder, without a checkout.
-A file's content id is its blob id, so a file unchanged between two revisions is parsed once.
-gitpython's exceptions are translated here into :class:`~reconciler.errors.SourceError`.
+:class:`~reconciler.source.gittree.GitTree` of that folder at a revision (a branch, tag, commit
+or expression such as ``HEAD~1``), so the loader reads a revision exactly as it reads a folder,
+without a checkout. A file's content id is its blob id, so a file unchanged between two
+revisions is parsed once. git's failures are translated here into
+:class:`~reconciler.errors.SourceError`. (gitpython is no longer used here: importing it and
+walking its tree objects cost a ``diff --base`` more than reading the revision itself.)
 
 :class:`RemoteSource` follows a ref of a remote (the daemon's config repo, a ``channelsFrom.git``
 repository); every git call that reaches a remote runs through a :class:`GitRunner`: the remote
 after ``--``, only the transports :mod:`reconciler.config.remotes` allows, a time limit, and a
-process
-group that shutdown kills. Callers: ``reconciler diff --base``, the daemon, ``validate``.
+process group that shutdown kills. Callers: ``reconciler diff --base``, the daemon,
+``validate``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import posixpath
 import re
 import shlex
 import signal
 import subprocess
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import git
-from gitdb.exc import BadName, BadObject
 
 from reconciler.config.remotes import (
     CredentialHost,
@@ -42,16 +38,11 @@ from reconciler.config.remotes import (
     remote_problem,
 )
 from reconciler.errors import SourceError, TransientError, UnreadableError
-from reconciler.source.tree import Entry
-
-_LINK_MODE = 0o120000
-_TREE = "tree"
-_SUBMODULE = "submodule"
-#: The largest blob read ahead with the others, and all of them together (memory held at once).
-PREFETCH_BLOB_BYTES = 1 << 20
-PREFETCH_TOTAL_BYTES = 64 << 20
-#: The longest symbolic link target read (Linux's PATH_MAX); a longer one leads nowhere.
-_LINK_MAX_BYTES = 4096
+from reconciler.source.gittree import (
+    GitTree,
+    git_output,
+    git_reason,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +52,8 @@ class Revision:
     tree: GitTree
     commit: str
     label: str
+    #: The git repository holding the commit (its signature is checked there).
+    git_dir: Path | None = None
 
     @property
     def short(self) -> str:
@@ -68,230 +61,35 @@ class Revision:
         return self.commit[:8]
 
 
-class GitTree:
-    """A folder of a commit's tree as a :class:`~reconciler.source.tree.SourceTree`.
-
-    Paths are relative to ``prefix`` (the config repo's folder inside the git repository) and
-    may climb out of it with ``..`` as long as they stay inside the repository. Sizes come from
-    the object headers, for every file below ``prefix`` at once (``git ls-tree -r -l``), before
-    any file is read: the loader refuses a file over its size limit without reading it (a 2 GB
-    blob of zeros is a few MB pushed). When the first file is read, the small ``*.yaml`` blobs
-    below ``prefix`` are read with it, in one ``git cat-file --batch`` (a repo of 1,000 runtimes
-    costs two calls to git, not a round trip per file), up to :data:`PREFETCH_BLOB_BYTES` each
-    and :data:`PREFETCH_TOTAL_BYTES` in all; any other file (larger, or elsewhere: channels in
-    ``../channels``) is read on its own, only when asked for.
-    """
-
-    def __init__(self, root: Any, prefix: str) -> None:
-        self._root = root
-        self._prefix = prefix
-        self._children: dict[str, dict[str, Any]] = {}
-        self._data: dict[str, bytes] = {}
-        #: The ``*.yaml`` blobs below ``prefix`` read together and not read since, by id.
-        self._fetched: dict[str, bytes] | None = None
-        #: Every blob below ``prefix`` (links aside): its size and whether it is ``*.yaml``, by id.
-        self._blobs: dict[str, tuple[int, bool]] | None = None
-        #: Seconds spent reading git objects (for ``--timings``).
-        self.io_seconds = 0.0
-
-    def _full(self, path: str) -> str | None:
-        joined = posixpath.normpath(posixpath.join(self._prefix, path)) if path else self._prefix
-        if joined in ("", "."):
-            return ""
-        return None if joined.startswith(("..", "/")) else joined  # out of the repository
-
-    def _node(self, path: str) -> Any | None:
-        full = self._full(path)
-        if full is None:
-            return None
-        node = self._root
-        for part in full.split("/") if full else ():
-            if node.type != _TREE:
-                return None
-            node = self._listing(node).get(part)
-            if node is None:
-                return None
-        return node
-
-    def _listing(self, tree: Any) -> dict[str, Any]:
-        listing = self._children.get(tree.hexsha)
-        if listing is None:
-            started = time.perf_counter()
-            # the name from the path: a submodule's own ``name`` needs a .gitmodules entry
-            listing = {posixpath.basename(item.path): item for item in tree}
-            self._children[tree.hexsha] = listing
-            self.io_seconds += time.perf_counter() - started
-        return listing
-
-    def entries(self, folder: str) -> list[Entry]:
-        """See :class:`reconciler.source.tree.SourceTree`."""
-        node = self._node(folder)
-        if node is None or node.type != _TREE:
-            return []
-        return [
-            Entry(
-                name,
-                item.type == _TREE or self._links_to_tree(folder, name, item),
-                item.mode == _LINK_MODE,
-                item.type == _SUBMODULE,
-            )
-            for name, item in sorted(self._listing(node).items())
-        ]
-
-    def _links_to_tree(self, folder: str, name: str, item: Any) -> bool:
-        if item.mode != _LINK_MODE:
-            return False
-        target = self._node(self._link_target(posixpath.join(folder, name), item))
-        return target is not None and target.type == _TREE
-
-    def _link_target(self, path: str, item: Any) -> str:
-        """Where the link ``item`` at ``path`` leads; a target longer than any real one is not
-        read and leads out of the repository ("/")."""
-        if int(item.size) > _LINK_MAX_BYTES:  # gitpython: the header only
-            return "/"
-        target = item.data_stream.read().decode("utf-8", "replace")
-        return posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
-
-    def _blob(self, path: str) -> Any | None:
-        node = self._node(path)
-        if node is not None and node.type == "blob" and node.mode == _LINK_MODE:
-            node = self._node(self._link_target(path, node))
-        return node if node is not None and node.type == "blob" else None
-
-    def is_dir(self, path: str) -> bool:
-        """See :class:`reconciler.source.tree.SourceTree`."""
-        node = self._node(path)
-        if node is not None and node.type == "blob" and node.mode == _LINK_MODE:
-            node = self._node(self._link_target(path, node))
-        return node is not None and node.type == _TREE
-
-    def is_file(self, path: str) -> bool:
-        """See :class:`reconciler.source.tree.SourceTree`."""
-        return self._blob(path) is not None
-
-    def size(self, path: str) -> int:
-        """See :class:`reconciler.source.tree.SourceTree`: from the object's header, unread."""
-        blob = self._blob(path)
-        if blob is None:
-            raise UnreadableError(f"{path}: not a file at this revision")
-        known = self._blob_listing().get(str(blob.hexsha))
-        return known[0] if known is not None else int(blob.size)  # gitpython: header only
-
-    def read(self, path: str) -> bytes:
-        """See :class:`reconciler.source.tree.SourceTree`."""
-        cached = self._data.pop(path, None)
-        if cached is not None:
-            return cached
-        blob = self._blob(path)
-        if blob is None:
-            raise UnreadableError(f"{path}: not a file at this revision")
-        started = time.perf_counter()
-        if self._fetched is None:
-            self._fetched = self._read_yaml_blobs()
-        fetched = self._fetched.pop(blob.hexsha, None)
-        data: bytes = fetched if fetched is not None else blob.data_stream.read()
-        self.io_seconds += time.perf_counter() - started
-        self._data.clear()
-        self._data[path] = data  # size() then read() reads once
-        return data
-
-    def _read_yaml_blobs(self) -> dict[str, bytes]:
-        """The small ``*.yaml`` blobs below ``prefix`` (links aside), by id, within the limits of
-        what is read ahead: one call to git."""
-        ids, total = [], 0
-        for blob_id, (size, is_yaml) in sorted(self._blob_listing().items()):
-            if is_yaml and size <= PREFETCH_BLOB_BYTES and total + size <= PREFETCH_TOTAL_BYTES:
-                ids.append(blob_id)
-                total += size
-        git_dir = str(self._root.repo.git_dir)
-        return _read_blobs(git_dir, ids) if ids else {}
-
-    def _blob_listing(self) -> dict[str, tuple[int, bool]]:
-        """Every blob below ``prefix`` (links aside) with its size, by id: one call to git,
-        which reads the objects' headers only."""
-        if self._blobs is not None:
-            return self._blobs
-        self._blobs = {}
-        top = self._node("")
-        if top is None or top.type != _TREE:
-            return self._blobs
-        started = time.perf_counter()
-        git_dir = str(self._root.repo.git_dir)
-        listing = _git_output(git_dir, ["ls-tree", "-r", "-l", "-z", str(top.hexsha)])
-        for entry in listing.split(b"\0"):
-            info, _, name = entry.partition(b"\t")
-            fields = info.split()  # mode, type, id, size
-            if len(fields) == 4 and fields[1] == b"blob" and int(fields[0], 8) != _LINK_MODE:
-                self._blobs[fields[2].decode()] = (int(fields[3]), name.endswith(b".yaml"))
-        self.io_seconds += time.perf_counter() - started
-        return self._blobs
-
-    def escapes(self, path: str, boundary: str) -> bool:
-        """See :class:`reconciler.source.tree.SourceTree`."""
-        node = self._node(path)
-        if node is None or node.mode != _LINK_MODE:
-            return False
-        target = self._full(self._link_target(path, node))
-        inside = self._full(boundary)
-        if target is None or inside is None:
-            return True
-        return not (inside == "" or target == inside or target.startswith(inside + "/"))
-
-    def inside(self, path: str) -> bool:
-        """See :class:`reconciler.source.tree.SourceTree`: inside this git repository."""
-        return not path.startswith("/") and self._full(path) is not None
-
-    def identity(self, path: str) -> str | None:
-        """The blob id."""
-        blob = self._blob(path)
-        return str(blob.hexsha) if blob is not None else None
-
-
-def _git_output(git_dir: str, args: Sequence[str], given: bytes = b"") -> bytes:
-    """The output of a local git command on the repository at ``git_dir`` (no remote)."""
-    done = subprocess.run(
-        ["git", "--git-dir", git_dir, *args], input=given, capture_output=True, check=False
-    )
-    if done.returncode != 0:
-        message = git_reason(done.stderr)
-        raise UnreadableError(f"git {args[0]} failed: {message}")
-    return done.stdout
-
-
-def _read_blobs(git_dir: str, ids: Sequence[str]) -> dict[str, bytes]:
-    """The contents of the blobs ``ids`` of the local repository at ``git_dir``, in one call."""
-    given = "".join(f"{blob_id}\n" for blob_id in ids).encode()
-    output = _git_output(git_dir, ["cat-file", "--batch"], given)
-    found: dict[str, bytes] = {}
-    at = 0
-    while at < len(output):
-        end = output.index(b"\n", at)
-        header = output[at:end].split()
-        at = end + 1
-        if len(header) != 3:  # "<id> missing": read one by one later
-            continue
-        size = int(header[2])
-        found[header[0].decode()] = output[at : at + size]
-        at += size + 1
-    return found
-
-
 def open_revision(folder: Path, revision: str) -> Revision:
     """The config repo at ``folder`` as it is at ``revision`` of the git repository holding it."""
     try:
-        repository = git.Repo(folder, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError) as error:
+        found = _rev_parse_in(
+            folder, "--is-inside-work-tree", "--absolute-git-dir", "--show-prefix"
+        )
+    except UnreadableError as error:
         raise SourceError(f"{folder}: not inside a git repository") from error
-    top = repository.working_tree_dir
-    if top is None:
+    inside, git_dir, prefix = [*found.splitlines(), "", "", ""][:3]
+    if inside != "true":
         raise SourceError(f"{folder}: the git repository has no working tree")
-    prefix = Path(folder).resolve().relative_to(Path(top).resolve()).as_posix()
+    verify = ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}"]
     try:
-        commit = repository.commit(revision)
-    except (BadName, BadObject, ValueError, git.GitCommandError) as error:
+        commit = git_output(git_dir, verify).decode().strip()
+    except UnreadableError as error:
+        top = _rev_parse_in(folder, "--show-toplevel").strip()
         raise SourceError(f"unknown revision '{revision}' in {top}") from error
-    tree = GitTree(commit.tree, "" if prefix == "." else prefix)
-    return Revision(tree, str(commit.hexsha), revision)
+    tree = GitTree(git_dir, commit, prefix.rstrip("/"))
+    return Revision(tree, commit, revision, Path(git_dir))
+
+
+def _rev_parse_in(folder: Path, *args: str) -> str:
+    """``git rev-parse ARGS`` in ``folder``: the repository holding it, as git finds it."""
+    done = subprocess.run(
+        ["git", "-C", str(folder), "rev-parse", *args], capture_output=True, check=False
+    )
+    if done.returncode != 0:
+        raise UnreadableError(git_reason(done.stderr))
+    return done.stdout.decode("utf-8", "surrogateescape")
 
 
 #: Blobs larger than this are streamed to disk by a fetch (``core.bigFileThreshold``, 512 MiB
@@ -482,7 +280,7 @@ class RemoteSource:
         self.protocols = allowed_protocols(local)
         self.runner = runner or GitRunner()
         cache_dir.mkdir(parents=True, exist_ok=True)
-        self._repo = git.Repo.init(cache_dir, bare=True)
+        _init_bare(cache_dir)
         self.checks = 0
 
     @property
@@ -537,25 +335,26 @@ class RemoteSource:
             self._git("fetch", "--quiet", "--no-tags", "--", self.url, target)
         if not self._has(commit):
             raise SourceError(f"{self.shown}: commit {commit[:12]} not found after fetching")
-        tree = self._repo.commit(commit).tree
-        return Revision(GitTree(tree, self.path), commit, commit[:12])
+        tree = GitTree(str(self.cache_dir), commit, self.path)
+        return Revision(tree, commit, commit[:12], self.cache_dir)
 
     def _has(self, commit: str) -> bool:
+        if not _is_commit_id(commit):
+            return False
         try:
-            self._repo.commit(commit)
-        except (BadName, BadObject, ValueError):
+            git_output(str(self.cache_dir), ["cat-file", "-e", f"{commit}^{{commit}}"])
+        except UnreadableError:
             return False
         return True
 
 
-def git_reason(errors: bytes) -> str:
-    """What git said on standard error, whole, on one line: its ``fatal:`` and ``error:``
-    lines when there are any (the advice after them is git's, not ours), else every line.
-    Never cut: the last line alone was half a sentence ('and the repository exists.')."""
-    lines = [line.strip() for line in errors.decode("utf-8", "replace").splitlines()]
-    lines = [line for line in lines if line]
-    said = [line for line in lines if line.startswith(("fatal:", "error:"))]
-    return "; ".join(said) if said else " ".join(lines)
+def _init_bare(cache_dir: Path) -> None:
+    """A bare repository at ``cache_dir`` (``git init`` keeps one that is there)."""
+    done = subprocess.run(
+        ["git", "init", "--quiet", "--bare", str(cache_dir)], capture_output=True, check=False
+    )
+    if done.returncode != 0:
+        raise SourceError(f"{cache_dir}: cannot create the git cache: {git_reason(done.stderr)}")
 
 
 def redact(text: str) -> str:

@@ -151,7 +151,7 @@ def _read_repo(reader: _Reader) -> RawRepo:
         channels=channels,
         problems=tuple(reader.problems),
         channels_unavailable=channels_root is None,
-        plugin_steps=load_plugin_step_names() if settings is not None else {},
+        plugin_steps=load_plugin_step_names() if _disables_steps(settings) else {},
         values_files=reader.values_files(runtimes),
     )
 
@@ -545,6 +545,18 @@ def _refused(channels_from: ChannelsFrom) -> bool:
     return (
         remote_problem(channels_from.git) is not None or ref_problem(channels_from.ref) is not None
     )
+
+
+def _disables_steps(settings: RawFile | None) -> bool:
+    """Whether a settings file not validated yet names steps to switch off
+    (``spec.operations.disabledSteps``): only then are the installed plugins' steps looked up
+    (reading package metadata costs ~10 ms)."""
+    for document in settings.documents if settings is not None else ():
+        spec = document.data.get("spec") if isinstance(document.data, dict) else None
+        operations = spec.get("operations") if isinstance(spec, dict) else None
+        if isinstance(operations, dict) and "disabledSteps" in operations:
+            return True
+    return False
 
 
 def _channels_from(settings: RawFile | None) -> ChannelsFrom | None:

@@ -69,13 +69,18 @@ def _where(text: str, needle: str, occurrence: int = 1) -> tuple[int, int]:
 #: (a pin beats the module's channel beats the runtime's channel; istio is mandatory; api-gateway
 #: depends on istio); objects: the documents of the version's manifest.yaml plus its default.yaml.
 SAMPLE_RUNS: dict[str, dict[str, tuple[str, int]]] = {
-    "control-plane": {"istio": ("1.0.0", 8), "telemetry": ("1.0.0", 8)},
+    "control-plane": {
+        "istio": ("1.0.0", 8),
+        "metrics-proxy": ("1.0.0", 5),  # a Helm chart, rendered with the runtime's values
+        "telemetry": ("1.0.0", 8),
+    },
     "dev-sandbox": {
         "api-gateway": ("1.2.0", 10),
         "eventing": ("1.1.0", 8),
         "istio": ("1.2.0", 10),
         "keda": ("1.1.0", 9),
         "serverless": ("1.2.0", 9),
+        "status-board": ("1.0.0", 3),  # a Kustomize overlay, pinned
         "telemetry": ("1.2.0", 9),
     },
     "prod-ap-1": {"istio": ("1.0.0", 8), "serverless": ("1.1.0", 10), "telemetry": ("1.0.0", 8)},
@@ -97,6 +102,7 @@ SAMPLE_RUNS: dict[str, dict[str, tuple[str, int]]] = {
         "eventing": ("1.1.0", 8),
         "istio": ("1.1.0", 9),
         "keda": ("1.1.0", 9),
+        "metrics-proxy": ("1.1.0", 6),
         "serverless": ("1.2.0", 9),
         "telemetry": ("1.2.0", 9),
     },
@@ -107,15 +113,17 @@ SAMPLE_VERSIONS = {
     "eventing": ["1.0.0", "1.1.0"],
     "istio": ["1.0.0", "1.1.0", "1.2.0"],
     "keda": ["1.0.0", "1.1.0"],
+    "metrics-proxy": ["1.0.0", "1.1.0"],
     "serverless": ["1.0.0", "1.1.0", "1.2.0"],
+    "status-board": ["1.0.0"],
     "telemetry": ["1.0.0", "1.1.0", "1.2.0"],
 }
 #: ``dependsOn`` of the sample modules (only api-gateway has one).
 SAMPLE_DEPENDS_ON = {"api-gateway": ["istio"]}
 SAMPLE_CHANNELS = ["experimental", "fast", "regular"]
-#: reconciler.yaml, 6 runtimes, 6 module.yaml, 16 manifests, 15 default.yaml (keda 1.0.0 has
-#: none), 3 channels.
-SAMPLE_FILES = 47
+#: reconciler.yaml, 6 runtimes, 8 module.yaml, 16 manifests, 15 default.yaml (keda 1.0.0 has
+#: none), 3 channels (a chart's or an overlay's files are read as its template, not counted).
+SAMPLE_FILES = 49
 
 
 # -- validate ------------------------------------------------------------------------------------
@@ -128,7 +136,7 @@ def test_validate_sample_repo_prints_its_summary(monkeypatch: pytest.MonkeyPatch
 
     assert result.exit_code == 0, result.output
     assert result.stdout == (
-        "sample-repo: valid: 6 runtimes, 6 modules (16 versions), 3 channels, 47 files\n"
+        "sample-repo: valid: 6 runtimes, 8 modules (19 versions), 3 channels, 49 files\n"
     )
     assert result.stderr == ""
 

@@ -30,6 +30,13 @@ CLUSTER_AND_DAEMON = (
 )
 #: What reading a repo from a folder never needs.
 GIT_AND_SCHEMA_ERRORS = ("git", "reconciler.source.git", "jsonschema")
+#: The full schema validator also checks the values of a chart that ships values.schema.json
+#: (the sample's metrics-proxy does): a repo of plain manifests never loads it.
+GIT = GIT_AND_SCHEMA_ERRORS[:2]
+#: What reading and comparing repos never needs: the state store (click computes ``--state``'s
+#: default for every command that has it), package metadata (plugin steps: only for a repo whose
+#: settings name ``disabledSteps``).
+STORE_AND_METADATA = ("reconciler.operations", "sqlite3", "importlib.metadata")
 #: What a command line that runs no command never needs.
 LOADER = ("yaml", "fastjsonschema", "reconciler.source", "reconciler.config", "sqlite3")
 
@@ -81,7 +88,7 @@ def test_validate_and_render_load_neither_git_nor_cluster_nor_daemon(args: tuple
     code, modules = _imported_by(*args)
 
     assert code == 0
-    assert not _loaded(modules, CLUSTER_AND_DAEMON + GIT_AND_SCHEMA_ERRORS)
+    assert not _loaded(modules, CLUSTER_AND_DAEMON + GIT + STORE_AND_METADATA)
     assert "reconciler.source.loader" in modules  # the probe does see what a command loads
 
 
@@ -109,4 +116,16 @@ def test_a_fleet_diff_loads_git_but_neither_cluster_nor_daemon_nor_lifecycle(
 
     assert code == 0
     assert "reconciler.source.git" in modules
-    assert not _loaded(modules, (*CLUSTER_AND_DAEMON, "reconciler.lifecycle", "jsonschema"))
+    assert not _loaded(modules, (*CLUSTER_AND_DAEMON, "reconciler.lifecycle"))
+    assert not _loaded(modules, STORE_AND_METADATA)
+
+
+def test_plain_manifests_load_neither_the_full_schema_validator_nor_helm(tmp_path: Path) -> None:
+    from tests.support.fleet_generator import generate_fleet
+
+    generate_fleet(tmp_path / "fleet", 20, modules=4, versions=2)
+
+    code, modules = _imported_by("validate", str(tmp_path / "fleet"))
+
+    assert code == 0
+    assert not _loaded(modules, (*GIT_AND_SCHEMA_ERRORS, *STORE_AND_METADATA, "helm_python"))

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from reconciler.cli import cli, exits, options
 from reconciler.source import git as git_source
+from reconciler.source import gittree
 from reconciler.source.loader import DEFAULT_MAX_FILE_SIZE, ReadOptions
 
 ROOT = Path(__file__).parents[2]
@@ -118,13 +119,13 @@ def test_a_revision_reads_its_files_from_git_in_one_batch(
     fleet: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     batches: list[int] = []
-    read_blobs = git_source._read_blobs
+    read_blobs = gittree._read_blobs
 
     def counted(git_dir: str, ids: list[str]) -> dict[str, bytes]:
         batches.append(len(ids))
         return read_blobs(git_dir, ids)
 
-    monkeypatch.setattr(git_source, "_read_blobs", counted)
+    monkeypatch.setattr(gittree, "_read_blobs", counted)
     revision = git_source.open_revision(fleet, "HEAD")
     files = sorted(p for p in fleet.rglob("*.yaml") if ".git" not in p.parts)
     for path in files:
@@ -137,6 +138,35 @@ def test_a_revision_reads_its_files_from_git_in_one_batch(
     ).stdout
     blobs = {line.split()[2] for line in listing.splitlines() if line.endswith(".yaml")}
     assert batches == [len(blobs)]  # every YAML blob, identical files once
+
+
+def test_a_pull_requests_base_reads_from_git_only_the_blobs_the_head_lacks(
+    fleet: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reconciler.review.fleet import Review, Side
+
+    batches: list[list[str]] = []
+    read_blobs = gittree._read_blobs
+
+    def counted(git_dir: str, ids: list[str]) -> dict[str, bytes]:
+        batches.append(list(ids))
+        return read_blobs(git_dir, ids)
+
+    monkeypatch.setattr(gittree, "_read_blobs", counted)
+    review = Review(ReadOptions())
+    base, head = review.load_both(Side(fleet, "HEAD"), Side(fleet))
+
+    changed = subprocess.run(
+        ["git", "rev-parse", "HEAD:channels/regular.yaml"],
+        cwd=fleet,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert batches == [[changed]]  # the head (the working tree) has every other blob parsed
+    files = [p for p in fleet.rglob("*.yaml") if ".git" not in p.parts]
+    assert len(review.cache) == len(files) + 1  # each distinct blob parsed once
+    assert base[0].channels["regular"] != head[0].channels["regular"]
 
 
 def test_files_outside_the_folder_and_twins_are_read_too(tmp_path: Path) -> None:

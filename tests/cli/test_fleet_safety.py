@@ -26,6 +26,7 @@ from reconciler.operations.engine import Engine
 from reconciler.operations.model import OperationState, OperationType, StepState
 from reconciler.operations.runner import Runner
 from reconciler.operations.store import SqliteStore
+from reconciler.render import default_renderer
 from reconciler.source.loader import load_repo
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -371,7 +372,7 @@ class _Located(InMemoryCluster):
 def test_a_runtime_is_never_deprovisioned_through_another_access(
     tmp_path: Path, synced: str, later: str
 ) -> None:
-    sample = load_repo(PROJECT / "sample-repo").repo
+    sample = load_repo(PROJECT / "sample-repo", renderer=default_renderer()).repo
     assert sample is not None
     store = SqliteStore(tmp_path / "state.db")
     real, rehearsal = _Located(synced), _Located(later)
@@ -408,7 +409,7 @@ def test_a_runtime_is_never_deprovisioned_through_another_access(
 def test_an_interrupted_provision_of_a_runtime_that_left_git_is_deprovisioned(
     tmp_path: Path,
 ) -> None:
-    sample = load_repo(PROJECT / "sample-repo").repo
+    sample = load_repo(PROJECT / "sample-repo", renderer=default_renderer()).repo
     assert sample is not None
     store = SqliteStore(tmp_path / "state.db")
     cluster = InMemoryCluster()

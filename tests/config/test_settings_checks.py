@@ -51,7 +51,9 @@ def test_steps_that_cannot_be_switched_off_are_refused(make_repo: RepoFactory) -
 
 
 def test_zero_durations_are_refused(make_repo: RepoFactory) -> None:
-    files = _settings("{timeouts: {update: 0s, provision: 1h}}", "{poll: '', resync: 0h0m}")
+    files = _settings(
+        "{timeouts: {update: 0s, provision: 1h}}", "{poll: '', resync: 0h0m, debounce: 0s}"
+    )
 
     assert _errors(make_repo(files)) == [
         "reconciler.yaml:5:35: C1 the update timeout must be more than 0 (e.g. 30s, 10m or 3h) "
@@ -60,6 +62,8 @@ def test_zero_durations_are_refused(make_repo: RepoFactory) -> None:
         "(/spec/intervals/poll)",
         "reconciler.yaml:6:33: C1 the resync interval must be more than 0 (e.g. 30s, 10m or 3h) "
         "(/spec/intervals/resync)",
+        "reconciler.yaml:6:49: C1 the debounce interval must be more than 0 (e.g. 30s, 10m or 3h) "
+        "(/spec/intervals/debounce)",
     ]
 
 

@@ -386,3 +386,20 @@ def test_a_fenced_replica_does_not_save_its_snapshot_file(tmp_path: Path) -> Non
         cluster.flush()
 
     assert not path.exists()
+
+
+def _watched(replica: Replica) -> set[str]:
+    return {r for opened in replica.daemon.watches.open.values() for r in opened.needers}
+
+
+def test_watches_move_with_the_runtimes_between_replicas(world: World) -> None:
+    (one,) = world.started("replica-a")
+    assert _watched(one) == {"a", "b", "c"}
+
+    (two,) = world.started("replica-b")
+    one.daemon.heartbeat()  # replica-a no longer owns what replica-b took
+
+    assert _watched(one) == set(one.daemon.targets())
+    assert _watched(two) == set(two.daemon.targets())
+    assert _watched(one) | _watched(two) == {"a", "b", "c"}
+    assert not _watched(one) & _watched(two)

@@ -33,7 +33,7 @@ SECRET_FILES = {
     "base/webhook-secret": "test-webhook-secret\n",
     "ha/postgres-url": "postgresql://reconciler:test-password@postgres.test:5432/reconciler",
 }
-BUILDS = {"single": ".", "ha": "ha"}
+BUILDS = {"single": ".", "ha": "ha", "signed": "signed-commits"}
 IMAGE = "registry.example.com/platform/reconciler"
 # Pod Security "restricted" allows only these volume types.
 RESTRICTED_VOLUMES = {
@@ -334,7 +334,9 @@ def test_the_secrets_are_the_files_content_and_rotate_the_pods(
     secrets = {s["metadata"]["name"]: s for s in _of_kind(builds[build], "Secret")}
     deployment = _one(builds[build], "Deployment")
     pod = deployment["spec"]["template"]["spec"]
-    webhook = next(v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v)
+    named = [v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v]
+    # the trusted keys (signed-commits/) are a Secret the user creates with kubectl, by name
+    webhook = next(name for name in named if name != "reconciler-trusted-keys")
 
     # the name carries a hash of the content: a new secret rolls the pods
     assert webhook.startswith("reconciler-webhook-")
@@ -356,7 +358,11 @@ def test_rbac_reads_secrets_by_name_in_its_namespace_only(
     account = _one(docs, "ServiceAccount")
     deployment = _one(docs, "Deployment")
 
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+        # the notifications' Events (README, Notifications), counted up when repeated
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "get", "patch"]},
+    ]
     assert not [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
     assert account["automountServiceAccountToken"] is False
     # the one pod that needs the token (to read the kubeconfig Secrets) asks for it
@@ -501,8 +507,25 @@ def test_checkov_finds_nothing_that_is_not_skipped_with_a_reason(
 # -- the image ------------------------------------------------------------------------------------
 
 
+def test_signed_commits_mount_the_trusted_keys_secret_read_only(
+    builds: dict[str, list[Doc]],
+) -> None:
+    pod = _one(builds["signed"], "Deployment")["spec"]["template"]["spec"]
+    container = _container(_one(builds["signed"], "Deployment"))
+    folder = _env(container)["RECONCILER_TRUSTED_KEYS_DIR"]["value"]
+    [mount] = [m for m in container["volumeMounts"] if m["mountPath"] == folder]
+    [volume] = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+
+    assert mount["readOnly"] is True
+    assert volume["secret"]["secretName"] == "reconciler-trusted-keys"
+    assert restricted_violations(pod) == []
+
+
 def test_dockerfile_installs_the_package_and_git_and_runs_as_the_manifests_user() -> None:
     dockerfile = (DEPLOY / "Dockerfile").read_text()
+    # gpg and ssh-keygen check signed commits (README "Signed commits")
+    assert "gnupg" in dockerfile
+    assert "openssh-client" in dockerfile
 
     assert "COPY schemas ./schemas" in dockerfile
     assert "git" in dockerfile

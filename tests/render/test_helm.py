@@ -15,7 +15,7 @@ from reconciler.errors import RenderError
 from reconciler.render import default_renderer
 from reconciler.render.documents import split_manifest
 from reconciler.source.loader import load_repo
-from tests.support.charts import chart_module_files
+from tests.support.charts import CHART_TEMPLATES, chart_module_files
 from tests.support.repos import RepoFactory, channel_file, dump, runtime_file
 
 
@@ -82,20 +82,46 @@ def test_notes_are_text_not_objects(make_repo: RepoFactory) -> None:
     assert sorted(o["kind"] for o in rendered.objects) == ["ConfigMap", "Deployment"]
 
 
-def test_hooks_are_kept_apart_and_test_hooks_dropped(make_repo: RepoFactory) -> None:
-    job = (
-        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {name}\n  annotations:\n"
-        '    "helm.sh/hook": {hook}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n'
-        "      containers: [{{name: j, image: busybox}}]\n"
-    )
-    hooks = {
-        "modules/web/1.0.0/chart/templates/pre.yaml": job.format(name="pre", hook="pre-install"),
-        "modules/web/1.0.0/chart/templates/test.yaml": job.format(name="t", hook="test"),
-    }
+_JOB = (
+    "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {name}\n  annotations:\n"
+    '    "helm.sh/hook": {hook}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n'
+    "      containers: [{{name: j, image: busybox}}]\n"
+)
+
+
+def test_test_hooks_are_dropped(make_repo: RepoFactory) -> None:
+    hooks = {"modules/web/1.0.0/chart/templates/test.yaml": _JOB.format(name="t", hook="test")}
     repo = _repo(make_repo, hooks=hooks)
     rendered = repo.rendered[("plain", "web")]
-    assert [h["metadata"]["name"] for h in rendered.hooks] == ["pre"]
+    assert rendered.hooks == ()
     assert "Job" not in {o["kind"] for o in rendered.objects}
+
+
+def test_a_chart_with_hooks_is_refused_naming_chart_hook_and_object(
+    make_repo: RepoFactory,
+) -> None:
+    hooks = {
+        "modules/web/1.0.0/chart/templates/pre.yaml": _JOB.format(
+            name="migrate", hook="pre-install,pre-upgrade"
+        ),
+        "modules/web/1.0.0/chart/templates/test.yaml": _JOB.format(name="t", hook="test"),
+    }
+    tree = {
+        **chart_module_files("web"),
+        **hooks,
+        **channel_file("regular", {"web": "1.0.0"}),
+        **runtime_file("a", "regular", [{"name": "web"}]),
+        **runtime_file("b", "regular", [{"name": "web"}]),
+    }
+    validation = load_repo(make_repo(tree), renderer=default_renderer())
+    assert validation.repo is None  # never applied as an ordinary object
+    (error,) = validation.diagnostics
+    assert error.rule == "C9"
+    assert error.path.endswith("modules/web/1.0.0/chart/Chart.yaml")
+    assert "module web 1.0.0 has Helm hooks" in error.message
+    assert "Job/migrate (pre-install,pre-upgrade)" in error.message
+    assert "Job/t" not in error.message
+    assert "[runtime a and 1 more]" in error.message
 
 
 def test_a_template_error_is_a_located_c9_error(make_repo: RepoFactory) -> None:
@@ -143,3 +169,28 @@ def test_without_a_renderer_a_chart_module_is_refused_not_emptied(make_repo: Rep
     assert repo is not None
     with pytest.raises(RenderError, match="was not rendered"):
         Renderer(repo).render(resolve_runtime(repo, repo.runtimes["a"]))
+
+
+def test_a_render_without_the_operator_or_with_another_version_label_is_refused(
+    make_repo: RepoFactory,
+) -> None:
+    chart = chart_module_files("web")
+    chart["modules/web/1.0.0/chart/Chart.yaml"] = dump(
+        {"apiVersion": "v2", "name": "web", "version": "1.0.0", "appVersion": "2.0.0"}
+    )
+    tree = {
+        **chart,
+        **chart_module_files(
+            "api", templates={"templates/cm.yaml": CHART_TEMPLATES["templates/config.yaml"]}
+        ),
+        **channel_file("regular", {"web": "1.0.0", "api": "1.0.0"}),
+        **runtime_file("a", "regular", [{"name": "web"}, {"name": "api"}]),
+    }
+    validation = load_repo(make_repo(tree), renderer=default_renderer())
+    assert validation.repo is None
+    errors = {e.rule: e for e in validation.diagnostics}
+    assert set(errors) == {"C2", "C4"}
+    assert errors["C2"].path.endswith("modules/api/1.0.0/chart/Chart.yaml")
+    assert "renders no Deployment 'api-operator'" in errors["C2"].message
+    assert errors["C4"].path.endswith("modules/web/1.0.0/chart/Chart.yaml")
+    assert "label as '2.0.0', not the version of its folder, 1.0.0" in errors["C4"].message

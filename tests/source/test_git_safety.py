@@ -184,7 +184,8 @@ def test_validate_refuses_every_payload_before_any_git_runs(tmp_path: Path) -> N
         assert payload not in done.stdout + done.stderr  # the value is never repeated
         assert not marker.exists(), name
     assert not log.exists(), log.read_text()  # git never ran at all
-    assert not (tmp_path / "cache").exists()
+    # nothing fetched: no channels checkout in the cache (only the schemas' compiled checks)
+    assert not list((tmp_path / "cache").glob("reconciler/channels-*"))
 
 
 def test_validate_gives_up_on_a_silent_channels_server_within_the_limit(

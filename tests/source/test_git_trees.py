@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.source.git import PREFETCH_BLOB_BYTES, open_revision
+from reconciler.source.git import open_revision
+from reconciler.source.gittree import PREFETCH_BLOB_BYTES
 from reconciler.source.loader import ReadOptions, load_repo
 from tests.support.fleet_history import BASE_FILES, git, runtime_yaml, write_tree
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tests.support.repos import API, dump
+from tests.support.tools import require_shared
 
 #: A chart with one ConfigMap whose data shows the values, one Deployment (the module's
 #: operator), a ``---# comment`` document start and notes.
@@ -55,6 +56,43 @@ def chart_module_files(
     }
     for path, text in (templates or CHART_TEMPLATES).items():
         files[f"{folder}/chart/{path}"] = text
+    if values is not None:
+        files[f"{folder}/values.yaml"] = dump(dict(values))
+    return files
+
+
+#: Values that switch the corpus charts' hooks off (docs/charts.md, Hooks); cert-manager with
+#: its CRDs.
+CERT_MANAGER = {"crds": {"enabled": True}, "startupapicheck": {"enabled": False}}
+INGRESS_NGINX = {"controller": {"admissionWebhooks": {"enabled": False}}}
+
+
+def corpus_chart_module(
+    name: str,
+    chart: str,
+    version: str,
+    *,
+    namespace: str,
+    operator: str,
+    values: Mapping[str, Any] | None = None,
+    hooks: str | None = None,
+) -> dict[str, str | bytes]:
+    """``modules/<name>/``: a module whose version ``version`` is the corpus chart ``chart``
+    (copied unmodified into ``chart/``), with ``values`` as the version's ``values.yaml``.
+    Skips the test (fails it under CI) without the shared corpus."""
+    spec: dict[str, Any] = {
+        "namespace": namespace,
+        "operator": {"kind": "Deployment", "name": operator},
+    }
+    if hooks is not None:
+        spec["hooks"] = hooks  # Refuse | Skip (docs/charts.md, Hooks)
+    module = {"apiVersion": API, "kind": "Module", "metadata": {"name": name}, "spec": spec}
+    folder = f"modules/{name}/{version}"
+    files: dict[str, str | bytes] = {f"modules/{name}/module.yaml": dump(module)}
+    source = require_shared("corpus", "charts", chart)
+    for path in sorted(source.rglob("*")):
+        if path.is_file():
+            files[f"{folder}/chart/{path.relative_to(source).as_posix()}"] = path.read_bytes()
     if values is not None:
         files[f"{folder}/values.yaml"] = dump(dict(values))
     return files

@@ -141,12 +141,21 @@ class KubeFleet:
         args = ("--runtime", self.runtime, "--kubeconfig-dir", kubeconfig_dir)
         return self.reconciler("sync", str(self.repo), *args)
 
-    def sync_until(self, text: str, operator: str | None = None, rounds: int = 30) -> Result:
+    def sync_until(
+        self,
+        text: str,
+        operator: str | None = None,
+        rounds: int = 30,
+        operators: Sequence[tuple[str, str]] = (),
+    ) -> Result:
         """``sync`` until its output holds ``text``, marking the Deployment ``operator`` of the
-        modules' namespace available whenever it exists."""
+        modules' namespace (and each ``(namespace, name)`` of ``operators``) available
+        whenever it exists."""
         for _ in range(rounds):
             if operator is not None:
                 self.make_available(operator)
+            for namespace, name in operators:
+                self.make_available(name, namespace)
             result = self.sync()
             assert result.exit_code == 0, result.output
             if text in result.output:
@@ -155,10 +164,11 @@ class KubeFleet:
 
     # -- the cluster, as a user --------------------------------------------------------------------
 
-    def make_available(self, name: str) -> None:
-        """Mark Deployment ``name`` of the modules' namespace available (its status)."""
+    def make_available(self, name: str, namespace: str | None = None) -> None:
+        """Mark Deployment ``name`` of the modules' namespace (or ``namespace``) available."""
+        namespace = namespace or self.namespace
         apps = k8s_client.AppsV1Api(self._api_client)
-        body = self.cluster.get(ObjectRef("apps/v1", "Deployment", self.namespace, name))
+        body = self.cluster.get(ObjectRef("apps/v1", "Deployment", namespace, name))
         if body is None:
             return
         replicas = (body.get("spec") or {}).get("replicas") or 1
@@ -169,7 +179,7 @@ class KubeFleet:
             "availableReplicas": replicas,
             "updatedReplicas": replicas,
         }
-        apps.patch_namespaced_deployment_status(name, self.namespace, {"status": status})
+        apps.patch_namespaced_deployment_status(name, namespace, {"status": status})
 
     def create_namespace(self, name: str) -> None:
         body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}

@@ -28,7 +28,6 @@ from reconciler.operations.store.contract import (
     next_beat,
 )
 from reconciler.operations.store.opening import (
-    default_state_url,
     open_existing_store,
     open_store,
     open_store_to_read,
@@ -48,7 +47,6 @@ __all__ = [
     "SavedRows",
     "SqliteStore",
     "StateStore",
-    "default_state_url",
     "load_status",
     "load_statuses",
     "may_replace",

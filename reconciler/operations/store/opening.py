@@ -1,5 +1,6 @@
 """Which store a ``--state`` URL names, opened: a SQLite file or a PostgreSQL database (psycopg
-is imported only when one is named), and the default URL under the user's state directory."""
+is imported only when one is named). The default URL is the command line's
+(:func:`reconciler.cli.options.default_state_url`)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,6 @@ from reconciler.operations.store.contract import StateStore
 from reconciler.operations.store.sqlite import SqliteStore
 
 _SQLITE = "sqlite:///"
-
-
-def default_state_url() -> str:
-    """``sqlite:///`` a file under the user's state directory (XDG_STATE_HOME)."""
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return f"sqlite:///{Path(base) / 'reconciler' / 'state.db'}"
 
 
 def open_store(url: str) -> StateStore:

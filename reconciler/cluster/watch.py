@@ -1,0 +1,193 @@
+"""One kind watched on one cluster, and the cache its events keep (an informer, as client-go's).
+
+:class:`KindWatch` lists the kind once and then watches it from the list's resourceVersion,
+with bookmarks; each stream ends after its timeout or a dropped connection and the next one
+resumes from the last resourceVersion seen (an event's or a bookmark's), so nothing is lost
+between them. A 410 Gone (the server no longer keeps that resourceVersion) lists again, and
+what changed since the cache was last told is passed on as events made from the difference
+(added, changed: a new resourceVersion, deleted: gone from the list), so a relist loses no
+change either. Any other error waits (:class:`Backoff`: 0.5 s doubled up to 30 s) and tries
+again. The first list fills the cache without events: only changes after it are news. Waiting
+goes through a seam (``wait``), so that tests drive :meth:`KindWatch.step` without sleeping.
+Caller: :mod:`reconciler.daemon.watches`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from reconciler.cluster.api import Watchable, WatchEvent, WatchEventType
+from reconciler.core.objects import Body
+from reconciler.errors import ExpiredError, ReconcilerError
+
+log = logging.getLogger(__name__)
+
+#: What an event is passed to, with the object's state before it (None: not seen before).
+OnEvent = Callable[[WatchEvent, Body | None], None]
+#: How long one watch request stays open (the server ends it then; we resume).
+STREAM_SECONDS = 300.0
+
+
+@dataclass(slots=True)
+class Backoff:
+    """Growing delays between failed attempts (``first`` doubled up to ``most``), reset by a
+    success."""
+
+    first: float = 0.5
+    most: float = 30.0
+    _next: float = 0.0
+
+    def delay(self) -> float:
+        """The delay before the next attempt (longer each time)."""
+        self._next = min(self.most, self._next * 2) if self._next else self.first
+        return self._next
+
+    def reset(self) -> None:
+        """A success: the next failure waits ``first`` again."""
+        self._next = 0.0
+
+
+@dataclass(slots=True)
+class WatchCounts:
+    """What a watch did, for metrics and the bench."""
+
+    lists: int = 0
+    streams: int = 0
+    events: int = 0
+    expired: int = 0
+    errors: int = 0
+
+
+@dataclass(slots=True)
+class KindWatch:
+    """See the module docstring. ``wait(seconds)`` waits and says whether to stop."""
+
+    cluster: Watchable
+    api_version: str
+    kind: str
+    on_event: OnEvent
+    labels: Mapping[str, str] = field(default_factory=dict)
+    stream_seconds: float = STREAM_SECONDS
+    wait: Callable[[float], bool] = lambda _seconds: False
+    backoff: Backoff = field(default_factory=Backoff)
+    counts: WatchCounts = field(default_factory=WatchCounts)
+    #: The resourceVersion the next stream starts from ("" before the first list).
+    resource_version: str = ""
+    #: The objects seen, by (namespace, name), as the last event told them.
+    cache: dict[tuple[str, str], Body] = field(default_factory=dict)
+    #: The last error, as one line (empty after a success).
+    error: str = ""
+    _listed: bool = False
+
+    @property
+    def what(self) -> str:
+        """``Deployment (apps/v1)``."""
+        return f"{self.kind} ({self.api_version})"
+
+    def run(self, stopped: Callable[[], bool]) -> None:
+        """Steps until ``stopped()``."""
+        while not stopped():
+            if not self.step():
+                return
+
+    def step(self) -> bool:
+        """One list (none done, or the last stream expired) or one stream to its end;
+        False when ``wait`` said to stop during a backoff."""
+        try:
+            if not self.resource_version:
+                self._relist()
+            else:
+                self._stream()
+        except ExpiredError:
+            self.counts.expired += 1
+            log.info(
+                "watch %s: resourceVersion %s expired, listing again",
+                self.what,
+                self.resource_version,
+            )
+            self.resource_version = ""
+            return True
+        except ReconcilerError as error:
+            self.counts.errors += 1
+            self.error = str(error)
+            delay = self.backoff.delay()
+            log.info("watch %s: %s (again in %gs)", self.what, error, delay)
+            return not self.wait(delay)
+        self.backoff.reset()
+        self.error = ""
+        return True
+
+    def prime(self) -> None:
+        """The first list now, in the caller's thread (without a backoff: after a failure,
+        :meth:`step` lists), so that a change from now on is an event."""
+        try:
+            self._relist()
+        except ReconcilerError as error:
+            self.counts.errors += 1
+            self.error = str(error)
+
+    def _stream(self) -> None:
+        self.counts.streams += 1
+        events = self.cluster.watch(
+            self.api_version,
+            self.kind,
+            resource_version=self.resource_version,
+            labels=self.labels,
+            timeout_seconds=self.stream_seconds,
+        )
+        for event in events:
+            self._take(event)
+
+    def _take(self, event: WatchEvent) -> None:
+        if event.resource_version:
+            self.resource_version = event.resource_version
+        if event.type is WatchEventType.BOOKMARK:
+            return
+        self.counts.events += 1
+        key = _key(event.body)
+        previous = self.cache.get(key)
+        if event.type is WatchEventType.DELETED:
+            self.cache.pop(key, None)
+        else:
+            self.cache[key] = event.body
+        self.on_event(event, previous)
+
+    def _relist(self) -> None:
+        """List the kind; after the first list, pass on what changed since the cache."""
+        self.counts.lists += 1
+        listing = self.cluster.list_for_watch(self.api_version, self.kind, labels=self.labels)
+        fresh = {_key(item): item for item in listing.items}
+        news = [] if not self._listed else _differences(self.cache, fresh)
+        self.cache, self._listed = fresh, True
+        self.resource_version = listing.resource_version
+        for event, previous in news:
+            self.counts.events += 1
+            self.on_event(event, previous)
+
+
+def _differences(
+    cached: Mapping[tuple[str, str], Body], fresh: Mapping[tuple[str, str], Body]
+) -> list[tuple[WatchEvent, Body | None]]:
+    """The events that take ``cached`` to ``fresh`` (with each object's state before)."""
+    news: list[tuple[WatchEvent, Body | None]] = []
+    for key, body in fresh.items():
+        before = cached.get(key)
+        if before is None:
+            news.append((WatchEvent(WatchEventType.ADDED, body), None))
+        elif _version(before) != _version(body):
+            news.append((WatchEvent(WatchEventType.MODIFIED, body), before))
+    for key, before in cached.items():
+        if key not in fresh:
+            news.append((WatchEvent(WatchEventType.DELETED, before), before))
+    return news
+
+
+def _key(body: Body) -> tuple[str, str]:
+    metadata = body.get("metadata") or {}
+    return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+
+
+def _version(body: Body) -> str:
+    return str((body.get("metadata") or {}).get("resourceVersion") or "")

@@ -1,0 +1,161 @@
+"""Signed-commit verification as values (pure): what git said of each commit's signature, and
+whether a commit may be put in force.
+
+git reports a commit's signature as one letter (``%G?``); :class:`SignatureStatus` names the
+letters (a reason code of the user's contract: ``/status``, logs, metrics), and
+:class:`CommitSignature` is one commit's answer, checked against the trusted keys only (never
+keys from the repository being verified; :mod:`reconciler.source.signatures` does the git and
+key I/O). :func:`judge_signatures` decides: every commit checked must carry a good signature
+from a trusted key, or the head is refused as a whole (C7) with the first commit to blame.
+
+Callers: :mod:`reconciler.source.signatures`, the daemon's commit gate, ``validate --verify``
+and ``diff --base --verify``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class SignatureStatus(StrEnum):
+    """A commit's signature checked against the trusted keys, by its code in ``/status``."""
+
+    SIGNED = "Signed"
+    UNSIGNED = "Unsigned"
+    UNTRUSTED_KEY = "UntrustedKey"
+    BAD_SIGNATURE = "BadSignature"
+    EXPIRED_SIGNATURE = "ExpiredSignature"
+    EXPIRED_KEY = "ExpiredKey"
+    REVOKED_KEY = "RevokedKey"
+
+    @classmethod
+    def of_letter(cls, letter: str) -> SignatureStatus:
+        """git's ``%G?`` letter as a status; any letter git may add later is untrusted."""
+        return _LETTERS.get(letter, cls.UNTRUSTED_KEY)
+
+    @property
+    def reason(self) -> str:
+        """What is wrong, for a person (empty for :attr:`SIGNED`)."""
+        return _REASONS[self]
+
+
+_LETTERS = {
+    "G": SignatureStatus.SIGNED,
+    "N": SignatureStatus.UNSIGNED,
+    "U": SignatureStatus.UNTRUSTED_KEY,  # ssh: a good signature by a key not allowed
+    "E": SignatureStatus.UNTRUSTED_KEY,  # OpenPGP: the key is not among the trusted ones
+    "B": SignatureStatus.BAD_SIGNATURE,
+    "X": SignatureStatus.EXPIRED_SIGNATURE,
+    "Y": SignatureStatus.EXPIRED_KEY,
+    "R": SignatureStatus.REVOKED_KEY,
+}
+
+_REASONS = {
+    SignatureStatus.SIGNED: "",
+    SignatureStatus.UNSIGNED: "it is not signed",
+    SignatureStatus.UNTRUSTED_KEY: "it is signed by a key that is not trusted",
+    SignatureStatus.BAD_SIGNATURE: "its signature does not match its content (bad signature)",
+    SignatureStatus.EXPIRED_SIGNATURE: "its signature has expired",
+    SignatureStatus.EXPIRED_KEY: "it is signed by an expired key",
+    SignatureStatus.REVOKED_KEY: "it is signed by a revoked key",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CommitSignature:
+    """One commit's signature as git checked it with the trusted keys: its status, the signer
+    (an allowed-signers principal or an OpenPGP user id, when trusted) and the key (an SSH
+    fingerprint or an OpenPGP key id; empty when unsigned). No secret: public key ids only."""
+
+    commit: str
+    status: SignatureStatus
+    signer: str = ""
+    key: str = ""
+
+    @property
+    def good(self) -> bool:
+        """Signed by a trusted key, the signature good."""
+        return self.status is SignatureStatus.SIGNED
+
+    @property
+    def reason(self) -> str:
+        """``commit 1a2b3c4d5e6f: it is signed by a key that is not trusted (key SHA256:...)``."""
+        key = f" (key {self.key})" if self.key and not self.good else ""
+        return f"commit {self.commit[:12]}: {self.status.reason}{key}"
+
+    def to_json(self) -> dict[str, Any]:
+        """``/status``'s and ``validate -o json``'s form."""
+        return {
+            "commit": self.commit,
+            "status": str(self.status),
+            "signer": self.signer,
+            "key": self.key,
+            "reason": self.status.reason,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CommitSignature:
+        """Inverse of :meth:`to_json` (an unknown status reads as an untrusted key)."""
+        status = str(data.get("status") or "")
+        known = {str(s): s for s in SignatureStatus}
+        return cls(
+            str(data.get("commit") or ""),
+            known.get(status, SignatureStatus.UNTRUSTED_KEY),
+            str(data.get("signer") or ""),
+            str(data.get("key") or ""),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SignatureVerdict:
+    """Whether the commits checked for one head may be put in force: ``bad`` lists those that
+    may not (newest first, as git lists them), ``checked`` how many were checked."""
+
+    head: str
+    checked: int
+    bad: tuple[CommitSignature, ...]
+    every_commit: bool
+    #: The commit the check started after (the one in force, a ``--base``), when every commit
+    #: since it was checked.
+    since: str = ""
+    #: A working tree was read (``validate --verify``) and has changes no commit signs.
+    uncommitted: bool = False
+
+    @property
+    def accepted(self) -> bool:
+        """Every commit checked carries a good signature from a trusted key."""
+        return not self.bad and self.checked > 0 and not self.uncommitted
+
+    @property
+    def reason(self) -> str:
+        """One line: why the head is refused (empty when accepted)."""
+        if self.accepted:
+            return ""
+        if not self.bad and self.uncommitted:
+            return (
+                f"the working tree has changes that no signature covers (on top of commit "
+                f"{self.head[:12]}): commit them, signed, or check a clean checkout"
+            )
+        if not self.bad:
+            return f"commit {self.head[:12]}: no commit to check"
+        first = self.bad[-1]  # the oldest one to blame: the history went wrong there
+        more = f" (and {len(self.bad) - 1} more)" if len(self.bad) > 1 else ""
+        which = f"every commit since {self.since[:12]}" if self.every_commit else "the head"
+        rule = f"{which} must carry a good signature from a trusted key"
+        return f"{first.reason}{more}; {rule}"
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """The commits to blame, for ``/status``."""
+        return [signature.to_json() for signature in self.bad]
+
+
+def judge_signatures(
+    head: str, signatures: Sequence[CommitSignature], since: str | None = None
+) -> SignatureVerdict:
+    """The verdict on ``head`` from the ``signatures`` of the commits checked (``head`` alone,
+    or with ``since`` every commit since that one, newest first)."""
+    bad = tuple(signature for signature in signatures if not signature.good)
+    return SignatureVerdict(head, len(signatures), bad, since is not None, since or "")

@@ -1,0 +1,205 @@
+"""The status page on the daemon's port: ``/`` (the fleet) and ``/runtimes/NAME`` (a runtime),
+read-only HTML rendered on the server with Jinja2, and ``/static/page.css``.
+
+The data is loaded here (the state store, the commit in force, the members) and handed to the
+pure view model (:mod:`reconciler.daemon.page_model`); the templates and the stylesheet ship in
+the package (``reconciler/daemon/templates``, ``reconciler/daemon/static``). Everything a
+template prints is HTML-escaped (autoescape); an undefined name in a template is an error, not
+an empty cell. No script, no CDN: the pages work without JavaScript and say so in their
+Content-Security-Policy. Who may read them: whoever may read ``/status`` (docs/security.md).
+
+Adding a page (``/rollouts`` once rollouts are recorded): a view in ``page_model``, a template
+in ``templates/``, a loader here, one entry in :data:`PAGES` (its path, its title in the
+navigation) and one branch in :meth:`Pages.respond`.
+
+Caller: :mod:`reconciler.daemon.http`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl
+
+import jinja2
+
+from reconciler.core.diagnostics import did_you_mean
+from reconciler.core.head import head_text
+from reconciler.core.model import is_runtime_name
+from reconciler.core.redaction import mask
+from reconciler.daemon.page_model import (
+    CommitProblem,
+    FleetQuery,
+    FleetRuntime,
+    SourceView,
+    fleet_view,
+    held_problem,
+    refused_problem,
+    runtime_view,
+    time_text,
+)
+from reconciler.operations.store import load_status, load_statuses
+
+if TYPE_CHECKING:
+    from reconciler.daemon.service import Daemon
+
+#: The pages, in the navigation's order: path, title.
+PAGES = (("/", "Fleet"),)
+#: What a page's answer carries besides its body: no script, no frame, no referrer.
+HTML_HEADERS = (
+    (
+        "Content-Security-Policy",
+        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+        "base-uri 'none'; frame-ancestors 'none'",
+    ),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "no-referrer"),
+    ("Cache-Control", "no-store"),
+)
+HTML = "text/html; charset=utf-8"
+STYLESHEET = "/static/page.css"
+
+
+@dataclass(frozen=True, slots=True)
+class PageAnswer:
+    """A page: its status, its content type, its body."""
+
+    status: int
+    kind: str
+    body: bytes
+
+
+def is_page(path: str) -> bool:
+    """Whether ``path`` is one of the status page's."""
+    return path == "/" or path == STYLESHEET or path.startswith("/runtimes/")
+
+
+@functools.cache
+def environment() -> jinja2.Environment:
+    """The templates of the package, autoescaped, strict about undefined names."""
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("reconciler.daemon", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        finalize=_masked,
+    )
+    env.globals.update(pages=PAGES, stylesheet=STYLESHEET)
+    return env
+
+
+def _masked(value: object) -> object:
+    """Every text a template prints, with the shapes of secrets masked (S4), as ``/status``."""
+    return mask(value) if isinstance(value, str) else value
+
+
+@functools.cache
+def stylesheet() -> bytes:
+    """The stylesheet shipped in the package."""
+    return resources.files("reconciler.daemon").joinpath("static/page.css").read_bytes()
+
+
+def render_page(template: str, **values: Any) -> bytes:
+    """``template`` with ``values``, as UTF-8."""
+    return environment().get_template(template).render(**values).encode()
+
+
+class Pages:
+    """The status page's answers, from the daemon's state at each request."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+
+    def respond(self, path: str, query: str) -> PageAnswer:
+        """The answer to ``GET path?query``."""
+        if path == STYLESHEET:
+            return PageAnswer(200, "text/css; charset=utf-8", stylesheet())
+        if path == "/":
+            return self.fleet(query)
+        return self.runtime(path.removeprefix("/runtimes/"))
+
+    def fleet(self, query: str) -> PageAnswer:
+        """``/``: the fleet, filtered by the query's parameters."""
+        view = fleet_view(
+            load_fleet(self.daemon), FleetQuery.of(page_params(query)), load_source(self.daemon),
+            self.daemon.clock(),
+        )  # fmt: skip
+        return PageAnswer(200, HTML, render_page("fleet.html", view=view, here="/"))
+
+    def runtime(self, name: str) -> PageAnswer:
+        """``/runtimes/NAME``: 404 (with the closest name) for one the daemon does not know."""
+        if not is_runtime_name(name):  # never compared with the fleet: it may be 60 KiB
+            message = f"'{name[:100]}' is no runtime name (a DNS-1123 label)"
+            return PageAnswer(404, HTML, render_page("missing.html", message=message, here=""))
+        runtime = load_runtime(self.daemon, name)
+        if runtime is None:
+            known = self.daemon.fleet()
+            message = f"no runtime '{name}' in the commit in force nor in the state store"
+            body = render_page("missing.html", message=message + did_you_mean(name, known), here="")
+            return PageAnswer(404, HTML, body)
+        operations = self.daemon.store.operations(runtime=name, limit=5)
+        view = runtime_view(runtime, operations, load_source(self.daemon), self.daemon.clock())
+        return PageAnswer(200, HTML, render_page("runtime.html", view=view, here=""))
+
+
+def load_fleet(daemon: Daemon) -> list[FleetRuntime]:
+    """Every runtime of the commit in force and of the store, with its status and owner."""
+    repo = daemon.state.repo
+    declared = repo.runtimes if repo is not None else {}
+    in_git = {name: runtime.suspend for name, runtime in declared.items()}
+    statuses = {s.current.runtime: s for s in load_statuses(daemon.store, git_suspended=in_git)}
+    names = sorted(set(declared) | set(statuses))
+    owners = daemon.membership.owners(names)
+    return [
+        FleetRuntime.of(name, declared.get(name), statuses.get(name), owners.get(name, ""))
+        for name in names
+    ]
+
+
+def load_runtime(daemon: Daemon, name: str) -> FleetRuntime | None:
+    """One runtime as :func:`load_fleet` gathers it; ``None`` when neither the commit in force
+    nor the store knows it."""
+    repo = daemon.state.repo
+    spec = repo.runtimes.get(name) if repo is not None else None
+    status = load_status(
+        daemon.store, name, git_suspended=spec.suspend if spec is not None else None
+    )
+    if spec is None and status is None:
+        return None
+    owners = daemon.membership.owners(daemon.fleet())
+    return FleetRuntime.of(name, spec, status, owners.get(name, ""))
+
+
+def load_source(daemon: Daemon) -> SourceView:
+    """The commit in force and a refused, held or waiting newer one."""
+    state = daemon.state
+    problems: list[CommitProblem] = []
+    if state.refused is not None:
+        refused = state.refused
+        problems.append(
+            refused_problem(refused.commit, refused.message, refused.errors, refused.signatures)
+        )
+    if state.held is not None:
+        held = state.held
+        removals = (*held.runtimes, *held.modules, *held.crds)
+        problems.append(held_problem(held.commit, held.message, removals))
+    if state.waiting is not None:
+        waiting = state.waiting
+        how = "Nothing to do: it is read again then; the commit in force stays meanwhile."
+        problems.append(CommitProblem("waiting", waiting.commit, waiting.message, how))
+    return SourceView(
+        url=daemon.source.shown,
+        commit=head_text(state.commit),
+        last_poll=time_text(state.last_poll),
+        error=state.error,
+        problems=tuple(problems),
+    )
+
+
+def page_params(query: str) -> Mapping[str, str]:
+    """The decoded parameters of a query string (the last of a repeated one)."""
+    return dict(parse_qsl(query[:2000], keep_blank_values=True))

@@ -1,0 +1,426 @@
+"""Event-driven reconciliation: the daemon's watches on the clusters of the runtimes it owns.
+
+After each run of a runtime, :meth:`Watches.need` records the kinds its modules use (the
+objects we apply, labelled ours) and CRDs; each (cluster, kind) is watched once
+(:class:`~reconciler.cluster.watch.KindWatch`, on a thread of its own), opened when a first
+runtime needs it and closed when the last one no longer does (:meth:`Watches.release`: the
+runtime left this replica or git). An event that matters wakes the runtime
+(:func:`reason_to_wake`): an operator became (un)available, a CRD Established, an object of
+ours changed by someone else (drift, reported: log line naming the object and field, metric,
+Kubernetes Event, ``/status``) or deleted. Wakes are debounced: the runtime runs once, one
+debounce interval after its first wake (many events, one reconcile), and a wake during a run
+runs it once more after. Timers (retries, resync) stay as the fallback. ``spec.watch: false``
+(or ``--no-watch``) turns it all off (pure polling); ``spec.intervals.debounce`` (or
+``--debounce``) is the interval. Caller: :class:`reconciler.daemon.service.Daemon`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from reconciler.cluster.api import (
+    Cluster,
+    EventSink,
+    ObjectEvent,
+    Watchable,
+    WatchEvent,
+    WatchEventType,
+)
+from reconciler.cluster.watch import KindWatch
+from reconciler.core.inventory import LABEL_INVENTORY, inventory_from_configmap
+from reconciler.core.model import (
+    FIELD_MANAGER,
+    LABEL_MANAGED_BY,
+    LABEL_RUNTIME,
+    MANAGED_BY_VALUE,
+    Settings,
+)
+from reconciler.core.objects import Body, ObjectRef
+from reconciler.errors import ReconcilerError
+
+if TYPE_CHECKING:
+    from reconciler.daemon.service import Daemon
+
+log = logging.getLogger("reconciler.daemon")
+
+OURS = {LABEL_MANAGED_BY: MANAGED_BY_VALUE}
+#: A watch of our objects only, or of every instance (the kinds that block a removal).
+OWN, EVERY = "ours", "every"
+#: (cluster, apiVersion, kind, OWN or EVERY): what one watch watches.
+Key = tuple[str, str, str, str]
+CRD = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+#: Fields that change without anyone changing what we applied.
+_NOT_DRIFT = frozenset({"status", "metadata"})
+#: Drifts kept per runtime for ``/status``.
+KEPT_DRIFTS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Drift:
+    """An object of ours changed or deleted by someone else."""
+
+    ref: ObjectRef
+    field: str
+    by: str
+
+    def describe(self) -> str:
+        """``Deployment/ns/name: spec.replicas changed by kubectl-edit``."""
+        if self.field == "deleted":
+            return f"{self.ref.subject} deleted"
+        return f"{self.ref.subject}: {self.field} changed by {self.by}"
+
+
+def reason_to_wake(event: WatchEvent, before: Body | None) -> tuple[str, Drift | None] | None:
+    """Why ``event`` wakes its runtime (and the drift it is), or None when it does not
+    matter: our own writes, status noise, bookmarks."""
+    body = event.body
+    ref = ObjectRef.of(body)
+    if event.type is WatchEventType.BOOKMARK:
+        return None
+    if event.type is WatchEventType.DELETED:
+        return "deleted", Drift(ref, "deleted", "")
+    if before is None:
+        return None  # created: by us (a run is under way) or noticed by the next resync
+    if _available(before) != _available(body):
+        return "availability changed", None
+    if _established(before) != _established(body):
+        return "CRD established", None
+    if _generation(before) != _generation(body):
+        others = sorted(writers(before, body) - {FIELD_MANAGER})
+        if others:
+            return "changed", Drift(ref, first_difference(before, body), ", ".join(others))
+    return None
+
+
+def _identity(ref: ObjectRef) -> tuple[str, str, str, str]:
+    """An object whatever the version it is served in: group, kind, namespace, name."""
+    return ref.group, ref.kind, ref.namespace, ref.name
+
+
+def _ours(body: Body) -> bool:
+    labels = (body.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in OURS.items())
+
+
+def fetch_blocking_kinds(
+    cluster: Cluster, namespace: str, runtime: str, modules: Iterable[str]
+) -> set[tuple[str, str]]:
+    """The kinds (apiVersion, kind) whose instances block the removal of ``modules``, from
+    their inventories in ``namespace`` (the kinds served now; none for a kind no longer)."""
+    wanted = set(modules)
+    labels = {LABEL_INVENTORY: "true", LABEL_RUNTIME: runtime}
+    kinds: set[tuple[str, str]] = set()
+    for body in cluster.list_objects("v1", "ConfigMap", namespace=namespace, labels=labels):
+        try:
+            inventory = inventory_from_configmap(body)
+        except ValueError:
+            continue
+        if inventory.module not in wanted:
+            continue
+        for group, kind in inventory.managed_kinds:
+            info = cluster.kinds_in_group(group, kind)
+            if info is not None:
+                kinds.add((info.api_version, kind))
+    return kinds
+
+
+def _available(body: Body) -> bool:
+    """Whether a workload is available (as far as a wake cares: a change of it wakes)."""
+    status = body.get("status") or {}
+    if body.get("kind") == "DaemonSet":
+        wanted = status.get("desiredNumberScheduled") or 0
+        return bool((status.get("numberAvailable") or 0) >= wanted and wanted)
+    desired = (body.get("spec") or {}).get("replicas", 1)
+    current = status.get("observedGeneration") == (body.get("metadata") or {}).get("generation")
+    return bool(current and (status.get("availableReplicas") or 0) >= (desired or 0))
+
+
+def _established(body: Body) -> bool:
+    conditions = (body.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+
+def _generation(body: Body) -> Any:
+    return (body.get("metadata") or {}).get("generation")
+
+
+def writers(before: Body, after: Body) -> set[str]:
+    """The field managers whose ``managedFields`` entry is new or changed from ``before`` to
+    ``after``: who wrote the change (its time, or the fields it owns, moved)."""
+
+    def entries(body: Body) -> dict[tuple[str, str], Any]:
+        found = (body.get("metadata") or {}).get("managedFields") or []
+        return {(str(e.get("manager")), str(e.get("operation"))): e for e in found}
+
+    old, new = entries(before), entries(after)
+    return {manager for (manager, op), entry in new.items() if old.get((manager, op)) != entry}
+
+
+def first_difference(before: Any, after: Any, path: str = "") -> str:
+    """The first field (dotted path) where ``after`` differs from ``before``, outside status
+    and metadata."""
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        for key in sorted(set(before) | set(after)):
+            if not path and key in _NOT_DRIFT:
+                continue
+            if before.get(key) != after.get(key):
+                return first_difference(
+                    before.get(key), after.get(key), f"{path}.{key}".lstrip(".")
+                )
+    return path or "spec"
+
+
+@dataclass(slots=True)
+class _Open:
+    """One (cluster, kind) watched, and the runtimes that need it."""
+
+    watch: KindWatch
+    stop: threading.Event
+    thread: threading.Thread | None = None
+    needers: set[str] = field(default_factory=set)
+
+
+class Watches:
+    """See the module docstring. Threads run only after :meth:`start` (tests step the
+    watches and fire the debounced wakes themselves: :meth:`step_all`, :meth:`fire_due`)."""
+
+    def __init__(
+        self,
+        daemon: Daemon,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.daemon = daemon
+        self.monotonic = monotonic
+        self.open: dict[Key, _Open] = {}
+        self._needs: dict[str, set[Key]] = {}
+        self._desired: dict[str, set[tuple[str, str, str, str]]] = {}
+        self._due: dict[str, float] = {}
+        self.drifts: dict[str, list[Drift]] = {}
+        self._clusters: dict[str, Cluster] = {}
+        self.wakes = 0
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._running = False
+
+    @property
+    def enabled(self) -> bool:
+        """Whether to watch: ``--watch/--no-watch`` when given, else ``spec.watch``."""
+        given = self.daemon.options.watch
+        return given if given is not None else self._settings().watch
+
+    @property
+    def debounce(self) -> float:
+        """Seconds: ``--debounce`` when given, else ``spec.intervals.debounce``."""
+        given = self.daemon.options.debounce
+        return (given or self._settings().debounce).total_seconds()
+
+    def _settings(self) -> Settings:
+        repo = self.daemon.state.repo
+        return repo.settings if repo is not None else Settings()
+
+    # -- what is watched -----------------------------------------------------------------------
+
+    def cluster(self, where: str, connect: Callable[[], Cluster]) -> Cluster | None:
+        """The client the watches of the cluster ``where`` names use (made once by
+        ``connect``); None when it cannot be reached (the run reported why)."""
+        with self._lock:
+            if where not in self._clusters:
+                try:
+                    self._clusters[where] = connect()
+                except ReconcilerError as error:
+                    log.info("no watches on %s: %s", where, error)
+                    return None
+            return self._clusters[where]
+
+    def need(
+        self,
+        runtime: str,
+        where: str,
+        cluster: object,
+        kinds: Iterable[tuple[str, str]],
+        blocking: Iterable[tuple[str, str]] = (),
+        desired: Iterable[ObjectRef] = (),
+    ) -> None:
+        """``runtime`` (on the cluster ``where`` names) needs ``kinds`` watched (our objects),
+        and ``blocking`` (every instance: they hold up a removal), and only those; a change
+        to one of ``desired`` (the objects git wants there now) by someone else is drift."""
+        if not self.enabled or not isinstance(cluster, Watchable):
+            return
+        wanted = {(where, api_version, kind, OWN) for api_version, kind in {*kinds, CRD}}
+        wanted |= {(where, api_version, kind, EVERY) for api_version, kind in blocking}
+        with self._lock:
+            new = [k for k in wanted - self._needs.get(runtime, set()) if k not in self.open]
+            for key in wanted - self._needs.get(runtime, set()):
+                self._open(key, cluster).needers.add(runtime)
+            opened = [self.open[k] for k in new]
+            self._needs[runtime] = wanted
+            self._desired[runtime] = {_identity(ref) for ref in desired}
+            self._close_unneeded()
+        for one in opened:  # listed before the run's caller goes on: the gap stays small
+            one.watch.prime()
+            with self._lock:
+                if self._running and not one.stop.is_set():
+                    self._start_thread(one)
+
+    def release(self, runtime: str) -> None:
+        """``runtime`` needs no watch any more (it left this replica, or git)."""
+        with self._lock:
+            self._needs.pop(runtime, None)
+            self._desired.pop(runtime, None)
+            self._due.pop(runtime, None)
+            self._close_unneeded()
+
+    def _open(self, key: Key, cluster: Watchable) -> _Open:
+        found = self.open.get(key)
+        if found is not None:
+            return found
+        stop = threading.Event()
+        where, api_version, kind, scope = key
+        watch = KindWatch(
+            cluster,
+            api_version,
+            kind,
+            lambda event, before: self._on_event(key, cluster, event, before),
+            labels=OURS if scope == OWN else {},
+            wait=stop.wait,
+        )
+        opened = self.open[key] = _Open(watch, stop)
+        log.info("watching %s on %s", watch.what, where)
+        return opened
+
+    def _close_unneeded(self) -> None:
+        """Close the watches no runtime needs (and count those left open)."""
+        needed = set().union(*self._needs.values()) if self._needs else set()
+        for key in [k for k in self.open if k not in needed]:
+            closed = self.open.pop(key)
+            closed.stop.set()
+            log.info("no longer watching %s on %s", closed.watch.what, key[0])
+        for key, opened in self.open.items():
+            opened.needers = {r for r, keys in self._needs.items() if key in keys}
+        self.daemon.metrics.watches(len(self.open))
+
+    # -- threads -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run every watch on a thread of its own, and the debounced wakes on one more."""
+        with self._lock:
+            self._running = True
+            for opened in self.open.values():
+                self._start_thread(opened)
+        threading.Thread(target=self._fire_loop, name="wakes", daemon=True).start()
+
+    def _start_thread(self, opened: _Open) -> None:
+        if opened.thread is None:
+            opened.thread = threading.Thread(
+                target=opened.watch.run, args=(opened.stop.is_set,), name="watch", daemon=True
+            )
+            opened.thread.start()
+
+    def close(self) -> None:
+        """Stop every watch (their streams end within their timeout)."""
+        with self._lock:
+            self._running = False
+            for opened in self.open.values():
+                opened.stop.set()
+            self.open.clear()
+            self._needs.clear()
+            self._changed.notify_all()
+
+    def step_all(self) -> None:
+        """One step of every watch, its stream ending at once when it has nothing more to
+        tell (tests and benches without threads)."""
+        with self._lock:
+            watches = [o.watch for o in self.open.values()]
+        for watch in watches:
+            watch.stream_seconds = 0
+            watch.step()
+
+    # -- wakes ---------------------------------------------------------------------------------
+
+    def _on_event(
+        self, key: Key, cluster: Watchable, event: WatchEvent, before: Body | None
+    ) -> None:
+        if key[3] == EVERY:
+            self._on_blocking(key, event)
+            return
+        runtime = str(
+            ((event.body.get("metadata") or {}).get("labels") or {}).get(LABEL_RUNTIME) or ""
+        )
+        if not runtime or runtime not in self._needs:
+            return
+        why = reason_to_wake(event, before)
+        if why is None:
+            return
+        reason, drift = why
+        if drift is not None and _identity(drift.ref) not in self._desired.get(runtime, ()):
+            return  # not (or no longer) wanted: our own prune, a default configuration (L3)
+        if drift is not None:
+            self._report(runtime, cluster, drift)
+        self.wake(runtime, f"{ObjectRef.of(event.body).subject} {reason}")
+
+    def _on_blocking(self, key: Key, event: WatchEvent) -> None:
+        """An instance of a kind that blocks a removal deleted: when none but ours is left,
+        the runtimes waiting on it are woken."""
+        if event.type is not WatchEventType.DELETED:
+            return
+        with self._lock:
+            opened = self.open.get(key)
+            if opened is None or any(not _ours(b) for b in opened.watch.cache.values()):
+                return
+            needers = sorted(opened.needers)
+        for runtime in needers:
+            self.wake(runtime, f"the last {key[2]} blocking a removal is gone")
+
+    def _report(self, runtime: str, cluster: object, drift: Drift) -> None:
+        log.warning("runtime %s: drift: %s", runtime, drift.describe(), extra={"runtime": runtime})
+        self.daemon.metrics.drift(runtime, drift.ref.kind)
+        with self._lock:
+            kept = self.drifts.setdefault(runtime, [])
+            kept[:] = [*kept, drift][-KEPT_DRIFTS:]
+        if isinstance(cluster, EventSink):
+            event = ObjectEvent(drift.ref, "Drift", drift.describe() + "; reconciling", "Warning")
+            cluster.record_event(event, component="reconciler")
+
+    def wake(self, runtime: str, why: str) -> None:
+        """Reconcile ``runtime`` one debounce interval from its first wake."""
+        with self._lock:
+            if runtime not in self._due:
+                self._due[runtime] = self.monotonic() + self.debounce
+                log.info("runtime %s: woken: %s", runtime, why, extra={"runtime": runtime})
+                self._changed.notify_all()
+
+    def fire_due(self) -> list[str]:
+        """Submit the runtimes whose debounce interval has passed; which."""
+        now = self.monotonic()
+        with self._lock:
+            due = sorted(r for r, when in self._due.items() if when <= now)
+            for runtime in due:
+                del self._due[runtime]
+        for runtime in due:
+            self.wakes += 1
+            self.daemon.metrics.woken()
+            self.daemon.submit(runtime, newer_commit=True)  # once more when it runs now
+        return due
+
+    def _fire_loop(self) -> None:
+        with self._changed:
+            while self._running:
+                self._lock.release()
+                try:
+                    self.fire_due()
+                finally:
+                    self._lock.acquire()
+                nearest = min(self._due.values(), default=None)
+                wait = None if nearest is None else max(0.0, nearest - self.monotonic())
+                self._changed.wait(wait)
+
+    def status(self, runtime: str) -> list[str]:
+        """The runtime's last drifts, for ``/status``."""
+        with self._lock:
+            return [d.describe() for d in self.drifts.get(runtime, [])]

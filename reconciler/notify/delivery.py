@@ -1,0 +1,289 @@
+"""The notifier of a daemon: notifications queued by :meth:`Delivery.notify` (which never
+blocks nor raises) and delivered by one worker thread, in the order of the calls, to every
+endpoint of the settings in force when each was queued that wants its kind; then, when asked, as
+a Kubernetes Event (:mod:`reconciler.notify.events`).
+
+One delivery to one endpoint is tried up to ``spec.notifications.attempts`` times while it fails
+in a way that may pass (a network failure, 5xx, 408, 429), waiting 1 s, 2 s, 4 s ... up to
+:data:`MAX_WAIT` (at least a 429's ``Retry-After``) between tries: tenacity, a well-kept retry
+library, does the counting and the waiting; the wait itself is the ``pause`` seam (by default an
+Event that :meth:`Delivery.close` sets, so a stopping daemon never waits out a backoff). A
+permanent failure (4xx, a secret that cannot be read) is not tried again. Each outcome is
+reported (``reconciler_notifications_total{endpoint,result}``: delivered, failed, dropped) and a
+failure logged in one line naming the endpoint and the event, never a URL, header or secret
+value. The queue is bounded (:data:`CAPACITY`): past it a notification is dropped, logged and
+counted, rather than the reconcile that sent it waiting.
+
+Callers: the daemon's command, which builds one; tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_when_event_set,
+)
+
+from reconciler.core.endpoints import Endpoint, NotificationSettings
+from reconciler.core.notifications import Notification
+from reconciler.errors import AccessError, ReconcilerError, ThrottledError, TransientError
+from reconciler.notify.bodies import Request, request_for
+from reconciler.notify.events import NotificationEvents
+from reconciler.notify.secrets import SecretReader, TokenHosts
+from reconciler.notify.transport import WORKER_THREAD, HttpTransport, Transport
+
+log = logging.getLogger("reconciler.notify")
+
+#: Notifications waiting at most; past it a new one is dropped.
+CAPACITY = 1000
+#: The longest wait between two tries of one delivery, in seconds.
+MAX_WAIT = 60.0
+#: How long :meth:`Delivery.close` lets the queued notifications go, in seconds (a pod has 60 s
+#: to stop; an endpoint that does not answer must not take them all).
+CLOSE_GRACE = 10.0
+DELIVERED, FAILED, DROPPED = "delivered", "failed", "dropped"
+
+
+class Report(Protocol):
+    """Where outcomes are counted (:class:`reconciler.daemon.metrics.Metrics`)."""
+
+    def notification(self, endpoint: str, result: str) -> None:
+        """One notification to ``endpoint`` ended with ``result``."""
+
+
+class _NoReport:
+    def notification(self, endpoint: str, result: str) -> None:
+        """Count nothing."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How the last notification to one endpoint ended (``/status``)."""
+
+    endpoint: str
+    result: str
+    kind: str
+    commit: str
+    error: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        """The endpoint's entry of ``/status``'s ``notifications``."""
+        return {
+            "name": self.endpoint,
+            "result": self.result,
+            "kind": self.kind,
+            "commit": self.commit,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Item:
+    notification: Notification
+    settings: NotificationSettings
+
+
+class Delivery:
+    """See the module docstring. ``settings_of`` gives the settings in force (read at each
+    :meth:`notify`); ``secrets`` reads the endpoints' secrets at each delivery; a token goes
+    only where ``token_hosts`` allows."""
+
+    def __init__(
+        self,
+        settings_of: Callable[[], NotificationSettings],
+        secrets: SecretReader,
+        *,
+        transport: Transport | None = None,
+        events: NotificationEvents | None = None,
+        report: Report | None = None,
+        pause: Callable[[float], None] | None = None,
+        token_hosts: TokenHosts | None = None,
+    ) -> None:
+        self.settings_of = settings_of
+        self.secrets = secrets
+        self.token_hosts = token_hosts or TokenHosts()
+        self.transport = transport or HttpTransport()
+        self.events = events
+        self.report = report or _NoReport()
+        self._stopping = threading.Event()
+        self._pause = pause or self._wait
+        self._queue: queue.Queue[_Item | None] = queue.Queue(maxsize=CAPACITY)
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        #: Notifications dropped since the queue last took one.
+        self._dropped = 0
+        #: The last outcome by endpoint name.
+        self._outcomes: dict[str, Outcome] = {}
+
+    def notify(self, notification: Notification) -> None:
+        """Queue ``notification`` for the endpoints in force now (see :class:`Notifier`)."""
+        settings = self.settings_of()
+        if not settings.endpoints and not (settings.kubernetes_events and self.events):
+            return
+        if self._stopping.is_set():
+            return
+        try:
+            self._queue.put_nowait(_Item(notification, settings))
+        except queue.Full:
+            self._drop(notification, settings)
+            return
+        with self._start_lock:
+            dropped, self._dropped = self._dropped, 0
+        if dropped:
+            log.warning("%d notification(s) were dropped while the queue was full", dropped)
+        self._start()
+
+    def _drop(self, notification: Notification, settings: NotificationSettings) -> None:
+        """Count a notification the full queue cannot take; log the first of a run only (a
+        storm of them is one line, then one that counts them)."""
+        with self._start_lock:
+            self._dropped += 1
+            first = self._dropped == 1
+        if first:
+            log.warning(
+                "notification %s dropped: %d notifications wait already (endpoints too slow?)",
+                notification.kind.value,
+                CAPACITY,
+            )
+        for endpoint in settings.endpoints:
+            if endpoint.wants(notification.kind):
+                self._report(endpoint, notification, DROPPED, "the queue was full")
+
+    def status(self) -> dict[str, Any]:
+        """``/status``'s ``notifications``: how many wait, and each endpoint's last outcome."""
+        with self._start_lock:
+            outcomes = sorted(self._outcomes.values(), key=lambda o: o.endpoint)
+        return {"queued": self._queue.qsize(), "endpoints": [o.to_json() for o in outcomes]}
+
+    def drain(self) -> None:
+        """Wait until every notification queued so far was handled (tests, shutdown)."""
+        self._queue.join()
+
+    def close(self, grace: float = CLOSE_GRACE) -> None:
+        """Stop: the queued notifications are tried once more each, without waiting between
+        tries, for ``grace`` seconds at most; what is left then is logged, not sent."""
+        self._stopping.set()
+        with self._start_lock:
+            thread = self._thread
+        if thread is None:
+            return
+        with contextlib.suppress(queue.Full):  # still full: the worker ends with the process
+            self._queue.put(None, timeout=grace)
+        thread.join(grace)
+        if thread.is_alive():
+            left = self._queue.qsize()
+            log.warning("stopping with notifications not sent: %d queued, one under way", left)
+
+    def _wait(self, seconds: float) -> None:
+        self._stopping.wait(seconds)
+
+    def _start(self) -> None:
+        with self._start_lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, name=WORKER_THREAD, daemon=True)
+                self._thread.start()
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                self._handle(item)
+            except Exception as error:  # a bug must not end the worker: later ones still go
+                log.error("notification not handled: internal error %s", type(error).__name__)
+            finally:
+                self._queue.task_done()
+
+    def _handle(self, item: _Item) -> None:
+        notification = item.notification
+        for endpoint in item.settings.endpoints:
+            if endpoint.wants(notification.kind):
+                self._deliver(endpoint, notification, item.settings.attempts)
+        if item.settings.kubernetes_events and self.events is not None:
+            self.events.record(notification)
+
+    def _deliver(self, endpoint: Endpoint, notification: Notification, attempts: int) -> None:
+        secrets: list[str] = []
+        tries = 0
+        try:
+            request = self._request(endpoint, notification, secrets)
+            for attempt in self._retrying(attempts):
+                with attempt:
+                    tries += 1
+                    self.transport.post(request)
+        except ReconcilerError as error:
+            log.warning(
+                "notification %s to endpoint %s not delivered (%d attempt(s)): %s",
+                notification.kind.value,
+                endpoint.name,
+                tries,
+                _without(str(error), secrets),
+            )
+            self._report(endpoint, notification, FAILED, _without(str(error), secrets))
+            return
+        log.info("notification %s sent to endpoint %s", notification.kind.value, endpoint.name)
+        self._report(endpoint, notification, DELIVERED)
+
+    def _report(
+        self, endpoint: Endpoint, notification: Notification, result: str, error: str = ""
+    ) -> None:
+        outcome = Outcome(
+            endpoint.name, result, notification.kind.value, notification.commit, error
+        )
+        with self._start_lock:
+            self._outcomes[endpoint.name] = outcome
+        self.report.notification(endpoint.name, result)
+
+    def _request(
+        self, endpoint: Endpoint, notification: Notification, secrets: list[str]
+    ) -> Request:
+        """The request, with the endpoint's secrets read now (kept in ``secrets`` so that no
+        message repeats one)."""
+        url = self.secrets.read_value(endpoint.url_from) if endpoint.url_from else ""
+        token = self.secrets.read_value(endpoint.token_from) if endpoint.token_from else ""
+        secrets.extend(value for value in (url, token) if value)
+        request = request_for(endpoint, notification, url, token)
+        if token and not self.token_hosts.allows(request.url):
+            raise AccessError(
+                "its token goes only over https to api.github.com, gitlab.com and the hosts of "
+                "--notification-token-host, and this endpoint's URL is on none of them"
+            )
+        return request
+
+    def _retrying(self, attempts: int) -> Retrying:
+        return Retrying(
+            stop=stop_after_attempt(attempts) | stop_when_event_set(self._stopping),
+            wait=_backoff,
+            retry=retry_if_exception_type(TransientError),
+            sleep=self._pause,
+            reraise=True,
+        )
+
+
+def _backoff(state: RetryCallState) -> float:
+    """1 s, doubling at each failed try, at most :data:`MAX_WAIT`; at least a 429's
+    ``Retry-After``."""
+    wait = min(2.0 ** (state.attempt_number - 1), MAX_WAIT)
+    outcome = state.outcome
+    error = outcome.exception() if outcome is not None else None
+    if isinstance(error, ThrottledError):
+        wait = max(wait, min(error.retry_after, MAX_WAIT))
+    return wait
+
+
+def _without(message: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        message = message.replace(secret, "***")
+    return message

@@ -1,0 +1,82 @@
+"""One kind watched (KindWatch) on the in-memory cluster: a bookmark moves the resourceVersion
+on, a failed stream backs off (0.5 s doubled, reset by a success) through the wait seam, the
+first list tells nothing, and a watch told to stop during a backoff stops."""
+
+from __future__ import annotations
+
+from reconciler.cluster.api import WatchEventType
+from reconciler.cluster.memory import Fault, InMemoryCluster
+from reconciler.cluster.watch import Backoff, KindWatch
+from reconciler.errors import ServerError
+
+
+def _configmap(name: str) -> dict[str, object]:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "default"}, "data": {}}  # fmt: skip
+
+
+def _watched(cluster: InMemoryCluster, seen: list[str], waits: list[float]) -> KindWatch:
+    def wait(seconds: float) -> bool:
+        waits.append(seconds)
+        return len(waits) > 5  # stop after a few
+
+    return KindWatch(
+        cluster,
+        "v1",
+        "ConfigMap",
+        lambda event, _before: seen.append(f"{event.type} {event.body['metadata']['name']}"),
+        stream_seconds=0,
+        wait=wait,
+    )
+
+
+def test_the_first_list_tells_nothing_and_a_bookmark_moves_on() -> None:
+    cluster = InMemoryCluster()
+    cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}},
+                  field_manager="t")  # fmt: skip
+    cluster.apply(_configmap("before"), field_manager="t")
+    seen: list[str] = []
+    watch = _watched(cluster, seen, [])
+
+    watch.step()
+    listed = watch.resource_version
+    secret = {"apiVersion": "v1", "kind": "Secret",
+              "metadata": {"name": "s", "namespace": "default"}}  # fmt: skip
+    cluster.apply(secret, field_manager="t")
+    watch.step()  # nothing of its kind: a bookmark only
+
+    assert seen == []
+    assert int(watch.resource_version) > int(listed)  # from the bookmark
+    cluster.apply(_configmap("after"), field_manager="t")
+    watch.step()
+    assert seen == [f"{WatchEventType.ADDED} after"]
+
+
+def test_errors_back_off_and_a_success_resets_the_delay() -> None:
+    cluster = InMemoryCluster()
+    seen: list[str] = []
+    waits: list[float] = []
+    watch = _watched(cluster, seen, waits)
+    watch.step()
+    cluster.faults.append(Fault("watch", ServerError("connection reset"), times=3))
+
+    for _ in range(4):
+        assert watch.step()
+
+    assert waits == [0.5, 1.0, 2.0]
+    assert watch.counts.errors == 3
+    assert watch.error == ""  # the fourth stream went through
+    assert Backoff(first=0.5, most=30.0).delay() == 0.5
+
+
+def test_a_watch_told_to_stop_during_a_backoff_stops() -> None:
+    cluster = InMemoryCluster()
+    waits: list[float] = []
+    watch = _watched(cluster, [], waits)
+    watch.step()
+    cluster.faults.append(Fault("watch", ServerError("down"), times=100))
+
+    watch.run(lambda: False)  # returns once wait() says stop
+
+    assert len(waits) == 6
+    assert waits[-1] == 16.0

@@ -1,0 +1,140 @@
+"""The corpus charts as modules on a real API server (the ``kube_control_plane`` fixture):
+cert-manager (CRDs enabled, its post-install hook stated skipped: ``hooks: Skip``) and
+ingress-nginx (its admission hooks switched off by values; the reconciler refuses hooks at
+validate otherwise: tests/render/test_corpus_charts.py), install with ``sync``,
+upgrade to changed runtime values, and are removed by the CreateAndDelete rules (L8)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from reconciler.core.objects import ObjectRef
+from tests.support.charts import INGRESS_NGINX, corpus_chart_module
+from tests.support.kube_control_plane import ControlPlane
+from tests.support.kube_fleet import KubeFleet, kube_fleet, until
+from tests.support.repos import write_files
+
+CRD = ObjectRef(
+    "apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "certificates.cert-manager.io"
+)
+INGRESS_CLASS = ObjectRef("networking.k8s.io/v1", "IngressClass", "", "nginx")
+
+
+@pytest.fixture
+def fleet(
+    kube_control_plane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[KubeFleet]:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    for fleet in kube_fleet(kube_control_plane, tmp_path):
+        try:
+            yield fleet
+        finally:
+            _delete_cluster_objects(fleet)
+
+
+def _namespaces(fleet: KubeFleet) -> tuple[str, str]:
+    return f"cm-{fleet.suffix}", f"nginx-{fleet.suffix}"
+
+
+def _write_modules(fleet: KubeFleet) -> None:
+    cert_ns, nginx_ns = _namespaces(fleet)
+    files = {
+        **corpus_chart_module(
+            "cert-manager",
+            "cert-manager",
+            "0.0.0",
+            namespace=cert_ns,
+            operator="cert-manager",
+            values={"crds": {"enabled": True}},  # startupapicheck's hook Job left on,
+            hooks="Skip",  # and stated skipped: never run, never applied
+        ),
+        **corpus_chart_module(
+            "ingress-nginx",
+            "ingress-nginx",
+            "1.15.1",
+            namespace=nginx_ns,
+            operator="ingress-nginx-controller",
+            values=INGRESS_NGINX,
+        ),
+    }
+    write_files(fleet.repo, files)
+    for namespace in (cert_ns, nginx_ns):  # as `helm install --create-namespace` would
+        fleet.create_namespace(namespace)
+
+
+def _entries(cert: dict[str, Any], nginx: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"name": "cert-manager", "version": "0.0.0", "values": cert},
+        {"name": "ingress-nginx", "version": "1.15.1", "values": nginx},
+    ]
+
+
+def _operators(fleet: KubeFleet) -> list[tuple[str, str]]:
+    cert_ns, nginx_ns = _namespaces(fleet)
+    return [(cert_ns, "cert-manager"), (nginx_ns, "ingress-nginx-controller")]
+
+
+def _replicas(fleet: KubeFleet) -> list[int]:
+    found = []
+    for namespace, name in _operators(fleet):
+        body = fleet.cluster.get(ObjectRef("apps/v1", "Deployment", namespace, name))
+        assert body is not None, f"{namespace}/{name}"
+        found.append(body["spec"]["replicas"])
+    return found
+
+
+def test_corpus_charts_install_upgrade_and_are_removed(fleet: KubeFleet) -> None:
+    _write_modules(fleet)
+    fleet.set_modules(_entries({}, {}))
+    validated = fleet.reconciler("validate", str(fleet.repo))
+    assert validated.exit_code == 0, validated.output
+    rendered = fleet.reconciler("render", str(fleet.repo), "--runtime", fleet.runtime)
+    assert rendered.exit_code == 0, rendered.output
+    kinds = [d["kind"] for d in yaml.safe_load_all(rendered.output) if d]
+    assert kinds.count("CustomResourceDefinition") == 6
+    assert "Job" not in kinds  # hooks switched off or stated skipped: never objects
+    assert "# hooks skipped (spec.hooks: Skip), never run: Job/cert-manager-startupapicheck" in (
+        rendered.output
+    )
+
+    fleet.sync_until("succeeded", operators=_operators(fleet))
+    assert fleet.cluster.get(CRD) is not None
+    assert fleet.cluster.get(INGRESS_CLASS) is not None
+    assert _replicas(fleet) == [1, 1]
+    cert_ns, _ = _namespaces(fleet)
+    hook = ObjectRef("batch/v1", "Job", cert_ns, "cert-manager-startupapicheck")
+    assert fleet.cluster.get(hook) is None
+
+    fleet.set_modules(_entries({"replicaCount": 2}, {"controller": {"replicaCount": 2}}))
+    fleet.sync_until("succeeded", operators=_operators(fleet))
+    assert _replicas(fleet) == [2, 2]
+
+    fleet.set_modules([])
+    fleet.sync_until("succeeded", operators=_operators(fleet))
+    until(lambda: fleet.cluster.get(CRD) is None)
+    assert fleet.cluster.get(INGRESS_CLASS) is None
+    for namespace, name in _operators(fleet):
+        assert fleet.cluster.get(ObjectRef("apps/v1", "Deployment", namespace, name)) is None
+
+
+def _delete_cluster_objects(fleet: KubeFleet) -> None:
+    """What a failed run left: the charts' cluster-wide objects and their namespaces."""
+    result = fleet.reconciler("render", str(fleet.repo), "--runtime", fleet.runtime)
+    bodies = [d for d in yaml.safe_load_all(result.output) if d] if result.exit_code == 0 else []
+    for body in bodies:
+        if not body.get("metadata", {}).get("namespace"):
+            _quietly_delete(fleet, ObjectRef.of(body))
+    for namespace in _namespaces(fleet):
+        _quietly_delete(fleet, ObjectRef("v1", "Namespace", "", namespace))
+
+
+def _quietly_delete(fleet: KubeFleet, ref: ObjectRef) -> None:
+    try:
+        fleet.cluster.delete(ref)
+    except Exception:
+        return

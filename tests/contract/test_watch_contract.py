@@ -1,0 +1,187 @@
+"""The watch contract (``Watchable``): events in order, label-selected, resumable after a
+dropped stream, 410 Gone for a resourceVersion no longer kept, and a watch that relists on it
+without losing a change. Runs on the in-memory cluster and on the real API server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from itertools import islice
+from typing import Any
+
+import pytest
+
+from reconciler.cluster.api import Listing, Watchable, WatchEvent, WatchEventType
+from reconciler.cluster.memory import InMemoryCluster
+from reconciler.cluster.watch import KindWatch
+from reconciler.core.objects import ObjectRef
+from reconciler.errors import ExpiredError
+from tests.contract.conftest import Target
+
+MANAGER = "reconciler-contract"
+OURS = {"app.kubernetes.io/managed-by": "reconciler-watch-contract"}
+
+
+def _watchable(target: Target) -> Watchable:
+    assert isinstance(target.cluster, Watchable)
+    return target.cluster
+
+
+def _namespace(target: Target) -> str:
+    name = target.namespace()
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    target.cluster.apply(body, field_manager=MANAGER)
+    target.created.append(ObjectRef.of(body))
+    return name
+
+
+def _configmap(namespace: str, name: str, labels: dict[str, str], **data: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "data": data,
+    }
+
+
+def _changes(events: Iterator[WatchEvent], count: int) -> list[WatchEvent]:
+    """The first ``count`` events that are no bookmarks (the stream is closed after)."""
+    return list(islice((e for e in events if e.type is not WatchEventType.BOOKMARK), count))
+
+
+def test_events_come_in_order_and_only_for_the_labels_asked(target: Target) -> None:
+    namespace = _namespace(target)
+    start = _watchable(target).list_for_watch("v1", "ConfigMap", labels=OURS).resource_version
+    cluster = target.cluster
+    cluster.apply(_configmap(namespace, "a", OURS, v="1"), field_manager=MANAGER)
+    cluster.apply(_configmap(namespace, "other", {}, v="1"), field_manager=MANAGER)
+    cluster.apply(_configmap(namespace, "a", OURS, v="2"), field_manager=MANAGER)
+    cluster.delete(ObjectRef("v1", "ConfigMap", namespace, "a"))
+
+    events = _changes(
+        _watchable(target).watch(
+            "v1", "ConfigMap", resource_version=start, labels=OURS, timeout_seconds=5
+        ),
+        3,
+    )
+
+    assert [(e.type, e.body["metadata"]["name"]) for e in events] == [
+        (WatchEventType.ADDED, "a"),
+        (WatchEventType.MODIFIED, "a"),
+        (WatchEventType.DELETED, "a"),
+    ]
+    assert events[1].body["data"] == {"v": "2"}
+    versions = [int(e.resource_version) for e in events]
+    assert versions == sorted(versions)
+    assert len(set(versions)) == 3
+
+
+def test_a_dropped_stream_resumes_from_its_last_resource_version(target: Target) -> None:
+    namespace = _namespace(target)
+    start = _watchable(target).list_for_watch("v1", "ConfigMap", labels=OURS).resource_version
+    for name in ("one", "two", "three"):
+        target.cluster.apply(_configmap(namespace, name, OURS), field_manager=MANAGER)
+
+    first = _changes(
+        _watchable(target).watch(
+            "v1", "ConfigMap", resource_version=start, labels=OURS, timeout_seconds=5
+        ),
+        1,
+    )  # and the connection dropped
+    rest = _changes(
+        _watchable(target).watch(
+            "v1",
+            "ConfigMap",
+            resource_version=first[-1].resource_version,
+            labels=OURS,
+            timeout_seconds=5,
+        ),
+        2,
+    )
+
+    assert [e.body["metadata"]["name"] for e in first + rest] == ["one", "two", "three"]
+
+
+def test_a_resource_version_no_longer_kept_is_gone(target: Target) -> None:
+    namespace = _namespace(target)
+    target.cluster.apply(_configmap(namespace, "a", OURS), field_manager=MANAGER)
+    cluster = _forgetful(target)
+
+    with pytest.raises(ExpiredError):
+        _changes(cluster.watch("v1", "ConfigMap", resource_version="1", labels=OURS), 1)
+
+
+def test_a_watch_relists_after_410_and_loses_no_change(target: Target) -> None:
+    namespace = _namespace(target)
+    cluster = target.cluster
+    for name in ("kept", "changed", "deleted"):
+        cluster.apply(_configmap(namespace, name, OURS, v="1"), field_manager=MANAGER)
+    seen: list[tuple[WatchEventType, str]] = []
+    watch = KindWatch(
+        _watchable(target),
+        "v1",
+        "ConfigMap",
+        lambda event, _before: seen.append((event.type, event.body["metadata"]["name"])),
+        labels=OURS,
+        stream_seconds=1,
+    )
+    watch.step()  # the first list: no events
+    cluster.apply(_configmap(namespace, "changed", OURS, v="2"), field_manager=MANAGER)
+    cluster.delete(ObjectRef("v1", "ConfigMap", namespace, "deleted"))
+    cluster.apply(_configmap(namespace, "added", OURS), field_manager=MANAGER)
+    watch.cluster = _forgetful(target)  # the server forgot those changes' events
+
+    watch.step()  # 410 Gone
+    watch.step()  # the relist
+
+    assert watch.counts.expired == 1
+    mine = sorted(s for s in seen if s[1] in ("kept", "changed", "deleted", "added"))
+    assert mine == [
+        (WatchEventType.ADDED, "added"),
+        (WatchEventType.DELETED, "deleted"),
+        (WatchEventType.MODIFIED, "changed"),
+    ]
+    names = {key for key in watch.cache if key[0] == namespace}
+    assert names == {(namespace, "kept"), (namespace, "changed"), (namespace, "added")}
+
+
+class _Forgetting:
+    """A real API server whose history is compacted up to now: its watch cache keeps minutes
+    of events (and serves a young cluster's whole history), so a test cannot make it answer
+    410 on demand; this wrapper at our own seam does, for the resourceVersions before now."""
+
+    def __init__(self, cluster: Watchable) -> None:
+        self.cluster = cluster
+        self.forgotten = int(cluster.list_for_watch("v1", "Namespace").resource_version)
+
+    def list_for_watch(
+        self, api_version: str, kind: str, *, labels: Mapping[str, str] | None = None
+    ) -> Listing:
+        return self.cluster.list_for_watch(api_version, kind, labels=labels)
+
+    def watch(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        resource_version: str,
+        labels: Mapping[str, str] | None = None,
+        timeout_seconds: float = 60.0,
+    ) -> Iterator[WatchEvent]:
+        if int(resource_version) < self.forgotten:
+            raise ExpiredError(f"too old resource version: {resource_version}")
+        return self.cluster.watch(
+            api_version,
+            kind,
+            resource_version=resource_version,
+            labels=labels,
+            timeout_seconds=timeout_seconds,
+        )
+
+
+def _forgetful(target: Target) -> Watchable:
+    """The cluster with its history forgotten: in memory for real (its own 410), on a real
+    server through :class:`_Forgetting`."""
+    if isinstance(target.cluster, InMemoryCluster):
+        target.cluster.expire_history()
+        return target.cluster
+    return _Forgetting(_watchable(target))

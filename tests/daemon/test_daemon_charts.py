@@ -1,0 +1,97 @@
+"""The daemon takes chart modules by the same path as the commands: a commit adding one reaches
+the clusters rendered with each runtime's values, a channel's value change is applied, and a
+value the chart's values.schema.json refuses keeps the last good commit in force (C7), the
+refusal naming the file and line that set it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.cluster.memory import InMemoryCluster
+from reconciler.core.model import ClusterAccess
+from reconciler.core.objects import ObjectRef
+from reconciler.daemon.service import Daemon
+from reconciler.operations.store import SqliteStore
+from reconciler.source.git import RemoteSource
+from tests.support.charts import chart_module_files
+from tests.support.daemons import Fleet, GitServer, poll_and_reconcile
+from tests.support.fleet_history import runtime_yaml
+from tests.support.repos import API, dump
+
+SETTINGS_MAP = ObjectRef("v1", "ConfigMap", "web-system", "web-settings")
+SCHEMA = {"type": "object", "properties": {"size": {"enum": ["small", "medium", "large"]}}}
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[tuple[Fleet, Daemon, dict[str, InMemoryCluster]]]:
+    fleet = Fleet(tmp_path)
+    server = GitServer(tmp_path)
+    server.start()
+    clusters: dict[str, InMemoryCluster] = {}
+
+    def connect(access: ClusterAccess, name: str) -> InMemoryCluster:
+        return clusters.setdefault(name, InMemoryCluster())
+
+    source = RemoteSource(server.url, "main", "fleet", tmp_path / "cache")
+    daemon = Daemon(source, SqliteStore(tmp_path / "state.db"), connect, lambda: datetime.now(UTC))
+    try:
+        yield fleet, daemon, clusters
+    finally:
+        daemon.close()
+        server.stop()
+
+
+def _channel(size: str) -> str:
+    spec: dict[str, Any] = {"modules": {"widget": "1.0.0", "gadget": "1.0.0", "web": "1.0.0"}}
+    spec["values"] = {"web": {"size": size}}
+    document = {"apiVersion": API, "kind": "Channel", "metadata": {"name": "regular"}}
+    return dump({**document, "spec": spec})
+
+
+def _size(cluster: InMemoryCluster) -> Any:
+    body = cluster.get(SETTINGS_MAP)
+    assert body is not None
+    return body["data"]["size"]
+
+
+def test_chart_values_reach_the_clusters_and_a_refused_value_changes_nothing(
+    world: Any,
+) -> None:
+    fleet, daemon, clusters = world
+    chart = {f"fleet/{k}": v for k, v in chart_module_files("web").items()}
+    chart["fleet/modules/web/1.0.0/chart/values.schema.json"] = json.dumps(SCHEMA)
+    entries = "[{name: widget}, {name: gadget}, {name: web, values: {greeting: ahoy}}]"
+    fleet.commit(
+        "web as a chart",
+        {
+            **chart,
+            "channels/regular.yaml": _channel("medium"),
+            "fleet/runtimes/a.yaml": runtime_yaml("a", "regular", entries),
+        },
+    )
+    assert poll_and_reconcile(daemon)
+    assert _size(clusters["a"]) == "medium"
+    assert clusters["a"].get(SETTINGS_MAP)["data"]["greeting"] == "ahoy"
+
+    fleet.commit("bigger", {"channels/regular.yaml": _channel("large")})
+    assert poll_and_reconcile(daemon)
+    assert _size(clusters["a"]) == "large"
+
+    good, writes = daemon.state.commit, clusters["a"].writes
+    bad = fleet.commit("typo", {"channels/regular.yaml": _channel("huge")})
+    assert not poll_and_reconcile(daemon)
+    assert daemon.state.commit == good
+    assert clusters["a"].writes == writes
+    refused = daemon.status()["source"]["refused"]
+    assert refused["commit"] == bad
+    (error,) = refused["errors"]
+    assert error["path"].endswith("channels/regular.yaml")
+    assert error["rule"] == "C9"
+    assert error["pointer"] == "/spec/values/web/size"
+    assert "'huge' is not one of" in error["message"]

@@ -1,0 +1,247 @@
+"""Event-driven reconciliation in the daemon, on in-memory clusters: one watch per
+(cluster, kind), opened after a runtime's run; an operator becoming available and a deleted
+object wake the runtime once, one debounce interval later (a fake monotonic clock: no
+sleeping), drift reported; ``watch`` off opens nothing. The watches are stepped and the
+debounced wakes fired by the tests (no threads)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.cluster.memory import InMemoryCluster
+from reconciler.core.model import ClusterAccess
+from reconciler.core.objects import ObjectRef
+from reconciler.core.status import ModuleState
+from reconciler.daemon.service import Daemon, DaemonOptions
+from reconciler.operations.store import SqliteStore
+from reconciler.source.git import RemoteSource
+from tests.support.daemons import WIDGET, Fleet, GitServer, poll_and_reconcile
+from tests.support.fleet_history import SETTINGS, runtime_yaml
+
+DEBOUNCE = timedelta(seconds=2)
+GADGET = ObjectRef("apps/v1", "Deployment", "gadget-system", "gadget-operator")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _daemon(
+    tmp_path: Path, *, watch: bool | None
+) -> Iterator[tuple[Daemon, InMemoryCluster, Clock, Fleet]]:
+    fleet = Fleet(tmp_path)
+    server = GitServer(tmp_path)
+    server.start()
+    clusters: dict[str, InMemoryCluster] = {}
+    clock = Clock()
+
+    def connect(access: ClusterAccess, name: str) -> InMemoryCluster:
+        return clusters.setdefault(name, InMemoryCluster(auto_ready=False))
+
+    source = RemoteSource(server.url, "main", "fleet", tmp_path / "cache")
+    options = DaemonOptions(watch=watch, debounce=DEBOUNCE if watch is not None else None)
+    store = SqliteStore(tmp_path / "state.db")
+    daemon = Daemon(source, store, connect, lambda: datetime.now(UTC), options, monotonic=clock)
+    try:
+        yield daemon, connect(ClusterAccess(), "a"), clock, fleet
+    finally:
+        daemon.close()
+        server.stop()
+
+
+@pytest.fixture
+def watching(tmp_path: Path) -> Iterator[tuple[Daemon, InMemoryCluster, Clock, Fleet]]:
+    yield from _daemon(tmp_path, watch=True)
+
+
+@pytest.fixture
+def as_the_repo_says(tmp_path: Path) -> Iterator[tuple[Daemon, InMemoryCluster, Clock, Fleet]]:
+    yield from _daemon(tmp_path, watch=None)
+
+
+@pytest.fixture
+def polling(tmp_path: Path) -> Iterator[tuple[Daemon, InMemoryCluster, Clock, Fleet]]:
+    yield from _daemon(tmp_path, watch=False)
+
+
+def _state(daemon: Daemon, runtime: str = "a") -> ModuleState | None:
+    record = daemon.store.runtime(runtime)
+    return record.state if record is not None else None
+
+
+def _available(cluster: InMemoryCluster) -> None:
+    """Every operator Deployment available, as its controller would say."""
+    for body in cluster.list_objects("apps/v1", "Deployment"):
+        _available_one(cluster, ObjectRef.of(body), body["metadata"]["generation"])
+
+
+def _available_one(cluster: InMemoryCluster, ref: ObjectRef, generation: int) -> None:
+    cluster.set_status(
+        ref,
+        {
+            "observedGeneration": generation,
+            "replicas": 1,
+            "availableReplicas": 1,
+            "readyReplicas": 1,
+            "updatedReplicas": 1,
+        },
+    )
+
+
+def _fire_after_debounce(daemon: Daemon, clock: Clock) -> list[str]:
+    daemon.watches.step_all()  # the events since the last step
+    assert daemon.watches.fire_due() == []  # not before the debounce interval
+    clock.now += DEBOUNCE.total_seconds()
+    fired = daemon.watches.fire_due()
+    daemon.wait_idle()
+    return fired
+
+
+def test_one_watch_per_cluster_and_kind_opened_after_a_run(watching: Any) -> None:
+    daemon, _, _, _ = watching
+    assert daemon.watches.open == {}
+
+    poll_and_reconcile(daemon)
+
+    wheres = {key[0] for key in daemon.watches.open}
+    kinds = {key[1:3] for key in daemon.watches.open}
+    assert ("apiextensions.k8s.io/v1", "CustomResourceDefinition") in kinds
+    assert ("apps/v1", "Deployment") in kinds
+    assert len(daemon.watches.open) <= len(wheres) * len(kinds)  # one per (cluster, kind)
+    shown = f"reconciler_watches_open {float(len(daemon.watches.open))}"
+    assert shown in daemon.metrics.exposition().decode()
+    daemon.watches.step_all()  # the first list of each
+
+
+def test_an_operator_that_becomes_available_wakes_its_runtime_once(watching: Any) -> None:
+    daemon, cluster, clock, _ = watching
+    poll_and_reconcile(daemon)
+    daemon.watches.step_all()
+    assert _state(daemon) is ModuleState.PROCESSING  # waiting for the operator
+
+    _available(cluster)
+    _available(cluster)  # more events: still one reconcile
+
+    assert _fire_after_debounce(daemon, clock) == ["a"]
+    assert _state(daemon) is ModuleState.READY
+    assert "reconciler_wakes_total 1.0" in daemon.metrics.exposition().decode()
+
+
+def test_a_deleted_managed_deployment_is_reported_and_recreated(watching: Any) -> None:
+    daemon, cluster, clock, _ = watching
+    cluster.auto_ready = True
+    poll_and_reconcile(daemon)
+    daemon.watches.step_all()
+
+    cluster.delete(WIDGET)
+
+    assert _fire_after_debounce(daemon, clock) == ["a"]
+    assert cluster.get(WIDGET) is not None
+    assert daemon.watches.status("a") == [f"{WIDGET.subject} deleted"]
+    assert any(e["reason"] == "Drift" for e in cluster.events.values())
+    assert "reconciler_drift_total" in daemon.metrics.exposition().decode()
+
+
+def test_the_last_blocking_object_gone_lets_a_removal_finish(watching: Any) -> None:
+    daemon, cluster, clock, fleet = watching
+    cluster.auto_ready = True
+    poll_and_reconcile(daemon)
+    users = {"apiVersion": "example.io/v1", "kind": "Gadget",
+             "metadata": {"name": "users", "namespace": "gadget-system"}, "spec": {}}  # fmt: skip
+    cluster.apply(users, field_manager="kubectl")
+    fleet.commit(
+        "drop gadget", {"fleet/runtimes/a.yaml": runtime_yaml("a", "regular", "[{name: widget}]")}
+    )
+    poll_and_reconcile(daemon)
+    waiting = daemon.store.unfinished("a")
+    assert waiting is not None
+    assert "Gadget/gadget-system/users" in waiting.message  # the removal is blocked
+    daemon.watches.step_all()
+    assert ("example.io/v1", "Gadget", "every") in {k[1:] for k in daemon.watches.open}
+
+    cluster.delete(ObjectRef.of(users))
+
+    assert _fire_after_debounce(daemon, clock) == ["a"]
+    assert daemon.store.unfinished("a") is None
+    assert cluster.get(GADGET) is None
+    assert daemon.watches.status("a") == []  # the removal's own deletions are no drift
+    assert ("example.io/v1", "Gadget", "every") not in {k[1:] for k in daemon.watches.open}
+
+
+def test_a_change_by_another_manager_is_drift_named_by_field(watching: Any) -> None:
+    daemon, cluster, clock, _ = watching
+    cluster.auto_ready = True
+    poll_and_reconcile(daemon)
+    daemon.watches.step_all()
+    scaled = {"apiVersion": "apps/v1", "kind": "Deployment",
+              "metadata": {"name": WIDGET.name, "namespace": WIDGET.namespace},
+              "spec": {"replicas": 3}}  # fmt: skip
+
+    cluster.apply(scaled, field_manager="kubectl-edit", force=True)
+
+    assert _fire_after_debounce(daemon, clock) == ["a"]
+    assert daemon.watches.status("a") == [
+        f"{WIDGET.subject}: spec.replicas changed by kubectl-edit"
+    ]
+
+
+def test_our_own_writes_wake_nothing(watching: Any) -> None:
+    daemon, cluster, clock, _ = watching
+    cluster.auto_ready = True
+    poll_and_reconcile(daemon)
+    daemon.watches.step_all()
+
+    daemon.reconcile_all(wait=True)  # a resync: applies what it applied before
+
+    assert _fire_after_debounce(daemon, clock) == []
+
+
+def test_watching_off_opens_nothing_and_waits_for_the_timers(polling: Any) -> None:
+    daemon, cluster, clock, _ = polling
+    poll_and_reconcile(daemon)
+    _available(cluster)
+
+    assert daemon.watches.open == {}
+    assert _fire_after_debounce(daemon, clock) == []
+    assert _state(daemon) is ModuleState.PROCESSING
+    daemon.reconcile_all(wait=True)  # the timer's run, as before watches
+    assert _state(daemon) is ModuleState.READY
+
+
+def test_the_config_repo_turns_watching_off_and_sets_the_debounce(as_the_repo_says: Any) -> None:
+    daemon, _, _, fleet = as_the_repo_says
+    poll_and_reconcile(daemon)
+    assert daemon.watches.open != {}  # on by default
+    assert daemon.watches.debounce == 2.0
+
+    settings = SETTINGS.replace(
+        "spec: {channelsFrom: {path: ../channels}}",
+        "spec: {channelsFrom: {path: ../channels}, watch: false, intervals: {debounce: 5s}}",
+    )
+    fleet.commit("no watches", {"fleet/reconciler.yaml": settings})
+    poll_and_reconcile(daemon)
+
+    assert not daemon.watches.enabled
+    assert daemon.watches.debounce == 5.0
+    assert daemon.watches.open == {}  # released after each runtime's run
+
+
+def test_a_change_right_after_the_run_is_an_event(watching: Any) -> None:
+    """A watch lists before the run's caller goes on: what changes after is not absorbed into
+    its first list (no wake would follow it then)."""
+    daemon, cluster, clock, _ = watching
+    poll_and_reconcile(daemon)  # no step: the watch threads have not run yet
+
+    _available(cluster)
+
+    assert _fire_after_debounce(daemon, clock) == ["a"]
+    assert _state(daemon) is ModuleState.READY

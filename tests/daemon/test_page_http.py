@@ -1,0 +1,241 @@
+"""The status page on the daemon's port, through HTTP: a real server on 127.0.0.1 in front of a
+real daemon following a local git repository (a fleet of three runtimes on in-memory clusters,
+a real SQLite store). What the pages show, their filters, a blocked deletion and its operation
+tree, a refused commit with its file and line, escaping of whatever a commit says, and the
+answers to what the page does not serve."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from reconciler.cluster.memory import InMemoryCluster
+from reconciler.core.model import ClusterAccess
+from reconciler.daemon.http import HttpServer, serve
+from reconciler.daemon.page import Pages, render_page
+from reconciler.daemon.page_model import FleetQuery, SourceView, fleet_view, refused_problem
+from reconciler.daemon.service import Daemon, DaemonOptions
+from reconciler.operations.store import SqliteStore
+from reconciler.source.git import RemoteSource
+from reconciler.source.signatures import TrustedKeys
+from tests.support.daemons import Fleet, http_get, http_post, poll_and_reconcile
+from tests.support.fleet_history import BASE_FILES, runtime_yaml, write_tree
+from tests.support.scenarios import USER_GADGET
+from tests.support.signing import Keys, SshKey, keys, signed_commit
+from tests.support.signing import git as signing_git
+
+__all__ = ["keys"]  # the fixture
+
+APPS = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}}
+
+
+class Served:
+    """The daemon, its port, its clusters and its repository."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.fleet = Fleet(tmp_path)
+        self.clusters: dict[str, InMemoryCluster] = {}
+        source = RemoteSource(
+            str(tmp_path / "remote.git"), "main", "fleet", tmp_path / "cache", local=True
+        )
+        store = SqliteStore(tmp_path / "state.db")
+        self.daemon = Daemon(source, store, self.connect, lambda: datetime.now(UTC))
+        self.server: HttpServer = serve(self.daemon, "127.0.0.1", 0, None)
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def connect(self, access: ClusterAccess, name: str) -> InMemoryCluster:
+        return self.clusters.setdefault(name, InMemoryCluster())
+
+    def page(self, path: str) -> str:
+        status, body = http_get(self.base + path)
+        assert status == 200, body
+        return body
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.daemon.wait_idle()
+        self.daemon.close()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    running = Served(tmp_path)
+    poll_and_reconcile(running.daemon)
+    yield running
+    running.close()
+
+
+def _rows(page: str) -> list[str]:
+    """The runtimes of the fleet table, in order."""
+    return re.findall(r'<th scope="row" data-label="Runtime"><a href="/runtimes/([^"]+)"', page)
+
+
+def test_the_fleet_shows_every_runtime_with_counts_and_html_headers(served: Served) -> None:
+    with urllib.request.urlopen(served.base + "/", timeout=10) as response:
+        headers = response.headers
+        page = response.read().decode()
+
+    assert headers["Content-Type"] == "text/html; charset=utf-8"
+    assert "script-src" not in headers["Content-Security-Policy"]
+    assert "default-src 'none'" in headers["Content-Security-Policy"]
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    assert _rows(page) == ["a", "b", "c"]
+    assert '<span class="count">3</span> all' in page
+    assert "<script" not in page
+    assert served.daemon.state.commit is not None
+    assert served.daemon.state.commit.config[:8] in page
+
+
+def test_filters_are_query_parameters(served: Served) -> None:
+    assert _rows(served.page("/?q=b")) == ["b"]
+    assert _rows(served.page("/?state=Ready&q=c")) == ["c"]
+    assert _rows(served.page("/?state=Error")) == []
+    assert "No runtime matches these filters." in served.page("/?state=Error")
+    bad = served.page("/?label=tier%3D(x")
+    assert _rows(bad) == []
+    assert "Label selector:" in bad
+
+
+def test_pages_of_the_table_link_to_each_other_keeping_the_filters(served: Served) -> None:
+    page = served.page("/?per_page=1&page=2&state=Ready")
+
+    assert _rows(page) == ["b"]
+    assert '<a rel="prev" href="?state=Ready&amp;per_page=1">' in page
+    assert '<a rel="next" href="?state=Ready&amp;page=3&amp;per_page=1">' in page
+    assert "Page 2 of 3" in page
+
+
+def test_a_label_or_a_module_in_the_table_links_to_its_filter(served: Served) -> None:
+    page = served.page("/?q=a")
+
+    assert '<a class="module" href="?module=gadget&amp;q=a">gadget</a>' in page
+    assert _rows(served.page("/?q=a&module=gadget")) == ["a"]
+
+
+def test_a_blocked_deletion_and_its_operation_tree(served: Served) -> None:
+    for body in (APPS, USER_GADGET):
+        served.clusters["a"].apply(body, field_manager="kubectl")
+    served.fleet.commit(
+        "a drops gadget",
+        {"fleet/runtimes/a.yaml": runtime_yaml("a", "regular", "[{name: widget}]")},
+    )
+    poll_and_reconcile(served.daemon)
+
+    fleet = served.page("/")
+    page = served.page("/runtimes/a")
+
+    assert _rows(fleet)[0] == "a"  # Deleting before Ready
+    assert "Blocked deletion" in page
+    assert "Gadget/apps/mine" in page
+    assert re.search(r"<h1>Runtime a <span class=\"state state-deleting\">Deleting</span>", page)
+    assert "stage " in page
+    assert re.search(r'<li class="step step-(retrying|running|pending)">', page)
+    assert "Operations" in page
+    assert _rows(served.page("/?module=gadget&state=Deleting")) == ["a"]
+
+
+def test_a_refused_commit_shows_file_line_and_is_escaped(served: Served) -> None:
+    hostile = '"<img src=x onerror=alert(1)>"'
+    text = runtime_yaml("c", "fast", "[{name: widget}]") + f"  {hostile}: 1\n"
+    served.fleet.commit("bad", {"fleet/runtimes/c.yaml": text})
+    served.daemon.poll()
+
+    page = served.page("/")
+
+    assert "refused" in page
+    assert "<img" not in page
+    assert html.escape("<img src=x onerror=alert(1)>", quote=True) in page
+    assert "<code>fleet/runtimes/c.yaml</code>" in page
+    assert "How to let it through:" in page
+
+
+def test_what_the_page_does_not_serve(served: Served) -> None:
+    status, body = http_get(served.base + "/runtimes/aa")
+    assert status == 404
+    assert "no runtime &#39;aa&#39;" in body
+    assert "did you mean" in body
+    status, body = http_get(served.base + "/runtimes/%3Cx%3E")
+    assert status == 404
+    assert "<x>" not in body
+    status, body = http_post(served.base + "/", b"", {})
+    assert (status, json.loads(body)["error"]) == (405, "/ answers GET and HEAD only")
+    with urllib.request.urlopen(served.base + "/static/page.css", timeout=10) as response:
+        assert response.headers["Content-Type"] == "text/css; charset=utf-8"
+        assert b"@media" in response.read()
+    head = urllib.request.Request(served.base + "/", method="HEAD")
+    with urllib.request.urlopen(head, timeout=10) as response:
+        assert response.read() == b""
+
+
+def test_a_name_that_is_no_runtime_name_is_refused_without_a_search(served: Served) -> None:
+    status, body = http_get(served.base + "/runtimes/" + "x" * 5000 + "%21")
+    assert status == 404
+    assert "is no runtime name" in body
+    assert "did you mean" not in body
+
+
+def test_what_a_page_prints_has_secrets_masked_and_html_escaped() -> None:
+    token = "ghp_" + "a" * 36
+    body = render_page("missing.html", message=f"<b>{token}</b>", here="").decode()
+
+    assert token not in body
+    assert "&lt;b&gt;***&lt;/b&gt;" in body
+
+
+def test_a_signature_refusal_is_a_table_of_the_commits_to_blame() -> None:
+    signature = {"commit": "f" * 40, "status": "UntrustedKey", "key": "SHA256:abc"}
+    problem = refused_problem("f" * 40, "refused", [], [signature | {"reason": "untrusted"}])
+    source = SourceView(commit="a" * 40, problems=(problem,))
+    view = fleet_view([], FleetQuery(), source, datetime.now(UTC))
+
+    page = render_page("fleet.html", view=view, here="/").decode()
+
+    assert "<caption>Commits without a good signature from a trusted key</caption>" in page
+    assert '<td data-label="Signature">UntrustedKey</td>' in page
+    assert "<code>SHA256:abc</code>" in page
+
+
+def _push_signed(work: Path, remote: Path, message: str, key: SshKey) -> str:
+    commit = signed_commit(work, message, key)
+    signing_git(work, "push", "-q", str(remote), "HEAD:refs/heads/main")
+    return commit
+
+
+def test_a_commit_refused_for_its_signature_shows_the_commit_and_its_key(
+    keys: Keys, tmp_path: Path
+) -> None:
+    alice, mallory = keys.ssh("alice"), keys.ssh("mallory")
+    work, remote = tmp_path / "work", tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    write_tree(work, dict(BASE_FILES))
+    signing_git(work, "init", "-q", "-b", "main")
+    _push_signed(work, remote, "base", alice)
+    signers = tmp_path / "allowed_signers"
+    signers.write_text(alice.signers_line)
+    source = RemoteSource(str(remote), "main", "fleet", tmp_path / "cache", local=True)
+    daemon = Daemon(
+        source,
+        SqliteStore(tmp_path / "state.db"),
+        lambda access, name: InMemoryCluster(),
+        lambda: datetime.now(UTC),
+        DaemonOptions(trusted_keys=TrustedKeys(ssh_signers=(signers,))),
+    )
+    poll_and_reconcile(daemon)
+    bad = _push_signed(work, remote, "by mallory", mallory)
+    daemon.poll()
+
+    page = Pages(daemon).respond("/", "").body.decode()
+    daemon.close()
+
+    assert f'Commit <code title="{bad}">{bad[:12]}</code> refused' in page
+    assert '<td data-label="Signature">UntrustedKey</td>' in page
+    assert "Push a new commit signed by a trusted key" in page

@@ -1,0 +1,203 @@
+"""Event-driven reconciliation on the real API server: the daemon (in this process, its watches
+on threads, its debounce 1 s) reacts to the cluster, not to its timers. The daemon here has no
+scheduler: no retry and no resync ever runs, so whatever happens after the first run happens
+because a watch woke the runtime (the wait for it is bounded, never a sleep). Covered: an
+operator that becomes Available makes its module Ready; a dependent module starts once its
+dependency is Ready; a deleted managed Deployment is re-created (and reported as drift); the
+last blocking custom resource deleted lets a blocked removal finish; with watching off,
+nothing happens until a timer's run, as before. A disconnect and a 410 are the watch
+contract's (tests/contract/test_watch_contract.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.cluster.api import Cluster
+from reconciler.cluster.kube import connect
+from reconciler.core.model import ClusterAccess
+from reconciler.daemon.service import Daemon, DaemonOptions
+from reconciler.operations.store import SqliteStore
+from reconciler.source.git import RemoteSource
+from tests.e2e.conftest import World
+from tests.e2e.harness import TestModule, until
+from tests.support.daemons import GitServer
+from tests.support.fleet_history import git
+
+DEBOUNCE = timedelta(seconds=1)
+#: How long a test waits for what a wake does (a run includes the lifecycle's own waits).
+BOUNDED = 60.0
+
+
+@dataclass
+class Watched:
+    """A daemon following the test's config repo through ``git daemon``."""
+
+    world: World
+    daemon: Daemon
+    work: Path
+
+    def commit(self, message: str) -> None:
+        self.world.fleet.write()
+        git(self.work, "add", "-A")
+        git(self.work, "commit", "-qm", message, "--allow-empty")
+        git(self.work, "push", "-q", str(self.work.parent / "git" / "remote.git"), "HEAD:main")
+
+    def first_run(self) -> None:
+        """Poll, run every runtime once, and wait until the watches have listed."""
+        assert self.daemon.poll()
+        self.daemon.wait_idle()
+        until(self._listed, "the watches listed their kinds", BOUNDED)
+
+    def _listed(self) -> bool:
+        opened = list(self.daemon.watches.open.values())
+        return all(o.watch.resource_version for o in opened)
+
+    def module(self, runtime: str, name: str) -> dict[str, Any]:
+        status = self.daemon.status()
+        for item in status["runtimes"]:
+            if item["runtime"] == runtime:
+                for module in item["modules"]:
+                    if module["module"] == name:
+                        found: dict[str, Any] = module
+                        return found
+        return {}
+
+    def state(self, runtime: str, name: str) -> str:
+        return str(self.module(runtime, name).get("state") or "")
+
+
+def _watched(world: World, tmp_path: Path, *, watch: bool) -> Iterator[Watched]:
+    server = GitServer(tmp_path / "git")
+    (tmp_path / "git").mkdir()
+    git(tmp_path / "git", "init", "-q", "--bare", "remote.git")
+    work = world.fleet.root
+    world.fleet.write()
+    git(work, "init", "-q", "-b", "main")
+    server.start()
+
+    def reach(access: ClusterAccess, name: str) -> Cluster:
+        return connect(access, name=name, kubeconfig_dir=world.control_plane.kubeconfig_dir)
+
+    source = RemoteSource(server.url, "main", "", tmp_path / "cache")
+    options = DaemonOptions(workers=2, watch=watch, debounce=DEBOUNCE)
+    store = SqliteStore(tmp_path / "state.db")
+    daemon = Daemon(source, store, reach, lambda: datetime.now(UTC), options)
+    daemon.watches.start()
+    watched = Watched(world, daemon, work)
+    watched.commit("first")
+    try:
+        yield watched
+    finally:
+        daemon.close()
+        server.stop()
+
+
+@pytest.fixture
+def watching(world: World, tmp_path: Path) -> Iterator[Watched]:
+    yield from _watched(world, tmp_path, watch=True)
+
+
+@pytest.fixture
+def polling(world: World, tmp_path: Path) -> Iterator[Watched]:
+    yield from _watched(world, tmp_path, watch=False)
+
+
+def _one_module(watched: Watched, **options: Any) -> tuple[str, TestModule]:
+    fleet = watched.world.fleet
+    module = fleet.module("op", **options)
+    fleet.channel[module.name] = "1.0.0"
+    runtime = fleet.runtime("rt", [{"name": module.name}])
+    watched.commit("one module")
+    return runtime, module
+
+
+def test_an_operator_that_becomes_available_makes_its_module_ready(watching: Watched) -> None:
+    runtime, module = _one_module(watching)
+    watching.first_run()
+    assert watching.state(runtime, module.name) == "Processing"  # no kubelet: not available
+
+    watching.world.kube.make_available(module.namespace, module.operator)
+
+    until(lambda: watching.state(runtime, module.name) == "Ready", "Ready after a wake", BOUNDED)
+    assert watching.daemon.watches.wakes >= 1
+
+
+def test_a_dependent_module_starts_once_its_dependency_is_ready(watching: Watched) -> None:
+    fleet, kube = watching.world.fleet, watching.world.kube
+    base = fleet.module("base")
+    app = fleet.module("app", depends_on=(f"base-{fleet.suffix}",))
+    fleet.channel.update({base.name: "1.0.0", app.name: "1.0.0"})
+    fleet.runtime("rt", [{"name": app.name}])
+    watching.commit("a module and its dependency")
+    watching.first_run()
+    assert kube.deployment(app.namespace, app.operator) is None  # waits for its dependency
+
+    kube.make_available(base.namespace, base.operator)
+
+    until(
+        lambda: kube.deployment(app.namespace, app.operator) is not None,
+        "the dependent module applied after a wake",
+        BOUNDED,
+    )
+
+
+def test_a_deleted_managed_deployment_is_recreated_and_reported(watching: Watched) -> None:
+    runtime, module = _one_module(watching)
+    kube = watching.world.kube
+    watching.first_run()
+    kube.make_available(module.namespace, module.operator)
+    until(lambda: watching.state(runtime, module.name) == "Ready", "Ready", BOUNDED)
+
+    kube.apps.delete_namespaced_deployment(module.operator, module.namespace)
+
+    until(
+        lambda: kube.deployment(module.namespace, module.operator) is not None,
+        "the Deployment re-created after a wake",
+        BOUNDED,
+    )
+    drift = next(r for r in watching.daemon.status()["runtimes"] if r["runtime"] == runtime)
+    assert f"Deployment/{module.namespace}/{module.operator} deleted" in drift["drift"]
+
+
+def test_the_last_blocking_resource_deleted_lets_a_removal_finish(watching: Watched) -> None:
+    runtime, module = _one_module(watching)
+    kube, fleet = watching.world.kube, watching.world.fleet
+    watching.first_run()
+    kube.make_available(module.namespace, module.operator)
+    until(lambda: watching.state(runtime, module.name) == "Ready", "Ready", BOUNDED)
+    kube.create_resource(module.crd, module.namespace, module.crd.instance("users"))
+    fleet.runtimes[runtime]["modules"] = []
+    watching.commit("remove the module")
+    watching.daemon.poll()
+    watching.daemon.wait_idle()
+    until(watching._listed, "the blocking kind listed", BOUNDED)
+    waiting = watching.daemon.store.unfinished(runtime)
+    assert waiting is not None, watching.daemon.store.operations(runtime=runtime, limit=3)
+    assert "users" in waiting.message  # the removal is blocked by the user's resource
+    assert (module.crd.kind, "every") in {k[2:] for k in watching.daemon.watches.open}
+
+    kube.delete_resource(module.crd, module.namespace, "users")
+
+    until(
+        lambda: kube.deployment(module.namespace, module.operator) is None,
+        "the removal finished after a wake",
+        BOUNDED,
+    )
+
+
+def test_with_watching_off_only_a_timer_run_sees_the_operator(polling: Watched) -> None:
+    runtime, module = _one_module(polling)
+    polling.first_run()
+    polling.world.kube.make_available(module.namespace, module.operator)
+
+    assert polling.daemon.watches.open == {}
+    polling.daemon.wait_idle()
+    assert polling.state(runtime, module.name) == "Processing"  # nothing woke it
+    polling.daemon.reconcile_all(wait=True)  # the retry timer's run
+    assert polling.state(runtime, module.name) == "Ready"
