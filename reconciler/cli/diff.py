@@ -304,7 +304,10 @@ def _waves_text(base: ConfigRepo, head: ConfigRepo, fleet: FleetDiff) -> str:
     if policy is None or not names:
         return ""
     waves = plan_waves(policy, [head.runtimes[name] for name in names])
-    lines = [f"\nrollout waves (spec.rollout, healthy for {policy.healthy_for} each):"]
+    minutes, seconds = divmod(int(policy.healthy_for.total_seconds()), 60)
+    hours, minutes = divmod(minutes, 60)
+    took = "".join(f"{n}{u}" for n, u in ((hours, "h"), (minutes, "m"), (seconds, "s")) if n)
+    lines = [f"\nrollout waves (spec.rollout, each healthy for {took or '0s'}):"]
     for index, wave in enumerate(waves, 1):
         shown = ", ".join(wave.runtimes[:8])
         more = f" and {len(wave.runtimes) - 8} more" if len(wave.runtimes) > 8 else ""

@@ -377,7 +377,7 @@ def test_the_diff_shows_the_waves_a_rollout_policy_would_make(history: Path) -> 
 
     assert result.exit_code == 1, result.output
     assert result.output.endswith(
-        "rollout waves (spec.rollout, healthy for 1:00:00 each):\n"
+        "rollout waves (spec.rollout, each healthy for 1h):\n"
         "  1. canary (tier=dev): 1 runtime(s): a\n"
         "  2. everyone (the rest): 1 runtime(s): b\n"
     )
