@@ -146,6 +146,7 @@ def _add_commands() -> None:
         operations,
         reconcile,
         render,
+        rollout,
         status,
         suspend,
         sync,
@@ -168,6 +169,7 @@ def _add_commands() -> None:
         daemon.daemon,
         suspend.suspend,
         suspend.resume,
+        rollout.rollout,
         completion.completion,
     ):
         cli.add_command(command)
