@@ -5,7 +5,8 @@
 - ``GET /metrics``: Prometheus text format.
 - ``GET /status``: JSON of the source (commit, last poll, a refused or held commit and why) and
   every runtime and module with state, reason, version and last commit.
-- ``GET /`` and ``GET /runtimes/NAME``: the status page, HTML for people
+- ``GET /``, ``GET /runtimes/NAME`` and ``GET /rollouts`` with ``Accept: text/html`` (a
+  browser): the status page, HTML for people
   (:mod:`reconciler.daemon.page`), readable as ``/status`` is: without a secret.
 - ``HEAD`` of each of these: the headers of ``GET`` without the body.
 - ``POST /hooks/git``: a push webhook, GitHub (``X-Hub-Signature-256``, HMAC-SHA256 of the body)
@@ -40,7 +41,7 @@ import hmac
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs
@@ -50,7 +51,7 @@ from reconciler.core.head import head_text
 from reconciler.core.model import is_runtime_name
 from reconciler.daemon.http_rollouts import rollout_command, rollouts_answer
 from reconciler.daemon.http_server import MAX_BODY, HttpLimits, HttpServer, json_bytes, shown
-from reconciler.daemon.page import HTML, HTML_HEADERS, Pages, is_page
+from reconciler.daemon.page import HTML, HTML_HEADERS, ROLLOUTS, Pages, is_page, wants_html
 from reconciler.daemon.scheduler import guarded, poll_now
 from reconciler.daemon.service import Daemon
 from reconciler.operations.model import Suspension
@@ -59,6 +60,8 @@ __all__ = ["MAX_BODY", "Endpoints", "HttpLimits", "HttpServer", "serve", "verify
 
 log = logging.getLogger("reconciler.http")
 GET_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/status", "/rollouts"})
+#: ``/rollouts`` answers HTML or JSON by the request's ``Accept``.
+VARY = ("Vary", "Accept")
 POST_PATHS = frozenset({"/hooks/git", "/sync", "/suspend", "/resume", "/rollout"})
 
 
@@ -133,8 +136,8 @@ class Endpoints:
         if path in GET_PATHS:
             if method not in ("GET", "HEAD"):  # HEAD: the headers of GET, without the body
                 return Response.failure(405, f"{path} answers GET and HEAD only", allow="GET, HEAD")
-            if path == "/rollouts":
-                return _answered(rollouts_answer(self.daemon, _query(environ)))
+            if path == ROLLOUTS:
+                return self._rollouts(environ)
             return self._get(path)
         if is_page(path):
             if method not in ("GET", "HEAD"):
@@ -171,12 +174,19 @@ class Endpoints:
             return Response(200, daemon.metrics.exposition(), "text/plain; version=0.0.4")
         return Response.of_json(200, daemon.status())
 
+    def _rollouts(self, environ: Mapping[str, Any]) -> Response:
+        """``/rollouts``: the page to a browser, JSON to the others; either way it varies with
+        ``Accept`` (a cache keeps them apart)."""
+        if wants_html(str(environ.get("HTTP_ACCEPT", ""))):
+            page = self._page(ROLLOUTS, str(environ.get("QUERY_STRING", "")))
+            return replace(page, headers=(*page.headers, VARY))
+        answer = _answered(rollouts_answer(self.daemon, _query(environ)))
+        return replace(answer, headers=(*answer.headers, VARY))
+
     def _page(self, path: str, query: str) -> Response:
         answer = self.pages.respond(path, query)
         extra = HTML_HEADERS if answer.kind == HTML else ()
-        error = {404: "no such runtime", 503: "the state store cannot be read"}.get(
-            answer.status, ""
-        )
+        error = {404: "not found", 503: "the state store cannot be read"}.get(answer.status, "")
         return Response(answer.status, answer.body, answer.kind, error=error, headers=extra)
 
     def _hook(self, environ: Mapping[str, Any], body: bytes) -> Response:

@@ -1,5 +1,7 @@
-"""The status page on the daemon's port: ``/`` (the fleet) and ``/runtimes/NAME`` (a runtime),
-read-only HTML rendered on the server with Jinja2, and ``/static/page.css``.
+"""The status page on the daemon's port: ``/`` (the fleet), ``/runtimes/NAME`` (a runtime) and
+``/rollouts`` (the rollouts, to a client that asks for HTML: :func:`wants_html`; JSON to the
+others, ``reconciler rollout --daemon``), read-only HTML rendered on the server with Jinja2, and
+``/static/page.css``.
 
 The data is loaded here (the state store, the commit in force, the members) and handed to the
 pure view models (:mod:`reconciler.daemon.page_model`, ``page_runtime``); the templates and the
@@ -8,7 +10,7 @@ template prints is HTML-escaped (autoescape); an undefined name in a template is
 an empty cell. No script, no CDN: the pages work without JavaScript and say so in their
 Content-Security-Policy. Who may read them: whoever may read ``/status`` (docs/security.md).
 
-Adding a page (``/rollouts`` once rollouts are recorded): a pure view module beside
+Adding a page: a pure view module beside
 ``page_runtime`` (added to the pure contract in pyproject.toml), a template
 in ``templates/``, a loader here, one entry in :data:`PAGES` (its path, its title in the
 navigation) and one branch in :meth:`Pages.respond`.
@@ -41,15 +43,19 @@ from reconciler.daemon.page_model import (
     refused_problem,
     time_text,
 )
+from reconciler.daemon.page_rollouts import ROLLOUTS_SHOWN, rollouts_view
 from reconciler.daemon.page_runtime import OPERATIONS_SHOWN, runtime_view
-from reconciler.errors import TransientError
+from reconciler.errors import NotFoundError, TransientError
+from reconciler.operations.rollouts import find_rollout
 from reconciler.operations.store import load_status, load_statuses
 
 if TYPE_CHECKING:
     from reconciler.daemon.service import Daemon
 
 #: The pages, in the navigation's order: path, title.
-PAGES = (("/", "Fleet"),)
+PAGES = (("/", "Fleet"), ("/rollouts", "Rollouts"))
+#: The page that shares its path with a JSON endpoint: HTML only to a client that asks for it.
+ROLLOUTS = "/rollouts"
 #: What a page's answer carries besides its body: no script, no frame, no referrer.
 HTML_HEADERS = (
     (
@@ -77,6 +83,30 @@ class PageAnswer:
 def is_page(path: str) -> bool:
     """Whether ``path`` is one of the status page's."""
     return path == "/" or path == STYLESHEET or path.startswith("/runtimes/")
+
+
+def wants_html(accept: str) -> bool:
+    """Whether a request's ``Accept`` header asks for HTML before JSON (a browser's does;
+    ``curl``'s ``*/*`` and ``reconciler rollout --daemon``'s none do not): ``text/html``
+    listed with a weight above 0, ahead of ``application/json`` if that is listed too."""
+    ranked: list[tuple[float, int, str]] = []
+    for position, item in enumerate(accept[:1000].split(",")):
+        kind, _, params = item.strip().lower().partition(";")
+        weight = 1.0
+        for param in params.split(";"):
+            name, _, value = param.strip().partition("=")
+            if name == "q":
+                try:
+                    weight = float(value)
+                except ValueError:
+                    weight = 0.0
+        ranked.append((-weight, position, kind.strip()))
+    kinds = [kind for weight, _, kind in sorted(ranked) if weight < 0]
+    if "text/html" not in kinds:
+        return False
+    return "application/json" not in kinds or kinds.index("text/html") < kinds.index(
+        "application/json"
+    )
 
 
 @functools.cache
@@ -137,6 +167,8 @@ class Pages:
             return PageAnswer(200, "text/css; charset=utf-8", stylesheet())
         if path == "/":
             return self.fleet(query)
+        if path == ROLLOUTS:
+            return self.rollouts(query)
         return self.runtime(path.removeprefix("/runtimes/"))
 
     def fleet(self, query: str) -> PageAnswer:
@@ -160,6 +192,19 @@ class Pages:
         operations = self.daemon.store.operations(runtime=name, limit=OPERATIONS_SHOWN)
         view = runtime_view(runtime, operations, load_source(self.daemon), self.daemon.clock())
         return PageAnswer(200, HTML, render_page("runtime.html", view=view, here=""))
+
+    def rollouts(self, query: str) -> PageAnswer:
+        """``/rollouts``: the newest rollouts; ``?id=`` one of them (404 for an unknown one)."""
+        wanted = page_params(query).get("id", "")[:100]
+        if wanted:
+            try:
+                found = [find_rollout(self.daemon.store, wanted)]
+            except NotFoundError as error:
+                return problem_page(404, "Not found", str(error))
+        else:
+            found = self.daemon.store.rollouts(limit=ROLLOUTS_SHOWN)
+        view = rollouts_view(found, load_source(self.daemon), self.daemon.clock())
+        return PageAnswer(200, HTML, render_page("rollouts.html", view=view, here=ROLLOUTS))
 
 
 def load_fleet(daemon: Daemon) -> list[FleetRuntime]:

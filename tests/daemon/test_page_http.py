@@ -10,15 +10,18 @@ import html
 import json
 import re
 import subprocess
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from reconciler.cluster.memory import InMemoryCluster
+from reconciler.core.head import head_text
 from reconciler.core.model import ClusterAccess
+from reconciler.core.rollouts import Member, MemberState, Rollout, RolloutState, Wave
 from reconciler.daemon.http import HttpServer, serve
 from reconciler.daemon.page import Pages, render_page
 from reconciler.daemon.page_model import FleetQuery, SourceView, fleet_view, refused_problem
@@ -268,3 +271,103 @@ def test_a_store_that_cannot_be_read_is_a_503_page(tmp_path: Path) -> None:
 
     assert answer.status == 503
     assert "cannot read the daemon&#39;s state now (StoreError)" in answer.body.decode()
+
+
+BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+
+
+def _browse(url: str, accept: str = BROWSER) -> tuple[int, dict[str, str], str]:
+    request = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, dict(response.headers), response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read().decode()
+
+
+def _put_rollouts(served: Served) -> tuple[Rollout, Rollout]:
+    """A halted rollout (b in Error) and a newer one under way (a Ready, healthy since 2m)."""
+    now = _now()
+    base = head_text(served.daemon.state.commit)
+    halted = Rollout(
+        id="1" * 12, commit="1" * 40, created=now - timedelta(hours=1),
+        state=RolloutState.HALTED,
+        waves=(Wave("canary", "tier=canary", ("b",)), Wave("rest", "the rest", ("a", "c"))),
+        members=(
+            Member("b", 0, MemberState.ERROR, base), Member("a", 1, MemberState.PENDING, base),
+            Member("c", 1, MemberState.SKIPPED, base, "suspended"),
+        ),
+        healthy_for=timedelta(minutes=10), max_errors=1, reason="FailureThreshold",
+        message="1 runtime(s) in Error (threshold 1): b; <b>push a fixing commit</b>",
+        updated=now - timedelta(minutes=50),
+    )  # fmt: skip
+    running = Rollout(
+        id="2" * 12, commit="2" * 40, created=now - timedelta(minutes=5),
+        state=RolloutState.PROGRESSING,
+        waves=(Wave("first", "10%", ("a",)), Wave("rest", "the rest", ("b", "c"))),
+        members=(
+            Member("a", 0, MemberState.READY, base), Member("b", 1, MemberState.PENDING, base),
+            Member("c", 1, MemberState.PENDING, base),
+        ),
+        healthy_for=timedelta(minutes=10), max_errors=1,
+        healthy_since=now - timedelta(minutes=2), updated=now,
+    )  # fmt: skip
+    for made in (halted, running):
+        assert served.daemon.store.put_rollout(made) is not None
+    return halted, running
+
+
+def test_the_rollouts_page_shows_each_rollout_newest_first(served: Served) -> None:
+    halted, running = _put_rollouts(served)
+
+    status, headers, page = _browse(served.base + "/rollouts")
+
+    assert status == 200
+    assert headers["Content-Type"] == "text/html; charset=utf-8"
+    assert headers["Vary"] == "Accept"
+    assert "default-src 'none'" in headers["Content-Security-Policy"]
+    assert "<script" not in page
+    assert '<li><a href="/rollouts" aria-current="page">Rollouts</a></li>' in page
+    ids = re.findall(r'<h2 id="rollout-(\w+)">', page)
+    assert ids == [running.id, halted.id]
+    shown_running, shown_halted = page.split('<h2 id="rollout-')[1:]
+    assert "Progressing" in shown_running
+    assert "first (wave 1 of 2)" in shown_running
+    assert "the next wave starts in " in shown_running  # the figure: test_page_rollouts.py
+    assert "(healthy for 10m)" in shown_running
+    assert f"<code>reconciler rollout pause {running.id}</code>" in shown_running
+    assert f"<code>reconciler rollout promote {running.id}</code>" in shown_running
+    assert "Halted" in shown_halted
+    assert "(FailureThreshold)" in shown_halted
+    assert "&lt;b&gt;push a fixing commit&lt;/b&gt;" in shown_halted
+    assert "<b>push" not in page
+    assert f"reconciler rollout cancel {halted.id}" in shown_halted
+    assert "rollout resume" not in shown_halted
+    assert "rollout pause" not in shown_halted
+    assert '<th scope="row" data-label="Runtime"><a href="/runtimes/b">b</a></th>' in page
+    assert "<caption>Wave 1 of rollout 111111111111: canary (tier=canary), halted" in page
+    assert '<th scope="col">Runtime</th>' in page
+
+
+def test_rollouts_stay_json_for_the_cli_and_the_page_links_to_them(served: Served) -> None:
+    halted, running = _put_rollouts(served)
+
+    for accept in ("", "*/*", "application/json", "application/json, text/html"):
+        status, headers, body = _browse(served.base + "/rollouts", accept)
+        assert (status, headers["Content-Type"]) == (200, "application/json"), accept
+        assert headers["Vary"] == "Accept"
+        assert [r["id"] for r in json.loads(body)["items"]] == [running.id, halted.id]
+    assert '<a href="/rollouts">Rollouts</a>' in served.page("/")
+    status, _, one = _browse(served.base + f"/rollouts?id={halted.id[:6]}")
+    assert status == 200
+    assert re.findall(r'<h2 id="rollout-(\w+)">', one) == [halted.id]
+    status, _, missing = _browse(served.base + "/rollouts?id=ffff")
+    assert status == 404
+    assert "no rollout &#39;ffff&#39;" in missing
+
+
+def test_no_rollout_yet_says_how_one_starts(served: Served) -> None:
+    status, _, page = _browse(served.base + "/rollouts")
+
+    assert status == 200
+    assert "No rollout recorded" in page
