@@ -2,10 +2,12 @@
 repository of this project's `sample-repo/` and `channels/`) on snapshot clusters, and headless
 Chromium (Debian's, driven by Playwright) opens its pages. The fleet table shows every runtime,
 the filter form narrows it, a runtime's page shows its operation tree and a blocked deletion,
-and a refused commit is shown with its file and line. axe-core (shipped in the
-axe-playwright-python package) finds no serious or critical violation at desktop and phone
-widths. Screenshots of both pages at both widths go to ``RECONCILER_SCREENSHOTS`` when set (the
-README's are made so: see "The status page" there), else to the test's own folder.
+a refused commit is shown with its file and line, and ``/rollouts`` (a halted and a paused
+rollout written into the daemon's SQLite store) shows both, linked from the navigation.
+axe-core (shipped in the axe-playwright-python package) finds no serious or critical
+violation at desktop and phone widths. Screenshots of the pages at both widths go to
+``RECONCILER_SCREENSHOTS`` when set (the README's are made so: see "The status page" there),
+else to the test's own folder.
 
 Skipped without Chromium or Playwright, failed under CI (``CI`` set), where `.ci/run` installs
 both."""
@@ -19,6 +21,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,8 @@ from click.testing import CliRunner
 
 from reconciler.cli import cli
 from reconciler.cluster.snapshot import load_snapshot, read_generation, save_snapshot
+from reconciler.core.rollouts import Member, MemberState, Rollout, RolloutState, Wave
+from reconciler.operations.store import SqliteStore
 from tests.support.daemons import free_port, http_get, http_post, until
 from tests.support.fleet_history import git
 from tests.support.tools import REPO, require_tool
@@ -214,12 +219,52 @@ def _check_runtime(page: Any) -> None:
     assert "replica-a" in serverless
 
 
+def _put_rollouts(store_path: Path, base: str) -> None:
+    """A halted rollout (prod-eu-1 in Error) and a newer, paused one, in the daemon's store (its
+    ``RECONCILER_STATE``; the daemon's rollout job moves neither)."""
+    now = datetime.now(UTC)
+    store = SqliteStore(store_path)
+    for commit, state, age in (
+        ("1" * 40, RolloutState.HALTED, 2),
+        ("2" * 40, RolloutState.PAUSED, 1),
+    ):
+        halted = state is RolloutState.HALTED
+        made = Rollout(
+            id=commit[:12], commit=commit, created=now - timedelta(hours=age), state=state,
+            waves=(Wave("eu", "region=eu", ("prod-eu-1",)), Wave("rest", "rest", ("prod-us-1",))),
+            members=(
+                Member("prod-eu-1", 0, MemberState.ERROR if halted else MemberState.READY, base),
+                Member("prod-us-1", 1, MemberState.PENDING, base),
+            ),
+            healthy_for=timedelta(minutes=10), max_errors=1,
+            reason="FailureThreshold" if halted else "",
+            message="1 runtime(s) in Error (threshold 1): prod-eu-1" if halted else "",
+        )  # fmt: skip
+        assert store.put_rollout(made) is not None
+    store.close()
+
+
+def _check_rollouts(page: Any) -> None:
+    """From the navigation to ``/rollouts``: both rollouts, newest first, the halt reason, the
+    command lines, and a runtime's link."""
+    page.get_by_role("link", name="Rollouts").click()
+    page.wait_for_url("**/rollouts")
+    headings = page.locator("section.rollout h2").all_inner_texts()
+    assert [h.split()[1] for h in headings] == ["2" * 12, "1" * 12]
+    halted = page.locator("section.rollout").nth(1).inner_text()
+    assert "1 runtime(s) in Error (threshold 1): prod-eu-1" in halted
+    assert f"reconciler rollout cancel {'1' * 12}" in halted
+    page.locator("section.rollout").first.get_by_role("link", name="prod-us-1").click()
+    page.wait_for_url("**/runtimes/prod-us-1")
+
+
 def _check_widths(page: Any, base: str, shots: Path) -> None:
     """At each width: no serious accessibility violation, no sideways scrolling, a screenshot
     (the whole page on a desktop, the first screen on a phone)."""
     for device, (x, y) in VIEWPORTS.items():
         page.set_viewport_size({"width": x, "height": y})
-        for name, path in (("fleet", "/"), ("runtime", "/runtimes/prod-eu-1")):
+        pages = (("fleet", "/"), ("runtime", "/runtimes/prod-eu-1"), ("rollouts", "/rollouts"))
+        for name, path in pages:
             page.goto(base + path)
             assert _serious(page) == [], f"{path} at {device} width"
             overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
@@ -231,6 +276,9 @@ def _check_widths(page: Any, base: str, shots: Path) -> None:
 def test_the_pages_in_a_browser(daemon: Running, tmp_path: Path) -> None:
     sync_playwright, chromium = _playwright()
     _refuse_a_typo(daemon)
+    base = daemon.status()["source"]["commit"]
+    store = os.environ["RECONCILER_STATE"].removeprefix("sqlite:///")  # tests/conftest.py's
+    _put_rollouts(Path(store), base)
     shots = _screenshots() or tmp_path / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
@@ -242,9 +290,11 @@ def test_the_pages_in_a_browser(daemon: Running, tmp_path: Path) -> None:
             assert _serious(page) != []  # the check sees a field without a label
             _check_fleet(page, daemon.base)
             _check_runtime(page)
+            _check_rollouts(page)
             _check_widths(page, daemon.base, shots)
         finally:
             browser.close()
     assert sorted(p.name for p in shots.glob("*.png")) == [
-        "fleet-desktop.png", "fleet-phone.png", "runtime-desktop.png", "runtime-phone.png"
+        "fleet-desktop.png", "fleet-phone.png", "rollouts-desktop.png", "rollouts-phone.png",
+        "runtime-desktop.png", "runtime-phone.png",
     ]  # fmt: skip
