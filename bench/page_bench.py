@@ -1,11 +1,13 @@
-"""Status page benchmark: ``GET /`` and ``GET /runtimes/NAME`` for a fleet of N runtimes.
+"""Status page benchmark: ``GET /``, ``GET /runtimes/NAME`` and ``GET /rollouts`` (as a browser
+asks for it) for a fleet of N runtimes.
 
 Generates (or reuses) a config repo of N runtimes (bench/generate_fleet.py's fleet: labels,
 3-8 modules each), records a status for every runtime in a real SQLite store (1% of them with
 an operation under way, 1% in Error, 1% Deleting), puts the repo in force in a daemon (never
 polled) and asks its HTTP application for the pages, in process (no socket: what is measured
 is the page's own work). Reports the median and best of R requests for: the whole request
-(store read, view model, template), and the view model and template alone.
+(store read, view model, template), and the view model and template alone. The store also
+holds 20 rollouts, each over every runtime (a 10% wave and the rest; 1% of each in Error).
 
     python bench/page_bench.py --runtimes 5000 --repeat 25
 """
@@ -27,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 from reconciler.cluster.memory import InMemoryCluster  # noqa: E402
 from reconciler.core.head import Head  # noqa: E402
 from reconciler.core.model import ClusterAccess  # noqa: E402
+from reconciler.core.rollouts import Member, MemberState, Rollout, RolloutState, Wave  # noqa: E402
 from reconciler.core.status import ModuleState, ModuleStatus, Reason  # noqa: E402
 from reconciler.daemon.http import Endpoints  # noqa: E402
 from reconciler.daemon.page import load_fleet, load_source, render_page  # noqa: E402
@@ -79,6 +82,32 @@ def _no_cluster(access: ClusterAccess, name: str) -> InMemoryCluster:
     raise AssertionError("the page never reaches a cluster")
 
 
+def _rollouts(store: SqliteStore, names: list[str]) -> None:
+    """20 rollouts of every runtime: a first wave of 10% (Ready but 1% in Error), the rest
+    pending; the newest progressing, the others superseded."""
+    cut = len(names) // 10
+    waves = (Wave("first", "10%", tuple(names[:cut])), Wave("rest", "the rest", tuple(names[cut:])))
+    for index in range(20):
+        members = tuple(
+            Member(name, 0 if i < cut else 1, _member_state(i, cut), COMMIT.text)
+            for i, name in enumerate(names)
+        )
+        commit = f"{index:02x}" + "a" * 38
+        state = RolloutState.PROGRESSING if index == 19 else RolloutState.SUPERSEDED
+        made = Rollout(
+            id=commit[:12], commit=commit, created=NOW - timedelta(hours=20 - index), state=state,
+            waves=waves, members=members, healthy_for=timedelta(minutes=10), max_errors=1000,
+            updated=NOW,
+        )  # fmt: skip
+        assert store.put_rollout(made) is not None
+
+
+def _member_state(index: int, cut: int) -> MemberState:
+    if index >= cut:
+        return MemberState.PENDING
+    return MemberState.ERROR if index % 100 == 0 else MemberState.READY
+
+
 def _times(run: Callable[[], object], repeat: int) -> tuple[float, float]:
     """Median and best of ``repeat`` runs, in milliseconds."""
     run()  # warm: templates compiled, caches filled
@@ -92,6 +121,7 @@ def _times(run: Callable[[], object], repeat: int) -> tuple[float, float]:
 
 def _get(app: Endpoints, path: str, query: str = "") -> Callable[[], bytes]:
     environ: dict[str, object] = {"REQUEST_METHOD": "GET", "PATH_INFO": path}
+    environ |= {"HTTP_ACCEPT": "text/html,application/xhtml+xml,*/*;q=0.8"}  # a browser
     environ |= {"QUERY_STRING": query, "wsgi.input": io.BytesIO()}
 
     def get() -> bytes:
@@ -121,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, runtime in repo.runtimes.items()
     }
     _fill(store, runtimes)
+    _rollouts(store, sorted(runtimes))
     daemon = Daemon(UnusedSource(), store, _no_cluster, lambda: NOW)
     daemon.state.commit, daemon.state.repo = COMMIT, repo
     app = Endpoints(daemon, None, False, 1 << 20)
@@ -137,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         ("GET /?label=tier%3Dprod&state=Ready", _get(app, "/", "label=tier%3Dprod&state=Ready")),
         ("GET /?per_page=500", _get(app, "/", "per_page=500")),
         (f"GET /runtimes/{first}", _get(app, f"/runtimes/{first}")),
+        ("GET /rollouts (5 newest of 20)", _get(app, "/rollouts")),
+        ("GET /rollouts?id= (one rollout)", _get(app, "/rollouts", "id=13aaaaaaaaaa")),
         ("load_fleet (store, repo, owners)", lambda: load_fleet(daemon)),
         ("fleet_view + template", view_and_template),
     ]
@@ -146,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {label:<40} {median:8.1f} {best:8.1f}")
     size = len(_get(app, "/")())
     print(f"  GET / body: {size / 1024:.0f} KiB")
+    size = len(_get(app, "/rollouts")())
+    print(f"  GET /rollouts body: {size / 1024:.0f} KiB")
     return 0
 
 

@@ -17,8 +17,15 @@ from datetime import datetime, timedelta
 from reconciler.core.rollouts import Rollout, RolloutState
 from reconciler.daemon.page_model import SourceView, short_commit, time_text
 
-#: The rollouts the page shows, newest first.
-ROLLOUTS_SHOWN = 20
+#: The rollouts the page shows, newest first (each one read whole from the store: 5 of 5,000
+#: runtimes each read and render in about 100 ms; ``reconciler rollout list`` lists more).
+ROLLOUTS_SHOWN = 5
+#: The runtimes a wave lists, worst state first (``reconciler rollout show`` lists them all):
+#: on the page of the newest rollouts, and on the page of one (``?id=``).
+MEMBERS_SHOWN = 50
+MEMBERS_SHOWN_ONE = 1000
+#: The order of a wave's runtimes on the page: the ones to look at first.
+_WORST = {"Error": 0, "Progressing": 1, "Pending": 2, "Skipped": 3, "Ready": 4}
 #: The commands of ``reconciler rollout`` that apply to a rollout in each state, and what
 #: each does (the order of the page).
 COMMANDS = {
@@ -55,6 +62,8 @@ class WaveView:
     ready: int
     counted: int
     members: tuple[MemberView, ...]
+    #: The runtimes of the wave not listed (past the page's limit).
+    more: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,16 +105,21 @@ class RolloutsView:
     rollouts: tuple[RolloutView, ...]
     daemon: SourceView
     generated: str
+    #: How many rollouts the page shows at most.
+    shown: int = ROLLOUTS_SHOWN
 
 
 def rollouts_view(rollouts: Sequence[Rollout], source: SourceView, now: datetime) -> RolloutsView:
-    """The page of ``rollouts``, newest first whatever their order, at ``now``."""
+    """The page of ``rollouts``, newest first whatever their order, at ``now``; each wave
+    lists :data:`MEMBERS_SHOWN` runtimes, or :data:`MEMBERS_SHOWN_ONE` on the page of one."""
     newest = sorted(rollouts, key=lambda r: r.created, reverse=True)[:ROLLOUTS_SHOWN]
-    return RolloutsView(tuple(rollout_view(r, now) for r in newest), source, time_text(now))
+    shown = MEMBERS_SHOWN_ONE if len(newest) == 1 else MEMBERS_SHOWN
+    views = tuple(rollout_view(r, now, shown) for r in newest)
+    return RolloutsView(views, source, time_text(now))
 
 
-def rollout_view(rollout: Rollout, now: datetime) -> RolloutView:
-    """``rollout`` as the page shows it at ``now``."""
+def rollout_view(rollout: Rollout, now: datetime, shown: int = MEMBERS_SHOWN) -> RolloutView:
+    """``rollout`` as the page shows it at ``now``, ``shown`` runtimes a wave at most."""
     return RolloutView(
         id=rollout.id,
         commit=rollout.commit,
@@ -120,7 +134,7 @@ def rollout_view(rollout: Rollout, now: datetime) -> RolloutView:
         reason=rollout.reason,
         message=rollout.message,
         countdown=countdown(rollout, now),
-        waves=tuple(_wave_view(rollout, index) for index in range(len(rollout.waves))),
+        waves=tuple(_wave_view(rollout, index, shown) for index in range(len(rollout.waves))),
         actions=tuple(
             Action(_command_line(name, rollout.id), _WHAT[name])
             for name in COMMANDS.get(rollout.state, ())
@@ -162,9 +176,9 @@ def duration_text(span: timedelta) -> str:
     return " ".join(p for p in parts if p)
 
 
-def _wave_view(rollout: Rollout, index: int) -> WaveView:
+def _wave_view(rollout: Rollout, index: int, shown: int) -> WaveView:
     wave = rollout.waves[index]
-    members = rollout.in_wave(index)
+    members = sorted(rollout.in_wave(index), key=lambda m: (_WORST.get(str(m.state), 0), m.runtime))
     counted = [m for m in members if str(m.state) != "Skipped"]
     return WaveView(
         name=wave.name,
@@ -173,8 +187,10 @@ def _wave_view(rollout: Rollout, index: int) -> WaveView:
         ready=sum(str(m.state) == "Ready" for m in counted),
         counted=len(counted),
         members=tuple(
-            MemberView(m.runtime, str(m.state), m.note, short_commit(m.base)) for m in members
+            MemberView(m.runtime, str(m.state), m.note, short_commit(m.base))
+            for m in members[:shown]
         ),
+        more=max(len(members) - shown, 0),
     )
 
 

@@ -15,7 +15,14 @@ from reconciler.core.rollouts import (
     rollout_id,
 )
 from reconciler.daemon.page_model import SourceView
-from reconciler.daemon.page_rollouts import duration_text, rollout_view, rollouts_view
+from reconciler.daemon.page_rollouts import (
+    MEMBERS_SHOWN,
+    MEMBERS_SHOWN_ONE,
+    MemberView,
+    duration_text,
+    rollout_view,
+    rollouts_view,
+)
 
 T0 = datetime(2026, 11, 27, 10, 0, tzinfo=UTC)
 BASE = "0" * 40
@@ -57,7 +64,8 @@ def test_newest_first_with_waves_runtimes_and_progress() -> None:
     assert dict(shown.counts) == {"Ready": 1, "Progressing": 1, "Pending": 1, "Skipped": 1}
     canary, rest = shown.waves
     assert (canary.status, canary.ready, canary.counted) == ("under way", 1, 2)
-    assert [(m.runtime, m.state) for m in canary.members] == [("a", "Ready"), ("b", "Progressing")]
+    # worst first: the runtimes to look at
+    assert [(m.runtime, m.state) for m in canary.members] == [("b", "Progressing"), ("a", "Ready")]
     assert (rest.status, rest.counted) == ("not started", 1)
     assert [(m.runtime, m.note, m.base) for m in rest.members][1] == ("d", "suspended", "00000000")
 
@@ -128,3 +136,24 @@ def test_durations() -> None:
     assert duration_text(timedelta(seconds=30)) == "30s"
     assert duration_text(timedelta(0)) == "0s"
     assert duration_text(timedelta(seconds=-5)) == "0s"
+
+
+def test_a_wave_of_thousands_lists_the_worst_runtimes_and_counts_the_rest() -> None:
+    names = tuple(f"rt-{i:05}" for i in range(5000))
+    members = tuple(
+        Member(name, 0, MemberState.ERROR if i == 4321 else MemberState.READY, BASE)
+        for i, name in enumerate(names)
+    )
+    big = rollout(
+        "5" * 40, T0 - timedelta(hours=1), waves=(Wave("all", "the rest", names),), members=members
+    )
+
+    listed = rollouts_view([big, rollout("6" * 40, T0)], SourceView(), T0).rollouts[1]
+    alone = rollouts_view([big], SourceView(), T0).rollouts[0]
+
+    wave = listed.waves[0]
+    assert len(wave.members) == MEMBERS_SHOWN
+    assert wave.more == 5000 - MEMBERS_SHOWN
+    assert wave.members[0] == MemberView("rt-04321", "Error", "", "00000000")
+    assert (wave.ready, wave.counted) == (4999, 5000)
+    assert len(alone.waves[0].members) == MEMBERS_SHOWN_ONE
