@@ -17,7 +17,8 @@
   for a runtime neither the commit in force nor the store knows, after one poll.
 - ``POST /suspend?runtime=NAME&reason=TEXT`` and ``POST /resume?runtime=NAME``: ``reconciler
   suspend|resume --daemon URL``, authenticated as ``POST /sync``; 404 for an unknown runtime.
-- ``GET /rollouts`` (``?id=ROLLOUT`` for one, with its runtimes) and ``POST
+- ``GET /rollouts`` (``?id=ROLLOUT`` for one, with its runtimes; JSON unless ``Accept`` asks for
+  ``text/html`` first: then the status page's rollouts page; ``Vary: Accept``) and ``POST
   /rollout?id=ROLLOUT&command=pause|resume|cancel|promote&reason=TEXT``: ``reconciler rollout
   --daemon URL``, the command authenticated as ``POST /sync``; 404 for an unknown rollout, 409
   for a command that does not apply (a halted rollout does not resume).

@@ -25,6 +25,7 @@ from reconciler.core.rollouts import Member, MemberState, Rollout, RolloutState,
 from reconciler.daemon.http import HttpServer, serve
 from reconciler.daemon.page import Pages, render_page
 from reconciler.daemon.page_model import FleetQuery, SourceView, fleet_view, refused_problem
+from reconciler.daemon.page_rollouts import rollouts_view
 from reconciler.daemon.service import Daemon, DaemonOptions
 from reconciler.errors import StoreError
 from reconciler.operations.model import RuntimeRecord
@@ -371,3 +372,20 @@ def test_no_rollout_yet_says_how_one_starts(served: Served) -> None:
 
     assert status == 200
     assert "No rollout recorded" in page
+
+
+def test_a_cancel_reason_on_the_rollouts_page_has_its_secrets_masked() -> None:
+    token = "ghp_" + "b" * 36
+    canceled = Rollout(
+        id="3" * 12, commit="3" * 40, created=_now(), state=RolloutState.CANCELED,
+        waves=(Wave("all", "the rest", ("a",)),), members=(Member("a", 0, MemberState.READY, ""),),
+        healthy_for=timedelta(minutes=1), max_errors=1, reason="Canceled",
+        message=f"<i>leaked {token}</i>",
+    )  # fmt: skip
+    view = rollouts_view([canceled], SourceView(), _now())
+
+    page = render_page("rollouts.html", view=view, here="/rollouts").decode()
+
+    assert token not in page
+    assert "&lt;i&gt;leaked ***&lt;/i&gt;" in page
+    assert "How to act on it" not in page  # a canceled rollout takes no command
