@@ -1,6 +1,7 @@
 """The rollout endpoints of the daemon's HTTP port: ``GET /rollouts`` (``?id=`` for one, with
 its runtimes) and ``POST /rollout?id=&command=&reason=`` (authenticated by
-:mod:`reconciler.daemon.http`, which routes here). Each answers a status and a JSON document.
+:mod:`reconciler.daemon.http`, which routes here). Each answers a status and a JSON document,
+secrets masked (S4); a reason given with a command is masked before it is kept.
 
 Caller: :class:`reconciler.daemon.http.Endpoints`.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from reconciler.core.redaction import mask, mask_all
 from reconciler.core.rollout_steps import RolloutCommandError
 from reconciler.daemon.service import Daemon
 from reconciler.errors import NotFoundError
@@ -22,12 +24,13 @@ def rollouts_answer(daemon: Daemon, query: Mapping[str, str]) -> Answer:
     """The newest rollouts, or the one ``?id=`` names with its runtimes."""
     wanted = query.get("id", "")
     if not wanted:
-        return 200, {"items": [rollout_document(r) for r in daemon.store.rollouts(limit=20)]}
+        newest = daemon.store.rollouts(limit=20)
+        return 200, mask_all({"items": [rollout_document(r) for r in newest]})
     try:
         found = find_rollout(daemon.store, wanted)
     except NotFoundError as error:
         return 404, {"error": str(error)}
-    return 200, {"items": [rollout_document(found, members=True)]}
+    return 200, mask_all({"items": [rollout_document(found, members=True)]})
 
 
 def rollout_command(daemon: Daemon, query: Mapping[str, str]) -> Answer:
@@ -37,11 +40,11 @@ def rollout_command(daemon: Daemon, query: Mapping[str, str]) -> Answer:
     except ValueError:
         known = ", ".join(c.value for c in RolloutCommand)
         return 400, {"error": f"?command= needs one of {known}"}
-    reason = " ".join(query.get("reason", "").split())[:500]
+    reason = mask(" ".join(query.get("reason", "").split())[:500])  # kept and shown: no secret
     try:
         saved = daemon.rollouts.command(query.get("id", ""), command, reason)
     except NotFoundError as error:
         return 404, {"error": str(error)}
     except RolloutCommandError as error:
         return 409, {"error": str(error)}
-    return 200, rollout_document(saved)
+    return 200, mask_all(rollout_document(saved))
