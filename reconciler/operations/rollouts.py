@@ -12,6 +12,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from reconciler.core.redaction import mask
 from reconciler.core.rollout_steps import Moment, cancel, pause, promote, resume
 from reconciler.core.rollouts import Rollout
 from reconciler.errors import NotFoundError, TransientError
@@ -45,8 +46,9 @@ def command_rollout(
     store: StateStore, rollout_id: str, command: RolloutCommand, now: datetime, why: str = ""
 ) -> tuple[Rollout, list[Moment]]:
     """Apply ``command`` to the rollout and save it; the rollout saved and its moments.
-    :class:`~reconciler.core.rollout_steps.RolloutCommandError` when it does not apply."""
-    step = _step(command, now, why)
+    :class:`~reconciler.core.rollout_steps.RolloutCommandError` when it does not apply. A
+    secret pasted into ``why`` is masked before it is kept (S4)."""
+    step = _step(command, now, mask(why))
     for _ in range(_TRIES):
         current = find_rollout(store, rollout_id)
         changed, moments = step(current)

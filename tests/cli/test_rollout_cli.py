@@ -71,10 +71,12 @@ def test_the_commands_on_the_store(store_url: str) -> None:
     code, text = run("promote", "ffff", "--state", store_url)
     assert (code, text) == (0, "rollout ffffffffffff: Paused, wave early\n")
     assert run("resume", "ffff", "--state", store_url)[0] == 0
-    code, text = run("cancel", "ffff", "--reason", "widget 2 leaks", "--state", store_url)
+    leaked = "glpat-" + "d" * 20  # pasted into the reason: masked before it is kept (S4)
+    code, text = run("cancel", "ffff", "--reason", f"widget 2 leaks {leaked}", "--state", store_url)
     assert code == 0
     code, text = run("show", "ffff", "--state", store_url)
-    assert "Canceled: widget 2 leaks" in text
+    assert "Canceled: widget 2 leaks " in text
+    assert leaked not in text
 
     code, text = run("resume", "ffff", "--state", store_url)
     assert code != 0
