@@ -126,7 +126,7 @@ def test_a_fleet_diff_loads_git_but_neither_cluster_nor_daemon_nor_lifecycle(
     assert "reconciler.source.git" in modules
     assert not _loaded(modules, (*CLUSTER_AND_DAEMON, "reconciler.lifecycle"))
     assert not _loaded(modules, STORE_AND_METADATA)
-    assert not _loaded(modules, OTHER_COMMANDS)
+    assert not _loaded(modules, (*OTHER_COMMANDS, "click.shell_completion"))
 
 
 def test_plain_manifests_load_neither_the_full_schema_validator_nor_helm(tmp_path: Path) -> None:
