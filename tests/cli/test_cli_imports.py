@@ -127,6 +127,7 @@ def test_a_fleet_diff_loads_git_but_neither_cluster_nor_daemon_nor_lifecycle(
     assert not _loaded(modules, (*CLUSTER_AND_DAEMON, "reconciler.lifecycle"))
     assert not _loaded(modules, STORE_AND_METADATA)
     assert not _loaded(modules, (*OTHER_COMMANDS, "click.shell_completion"))
+    assert "reconciler.core.status" not in modules  # a pass's values; the planner's reasons only
 
 
 def test_plain_manifests_load_neither_the_full_schema_validator_nor_helm(tmp_path: Path) -> None:
