@@ -45,6 +45,8 @@ OTHER_COMMANDS = tuple(
         *("members", "daemon", "suspend"),
     )
 )
+#: The engines of templated modules: a repo's first chart, overlay or source imports its own.
+RENDER_ENGINES = tuple(f"reconciler.render.{name}" for name in ("helm", "kustomize", "sources"))
 #: What a command line that runs no command never needs.
 LOADER = ("yaml", "fastjsonschema", "reconciler.source", "reconciler.config", "sqlite3")
 
@@ -140,3 +142,4 @@ def test_plain_manifests_load_neither_the_full_schema_validator_nor_helm(tmp_pat
 
     assert code == 0
     assert not _loaded(modules, (*GIT_AND_SCHEMA_ERRORS, *STORE_AND_METADATA, "helm_python"))
+    assert not _loaded(modules, RENDER_ENGINES)
