@@ -164,5 +164,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "daemon": ("daemon", "daemon"),
     "suspend": ("suspend", "suspend"),
     "resume": ("suspend", "resume"),
+    "rollout": ("rollout", "rollout"),
     "completion": ("completion", "completion"),
 }

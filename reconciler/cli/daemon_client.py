@@ -1,5 +1,6 @@
 """Talking to a running daemon over HTTP: ``POST /sync`` (``sync --daemon``, ``reconcile
---daemon``) and ``GET /status`` (``reconcile --daemon --wait``). Standard library only."""
+--daemon``), ``GET /status`` (``reconcile --daemon --wait``), ``GET /rollouts`` and
+``POST /rollout`` (``rollout --daemon``). Standard library only."""
 
 from __future__ import annotations
 
@@ -67,6 +68,14 @@ def _secret(secret_file: Path) -> str:
         return secret_file.read_text().strip()
     except OSError as error:
         raise AccessError(f"cannot read the secret file {secret_file}: {error.strerror}") from error
+
+
+def get_json(url: str, path: str) -> dict[str, Any]:
+    """The daemon's JSON answer to ``GET path`` (``/rollouts``)."""
+    request = urllib.request.Request(_check_url(url) + path)  # noqa: S310 (checked)
+    with _answer(url, request) as response:
+        document = json.loads(response.read())
+    return document if isinstance(document, dict) else {}
 
 
 def runtime_status(url: str, runtime: str) -> dict[str, Any] | None:

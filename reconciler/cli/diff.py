@@ -257,6 +257,8 @@ def fleet_diff(
     fleet = _only(review.compare(base, head, request.now, live), request.runtimes)
     with review.timings.phase("render"):
         text = _fleet_text(fleet, view)
+        if view.output_format == "text":
+            text += _waves_text(base[0], head[0], fleet)
     click.echo(text, nl=False, color=colour_enabled(view.color))  # --color survives a pipe
     if view.timings:
         click.echo(f"timings: {review.timings.format()}", err=True)
@@ -289,6 +291,31 @@ def _fleet_text(fleet: FleetDiff, view: FleetView) -> str:
     if view.output_format == "markdown":
         return fleet_markdown(fleet)
     return fleet_text(fleet, details=view.details, style=_style(view.color))
+
+
+def _waves_text(base: ConfigRepo, head: ConfigRepo, fleet: FleetDiff) -> str:
+    """The waves the daemon would roll the head out in (``spec.rollout`` of the head), for
+    the runtimes it changes that the base has too; empty without a policy or a change."""
+    from reconciler.core.rollouts import plan_waves
+
+    policy = head.settings.rollout
+    names = [r.runtime for r in fleet.runtimes if r.runtime in base.runtimes]
+    names = [name for name in names if name in head.runtimes]
+    if policy is None or not names:
+        return ""
+    waves = plan_waves(policy, [head.runtimes[name] for name in names])
+    minutes, seconds = divmod(int(policy.healthy_for.total_seconds()), 60)
+    hours, minutes = divmod(minutes, 60)
+    took = "".join(f"{n}{u}" for n, u in ((hours, "h"), (minutes, "m"), (seconds, "s")) if n)
+    lines = [f"\nrollout waves (spec.rollout, each healthy for {took or '0s'}):"]
+    for index, wave in enumerate(waves, 1):
+        shown = ", ".join(wave.runtimes[:8])
+        more = f" and {len(wave.runtimes) - 8} more" if len(wave.runtimes) > 8 else ""
+        count = len(wave.runtimes)
+        lines.append(
+            f"  {index}. {wave.name} ({wave.chosen_by}): {count} runtime(s): {shown}{more}"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def _only(fleet: FleetDiff, names: Sequence[str]) -> FleetDiff:

@@ -31,9 +31,11 @@ from reconciler.core.model import (
     Module,
     ModuleRef,
     ModuleVersion,
+    RolloutPolicy,
     Runtime,
     Settings,
     Strategy,
+    WavePolicy,
 )
 
 
@@ -64,6 +66,21 @@ def settings_from(spec: Mapping[str, Any]) -> Settings:
             int(kube_client.get("burst", defaults.client_rate.burst)),
         ),
         notifications=notifications_from(spec.get("notifications", {})),
+        rollout=_rollout(spec.get("rollout")),
+    )
+
+
+def _rollout(spec: Mapping[str, Any] | None) -> RolloutPolicy | None:
+    if spec is None:
+        return None
+    waves = tuple(
+        WavePolicy(w["name"], selector=w.get("selector"), percent=w.get("percent"))
+        for w in spec["waves"]
+    )
+    return RolloutPolicy(
+        waves,
+        healthy_for=_duration(spec.get("healthyFor"), timedelta(minutes=10)),
+        max_errors=int(spec.get("haltAfterErrors", 1)),
     )
 
 

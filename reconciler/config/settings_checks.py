@@ -12,6 +12,7 @@ The schema says what the fields look like; these checks say whether they mean so
 - the names of ``spec.notifications.endpoints`` are unique, and no endpoint's ``url`` is a
   credential in itself (C6): a Slack or Teams incoming-webhook URL, or one with a query string
   (``?token=...``), belongs in ``urlFrom``.
+- the waves of ``spec.rollout`` have distinct names and selectors that read as kubectl's.
 
 Problems are C1 diagnostics at the offending value. Caller: the validator.
 """
@@ -23,6 +24,7 @@ from typing import Any
 
 from reconciler.config.yamlsafe import Document
 from reconciler.core.diagnostics import Diagnostic, Pointer, did_you_mean
+from reconciler.core.selectors import SelectorError, parse_label_selector
 
 RULE = "C1"
 
@@ -72,7 +74,27 @@ def settings_problems(
         if isinstance(value, str) and is_zero_duration(value):
             message = f"{what} must be more than 0 (e.g. 30s, 10m or 3h)"
             yield document.diagnostic(RULE, message, ("spec", *path))
+    yield from _wave_problems(document, spec.get("rollout", {}).get("waves", ()))
     yield from _endpoint_problems(document, spec.get("notifications", {}).get("endpoints", ()))
+
+
+def _wave_problems(document: Document, waves: list[Mapping[str, Any]]) -> Iterator[Diagnostic]:
+    """Wave names used twice and selectors that do not read."""
+    seen: set[str] = set()
+    for index, wave in enumerate(waves):
+        pointer: Pointer = ("spec", "rollout", "waves", index)
+        if wave["name"] in seen:
+            message = f"wave {wave['name']} is named twice; each wave needs its own name"
+            yield document.diagnostic(RULE, message, (*pointer, "name"))
+        seen.add(wave["name"])
+        selector = wave.get("selector")
+        if selector is None:
+            continue
+        try:
+            parse_label_selector(selector)
+        except SelectorError as error:
+            message = f"not a label selector: {error}"
+            yield document.diagnostic(RULE, message, (*pointer, "selector"))
 
 
 #: Hosts whose incoming-webhook URLs carry their own credential (anyone holding one may post).

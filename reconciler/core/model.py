@@ -258,6 +258,34 @@ class ChannelsFrom:
 
 
 @dataclass(frozen=True, slots=True)
+class WavePolicy:
+    """One wave of ``spec.rollout``: ``selector`` (a kubectl label selector), ``percent`` of the
+    runtimes a commit changes, or neither: every runtime left."""
+
+    name: str
+    selector: str | None = None
+    percent: int | None = None
+
+    @property
+    def describe(self) -> str:
+        """``tier=dev``, ``10%`` or ``the rest``."""
+        if self.selector is not None:
+            return self.selector
+        return f"{self.percent}%" if self.percent is not None else "the rest"
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutPolicy:
+    """``spec.rollout`` of the Settings."""
+
+    waves: tuple[WavePolicy, ...]
+    #: How long every runtime of a wave stays Ready before the next wave starts.
+    healthy_for: timedelta = timedelta(minutes=10)
+    #: Runtimes in Error (on the rollout's commit) that halt the rollout.
+    max_errors: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Fleet-wide settings from ``reconciler.yaml`` (all optional), read once by the validator
     into these values and used as they are by every command and the daemon."""
@@ -281,6 +309,9 @@ class Settings:
     kubernetes_events: bool = True
     #: ``spec.notifications``: who is told about rollouts and refused or held commits.
     notifications: NotificationSettings = field(default_factory=NotificationSettings)
+    #: ``spec.rollout``: a changing commit reaches the fleet in waves (core.rollouts); None:
+    #: at once.
+    rollout: RolloutPolicy | None = None
 
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)  # remembered by resolve.RESOLUTIONS

@@ -16,6 +16,10 @@
   for a runtime neither the commit in force nor the store knows, after one poll.
 - ``POST /suspend?runtime=NAME&reason=TEXT`` and ``POST /resume?runtime=NAME``: ``reconciler
   suspend|resume --daemon URL``, authenticated as ``POST /sync``; 404 for an unknown runtime.
+- ``GET /rollouts`` (``?id=ROLLOUT`` for one, with its runtimes) and ``POST
+  /rollout?id=ROLLOUT&command=pause|resume|cancel|promote&reason=TEXT``: ``reconciler rollout
+  --daemon URL``, the command authenticated as ``POST /sync``; 404 for an unknown rollout, 409
+  for a command that does not apply (a halted rollout does not resume).
 
 The port faces the network, so every request is bounded (:class:`HttpLimits`, served by
 :mod:`reconciler.daemon.http_server`: a slow client holds a socket, never a thread; connections
@@ -44,6 +48,7 @@ from urllib.parse import parse_qs
 from reconciler.core.diagnostics import did_you_mean
 from reconciler.core.head import head_text
 from reconciler.core.model import is_runtime_name
+from reconciler.daemon.http_rollouts import rollout_command, rollouts_answer
 from reconciler.daemon.http_server import MAX_BODY, HttpLimits, HttpServer, json_bytes, shown
 from reconciler.daemon.page import HTML, HTML_HEADERS, Pages, is_page
 from reconciler.daemon.scheduler import guarded, poll_now
@@ -53,8 +58,8 @@ from reconciler.operations.model import Suspension
 __all__ = ["MAX_BODY", "Endpoints", "HttpLimits", "HttpServer", "serve", "verify_webhook"]
 
 log = logging.getLogger("reconciler.http")
-GET_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/status"})
-POST_PATHS = frozenset({"/hooks/git", "/sync", "/suspend", "/resume"})
+GET_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/status", "/rollouts"})
+POST_PATHS = frozenset({"/hooks/git", "/sync", "/suspend", "/resume", "/rollout"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +133,8 @@ class Endpoints:
         if path in GET_PATHS:
             if method not in ("GET", "HEAD"):  # HEAD: the headers of GET, without the body
                 return Response.failure(405, f"{path} answers GET and HEAD only", allow="GET, HEAD")
+            if path == "/rollouts":
+                return _answered(rollouts_answer(self.daemon, _query(environ)))
             return self._get(path)
         if is_page(path):
             if method not in ("GET", "HEAD"):
@@ -148,6 +155,8 @@ class Endpoints:
                 return refused
             if path == "/sync":
                 return self._sync(environ)
+            if path == "/rollout":
+                return _answered(rollout_command(self.daemon, _query(environ)))
             return self._suspension(path, str(environ.get("QUERY_STRING", "")))
         return Response.failure(404, f"no such endpoint: {shown(path)}")
 
@@ -245,6 +254,20 @@ class Endpoints:
         store.suspend(Suspension(runtime, self.daemon.clock(), reason))
         log.info("runtime %s: suspended: %s", runtime, reason, extra={"runtime": runtime})
         return Response.of_json(200, {"runtime": runtime, "suspended": True, "reason": reason})
+
+
+def _query(environ: Mapping[str, Any]) -> dict[str, str]:
+    """The first value of each parameter of the query string (bounded)."""
+    parsed = parse_qs(str(environ.get("QUERY_STRING", ""))[:2000])
+    return {name: values[0] for name, values in parsed.items()}
+
+
+def _answered(answer: tuple[int, Any]) -> Response:
+    """A handler's (status, document), an error when it carries one."""
+    status, document = answer
+    if status >= 400:
+        return Response.failure(status, str(document["error"]))
+    return Response.of_json(status, document)
 
 
 def _runtime_asked(query: str) -> str | None:

@@ -22,7 +22,8 @@ states:
 - reconciler_notifications_total{endpoint,result}: notifications sent to each endpoint by
   result (delivered, failed after its tries, dropped from a full queue),
 - reconciler_member{member}: 1, naming this replica (its series are of the runtimes it owns),
-  reconciler_members_live and reconciler_owned_runtimes.
+  reconciler_members_live and reconciler_owned_runtimes,
+- the rollouts' series (:mod:`reconciler.daemon.rollout_metrics`).
 
 No ``_created`` series. Callers: the daemon and its HTTP server.
 """
@@ -46,6 +47,8 @@ from prometheus_client import (
 )
 
 from reconciler import __version__
+from reconciler.core.rollouts import Rollout
+from reconciler.daemon.rollout_metrics import RolloutMetrics
 from reconciler.operations.model import Operation, RuntimeStatus
 
 disable_created_metrics()  # type: ignore[no-untyped-call]  # _created series say little
@@ -176,6 +179,7 @@ class Metrics:
             ["result"],
             registry=self.registry,
         )
+        self._rollouts = RolloutMetrics(self.registry)
         #: Each runtime's state shown, and its modules' states (for the per-module counts).
         self._states: dict[str, str] = {}
         self._module_states: dict[str, dict[str, str]] = {}
@@ -283,6 +287,10 @@ class Metrics:
         """Count one notification to ``endpoint`` that ended with ``result`` (the delivery's
         report, :class:`reconciler.notify.delivery.Report`)."""
         self._notifications.labels(endpoint, result).inc()
+
+    def rollouts(self, newest: list[Rollout]) -> None:
+        """The series of the ``newest`` rollouts (and of no older one)."""
+        self._rollouts.show(newest)
 
     def exposition(self) -> bytes:
         """The text format for ``/metrics``."""

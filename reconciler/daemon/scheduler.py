@@ -98,6 +98,13 @@ def schedule_jobs(daemon: Daemon, scheduler: BaseScheduler) -> None:
         id="heartbeat",
         next_run_time=daemon.clock(),
     )
+    scheduler.add_job(
+        guarded(daemon, "rollouts", daemon.rollouts.tick, lambda: f"in {poll:g}s"),
+        "interval",
+        seconds=poll,
+        id="rollouts",
+        next_run_time=daemon.clock(),
+    )
     pruning = Pruning(daemon.store, daemon.options.retention, daemon.clock)
     scheduler.add_job(
         pruning.tick,

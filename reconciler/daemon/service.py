@@ -15,6 +15,9 @@ module:
   operation on the worker pool (:mod:`reconciler.daemon.workers`); :meth:`Daemon.heartbeat`
   keeps this replica a member (:mod:`reconciler.daemon.membership`) and runs the runtimes it
   comes to own.
+- :mod:`reconciler.daemon.rollouts` rolls a changing commit out in waves (``spec.rollout``):
+  started when the commit is put in force, gating each runtime's reconcile, moved on by its
+  own job.
 - :mod:`reconciler.daemon.scheduler` puts the ticks on apscheduler; :mod:`reconciler.daemon.status`
   builds ``/status``; ``reconciler.daemon.http`` serves the endpoints.
 
@@ -45,6 +48,7 @@ from reconciler.daemon.commits import CommitGate
 from reconciler.daemon.logs import cause, failure_level, shown, source_failure
 from reconciler.daemon.membership import DEFAULT_LEASE, Membership
 from reconciler.daemon.metrics import Metrics
+from reconciler.daemon.rollouts import Rollouts
 from reconciler.daemon.scheduler import (
     guarded,
     poll_now,
@@ -56,7 +60,7 @@ from reconciler.daemon.status import status_document
 from reconciler.daemon.verdicts import Held, Refusal, Waiting
 from reconciler.daemon.watches import Watches
 from reconciler.daemon.workers import Workers, run_runtime
-from reconciler.errors import ReconcilerError, TransientError
+from reconciler.errors import ReconcilerError, SourceError, TransientError
 from reconciler.operations.engine import this_owner
 from reconciler.operations.model import CommitRecord, CommitVerdict, Operation, Retention
 from reconciler.operations.runner import Connect
@@ -185,6 +189,7 @@ class Daemon:
         self.scheduled: Intervals | None = None
         self.channels_repo = Channels(self)
         self.gate = CommitGate(self)
+        self.rollouts = Rollouts(self)
         self.workers = Workers(self, self.options.workers)
         #: Event-driven reconciliation: watches on the owned runtimes' clusters.
         self.watches = Watches(self, monotonic=monotonic)
@@ -200,6 +205,11 @@ class Daemon:
             lease=self.options.lease,
             monotonic=monotonic,
         )
+
+    @property
+    def source_lock(self) -> threading.Lock:
+        """Held while the source is read (a poll, or a commit loaded for a rollout)."""
+        return self._poll_lock
 
     @property
     def channels(self) -> Source | None:
@@ -235,11 +245,11 @@ class Daemon:
         """One poll; True when a new commit was put in force here (accepted by this replica or,
         seen in git, by another) and the runtimes it changes were submitted."""
         with self._poll_lock:
-            before = self.state.repo
+            before, before_head = self.state.repo, self.state.commit
             try:
                 return self._poll()
             finally:  # once, against the commit the poll ended on (it may follow, then accept)
-                self._submit_changed(before)
+                self._submit_changed(before, before_head)
 
     def _poll(self) -> bool:
         now = self.clock()
@@ -293,9 +303,9 @@ class Daemon:
         if in_force is None or in_force.commit == self.state.commit:
             return False
         with self._poll_lock:
-            before = self.state.repo
+            before, before_head = self.state.repo, self.state.commit
             followed = self.follow(self.store.last_accepted())
-            self._submit_changed(before)
+            self._submit_changed(before, before_head)
             return followed
 
     def follow(self, in_force: CommitRecord | None) -> bool:
@@ -306,36 +316,44 @@ class Daemon:
             return False
         head = in_force.commit
         try:
-            revision = self.source.revision(head.config)
-            options, _ = self.channels_repo.read_options(revision, head, pinned=True)
-            validation = load_repo(
-                self.source.path or ".", options, tree=revision.tree, renderer=self.renderer
-            )
+            repo = self.load_commit(head)
         except ReconcilerError as error:
             log.warning(
                 "cannot read the commit in force %s (%s): %s", head.shown, cause(error), error
             )
             return False
-        if validation.repo is None:
-            log.warning("the commit in force %s does not load here", head.shown)
-            return False
-        self.take(head, validation.repo)
+        self.take(head, repo)
         return True
+
+    def load_commit(self, head: Head) -> ConfigRepo:
+        """The repo of ``head``, a commit accepted before (the commit in force, or the one a
+        runtime held back by a rollout keeps)."""
+        revision = self.source.revision(head.config)
+        options, _ = self.channels_repo.read_options(revision, head, pinned=True)
+        validation = load_repo(
+            self.source.path or ".", options, tree=revision.tree, renderer=self.renderer
+        )
+        if validation.repo is None:
+            raise SourceError(f"commit {head.shown} does not load here")
+        return validation.repo
 
     def take(self, head: Head, repo: ConfigRepo) -> None:
         """Put ``head`` in force here (its runtimes are reconciled by :meth:`_submit_changed`
         when the poll ends)."""
         log.info("commit %s in force (was %s)", head.shown, shown(self.state.commit))
         self.state.commit, self.state.repo = head, repo
+        self.rollouts.remember(head, repo)
         self.update_lag(head)
         reschedule(self)
 
-    def _submit_changed(self, previous: ConfigRepo | None) -> None:
-        """Reconcile the runtimes the commit in force changes from ``previous`` (every one
-        after a start)."""
-        repo = self.state.repo
+    def _submit_changed(self, previous: ConfigRepo | None, before: Head | None = None) -> None:
+        """Reconcile the runtimes the commit in force changes from ``previous`` (of commit
+        ``before``; every one after a start), after starting its rollout."""
+        repo, head = self.state.repo, self.state.commit
         if repo is None or repo is previous:
             return
+        if previous is not None and head is not None:
+            self.rollouts.begin(previous, before, repo, head)
         if previous is None:
             owned = self.targets()
             with self._owned_lock:  # the next heartbeat takes none of these for newly owned

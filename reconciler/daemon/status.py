@@ -2,7 +2,8 @@
 waiting commit and why), the channels source, this replica and its fellow members, and every
 runtime with its modules, state and reason (as ``reconciler status --format json`` shows it),
 plus what only this process knows: the error of its last reconcile of each runtime and the
-runtime's owner, and how the notifications go. Masked whole on its way out (S4).
+runtime's owner, how the notifications go, and the newest rollouts with their waves,
+progress and halt reason. Masked whole on its way out (S4).
 
 Caller: :meth:`reconciler.daemon.service.Daemon.status`.
 """
@@ -15,6 +16,7 @@ from reconciler.core.head import head_text
 from reconciler.core.model import OUTPUT_API_VERSION
 from reconciler.core.redaction import mask_all
 from reconciler.notify.delivery import Delivery
+from reconciler.operations.rollouts import rollout_document
 from reconciler.operations.store import load_statuses
 
 if TYPE_CHECKING:
@@ -34,6 +36,7 @@ def status_document(daemon: Daemon) -> dict[str, Any]:
             "members": _members(daemon),
             "runtimes": _runtimes(daemon),
             "notifications": _notifications(daemon),
+            "rollouts": [rollout_document(r) for r in daemon.store.rollouts(limit=5)],
         }
     )
 

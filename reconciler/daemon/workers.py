@@ -148,6 +148,8 @@ def run_runtime(daemon: Daemon, runtime: str) -> Operation | None:
     member = membership.fresh()
     if repo is None or member is None or runtime not in membership.mine(daemon.fleet()):
         return None  # another replica's (or none while the store cannot be reached)
+    # a runtime whose rollout wave has not started keeps its previous commit
+    repo, commit = daemon.rollouts.desired(runtime, repo, daemon.state.commit)
     epoch = member.epoch
     engine = Engine(
         daemon.store,
@@ -163,7 +165,7 @@ def run_runtime(daemon: Daemon, runtime: str) -> Operation | None:
     def fenced_connect(access: ClusterAccess, name: str) -> Cluster:
         return fenced(daemon.connect(access, name), lambda: membership.fenced(epoch))
 
-    runner = Runner(daemon.store, engine, repo, fenced_connect, daemon.clock, daemon.state.commit)
+    runner = Runner(daemon.store, engine, repo, fenced_connect, daemon.clock, commit)
     outcome = runner.run(runner.operation_for(runtime))
     operation = outcome.operation
     extra = {"runtime": runtime, "operation": operation.id}

@@ -39,6 +39,8 @@ DOCUMENTED = {
     "tree": [exits.TREE],
     "check": [exits.CHECK],
     "members": [exits.RECORDS],
+    **{f"rollout {name}": [exits.RECORDS] for name in ("list", "show")},
+    **{f"rollout {n}": [exits.RECORDS] for n in ("pause", "resume", "cancel", "promote")},
 }
 
 

@@ -353,3 +353,31 @@ def test_each_blob_is_parsed_once_and_each_situation_planned_once(tmp_path: Path
     assert upgraded > 20
     windows = {r.maintenance_window for r in head[0].runtimes.values()}
     assert differ.planned_situations <= len(windows)
+
+
+def test_the_diff_shows_the_waves_a_rollout_policy_would_make(history: Path) -> None:
+    settings = BASE_FILES["fleet/reconciler.yaml"].replace(
+        "spec: {channelsFrom: {path: ../channels}}",
+        "spec:\n  channelsFrom: {path: ../channels}\n  rollout:\n"
+        "    waves: [{name: canary, selector: tier=dev}, {name: everyone}]\n"
+        "    healthyFor: 1h\n",
+    )
+    labelled = runtime_yaml("a", "regular", "[{name: widget}, {name: gadget}]").replace(
+        "metadata: {name: a}", "metadata: {name: a, labels: {tier: dev}}"
+    )
+    write_tree(history, {"fleet/reconciler.yaml": settings, "fleet/runtimes/a.yaml": labelled})
+    git(history, "add", "-A")
+    git(history, "commit", "-qm", "policy")
+    write_tree(
+        history,
+        {"channels/regular.yaml": channel_yaml("regular", {"widget": "2.0.0", "gadget": "1.0.0"})},
+    )
+
+    result = _diff(history)
+
+    assert result.exit_code == 1, result.output
+    assert result.output.endswith(
+        "rollout waves (spec.rollout, each healthy for 1h):\n"
+        "  1. canary (tier=dev): 1 runtime(s): a\n"
+        "  2. everyone (the rest): 1 runtime(s): b\n"
+    )

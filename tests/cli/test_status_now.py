@@ -310,7 +310,8 @@ def test_status_json_is_one_value_for_the_cli_and_the_daemon(tmp_path: Path) -> 
     )
 
     assert printed.exit_code == 0, printed.output
-    daemon_only = {"error": "", "owner": ""}  # what only a daemon knows (it never beat here)
+    # what only a daemon knows: it never beat here, and no watch of its saw drift
+    daemon_only = {"error": "", "owner": "", "drift": []}
     assert [r | daemon_only for r in json.loads(printed.output)["items"]] == served
     assert served[0] | {"updated": "-"} == {
         "runtime": "rt",
@@ -335,4 +336,5 @@ def test_status_json_is_one_value_for_the_cli_and_the_daemon(tmp_path: Path) -> 
         "suspended": False,
         "error": "",
         "owner": "",
+        "drift": [],
     }

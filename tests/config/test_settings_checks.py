@@ -103,3 +103,37 @@ def test_an_installed_plugins_optional_step_may_be_switched_off(
         "Announce_Modules); did you mean 'Announce_Modules'? (/spec/operations/disabledSteps/0)\n"
     )
     assert "Traceback" not in refused.stderr
+
+
+def _rollout(waves: str) -> dict[str, str]:
+    text = (
+        "apiVersion: reconciler.dev/v1alpha1\nkind: Settings\nmetadata: {name: settings}\n"
+        f"spec:\n  rollout:\n    waves: {waves}\n    healthyFor: 30m\n    haltAfterErrors: 2\n"
+    )
+    return {**small_repo(), "reconciler.yaml": text}
+
+
+def test_a_rollout_policy_is_read_into_the_settings(make_repo: RepoFactory) -> None:
+    root = make_repo(_rollout("[{name: canary, selector: tier=dev}, {name: early, percent: 10}]"))
+
+    repo = load_repo(root).repo
+    assert repo is not None
+    policy = repo.settings.rollout
+    assert policy is not None
+    assert [w.describe for w in policy.waves] == ["tier=dev", "10%"]
+    assert policy.healthy_for.total_seconds() == 1800
+    assert policy.max_errors == 2
+
+
+def test_rollout_waves_with_a_bad_selector_or_a_name_twice_are_refused(
+    make_repo: RepoFactory,
+) -> None:
+    root = make_repo(_rollout("[{name: a, selector: 'tier in dev'}, {name: a, percent: 5}]"))
+
+    assert _errors(root) == [
+        "reconciler.yaml:6:33: C1 not a label selector: label selector 'tier in dev': cannot "
+        "read 'tier in dev' (use key=value, key!=value, key in (a,b), key notin (a,b), key or "
+        "!key) (/spec/rollout/waves/0/selector)",
+        "reconciler.yaml:6:56: C1 wave a is named twice; each wave needs its own name "
+        "(/spec/rollout/waves/1/name)",
+    ]

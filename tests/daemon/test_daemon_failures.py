@@ -4,6 +4,7 @@ other runtimes go on."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -52,7 +53,7 @@ def test_an_unexpected_failure_of_one_runtime_is_reported_and_the_others_go_on(
     assert getattr(logged[0], "runtime", None) == "a"
     assert getattr(logged[0], "operation", "")  # the operation it happened in
     metrics = daemon.metrics.exposition().decode()
-    assert 'reconciler_reconcile_failures_total{error="RuntimeError"} 1.0' in metrics
+    assert _counted('reconciler_reconcile_failures_total{error="RuntimeError"}', metrics)
 
 
 def test_a_failed_operation_is_error_in_status_and_metrics_and_counted(tmp_path: Path) -> None:
@@ -87,5 +88,11 @@ def test_a_failed_operation_is_error_in_status_and_metrics_and_counted(tmp_path:
     assert 'reconciler_runtime_state{runtime="c",state="Suspended"} 1.0' in metrics
     assert 'reconciler_runtime_suspended{runtime="c"} 1.0' in metrics
     assert 'reconciler_runtime_suspended{runtime="b"}' not in metrics
-    assert 'reconciler_reconcile_failures_total{error="AccessError"} 1.0' in metrics
-    assert 'reconciler_operations_total{result="failed",type="provision"} 1.0' in metrics
+    assert _counted('reconciler_reconcile_failures_total{error="AccessError"}', metrics)
+    assert _counted('reconciler_operations_total{result="failed",type="provision"}', metrics)
+
+
+def _counted(series: str, metrics: str) -> bool:
+    """Whether ``series`` was counted: once per failed run, and the poll's run of a changed
+    runtime may end before ``reconcile_all`` submits it again (a second failed run, counted)."""
+    return re.search(rf"^{re.escape(series)} [1-9][0-9]*\.0$", metrics, re.MULTILINE) is not None

@@ -10,8 +10,8 @@ The rooms of the package:
   details), at the store's edge only;
 - :mod:`.rows`: the row-diff cache (a save writes only the rows that changed);
 - :mod:`.schema`: the schema versions, one declarative list of migrations;
-- :mod:`.base`, :mod:`.operations`, :mod:`.records`: the one SQL implementation, written once
-  for both databases;
+- :mod:`.base`, :mod:`.operations`, :mod:`.records`, :mod:`.rollouts`: the one SQL
+  implementation, written once for both databases;
 - :mod:`.sqlite`, :mod:`.postgres`: the two dialects (connection, transactions, placeholders,
   locks, and PostgreSQL's one-statement save); the only importers of sqlite3 and psycopg.
 

@@ -12,6 +12,7 @@ from typing import Protocol
 from reconciler.cluster.api import ClusterIdentity
 from reconciler.core.brake import Limits
 from reconciler.core.head import Head
+from reconciler.core.rollouts import Rollout
 from reconciler.operations.model import (
     CommitRecord,
     CommitVerdict,
@@ -147,6 +148,20 @@ class StateStore(Protocol):
 
     def leave(self, name: str) -> None:
         """Member ``name`` stops (its runtimes go to the others at once)."""
+
+    def put_rollout(self, rollout: Rollout) -> Rollout | None:
+        """Insert ``rollout`` (version 0: unless one of its id exists) or write it over the
+        version it was read at; the saved rollout (its version one more), or ``None`` when
+        another writer got there first (read it again)."""
+
+    def rollouts(self, limit: int = 50) -> list[Rollout]:
+        """Newest first."""
+
+    def rollout(self, rollout_id: str) -> Rollout | None:
+        """A rollout by id (a unique prefix is enough)."""
+
+    def latest_rollout(self) -> Rollout | None:
+        """The newest rollout (the one that gates), if any."""
 
 
 def load_statuses(

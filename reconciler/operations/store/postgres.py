@@ -41,6 +41,7 @@ from reconciler.operations.store.operations import (
     Save,
 )
 from reconciler.operations.store.records import RecordTables
+from reconciler.operations.store.rollouts import RolloutTables
 from reconciler.operations.store.rows import OperationRows, RowChanges
 from reconciler.operations.store.schema import POSTGRES_TYPES
 
@@ -106,7 +107,7 @@ _SAVE_ANY = _saving(UPSERT_OPERATION)
 _SAVE_SEEN = _saving(UPDATE_SEEN_OPERATION)
 
 
-class PostgresStore(OperationTables, RecordTables):
+class PostgresStore(OperationTables, RecordTables, RolloutTables):
     """:class:`~reconciler.operations.store.contract.StateStore` in a PostgreSQL database."""
 
     TYPES = POSTGRES_TYPES

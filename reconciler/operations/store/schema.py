@@ -155,6 +155,20 @@ MIGRATIONS: tuple[Migration, ...] = (
         ),
     ),
     Migration(7, ("ALTER TABLE members ADD COLUMN fenced_epoch INTEGER NOT NULL DEFAULT 0",)),
+    Migration(
+        8,
+        (
+            """CREATE TABLE rollouts (
+        id TEXT PRIMARY KEY,
+        commit_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        created $time NOT NULL,
+        updated $time NOT NULL,
+        version $big NOT NULL DEFAULT 0,
+        data TEXT NOT NULL DEFAULT '{}'$seq
+    )""",
+        ),
+    ),
 )
 
 #: The version the migrations lead to.

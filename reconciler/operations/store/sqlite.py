@@ -20,6 +20,7 @@ from reconciler.errors import SourceError, StoreError
 from reconciler.operations.store.base import Parameters, Statements, dialect
 from reconciler.operations.store.operations import OperationTables
 from reconciler.operations.store.records import RecordTables
+from reconciler.operations.store.rollouts import RolloutTables
 from reconciler.operations.store.schema import SQLITE_TYPES, TABLES
 
 _SQL = dialect({"{order}": "rowid", "{for_update}": ""}, pyformat=False)
@@ -34,7 +35,7 @@ def _unusable(path: Path, error: sqlite3.DatabaseError) -> str:
     )
 
 
-class SqliteStore(OperationTables, RecordTables):
+class SqliteStore(OperationTables, RecordTables, RolloutTables):
     """:class:`~reconciler.operations.store.contract.StateStore` in one SQLite file."""
 
     TYPES = SQLITE_TYPES

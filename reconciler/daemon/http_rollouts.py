@@ -1,0 +1,47 @@
+"""The rollout endpoints of the daemon's HTTP port: ``GET /rollouts`` (``?id=`` for one, with
+its runtimes) and ``POST /rollout?id=&command=&reason=`` (authenticated by
+:mod:`reconciler.daemon.http`, which routes here). Each answers a status and a JSON document.
+
+Caller: :class:`reconciler.daemon.http.Endpoints`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from reconciler.core.rollout_steps import RolloutCommandError
+from reconciler.daemon.service import Daemon
+from reconciler.errors import NotFoundError
+from reconciler.operations.rollouts import RolloutCommand, find_rollout, rollout_document
+
+Answer = tuple[int, dict[str, Any]]
+
+
+def rollouts_answer(daemon: Daemon, query: Mapping[str, str]) -> Answer:
+    """The newest rollouts, or the one ``?id=`` names with its runtimes."""
+    wanted = query.get("id", "")
+    if not wanted:
+        return 200, {"items": [rollout_document(r) for r in daemon.store.rollouts(limit=20)]}
+    try:
+        found = find_rollout(daemon.store, wanted)
+    except NotFoundError as error:
+        return 404, {"error": str(error)}
+    return 200, {"items": [rollout_document(found, members=True)]}
+
+
+def rollout_command(daemon: Daemon, query: Mapping[str, str]) -> Answer:
+    """Pause, resume, cancel or promote the rollout ``?id=`` names."""
+    try:
+        command = RolloutCommand(query.get("command", ""))
+    except ValueError:
+        known = ", ".join(c.value for c in RolloutCommand)
+        return 400, {"error": f"?command= needs one of {known}"}
+    reason = " ".join(query.get("reason", "").split())[:500]
+    try:
+        saved = daemon.rollouts.command(query.get("id", ""), command, reason)
+    except NotFoundError as error:
+        return 404, {"error": str(error)}
+    except RolloutCommandError as error:
+        return 409, {"error": str(error)}
+    return 200, rollout_document(saved)

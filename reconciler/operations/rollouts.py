@@ -1,0 +1,118 @@
+"""Rollouts on the state store: the commands people give (pause, resume, cancel, promote), each
+written over the version read and tried again when another writer came first, and a rollout's
+document (``rollout show -o json``, ``/status``, the daemon's ``/rollouts``).
+
+Callers: ``reconciler rollout`` on a store, the daemon's rollout job and HTTP port.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from reconciler.core.rollout_steps import Moment, cancel, pause, promote, resume
+from reconciler.core.rollouts import Rollout
+from reconciler.errors import NotFoundError, TransientError
+from reconciler.operations.store import StateStore
+
+#: Tries of a command against writers that keep coming first.
+_TRIES = 5
+
+
+class RolloutCommand(StrEnum):
+    """What ``reconciler rollout`` may ask of a rollout."""
+
+    PAUSE = "pause"
+    RESUME = "resume"
+    CANCEL = "cancel"
+    PROMOTE = "promote"
+
+
+def find_rollout(store: StateStore, rollout_id: str) -> Rollout:
+    """The rollout ``rollout_id`` names (a unique prefix); :class:`NotFoundError` without."""
+    found = store.rollout(rollout_id) if rollout_id else None
+    if found is None:
+        known = ", ".join(r.id for r in store.rollouts(limit=5)) or "none yet"
+        raise NotFoundError(
+            f"no rollout '{rollout_id}' (or the prefix names several); the newest: {known}"
+        )
+    return found
+
+
+def command_rollout(
+    store: StateStore, rollout_id: str, command: RolloutCommand, now: datetime, why: str = ""
+) -> tuple[Rollout, list[Moment]]:
+    """Apply ``command`` to the rollout and save it; the rollout saved and its moments.
+    :class:`~reconciler.core.rollout_steps.RolloutCommandError` when it does not apply."""
+    step = _step(command, now, why)
+    for _ in range(_TRIES):
+        current = find_rollout(store, rollout_id)
+        changed, moments = step(current)
+        saved = store.put_rollout(changed)
+        if saved is not None:
+            return saved, moments
+    raise TransientError(f"rollout {rollout_id} kept changing under the {command}; try again", 1)
+
+
+def _step(
+    command: RolloutCommand, now: datetime, why: str
+) -> Callable[[Rollout], tuple[Rollout, list[Moment]]]:
+    if command is RolloutCommand.PROMOTE:
+        return lambda r: promote(r, now)
+    if command is RolloutCommand.CANCEL:
+        return lambda r: (cancel(r, now, why), [])
+    if command is RolloutCommand.PAUSE:
+        return lambda r: (pause(r, now), [])
+    return lambda r: (resume(r, now), [])
+
+
+def rollout_document(rollout: Rollout, *, members: bool = False) -> dict[str, Any]:
+    """A rollout as JSON: its waves with their progress, its state and halt reason; with
+    ``members``, every runtime's wave, state and base."""
+    waves = []
+    for index, wave in enumerate(rollout.waves):
+        states = [m.state for m in rollout.in_wave(index)]
+        waves.append(
+            {
+                "name": wave.name,
+                "chosenBy": wave.chosen_by,
+                "runtimes": len(wave.runtimes),
+                "ready": sum(s == "Ready" for s in states),
+                "error": sum(s == "Error" for s in states),
+                "skipped": sum(s == "Skipped" for s in states),
+                "started": (index <= rollout.wave and rollout.state != "Superseded")
+                or any(s.released for s in states),
+            }
+        )
+    document: dict[str, Any] = {
+        "id": rollout.id,
+        "commit": rollout.commit,
+        "state": str(rollout.state),
+        "wave": rollout.waves[rollout.wave].name,
+        "waveIndex": rollout.wave,
+        "progress": round(rollout.progress, 4),
+        "counts": rollout.counts(),
+        "waves": waves,
+        "healthyFor": int(rollout.healthy_for.total_seconds()),
+        "haltAfterErrors": rollout.max_errors,
+        "reason": rollout.reason,
+        "message": rollout.message,
+        "created": rollout.created.isoformat(),
+        "updated": rollout.updated.isoformat() if rollout.updated else None,
+        "waveStarted": rollout.wave_started.isoformat() if rollout.wave_started else None,
+        "healthySince": rollout.healthy_since.isoformat() if rollout.healthy_since else None,
+    }
+    if members:
+        document["members"] = [
+            {
+                "runtime": m.runtime,
+                "wave": rollout.waves[m.wave].name,
+                "state": str(m.state),
+                "base": m.base,
+                "note": m.note,
+            }
+            for m in rollout.members
+        ]
+    return document

@@ -1,0 +1,144 @@
+"""Rollouts in SQL, once for both databases, and their JSON at the store's edge.
+
+One row per rollout (one per commit that changes what runtimes run): its id, commit, state,
+times, a version that counts its saves, and the waves and members (each runtime's wave, state
+and base commit) as JSON. A save writes over the version it read (compare-and-set): of two
+replicas moving one rollout, or a replica and a ``reconciler rollout`` command, one wins and
+the other reads it again. The newest rollout, in insertion order, is the one that gates.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from reconciler.core.rollouts import Member, MemberState, Rollout, RolloutState, Wave
+from reconciler.operations.store.base import SqlBase
+
+_INSERT = (
+    "INSERT INTO rollouts (id, commit_id, state, created, updated, version, data) "
+    "VALUES (:id, :commit_id, :state, :created, :updated, :version, :data) "
+    "ON CONFLICT (id) DO NOTHING"
+)
+_UPDATE = (
+    "UPDATE rollouts SET state = :state, updated = :updated, version = :version, data = :data "
+    "WHERE id = :id AND version = :read"
+)
+
+
+class RolloutTables(SqlBase):
+    """The rollouts part of :class:`~reconciler.operations.store.contract.StateStore`."""
+
+    def put_rollout(self, rollout: Rollout) -> Rollout | None:
+        """See :class:`StateStore`."""
+        saved = replace(rollout, version=rollout.version + 1)
+        values = {
+            "id": rollout.id,
+            "commit_id": rollout.commit,
+            "state": str(rollout.state),
+            "created": self.time(rollout.created),
+            "updated": self.time(rollout.updated or rollout.created),
+            "version": saved.version,
+            "data": encode_rollout(rollout),
+            "read": rollout.version,
+        }
+        with self.transaction() as statements:
+            if rollout.version == 0:
+                written = statements.run(_INSERT, {k: v for k, v in values.items() if k != "read"})
+            else:
+                written = statements.run(
+                    _UPDATE, {k: v for k, v in values.items() if k not in ("commit_id", "created")}
+                )
+            return saved if written.rowcount == 1 else None
+
+    def rollouts(self, limit: int = 50) -> list[Rollout]:
+        """See :class:`StateStore`."""
+        rows = self.query("SELECT * FROM rollouts ORDER BY {order} DESC LIMIT ?", (limit,))
+        return [self._rollout(row) for row in rows]
+
+    def rollout(self, rollout_id: str) -> Rollout | None:
+        """See :class:`StateStore`."""
+        rows = self.query(  # a prefix compared as text: % and _ are no wildcards here
+            "SELECT * FROM rollouts WHERE substr(id, 1, CAST(? AS INTEGER)) = ? "
+            "ORDER BY {order} DESC LIMIT 2",
+            (len(rollout_id), rollout_id.lower()),
+        )
+        return self._rollout(rows[0]) if len(rows) == 1 else None
+
+    def latest_rollout(self) -> Rollout | None:
+        """See :class:`StateStore`."""
+        rows = self.query("SELECT * FROM rollouts ORDER BY {order} DESC LIMIT 1")
+        return self._rollout(rows[0]) if rows else None
+
+    def _rollout(self, row: Any) -> Rollout:
+        return decode_rollout(
+            row["data"],
+            id=row["id"],
+            commit=row["commit_id"],
+            state=RolloutState(row["state"]),
+            created=self.read_stored_time(row["created"]),
+            updated=self.read_time(row["updated"]),
+            version=int(row["version"]),
+        )
+
+
+def encode_rollout(rollout: Rollout) -> str:
+    """The JSON of what a rollout's columns do not hold."""
+    return json.dumps(
+        {
+            "waves": [[w.name, w.chosen_by, list(w.runtimes)] for w in rollout.waves],
+            "members": [[m.runtime, m.wave, str(m.state), m.base, m.note] for m in rollout.members],
+            "healthyFor": rollout.healthy_for.total_seconds(),
+            "maxErrors": rollout.max_errors,
+            "wave": rollout.wave,
+            "waveStarted": _time(rollout.wave_started),
+            "healthySince": _time(rollout.healthy_since),
+            "reason": rollout.reason,
+            "message": rollout.message,
+        },
+        separators=(",", ":"),
+    )
+
+
+def decode_rollout(
+    text: str,
+    *,
+    id: str,
+    commit: str,
+    state: RolloutState,
+    created: datetime,
+    updated: datetime | None,
+    version: int,
+) -> Rollout:
+    """A rollout from its row: the columns and the JSON of :func:`encode_rollout`."""
+    data = json.loads(text)
+    return Rollout(
+        id=id,
+        commit=commit,
+        created=created,
+        state=state,
+        waves=tuple(Wave(name, by, tuple(names)) for name, by, names in data["waves"]),
+        members=tuple(
+            Member(name, wave, MemberState(s), base, note)
+            for name, wave, s, base, note in data["members"]
+        ),
+        healthy_for=timedelta(seconds=data["healthyFor"]),
+        max_errors=int(data["maxErrors"]),
+        wave=int(data["wave"]),
+        wave_started=_read(data["waveStarted"]),
+        healthy_since=_read(data["healthySince"]),
+        reason=data["reason"],
+        message=data["message"],
+        updated=updated,
+        version=version,
+    )
+
+
+def _time(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None
+
+
+def _read(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text is not None else None

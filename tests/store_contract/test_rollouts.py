@@ -1,0 +1,86 @@
+"""Rollouts in the state store, on SQLite and PostgreSQL alike: saved with each runtime's wave,
+state and base; one per commit; read back by another connection (a restart, another replica);
+written only over the version read (of two writers, one wins)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from reconciler.core.model import ClusterAccess, RolloutPolicy, Runtime, WavePolicy
+from reconciler.core.rollout_steps import pause, promote
+from reconciler.core.rollouts import MemberState, Rollout, RolloutState, start_rollout
+from tests.store_contract.conftest import Backend
+
+T0 = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
+POLICY = RolloutPolicy(
+    (WavePolicy("canary", selector="tier=dev"), WavePolicy("early", percent=10)),
+    healthy_for=timedelta(minutes=30),
+    max_errors=2,
+)
+COMMIT = "a" * 40 + "+" + "b" * 40
+
+
+def _rollout(commit: str = COMMIT, count: int = 120) -> Rollout:
+    runtimes = [
+        Runtime(f"rt-{i:03d}", "regular", ClusterAccess(context="x"), labels={"tier": "dev"})
+        if i < 3
+        else Runtime(f"rt-{i:03d}", "regular", ClusterAccess(context="x"))
+        for i in range(count)
+    ]
+    bases = {r.name: "c" * 40 for r in runtimes}
+    made = start_rollout(POLICY, commit, runtimes, bases, frozenset({"rt-010"}), T0)
+    assert made is not None
+    return made
+
+
+def test_a_rollout_is_kept_with_every_runtimes_wave_and_state(backend: Backend) -> None:
+    rollout = _rollout()
+    saved = backend.open().put_rollout(rollout)
+    assert saved is not None
+    assert saved.version == 1
+
+    again = backend.open()  # another connection: a restart, or another replica
+    loaded = again.rollout(rollout.id[:6])
+    assert loaded == saved
+    assert loaded.id == "aaaaaaaaaaaa-bbbbbbbb"
+    member = loaded.member("rt-010")
+    assert member is not None
+    assert member.state is MemberState.SKIPPED
+    assert [len(w.runtimes) for w in loaded.waves] == [3, 12, 105]
+    assert again.latest_rollout() == saved
+
+
+def test_one_rollout_per_commit(backend: Backend) -> None:
+    store = backend.open()
+    assert store.put_rollout(_rollout()) is not None
+    assert store.put_rollout(_rollout()) is None  # another replica started the same one
+    assert len(store.rollouts()) == 1
+
+
+def test_a_rollout_is_written_only_over_the_version_read(backend: Backend) -> None:
+    first, second = backend.open(), backend.open()
+    saved = first.put_rollout(_rollout())
+    assert saved is not None
+    read = second.rollout(saved.id)
+    assert read is not None
+    paused = first.put_rollout(pause(saved, T0 + timedelta(minutes=1)))
+    assert paused is not None
+    promoted, _ = promote(read, T0 + timedelta(minutes=2))
+    assert second.put_rollout(promoted) is None  # it read version 1; version 2 is there
+    current = second.rollout(saved.id)
+    assert current is not None
+    assert current.state is RolloutState.PAUSED
+    assert current.wave == 0
+    assert current.version == 2
+
+
+def test_the_newest_rollout_is_the_latest_and_lists_come_newest_first(backend: Backend) -> None:
+    store = backend.open()
+    older = store.put_rollout(_rollout())
+    newer = store.put_rollout(replace(_rollout("d" * 40), created=T0 - timedelta(days=1)))
+    assert older is not None
+    assert newer is not None
+    assert store.latest_rollout() == newer  # insertion order, whatever the clocks said
+    assert [r.id for r in store.rollouts()] == [newer.id, older.id]
+    assert store.rollout("nothing") is None
