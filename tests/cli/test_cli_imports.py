@@ -131,6 +131,7 @@ def test_a_fleet_diff_loads_git_but_neither_cluster_nor_daemon_nor_lifecycle(
     assert not _loaded(modules, (*OTHER_COMMANDS, "click.shell_completion"))
     assert "reconciler.core.status" not in modules  # a pass's values; the planner's reasons only
     assert not _loaded(modules, ("reconciler.source.signatures", "reconciler.core.signatures"))
+    assert "reconciler.core.rollouts" not in modules  # the sample repo has no rollout policy
 
 
 def test_plain_manifests_load_neither_the_full_schema_validator_nor_helm(tmp_path: Path) -> None:
