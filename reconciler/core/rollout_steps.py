@@ -9,6 +9,8 @@ daemon):
   reconciled on the rollout's commit);
 - ``max_errors`` members in Error halt the rollout: no further wave starts, nobody is
   downgraded (L5), and the halt names the runtimes;
+- a member whose upgrade waits for its maintenance window (L10) is not Ready yet: its wave
+  waits for the window (``promote`` moves on without it);
 - once every member of the wave under way is Ready (skipped ones aside), it must stay so for
   ``healthy_for``; then the next wave starts, or the rollout completes after the last.
 
@@ -37,10 +39,13 @@ class RolloutCommandError(PermanentError):
 
 @dataclass(frozen=True, slots=True)
 class Health:
-    """A member as the state store knows it: its state and the commit of its last record."""
+    """A member as the state store knows it: its state and the commit of its last record;
+    ``deferred``: an upgrade of it waits for its maintenance window (L10), so it is not on
+    the rollout's versions yet, whatever its state."""
 
     state: ModuleState
     commit: str
+    deferred: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +83,7 @@ def _observe(rollout: Rollout, health: Mapping[str, Health]) -> Rollout:
 def _observed(member: Member, health: Health | None, commit: str) -> Member:
     if not member.state.released:
         return member
-    if health is None or health.commit != commit:
+    if health is None or health.commit != commit or health.deferred:
         return replace(member, state=MemberState.PROGRESSING)
     if health.state is ModuleState.READY:
         return replace(member, state=MemberState.READY)

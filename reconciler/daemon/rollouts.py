@@ -43,12 +43,16 @@ from reconciler.core.rollouts import (
     held_back,
     start_rollout,
 )
+from reconciler.core.status import Reason
 from reconciler.errors import ReconcilerError, TransientError
 from reconciler.operations.rollouts import RolloutCommand, command_rollout
 from reconciler.operations.store import load_statuses
 
 if TYPE_CHECKING:
     from reconciler.daemon.service import Daemon
+
+#: A module whose upgrade waits for the runtime's maintenance window (L10).
+WAITING_FOR_WINDOW = str(Reason.WAITING_FOR_MAINTENANCE_WINDOW)
 
 log = logging.getLogger("reconciler.daemon")
 #: Commits whose repo is kept in memory for runtimes held back on them.
@@ -203,7 +207,11 @@ class Rollouts:
         that retries on an error is Error), with the commit it is on."""
         released = [m.runtime for m in rollout.members if m.state.released]
         return {
-            status.current.runtime: Health(status.current.state, head_text(status.current.commit))
+            status.current.runtime: Health(
+                status.current.state,
+                head_text(status.current.commit),
+                deferred=any(m.reason == WAITING_FOR_WINDOW for m in status.current.modules),
+            )
             for status in load_statuses(self.daemon.store, released)
         }
 

@@ -65,6 +65,19 @@ def test_waves_take_labels_then_shares_then_the_rest_the_same_every_time() -> No
     assert sorted(everyone) == sorted(r.name for r in runtimes)
 
 
+def test_a_member_whose_upgrade_waits_for_its_window_is_not_ready_on_the_rollout() -> None:
+    rollout = start_rollout(POLICY, "c2", fleet(), _bases("c1"), frozenset(), T0)
+    assert rollout is not None
+    canary = list(rollout.waves[0].runtimes)
+    waiting = ready("c2", canary) | {canary[0]: Health(ModuleState.READY, "c2", deferred=True)}
+    for minutes in (0, 30, 24 * 60):
+        rollout, _ = advance(rollout, waiting, T0 + timedelta(minutes=minutes))
+        assert (rollout.wave, rollout.healthy_since) == (0, None)
+    member = rollout.member(canary[0])
+    assert member is not None
+    assert member.state is MemberState.PROGRESSING
+
+
 def test_runtimes_no_wave_takes_form_a_last_wave_and_empty_waves_are_left_out() -> None:
     policy = RolloutPolicy((WavePolicy("canary", selector="tier=qa"), WavePolicy("few", percent=1)))
     waves = plan_waves(policy, fleet(10))

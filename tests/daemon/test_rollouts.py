@@ -329,3 +329,37 @@ def test_a_restart_and_a_takeover_resume_the_rollout_where_it_was(world: World) 
     assert on(world, "2.0.0") == canary | early | rest
     assert healthy_wave(world, second).state is RolloutState.COMPLETED
     assert world.told.told[-1].kind is NotificationKind.ROLLOUT_COMPLETED
+
+
+def test_a_wave_waits_for_its_runtimes_maintenance_windows(world: World) -> None:
+    """L10 in a wave: an upgrade that requires downtime waits for each runtime's window, and a
+    runtime waiting for it is not Ready on the rollout's versions: the wave is not healthy (the
+    next one does not start) until it was upgraded and stayed Ready."""
+    saturday = "  maintenanceWindow: {days: [Sat], start: '02:00', duration: 2h, timezone: UTC}\n"
+    friday = "  maintenanceWindow: {days: [Fri], start: '11:00', duration: 2h, timezone: UTC}\n"
+    files: dict[str, str | None] = {
+        "fleet/modules/widget/module.yaml": module_yaml(
+            "widget", '  versions:\n    "2.0.0": {requiresDowntime: true}\n'
+        ),
+        "fleet/runtimes/rt-000.yaml": runtime_yaml(0) + saturday,
+    }
+    for index in range(1, DEV):  # the rest of the canary: a window open now
+        files[f"fleet/runtimes/rt-{index:03d}.yaml"] = runtime_yaml(index) + friday
+    write_tree(world.work, files)
+    git(world.work, "add", "-A")
+    git(world.work, "commit", "-qm", "windows for the canary; widget 2.0.0 requires downtime")
+    git(world.work, "push", "-q", str(world.root / "remote.git"), "HEAD:refs/heads/main")
+    daemon = started(world)  # Friday 12:00 UTC
+    world.commit("2.0.0")
+    assert poll_and_reconcile(daemon)
+    canary = set(tick(daemon).waves[0].runtimes)
+
+    assert on(world, "2.0.0") == canary - {"rt-000"}  # rt-000 waits for Saturday 02:00
+    world.clock.advance(hours=3)
+    assert tick(daemon).wave == 0  # the others stayed Ready for 3 hours: not enough
+
+    world.clock.advance(hours=11, minutes=30)  # Saturday 02:30: its window is open
+    daemon.reconcile_all(wait=True)
+    assert on(world, "2.0.0") == canary
+    assert tick(daemon).wave == 0  # upgraded and Ready, but not for 30 minutes yet
+    assert healthy_wave(world, daemon).wave == 1
