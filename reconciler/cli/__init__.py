@@ -11,17 +11,19 @@ pending" to a script); ``--debug`` or ``RECONCILER_DEBUG=1`` prints its tracebac
 unexpected exception inside a step fails only its operation (see
 :mod:`reconciler.operations.crash`).
 
-Importing this package is cheap: a command module imports at module level only click, the
-standard library and ``reconciler.errors``; the loader, the git source, the planner, the
-operations engine, the cluster client and the daemon are imported inside the command that needs
-them (``tests/cli/test_cli_imports.py`` checks it), so ``reconciler validate`` never pays for the
-Kubernetes client or the daemon's HTTP server.
+Importing this package is cheap: it imports no command module (:data:`COMMANDS`: the group
+imports one when the command is run or listed), and a command module imports at module level
+only click, the standard library and ``reconciler.errors``; the loader, the git source, the
+planner, the operations engine, the cluster client and the daemon are imported inside the
+command that needs them (``tests/cli/test_cli_imports.py`` checks it), so ``reconciler
+validate`` never pays for the Kubernetes client or the daemon's HTTP server.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from importlib import import_module
 from typing import Any
 
 import click
@@ -59,6 +61,15 @@ class _Group(click.Group):
             click.echo("Aborted!", err=True)
             sys.exit(1)
         sys.exit(result if isinstance(result, int) else 0)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            module, name = COMMANDS[cmd_name]
+            self.add_command(getattr(import_module(f"reconciler.cli.{module}"), name), cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -135,44 +146,24 @@ def main(argv: Sequence[str] | None = None) -> None:
         gc.freeze()
 
 
-def _add_commands() -> None:
-    from reconciler.cli import (
-        check,
-        completion,
-        daemon,
-        diff,
-        get,
-        members,
-        operations,
-        reconcile,
-        render,
-        rollout,
-        status,
-        suspend,
-        sync,
-        tree,
-        validate,
-    )
-
-    for command in (
-        validate.validate,
-        render.render,
-        diff.diff,
-        sync.sync,
-        reconcile.reconcile,
-        operations.operations,
-        status.status,
-        get.get,
-        tree.tree,
-        check.check,
-        members.members,
-        daemon.daemon,
-        suspend.suspend,
-        suspend.resume,
-        rollout.rollout,
-        completion.completion,
-    ):
-        cli.add_command(command)
-
-
-_add_commands()
+#: Each command's module (in this package) and object. A command's module is imported when the
+#: command is looked up (run, its help, completion) or the commands are listed (``--help``), so a
+#: command never pays for the imports of the others (``tests/cli/test_cli_imports.py``).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "validate": ("validate", "validate"),
+    "render": ("render", "render"),
+    "diff": ("diff", "diff"),
+    "sync": ("sync", "sync"),
+    "reconcile": ("reconcile", "reconcile"),
+    "operations": ("operations", "operations"),
+    "status": ("status", "status"),
+    "get": ("get", "get"),
+    "tree": ("tree", "tree"),
+    "check": ("check", "check"),
+    "members": ("members", "members"),
+    "daemon": ("daemon", "daemon"),
+    "suspend": ("suspend", "suspend"),
+    "resume": ("suspend", "resume"),
+    "rollout": ("rollout", "rollout"),
+    "completion": ("completion", "completion"),
+}

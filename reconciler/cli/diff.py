@@ -296,13 +296,13 @@ def _fleet_text(fleet: FleetDiff, view: FleetView) -> str:
 def _waves_text(base: ConfigRepo, head: ConfigRepo, fleet: FleetDiff) -> str:
     """The waves the daemon would roll the head out in (``spec.rollout`` of the head), for
     the runtimes it changes that the base has too; empty without a policy or a change."""
-    from reconciler.core.rollouts import plan_waves
-
     policy = head.settings.rollout
     names = [r.runtime for r in fleet.runtimes if r.runtime in base.runtimes]
     names = [name for name in names if name in head.runtimes]
     if policy is None or not names:
         return ""
+    from reconciler.core.rollouts import plan_waves  # only for a repo with a rollout policy
+
     waves = plan_waves(policy, [head.runtimes[name] for name in names])
     minutes, seconds = divmod(int(policy.healthy_for.total_seconds()), 60)
     hours, minutes = divmod(minutes, 60)

@@ -11,13 +11,15 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-import click.shell_completion
 
 from reconciler.core.durations import parse_duration
 from reconciler.core.model import ClientRate, Settings
+
+if TYPE_CHECKING:  # completion's types, imported only when a shell asks
+    from click.shell_completion import CompletionItem
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -199,7 +201,7 @@ def cluster_options(command: F) -> F:
 
 def complete_runtime(
     ctx: click.Context, param: click.Parameter, incomplete: str
-) -> list[click.shell_completion.CompletionItem]:
+) -> list[CompletionItem]:
     """Shell completion of runtime names: the ``runtimes/*.yaml`` files of the command's REPO
     (the current directory by default), read as names only (nothing is parsed). click parses
     nothing after an option that still waits for its value, so REPO is also looked for among
@@ -215,7 +217,9 @@ def complete_runtime(
         names = sorted(p.stem for p in (repo / "runtimes").glob("*.yaml"))
     except OSError:
         return []
-    return [click.shell_completion.CompletionItem(n) for n in names if n.startswith(incomplete)]
+    from click.shell_completion import CompletionItem
+
+    return [CompletionItem(n) for n in names if n.startswith(incomplete)]
 
 
 runtimes_option = click.option(

@@ -3,9 +3,10 @@ and the check the two commands run on the commits they read.
 
 :func:`trusted_keys_options` adds ``--trusted-ssh-signers``, ``--trusted-openpgp-keys``,
 ``--trusted-keys-dir`` and ``--verify-every-commit`` to a command and hands the command one
-``trusted_keys`` value (:class:`reconciler.source.signatures.TrustedKeys`, imported only when a
-command runs: ``reconciler --help`` stays quick). The keys come from these flags (or the
-environment), never from the repository being verified.
+``trusted_keys`` value (:class:`reconciler.source.trust.TrustedKeys`, imported only when a
+command runs: ``reconciler --help`` stays quick; the verification itself only with
+``--verify``). The keys come from these flags (or the environment), never from the repository
+being verified.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import click
 
 if TYPE_CHECKING:
     from reconciler.core.signatures import SignatureVerdict
-    from reconciler.source.signatures import TrustedKeys
+    from reconciler.source.trust import TrustedKeys
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -96,7 +97,7 @@ def trusted_keys_of(
     ssh: Sequence[Path], openpgp: Sequence[Path], folders: Sequence[Path], *, every_commit: bool
 ) -> TrustedKeys:
     """The options' value."""
-    from reconciler.source.signatures import TrustedKeys
+    from reconciler.source.trust import TrustedKeys
 
     return TrustedKeys(tuple(ssh), tuple(openpgp), tuple(folders), every_commit)
 

@@ -45,9 +45,9 @@ from reconciler.core.plan_values import (
     ObjectChange,
     Plan,
 )
+from reconciler.core.reasons import Reason
 from reconciler.core.render import RenderedObject, deletion_order, removal_order
 from reconciler.core.serverform import server_form
-from reconciler.core.status import Reason
 from reconciler.core.versions import parse_running_version, version_key
 from reconciler.core.windows import in_window, next_window_text
 

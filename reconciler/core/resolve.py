@@ -151,13 +151,14 @@ def order_by_dependencies(
 ) -> list[ResolvedModule]:
     """Modules after their dependencies, ties by name; members of a cycle last, by name."""
     pending = {m.name: m for m in modules}
+    deps = {name: _deps(catalog, name) for name in pending}
+    if not any(d in pending for named in deps.values() for d in named):
+        return [pending[name] for name in sorted(pending)]  # none waits for another: by name
     done: list[ResolvedModule] = []
     placed: set[str] = set()
     while pending:
         ready = sorted(
-            name
-            for name in pending
-            if all(d in placed or d not in pending for d in _deps(catalog, name))
+            name for name in pending if all(d in placed or d not in pending for d in deps[name])
         )
         batch = ready or sorted(pending)[:1]
         for name in batch:

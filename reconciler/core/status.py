@@ -9,8 +9,8 @@
 - :class:`ChangeSetEntry` and :class:`ChangeAction`: what the pass did to each object (created,
   configured, unchanged, pruned, deleted, released), the way Flux's ``ChangeSet`` reports it.
 - :class:`PassResult`: one pass of the lifecycle over a runtime: module statuses and changes.
-- :class:`Reason`: the reason codes of a runtime's state that no module gives (a suspension, an
-  operation that failed or retries on an error); :class:`StepFailure`: the error a step of an
+- :class:`~reconciler.core.reasons.Reason` (also importable from here): every reason code;
+  :class:`StepFailure`: the error a step of an
   operation ended on, kept as its type with the reason code :func:`failure_reason` gives it.
 
 The state store keeps these as JSON (``reconciler.operations.store.codec``) and reads them back
@@ -27,6 +27,7 @@ from typing import Any
 
 from reconciler import errors
 from reconciler.core.objects import ObjectRef
+from reconciler.core.reasons import Reason as Reason  # named here too, as it always was
 from reconciler.errors import (
     AccessError,
     ForbiddenError,
@@ -184,82 +185,6 @@ class PassResult:
 #: The state of a runtime in git that no operation has touched yet (``reconciler get``, the
 #: status page); never a module's.
 NOT_SYNCED = "NotSynced"
-
-
-class Reason(StrEnum):
-    """Every reason code of a module's or a runtime's state: part of the user's contract
-    (``status -o json``, ``/status``, ``diff``, alerts, docs), so named here and nowhere else.
-    Stored as their text at the store's edge; compared as members everywhere else."""
-
-    # -- a module's plan (core.plan) -------------------------------------------------------------
-    #: Not in the cluster yet: it is installed.
-    INSTALL = "Install"
-    #: Found in the cluster without our inventory: taken over (L6).
-    ADOPTED = "Adopted"
-    #: A newer version is resolved: it is upgraded.
-    UPGRADE = "Upgrade"
-    #: The module's strategy changed: its objects are relabelled.
-    STRATEGY_CHANGED = "StrategyChanged"
-    #: Objects in the cluster differ from git: they are applied again.
-    DRIFT = "Drift"
-    #: Nothing to change.
-    UP_TO_DATE = "UpToDate"
-    #: The running version cannot be read: nothing is changed.
-    UNKNOWN_RUNNING_VERSION = "UnknownRunningVersion"
-    #: The resolved version is lower than the running one: nothing is changed (no downgrades).
-    DOWNGRADE_NOT_SUPPORTED = "DowngradeNotSupported"
-    #: An upgrade that needs downtime waits for the maintenance window (L10).
-    WAITING_FOR_MAINTENANCE_WINDOW = "WaitingForMaintenanceWindow"
-    #: A removed module of strategy Ignore: its objects stay, without our labels.
-    STRATEGY_IGNORE = "StrategyIgnore"
-    #: A removal waits for the custom resources users left (L8).
-    WAITING_FOR_RESOURCES = "WaitingForResources"
-    #: A removed module is deleted.
-    REMOVED = "Removed"
-
-    # -- a module's pass (lifecycle) -------------------------------------------------------------
-    #: The module's workloads are ready.
-    READY = "Ready"
-    #: Applied; the operator's workloads are not ready yet.
-    WAITING_FOR_OPERATOR = "WaitingForOperator"
-    #: Waits for a module it depends on.
-    WAITING_FOR_DEPENDENCY = "WaitingForDependency"
-    #: Waits for its CRDs to be established.
-    WAITING_FOR_CRD = "WaitingForCRD"
-    #: A removal waits for the modules that depend on it.
-    WAITING_FOR_DEPENDENTS = "WaitingForDependents"
-    #: A transient error: the pass is retried.
-    RETRYING = "Retrying"
-    #: A permanent error.
-    FAILED = "Failed"
-
-    # -- a runtime -------------------------------------------------------------------------------
-    #: Its first operation is under way.
-    PROVISIONING = "Provisioning"
-    #: An operation is under way and no module reported yet.
-    UPDATING = "Updating"
-    #: Its deprovisioning is under way.
-    DEPROVISIONING = "Deprovisioning"
-    #: ``spec.suspend: true`` or ``reconciler suspend``: nothing is changed in its cluster.
-    SUSPENDED = "Suspended"
-    #: The API server cannot be reached, or failed (network, timeout, 5xx).
-    CLUSTER_UNREACHABLE = "ClusterUnreachable"
-    #: The API server asked to slow down (429) for longer than a step waits.
-    THROTTLED = "Throttled"
-    #: No way to the cluster: no kubeconfig, an unknown context, an unreadable snapshot.
-    CLUSTER_ACCESS_FAILED = "ClusterAccessFailed"
-    #: The credentials may not do what the step needs (401, 403).
-    FORBIDDEN = "Forbidden"
-    #: The API server refused an object as invalid (422).
-    INVALID_OBJECT = "InvalidObject"
-    #: A bug: an exception that is not one of the reconciler's errors.
-    INTERNAL_ERROR = "InternalError"
-    #: The operation ran past its time limit (O4).
-    TIMED_OUT = "TimedOut"
-    #: Any other permanent failure of a step (its message says which and why).
-    STEP_FAILED = "StepFailed"
-    #: Any other transient error a step retries on (a conflict, a kind not served yet).
-    STEP_RETRYING = "StepRetrying"
 
 
 _REASONS: tuple[tuple[type[ReconcilerError], Reason], ...] = (

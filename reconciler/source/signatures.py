@@ -1,10 +1,10 @@
 """Signed-commit verification with real git, against trusted keys the daemon was given.
 
-:class:`TrustedKeys` names where the trusted keys are: SSH allowed-signers files (git's
-``gpg.format ssh``), OpenPGP public key files (armored or binary), and folders holding either
-(a mounted Kubernetes Secret). They come from the daemon's own flags, never from the repository
-being verified, and are read again at each verification (a Secret's mount updated in place
-rotates keys without a restart).
+:class:`~reconciler.source.trust.TrustedKeys` (also importable from here) names where the
+trusted keys are: SSH allowed-signers files (git's ``gpg.format ssh``), OpenPGP public key files
+(armored or binary), and folders holding either (a mounted Kubernetes Secret). They come from
+the daemon's own flags, never from the repository being verified, and are read again at each
+verification (a Secret's mount updated in place rotates keys without a restart).
 
 :func:`verify_commits` builds a throw-away trust home for each verification (an allowed-signers
 file that joins the given ones, and a ``GNUPGHOME`` holding only the trusted OpenPGP keys, each
@@ -25,9 +25,9 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.core.signatures import (
@@ -37,6 +37,7 @@ from reconciler.core.signatures import (
     judge_signatures,
 )
 from reconciler.errors import ReconcilerError, SourceError, TransientError
+from reconciler.source.trust import TrustedKeys as TrustedKeys  # named here too, as it was
 
 #: File names of a trusted-keys folder: SSH allowed signers, and OpenPGP public keys.
 SSH_SIGNERS_NAMES = ("allowed_signers", "*.allowed_signers")
@@ -48,38 +49,6 @@ CALL_TIMEOUT = 120.0
 
 _COMMIT_ID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 _FIELDS = "%H%x1f%G?%x1f%GS%x1f%GF%x1f%GK"
-
-
-@dataclass(frozen=True, slots=True)
-class TrustedKeys:
-    """Where the trusted keys are (paths, read at each verification) and whether every commit
-    since the last accepted one must be signed, or the head alone."""
-
-    ssh_signers: tuple[Path, ...] = ()
-    openpgp_keys: tuple[Path, ...] = ()
-    folders: tuple[Path, ...] = ()
-    every_commit: bool = False
-    #: A Kubernetes Secret of key files by name, as a folder's (``namespace/name``, shown) and
-    #: how to read its data (at each verification; the cluster adapter's, wired by the CLI).
-    secret: str = ""
-    fetch_secret: Callable[[], Mapping[str, bytes]] | None = field(
-        default=None, compare=False, repr=False
-    )
-
-    @property
-    def configured(self) -> bool:
-        """Whether any key source is given (verification is on)."""
-        given = self.ssh_signers or self.openpgp_keys or self.folders
-        return bool(given or self.fetch_secret is not None)
-
-    def describe(self) -> str:
-        """Where the keys come from, for the daemon's start line (paths only)."""
-        parts = [f"ssh signers {p}" for p in self.ssh_signers]
-        parts += [f"OpenPGP keys {p}" for p in self.openpgp_keys]
-        parts += [f"keys folder {p}" for p in self.folders]
-        parts += [f"Secret {self.secret}"] if self.fetch_secret is not None else []
-        scope = "every commit since the last accepted one" if self.every_commit else "each head"
-        return f"{scope}, trusting {', '.join(parts)}"
 
 
 @dataclass(frozen=True, slots=True)

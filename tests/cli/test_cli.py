@@ -501,7 +501,9 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def _commands(group: click.Group, path: Sequence[str] = ()) -> Iterator[tuple[list[str], Any]]:
-    for name, command in sorted(group.commands.items()):
+    context = click.Context(group)
+    for name in group.list_commands(context):  # the root group imports its commands when asked
+        command = group.get_command(context, name)
         yield [*path, name], command
         if isinstance(command, click.Group):
             yield from _commands(command, [*path, name])

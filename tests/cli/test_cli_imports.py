@@ -37,6 +37,16 @@ GIT = GIT_AND_SCHEMA_ERRORS[:2]
 #: default for every command that has it), package metadata (plugin steps: only for a repo whose
 #: settings name ``disabledSteps``).
 STORE_AND_METADATA = ("reconciler.operations", "sqlite3", "importlib.metadata")
+#: The modules of the commands other than ``diff``: a command imports only its own module.
+OTHER_COMMANDS = tuple(
+    f"reconciler.cli.{name}"
+    for name in (
+        *("validate", "render", "sync", "operations", "status", "get", "tree", "check"),
+        *("members", "daemon", "suspend", "rollout"),
+    )
+)
+#: The engines of templated modules: a repo's first chart, overlay or source imports its own.
+RENDER_ENGINES = tuple(f"reconciler.render.{name}" for name in ("helm", "kustomize", "sources"))
 #: What a command line that runs no command never needs.
 LOADER = ("yaml", "fastjsonschema", "reconciler.source", "reconciler.config", "sqlite3")
 
@@ -118,6 +128,10 @@ def test_a_fleet_diff_loads_git_but_neither_cluster_nor_daemon_nor_lifecycle(
     assert "reconciler.source.git" in modules
     assert not _loaded(modules, (*CLUSTER_AND_DAEMON, "reconciler.lifecycle"))
     assert not _loaded(modules, STORE_AND_METADATA)
+    assert not _loaded(modules, (*OTHER_COMMANDS, "click.shell_completion"))
+    assert "reconciler.core.status" not in modules  # a pass's values; the planner's reasons only
+    assert not _loaded(modules, ("reconciler.source.signatures", "reconciler.core.signatures"))
+    assert "reconciler.core.rollouts" not in modules  # the sample repo has no rollout policy
 
 
 def test_plain_manifests_load_neither_the_full_schema_validator_nor_helm(tmp_path: Path) -> None:
@@ -129,3 +143,4 @@ def test_plain_manifests_load_neither_the_full_schema_validator_nor_helm(tmp_pat
 
     assert code == 0
     assert not _loaded(modules, (*GIT_AND_SCHEMA_ERRORS, *STORE_AND_METADATA, "helm_python"))
+    assert not _loaded(modules, RENDER_ENGINES)

@@ -1,4 +1,4 @@
-"""Reason codes are one enum (:class:`reconciler.core.status.Reason`), user contract: the
+"""Reason codes are one enum (:class:`reconciler.core.reasons.Reason`), user contract: the
 documents commands print carry them as plain text (YAML readers and writers know no enum),
 and a stored module status reads its reason back by the enum's value."""
 

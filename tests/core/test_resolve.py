@@ -426,6 +426,7 @@ def test_a_repo_remembers_its_resolutions_and_a_changed_repo_or_runtime_resolves
 
 def test_a_repos_resolutions_are_forgotten_with_the_repo() -> None:
     repo = _repo([_module("m")], {"regular": {"m": "1.0.0"}})
+    gc.collect()  # earlier tests' repos are forgotten now, not during the count below
     before = len(RESOLUTIONS)
     resolve_runtime(repo, _runtime(ModuleRef("m")))
     assert len(RESOLUTIONS) == before + 1
