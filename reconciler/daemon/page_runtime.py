@@ -17,18 +17,10 @@ from reconciler.core.head import head_text
 from reconciler.core.status import ModuleState
 from reconciler.daemon.page_model import FleetRuntime, SourceView, short_commit, time_text
 from reconciler.operations.model import Operation, StepRecord
+from reconciler.operations.report import STEP_MARKS
 
 #: The operations a runtime's page shows, newest first.
 OPERATIONS_SHOWN = 5
-#: What a step's state looks like in the tree (the marks of ``operations show``).
-STEP_MARKS = {
-    "pending": " ",
-    "running": ">",
-    "retrying": "~",
-    "done": "x",
-    "skipped": "-",
-    "failed": "!",
-}
 
 
 @dataclass(frozen=True, slots=True)

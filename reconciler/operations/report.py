@@ -2,7 +2,7 @@
 
 ``operation_text`` is what ``sync`` prints per runtime; ``operation_tree`` is ``reconciler
 operations show``: stages, steps, attempts, times, the last message (blocking objects included)
-as a tree. Callers: the CLI.
+as a tree. Callers: the CLI, and the status page for the marks of a step.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from reconciler.operations.model import (
     StepRecord,
 )
 
-_MARKS = {
+#: What a step's state looks like in the tree (``operations show`` and the status page).
+STEP_MARKS = {
     "pending": " ",
     "running": ">",
     "retrying": "~",
@@ -90,7 +91,7 @@ def operation_tree(operation: Operation) -> str:
         for position, step in enumerate(stage.steps):
             branch = "   " if last else "│  "
             tip = "└" if position == len(stage.steps) - 1 else "├"
-            lines.append(f"  {branch}{tip}─ [{_MARKS[str(step.state)]}] {_step(step)}")
+            lines.append(f"  {branch}{tip}─ [{STEP_MARKS[str(step.state)]}] {_step(step)}")
     blocking = operation.data.blocking
     if blocking:
         lines.append(f"  blocking: {blocking}")
