@@ -27,7 +27,7 @@ field owners kept in ``metadata.managedFields``). Used by tests, benchmarks and 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -36,10 +36,8 @@ from reconciler.cluster.api import (
     NO_IDENTITY,
     ClusterIdentity,
     KindInfo,
-    Listing,
     ObjectEvent,
     Permission,
-    WatchEvent,
     WatchEventType,
     event_body,
 )
@@ -54,6 +52,7 @@ from reconciler.cluster.memory_fields import (
     paths_of_fields,
     with_managed_fields,
 )
+from reconciler.cluster.memory_review import MemoryReviewer
 from reconciler.cluster.memory_rules import (
     CONTROLLER,
     WORKLOADS,
@@ -71,7 +70,7 @@ from reconciler.cluster.memory_rules import (
     stamp,
     storage_version,
 )
-from reconciler.cluster.memory_watch import Journal, bookmark
+from reconciler.cluster.memory_watch import Journal, MemoryWatches
 from reconciler.core.objects import Body, ObjectRef, crd_kind
 from reconciler.errors import (
     InvalidObjectError,
@@ -132,7 +131,7 @@ class Fault:
     match: Callable[[ObjectRef | None], bool] | None = None
 
 
-class InMemoryCluster:
+class InMemoryCluster(MemoryWatches, MemoryReviewer):
     """See the module docstring. ``writes`` counts calls that changed something."""
 
     def __init__(
@@ -270,38 +269,6 @@ class InMemoryCluster:
         self.writes += 1
         return True
 
-    def list_for_watch(
-        self, api_version: str, kind: str, *, labels: Mapping[str, str] | None = None
-    ) -> Listing:
-        """See :meth:`reconciler.cluster.api.Watchable.list_for_watch`."""
-        items = self.list_objects(api_version, kind, labels=labels)
-        return Listing(items, str(self._resource_version))
-
-    def watch(
-        self,
-        api_version: str,
-        kind: str,
-        *,
-        resource_version: str,
-        labels: Mapping[str, str] | None = None,
-        timeout_seconds: float = 60.0,
-    ) -> Iterator[WatchEvent]:
-        """See :meth:`reconciler.cluster.api.Watchable.watch`: the journal's events, then a
-        bookmark; a fault injected for ``watch`` is raised before any event (a dropped
-        connection)."""
-        self._enter("watch", None)
-        info = self._served(api_version, kind)
-        start = int(resource_version or 0)
-        found, newest = self.journal.events_after(
-            start, info.group, info.kind, labels or {}, timeout=timeout_seconds
-        )
-        return iter([*found, bookmark(newest)])
-
-    def expire_history(self) -> None:
-        """Forget every change so far: a watch from an older resourceVersion is answered 410
-        Gone (the server compacted its history)."""
-        self.journal.expire(self._resource_version)
-
     def kind_info(self, api_version: str, kind: str) -> KindInfo | None:
         """See :meth:`reconciler.cluster.api.Cluster.kind_info`."""
         return self._kinds.get((api_version.rpartition("/")[0], kind))
@@ -326,23 +293,6 @@ class InMemoryCluster:
         body = event_body(event, component, self._now())
         name = body["metadata"]["name"]
         self.events[name] = counted_event(self.events.get(name), body)
-
-    def server_version(self) -> str:
-        """See :meth:`reconciler.cluster.api.Reviewer.server_version`."""
-        self._enter("version", None)
-        return self.version
-
-    def whoami(self) -> str:
-        """See :meth:`reconciler.cluster.api.Reviewer.whoami`."""
-        self._enter("review", None)
-        return self.user
-
-    def can_i(self, permission: Permission) -> bool:
-        """See :meth:`reconciler.cluster.api.Reviewer.can_i`: refused when :attr:`denied`
-        holds it, or holds it for every namespace (``namespace`` empty)."""
-        self._enter("review", None)
-        everywhere = Permission(permission.verb, permission.group, permission.resource)
-        return permission not in self.denied and everywhere not in self.denied
 
     def set_status(self, ref: ObjectRef, status: Mapping[str, Any]) -> None:
         """Replace an object's status, as its controller would (not counted as our write)."""
@@ -489,12 +439,6 @@ class InMemoryCluster:
         stored = self._objects.pop(key)
         self._bump(stored.body)
         self._note(WatchEventType.DELETED, stored)
-
-    def _note(self, kind_of: WatchEventType, stored: Stored) -> None:
-        body = with_managed_fields(stored)
-        ref = ObjectRef.of(body)
-        version = int(body["metadata"]["resourceVersion"])
-        self.journal.note(version, ref.group, ref.kind, kind_of, body)
 
     def _finish_deletion(self, key: tuple[str, str, str, str]) -> None:
         stored = self._objects.get(key)

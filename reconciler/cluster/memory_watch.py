@@ -7,7 +7,8 @@ an API server, each stream ending with a bookmark. The journal keeps :data:`KEPT
 a watch from before the oldest kept one is answered 410 Gone
 (:class:`~reconciler.errors.ExpiredError`), and :meth:`Journal.expire` forgets every event so
 far, for tests of the relist. A stream with nothing to send waits for a change, at most its
-timeout (none for a timeout of 0: tests read what is there). Caller:
+timeout (none for a timeout of 0: tests read what is there). :class:`MemoryWatches` is the
+in-memory cluster's side of :class:`~reconciler.cluster.api.Watchable`. Caller:
 :class:`reconciler.cluster.memory.InMemoryCluster`.
 """
 
@@ -15,12 +16,13 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from reconciler.cluster.api import WatchEvent, WatchEventType
+from reconciler.cluster.api import KindInfo, Listing, WatchEvent, WatchEventType
+from reconciler.cluster.memory_fields import Stored, with_managed_fields
 from reconciler.cluster.memory_rules import labels_match
-from reconciler.core.objects import Body
+from reconciler.core.objects import Body, ObjectRef
 from reconciler.errors import ExpiredError
 
 #: How many events the journal keeps (an API server keeps about five minutes of them).
@@ -110,3 +112,66 @@ class Journal:
 def bookmark(version: int) -> WatchEvent:
     """The bookmark that ends a stream: everything up to ``version`` was sent."""
     return WatchEvent(WatchEventType.BOOKMARK, {"metadata": {"resourceVersion": str(version)}})
+
+
+class MemoryWatches:
+    """List-then-watch of any kind, for :class:`~reconciler.cluster.memory.InMemoryCluster`
+    (which provides the journal, the lists, the served kinds and the injected faults), and the
+    journal's note of each change it stores."""
+
+    journal: Journal
+    _resource_version: int
+
+    def list_objects(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        namespace: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> list[Body]:
+        raise NotImplementedError
+
+    def _enter(self, operation: str, ref: ObjectRef | None) -> None:
+        raise NotImplementedError
+
+    def _served(self, api_version: str, kind: str) -> KindInfo:
+        raise NotImplementedError
+
+    def list_for_watch(
+        self, api_version: str, kind: str, *, labels: Mapping[str, str] | None = None
+    ) -> Listing:
+        """See :meth:`reconciler.cluster.api.Watchable.list_for_watch`."""
+        items = self.list_objects(api_version, kind, labels=labels)
+        return Listing(items, str(self._resource_version))
+
+    def watch(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        resource_version: str,
+        labels: Mapping[str, str] | None = None,
+        timeout_seconds: float = 60.0,
+    ) -> Iterator[WatchEvent]:
+        """See :meth:`reconciler.cluster.api.Watchable.watch`: the journal's events, then a
+        bookmark; a fault injected for ``watch`` is raised before any event (a dropped
+        connection)."""
+        self._enter("watch", None)
+        info = self._served(api_version, kind)
+        start = int(resource_version or 0)
+        found, newest = self.journal.events_after(
+            start, info.group, info.kind, labels or {}, timeout=timeout_seconds
+        )
+        return iter([*found, bookmark(newest)])
+
+    def expire_history(self) -> None:
+        """Forget every change so far: a watch from an older resourceVersion is answered 410
+        Gone (the server compacted its history)."""
+        self.journal.expire(self._resource_version)
+
+    def _note(self, kind_of: WatchEventType, stored: Stored) -> None:
+        body = with_managed_fields(stored)
+        ref = ObjectRef.of(body)
+        version = int(body["metadata"]["resourceVersion"])
+        self.journal.note(version, ref.group, ref.kind, kind_of, body)
