@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import posixpath
 import subprocess
+import threading
 import time
-from collections.abc import Sequence, Set
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 
 from reconciler.errors import UnreadableError
@@ -69,6 +70,18 @@ class GitTree:
         self._skipped: frozenset[str] = frozenset()
         #: Seconds spent reading git objects (for ``--timings``).
         self.io_seconds = 0.0
+        #: The listing of ``prefix`` started ahead (:meth:`list_ahead`), until it is taken.
+        self._ahead: _Ahead | None = None
+
+    def list_ahead(self) -> None:
+        """Start listing everything below ``prefix`` now, in the background: git lists the
+        folder while the caller does something else (``diff --base`` reads the head). The
+        first question about the folder takes the listing; if git could not list it that way
+        (``prefix`` is no folder at this commit), it is listed as usual, with the usual error."""
+        if self._ahead is None and self._prefix not in self._folders:
+            target = f"{self._commit}:{self._prefix}" if self._prefix else self._commit
+            args = _ls_tree(target, recursive=True)
+            self._ahead = _Ahead(lambda: git_output(self._git_dir, args))
 
     def read_ahead_except(self, ids: Set[str]) -> None:
         """Leave the blobs ``ids`` out of the batch read ahead (one still asked for is read on
@@ -90,6 +103,10 @@ class GitTree:
         known = self._folders.get(full)
         if known is not None:
             return known
+        if self._ahead is not None:
+            known = self._listed_ahead(full)
+            if known is not None:
+                return known
         node = self._node_of_full(full)
         if node is None or node.kind != _TREE:
             return None
@@ -99,6 +116,27 @@ class GitTree:
         started = time.perf_counter()
         recursive = full == self._prefix  # the config repo: every entry below it, at once
         output = git_output(self._git_dir, _ls_tree(node.id, recursive=recursive))
+        self._record(full, output, recursive=recursive)
+        self.io_seconds += time.perf_counter() - started
+        return self._folders[full]
+
+    def _listed_ahead(self, full: str) -> dict[str, _Item] | None:
+        """The listing started by :meth:`list_ahead`, when ``full`` is the folder it lists and
+        git listed it."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None or full != self._prefix:
+            self._ahead = ahead
+            return None
+        started = time.perf_counter()
+        output = ahead.output()
+        self.io_seconds += time.perf_counter() - started
+        if output is None:
+            return None
+        self._record(full, output, recursive=True)
+        return self._folders[full]
+
+    def _record(self, full: str, output: bytes, *, recursive: bool) -> None:
+        """Keep the entries of a listing of the folder ``full`` (recursive: all below it)."""
         self._folders[full] = {}
         for path, item in _parse_listing(output):
             at = posixpath.join(full, path) if full else path
@@ -110,8 +148,6 @@ class GitTree:
                 self._folders.setdefault(at, {})
             elif item.kind == "blob" and item.mode != _LINK_MODE:
                 self._below[item.id] = (item.size, name.endswith(".yaml"))
-        self.io_seconds += time.perf_counter() - started
-        return self._folders[full]
 
     def _node_of_full(self, full: str) -> _Item | None:
         if not full:
@@ -235,6 +271,28 @@ class GitTree:
         """The blob id."""
         blob = self._blob(path)
         return blob.id if blob is not None else None
+
+
+class _Ahead:
+    """A git call running in a thread of its own; its output when asked for (``None`` when
+    it failed: the caller asks again the usual way, which reports the failure)."""
+
+    def __init__(self, call: Callable[[], bytes]) -> None:
+        self._call = call
+        self._output: bytes | None = None
+        self._thread = threading.Thread(target=self._run, name="git-ahead", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._output = self._call()
+        except (UnreadableError, OSError):
+            self._output = None
+
+    def output(self) -> bytes | None:
+        """The call's output, once it is done."""
+        self._thread.join()
+        return self._output
 
 
 def _ls_tree(tree: str, *, recursive: bool) -> list[str]:
