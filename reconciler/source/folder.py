@@ -38,7 +38,9 @@ class FolderTree:
 
     def _str(self, path: str) -> str:
         """``path`` on disk as a string (pathlib's joins cost more than reading a small file)."""
-        return os.path.join(self._root, path) if path else self._root
+        if not path:
+            return self._root
+        return f"{self._root}/{path}" if path[0] != "/" else os.path.join(self._root, path)
 
     def entries(self, folder: str) -> list[Entry]:
         """See :class:`reconciler.source.tree.SourceTree`."""
