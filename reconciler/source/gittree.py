@@ -10,12 +10,14 @@ parsed once. Callers: the git source; ``diff --base`` through it.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import posixpath
 import subprocess
-import threading
 import time
-from collections.abc import Callable, Sequence, Set
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
+from typing import IO
 
 from reconciler.errors import UnreadableError
 from reconciler.source.tree import Entry
@@ -80,8 +82,7 @@ class GitTree:
         (``prefix`` is no folder at this commit), it is listed as usual, with the usual error."""
         if self._ahead is None and self._prefix not in self._folders:
             target = f"{self._commit}:{self._prefix}" if self._prefix else self._commit
-            args = _ls_tree(target, recursive=True)
-            self._ahead = _Ahead(lambda: git_output(self._git_dir, args))
+            self._ahead = _Ahead(self._git_dir, _ls_tree(target, recursive=True))
 
     def read_ahead_except(self, ids: Set[str]) -> None:
         """Leave the blobs ``ids`` out of the batch read ahead (one still asked for is read on
@@ -274,25 +275,44 @@ class GitTree:
 
 
 class _Ahead:
-    """A git call running in a thread of its own; its output when asked for (``None`` when
-    it failed: the caller asks again the usual way, which reports the failure)."""
+    """A git command started now, its output taken later: git works in its own process while
+    this one goes on (its output waits in a pipe made as large as the system allows, so git
+    rarely has to wait for the reader). ``None`` when it failed: the caller asks again the
+    usual way, which reports the failure."""
 
-    def __init__(self, call: Callable[[], bytes]) -> None:
-        self._call = call
-        self._output: bytes | None = None
-        self._thread = threading.Thread(target=self._run, name="git-ahead", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
+    def __init__(self, git_dir: str, args: Sequence[str]) -> None:
+        self._process: subprocess.Popen[bytes] | None
         try:
-            self._output = self._call()
-        except (UnreadableError, OSError):
-            self._output = None
+            self._process = subprocess.Popen(
+                ["git", "--git-dir", git_dir, *args],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError:
+            self._process = None
+            return
+        _widen(self._process.stdout)
 
     def output(self) -> bytes | None:
-        """The call's output, once it is done."""
-        self._thread.join()
-        return self._output
+        """The command's output, once it is done."""
+        if self._process is None:
+            return None
+        output, _ = self._process.communicate()
+        return output if self._process.returncode == 0 else None
+
+
+def _widen(pipe: IO[bytes] | None) -> None:
+    """Make ``pipe`` as large as an unprivileged process may (Linux: 1 MiB by default)."""
+    size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if pipe is None or size is None:
+        return
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(pipe.fileno(), size, _PIPE_BYTES)
+
+
+#: The pipe size asked for (``/proc/sys/fs/pipe-max-size``'s default).
+_PIPE_BYTES = 1 << 20
 
 
 def _ls_tree(tree: str, *, recursive: bool) -> list[str]:
