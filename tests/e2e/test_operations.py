@@ -138,7 +138,9 @@ def test_a_blocked_deprovision_skips_its_wait_past_the_step_limit_and_deletes_wh
         assert operation["state"] == "failed"
         wait_step = _steps(operation)["Wait_For_Managed_Resources"]
         assert wait_step["state"] == "skipped"
-        assert wait_step["message"].startswith("skipped after 300s: waiting for")
+        assert wait_step["message"].startswith(
+            "skipped after 5m (retry-without-fail limit, the default): waiting for"
+        )
         assert blocker in wait_step["message"]
         assert _steps(operation)["Delete_Module_Manifests"]["state"] == "done"
         assert kube.deployment(free.namespace, free.operator) is None
