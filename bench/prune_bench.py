@@ -10,6 +10,10 @@ bench prints each one's time and the rows of the operations, stages and steps ta
 after.
 
     python bench/prune_bench.py --runtimes 1000 --operations 50
+    bash tests/pg_server.sh sh -c 'python bench/prune_bench.py --state "$RECONCILER_TEST_POSTGRES"'
+
+``--state URL`` names an empty store to fill instead of a temporary SQLite file (PostgreSQL:
+the database of tests/pg_server.sh, thrown away after).
 """
 
 from __future__ import annotations
@@ -29,16 +33,17 @@ sys.path.insert(0, str(ROOT))
 
 from bench.store_growth_bench import START, template  # noqa: E402
 from reconciler.operations.model import OperationState  # noqa: E402
-from reconciler.operations.store import SqliteStore  # noqa: E402
+from reconciler.operations.store import open_store  # noqa: E402
+from reconciler.operations.store.base import SqlBase  # noqa: E402
 
 TABLES = ("operations", "stages", "steps")
 
 
-def fill(path: Path, runtimes: int, operations: int) -> None:
+def fill(url: str, runtimes: int, operations: int) -> None:
     """``operations`` per runtime: a provision, then resyncs (every 10th an upgrade, every
     25th an old failure)."""
     provision, resync = template(before=False)
-    store = SqliteStore(path)
+    store = open_store(url)
     old = START - timedelta(days=30)
     for index in range(runtimes):
         name = f"rt-{index:05d}"
@@ -51,22 +56,28 @@ def fill(path: Path, runtimes: int, operations: int) -> None:
             elif n % 10 == 0:
                 copy = replace(copy, message="1 upgraded")
             store.save(copy)
-    store.close()
+    _close(store)
 
 
-def rows(path: Path) -> dict[str, int]:
+def rows(url: str) -> dict[str, int]:
     """Rows of each table."""
-    store = SqliteStore(path)
+    store = open_store(url)
+    assert isinstance(store, SqlBase)
     try:
         return {t: int(store.query(f"SELECT count(*) AS n FROM {t}")[0]["n"]) for t in TABLES}
     finally:
-        store.close()
+        _close(store)
 
 
-def run_prune(path: Path, *args: str) -> tuple[float, str]:
+def _close(store: object) -> None:
+    """Close a store's connection (both dialects have ``close``; the contract does not)."""
+    getattr(store, "close")()  # noqa: B009 (not on the StateStore protocol)
+
+
+def run_prune(url: str, *args: str) -> tuple[float, str]:
     """``reconciler operations prune ARGS`` in a process of its own: seconds and what it printed
     on stdout (its progress goes to stderr)."""
-    env = {**os.environ, "RECONCILER_STATE": f"sqlite:///{path}"}
+    env = {**os.environ, "RECONCILER_STATE": url}
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "reconciler", "operations", "prune", *args],
@@ -82,17 +93,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runtimes", type=int, default=1000)
     parser.add_argument("--operations", type=int, default=50, help="per runtime")
+    parser.add_argument("--state", default="", help="an empty store to fill (default: SQLite)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "state.db"
+        url = args.state or f"sqlite:///{Path(folder) / 'state.db'}"
         started = time.perf_counter()
-        fill(path, args.runtimes, args.operations)
-        print(f"filled in {time.perf_counter() - started:.0f} s: {rows(path)}")
-        before = rows(path)
-        took, output = run_prune(path, "--dry-run")
+        fill(url, args.runtimes, args.operations)
+        before = rows(url)
+        print(f"filled in {time.perf_counter() - started:.0f} s: {before}")
+        took, output = run_prune(url, "--dry-run")
         print(f"--dry-run: {took:.2f} s; {output.splitlines()[-1]}")
-        took, output = run_prune(path)
-        after = rows(path)
+        took, output = run_prune(url)
+        after = rows(url)
         print(f"prune: {took:.2f} s; {output.strip().splitlines()[-1]}")
         for table in TABLES:
             gone = before[table] - after[table]
