@@ -185,7 +185,7 @@ def _progress_printer() -> Callable[[int], None]:
 
 
 def kept_text(retention: Retention) -> str:
-    """``keeping the newest 10 per runtime, failures for 7d``: what ``retention`` keeps."""
+    """``keeping the newest 10 per runtime, failures for 168h``: what ``retention`` keeps."""
     from reconciler.core.durations import duration_text
 
     return (
