@@ -9,6 +9,7 @@ required field present, every type right) and add no check of their own.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import timedelta
@@ -193,6 +194,10 @@ def _cluster(cluster: Mapping[str, Any]) -> ClusterAccess:
 
 
 def _module_ref(entry: Mapping[str, Any]) -> ModuleRef:
+    if "config" not in entry and "values" not in entry and "valuesFrom" not in entry:
+        return _plain_ref(
+            entry["name"], entry.get("channel"), entry.get("version"), entry.get("strategy")
+        )
     return ModuleRef(
         name=entry["name"],
         channel=entry.get("channel"),
@@ -202,6 +207,16 @@ def _module_ref(entry: Mapping[str, Any]) -> ModuleRef:
         values=entry.get("values"),
         values_from=entry.get("valuesFrom"),
     )
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _plain_ref(
+    name: str, channel: str | None, version: str | None, strategy: str | None
+) -> ModuleRef:
+    """An entry without configuration or values: one object for each (a frozen value, shared
+    by the runtimes that list the same entry)."""
+    chosen = Strategy(strategy) if strategy is not None else Strategy.CREATE_AND_DELETE
+    return ModuleRef(name=name, channel=channel, version=version, strategy=chosen)
 
 
 def _window(window: Mapping[str, Any]) -> MaintenanceWindow:
