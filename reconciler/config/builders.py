@@ -32,6 +32,7 @@ from reconciler.core.model import (
     Module,
     ModuleRef,
     ModuleVersion,
+    RetryLimits,
     RolloutPolicy,
     Runtime,
     Settings,
@@ -61,6 +62,7 @@ def settings_from(spec: Mapping[str, Any]) -> Settings:
             kind: _duration(text, timedelta(0))
             for kind, text in operations.get("timeouts", {}).items()
         },
+        retry_limits=_retry_limits(operations.get("retryWithoutFail", {})),
         kubernetes_events=bool(spec.get("kubernetesEvents", defaults.kubernetes_events)),
         client_rate=ClientRate(
             float(kube_client.get("qps", defaults.client_rate.qps)),
@@ -117,6 +119,14 @@ def _secret_ref(data: Mapping[str, Any] | None) -> SecretRef | None:
         return SecretRef(file=data["file"])
     secret = data["secret"]
     return SecretRef(secret=secret["name"], key=secret["key"])
+
+
+def _retry_limits(spec: Mapping[str, Any]) -> RetryLimits:
+    default = spec.get("default")
+    return RetryLimits(
+        default=_duration(default, timedelta(0)) if default is not None else None,
+        steps={name: _duration(text, timedelta(0)) for name, text in spec.get("steps", {}).items()},
+    )
 
 
 def _duration(text: str | None, default: timedelta) -> timedelta:

@@ -564,13 +564,13 @@ def _refused(channels_from: ChannelsFrom) -> bool:
 
 
 def _disables_steps(settings: RawFile | None) -> bool:
-    """Whether a settings file not validated yet names steps to switch off
-    (``spec.operations.disabledSteps``): only then are the installed plugins' steps looked up
-    (reading package metadata costs ~10 ms)."""
+    """Whether a settings file not validated yet names steps (``spec.operations.disabledSteps``
+    to switch off, ``retryWithoutFail`` to limit): only then are the installed plugins' steps
+    looked up (reading package metadata costs ~10 ms)."""
     for document in settings.documents if settings is not None else ():
         spec = document.data.get("spec") if isinstance(document.data, dict) else None
         operations = spec.get("operations") if isinstance(spec, dict) else None
-        if isinstance(operations, dict) and "disabledSteps" in operations:
+        if isinstance(operations, dict) and {"disabledSteps", "retryWithoutFail"} & set(operations):
             return True
     return False
 
