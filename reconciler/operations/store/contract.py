@@ -149,10 +149,12 @@ class StateStore(Protocol):
     def leave(self, name: str) -> None:
         """Member ``name`` stops (its runtimes go to the others at once)."""
 
-    def put_rollout(self, rollout: Rollout) -> Rollout | None:
+    def put_rollout(self, rollout: Rollout, fence: FenceToken | None = None) -> Rollout | None:
         """Insert ``rollout`` (version 0: unless one of its id exists) or write it over the
         version it was read at; the saved rollout (its version one more), or ``None`` when
-        another writer got there first (read it again)."""
+        another writer got there first (read it again). Under ``fence`` (a daemon replica's):
+        :class:`~reconciler.errors.LostOwnershipError` when it no longer holds, nothing
+        written; none (a person's command): compare-and-set alone."""
 
     def rollouts(self, limit: int = 50) -> list[Rollout]:
         """Newest first."""
