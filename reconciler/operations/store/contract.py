@@ -12,6 +12,7 @@ from typing import Protocol
 from reconciler.cluster.api import ClusterIdentity
 from reconciler.core.brake import Limits
 from reconciler.core.head import Head
+from reconciler.core.outbox import Outbox
 from reconciler.core.rollouts import Rollout
 from reconciler.operations.model import (
     CommitRecord,
@@ -31,8 +32,9 @@ ALLOWED_DELETIONS = "allowedDeletions"
 LIMITS_SCOPE = "sync"
 
 
-class StateStore(Protocol):
-    """Where operations and runtime states live."""
+class StateStore(Outbox, Protocol):
+    """Where operations and runtime states live, and the notifications outbox
+    (:class:`~reconciler.core.outbox.Outbox`)."""
 
     def save(self, operation: Operation, fence: FenceToken | None = None) -> None:
         """Insert or update an operation with its stages and steps, unless the stored one was
@@ -164,6 +166,12 @@ class StateStore(Protocol):
 
     def latest_rollout(self) -> Rollout | None:
         """The newest rollout (the one that gates), if any."""
+
+    def waiting_notifications(self) -> int:
+        """How many notifications of the outbox wait to be sent."""
+
+    def prune_notifications(self, now: datetime) -> int:
+        """Remove the outbox's notifications delivered or given up before ``now``; how many."""
 
 
 def load_statuses(
