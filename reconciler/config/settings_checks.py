@@ -24,7 +24,6 @@ from typing import Any
 
 from reconciler.config.yamlsafe import Document
 from reconciler.core.diagnostics import Diagnostic, Pointer, did_you_mean
-from reconciler.core.selectors import SelectorError, parse_label_selector
 
 RULE = "C1"
 
@@ -90,6 +89,8 @@ def _wave_problems(document: Document, waves: list[Mapping[str, Any]]) -> Iterat
         selector = wave.get("selector")
         if selector is None:
             continue
+        from reconciler.core.selectors import SelectorError, parse_label_selector  # waves only
+
         try:
             parse_label_selector(selector)
         except SelectorError as error:

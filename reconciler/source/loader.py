@@ -193,9 +193,14 @@ class _Reader:
         self.cache = cache
         self.problems: list[Diagnostic] = problems if problems is not None else []
         self.budget = budget or options.time_budget()
+        #: The displayed root, normalised ("" for "."; ``None`` for "/", joined the long way).
+        root = os.path.normpath(display_root)
+        self._shown_root = None if root.endswith("/") else ("" if root == "." else root)
 
     def show(self, path: str) -> str:
         """``path`` as the user reaches it from the current directory."""
+        if _is_normal(path) and self._shown_root is not None:  # most paths: joined, not parsed
+            return f"{self._shown_root}/{path}" if self._shown_root else path
         return os.path.normpath(os.path.join(self.display_root, path))
 
     # -- layout ------------------------------------------------------------------------------
@@ -508,6 +513,18 @@ def _values_from(runtime: RawFile) -> Iterator[str]:
             path = entry.get("valuesFrom") if isinstance(entry, dict) else None
             if isinstance(path, str) and path:
                 yield path
+
+
+def _is_normal(path: str) -> bool:
+    """Whether ``path`` is relative and already normal (no ``.`` or ``..`` segment, no empty
+    one): joined to a normal folder it needs no ``normpath``."""
+    return (
+        bool(path)
+        and path[0] not in "./"
+        and "/." not in path
+        and "//" not in path
+        and path[-1] != "/"
+    )
 
 
 def _join(folder: str, name: str) -> str:
