@@ -89,8 +89,10 @@ class OutboxSender:
     def _send_claimed(self, claimed: list[Outgoing]) -> None:
         renew_at = time.monotonic() + CLAIM_LEASE.total_seconds() / 2
         for index, item in enumerate(claimed):
-            if self.stopping.is_set() or time.monotonic() > renew_at:
+            if self.stopping.is_set():  # the rest goes to the next start, or another replica
                 self._release([i.id for i in claimed[index:]])
+                return
+            if time.monotonic() > renew_at:  # still this sender's: claimed again, renewed
                 return
             result = self.send(item)
             if result == KEPT:
