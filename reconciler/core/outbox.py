@@ -77,3 +77,6 @@ class Outbox(Protocol):
 
     def release_notifications(self, owner: str, item_ids: Sequence[str]) -> None:
         """Give ``owner``'s claims of ``item_ids`` up, not sent: anyone may send them now."""
+
+    def waiting_notifications(self) -> int:
+        """How many notifications wait to be sent (claimed or not)."""

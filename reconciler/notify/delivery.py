@@ -225,11 +225,15 @@ class Delivery:
                 self._report(endpoint, notification, DROPPED, "the queue was full")
 
     def status(self) -> dict[str, Any]:
-        """``/status``'s ``notifications``: how many wait, and each endpoint's last outcome."""
+        """``/status``'s ``notifications``: how many wait (in memory, and in the outbox: every
+        replica's), and each endpoint's last outcome."""
         with self._start_lock:
             outcomes = sorted(self._outcomes.values(), key=lambda o: o.endpoint)
-            queued = max(0, self._queue.qsize() - self._look.is_set())
-        queued += self._sender.in_hand if self._sender is not None else 0
+        with self._queue.mutex:  # the queue's own lock: its items, not its looks at the outbox
+            queued = sum(isinstance(item, _Item) for item in self._queue.queue)
+        if self.outbox is not None:
+            with contextlib.suppress(ReconcilerError):  # the store is down: what memory holds
+                queued += self.outbox.outbox.waiting_notifications()
         return {"queued": queued, "endpoints": [o.to_json() for o in outcomes]}
 
     def start(self) -> None:

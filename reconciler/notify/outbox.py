@@ -63,8 +63,6 @@ class OutboxSender:
         self.claimant = claimant
         self.send = send
         self.stopping = stopping
-        #: Rows claimed and not finished yet.
-        self.in_hand = 0
 
     def send_claimable(self) -> None:
         """One pass: claim, send, mark, until nothing is left that this sender may claim."""
@@ -80,11 +78,7 @@ class OutboxSender:
                 return
             if not claimed:
                 return
-            self.in_hand = len(claimed)
-            try:
-                self._send_claimed(claimed)
-            finally:
-                self.in_hand = 0
+            self._send_claimed(claimed)
 
     def _send_claimed(self, claimed: list[Outgoing]) -> None:
         renew_at = time.monotonic() + CLAIM_LEASE.total_seconds() / 2
@@ -99,7 +93,6 @@ class OutboxSender:
                 self._release([item.id])
             else:
                 self._finish(item, delivered=result == DELIVERED)
-            self.in_hand -= 1
 
     def _finish(self, item: Outgoing, *, delivered: bool) -> None:
         """Mark ``item`` sent (or given up)."""

@@ -113,9 +113,11 @@ def test_a_killed_daemons_notifications_are_sent_once_in_order_after_a_restart(
     store = SqliteStore(path)  # the next start, under a name of its own
     assert store.waiting_notifications() == 2 * COUNT
     delivery = _delivery(store, _hooks(receiver, "a", "b"))
+    assert delivery.status()["queued"] == 2 * COUNT  # /status counts what waits in the store
     delivery.start()
     delivery.drain()
     delivery.close()
+    assert delivery.status()["queued"] == 0
 
     assert _got(receiver) == [(f"/{e}", str(n)) for n in range(COUNT) for e in "ab"]
     assert store.waiting_notifications() == 0
@@ -183,6 +185,9 @@ class _Down:
     def release_notifications(self, *args: object) -> None:
         raise StoreError("connection refused")
 
+    def waiting_notifications(self) -> int:
+        raise StoreError("connection refused")
+
 
 def test_a_store_that_fails_sends_from_memory_and_says_so_once(
     receiver: Receiver, caplog: pytest.LogCaptureFixture
@@ -197,6 +202,7 @@ def test_a_store_that_fails_sends_from_memory_and_says_so_once(
     delivery.close()
 
     assert _got(receiver) == [("/a", "0"), ("/a", "1"), ("/a", "2")]
+    assert delivery.status()["queued"] == 0
     kept = [r for r in caplog.records if "not kept in the state store" in r.getMessage()]
     assert len(kept) == 1
     assert "sent from memory: a crash before it is sent loses it" in kept[0].getMessage()

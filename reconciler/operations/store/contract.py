@@ -167,9 +167,6 @@ class StateStore(Outbox, Protocol):
     def latest_rollout(self) -> Rollout | None:
         """The newest rollout (the one that gates), if any."""
 
-    def waiting_notifications(self) -> int:
-        """How many notifications of the outbox wait to be sent."""
-
     def prune_notifications(self, now: datetime) -> int:
         """Remove the outbox's notifications delivered or given up before ``now``; how many."""
 

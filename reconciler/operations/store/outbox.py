@@ -99,7 +99,7 @@ class OutboxTables(SqlBase):
             )
 
     def waiting_notifications(self) -> int:
-        """How many notifications wait to be sent."""
+        """See :class:`Outbox`."""
         rows = self.query("SELECT count(*) AS n FROM notifications WHERE state = ?", (WAITING,))
         return int(rows[0]["n"])
 
