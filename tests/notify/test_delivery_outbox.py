@@ -3,7 +3,8 @@ HTTP receiver on 127.0.0.1: a daemon process killed with SIGKILL while its notif
 (the receiver failing until then) leaves them in the store, and the next start sends each once,
 in order, to every endpoint; two replicas sharing the store send each once between them; a
 stop keeps what it could not send for the next start; a store that fails when a notification
-is queued sends it from memory; the daemon's pruning job removes what was sent.
+is queued sends it from memory; the daemon's pruning job removes what was sent; the store
+keeps where an endpoint's secrets are, never their values (S4).
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.core.endpoints import Endpoint, EndpointType, NotificationSettings
+from reconciler.core.endpoints import Endpoint, EndpointType, NotificationSettings, SecretRef
 from reconciler.core.notifications import Notification, NotificationKind
 from reconciler.core.outbox import Outgoing
 from reconciler.daemon.pruning import Pruning
 from reconciler.errors import StoreError
 from reconciler.notify.delivery import Delivery
 from reconciler.notify.outbox import Claimant
-from reconciler.notify.secrets import SecretReader
+from reconciler.notify.secrets import SecretReader, TokenHosts
 from reconciler.operations.engine import owner_alive
 from reconciler.operations.model import Retention
 from reconciler.operations.store import SqliteStore
@@ -40,11 +41,11 @@ CHILD = """
 import sys, threading
 from datetime import UTC, datetime
 from pathlib import Path
-from reconciler.core.endpoints import Endpoint, EndpointType, NotificationSettings
+from reconciler.core.endpoints import Endpoint, EndpointType, NotificationSettings, SecretRef
 from reconciler.core.notifications import Notification, NotificationKind
 from reconciler.notify.delivery import Delivery
 from reconciler.notify.outbox import Claimant
-from reconciler.notify.secrets import SecretReader
+from reconciler.notify.secrets import SecretReader, TokenHosts
 from reconciler.operations.engine import owner_alive, this_owner
 from reconciler.operations.store import SqliteStore
 
@@ -206,3 +207,34 @@ def test_a_store_that_fails_sends_from_memory_and_says_so_once(
     kept = [r for r in caplog.records if "not kept in the state store" in r.getMessage()]
     assert len(kept) == 1
     assert "sent from memory: a crash before it is sent loses it" in kept[0].getMessage()
+
+
+def test_the_outbox_keeps_where_secrets_are_never_their_values(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    (tmp_path / "chat-url").write_text(receiver.url + "/services/T0/B0/s3cr3t\n")
+    (tmp_path / "token").write_text("tok-9f8e7d6c\n")
+    chat = Endpoint(
+        "chat",
+        EndpointType.SLACK,
+        url_from=SecretRef(file="chat-url"),
+        token_from=SecretRef(file="token"),
+    )
+    settings = NotificationSettings((chat,), kubernetes_events=False)
+    store = SqliteStore(tmp_path / "state.db")
+    outbox = Claimant(store, "replica-a", owner_alive, lambda: datetime.now(UTC))
+    hosts = TokenHosts((receiver.host,))
+    delivery = Delivery(lambda: settings, SecretReader(tmp_path), outbox=outbox, token_hosts=hosts)
+
+    delivery.notify(_notification("0"))
+    kept = store.query("SELECT data FROM notifications")[0]["data"]
+    delivery.drain()
+    delivery.close()
+
+    assert '"url_from":{"file":"chat-url"' in kept
+    assert "s3cr3t" not in kept
+    assert "tok-9f8e7d6c" not in kept
+    assert [r.path for r in receiver.accepted] == ["/services/T0/B0/s3cr3t"]
+    for file in tmp_path.glob("state.db*"):  # the database and its write-ahead log
+        assert b"s3cr3t" not in file.read_bytes()
+        assert b"tok-9f8e7d6c" not in file.read_bytes()
