@@ -11,6 +11,7 @@ does: written before they are sent, marked after).
    per request.
 
     python bench/notify_bench.py --count 1000 --endpoints 3
+    python bench/notify_bench.py --state postgresql://USER@HOST/DB   # the outbox in PostgreSQL
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from reconciler.core.notifications import Notification, NotificationKind  # noqa
 from reconciler.notify.delivery import CAPACITY, Delivery  # noqa: E402
 from reconciler.notify.outbox import Claimant  # noqa: E402
 from reconciler.notify.secrets import SecretReader  # noqa: E402
-from reconciler.operations.store import SqliteStore  # noqa: E402
+from reconciler.operations.store import open_store  # noqa: E402
 from tests.support.receiver import Receiver  # noqa: E402
 
 
@@ -39,18 +40,18 @@ def _notification(n: int) -> Notification:
     return Notification(NotificationKind.WAVE_STARTED, "a" * 40, f"wave {n}", at, str(n))
 
 
-def _delivery(receiver: Receiver, endpoints: int, store: Path | None) -> Delivery:
+def _delivery(receiver: Receiver, endpoints: int, store: str | None) -> Delivery:
     hooks = tuple(
         Endpoint(f"hook-{i}", EndpointType.WEBHOOK, f"{receiver.url}/{i}") for i in range(endpoints)
     )
     settings = NotificationSettings(hooks, kubernetes_events=False)
     outbox = None
     if store is not None:
-        outbox = Claimant(SqliteStore(store), "bench", lambda _: True, lambda: datetime.now(UTC))
+        outbox = Claimant(open_store(store), "bench", lambda _: True, lambda: datetime.now(UTC))
     return Delivery(lambda: settings, SecretReader(), outbox=outbox)
 
 
-def stuck_cost(count: int, store: Path | None) -> float:
+def stuck_cost(count: int, store: str | None) -> float:
     """Microseconds per notify() while the endpoint holds its answer."""
     receiver = Receiver().start()
     receiver.gate.clear()
@@ -67,7 +68,7 @@ def stuck_cost(count: int, store: Path | None) -> float:
     return took / count * 1e6
 
 
-def throughput(count: int, endpoints: int, store: Path | None) -> tuple[float, float]:
+def throughput(count: int, endpoints: int, store: str | None) -> tuple[float, float]:
     """(notifications per second, milliseconds per request) delivered to a local receiver."""
     count = min(count, CAPACITY)
     receiver = Receiver().start()
@@ -87,14 +88,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=CAPACITY)
     parser.add_argument("--endpoints", type=int, default=3)
+    parser.add_argument(
+        "--state", default="", help="the outbox's store (default: a SQLite file of its own)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        for name, store in (("in memory", None), ("outbox", Path(folder))):
-            stuck = stuck_cost(args.count, store / "stuck.db" if store else None)
+        state = args.state or f"sqlite:///{Path(folder) / 'state.db'}"
+        for name, store in (("in memory", None), ("outbox", state)):
+            stuck = stuck_cost(args.count, store)
             print(f"{name}: notify() while the endpoint is stuck: {stuck:.1f} us per call")
-            rate, per_request = throughput(
-                args.count, args.endpoints, store / "sent.db" if store else None
-            )
+            rate, per_request = throughput(args.count, args.endpoints, store)
             print(
                 f"{name}: delivered {min(args.count, CAPACITY)} notifications to "
                 f"{args.endpoints} endpoints: {rate:.0f} notifications/s, "
