@@ -4,7 +4,8 @@ without waiting). A replica paused past its lease, and fenced by the other, read
 at its current version when it resumes and moves it on: its own check passes (its monotonic
 clock stood still), its compare-and-set would match, and the store refuses the write in the
 statement (one warning line, no crash, nothing told); the live replica moves it on. Once the
-paused one beats again, in a new epoch, it writes again.
+paused one beats again, in a new epoch, it writes again. A fenced replica that puts a new
+commit in force starts no rollout; the live one does when it takes the commit up.
 """
 
 from __future__ import annotations
@@ -190,3 +191,28 @@ def test_a_fenced_replicas_rollout_write_is_refused_and_the_live_one_moves_it(
     assert advanced is not None
     assert advanced.wave == 1  # written under its new token
     assert advanced.version == moved.version + 1
+
+
+def test_a_fenced_replica_starts_no_rollout_and_the_live_one_does(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    one, two = world.replica("replica-a"), world.replica("replica-b")
+    one.poll()
+    two.poll()
+    two.later(LEASE.total_seconds() + 1)  # replica-a stopped; replica-b fences it
+    two.daemon.heartbeat()
+    two.daemon.wait_idle()
+
+    world.commit("2.0.0")
+    one.poll()  # replica-a resumes and puts the commit in force: its rollout is refused
+    store = one.daemon.store
+    assert store.latest_rollout() is None
+    assert one.told == []
+    refusals = [r.getMessage() for r in caplog.records if REFUSED in r.getMessage()]
+    assert len(refusals) == 1
+    assert "LostOwnershipError" in refusals[0]
+
+    two.poll()  # the live replica takes the commit up and starts the rollout
+    started = store.latest_rollout()
+    assert started is not None
+    assert [n.kind for n in two.told] == ["rollout.scheduled", "rollout.wave_started"]
