@@ -503,7 +503,7 @@ def new_state_url(folder: Path, postgres: str) -> str:
         return f"sqlite:///{folder / 'state.db'}"
     import psycopg
 
-    from tests.store_contract.conftest import with_schema
+    from tests.support.store_backends import with_schema
 
     schema = f"rc_fence_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(postgres, autocommit=True) as db:
