@@ -28,7 +28,7 @@ from reconciler.core.model import (
 from reconciler.core.objects import ObjectRef
 from reconciler.core.status import ChangeAction
 from reconciler.lifecycle.executor import SyncResult, sync_runtime
-from tests.contract.conftest import Target
+from tests.support.contract_targets import Target
 from tests.support.kube_control_plane import ControlPlane
 from tests.support.kube_workloads import deployments_made_available
 
