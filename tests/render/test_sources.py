@@ -23,7 +23,8 @@ from reconciler.render.sources import SourceRenderer, default_cache_dir
 from reconciler.source.loader import load_repo
 from tests.support.charts import CHART_TEMPLATES
 from tests.support.registries import ChartRepository, OciRegistry, package_chart
-from tests.support.repos import API, RepoFactory, channel_file, dump, runtime_file
+from tests.support.render_modules import source_module_files
+from tests.support.repos import RepoFactory, channel_file, runtime_file
 
 OTHER = "sha256:" + "0" * 64
 
@@ -43,25 +44,6 @@ def registry(tmp_path: Path) -> Iterator[OciRegistry]:
         yield started
     finally:
         started.stop()
-
-
-def source_module_files(
-    spec: Mapping[str, Any], version: str = "1.0.0", values: Mapping[str, Any] | None = None
-) -> dict[str, str]:
-    """``modules/web/``: module.yaml and a version folder holding ``source.yaml``."""
-    module_spec = {
-        "namespace": "web-system",
-        "operator": {"kind": "Deployment", "name": "web-operator"},
-    }
-    module = {"apiVersion": API, "kind": "Module", "metadata": {"name": "web"}, "spec": module_spec}
-    source = {"apiVersion": API, "kind": "Source", "spec": dict(spec)}
-    files = {
-        "modules/web/module.yaml": dump(module),
-        f"modules/web/{version}/source.yaml": dump(source),
-    }
-    if values is not None:
-        files[f"modules/web/{version}/values.yaml"] = dump(dict(values))
-    return files
 
 
 def _load(
