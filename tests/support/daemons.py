@@ -1,7 +1,8 @@
 """What tests of the daemon share: a git server (``git daemon`` on 127.0.0.1) serving a fleet
-whose commits tests push, commits that trip the deletion brake, a daemon on a fake wall clock
-(:class:`Clocked`) and a channels repository it reads from git, free ports, HTTP calls to a
-daemon, and waiting for a condition."""
+whose commits tests push, a daemon following it onto in-memory clusters (the ``served`` fixture),
+commits that trip the deletion brake, a daemon on a fake wall clock (:class:`Clocked`) and a
+channels repository it reads from git, free ports, HTTP calls to a daemon, and waiting for a
+condition."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import NamedTuple
+
+import pytest
 
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.head import Head
@@ -113,6 +117,39 @@ class Fleet:
         git(self.work, "commit", "-qm", message, "--allow-empty")
         git(self.work, "push", "-q", str(self.work.parent / "remote.git"), "HEAD:refs/heads/main")
         return git(self.work, "rev-parse", "HEAD").strip()
+
+
+class ServedDaemon(NamedTuple):
+    """A daemon following the fleet that ``server`` serves, onto in-memory clusters made at their
+    first connection (by runtime name)."""
+
+    fleet: Fleet
+    server: GitServer
+    daemon: Daemon
+    clusters: dict[str, InMemoryCluster]
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[ServedDaemon]:
+    """A daemon (never started: tests call its ticks) following a served fleet, with a SQLite
+    store in ``tmp_path``; its scheduler, store and git server stopped at the end."""
+    fleet = Fleet(tmp_path)
+    server = GitServer(tmp_path)
+    server.start()
+    clusters: dict[str, InMemoryCluster] = {}
+
+    def connect(access: ClusterAccess, name: str) -> InMemoryCluster:
+        return clusters.setdefault(name, InMemoryCluster())
+
+    source = RemoteSource(server.url, "main", "fleet", tmp_path / "cache")
+    daemon = Daemon(source, SqliteStore(tmp_path / "state.db"), connect, lambda: datetime.now(UTC))
+    try:
+        yield ServedDaemon(fleet, server, daemon, clusters)
+    finally:
+        if daemon.scheduler is not None:
+            daemon.scheduler.shutdown(wait=True)
+        daemon.close()
+        server.stop()
 
 
 def http_get(url: str) -> tuple[int, str]:
