@@ -6,10 +6,10 @@ its CRD). Callers: the API call counts of ``tests/lifecycle`` and of ``reconcile
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from reconciler.core.model import ConfigRepo
 from reconciler.source.loader import load_repo
+from tests.support.crds import namespaced_crd
 from tests.support.repos import RepoFactory, channel_file, module_files, runtime_file
 
 #: The runtime's modules.
@@ -20,28 +20,6 @@ MODULES = 30
 NOW = datetime(2026, 11, 23, 12, tzinfo=UTC)
 
 
-def _crd(group: str, kind: str) -> dict[str, Any]:
-    plural = kind.lower() + "s"
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {"openAPIV3Schema": {"type": "object"}},
-                }
-            ],
-        },
-    }
-
-
 def _module(index: int) -> dict[str, str]:
     name = f"mod{index:02d}"
     namespace = f"{name}-system"
@@ -49,7 +27,7 @@ def _module(index: int) -> dict[str, str]:
     kind = f"Thing{index:02d}"
     objects = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-        _crd(group, kind),
+        namespaced_crd(group, kind),
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "b"}},
         {

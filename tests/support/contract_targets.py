@@ -13,6 +13,7 @@ from typing import Any
 
 from reconciler.cluster.api import Cluster
 from reconciler.core.objects import ObjectRef
+from tests.support.crds import ANY_FIELDS, namespaced_crd
 
 
 @dataclass
@@ -69,34 +70,7 @@ def configmap(namespace: str, name: str = "cm", **data: str) -> dict[str, Any]:
 
 def gizmo_crd(target: Target) -> dict[str, Any]:
     """The CRD of kind ``Gizmo`` in the test's own API group, any fields kept."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"gizmos.{target.group}"},
-        "spec": {
-            "group": target.group,
-            "scope": "Namespaced",
-            "names": {
-                "kind": "Gizmo",
-                "plural": "gizmos",
-                "singular": "gizmo",
-                "listKind": "GizmoList",
-            },
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
+    return namespaced_crd(target.group, "Gizmo", ANY_FIELDS, list_kind=True)
 
 
 def deployment(namespace: str, name: str = "gizmo-operator") -> dict[str, Any]:

@@ -19,6 +19,7 @@ import yaml
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.source.loader import load_repo
+from tests.support.crds import ANY_FIELDS, namespaced_crd
 
 API = "reconciler.dev/v1alpha1"
 #: Objects per module, the default configuration included.
@@ -29,33 +30,6 @@ SHARED_KINDS = 6
 
 def _dump(document: dict[str, Any]) -> str:
     return yaml.safe_dump(document, sort_keys=False)
-
-
-def _crd(group: str, kind: str) -> dict[str, Any]:
-    plural = kind.lower() + "s"
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
 
 
 def _deployment(name: str) -> dict[str, Any]:
@@ -82,7 +56,7 @@ def module_files(name: str, index: int) -> dict[str, str]:
     kind = f"Thing{index:03d}"
     objects = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-        _crd(group, kind),
+        namespaced_crd(group, kind, ANY_FIELDS),
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "b"}},
         {
