@@ -1,6 +1,7 @@
 """Plugin steps installed as a user installs them: a small package with a ``reconciler.steps``
 entry point, written to disk and installed with pip into a folder that goes on ``PYTHONPATH``
-(callers: the operations tests in real processes and the end-to-end daemon tests)."""
+(callers: the operations tests in real processes, the fencing trials and the end-to-end daemon
+tests)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ def write_step_package(root: Path, module: str, source: str, entry: str) -> Path
     """A pip-installable package under ``root`` of one Python module ``module`` (``source``) whose
     class ``entry`` is a ``reconciler.steps`` entry point: its folder."""
     package = root / f"src-{module}"
-    package.mkdir(parents=True)
+    package.mkdir(parents=True, exist_ok=True)
     (package / f"{module}.py").write_text(source)
     (package / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'

@@ -16,7 +16,12 @@ import psycopg
 
 from reconciler.operations.store import SqliteStore, StateStore
 from reconciler.operations.store.postgres import PostgresStore
-from reconciler.operations.store.schema import POSTGRES_TYPES, SQLITE_TYPES, script_up_to
+from reconciler.operations.store.schema import (
+    POSTGRES_TYPES,
+    SQLITE_TYPES,
+    ColumnTypes,
+    script_up_to,
+)
 
 #: The PostgreSQL database of the tests, by URL (empty: SQLite only).
 POSTGRES_URL = os.environ.get("RECONCILER_TEST_POSTGRES", "")
@@ -42,6 +47,16 @@ class Backend(Protocol):
         """Close every store opened and drop what the test made."""
 
 
+def schema_at_version(version: int, types: ColumnTypes) -> str:
+    """The SQL that makes the schema of ``version`` exactly as its migrations left it, in the
+    dialect of ``types``, with its ``schema_version`` row."""
+    statements = "".join(s + ";" for s in script_up_to(version, types))
+    return (
+        "CREATE TABLE schema_version (version INTEGER NOT NULL);"
+        f"{statements} INSERT INTO schema_version (version) VALUES ({version})"
+    )
+
+
 class SqliteBackend:
     """A SQLite file in the test's temporary folder."""
 
@@ -58,11 +73,7 @@ class SqliteBackend:
         return store
 
     def create_at_version(self, version: int) -> None:
-        statements = "".join(s + ";" for s in script_up_to(version, SQLITE_TYPES))
-        self.execute(
-            "CREATE TABLE schema_version (version INTEGER NOT NULL);"
-            f"{statements} INSERT INTO schema_version (version) VALUES ({version})"
-        )
+        self.execute(schema_at_version(version, SQLITE_TYPES))
 
     def execute(self, sql: str) -> None:
         db = sqlite3.connect(self.path)
@@ -100,11 +111,7 @@ class PostgresBackend:
         return store
 
     def create_at_version(self, version: int) -> None:
-        statements = "".join(s + ";" for s in script_up_to(version, POSTGRES_TYPES))
-        self.execute(
-            "CREATE TABLE schema_version (version INTEGER NOT NULL);"
-            f"{statements} INSERT INTO schema_version (version) VALUES ({version})"
-        )
+        self.execute(schema_at_version(version, POSTGRES_TYPES))
 
     def execute(self, sql: str) -> None:
         with psycopg.connect(self.url, autocommit=True) as db:
