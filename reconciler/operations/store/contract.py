@@ -120,9 +120,19 @@ class StateStore(Protocol):
         """Record the limits of a repo a sync of the whole fleet carried out: the next sync is
         judged by the stricter of these and its own (:func:`reconciler.core.brake.limits_for`)."""
 
-    def prune(self, retention: Retention, now: datetime) -> int:
+    def prune(
+        self,
+        retention: Retention,
+        now: datetime,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
         """Remove the finished operations ``retention`` does not keep at ``now``, with their
-        stages and steps; how many."""
+        stages and steps; how many. ``progress`` is told how many so far, now and then (a big
+        store is pruned in several transactions)."""
+
+    def prunable(self, retention: Retention, now: datetime) -> dict[str, int]:
+        """What :meth:`prune` would remove at ``now``: runtime -> operations, by runtime name
+        (runtimes with none left out); nothing is removed."""
 
     def suspend(self, suspension: Suspension) -> None:
         """Suspend a runtime (again: the reason and time are replaced)."""
