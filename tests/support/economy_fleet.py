@@ -6,8 +6,9 @@ custom resource of its CRD), 7 objects of 5 + 1 + N kinds.
 reaching its cluster through ``kubeconfigFile``; :func:`rendered_objects` is what ``reconciler``
 applies for it (our labels included), for ``kubectl apply --server-side`` of the same objects.
 Names carry a prefix so that several fleets share one API server. Callers:
-tests/lifecycle/test_api_calls.py, tests/cluster/test_kube_economy.py, bench/api_economy_bench.py,
-bench/kubectl_compare_bench.py.
+tests/cluster/test_kube_economy.py, tests/cluster/test_kube_prometheus.py, bench/kube_bench.py,
+bench/api_economy_bench.py, bench/kubectl_compare_bench.py (the in-memory counts of
+tests/lifecycle/test_api_calls.py use tests/support/big_runtime.py).
 """
 
 from __future__ import annotations
