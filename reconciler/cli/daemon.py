@@ -493,6 +493,7 @@ def run_daemon(
     the_daemon = Daemon(source, store, connect, now, options, make_source=second_source)
     notifier = notifier_for(the_daemon, notify or NotifyOptions(), clusters)
     the_daemon.notifier = notifier
+    notifier.start()  # what a stop or a crash left in the outbox goes out now
     # pulled sources (docs/sources.md) beside the fetched commits, unless the environment says
     the_daemon.renderer = default_renderer(source_cache=cache.with_name("sources"))
     server = _serve(the_daemon, http)

@@ -38,7 +38,7 @@ from reconciler.errors import OverBudgetError, SourceError, UnreadableError
 from reconciler.source.folder import FolderTree
 from reconciler.source.plugins import load_plugin_step_names
 from reconciler.source.schemas import load_schemas
-from reconciler.source.tree import Entry, SourceTree
+from reconciler.source.tree import Entry, SourceTree, SubTree
 
 #: Files larger than this are refused (C6); ``--max-file-size`` changes it.
 DEFAULT_MAX_FILE_SIZE = 5 * 1024 * 1024
@@ -359,7 +359,7 @@ class _Reader:
         if configured is None and self.refused_folder("channels", ""):
             return self.tree, None, ""
         if configured is None:
-            return _SubTree(self.tree, "channels"), "", self.show("channels")
+            return SubTree(self.tree, "channels"), "", self.show("channels")
         if outside or (configured.git is not None and _refused(configured)):
             return self.tree, None, ""  # reported with its place (here, or by validation)
         if configured.git is not None:
@@ -376,7 +376,7 @@ class _Reader:
             pointer = ("spec", "channelsFrom", "path")
             self.problems.append(document.diagnostic("C2", message, pointer))
             return self.tree, None, ""
-        return _SubTree(self.tree, folder), "", self.show(folder)
+        return SubTree(self.tree, folder), "", self.show(folder)
 
     def _channels_outside(self, settings: RawFile | None, configured: ChannelsFrom | None) -> bool:
         """C6: ``channelsFrom.path`` may not leave the repository (an absolute path, or ``..``
@@ -464,43 +464,6 @@ class _Reader:
         if len(data) > self.options.max_file_size:  # it grew since it was measured
             return None, Diagnostic(shown, 1, 1, "C6", _too_big(len(data), self.options))
         return _decode(data, shown)
-
-
-class _SubTree:
-    """A folder of another tree, seen as a tree of its own (the channels folder)."""
-
-    def __init__(self, tree: SourceTree, folder: str) -> None:
-        self.tree = tree
-        self.folder = folder
-
-    def _path(self, path: str) -> str:
-        return os.path.normpath(_join(self.folder, path)) if path else self.folder
-
-    def entries(self, folder: str) -> list[Entry]:
-        return self.tree.entries(self._path(folder))
-
-    def is_dir(self, path: str) -> bool:
-        return self.tree.is_dir(self._path(path))
-
-    def is_file(self, path: str) -> bool:
-        return self.tree.is_file(self._path(path))
-
-    def size(self, path: str) -> int:
-        return self.tree.size(self._path(path))
-
-    def read(self, path: str) -> bytes:
-        return self.tree.read(self._path(path))
-
-    def escapes(self, path: str, boundary: str) -> bool:
-        # a channels folder inside the repo may link anywhere inside the repo
-        inside = "" if not boundary and not self.folder.startswith("..") else self._path(boundary)
-        return self.tree.escapes(self._path(path), inside)
-
-    def identity(self, path: str) -> str | None:
-        return self.tree.identity(self._path(path))
-
-    def inside(self, path: str) -> bool:
-        return not os.path.isabs(path) and self.tree.inside(self._path(path))
 
 
 def _values_from(runtime: RawFile) -> Iterator[str]:

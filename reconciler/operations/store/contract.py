@@ -12,6 +12,7 @@ from typing import Protocol
 from reconciler.cluster.api import ClusterIdentity
 from reconciler.core.brake import Limits
 from reconciler.core.head import Head
+from reconciler.core.outbox import Outbox
 from reconciler.core.rollouts import Rollout
 from reconciler.operations.model import (
     CommitRecord,
@@ -31,8 +32,9 @@ ALLOWED_DELETIONS = "allowedDeletions"
 LIMITS_SCOPE = "sync"
 
 
-class StateStore(Protocol):
-    """Where operations and runtime states live."""
+class StateStore(Outbox, Protocol):
+    """Where operations and runtime states live, and the notifications outbox
+    (:class:`~reconciler.core.outbox.Outbox`)."""
 
     def save(self, operation: Operation, fence: FenceToken | None = None) -> None:
         """Insert or update an operation with its stages and steps, unless the stored one was
@@ -159,10 +161,12 @@ class StateStore(Protocol):
     def leave(self, name: str) -> None:
         """Member ``name`` stops (its runtimes go to the others at once)."""
 
-    def put_rollout(self, rollout: Rollout) -> Rollout | None:
+    def put_rollout(self, rollout: Rollout, fence: FenceToken | None = None) -> Rollout | None:
         """Insert ``rollout`` (version 0: unless one of its id exists) or write it over the
         version it was read at; the saved rollout (its version one more), or ``None`` when
-        another writer got there first (read it again)."""
+        another writer got there first (read it again). Under ``fence`` (a daemon replica's):
+        :class:`~reconciler.errors.LostOwnershipError` when it no longer holds, nothing
+        written; none (a person's command): compare-and-set alone."""
 
     def rollouts(self, limit: int = 50) -> list[Rollout]:
         """Newest first."""
@@ -172,6 +176,9 @@ class StateStore(Protocol):
 
     def latest_rollout(self) -> Rollout | None:
         """The newest rollout (the one that gates), if any."""
+
+    def prune_notifications(self, now: datetime) -> int:
+        """Remove the outbox's notifications delivered or given up before ``now``; how many."""
 
 
 def load_statuses(

@@ -4,7 +4,12 @@ One row per rollout (one per commit that changes what runtimes run): its id, com
 times, a version that counts its saves, and the waves and members (each runtime's wave, state
 and base commit) as JSON. A save writes over the version it read (compare-and-set): of two
 replicas moving one rollout, or a replica and a ``reconciler rollout`` command, one wins and
-the other reads it again. The newest rollout, in insertion order, is the one that gates.
+the other reads it again. A daemon replica's save also carries its
+:class:`~reconciler.operations.model.FenceToken`, checked in the statement that writes
+(:data:`~reconciler.operations.store.base.FENCE_GUARD`): a replica whose lease lapsed and was
+fenced writes nothing, even when its compare-and-set would match
+(:class:`~reconciler.errors.LostOwnershipError`). The newest rollout, in insertion order, is
+the one that gates.
 """
 
 from __future__ import annotations
@@ -15,24 +20,27 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.core.rollouts import Member, MemberState, Rollout, RolloutState, Wave
-from reconciler.operations.store.base import SqlBase
+from reconciler.errors import LostOwnershipError
+from reconciler.operations.model import FenceToken
+from reconciler.operations.store.base import FENCE_GUARD, SqlBase, fence_values, fenced
 
 _INSERT = (
     "INSERT INTO rollouts (id, commit_id, state, created, updated, version, data) "
-    "VALUES (:id, :commit_id, :state, :created, :updated, :version, :data) "
-    "ON CONFLICT (id) DO NOTHING"
+    "SELECT :id, :commit_id, :state, :created, :updated, :version, :data "
+    f"WHERE {FENCE_GUARD} ON CONFLICT (id) DO NOTHING"
 )
 _UPDATE = (
-    "UPDATE rollouts SET state = :state, updated = :updated, version = :version, data = :data "
-    "WHERE id = :id AND version = :read"
+    "UPDATE rollouts SET state = :state, updated = :updated, version = :version, data = :data "  # noqa: S608 (a constant)
+    f"WHERE id = :id AND version = :read AND {FENCE_GUARD}"
 )
 
 
 class RolloutTables(SqlBase):
     """The rollouts part of :class:`~reconciler.operations.store.contract.StateStore`."""
 
-    def put_rollout(self, rollout: Rollout) -> Rollout | None:
-        """See :class:`StateStore`."""
+    def put_rollout(self, rollout: Rollout, fence: FenceToken | None = None) -> Rollout | None:
+        """See :class:`StateStore`: a write that wrote nothing is told apart, in the same
+        transaction, as the fence's refusal (raised) or another writer's version (``None``)."""
         saved = replace(rollout, version=rollout.version + 1)
         values = {
             "id": rollout.id,
@@ -44,14 +52,22 @@ class RolloutTables(SqlBase):
             "data": encode_rollout(rollout),
             "read": rollout.version,
         }
+        guard = fence_values(fence)
         with self.transaction() as statements:
             if rollout.version == 0:
-                written = statements.run(_INSERT, {k: v for k, v in values.items() if k != "read"})
+                insert = {k: v for k, v in values.items() if k != "read"}
+                written = statements.run(_INSERT, insert | guard)
             else:
-                written = statements.run(
-                    _UPDATE, {k: v for k, v in values.items() if k not in ("commit_id", "created")}
-                )
-            return saved if written.rowcount == 1 else None
+                update = {k: v for k, v in values.items() if k not in ("commit_id", "created")}
+                written = statements.run(_UPDATE, update | guard)
+            if written.rowcount == 1:
+                return saved
+            if (
+                fence is None
+                or statements.run(f"SELECT {FENCE_GUARD} AS ok", guard).fetchone()["ok"]
+            ):
+                return None
+        raise LostOwnershipError(f"rollout {rollout.id} not saved: {fenced(fence)}")
 
     def rollouts(self, limit: int = 50) -> list[Rollout]:
         """See :class:`StateStore`."""
