@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -22,16 +21,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from reconciler.cluster.memory import InMemoryCluster  # noqa: E402
+from bench.fleet_setup import (  # noqa: E402
+    GIT,
+    commit_generated_fleet,
+    fresh_workdir,
+    start_bench_daemon,
+)
 from reconciler.core.fleetdiff import FleetDiffer  # noqa: E402
-from reconciler.core.model import ClusterAccess  # noqa: E402
-from reconciler.daemon.service import Daemon, DaemonOptions  # noqa: E402
-from reconciler.operations.store import SqliteStore  # noqa: E402
-from reconciler.source.git import RemoteSource  # noqa: E402
-from tests.support.fleet_generator import generate_fleet  # noqa: E402
-
-GIT = ["git", "-c", "user.email=bench@example.io", "-c", "user.name=bench"]
-
 
 MEASURE = """
 import sys
@@ -84,32 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / "out")
     args = parser.parse_args(argv)
-    work = args.workdir / f"daemon-{args.runtimes}"
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
+    work = fresh_workdir(args.workdir / f"daemon-{args.runtimes}")
     fleet = work / "fleet"
-    generate_fleet(fleet, args.runtimes, modules=args.modules)
-    subprocess.run([*GIT, "init", "-q", "-b", "main"], cwd=fleet, check=True)
-    subprocess.run([*GIT, "add", "-A"], cwd=fleet, check=True)
-    subprocess.run([*GIT, "commit", "-qm", "fleet"], cwd=fleet, check=True)
-
-    clusters: dict[str, InMemoryCluster] = {}
-
-    def connect(access: ClusterAccess, name: str) -> InMemoryCluster:
-        return clusters.setdefault(name, InMemoryCluster(latency=args.latency))
-
-    source = RemoteSource(str(fleet), "main", ".", work / "cache", local=True)  # a path we chose
-
-    def clock() -> datetime:
-        return datetime.now(UTC)
-
-    daemon = Daemon(
-        source, SqliteStore(work / "state.db"), connect, clock, DaemonOptions(workers=args.workers)
-    )
-
-    def writes() -> int:
-        return sum(c.writes for c in clusters.values())
+    commit_generated_fleet(fleet, args.runtimes, args.modules)
+    bench = start_bench_daemon(work, fleet, args.latency, args.workers)
+    daemon, source, writes = bench.daemon, bench.source, bench.writes
 
     started = time.perf_counter()
     daemon.poll()
@@ -135,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     bump_writes = writes() - before
     assert old is not None
     assert daemon.state.repo is not None
-    planned = FleetDiffer(old, daemon.state.repo, clock()).diff()
+    planned = FleetDiffer(old, daemon.state.repo, datetime.now(UTC)).diff()
     object_changes = sum(len(m.plan.changes) for r in planned.runtimes for m in r.modules)
     module_changes = sum(len(r.modules) for r in planned.runtimes)
     daemon.close()

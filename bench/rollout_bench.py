@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -25,16 +23,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from reconciler.cluster.memory import InMemoryCluster  # noqa: E402
-from reconciler.core.model import ClusterAccess, RolloutPolicy, WavePolicy  # noqa: E402
+from bench.fleet_setup import commit_generated_fleet, fresh_workdir, start_bench_daemon  # noqa: E402
+from reconciler.core.model import RolloutPolicy, WavePolicy  # noqa: E402
 from reconciler.core.rollouts import start_rollout  # noqa: E402
-from reconciler.daemon.service import Daemon, DaemonOptions  # noqa: E402
 from reconciler.operations.rollouts import RolloutCommand, command_rollout  # noqa: E402
-from reconciler.operations.store import SqliteStore  # noqa: E402
-from reconciler.source.git import RemoteSource  # noqa: E402
-from tests.support.fleet_generator import generate_fleet  # noqa: E402
 
-GIT = ["git", "-c", "user.email=bench@example.io", "-c", "user.name=bench"]
 POLICY = RolloutPolicy(
     (WavePolicy("canary", percent=2), WavePolicy("early", percent=10), WavePolicy("rest")),
     healthy_for=timedelta(minutes=30),
@@ -50,28 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / "out")
     args = parser.parse_args(argv)
-    work = args.workdir / f"rollout-{args.runtimes}"
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
+    work = fresh_workdir(args.workdir / f"rollout-{args.runtimes}")
     fleet = work / "fleet"
-    generate_fleet(fleet, args.runtimes, modules=args.modules)
-    subprocess.run([*GIT, "init", "-q", "-b", "main"], cwd=fleet, check=True)
-    subprocess.run([*GIT, "add", "-A"], cwd=fleet, check=True)
-    subprocess.run([*GIT, "commit", "-qm", "fleet"], cwd=fleet, check=True)
-    clusters: dict[str, InMemoryCluster] = {}
-
-    def connect(access: ClusterAccess, name: str) -> InMemoryCluster:
-        return clusters.setdefault(name, InMemoryCluster(latency=args.latency))
-
-    source = RemoteSource(str(fleet), "main", ".", work / "cache", local=True)
-    daemon = Daemon(
-        source,
-        SqliteStore(work / "state.db"),
-        connect,
-        lambda: datetime.now(UTC),
-        DaemonOptions(workers=args.workers),
-    )
+    commit_generated_fleet(fleet, args.runtimes, args.modules)
+    daemon = start_bench_daemon(work, fleet, args.latency, args.workers).daemon
     started = time.perf_counter()
     daemon.poll()
     daemon.reconcile_all(wait=True)

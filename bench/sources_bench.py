@@ -35,10 +35,9 @@ from reconciler.render.engines import KindRenderer
 from reconciler.render.kustomize import KustomizeRenderer
 from reconciler.render.sources import SourceRenderer
 from reconciler.source.loader import load_repo
-from tests.render.test_kustomize import overlay_files
-from tests.render.test_sources import source_module_files
 from tests.support.charts import CHART_TEMPLATES
 from tests.support.registries import OciRegistry, package_chart
+from tests.support.render_modules import overlay_files, source_module_files
 from tests.support.repos import channel_file, runtime_file, write_files
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -160,7 +160,7 @@ def memory_run(args: argparse.Namespace, watch: bool) -> dict[str, Any]:
 def kube_run(args: argparse.Namespace, watch: bool) -> dict[str, Any]:
     """One mode on one runtime of the real API server (a kubelet's part played here)."""
     from reconciler.cluster.kube import KubeCluster, connect, k8s_config
-    from tests.e2e.harness import Kube
+    from tests.support.e2e_harness import Kube
     from tests.support.kube_control_plane import find_assets, start_control_plane, unpack
 
     assets = find_assets()

@@ -12,7 +12,7 @@ from reconciler.cli import cli
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.live import live_state
 from reconciler.lifecycle.executor import Lifecycle, sync_runtime
-from tests.lifecycle.test_api_calls import MODULES, NOW, _repo
+from tests.support.big_runtime import MODULES, NOW, big_runtime_repo
 from tests.support.repos import RepoFactory
 from tests.support.sample_fleet import Fleet, check_document
 
@@ -72,7 +72,7 @@ def test_tree_of_one_module_as_json(tmp_path: Path) -> None:
 
 
 def test_tree_reads_one_list_per_kind_and_writes_nothing(make_repo: RepoFactory) -> None:
-    repo = _repo(make_repo)
+    repo = big_runtime_repo(make_repo)
     cluster = InMemoryCluster()
     sync_runtime(cluster, repo, "big", now=NOW)
     before = dict(cluster.calls)

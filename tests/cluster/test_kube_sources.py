@@ -16,23 +16,15 @@ from reconciler.core.objects import ObjectRef
 from tests.support.charts import CHART_TEMPLATES
 from tests.support.kube_control_plane import ControlPlane
 from tests.support.kube_fleet import KubeFleet, kube_fleet
-from tests.support.registries import OciRegistry, package_chart
+from tests.support.registries import OciRegistry, package_chart, registry
 from tests.support.repos import API
+
+__all__ = ["registry"]  # the fixture
 
 WRONG = "sha256:" + "e" * 64
 NAMESPACE_TEMPLATE = (
     "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {{ .Release.Namespace }}\n"
 )
-
-
-@pytest.fixture
-def registry(tmp_path: Path) -> Iterator[OciRegistry]:
-    (tmp_path / "registry").mkdir()
-    started = OciRegistry(tmp_path / "registry").start()
-    try:
-        yield started
-    finally:
-        started.stop()
 
 
 @pytest.fixture

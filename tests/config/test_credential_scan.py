@@ -28,7 +28,7 @@ from reconciler.config.yamlsafe import parse_yaml
 from reconciler.core import redaction
 from reconciler.errors import OverBudgetError
 from reconciler.source.loader import ReadOptions, load_repo
-from tests.config.test_time_budget import StepClock
+from tests.support.clocks import StepClock
 from tests.support.repos import RepoFactory, small_repo
 
 #: A value that must never show up in any message.

@@ -24,21 +24,8 @@ from reconciler.core.diagnostics import Diagnostic
 from reconciler.errors import OverBudgetError
 from reconciler.source.loader import ReadOptions, load_repo
 from reconciler.source.schemas import load_schemas
+from tests.support.clocks import StepClock
 from tests.support.repos import API, RepoFactory, small_repo
-
-
-class StepClock:
-    """A clock that advances ``step`` seconds each time it is read."""
-
-    def __init__(self, step: float = 1.0) -> None:
-        self.now = 0.0
-        self.step = step
-        self.reads = 0
-
-    def __call__(self) -> float:
-        self.reads += 1
-        self.now += self.step
-        return self.now
 
 
 def _look(budget: TimeBudget, times: int, path: str | None = None) -> None:

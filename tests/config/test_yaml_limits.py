@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,6 +17,7 @@ import yaml
 from reconciler.config import yamlsafe
 from reconciler.config.yamlsafe import MAX_DEPTH, parse_yaml
 from reconciler.core.diagnostics import Diagnostic
+from tests.support.yaml_nesting import FORMS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,40 +29,6 @@ def _problem(text: str, **options: Any) -> Diagnostic:
 
 
 # -- nesting: every form, refused before composing -----------------------------------------------
-
-#: Each nesting form: text of ``n`` levels, and the place (line, column) of level MAX_DEPTH + 1.
-FORMS: dict[str, tuple[Callable[[int], str], tuple[int, int]]] = {
-    "block sequence": (lambda n: "- " * n + "x\n", (1, 2 * MAX_DEPTH + 3)),
-    "complex key": (lambda n: "? " * n + "x\n", (1, 2 * MAX_DEPTH + 3)),
-    "complex key and sequence": (lambda n: "? - " * (n // 2) + "x\n", (1, 2 * MAX_DEPTH + 3)),
-    "value of a complex key": (
-        lambda n: "? x\n: " + "- " * (n - 1) + "x\n",
-        (2, 2 * MAX_DEPTH + 3),
-    ),
-    "indented mapping": (
-        lambda n: "".join(" " * i + "a:\n" for i in range(n)) + " " * n + "x\n",
-        (MAX_DEPTH + 2, MAX_DEPTH + 2),
-    ),
-    "indented sequence": (
-        lambda n: "".join(" " * i + "-\n" for i in range(n)) + " " * n + "x\n",
-        (MAX_DEPTH + 2, MAX_DEPTH + 2),
-    ),
-    "sequence under a key, not indented": (
-        lambda n: "".join("  " * i + "- a:\n" for i in range(n // 2)) + "x\n",
-        (MAX_DEPTH // 2 + 1, MAX_DEPTH + 3),
-    ),
-    "flow sequence": (lambda n: "[" * n + "]" * n + "\n", (1, MAX_DEPTH + 2)),
-    "flow mapping": (lambda n: "{a: " * n + "x" + "}" * n + "\n", (1, 4 * MAX_DEPTH + 5)),
-    "flow single-pair mapping": (
-        lambda n: "[a: " * (n // 2) + "x" + "]" * (n // 2) + "\n",
-        (1, 2 * MAX_DEPTH + 2),
-    ),
-    "flow in block": (
-        lambda n: "- " * (n // 2) + "[" * (n // 2) + "]" * (n // 2) + "\n",
-        (1, 2 * MAX_DEPTH + 2),
-    ),
-    "complex flow key": (lambda n: "{? " * n + "x" + "}" * n + "\n", (1, 3 * MAX_DEPTH + 4)),
-}
 
 
 class _CountingLoader(yamlsafe._BaseLoader):
@@ -116,7 +82,7 @@ HUGE = 100_000
 def test_very_deep_nesting_of_each_form_does_not_crash_the_process(form: str) -> None:
     script = (
         "import sys\n"
-        "from tests.config.test_yaml_limits import FORMS\n"
+        "from tests.support.yaml_nesting import FORMS\n"
         "from reconciler.config.yamlsafe import parse_yaml\n"
         f"_, problems = parse_yaml(FORMS[{form!r}][0]({HUGE}), 'deep.yaml')\n"
         "print([p.format() for p in problems])\n"

@@ -5,37 +5,13 @@ one each test works in throwaway namespaces and a throwaway CRD group, deleted a
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import pytest
 
-from reconciler.cluster.api import Cluster
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.core.objects import ObjectRef
+from tests.support.contract_targets import Target
 from tests.support.kube_control_plane import ControlPlane
-
-
-@dataclass
-class Target:
-    """A cluster under test and the names a test may use in it."""
-
-    cluster: Cluster
-    real: bool
-    suffix: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
-    created: list[ObjectRef] = field(default_factory=list)
-
-    def namespace(self, base: str = "ns") -> str:
-        return f"rc-contract-{base}-{self.suffix}"
-
-    @property
-    def group(self) -> str:
-        return f"c{self.suffix}.contract.reconciler.dev"
-
-    def cleanup(self) -> None:
-        for ref in reversed(self.created):
-            self.cluster.delete(ref)
 
 
 @pytest.fixture(params=["memory", pytest.param("real", marks=pytest.mark.kube)])

@@ -7,8 +7,6 @@ Established, a deletion finishing) is done by polling the condition with a deadl
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,73 +15,23 @@ from reconciler.cluster.api import EventSink, ObjectEvent, Permission, Reviewer,
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.objects import ObjectRef, is_established
 from reconciler.errors import ConflictError, InvalidObjectError, NotFoundError, UnknownKindError
-from tests.contract.conftest import Target
-
-MANAGER = "reconciler-contract"
-
-
-def _until(condition: Callable[[], bool], seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.2)
-
-
-def _namespace(target: Target, base: str = "ns") -> str:
-    name = target.namespace(base)
-    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-    target.cluster.apply(body, field_manager=MANAGER)
-    target.created.append(ObjectRef.of(body))
-    return name
-
-
-def _configmap(namespace: str, name: str = "cm", **data: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"team": "a"}},
-        "data": data,
-    }
-
-
-def _crd(target: Target) -> dict[str, Any]:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"gizmos.{target.group}"},
-        "spec": {
-            "group": target.group,
-            "scope": "Namespaced",
-            "names": {
-                "kind": "Gizmo",
-                "plural": "gizmos",
-                "singular": "gizmo",
-                "listKind": "GizmoList",
-            },
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
+from tests.support.contract_targets import (
+    MANAGER,
+    Target,
+    apply_namespace,
+    configmap,
+    gizmo_crd,
+    wait_until,
+)
 
 
 def test_namespaced_objects_need_their_namespace(target: Target) -> None:
     with pytest.raises(NotFoundError):
-        target.cluster.apply(_configmap(target.namespace("missing")), field_manager=MANAGER)
+        target.cluster.apply(configmap(target.namespace("missing")), field_manager=MANAGER)
 
 
 def test_a_namespaced_object_without_a_namespace_is_invalid(target: Target) -> None:
-    body = _configmap("")
+    body = configmap("")
     del body["metadata"]["namespace"]
 
     with pytest.raises(InvalidObjectError):
@@ -92,24 +40,24 @@ def test_a_namespaced_object_without_a_namespace_is_invalid(target: Target) -> N
 
 def test_a_name_that_is_no_dns_subdomain_is_invalid(target: Target) -> None:
     """As the server validates ``metadata.name`` (422): lower case, digits, ``-`` and ``.``."""
-    namespace = _namespace(target)
+    namespace = apply_namespace(target)
 
     for name in ("Upper", "under_score", "-leading", "a" * 254):
         with pytest.raises(InvalidObjectError):
-            target.cluster.apply(_configmap(namespace, name), field_manager=MANAGER)
+            target.cluster.apply(configmap(namespace, name), field_manager=MANAGER)
     with pytest.raises(InvalidObjectError):
         target.cluster.apply(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dots.in.name"}},
             field_manager=MANAGER,
         )
-    assert target.cluster.apply(_configmap(namespace, "a.b-1"), field_manager=MANAGER)
+    assert target.cluster.apply(configmap(namespace, "a.b-1"), field_manager=MANAGER)
 
 
 def test_apply_creates_and_an_identical_apply_changes_nothing(target: Target) -> None:
-    namespace = _namespace(target)
-    created = target.cluster.apply(_configmap(namespace, a="1"), field_manager=MANAGER)
+    namespace = apply_namespace(target)
+    created = target.cluster.apply(configmap(namespace, a="1"), field_manager=MANAGER)
 
-    again = target.cluster.apply(_configmap(namespace, a="1"), field_manager=MANAGER)
+    again = target.cluster.apply(configmap(namespace, a="1"), field_manager=MANAGER)
 
     assert created["metadata"]["uid"]
     assert again["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
@@ -119,7 +67,7 @@ def test_apply_creates_and_an_identical_apply_changes_nothing(target: Target) ->
 
 
 def test_a_change_bumps_resource_version_and_generation(target: Target) -> None:
-    namespace = _namespace(target)
+    namespace = apply_namespace(target)
     sa: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -143,37 +91,37 @@ def test_a_change_bumps_resource_version_and_generation(target: Target) -> None:
 
 
 def test_server_side_apply_removes_what_the_manager_stopped_applying(target: Target) -> None:
-    namespace = _namespace(target)
-    target.cluster.apply(_configmap(namespace, a="1", b="2"), field_manager=MANAGER)
+    namespace = apply_namespace(target)
+    target.cluster.apply(configmap(namespace, a="1", b="2"), field_manager=MANAGER)
     ref = ObjectRef("v1", "ConfigMap", namespace, "cm")
     target.cluster.patch(ref, {"data": {"theirs": "x"}})  # another writer's field
 
-    result = target.cluster.apply(_configmap(namespace, a="1"), field_manager=MANAGER)
+    result = target.cluster.apply(configmap(namespace, a="1"), field_manager=MANAGER)
 
     assert result["data"] == {"a": "1", "theirs": "x"}
 
 
 def test_conflicts_without_force(target: Target) -> None:
-    namespace = _namespace(target)
-    target.cluster.apply(_configmap(namespace, a="1"), field_manager="someone-else")
+    namespace = apply_namespace(target)
+    target.cluster.apply(configmap(namespace, a="1"), field_manager="someone-else")
 
     with pytest.raises(ConflictError):
-        target.cluster.apply(_configmap(namespace, a="2"), field_manager=MANAGER, force=False)
-    forced = target.cluster.apply(_configmap(namespace, a="2"), field_manager=MANAGER, force=True)
+        target.cluster.apply(configmap(namespace, a="2"), field_manager=MANAGER, force=False)
+    forced = target.cluster.apply(configmap(namespace, a="2"), field_manager=MANAGER, force=True)
     assert forced["data"]["a"] == "2"
 
 
 def test_dry_run_changes_nothing(target: Target) -> None:
-    namespace = _namespace(target)
+    namespace = apply_namespace(target)
 
-    result = target.cluster.apply(_configmap(namespace, a="1"), field_manager=MANAGER, dry_run=True)
+    result = target.cluster.apply(configmap(namespace, a="1"), field_manager=MANAGER, dry_run=True)
 
     assert result["data"] == {"a": "1"}
     assert target.cluster.get(ObjectRef("v1", "ConfigMap", namespace, "cm")) is None
 
 
 def test_unknown_kinds_are_refused_until_their_crd_is_established(target: Target) -> None:
-    namespace = _namespace(target)
+    namespace = apply_namespace(target)
     gizmo = {
         "apiVersion": f"{target.group}/v1",
         "kind": "Gizmo",
@@ -183,10 +131,10 @@ def test_unknown_kinds_are_refused_until_their_crd_is_established(target: Target
     with pytest.raises(UnknownKindError):
         target.cluster.apply(gizmo, field_manager=MANAGER)
 
-    crd = target.cluster.apply(_crd(target), field_manager=MANAGER)
+    crd = target.cluster.apply(gizmo_crd(target), field_manager=MANAGER)
     target.created.insert(0, ObjectRef.of(crd))
-    _until(lambda: is_established(target.cluster.get(ObjectRef.of(crd)) or {}))
-    _until(lambda: target.cluster.kind_info(f"{target.group}/v1", "Gizmo") is not None)
+    wait_until(lambda: is_established(target.cluster.get(ObjectRef.of(crd)) or {}))
+    wait_until(lambda: target.cluster.kind_info(f"{target.group}/v1", "Gizmo") is not None)
 
     created = target.cluster.apply(gizmo, field_manager=MANAGER)
     assert created["spec"] == {"size": 1}
@@ -196,10 +144,10 @@ def test_unknown_kinds_are_refused_until_their_crd_is_established(target: Target
 
 
 def test_list_by_labels_across_namespaces(target: Target) -> None:
-    one, two = _namespace(target, "one"), _namespace(target, "two")
-    target.cluster.apply(_configmap(one, "a"), field_manager=MANAGER)
-    target.cluster.apply(_configmap(two, "b"), field_manager=MANAGER)
-    other = _configmap(two, "c")
+    one, two = apply_namespace(target, "one"), apply_namespace(target, "two")
+    target.cluster.apply(configmap(one, "a"), field_manager=MANAGER)
+    target.cluster.apply(configmap(two, "b"), field_manager=MANAGER)
+    other = configmap(two, "c")
     other["metadata"]["labels"] = {"team": "b"}
     target.cluster.apply(other, field_manager=MANAGER)
 
@@ -217,8 +165,8 @@ def test_list_by_labels_across_namespaces(target: Target) -> None:
 
 
 def test_finalizers_hold_deletion_until_removed(target: Target) -> None:
-    namespace = _namespace(target)
-    body = _configmap(namespace)
+    namespace = apply_namespace(target)
+    body = configmap(namespace)
     body["metadata"]["finalizers"] = ["contract.reconciler.dev/hold"]
     target.cluster.apply(body, field_manager=MANAGER)
     ref = ObjectRef.of(body)
@@ -229,13 +177,13 @@ def test_finalizers_hold_deletion_until_removed(target: Target) -> None:
     assert held["metadata"]["deletionTimestamp"]
 
     target.cluster.patch(ref, {"metadata": {"finalizers": None}})
-    _until(lambda: target.cluster.get(ref) is None)
+    wait_until(lambda: target.cluster.get(ref) is None)
     assert target.cluster.delete(ref) is False
 
 
 def test_merge_patch_removes_a_label(target: Target) -> None:
-    namespace = _namespace(target)
-    target.cluster.apply(_configmap(namespace), field_manager=MANAGER)
+    namespace = apply_namespace(target)
+    target.cluster.apply(configmap(namespace), field_manager=MANAGER)
 
     patched = target.cluster.patch(
         ObjectRef("v1", "ConfigMap", namespace, "cm"), {"metadata": {"labels": {"team": None}}}
@@ -245,7 +193,7 @@ def test_merge_patch_removes_a_label(target: Target) -> None:
 
 
 def test_patch_of_a_missing_object(target: Target) -> None:
-    namespace = _namespace(target)
+    namespace = apply_namespace(target)
 
     with pytest.raises(NotFoundError):
         target.cluster.patch(
@@ -269,7 +217,7 @@ def test_an_event_is_recorded_once_and_counted_when_it_happens_again(target: Tar
     """What ``kubectl describe`` then shows: our component, the reason, the count."""
     cluster = target.cluster
     assert isinstance(cluster, EventSink)
-    namespace = _namespace(target, "events")
+    namespace = apply_namespace(target, "events")
     about = ObjectRef("v1", "ConfigMap", namespace, "settings")
     event = ObjectEvent(about, "Configured", "configured by reconciler for module contract")
 

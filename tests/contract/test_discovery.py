@@ -17,12 +17,11 @@ import pytest
 
 from reconciler.core.objects import ObjectRef, is_established
 from reconciler.errors import UnknownKindError
-from tests.contract.conftest import Target
-from tests.contract.test_cluster_contract import MANAGER, _crd, _namespace, _until
+from tests.support.contract_targets import MANAGER, Target, apply_namespace, gizmo_crd, wait_until
 
 
 def test_every_served_kind_is_a_kind_of_objects_that_can_be_listed(target: Target) -> None:
-    namespace = _namespace(target)
+    namespace = apply_namespace(target)
     served = target.cluster.served_kinds()
 
     for info in served:
@@ -48,17 +47,17 @@ def test_the_kind_of_a_list_is_not_served(target: Target) -> None:
 
 def test_a_kind_whose_crd_was_deleted_is_no_longer_served(target: Target) -> None:
     """Not a NotFound of an object: the kind itself is gone, though discovery knew it."""
-    namespace = _namespace(target)
-    crd = target.cluster.apply(_crd(target), field_manager=MANAGER)
+    namespace = apply_namespace(target)
+    crd = target.cluster.apply(gizmo_crd(target), field_manager=MANAGER)
     crd_ref = ObjectRef.of(crd)
     target.created.insert(0, crd_ref)
     api_version = f"{target.group}/v1"
-    _until(lambda: is_established(target.cluster.get(crd_ref) or {}))
-    _until(lambda: target.cluster.kind_info(api_version, "Gizmo") is not None)
+    wait_until(lambda: is_established(target.cluster.get(crd_ref) or {}))
+    wait_until(lambda: target.cluster.kind_info(api_version, "Gizmo") is not None)
     assert target.cluster.list_objects(api_version, "Gizmo", namespace=namespace) == []
 
     target.cluster.delete(crd_ref)
-    _until(lambda: target.cluster.get(crd_ref) is None)
+    wait_until(lambda: target.cluster.get(crd_ref) is None)
 
     with pytest.raises(UnknownKindError):
         target.cluster.list_objects(api_version, "Gizmo", namespace=namespace)

@@ -28,7 +28,8 @@ from reconciler.core.model import (
 from reconciler.core.objects import ObjectRef
 from reconciler.core.status import ChangeAction
 from reconciler.lifecycle.executor import SyncResult, sync_runtime
-from tests.contract.conftest import Target
+from tests.support.contract_targets import Target
+from tests.support.crds import namespaced_crd
 from tests.support.kube_control_plane import ControlPlane
 from tests.support.kube_workloads import deployments_made_available
 
@@ -116,29 +117,7 @@ def _crd(group: str) -> dict[str, Any]:
         "type": "object",
         "properties": {"size": {"type": "integer"}, "logLevel": {"type": "string"}},
     }
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"knobs.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"kind": "Knob", "plural": "knobs", "singular": "knob"},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "properties": {"spec": spec_schema},
-                        }
-                    },
-                }
-            ],
-        },
-    }
+    return namespaced_crd(group, "Knob", {"type": "object", "properties": {"spec": spec_schema}})
 
 
 def _message(result: SyncResult) -> str:

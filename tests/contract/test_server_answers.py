@@ -11,7 +11,6 @@ cluster always and against a real cluster when a real API server is at hand (con
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from reconciler.core.live import workload_available
 from reconciler.core.model import (
@@ -26,33 +25,23 @@ from reconciler.core.model import (
 )
 from reconciler.core.objects import ObjectRef, crd_kind, is_established
 from reconciler.lifecycle.executor import ModuleState, sync_runtime
-from tests.contract.conftest import Target
-from tests.contract.test_cluster_contract import MANAGER, _configmap, _crd, _namespace, _until
+from tests.support.contract_targets import (
+    MANAGER,
+    Target,
+    apply_namespace,
+    configmap,
+    deployment,
+    gizmo_crd,
+    wait_until,
+)
 
 NOW = datetime(2026, 11, 18, 12, 0, tzinfo=UTC)
-
-
-def _deployment(namespace: str, name: str = "gizmo-operator") -> dict[str, Any]:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9"}]},
-            },
-        },
-    }
 
 
 def test_a_new_crd_is_answered_with_null_conditions_and_read_as_not_established(
     target: Target,
 ) -> None:
-    answer = target.cluster.apply(_crd(target), field_manager=MANAGER)
+    answer = target.cluster.apply(gizmo_crd(target), field_manager=MANAGER)
     ref = ObjectRef.of(answer)
     target.created.insert(0, ref)
 
@@ -63,7 +52,7 @@ def test_a_new_crd_is_answered_with_null_conditions_and_read_as_not_established(
     assert status["acceptedNames"]["plural"] == ""
     assert is_established(answer) is False
     assert crd_kind(answer) == (target.group, "Gizmo")
-    _until(lambda: is_established(target.cluster.get(ref) or {}))
+    wait_until(lambda: is_established(target.cluster.get(ref) or {}))
     established = target.cluster.get(ref)
     assert established is not None
     assert established["status"]["acceptedNames"]["kind"] == "Gizmo"
@@ -72,8 +61,8 @@ def test_a_new_crd_is_answered_with_null_conditions_and_read_as_not_established(
 def test_kinds_without_status_have_none_and_empty_metadata_maps_are_left_out(
     target: Target,
 ) -> None:
-    namespace = _namespace(target)
-    bare = _configmap(namespace, "bare", a="1")
+    namespace = apply_namespace(target)
+    bare = configmap(namespace, "bare", a="1")
     del bare["metadata"]["labels"]
 
     answer = target.cluster.apply(bare, field_manager=MANAGER)
@@ -88,8 +77,8 @@ def test_kinds_without_status_have_none_and_empty_metadata_maps_are_left_out(
 
 
 def test_removing_the_last_label_leaves_no_labels_map(target: Target) -> None:
-    namespace = _namespace(target)
-    target.cluster.apply(_configmap(namespace), field_manager=MANAGER)
+    namespace = apply_namespace(target)
+    target.cluster.apply(configmap(namespace), field_manager=MANAGER)
     ref = ObjectRef("v1", "ConfigMap", namespace, "cm")
 
     patched = target.cluster.patch(ref, {"metadata": {"labels": {"team": None}}})
@@ -101,7 +90,7 @@ def test_removing_the_last_label_leaves_no_labels_map(target: Target) -> None:
 
 
 def test_a_list_of_nothing_is_an_empty_list(target: Target) -> None:
-    namespace = _namespace(target)
+    namespace = apply_namespace(target)
 
     # (not ConfigMaps: a new namespace soon holds kube-root-ca.crt, see test_namespaces.py)
     found = target.cluster.list_objects("v1", "Secret", namespace=namespace)
@@ -114,9 +103,9 @@ def test_a_list_of_nothing_is_an_empty_list(target: Target) -> None:
 def test_a_new_workload_is_answered_with_an_empty_status_and_read_as_not_available(
     target: Target,
 ) -> None:
-    namespace = _namespace(target)
+    namespace = apply_namespace(target)
 
-    answer = target.cluster.apply(_deployment(namespace), field_manager=MANAGER)
+    answer = target.cluster.apply(deployment(namespace), field_manager=MANAGER)
 
     assert answer["status"] == {}
     assert workload_available(answer) is False
@@ -124,7 +113,11 @@ def test_a_new_workload_is_answered_with_an_empty_status_and_read_as_not_availab
 
 def _gizmo_repo(target: Target, namespace: str) -> ConfigRepo:
     """One module with a CRD, a ConfigMap and an operator Deployment, named for ``target``."""
-    objects = (_crd(target), _configmap(namespace, "gizmo-config", a="1"), _deployment(namespace))
+    objects = (
+        gizmo_crd(target),
+        configmap(namespace, "gizmo-config", a="1"),
+        deployment(namespace),
+    )
     versions = {"1.0.0": ModuleVersion("1.0.0", objects)}
     module = Module("gizmo", namespace, "Deployment", "gizmo-operator", versions)
     runtime = Runtime("rt", "regular", ClusterAccess(context="c"), (ModuleRef("gizmo"),))
@@ -137,12 +130,12 @@ def _gizmo_repo(target: Target, namespace: str) -> ConfigRepo:
 
 
 def test_a_cold_install_reads_every_answer_without_failing(target: Target) -> None:
-    namespace = _namespace(target)
+    namespace = apply_namespace(target)
     config = _gizmo_repo(target, namespace)
-    target.created.insert(0, ObjectRef.of(_crd(target)))
+    target.created.insert(0, ObjectRef.of(gizmo_crd(target)))
 
     first = sync_runtime(target.cluster, config, "rt", now=NOW)
-    _until(lambda: is_established(target.cluster.get(ObjectRef.of(_crd(target))) or {}))
+    wait_until(lambda: is_established(target.cluster.get(ObjectRef.of(gizmo_crd(target))) or {}))
     second = sync_runtime(target.cluster, config, "rt", now=NOW)
 
     assert [m.state for m in first.modules] in ([ModuleState.PROCESSING], [ModuleState.READY])

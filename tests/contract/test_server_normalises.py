@@ -9,9 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.core.objects import ObjectRef
-from tests.contract.conftest import Target
-from tests.contract.test_cluster_contract import MANAGER, _namespace
-from tests.core.test_server_form import SERVER_ANSWERS
+from tests.support.contract_targets import MANAGER, Target, apply_namespace
+from tests.support.server_answers import SERVER_ANSWERS
 
 
 def _pod(namespace: str, values: list[object]) -> dict[str, Any]:
@@ -28,7 +27,7 @@ def _pod(namespace: str, values: list[object]) -> dict[str, Any]:
 
 
 def test_resource_quantities_are_answered_in_the_servers_words(target: Target) -> None:
-    namespace = _namespace(target)
+    namespace = apply_namespace(target)
     written = [w for w, _ in SERVER_ANSWERS]
 
     answer = target.cluster.apply(_pod(namespace, written), field_manager=MANAGER, dry_run=True)
@@ -40,7 +39,7 @@ def test_resource_quantities_are_answered_in_the_servers_words(target: Target) -
 def test_ports_get_protocol_tcp_and_a_deployment_its_quantities_canonical(
     target: Target,
 ) -> None:
-    namespace = _namespace(target)
+    namespace = apply_namespace(target)
     labels = {"app": "op"}
     container = {
         "name": "c",

@@ -24,17 +24,22 @@ import pytest
 
 from reconciler.core.objects import ObjectRef
 from reconciler.errors import InvalidObjectError, ServerError
-from tests.contract.conftest import Target
-from tests.contract.test_cluster_contract import MANAGER, _configmap, _namespace, _until
-from tests.contract.test_server_answers import _deployment
+from tests.support.contract_targets import (
+    MANAGER,
+    Target,
+    apply_namespace,
+    configmap,
+    deployment,
+    wait_until,
+)
 
 
 @pytest.mark.parametrize("field", ["data", "binaryData"])
 def test_a_config_map_value_that_is_no_string_is_refused_as_a_server_error(
     target: Target, field: str
 ) -> None:
-    namespace = _namespace(target)
-    body = _configmap(namespace, "numbers")
+    namespace = apply_namespace(target)
+    body = configmap(namespace, "numbers")
     body.pop("data")
     body[field] = {"a": 1}
 
@@ -47,8 +52,8 @@ def test_a_config_map_value_that_is_no_string_is_refused_as_a_server_error(
 
 @pytest.mark.parametrize("kind", ["Deployment", "StatefulSet", "DaemonSet"])
 def test_a_workload_without_a_selector_is_invalid(target: Target, kind: str) -> None:
-    namespace = _namespace(target)
-    body = _deployment(namespace, kind.lower())
+    namespace = apply_namespace(target)
+    body = deployment(namespace, kind.lower())
     body["kind"] = kind
     del body["spec"]["selector"]
     if kind == "DaemonSet":
@@ -63,8 +68,8 @@ def test_a_workload_without_a_selector_is_invalid(target: Target, kind: str) -> 
 
 
 def test_a_dry_run_apply_of_a_new_object_has_a_uid_and_a_creation_time(target: Target) -> None:
-    namespace = _namespace(target)
-    body = _deployment(namespace)
+    namespace = apply_namespace(target)
+    body = deployment(namespace)
 
     answer = target.cluster.apply(body, field_manager=MANAGER, dry_run=True)
 
@@ -82,10 +87,10 @@ def test_a_dry_run_apply_of_a_new_object_has_a_uid_and_a_creation_time(target: T
 def test_a_dry_run_apply_of_a_stored_object_answers_its_uid_and_resource_version(
     target: Target,
 ) -> None:
-    namespace = _namespace(target)
-    stored = target.cluster.apply(_configmap(namespace, a="1"), field_manager=MANAGER)
+    namespace = apply_namespace(target)
+    stored = target.cluster.apply(configmap(namespace, a="1"), field_manager=MANAGER)
 
-    answer = target.cluster.apply(_configmap(namespace, a="2"), field_manager=MANAGER, dry_run=True)
+    answer = target.cluster.apply(configmap(namespace, a="2"), field_manager=MANAGER, dry_run=True)
 
     for name in ("uid", "creationTimestamp", "resourceVersion"):
         assert answer["metadata"][name] == stored["metadata"][name], name
@@ -105,7 +110,7 @@ def _names(target: Target, kind: str, namespace: str) -> set[str]:
 def test_a_new_namespace_gets_the_default_service_account_and_the_root_ca(
     target: Target,
 ) -> None:
-    namespace = _namespace(target)
+    namespace = apply_namespace(target)
 
     def generated() -> bool:
         accounts = _names(target, "ServiceAccount", namespace)
@@ -113,7 +118,7 @@ def test_a_new_namespace_gets_the_default_service_account_and_the_root_ca(
             target, "ConfigMap", namespace
         )
 
-    _until(generated)  # kube-controller-manager creates them a little after the Namespace
+    wait_until(generated)  # kube-controller-manager creates them a little after the Namespace
     root_ca: dict[str, Any] | None = target.cluster.get(
         ObjectRef("v1", "ConfigMap", namespace, "kube-root-ca.crt")
     )

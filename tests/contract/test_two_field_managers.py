@@ -11,7 +11,7 @@ from typing import Any
 from reconciler.core.enforce import CONFIG_FIELD_MANAGER, handover_body, identity, owned_paths
 from reconciler.core.model import FIELD_MANAGER
 from reconciler.core.objects import ObjectRef
-from tests.contract.conftest import Target
+from tests.support.contract_targets import Target
 
 
 def _namespace(target: Target) -> str:

@@ -15,23 +15,14 @@ from reconciler.cluster.memory import InMemoryCluster
 from reconciler.cluster.watch import KindWatch
 from reconciler.core.objects import ObjectRef
 from reconciler.errors import ExpiredError
-from tests.contract.conftest import Target
+from tests.support.contract_targets import MANAGER, Target, apply_namespace
 
-MANAGER = "reconciler-contract"
 OURS = {"app.kubernetes.io/managed-by": "reconciler-watch-contract"}
 
 
 def _watchable(target: Target) -> Watchable:
     assert isinstance(target.cluster, Watchable)
     return target.cluster
-
-
-def _namespace(target: Target) -> str:
-    name = target.namespace()
-    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-    target.cluster.apply(body, field_manager=MANAGER)
-    target.created.append(ObjectRef.of(body))
-    return name
 
 
 def _configmap(namespace: str, name: str, labels: dict[str, str], **data: str) -> dict[str, Any]:
@@ -49,7 +40,7 @@ def _changes(events: Iterator[WatchEvent], count: int) -> list[WatchEvent]:
 
 
 def test_events_come_in_order_and_only_for_the_labels_asked(target: Target) -> None:
-    namespace = _namespace(target)
+    namespace = apply_namespace(target)
     start = _watchable(target).list_for_watch("v1", "ConfigMap", labels=OURS).resource_version
     cluster = target.cluster
     cluster.apply(_configmap(namespace, "a", OURS, v="1"), field_manager=MANAGER)
@@ -76,7 +67,7 @@ def test_events_come_in_order_and_only_for_the_labels_asked(target: Target) -> N
 
 
 def test_a_dropped_stream_resumes_from_its_last_resource_version(target: Target) -> None:
-    namespace = _namespace(target)
+    namespace = apply_namespace(target)
     start = _watchable(target).list_for_watch("v1", "ConfigMap", labels=OURS).resource_version
     for name in ("one", "two", "three"):
         target.cluster.apply(_configmap(namespace, name, OURS), field_manager=MANAGER)
@@ -102,7 +93,7 @@ def test_a_dropped_stream_resumes_from_its_last_resource_version(target: Target)
 
 
 def test_a_resource_version_no_longer_kept_is_gone(target: Target) -> None:
-    namespace = _namespace(target)
+    namespace = apply_namespace(target)
     target.cluster.apply(_configmap(namespace, "a", OURS), field_manager=MANAGER)
     cluster = _forgetful(target)
 
@@ -111,7 +102,7 @@ def test_a_resource_version_no_longer_kept_is_gone(target: Target) -> None:
 
 
 def test_a_watch_relists_after_410_and_loses_no_change(target: Target) -> None:
-    namespace = _namespace(target)
+    namespace = apply_namespace(target)
     cluster = target.cluster
     for name in ("kept", "changed", "deleted"):
         cluster.apply(_configmap(namespace, name, OURS, v="1"), field_manager=MANAGER)

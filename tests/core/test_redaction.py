@@ -16,7 +16,7 @@ from reconciler.core.redaction import mask, mask_all, token_kind
 from reconciler.daemon.logs import JsonFormatter, MaskingFilter
 from reconciler.daemon.service import Daemon
 from reconciler.operations.store import SqliteStore
-from tests.config.test_credentials import GITHUB, TOKENS
+from tests.support.credentials import GITHUB, TOKENS
 from tests.support.sources import UnusedSource
 
 #: The shapes a single string shows (a PEM block and an htpasswd line are the scan's own).

@@ -16,7 +16,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ from tests.support.daemons import (
     running_version,
     until,
 )
+from tests.support.daemons import served as setup
 from tests.support.fleet_history import (
     BASE_FILES,
     SETTINGS,
@@ -53,29 +54,10 @@ from tests.support.fleet_history import (
     write_tree,
 )
 
+__all__ = ["setup"]  # the fixture (tests.support.daemons.served)
+
 MESH = ObjectRef("apps/v1", "Deployment", "mesh-system", "mesh-operator")
 SECRET = b"s3cret-for-tests"
-
-
-@pytest.fixture
-def setup(tmp_path: Path) -> Iterator[tuple[Fleet, GitServer, Daemon, dict[str, InMemoryCluster]]]:
-    fleet = Fleet(tmp_path)
-    server = GitServer(tmp_path)
-    server.start()
-    clusters: dict[str, InMemoryCluster] = {}
-
-    def connect(access: ClusterAccess, name: str) -> InMemoryCluster:
-        return clusters.setdefault(name, InMemoryCluster())
-
-    source = RemoteSource(server.url, "main", "fleet", tmp_path / "cache")
-    daemon = Daemon(source, SqliteStore(tmp_path / "state.db"), connect, lambda: datetime.now(UTC))
-    try:
-        yield fleet, server, daemon, clusters
-    finally:
-        if daemon.scheduler is not None:
-            daemon.scheduler.shutdown(wait=True)
-        daemon.close()
-        server.stop()
 
 
 def test_commits_reach_the_clusters(setup: Any) -> None:

@@ -26,7 +26,8 @@ from reconciler.operations.model import CommitRecord, CommitVerdict
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
 from tests.support.daemons import (
-    SETTINGS_SPEC,
+    LIMIT_ONE,
+    REMOVE_TWO,
     WIDGET,
     Fleet,
     GitServer,
@@ -36,13 +37,6 @@ from tests.support.daemons import (
     reachable,
     until,
 )
-from tests.support.fleet_history import SETTINGS
-
-LIMIT_ONE = SETTINGS.replace(
-    SETTINGS_SPEC,
-    "spec: {channelsFrom: {path: ../channels}, deletionBrake: {maxDeletionsPerSync: 1}}",
-)
-REMOVE_TWO: dict[str, str | None] = {f"fleet/runtimes/{n}.yaml": None for n in "ab"}
 
 
 class World:

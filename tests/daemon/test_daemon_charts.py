@@ -6,45 +6,20 @@ refusal naming the file and line that set it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-import pytest
-
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.core.model import ClusterAccess
 from reconciler.core.objects import ObjectRef
-from reconciler.daemon.service import Daemon
-from reconciler.operations.store import SqliteStore
-from reconciler.source.git import RemoteSource
 from tests.support.charts import chart_module_files
-from tests.support.daemons import Fleet, GitServer, poll_and_reconcile
+from tests.support.daemons import poll_and_reconcile
+from tests.support.daemons import served as world
 from tests.support.fleet_history import runtime_yaml
 from tests.support.repos import API, dump
 
+__all__ = ["world"]  # the fixture (tests.support.daemons.served)
+
 SETTINGS_MAP = ObjectRef("v1", "ConfigMap", "web-system", "web-settings")
 SCHEMA = {"type": "object", "properties": {"size": {"enum": ["small", "medium", "large"]}}}
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[tuple[Fleet, Daemon, dict[str, InMemoryCluster]]]:
-    fleet = Fleet(tmp_path)
-    server = GitServer(tmp_path)
-    server.start()
-    clusters: dict[str, InMemoryCluster] = {}
-
-    def connect(access: ClusterAccess, name: str) -> InMemoryCluster:
-        return clusters.setdefault(name, InMemoryCluster())
-
-    source = RemoteSource(server.url, "main", "fleet", tmp_path / "cache")
-    daemon = Daemon(source, SqliteStore(tmp_path / "state.db"), connect, lambda: datetime.now(UTC))
-    try:
-        yield fleet, daemon, clusters
-    finally:
-        daemon.close()
-        server.stop()
 
 
 def _channel(size: str) -> str:
@@ -63,7 +38,7 @@ def _size(cluster: InMemoryCluster) -> Any:
 def test_chart_values_reach_the_clusters_and_a_refused_value_changes_nothing(
     world: Any,
 ) -> None:
-    fleet, daemon, clusters = world
+    fleet, _, daemon, clusters = world
     chart = {f"fleet/{k}": v for k, v in chart_module_files("web").items()}
     chart["fleet/modules/web/1.0.0/chart/values.schema.json"] = json.dumps(SCHEMA)
     entries = "[{name: widget}, {name: gadget}, {name: web, values: {greeting: ahoy}}]"

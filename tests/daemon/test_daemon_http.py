@@ -13,7 +13,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,68 +22,26 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import cli
-from reconciler.cluster.memory import InMemoryCluster
-from reconciler.core.model import ClusterAccess
-from reconciler.daemon.http import HttpLimits, HttpServer, serve, verify_webhook
-from reconciler.daemon.service import Daemon
+from reconciler.daemon.http import HttpLimits, verify_webhook
 from reconciler.operations.store import SqliteStore
-from reconciler.source.git import RemoteSource
-from tests.support.daemons import Fleet
+from tests.support.daemon_http import (
+    SECRET,
+    Serve,
+    exchange,
+    port_of,
+    read_response,
+    start,
+)
 
-SECRET = b"http-test-secret"
+__all__ = ["start"]  # the fixture
+
 BODY = json.dumps({"ref": "refs/heads/main"}).encode()
-
-Serve = Callable[..., tuple[HttpServer, Daemon]]
-
-
-@pytest.fixture
-def start(tmp_path: Path) -> Iterator[Serve]:
-    """Starts a daemon (never polled) and its HTTP port with the options given."""
-    Fleet(tmp_path)
-    started: list[tuple[HttpServer, Daemon]] = []
-
-    def connect(access: ClusterAccess, name: str) -> InMemoryCluster:
-        return InMemoryCluster()
-
-    def run(secret: bytes | None = SECRET, **options: Any) -> tuple[HttpServer, Daemon]:
-        source = RemoteSource(
-            str(tmp_path / "remote.git"), "main", "fleet", tmp_path / "cache", local=True
-        )
-        store = SqliteStore(tmp_path / f"state{len(started)}.db")
-        daemon = Daemon(source, store, connect, lambda: datetime.now(UTC))
-        server = serve(daemon, "127.0.0.1", 0, secret, **options)
-        started.append((server, daemon))
-        return server, daemon
-
-    yield run
-    for server, daemon in started:
-        server.shutdown()
-        server.server_close()
-        daemon.wait_idle()
-        daemon.close()
-
-
-def _port(server: HttpServer) -> int:
-    return server.server_address[1]
-
-
-def _exchange(port: int, data: bytes, timeout: float = 10) -> tuple[int, dict[str, str], bytes]:
-    """Send raw bytes, read one response: status, headers, body."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-        sock.sendall(data)
-        return _read_response(sock)
-
-
-def _read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
-    response = http.client.HTTPResponse(sock)
-    response.begin()
-    return response.status, dict(response.getheaders()), response.read()
 
 
 def _post(port: int, path: str, body: bytes = b"", headers: dict[str, str] | None = None) -> Any:
     lines = [f"POST {path} HTTP/1.1", "Host: test", f"Content-Length: {len(body)}"]
     lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
-    return _exchange(port, ("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+    return exchange(port, ("\r\n".join(lines) + "\r\n\r\n").encode() + body)
 
 
 def _error(answer: tuple[int, dict[str, str], bytes], status: int) -> str:
@@ -125,7 +83,7 @@ def test_a_bad_request_is_refused_from_its_headers_before_any_body(
 ) -> None:
     caplog.set_level(logging.INFO)
     server, daemon = start()
-    answer = _exchange(_port(server), head.encode())  # no body sent: decided from the headers
+    answer = exchange(port_of(server), head.encode())  # no body sent: decided from the headers
     assert message in _error(answer, status)
     assert len(_logged(caplog, status)) == 1
     assert daemon.state.last_poll is None
@@ -133,7 +91,7 @@ def test_a_bad_request_is_refused_from_its_headers_before_any_body(
 
 def test_a_body_of_exactly_the_limit_is_read(start: Serve) -> None:
     server, _ = start()
-    assert "signature" in _error(_post(_port(server), "/hooks/git", b"x" * (1 << 20)), 403)
+    assert "signature" in _error(_post(port_of(server), "/hooks/git", b"x" * (1 << 20)), 403)
 
 
 def test_a_chunked_body_is_refused_once_past_the_limit(
@@ -141,27 +99,27 @@ def test_a_chunked_body_is_refused_once_past_the_limit(
 ) -> None:
     server, _ = start()
     chunk = b"10000\r\n" + b"x" * 0x10000 + b"\r\n"  # 64 KiB chunks, never a last chunk
-    with socket.create_connection(("127.0.0.1", _port(server)), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", port_of(server)), timeout=10) as sock:
         sock.sendall(b"POST /hooks/git HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n")
         for _ in range(17):  # 1 MiB + 64 KiB
             sock.sendall(chunk)
-        assert "too large" in _error(_read_response(sock), 413)
+        assert "too large" in _error(read_response(sock), 413)
     assert len(_logged(caplog, 413)) == 1
 
 
 def test_a_small_chunked_body_is_accepted_and_checked(start: Serve) -> None:
     server, _ = start()
     request = b"POST /sync HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
-    assert _error(_exchange(_port(server), request), 403) == "missing or wrong token"
+    assert _error(exchange(port_of(server), request), 403) == "missing or wrong token"
 
 
 def test_unknown_endpoints_and_wrong_methods(
     start: Serve, caplog: pytest.LogCaptureFixture
 ) -> None:
     server, _ = start()
-    port = _port(server)
-    assert _error(_exchange(port, b"GET /nope HTTP/1.1\r\n\r\n"), 404) == "no such endpoint: /nope"
-    answer = _exchange(port, b"GET /sync HTTP/1.1\r\n\r\n")
+    port = port_of(server)
+    assert _error(exchange(port, b"GET /nope HTTP/1.1\r\n\r\n"), 404) == "no such endpoint: /nope"
+    answer = exchange(port, b"GET /sync HTTP/1.1\r\n\r\n")
     assert _error(answer, 405) == "/sync answers POST only"
     assert answer[1]["Allow"] == "POST"
     assert "GET and HEAD only" in _error(_post(port, "/status"), 405)
@@ -173,7 +131,7 @@ def test_without_a_secret_hooks_and_sync_are_refused(
     start: Serve, caplog: pytest.LogCaptureFixture
 ) -> None:
     server, daemon = start(secret=None)
-    port = _port(server)
+    port = port_of(server)
     signature = "sha256=" + hmac.new(b"", BODY, hashlib.sha256).hexdigest()
     hook = _post(port, "/hooks/git", BODY, {"X-Hub-Signature-256": signature})
     assert "--webhook-secret-file" in _error(hook, 403)
@@ -187,7 +145,7 @@ def test_wrong_signatures_and_tokens_are_refused_and_never_logged(
     start: Serve, caplog: pytest.LogCaptureFixture
 ) -> None:
     server, daemon = start()
-    port = _port(server)
+    port = port_of(server)
     wrong = "sha256=" + hmac.new(b"guessed-secret", BODY, hashlib.sha256).hexdigest()
     answers = [
         _post(port, "/hooks/git", BODY),
@@ -205,7 +163,7 @@ def test_wrong_signatures_and_tokens_are_refused_and_never_logged(
 
 def test_a_signed_hook_and_a_token_start_a_poll(start: Serve) -> None:
     server, daemon = start()
-    port = _port(server)
+    port = port_of(server)
     signature = "sha256=" + hmac.new(SECRET, BODY, hashlib.sha256).hexdigest()
     answer = _post(port, "/hooks/git", BODY, {"X-Hub-Signature-256": signature})
     assert (answer[0], json.loads(answer[2])) == (202, {"accepted": True})
@@ -218,7 +176,7 @@ def test_a_signed_hook_and_a_token_start_a_poll(start: Serve) -> None:
 
 def test_the_flag_opens_sync_without_a_secret_but_never_the_hook(start: Serve) -> None:
     server, daemon = start(secret=None, allow_unauthenticated_sync=True)
-    port = _port(server)
+    port = port_of(server)
     assert _post(port, "/sync")[0] == 202
     _until(lambda: daemon.ready)
     assert "--webhook-secret-file" in _error(_post(port, "/hooks/git", BODY), 403)
@@ -236,22 +194,22 @@ def test_a_request_not_received_in_time_gets_408_and_is_closed(
     start: Serve, caplog: pytest.LogCaptureFixture, partial: bytes
 ) -> None:
     server, _ = start(limits=HttpLimits(read_timeout=1))
-    with socket.create_connection(("127.0.0.1", _port(server)), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", port_of(server)), timeout=10) as sock:
         sock.sendall(partial)
-        assert "in time" in _error(_read_response(sock), 408)
+        assert "in time" in _error(read_response(sock), 408)
         assert sock.recv(1) == b""  # closed
     assert len(_logged(caplog, 408)) == 1
 
 
 def test_a_trickling_client_is_cut_off_at_the_deadline(start: Serve) -> None:
     server, _ = start(limits=HttpLimits(read_timeout=1))
-    with socket.create_connection(("127.0.0.1", _port(server)), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", port_of(server)), timeout=10) as sock:
         sock.sendall(b"GET /healthz HTTP/1.1\r\n")
         answer: tuple[int, dict[str, str], bytes] | None = None
         while answer is None:  # one header byte at a time: never idle, never finished
             sock.sendall(b"X")
             if _readable(sock, 0.1):
-                answer = _read_response(sock)
+                answer = read_response(sock)
         assert answer[0] == 408  # never idle, yet cut off: the deadline is the request's
 
 
@@ -264,11 +222,11 @@ def _readable(sock: socket.socket, seconds: float) -> bool:
 def test_connections_never_add_threads(start: Serve) -> None:
     server, _ = start()
     threads = threading.active_count()
-    idle = [socket.create_connection(("127.0.0.1", _port(server))) for _ in range(40)]
+    idle = [socket.create_connection(("127.0.0.1", port_of(server))) for _ in range(40)]
     try:
         for sock in idle[::2]:
             sock.sendall(b"GET /healthz HTTP/1.1\r\n")  # half a request
-        assert _exchange(_port(server), b"GET /healthz HTTP/1.1\r\n\r\n")[0] == 200
+        assert exchange(port_of(server), b"GET /healthz HTTP/1.1\r\n\r\n")[0] == 200
         assert threading.active_count() == threads
     finally:
         for sock in idle:
@@ -300,10 +258,10 @@ def _closed_by_the_server(sock: socket.socket, deadline: float) -> bool:
 
 def test_a_new_connection_at_the_limit_closes_the_oldest_unfinished_one(start: Serve) -> None:
     server, _ = start(limits=HttpLimits(max_connections=3, read_timeout=60))
-    held = _half_open(_port(server), 3)
+    held = _half_open(port_of(server), 3)
     try:
         # the limit is reached: waitress alone left the probe queued until a read timeout
-        answer = _exchange(_port(server), b"GET /healthz HTTP/1.1\r\n\r\n", timeout=10)
+        answer = exchange(port_of(server), b"GET /healthz HTTP/1.1\r\n\r\n", timeout=10)
         assert answer[0] == 200
         deadline = time.monotonic() + 10
         assert _closed_by_the_server(held[0], deadline)  # the oldest made room
@@ -315,7 +273,7 @@ def test_a_new_connection_at_the_limit_closes_the_oldest_unfinished_one(start: S
 
 def test_a_client_past_its_share_loses_its_own_oldest_connections(start: Serve) -> None:
     server, _ = start(limits=HttpLimits(max_per_client=5, read_timeout=60))
-    port = _port(server)
+    port = port_of(server)
     other = _half_open(port, 2, source="127.0.0.1")
     try:
         flood = _half_open(port, 8, source="127.0.0.2")
@@ -325,7 +283,7 @@ def test_a_client_past_its_share_loses_its_own_oldest_connections(start: Serve) 
         deadline = time.monotonic() + 10
         assert all(_closed_by_the_server(sock, deadline) for sock in flood[:3])
         assert not any(_readable(sock, 0) for sock in flood[3:] + other)
-        assert _exchange(port, b"GET /readyz HTTP/1.1\r\n\r\n")[0] == 503  # answered
+        assert exchange(port, b"GET /readyz HTTP/1.1\r\n\r\n")[0] == 503  # answered
     finally:
         for sock in flood + other:
             sock.close()
@@ -333,10 +291,10 @@ def test_a_client_past_its_share_loses_its_own_oldest_connections(start: Serve) 
 
 def test_200_half_open_connections_starve_no_probe(start: Serve) -> None:
     server, _ = start(limits=HttpLimits(read_timeout=60))
-    hostile = _half_open(_port(server), 200)
+    hostile = _half_open(port_of(server), 200)
     try:
         for _ in range(3):  # each on a fresh connection, with a generous timeout
-            assert _exchange(_port(server), b"GET /healthz HTTP/1.1\r\n\r\n", timeout=10)[0] == 200
+            assert exchange(port_of(server), b"GET /healthz HTTP/1.1\r\n\r\n", timeout=10)[0] == 200
         deadline = time.monotonic() + 10
         closed = sum(_closed_by_the_server(sock, deadline) for sock in hostile[:100])
         assert closed >= 100  # at most 100 open (of one client: 20), the oldest went first
@@ -347,7 +305,7 @@ def test_200_half_open_connections_starve_no_probe(start: Serve) -> None:
 
 def test_hostile_connections_are_closed_after_the_read_timeout(start: Serve) -> None:
     server, _ = start(limits=HttpLimits(read_timeout=1, max_per_client=200, max_connections=200))
-    hostile = _half_open(_port(server), 200)
+    hostile = _half_open(port_of(server), 200)
     try:
         deadline = time.monotonic() + 30
         assert all(_closed_by_the_server(sock, deadline) for sock in hostile)
@@ -370,13 +328,13 @@ def test_probes_are_answered_while_every_handler_thread_is_busy(start: Serve) ->
     requests: list[socket.socket] = []
     try:
         for _ in range(6):  # 4 handler threads, all held, and 2 more queued
-            sock = socket.create_connection(("127.0.0.1", _port(server)), timeout=10)
+            sock = socket.create_connection(("127.0.0.1", port_of(server)), timeout=10)
             sock.sendall(b"GET /status HTTP/1.1\r\n\r\n")
             requests.append(sock)
         for _ in range(4):
             assert busy.acquire(timeout=10)
-        assert _exchange(_port(server), b"GET /healthz HTTP/1.1\r\n\r\n", timeout=10)[0] == 200
-        assert _exchange(_port(server), b"GET /readyz HTTP/1.1\r\n\r\n", timeout=10)[0] == 503
+        assert exchange(port_of(server), b"GET /healthz HTTP/1.1\r\n\r\n", timeout=10)[0] == 200
+        assert exchange(port_of(server), b"GET /readyz HTTP/1.1\r\n\r\n", timeout=10)[0] == 503
     finally:
         release.set()
         for sock in requests:
@@ -386,8 +344,8 @@ def test_probes_are_answered_while_every_handler_thread_is_busy(start: Serve) ->
 @pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics", "/status"])
 def test_head_answers_like_get_without_a_body(start: Serve, path: str) -> None:
     server, _ = start()
-    port = _port(server)
-    got = _exchange(port, f"GET {path} HTTP/1.1\r\n\r\n".encode())
+    port = port_of(server)
+    got = exchange(port, f"GET {path} HTTP/1.1\r\n\r\n".encode())
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(f"HEAD {path} HTTP/1.1\r\n\r\n".encode())
         response = http.client.HTTPResponse(sock, method="HEAD")
@@ -406,23 +364,23 @@ def test_a_failing_handler_is_a_500_document_and_one_line(
     store = daemon.store
     assert isinstance(store, SqliteStore)
     store.close()  # /status now raises inside the handler
-    answer = _exchange(_port(server), b"GET /status HTTP/1.1\r\n\r\n")
+    answer = exchange(port_of(server), b"GET /status HTTP/1.1\r\n\r\n")
     assert "daemon's log" in _error(answer, 500)
     lines = _logged(caplog, 500)
     assert len(lines) == 1
     assert "ProgrammingError" in lines[0]
-    assert _exchange(_port(server), b"GET /healthz HTTP/1.1\r\n\r\n")[0] == 200
+    assert exchange(port_of(server), b"GET /healthz HTTP/1.1\r\n\r\n")[0] == 200
 
 
 def test_read_endpoints_keep_their_documents(start: Serve) -> None:
     server, _ = start()
-    port = _port(server)
-    assert json.loads(_exchange(port, b"GET /healthz HTTP/1.1\r\n\r\n")[2]) == {"status": "ok"}
-    ready = _exchange(port, b"GET /readyz HTTP/1.1\r\n\r\n")
+    port = port_of(server)
+    assert json.loads(exchange(port, b"GET /healthz HTTP/1.1\r\n\r\n")[2]) == {"status": "ok"}
+    ready = exchange(port, b"GET /readyz HTTP/1.1\r\n\r\n")
     assert (ready[0], json.loads(ready[2])) == (503, {"ready": False, "commit": ""})
-    metrics = _exchange(port, b"GET /metrics?x=1 HTTP/1.1\r\n\r\n")
+    metrics = exchange(port, b"GET /metrics?x=1 HTTP/1.1\r\n\r\n")
     assert metrics[1]["Content-Type"].startswith("text/plain")
-    assert json.loads(_exchange(port, b"GET /status HTTP/1.1\r\n\r\n")[2])["ready"] is False
+    assert json.loads(exchange(port, b"GET /status HTTP/1.1\r\n\r\n")[2])["ready"] is False
 
 
 def test_verify_webhook_compares_github_and_gitlab_secrets() -> None:
@@ -439,7 +397,7 @@ def test_sync_against_a_daemon_that_refuses_says_why(start: Serve, tmp_path: Pat
     server, _ = start()
     wrong = tmp_path / "wrong"
     wrong.write_text("not-the-secret\n")
-    url = f"http://127.0.0.1:{_port(server)}"
+    url = f"http://127.0.0.1:{port_of(server)}"
     result = CliRunner().invoke(cli, ["sync", "--daemon", url, "--secret-file", str(wrong)])
     assert result.exit_code == 2
     assert f"the daemon at {url} refused: 403 missing or wrong token" in result.output
@@ -479,7 +437,7 @@ def test_suspend_and_resume_go_through_the_authenticated_port_and_names_are_chec
 ) -> None:
     """A typo of a runtime is a 404 with the closest name, never a silent success."""
     server, daemon = start()
-    port = _port(server)
+    port = port_of(server)
     token = {"Authorization": "Bearer " + SECRET.decode()}
     assert daemon.poll()
     url = f"http://127.0.0.1:{port}"

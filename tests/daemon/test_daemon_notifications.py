@@ -25,9 +25,8 @@ from reconciler.notify.delivery import Delivery
 from reconciler.notify.secrets import SecretReader
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
-from tests.daemon import test_members
-from tests.daemon.test_shared_commit import Interleaved
 from tests.support.daemons import (
+    REMOVE_TWO,
     SETTINGS_SPEC,
     Fleet,
     GitServer,
@@ -39,9 +38,10 @@ from tests.support.daemons import (
 )
 from tests.support.fleet_history import SETTINGS, runtime_yaml
 from tests.support.receiver import Receiver
+from tests.support.replicas import Interleaved, replicas_on_one_store
+from tests.support.replicas import World as Replicas
 from tests.support.sample_fleet import check_document
 
-REMOVE_TWO: dict[str, str | None] = {f"fleet/runtimes/{n}.yaml": None for n in "ab"}
 TYPO: dict[str, str | None] = {
     "fleet/runtimes/a.yaml": runtime_yaml("a", "reguler", "[{name: widget}]")
 }
@@ -246,18 +246,13 @@ def test_the_daemon_command_sends_with_secrets_from_its_folder(
 
 
 @pytest.fixture
-def replicas(tmp_path: Path) -> Iterator[test_members.World]:
-    """Replicas on one store and git server (:mod:`tests.daemon.test_members`)."""
-    made = test_members.World(tmp_path)
-    try:
+def replicas(tmp_path: Path) -> Iterator[Replicas]:
+    """Replicas on one store and git server (:mod:`tests.support.replicas`)."""
+    with replicas_on_one_store(tmp_path) as made:
         yield made
-    finally:
-        for replica in made.replicas:
-            replica.daemon.close()
-        made.git.stop()
 
 
-def test_replicas_deciding_one_commit_at_once_tell_it_once(replicas: test_members.World) -> None:
+def test_replicas_deciding_one_commit_at_once_tell_it_once(replicas: Replicas) -> None:
     """replica-b reads the commit, replica-a refuses it meanwhile, then replica-b's own refusal
     finds replica-a's standing: only replica-a tells."""
     one, two = replicas.replica("replica-a"), replicas.replica("replica-b")

@@ -17,16 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.head import Head
-from reconciler.core.model import ClusterAccess
-from reconciler.daemon.service import Daemon
 from reconciler.operations.model import CommitVerdict
-from reconciler.operations.store import SqliteStore
-from reconciler.source.git import RemoteSource
-from tests.daemon.test_members import T0
-from tests.daemon.test_shared_commit import _channels_source, _push
-from tests.support.daemons import WIDGET, Fleet, GitServer, free_port, poll_and_reconcile
+from tests.support.daemons import (
+    T0,
+    WIDGET,
+    Clocked,
+    Fleet,
+    GitServer,
+    commit_and_push,
+    free_port,
+    poll_and_reconcile,
+)
 from tests.support.fleet_history import BASE_FILES, write_tree
 
 HOOK = """#!/bin/sh
@@ -73,27 +75,6 @@ class HookedGitServer(GitServer):
     def plan(self, connections: list[str]) -> None:
         """The next connections, in order: "allow" or "deny"."""
         self.plan_file.write_text("".join(f"{c}\n" for c in connections))
-
-
-class Clocked:
-    """A daemon on the served fleet, with a clock the test moves."""
-
-    def __init__(self, root: Path, server: GitServer) -> None:
-        self.now = T0
-        self.clusters: dict[str, InMemoryCluster] = {}
-        source = RemoteSource(server.url, "main", "fleet", root / "cache")
-        self.daemon = Daemon(source, SqliteStore(root / "state.db"), self.connect, lambda: self.now)
-        self.daemon.make_source = _channels_source(root / "channels-cache")
-
-    def connect(self, access: ClusterAccess, name: str) -> InMemoryCluster:
-        return self.clusters.setdefault(name, InMemoryCluster())
-
-    def later(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-    def verdict(self, commit: str) -> CommitVerdict | None:
-        record = self.daemon.store.commit(Head(commit))
-        return record.verdict if record is not None else None
 
 
 @pytest.fixture
@@ -171,7 +152,7 @@ def test_a_commit_whose_channels_repository_cannot_be_reached_waits(
     subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
     channels = {k: v for k, v in BASE_FILES.items() if k.startswith("channels/")}
     write_tree(work, channels)
-    _push(work, bare, "channels")
+    commit_and_push(work, bare, "channels")
     settings = (
         "apiVersion: reconciler.dev/v1alpha1\nkind: Settings\nmetadata: {name: fleet}\n"
         f"spec: {{channelsFrom: {{git: 'git://127.0.0.1:{port}/channels.git', ref: main, "

@@ -14,9 +14,8 @@ import pytest
 from reconciler.core.head import Head
 from reconciler.core.objects import ObjectRef
 from reconciler.operations.model import CommitVerdict
-from tests.daemon.test_daemon_reading import Clocked
 from tests.support.charts import CHART_TEMPLATES
-from tests.support.daemons import Fleet, GitServer, poll_and_reconcile, running_version
+from tests.support.daemons import Clocked, Fleet, GitServer, poll_and_reconcile, running_version
 from tests.support.fleet_history import module_yaml, runtime_yaml
 from tests.support.registries import OciRegistry, package_chart
 

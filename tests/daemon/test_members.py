@@ -12,8 +12,7 @@ import json
 import os
 import socket
 import subprocess
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -25,80 +24,15 @@ from reconciler.cluster.memory import InMemoryCluster
 from reconciler.cluster.snapshot import SnapshotFileCluster
 from reconciler.core.model import ClusterAccess
 from reconciler.daemon.membership import FencedCluster, FencedError, Membership, fenced
-from reconciler.daemon.service import Daemon, DaemonOptions
 from reconciler.errors import LostOwnershipError
 from reconciler.operations.model import Member
 from reconciler.operations.store import SqliteStore
-from reconciler.source.git import RemoteSource
-from tests.support.daemons import WIDGET, Fleet, GitServer
+from tests.support.daemons import T0, WIDGET
 from tests.support.fleet_history import runtime_yaml
+from tests.support.replicas import LEASE, Replica, World, world
 from tests.support.sample_fleet import check_document
 
-LEASE = timedelta(seconds=30)
-T0 = datetime(2026, 11, 25, 4, tzinfo=UTC)
-
-
-class Replica:
-    """A daemon with its own clocks."""
-
-    def __init__(self, world: World, name: str) -> None:
-        self.now = T0
-        self.ticks = 0.0
-        self.world = world
-        source = RemoteSource(world.git.url, "main", "fleet", world.root / f"cache-{name}")
-        options = DaemonOptions(member=name, lease=LEASE)
-        self.daemon = Daemon(
-            source,
-            SqliteStore(world.root / "state.db"),
-            world.connect,
-            lambda: self.now,
-            options,
-            monotonic=lambda: self.ticks,
-        )
-
-    def later(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-        self.ticks += seconds
-
-
-class World:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.fleet = Fleet(root)
-        self.git = GitServer(root)
-        self.git.start()
-        self.clusters: dict[str, InMemoryCluster] = {}
-        self.replicas: list[Replica] = []
-        self.on_connect: list[str] = []
-
-    def connect(self, access: ClusterAccess, name: str) -> InMemoryCluster:
-        self.on_connect.append(name)
-        return self.clusters.setdefault(name, InMemoryCluster())
-
-    def replica(self, name: str) -> Replica:
-        made = Replica(self, name)
-        self.replicas.append(made)
-        return made
-
-    def started(self, *names: str) -> list[Replica]:
-        """Replicas that beat, then polled git (each reconciling what it owns)."""
-        made = [self.replica(name) for name in names]
-        for replica in made:
-            replica.daemon.membership.beat()
-            replica.daemon.poll()
-            replica.daemon.wait_idle()
-        return made
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    made = World(tmp_path)
-    try:
-        yield made
-    finally:
-        for replica in made.replicas:
-            replica.daemon.close()
-        made.git.stop()
+__all__ = ["world"]  # the fixture
 
 
 def _owners_recorded(replica: Replica) -> dict[str, set[str]]:

@@ -13,7 +13,7 @@ from reconciler import __version__
 from reconciler.core.status import ModuleState, ModuleStatus
 from reconciler.daemon.metrics import Metrics
 from reconciler.operations.model import RuntimeRecord, RuntimeStatus
-from tests.daemon.test_daemon_http import Serve, _exchange, _port, start  # noqa: F401 (a fixture)
+from tests.support.daemon_http import Serve, exchange, port_of, start  # noqa: F401 (a fixture)
 from tests.support.tools import require_tool
 
 NOW = datetime(2026, 11, 25, 4, tzinfo=UTC)
@@ -91,7 +91,7 @@ def test_promtool_accepts_the_exposition_of_a_fleet() -> None:
 
 def test_promtool_accepts_a_live_daemons_metrics(start: Serve) -> None:  # noqa: F811
     server, _ = start()
-    answer = _exchange(_port(server), b"GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n")
+    answer = exchange(port_of(server), b"GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n")
 
     checked = _promtool(answer[2])
 

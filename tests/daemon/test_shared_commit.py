@@ -7,7 +7,7 @@ new commit is judged from it (and from its channels commit), not from what a rep
 saw.
 
 Replicas are daemons in one process on one SQLite file and a real git server
-(:mod:`tests.daemon.test_members`); where two replicas must act "at once", the store of one lets the
+(:mod:`tests.support.replicas`); where two replicas must act "at once", the store of one lets the
 other act right after one of its calls (:class:`Interleaved`), so the interleaving is exact.
 """
 
@@ -15,46 +15,17 @@ from __future__ import annotations
 
 import socket
 import subprocess
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from reconciler.core.head import Head
 from reconciler.core.resolve import resolve_runtime
 from reconciler.daemon.verdicts import Refusal
 from reconciler.operations.model import CommitRecord, CommitVerdict
-from reconciler.operations.store import StateStore
-from reconciler.source.git import RemoteSource
-from tests.daemon import test_members
-from tests.daemon.test_daemon_brake import LIMIT_ONE, REMOVE_TWO
-from tests.daemon.test_members import LEASE, T0, Replica, World
+from tests.support.daemons import LIMIT_ONE, REMOVE_TWO, T0, channels_source_in, commit_and_push
 from tests.support.fleet_history import BASE_FILES, channel_yaml, git, write_tree
+from tests.support.replicas import LEASE, Interleaved, Replica, World, world
 
-world = test_members.world  # the same fixture: replicas on one store and git server
-
-
-class Interleaved:
-    """A replica's store that runs ``between`` once, right after the first call of its method
-    ``after``: another replica acts while this one is half way through deciding."""
-
-    def __init__(self, store: StateStore, after: str, between: Callable[[], object]) -> None:
-        self.store = store
-        self.after = after
-        self.between: Callable[[], object] | None = between
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self.store, name)
-        if name != self.after:
-            return method
-
-        def then_between(*args: Any, **kwargs: Any) -> Any:
-            result = method(*args, **kwargs)
-            if self.between is not None:
-                between, self.between = self.between, None
-                between()
-            return result
-
-        return then_between
+__all__ = ["world"]  # the fixture: replicas on one store and git server
 
 
 class StaleSource:
@@ -290,7 +261,7 @@ def test_a_replica_takes_up_the_channels_commit_in_force_not_the_newest(world: W
     work, bare = world.root / "channels-work", world.root / "channels.git"
     subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
     write_tree(work / "channels", {k.removeprefix("channels/"): v for k, v in _CHANNELS.items()})
-    _push(work, bare, "channels")
+    commit_and_push(work, bare, "channels")
     url = world.git.url.replace("remote.git", "channels.git")
     settings = (
         "apiVersion: reconciler.dev/v1alpha1\nkind: Settings\nmetadata: {name: fleet}\n"
@@ -300,14 +271,14 @@ def test_a_replica_takes_up_the_channels_commit_in_force_not_the_newest(world: W
     one, two = world.replica("replica-a"), world.replica("replica-b")
     for replica in (one, two):
         name = replica.daemon.membership.name
-        replica.daemon.make_source = _channels_source(world.root / f"channels-{name}")
+        replica.daemon.make_source = channels_source_in(world.root / f"channels-{name}")
     assert one.daemon.poll()
     in_force = one.daemon.state.commit
     assert in_force is not None
     assert in_force.channels
     bump = {"regular.yaml": channel_yaml("regular", {"widget": "2.0.0", "gadget": "1.0.0"})}
     write_tree(work / "channels", bump)
-    _push(work, bare, "bump")
+    commit_and_push(work, bare, "bump")
 
     assert two.daemon.follow_store()
 
@@ -319,18 +290,3 @@ def test_a_replica_takes_up_the_channels_commit_in_force_not_the_newest(world: W
 
 
 _CHANNELS = {k: v for k, v in BASE_FILES.items() if k.startswith("channels/")}
-
-
-def _push(work: Path, bare: Path, message: str) -> None:
-    if not (work / ".git").exists():
-        git(work, "init", "-q", "-b", "main")
-    git(work, "add", "-A")
-    git(work, "commit", "-qm", message)
-    git(work, "push", "-q", str(bare), "HEAD:refs/heads/main")
-
-
-def _channels_source(cache: Path) -> Callable[[str, str, str], RemoteSource]:
-    def make(url: str, ref: str, path: str) -> RemoteSource:
-        return RemoteSource(url, ref, path, cache)
-
-    return make

@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.e2e.conftest import World
-from tests.e2e.harness import MANAGED_BY, MODULE_LABEL, RUNTIME_LABEL, TestModule
+from tests.support.e2e_harness import MANAGED_BY, MODULE_LABEL, RUNTIME_LABEL, TestModule
+from tests.support.e2e_world import World
 
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 

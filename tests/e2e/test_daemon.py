@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import World
-from tests.e2e.harness import Kube, TestModule, until
-from tests.processes.test_operations_processes import _install, _package
 from tests.support.daemons import GitServer, free_port, http_get, reachable
+from tests.support.e2e_harness import Kube, TestModule, until
+from tests.support.e2e_world import World
+from tests.support.step_plugins import install_step_package, write_step_package
 
 HOLD_STEP = """
 import os, time
@@ -166,7 +166,9 @@ class DaemonProcess:
 @pytest.fixture
 def plugins(tmp_path: Path) -> Path:
     target = tmp_path / "plugins"
-    _install(_package(tmp_path, "e2e_hold_step", HOLD_STEP, "HoldWhenArmed"), target)
+    install_step_package(
+        write_step_package(tmp_path, "e2e_hold_step", HOLD_STEP, "HoldWhenArmed"), target
+    )
     return target
 
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.conftest import World
-from tests.e2e.harness import CRD, TestModule, reconciler
+from tests.support.e2e_harness import CRD, TestModule, reconciler
+from tests.support.e2e_world import World
 from tests.support.tools import require_shared
 
 #: Requests that change something (the audit log's verbs).

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.e2e.conftest import World
-from tests.e2e.harness import (
+from tests.support.e2e_harness import (
     DEFAULT_SPEC_AS_KUBECTL_READS_IT,
     MANAGED_BY,
     RUNTIME_LABEL,
     until,
 )
+from tests.support.e2e_world import World
 
 
 def _calls(world: World, since: int) -> list[tuple[str, str, str]]:

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 import reconciler.cli.clusters
-from tests.e2e.conftest import World
-from tests.e2e.harness import until
+from tests.support.e2e_harness import until
+from tests.support.e2e_world import World
 
 
 def _states(world: World, runtime: str) -> dict[str, tuple[str, str]]:

@@ -24,9 +24,9 @@ from reconciler.core.model import ClusterAccess
 from reconciler.daemon.service import Daemon, DaemonOptions
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
-from tests.e2e.conftest import World
-from tests.e2e.harness import TestModule, until
 from tests.support.daemons import GitServer
+from tests.support.e2e_harness import TestModule, until
+from tests.support.e2e_world import World
 from tests.support.fleet_history import git
 
 DEBOUNCE = timedelta(seconds=1)

@@ -8,9 +8,7 @@ default configuration (a custom resource of its CRD): 210 objects of 7 kinds.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ConfigRepo
@@ -19,72 +17,9 @@ from reconciler.operations.engine import Engine
 from reconciler.operations.model import OperationState, OperationType
 from reconciler.operations.runner import Runner
 from reconciler.operations.store import SqliteStore
-from reconciler.source.loader import load_repo
-from tests.support.repos import RepoFactory, channel_file, module_files, runtime_file
+from tests.support.big_runtime import MODULES, NOW, big_runtime_repo
+from tests.support.repos import RepoFactory
 from tests.support.scenarios import Clock
-
-MODULES = 30
-NOW = datetime(2026, 11, 23, 12, tzinfo=UTC)
-
-
-def _crd(group: str, kind: str) -> dict[str, Any]:
-    plural = kind.lower() + "s"
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {"openAPIV3Schema": {"type": "object"}},
-                }
-            ],
-        },
-    }
-
-
-def _module(index: int) -> dict[str, str]:
-    name = f"mod{index:02d}"
-    namespace = f"{name}-system"
-    group = f"{name}.example.com"
-    kind = f"Thing{index:02d}"
-    objects = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-        _crd(group, kind),
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "b"}},
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": name},
-            "spec": {"ports": [{"port": 80, "protocol": "TCP"}]},
-        },
-    ]
-    default = {
-        "apiVersion": f"{group}/v1",
-        "kind": kind,
-        "metadata": {"name": "default"},
-        "spec": {"size": 1},
-    }
-    return module_files(name, namespace=namespace, objects=objects, default=default)
-
-
-def _repo(make_repo: RepoFactory) -> ConfigRepo:
-    files: dict[str, str] = {}
-    for index in range(MODULES):
-        files.update(_module(index))
-    names = [f"mod{i:02d}" for i in range(MODULES)]
-    files.update(channel_file("regular", dict.fromkeys(names, "1.0.0")))
-    files.update(runtime_file("big", "regular", [{"name": n} for n in names]))
-    validation = load_repo(make_repo(files))
-    assert validation.repo is not None, [d.format() for d in validation.diagnostics]
-    return validation.repo
 
 
 def _sync(cluster: InMemoryCluster, repo: ConfigRepo) -> dict[str, int]:
@@ -95,7 +30,7 @@ def _sync(cluster: InMemoryCluster, repo: ConfigRepo) -> dict[str, int]:
 
 
 def test_a_cold_install_writes_about_once_per_object(make_repo: RepoFactory) -> None:
-    repo = _repo(make_repo)
+    repo = big_runtime_repo(make_repo)
     cluster = InMemoryCluster()
     calls = _sync(cluster, repo)
     applied = MODULES * 7  # objects of the manifests and the default configurations
@@ -111,7 +46,7 @@ def test_a_cold_install_writes_about_once_per_object(make_repo: RepoFactory) -> 
 def test_a_sync_that_changes_nothing_lists_once_per_kind_and_writes_nothing(
     make_repo: RepoFactory, tmp_path: Path
 ) -> None:
-    repo = _repo(make_repo)
+    repo = big_runtime_repo(make_repo)
     cluster = InMemoryCluster()
     _sync(cluster, repo)
     calls = _sync(cluster, repo)
@@ -138,7 +73,7 @@ def test_an_update_operation_reads_the_cluster_once_for_all_its_stages(
 ) -> None:
     """``reconciler sync`` runs an update as stages (plan, apply, remove), each of which used to
     read every object again: the live view is shared by the stages of one run."""
-    repo = _repo(make_repo)
+    repo = big_runtime_repo(make_repo)
     cluster = InMemoryCluster()
     store = SqliteStore(tmp_path / "state.db")
     clock = Clock(NOW)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.cluster.snapshot import load_snapshot
+from tests.support.step_plugins import install_step_package, write_step_package
 
 ROOT = Path(__file__).parents[2]
 SAMPLE = ROOT / "sample-repo"
@@ -71,39 +72,6 @@ class HoldUntilReleased(Step):
                 time.sleep(0.05)
         return StepResult("released")
 """
-
-
-def _package(root: Path, module: str, source: str, entry: str) -> Path:
-    package = root / f"src-{module}"
-    package.mkdir(parents=True)
-    (package / f"{module}.py").write_text(source)
-    (package / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
-        f'[project]\nname = "{module.replace("_", "-")}"\nversion = "0.1.0"\n'
-        f'[project.entry-points."reconciler.steps"]\n{module} = "{module}:{entry}"\n'
-        f'[tool.setuptools]\npy-modules = ["{module}"]\n'
-    )
-    return package
-
-
-def _install(package: Path, target: Path) -> None:
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-index",
-            "--target",
-            str(target),
-            str(package),
-        ],
-        check=True,
-        capture_output=True,
-    )
 
 
 def _command(
@@ -192,7 +160,9 @@ def test_sigkill_mid_operation_then_resume(tmp_path: Path) -> None:
     """Slow by nature (about 4 s, more on a loaded machine): pip installs the crashing step, then
     three `reconciler sync` and two `reconciler operations` processes start Python afresh."""
     plugins = tmp_path / "plugins"
-    _install(_package(tmp_path, "crash_step", CRASH_STEP, "CrashOnce"), plugins)
+    install_step_package(
+        write_step_package(tmp_path, "crash_step", CRASH_STEP, "CrashOnce"), plugins
+    )
     env = {"CRASH_MARKER": str(tmp_path / "crashed")}
 
     killed = _sync(tmp_path, plugins, env)
@@ -228,7 +198,9 @@ def test_two_processes_never_run_two_operations_of_one_runtime(tmp_path: Path) -
     """Slow by nature (about 3 s, more on a loaded machine): pip installs the holding step, then
     two `reconciler sync` processes race for one runtime, each a fresh Python."""
     plugins = tmp_path / "plugins"
-    _install(_package(tmp_path, "hold_step", HOLD_STEP, "HoldUntilReleased"), plugins)
+    install_step_package(
+        write_step_package(tmp_path, "hold_step", HOLD_STEP, "HoldUntilReleased"), plugins
+    )
     hold = tmp_path / "hold"
     hold.mkdir()
 
@@ -260,7 +232,7 @@ def test_the_documented_plugin_works_as_written(tmp_path: Path) -> None:
     plugins = tmp_path / "plugins"
     copy = tmp_path / "example"  # building writes build/ next to the sources: not in the repo
     shutil.copytree(example, copy)
-    _install(copy, plugins)
+    install_step_package(copy, plugins)
     announcements = tmp_path / "announcements.log"
 
     done = _sync(tmp_path, plugins, {"RECONCILER_ANNOUNCE_FILE": str(announcements)})

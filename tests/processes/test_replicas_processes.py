@@ -28,8 +28,8 @@ import pytest
 
 from reconciler.operations.model import OperationState
 from reconciler.operations.store.postgres import PostgresStore
-from tests.store_contract.conftest import with_schema
 from tests.support.fleet_generator import generate_fleet
+from tests.support.store_backends import with_schema
 
 POSTGRES = os.environ.get("RECONCILER_TEST_POSTGRES", "")
 RUNTIMES = 300

@@ -1,12 +1,15 @@
 """The tests stay laid out like the package and keep their own rules: every test module in a
 folder (``tests/core``, ``tests/config``, ..., ``tests/processes``), helpers in ``tests/support``,
-which ``bench/`` may import but the tests never import ``bench``; test docstrings say what is
-tested (no issue numbers); and no assertion on wall-clock time, which a busy machine breaks."""
+which ``bench/`` may import but the tests never import ``bench``; no test module, conftest or
+benchmark imports a test module or a conftest (what they share lives in ``tests/support``); test
+docstrings say what is tested (no issue numbers); and no assertion on wall-clock time, which a
+busy machine breaks."""
 
 from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).parents[2]
@@ -42,20 +45,55 @@ def test_every_test_module_is_in_a_folder_of_the_layout() -> None:
     assert misplaced == [], "move them into the folder of the package they test"
 
 
+def _imports(path: Path) -> Iterator[tuple[int, str]]:
+    """Each module ``path`` imports, anywhere in it, with its line: a relative import as its dots
+    and module (``.test_x``), ``from tests import x`` as ``tests.x``."""
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            names = ["." * node.level + (node.module or "")]
+        elif isinstance(node, ast.ImportFrom) and node.module == "tests":
+            names = [f"tests.{a.name}" for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""]
+        else:
+            continue
+        yield from ((node.lineno, name) for name in names)
+
+
+def _is_a_test_module(name: str) -> bool:
+    """Whether importing ``name`` reaches into a test module or a conftest: anything of
+    ``tests`` but ``tests.support``, a ``conftest``, or a relative import."""
+    parts = name.split(".")
+    if name.startswith(".") or "conftest" in parts:
+        return True
+    return parts[0] == "tests" and parts[1:2] != ["support"]
+
+
 def test_tests_never_import_bench() -> None:
-    importing = []
-    for path in _modules():
-        for node in ast.walk(_tree(path)):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                names = [node.module or ""]
-            else:
-                continue
-            if any(n == "bench" or n.startswith("bench.") for n in names):
-                importing.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    importing = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in _modules()
+        for line, name in _imports(path)
+        if name == "bench" or name.startswith("bench.")
+    ]
 
     assert importing == [], "bench/ may import tests/support, never the other way"
+
+
+def test_no_test_module_imports_another() -> None:
+    """A helper, constant or fixture that two test modules share lives in ``tests/support`` (a
+    fixture may stay in a conftest, which pytest finds by itself): importing a test module runs
+    its module-level set-up and ties two tests' files together."""
+    importing = [
+        f"{path.relative_to(ROOT)}:{line} imports {name}"
+        for path in [*_modules(), *sorted((ROOT / "bench").rglob("*.py"))]
+        for line, name in _imports(path)
+        if _is_a_test_module(name)
+    ]
+
+    assert importing == [], "move what they share into tests/support and import it from there"
 
 
 def test_test_docstrings_name_no_issue() -> None:

@@ -13,47 +13,8 @@ from reconciler.core.templates import RenderCache
 from reconciler.render.engines import KindRenderer
 from reconciler.render.kustomize import KustomizeRenderer
 from reconciler.source.loader import load_repo
-from tests.support.repos import API, RepoFactory, channel_file, dump, runtime_file
-
-BASE_DEPLOYMENT = {
-    "apiVersion": "apps/v1",
-    "kind": "Deployment",
-    "metadata": {"name": "board-operator", "labels": {"app.kubernetes.io/version": "1.0.0"}},
-    "spec": {
-        "replicas": 1,
-        "selector": {"matchLabels": {"app": "board"}},
-        "template": {
-            "metadata": {"labels": {"app": "board"}},
-            "spec": {"containers": [{"name": "board", "image": "example/board:1"}]},
-        },
-    },
-}
-OVERLAY = {
-    "resources": ["base"],
-    "patches": [
-        {
-            "target": {"kind": "Deployment", "name": "board-operator"},
-            "patch": "- op: replace\n  path: /spec/replicas\n  value: 3\n",
-        }
-    ],
-    "configMapGenerator": [{"name": "board-settings", "literals": ["TITLE=ours"]}],
-}
-
-
-def overlay_files(overlay: Mapping[str, Any] = OVERLAY) -> dict[str, str]:
-    """``modules/board/``: module.yaml and a version folder holding an overlay over ``base/``."""
-    spec = {
-        "namespace": "board-system",
-        "operator": {"kind": "Deployment", "name": "board-operator"},
-    }
-    module = {"apiVersion": API, "kind": "Module", "metadata": {"name": "board"}, "spec": spec}
-    folder = "modules/board/1.0.0"
-    return {
-        "modules/board/module.yaml": dump(module),
-        f"{folder}/kustomization.yaml": dump(overlay),
-        f"{folder}/base/kustomization.yaml": dump({"resources": ["deployment.yaml"]}),
-        f"{folder}/base/deployment.yaml": dump(BASE_DEPLOYMENT),
-    }
+from tests.support.render_modules import OVERLAY, overlay_files
+from tests.support.repos import RepoFactory, channel_file, runtime_file
 
 
 def _load(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,11 @@ from reconciler.render.engines import KindRenderer
 from reconciler.render.sources import SourceRenderer, default_cache_dir
 from reconciler.source.loader import load_repo
 from tests.support.charts import CHART_TEMPLATES
-from tests.support.registries import ChartRepository, OciRegistry, package_chart
-from tests.support.repos import API, RepoFactory, channel_file, dump, runtime_file
+from tests.support.registries import ChartRepository, OciRegistry, package_chart, registry
+from tests.support.render_modules import source_module_files
+from tests.support.repos import RepoFactory, channel_file, runtime_file
+
+__all__ = ["registry"]  # the fixture
 
 OTHER = "sha256:" + "0" * 64
 
@@ -33,35 +36,6 @@ def _no_user_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     """The tests name their cache folders and credentials; the caller's environment does not."""
     monkeypatch.delenv("RECONCILER_SOURCE_CACHE", raising=False)
     monkeypatch.delenv("RECONCILER_REGISTRY_CREDENTIALS", raising=False)
-
-
-@pytest.fixture
-def registry(tmp_path: Path) -> Iterator[OciRegistry]:
-    (tmp_path / "registry").mkdir()
-    started = OciRegistry(tmp_path / "registry").start()
-    try:
-        yield started
-    finally:
-        started.stop()
-
-
-def source_module_files(
-    spec: Mapping[str, Any], version: str = "1.0.0", values: Mapping[str, Any] | None = None
-) -> dict[str, str]:
-    """``modules/web/``: module.yaml and a version folder holding ``source.yaml``."""
-    module_spec = {
-        "namespace": "web-system",
-        "operator": {"kind": "Deployment", "name": "web-operator"},
-    }
-    module = {"apiVersion": API, "kind": "Module", "metadata": {"name": "web"}, "spec": module_spec}
-    source = {"apiVersion": API, "kind": "Source", "spec": dict(spec)}
-    files = {
-        "modules/web/module.yaml": dump(module),
-        f"modules/web/{version}/source.yaml": dump(source),
-    }
-    if values is not None:
-        files[f"modules/web/{version}/values.yaml"] = dump(dict(values))
-    return files
 
 
 def _load(

@@ -20,7 +20,12 @@ import pytest
 from reconciler.config.remotes import repo_credential_host
 from reconciler.errors import TransientError
 from reconciler.source.git import GitCredentials, RemoteSource
-from tests.source.test_git_safety import _settings, _start_daemon, _status, _stop
+from tests.support.daemon_processes import (
+    channels_git_settings,
+    daemon_status,
+    start_daemon_process,
+    stop_daemon_process,
+)
 from tests.support.daemons import Fleet, GitServer, until
 from tests.support.tls_fakes import HttpsRecorder, make_test_ca
 
@@ -29,7 +34,7 @@ DAEMON = (sys.executable, "-m", "reconciler", "daemon", "--repo", "https://h.exa
 
 
 def _channels_error(base: str) -> str:
-    channels = _status(base)["channels"]
+    channels = daemon_status(base)["channels"]
     return str(channels["error"]) if channels else ""
 
 
@@ -63,20 +68,28 @@ def test_a_commit_pointing_channels_at_another_host_never_gets_the_token(
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
     credential_host = f"127.0.0.1:{listed.port}"
-    daemon, base = _start_daemon(
+    daemon, base = start_daemon_process(
         tmp_path,
         server.url,
         *("--token-file", str(token_file), "--credential-host", credential_host),
         env=dict(os.environ),
     )
     try:
-        fleet.commit("channels elsewhere", {"fleet/reconciler.yaml": _settings(elsewhere.url())})
-        until(lambda: bool(elsewhere.seen) and bool((_status(base)["channels"] or {}).get("error")))
-        error = _status(base)["channels"]["error"]
-        fleet.commit("channels listed", {"fleet/reconciler.yaml": _settings(listed.url())})
+        fleet.commit(
+            "channels elsewhere", {"fleet/reconciler.yaml": channels_git_settings(elsewhere.url())}
+        )
+        until(
+            lambda: (
+                bool(elsewhere.seen) and bool((daemon_status(base)["channels"] or {}).get("error"))
+            )
+        )
+        error = daemon_status(base)["channels"]["error"]
+        fleet.commit(
+            "channels listed", {"fleet/reconciler.yaml": channels_git_settings(listed.url())}
+        )
         until(lambda: bool(listed.seen))
     finally:
-        errors = _stop(daemon)
+        errors = stop_daemon_process(daemon)
         server.stop()
 
     assert elsewhere.authorizations() == {""}
@@ -142,13 +155,13 @@ def test_an_ssh_key_path_reaches_ssh_as_one_argument_and_runs_nothing(tmp_path: 
     secrets.mkdir()
     key = secrets / "id ;cd;touch pwned;#"
     key.write_text("not a real key\n")
-    daemon, _ = _start_daemon(
+    daemon, _ = start_daemon_process(
         tmp_path, "ssh://git@127.0.0.1/fleet.git", "--ssh-key-file", str(key), env=env
     )
     try:
         until(lambda: log.exists() and "fleet.git" in log.read_text())
     finally:
-        _stop(daemon)
+        stop_daemon_process(daemon)
 
     argv = log.read_text().splitlines()
     assert argv[argv.index("-i") + 1] == str(key)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -21,7 +20,6 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -33,15 +31,20 @@ from reconciler.errors import SourceError, TransientError
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import GitRunner, RemoteSource, open_revision
 from reconciler.source.loader import load_repo
+from tests.support.daemon_processes import (
+    SETTINGS_HEAD,
+    channels_git_settings,
+    daemon_status,
+    start_daemon_process,
+    stop_daemon_process,
+)
 from tests.support.daemons import (
     WIDGET,
     Fleet,
     GitServer,
-    free_port,
     http_get,
     http_post,
     poll_and_reconcile,
-    reachable,
     running_version,
     until,
 )
@@ -49,7 +52,6 @@ from tests.support.fleet_history import BASE_FILES, git, runtime_yaml, write_tre
 
 ROOT = Path(__file__).parents[2]
 SAMPLE = ROOT / "sample-repo"
-SETTINGS_HEAD = "apiVersion: reconciler.dev/v1alpha1\nkind: Settings\nmetadata: {name: fleet}\n"
 
 
 class HangServer:
@@ -146,10 +148,6 @@ def _payloads(tmp_path: Path) -> dict[str, tuple[str, Path]]:
         "ssh": (f"ssh://-oProxyCommand=touch% {markers['ssh']}/x", markers["ssh"]),
         "credentials": ("https://robot:hunter2-pass@git.example.com/c.git", tmp_path / "never"),
     }
-
-
-def _settings(git: str) -> str:
-    return SETTINGS_HEAD + f"spec:\n  channelsFrom:\n    git: {json.dumps(git)}\n    ref: main\n"
 
 
 # -- validate ------------------------------------------------------------------------------------
@@ -345,62 +343,9 @@ def test_stopping_the_runner_ends_a_hanging_call_at_once(tmp_path: Path, hang: H
 # -- the daemon ----------------------------------------------------------------------------------
 
 
-def _start_daemon(
-    tmp_path: Path, repo: str, *args: str, env: dict[str, str] | None = None
-) -> tuple[subprocess.Popen[str], str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "reconciler",
-            "daemon",
-            "--repo",
-            repo,
-            "--path",
-            "fleet",
-            "--interval",
-            "1s",
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--snapshot",
-            f"{tmp_path / 'clusters'}/",
-            "--snapshot-create",
-            "--state",
-            f"sqlite:///{tmp_path / 'state.db'}",
-            *args,
-        ],
-        env=env or dict(os.environ),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    until(lambda: reachable(base))
-    return process, base
-
-
-def _status(base: str) -> dict[str, Any]:
-    status: dict[str, Any] = json.loads(http_get(base + "/status")[1])
-    return status
-
-
 def _refused_commit(base: str) -> str | None:
-    refused = _status(base)["source"]["refused"]
+    refused = daemon_status(base)["source"]["refused"]
     return None if refused is None else str(refused["commit"])
-
-
-def _stop(process: subprocess.Popen[str], seconds: float = 10) -> str:
-    """SIGTERM; the daemon must be gone within ``seconds``. Returns its stderr."""
-    process.send_signal(signal.SIGTERM)
-    try:
-        _, errors = process.communicate(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.communicate()
-        raise AssertionError(f"the daemon did not stop within {seconds}s") from None
-    assert process.returncode == 0, errors
-    return errors
 
 
 def test_the_daemon_refuses_every_payload_with_its_place_and_runs_nothing(tmp_path: Path) -> None:
@@ -411,7 +356,7 @@ def test_the_daemon_refuses_every_payload_with_its_place_and_runs_nothing(tmp_pa
     server.start()
     (tmp_path / "secret").write_text("hook-secret\n")
     hook = tmp_path / "secret"
-    daemon, base = _start_daemon(
+    daemon, base = start_daemon_process(
         tmp_path, server.url, "--git-timeout", "10s", "--webhook-secret-file", str(hook), env=env
     )
 
@@ -421,12 +366,12 @@ def test_the_daemon_refuses_every_payload_with_its_place_and_runs_nothing(tmp_pa
 
     try:
         until(lambda: http_get(base + "/readyz")[0] == 200)
-        good = _status(base)["source"]["commit"]
+        good = daemon_status(base)["source"]["commit"]
         for name, (payload, _) in payloads.items():
-            commit = fleet.commit(name, {"fleet/reconciler.yaml": _settings(payload)})
+            commit = fleet.commit(name, {"fleet/reconciler.yaml": channels_git_settings(payload)})
             pushed()
             until(lambda: _refused_commit(base) == commit)  # noqa: B023 (called at once)
-            refused = _status(base)["source"]["refused"]
+            refused = daemon_status(base)["source"]["refused"]
             assert [
                 (e["path"], e["line"], e["column"], e["rule"], e["pointer"])
                 for e in refused["errors"]
@@ -437,12 +382,12 @@ def test_the_daemon_refuses_every_payload_with_its_place_and_runs_nothing(tmp_pa
         )
         pushed()
         until(lambda: _refused_commit(base) == escape)
-        status = _status(base)
+        status = daemon_status(base)
         assert status["source"]["commit"] == good
         assert status["source"]["refused"]["errors"][0]["rule"] == "C6"
         assert status["channels"] is None
     finally:
-        errors = _stop(daemon, seconds=30)
+        errors = stop_daemon_process(daemon, seconds=30)
         server.stop()
 
     calls = log.read_text()
@@ -458,12 +403,12 @@ def test_the_daemon_refuses_every_payload_with_its_place_and_runs_nothing(tmp_pa
 
 
 def test_a_silent_server_fails_the_poll_within_its_limit(tmp_path: Path, hang: HangServer) -> None:
-    daemon, base = _start_daemon(tmp_path, hang.url(), "--git-timeout", "2s")
+    daemon, base = start_daemon_process(tmp_path, hang.url(), "--git-timeout", "2s")
     try:
         assert hang.accepted.wait(30)
-        until(lambda: "gave no answer" in _status(base)["source"]["error"], seconds=30)
+        until(lambda: "gave no answer" in daemon_status(base)["source"]["error"], seconds=30)
         assert hang.all_hung_up()  # the git call was stopped at its limit, not left hanging
-        source = _status(base)["source"]
+        source = daemon_status(base)["source"]
         assert source["error"] == (
             f"{hang.url()}: git ls-remote gave no answer within 2s (git timeout); stopped it"
         )
@@ -471,18 +416,18 @@ def test_a_silent_server_fails_the_poll_within_its_limit(tmp_path: Path, hang: H
         assert source["lastSuccessfulPoll"] is None
         assert http_get(base + "/readyz")[0] == 503
     finally:
-        _stop(daemon)
+        stop_daemon_process(daemon)
     assert hang.all_hung_up()
 
 
 def test_sigterm_stops_the_daemon_while_git_waits_on_a_silent_server(
     tmp_path: Path, hang: HangServer
 ) -> None:
-    daemon, _ = _start_daemon(tmp_path, hang.url())  # the default limit: 60s
+    daemon, _ = start_daemon_process(tmp_path, hang.url())  # the default limit: 60s
     try:
         assert hang.accepted.wait(30)  # a poll is waiting on the server now
     finally:
-        errors = _stop(daemon, seconds=10)
+        errors = stop_daemon_process(daemon, seconds=10)
     assert "stopping" in errors
     assert hang.all_hung_up()  # its git was killed, not left behind
 
@@ -504,7 +449,7 @@ def test_an_unreachable_channels_source_does_not_stop_config_commits(tmp_path: P
     channels_server.start()
     first = fleet.commit(
         "channels apart",
-        {"fleet/reconciler.yaml": _settings(channels_server.url), "channels": None},
+        {"fleet/reconciler.yaml": channels_git_settings(channels_server.url), "channels": None},
     )
     clusters: dict[str, InMemoryCluster] = {}
 

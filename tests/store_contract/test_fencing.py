@@ -25,8 +25,8 @@ from reconciler.operations.model import (
     StepState,
 )
 from reconciler.operations.store import StateStore
-from tests.store_contract.conftest import Backend
-from tests.store_contract.test_incremental_saves import _operation, _start
+from tests.support.store_backends import Backend
+from tests.support.stored_operations import start_step, three_stage_operation
 
 T0 = datetime(2026, 11, 18, 12, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=30)
@@ -51,11 +51,11 @@ def _record(runtime: str = "rt", message: str = "ok") -> RuntimeRecord:
 def test_a_live_members_token_writes(backend: Backend) -> None:
     store = backend.open()
     token = _member(store, "a")
-    operation = _operation()
+    operation = three_stage_operation()
     operation.owner = "a"
 
     store.save(operation, token)
-    _start(operation, 1, 0)
+    start_step(operation, 1, 0)
     store.save(operation, token)
     store.put_runtime(_record(), token)
     store.record_access("rt", ClusterIdentity.parse("snapshot x"), token)
@@ -70,13 +70,13 @@ def test_a_fenced_members_save_is_refused_in_the_statement(backend: Backend) -> 
     """The member's own checks passed before a pause; the store refuses after the fence."""
     store, other = backend.open(), backend.open()
     token = _member(store, "a")
-    operation = _operation()
+    operation = three_stage_operation()
     operation.owner = "a"
     store.save(operation, token)
     _member(other, "b", T0 + timedelta(minutes=1))
     _fence(other, "a")
 
-    _start(operation, 1, 0)
+    start_step(operation, 1, 0)
     with pytest.raises(LostOwnershipError, match="epoch 1 is no longer current") as refused:
         store.save(operation, token)
     with pytest.raises(LostOwnershipError):  # forgotten by then: the whole write is refused too
@@ -94,7 +94,7 @@ def test_a_fenced_member_inserts_no_operation(backend: Backend) -> None:
     _fence(store, "a")
 
     with pytest.raises(LostOwnershipError):
-        store.save(_operation("op2"), token)
+        store.save(three_stage_operation("op2"), token)
 
     assert backend.open().get("op2") is None
 
@@ -102,7 +102,7 @@ def test_a_fenced_member_inserts_no_operation(backend: Backend) -> None:
 def test_a_fenced_members_claim_and_runtime_writes_are_refused(backend: Backend) -> None:
     store = backend.open()
     token = _member(store, "a")
-    pending = _operation()
+    pending = three_stage_operation()
     pending.state, pending.owner = OperationState.PENDING, ""
     store.save(pending, token)
     store.put_runtime(_record(message="before"), token)
@@ -135,7 +135,7 @@ def test_a_token_of_an_older_epoch_is_refused_after_the_member_came_back(
     _fence(store, "a")
     new = _member(store, "a", T0 + timedelta(seconds=2))  # within the lease, but fenced
     assert new.epoch == old.epoch + 1
-    operation = _operation()
+    operation = three_stage_operation()
     operation.owner = "a"
 
     with pytest.raises(LostOwnershipError):
@@ -164,10 +164,10 @@ def test_writes_without_a_token_are_guarded_by_owner_and_version_alone(
     store = backend.open()
     _member(store, "a")
     _fence(store, "a")
-    operation: Operation = _operation()
+    operation: Operation = three_stage_operation()
 
     store.save(operation)
-    _start(operation, 1, 0)
+    start_step(operation, 1, 0)
     store.save(operation)
     store.put_runtime(_record())
     store.forget_runtime("rt")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import timedelta, timezone
 from pathlib import Path
 
 import psycopg
@@ -22,15 +22,13 @@ from reconciler.operations.model import (
     Operation,
     OperationData,
     OperationState,
-    OperationType,
     StageRecord,
     StepRecord,
     StepState,
 )
 from reconciler.operations.store import OperationRows, SavedRows, SqliteStore
-from tests.store_contract.conftest import Backend
-
-T0 = datetime(2026, 11, 18, 12, 0, tzinfo=UTC)
+from tests.support.store_backends import Backend
+from tests.support.stored_operations import T0, start_step, three_stage_operation
 
 _SQLITE_COUNTING = "".join(
     f"CREATE TRIGGER {table}_{event.lower()} AFTER {event} ON {table} "
@@ -46,39 +44,6 @@ _POSTGRES_COUNTING = """
     "FOR EACH ROW EXECUTE FUNCTION count_row_write();"
     for table in ("operations", "stages", "steps")
 )
-
-
-def _operation(operation_id: str = "op1", runtime: str = "rt") -> Operation:
-    """An operation of three stages (two, one and two steps), one of them finished."""
-    return Operation(
-        id=operation_id,
-        runtime=runtime,
-        type=OperationType.UPDATE,
-        state=OperationState.IN_PROGRESS,
-        created=T0,
-        deadline=T0 + timedelta(hours=3),
-        stages=[
-            StageRecord(
-                "starting",
-                [StepRecord("Starting", StepState.DONE, 1, T0, T0, T0, None, "in progress")],
-                done=True,
-                finished=T0,
-            ),
-            StageRecord("plan", [StepRecord("Resolve_Kubeconfig"), StepRecord("Plan_Changes")]),
-            StageRecord("apply", [StepRecord("Apply_Modules"), StepRecord("Check_Ready")]),
-        ],
-        owner="host-a:1",
-        updated=T0,
-    )
-
-
-def _start(operation: Operation, stage: int, step: int, minutes: int = 1) -> None:
-    """The engine's start of a step: one more attempt, RUNNING, a new lease."""
-    record = operation.stages[stage].steps[step]
-    now = T0 + timedelta(minutes=minutes)
-    record.attempts += 1
-    record.state, record.started, record.first_started = StepState.RUNNING, now, now
-    operation.updated, operation.lease_until = now, now + timedelta(minutes=2)
 
 
 def _count_row_writes(backend: Backend) -> None:
@@ -124,11 +89,11 @@ def test_a_save_after_one_step_changed_writes_that_step_and_the_operation_row(
 ) -> None:
     store = backend.open()
     _count_row_writes(backend)
-    operation = _operation()
+    operation = three_stage_operation()
     store.save(operation)
     assert _row_writes(backend) == {"operations": 1, "stages": 3, "steps": 5}
 
-    _start(operation, 1, 0)
+    start_step(operation, 1, 0)
     store.save(operation)
 
     assert _row_writes(backend) == {"operations": 1, "steps": 1}
@@ -139,7 +104,7 @@ def test_a_save_after_one_step_changed_writes_that_step_and_the_operation_row(
 
 def test_the_end_of_a_stage_writes_its_last_step_and_the_stage(backend: Backend) -> None:
     store = backend.open()
-    operation = _operation()
+    operation = three_stage_operation()
     store.save(operation)
     _count_row_writes(backend)
 
@@ -155,13 +120,13 @@ def test_the_end_of_a_stage_writes_its_last_step_and_the_stage(backend: Backend)
 
 def test_an_operation_read_from_the_store_is_saved_by_its_changes(backend: Backend) -> None:
     """A store that read an operation (a resumed one, a replica's takeover) knows its rows."""
-    backend.open().save(_operation())
+    backend.open().save(three_stage_operation())
     store = backend.open()
     loaded = store.get("op1")
     assert loaded is not None
     _count_row_writes(backend)
 
-    _start(loaded, 2, 0)
+    start_step(loaded, 2, 0)
     store.save(loaded)
 
     assert _row_writes(backend) == {"operations": 1, "steps": 1}
@@ -172,7 +137,7 @@ def test_stages_and_steps_no_longer_there_are_deleted_and_new_ones_written(
     backend: Backend,
 ) -> None:
     store = backend.open()
-    operation = _operation()
+    operation = three_stage_operation()
     store.save(operation)
 
     operation.stages[2].steps.pop()  # a step gone
@@ -195,16 +160,16 @@ def test_a_save_after_another_stores_save_is_refused_and_writes_nothing(
     """Replica A saved the operation; replica B (another connection) saved it with another step
     changed; A's next save fails its version guard: refused, never written whole over B's rows."""
     mine, theirs = backend.open(), backend.open()
-    operation = _operation()
+    operation = three_stage_operation()
     mine.save(operation)
     copy = theirs.get("op1")
     assert copy is not None
-    _start(copy, 2, 1, minutes=5)
+    start_step(copy, 2, 1, minutes=5)
     copy.stages[1].steps[0].message = "theirs"
     theirs.save(copy)
     _count_row_writes(backend)
 
-    _start(operation, 1, 0)
+    start_step(operation, 1, 0)
     with pytest.raises(LostOwnershipError, match="op1 not saved"):
         mine.save(operation)
 
@@ -222,17 +187,17 @@ def test_a_claim_in_between_by_another_store_is_seen(backend: Backend) -> None:
     """A store that claims an operation while it knows an older version of it must not take
     the claimed version for the one it knew: its next save writes the whole operation."""
     mine, theirs = backend.open(), backend.open()
-    operation = _operation()
+    operation = three_stage_operation()
     mine.save(operation)
     copy = theirs.get("op1")  # theirs knows this version
     assert copy is not None
-    _start(operation, 1, 0)
+    start_step(operation, 1, 0)
     mine.save(operation)  # a version theirs does not know
 
     claimed = theirs.claim("op1", "host-b:2", T0, T0 + timedelta(minutes=2), lambda _: False)
     assert claimed is None  # host-a:1 is dead: a takeover
     copy.state, copy.owner = OperationState.IN_PROGRESS, "host-b:2"
-    _start(copy, 2, 0, minutes=3)
+    start_step(copy, 2, 0, minutes=3)
     theirs.save(copy)
 
     assert _stored(backend) == copy
@@ -240,14 +205,14 @@ def test_a_claim_in_between_by_another_store_is_seen(backend: Backend) -> None:
 
 def test_a_claim_of_the_store_itself_keeps_the_rows_it_knows(backend: Backend) -> None:
     store = backend.open()
-    operation = replace(_operation(), state=OperationState.PENDING, owner="")
+    operation = replace(three_stage_operation(), state=OperationState.PENDING, owner="")
     store.save(operation)
     _count_row_writes(backend)
 
     assert store.claim("op1", "host-a:1", T0, T0 + timedelta(minutes=2), lambda _: True) is None
     operation.state, operation.owner = OperationState.IN_PROGRESS, "host-a:1"
     operation.lease_until = T0 + timedelta(minutes=2)
-    _start(operation, 1, 0)
+    start_step(operation, 1, 0)
     store.save(operation)
 
     assert _row_writes(backend) == {"operations": 2, "steps": 1}  # the claim, then the save
@@ -258,13 +223,13 @@ def test_a_claim_in_between_by_another_store_then_my_save_is_refused(
     backend: Backend,
 ) -> None:
     mine, theirs = backend.open(), backend.open()
-    operation = _operation()
+    operation = three_stage_operation()
     mine.save(operation)
     assert theirs.claim("op1", "host-b:2", T0, T0 + timedelta(minutes=2), lambda _: False) is None
     claimed = _stored(backend)
     _count_row_writes(backend)
 
-    _start(operation, 1, 1)
+    start_step(operation, 1, 1)
     with pytest.raises(LostOwnershipError):
         mine.save(operation)
     with pytest.raises(LostOwnershipError):  # forgotten: a whole write, refused by the owner
@@ -296,7 +261,7 @@ def test_an_operation_written_before_versions_were_kept_is_saved_by_its_changes(
     assert old is not None
     _count_row_writes(backend)
 
-    _start(old, 0, 1)
+    start_step(old, 0, 1)
     store.save(old)
 
     assert _row_writes(backend) == {"operations": 1, "steps": 1}
@@ -307,13 +272,13 @@ def test_threads_saving_operations_through_one_store_leave_each_as_saved(
     backend: Backend,
 ) -> None:
     store = backend.open()
-    operations = [_operation(f"op{n}", runtime=f"rt{n}") for n in range(6)]
+    operations = [three_stage_operation(f"op{n}", runtime=f"rt{n}") for n in range(6)]
     start = threading.Barrier(len(operations))
 
     def work(operation: Operation) -> None:
         start.wait()
         for round_ in range(5):
-            _start(operation, 1 + round_ % 2, round_ % 2, minutes=round_)
+            start_step(operation, 1 + round_ % 2, round_ % 2, minutes=round_)
             operation.message = f"round {round_}"
             store.save(operation)
 
@@ -338,14 +303,14 @@ def test_a_worker_save_during_a_status_read_stands_and_its_next_save_goes_throug
     (LostOwnershipError) though nobody else wrote. Driven in order: the worker's save runs
     right before the read remembers its version."""
     store = SqliteStore(tmp_path / "state.db")
-    worker = _operation()
+    worker = three_stage_operation()
     store.save(worker)  # version 1
     saved = store._saved  # the seam where the two threads meet
     remember_read = saved.loaded
 
     def worker_saves_first(operation: Operation, version: int) -> None:
         monkeypatch.setattr(saved, "loaded", remember_read)
-        _start(worker, 1, 0)
+        start_step(worker, 1, 0)
         store.save(worker)  # version 2, while the read of version 1 is under way
         remember_read(operation, version)
 
@@ -353,14 +318,14 @@ def test_a_worker_save_during_a_status_read_stands_and_its_next_save_goes_throug
     read = store.unfinished("rt")  # /status
 
     assert read is not None
-    _start(worker, 1, 1, minutes=2)
+    start_step(worker, 1, 1, minutes=2)
     store.save(worker)  # was: LostOwnershipError, "operation op1 not saved"
     assert SqliteStore(tmp_path / "state.db").get("op1") == worker
 
 
 def test_a_read_of_an_older_version_never_takes_the_known_rows_back() -> None:
     saved = SavedRows()
-    operation = _operation()
+    operation = three_stage_operation()
     saved.remember(operation, 3, OperationRows.of(operation))
     older = replace(operation, message="as read before the save")
 
@@ -372,7 +337,7 @@ def test_a_read_of_an_older_version_never_takes_the_known_rows_back() -> None:
 
 def test_finished_operations_are_forgotten_and_the_rest_bounded() -> None:
     saved = SavedRows(limit=2)
-    operations = [_operation(f"op{n}") for n in range(3)]
+    operations = [three_stage_operation(f"op{n}") for n in range(3)]
     for operation in operations:
         saved.remember(operation, 1, OperationRows.of(operation))
 
@@ -386,7 +351,7 @@ def test_finished_operations_are_forgotten_and_the_rest_bounded() -> None:
 
 def test_a_claim_forgets_rows_known_of_an_older_version() -> None:
     saved = SavedRows()
-    operation = _operation()
+    operation = three_stage_operation()
     saved.remember(operation, 3, OperationRows.of(operation))
 
     saved.claimed("op1", 4)
@@ -396,7 +361,7 @@ def test_a_claim_forgets_rows_known_of_an_older_version() -> None:
 
 
 def test_the_same_moment_in_another_zone_is_no_change() -> None:
-    operation = _operation()
+    operation = three_stage_operation()
     before = OperationRows.of(operation)
     operation.stages[0].finished = T0.astimezone(timezone(timedelta(hours=1)))
 

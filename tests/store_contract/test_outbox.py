@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from reconciler.core.endpoints import Endpoint, EndpointType, SecretRef
 from reconciler.core.notifications import Notification, NotificationKind
 from reconciler.core.outbox import Outgoing
-from tests.store_contract.conftest import Backend
+from tests.support.store_backends import Backend
 
 T0 = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 LEASE = T0 + timedelta(minutes=10)

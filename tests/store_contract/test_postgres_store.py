@@ -24,7 +24,7 @@ from reconciler.errors import StoreError, TransientError
 from reconciler.operations.model import RuntimeRecord
 from reconciler.operations.store import open_store, schema
 from reconciler.operations.store.postgres import PostgresStore
-from tests.store_contract.conftest import PostgresBackend, with_schema
+from tests.support.store_backends import PostgresBackend, with_schema
 
 SECRET = "s3cr%40t-Pw"  # percent-encoded "s3cr@t-Pw"
 RECORD = RuntimeRecord(

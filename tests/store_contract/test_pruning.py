@@ -30,7 +30,7 @@ from reconciler.operations.model import (
 )
 from reconciler.operations.store import StateStore
 from reconciler.operations.store.base import SqlBase
-from tests.store_contract.conftest import Backend
+from tests.support.store_backends import Backend
 
 T0 = datetime(2026, 11, 18, 12, 0, tzinfo=UTC)
 #: Long before any run of these tests: a failure then is past every ``--keep-failures``.

@@ -18,7 +18,7 @@ from reconciler.core.rollouts import Rollout, RolloutState, start_rollout
 from reconciler.errors import FencedError, LostOwnershipError
 from reconciler.operations.model import FenceToken
 from reconciler.operations.store import StateStore
-from tests.store_contract.conftest import Backend
+from tests.support.store_backends import Backend
 
 T0 = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=30)

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from reconciler.core.model import ClusterAccess, RolloutPolicy, Runtime, WavePolicy
 from reconciler.core.rollout_steps import pause, promote
 from reconciler.core.rollouts import MemberState, Rollout, RolloutState, start_rollout
-from tests.store_contract.conftest import Backend
+from tests.support.store_backends import Backend
 
 T0 = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 POLICY = RolloutPolicy(

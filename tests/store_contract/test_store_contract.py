@@ -51,8 +51,8 @@ from reconciler.operations.model import (
 )
 from reconciler.operations.runner import Runner
 from reconciler.operations.store import ALLOWED_DELETIONS, SCHEMA_VERSION, StateStore
-from tests.store_contract.conftest import Backend
 from tests.support.lifecycle_helpers import NAMESPACE, repo
+from tests.support.store_backends import Backend
 
 T0 = datetime(2026, 11, 18, 12, 0, tzinfo=UTC)
 SAMPLE = Path(__file__).parent.parent.parent / "sample-repo"

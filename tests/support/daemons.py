@@ -1,5 +1,8 @@
 """What tests of the daemon share: a git server (``git daemon`` on 127.0.0.1) serving a fleet
-whose commits tests push, free ports, HTTP calls to a daemon, and waiting for a condition."""
+whose commits tests push, a daemon following it onto in-memory clusters (the ``served`` fixture),
+commits that trip the deletion brake, a daemon on a fake wall clock (:class:`Clocked`) and a
+channels repository it reads from git, free ports, HTTP calls to a daemon, and waiting for a
+condition."""
 
 from __future__ import annotations
 
@@ -10,15 +13,33 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import NamedTuple
+
+import pytest
 
 from reconciler.cluster.memory import InMemoryCluster
+from reconciler.core.head import Head
+from reconciler.core.model import ClusterAccess
 from reconciler.core.objects import ObjectRef
 from reconciler.daemon.service import Daemon
-from tests.support.fleet_history import BASE_FILES, git, write_tree
+from reconciler.operations.model import CommitVerdict
+from reconciler.operations.store import SqliteStore
+from reconciler.source.git import RemoteSource
+from tests.support.fleet_history import BASE_FILES, SETTINGS, git, write_tree
 
 SETTINGS_SPEC = "spec: {channelsFrom: {path: ../channels}}"
+#: The fleet's settings with a deletion brake of one runtime per sync.
+LIMIT_ONE = SETTINGS.replace(
+    SETTINGS_SPEC,
+    "spec: {channelsFrom: {path: ../channels}, deletionBrake: {maxDeletionsPerSync: 1}}",
+)
+#: A commit's changes that delete two runtimes (past a brake of one).
+REMOVE_TWO: dict[str, str | None] = {f"fleet/runtimes/{n}.yaml": None for n in "ab"}
+#: Where the fake wall clocks of daemons start.
+T0 = datetime(2026, 11, 25, 4, tzinfo=UTC)
 
 
 WIDGET = ObjectRef("apps/v1", "Deployment", "widget-system", "widget-operator")
@@ -98,6 +119,39 @@ class Fleet:
         return git(self.work, "rev-parse", "HEAD").strip()
 
 
+class ServedDaemon(NamedTuple):
+    """A daemon following the fleet that ``server`` serves, onto in-memory clusters made at their
+    first connection (by runtime name)."""
+
+    fleet: Fleet
+    server: GitServer
+    daemon: Daemon
+    clusters: dict[str, InMemoryCluster]
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[ServedDaemon]:
+    """A daemon (never started: tests call its ticks) following a served fleet, with a SQLite
+    store in ``tmp_path``; its scheduler, store and git server stopped at the end."""
+    fleet = Fleet(tmp_path)
+    server = GitServer(tmp_path)
+    server.start()
+    clusters: dict[str, InMemoryCluster] = {}
+
+    def connect(access: ClusterAccess, name: str) -> InMemoryCluster:
+        return clusters.setdefault(name, InMemoryCluster())
+
+    source = RemoteSource(server.url, "main", "fleet", tmp_path / "cache")
+    daemon = Daemon(source, SqliteStore(tmp_path / "state.db"), connect, lambda: datetime.now(UTC))
+    try:
+        yield ServedDaemon(fleet, server, daemon, clusters)
+    finally:
+        if daemon.scheduler is not None:
+            daemon.scheduler.shutdown(wait=True)
+        daemon.close()
+        server.stop()
+
+
 def http_get(url: str) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(url, timeout=10) as response:
@@ -134,3 +188,43 @@ def running_version(cluster: InMemoryCluster, ref: ObjectRef) -> str | None:
     """The ``app.kubernetes.io/version`` label of ``ref`` in ``cluster`` (None: not there)."""
     body = cluster.get(ref)
     return None if body is None else str(body["metadata"]["labels"]["app.kubernetes.io/version"])
+
+
+def commit_and_push(work: Path, bare: Path, message: str) -> None:
+    """Commit everything in ``work`` (a git repository from the first call on) and push it to
+    the ``main`` branch of ``bare``."""
+    if not (work / ".git").exists():
+        git(work, "init", "-q", "-b", "main")
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", message)
+    git(work, "push", "-q", str(bare), "HEAD:refs/heads/main")
+
+
+def channels_source_in(cache: Path) -> Callable[[str, str, str], RemoteSource]:
+    """A daemon's ``make_source`` for ``channelsFrom.git``, its clones kept in ``cache``."""
+
+    def make(url: str, ref: str, path: str) -> RemoteSource:
+        return RemoteSource(url, ref, path, cache)
+
+    return make
+
+
+class Clocked:
+    """A daemon on the served fleet, with a clock the test moves."""
+
+    def __init__(self, root: Path, server: GitServer) -> None:
+        self.now = T0
+        self.clusters: dict[str, InMemoryCluster] = {}
+        source = RemoteSource(server.url, "main", "fleet", root / "cache")
+        self.daemon = Daemon(source, SqliteStore(root / "state.db"), self.connect, lambda: self.now)
+        self.daemon.make_source = channels_source_in(root / "channels-cache")
+
+    def connect(self, access: ClusterAccess, name: str) -> InMemoryCluster:
+        return self.clusters.setdefault(name, InMemoryCluster())
+
+    def later(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+    def verdict(self, commit: str) -> CommitVerdict | None:
+        record = self.daemon.store.commit(Head(commit))
+        return record.verdict if record is not None else None

@@ -6,8 +6,9 @@ custom resource of its CRD), 7 objects of 5 + 1 + N kinds.
 reaching its cluster through ``kubeconfigFile``; :func:`rendered_objects` is what ``reconciler``
 applies for it (our labels included), for ``kubectl apply --server-side`` of the same objects.
 Names carry a prefix so that several fleets share one API server. Callers:
-tests/lifecycle/test_api_calls.py, tests/cluster/test_kube_economy.py, bench/api_economy_bench.py,
-bench/kubectl_compare_bench.py.
+tests/cluster/test_kube_economy.py, tests/cluster/test_kube_prometheus.py, bench/kube_bench.py,
+bench/api_economy_bench.py, bench/kubectl_compare_bench.py (the in-memory counts of
+tests/lifecycle/test_api_calls.py use tests/support/big_runtime.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import yaml
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.source.loader import load_repo
+from tests.support.crds import ANY_FIELDS, namespaced_crd
 
 API = "reconciler.dev/v1alpha1"
 #: Objects per module, the default configuration included.
@@ -29,33 +31,6 @@ SHARED_KINDS = 6
 
 def _dump(document: dict[str, Any]) -> str:
     return yaml.safe_dump(document, sort_keys=False)
-
-
-def _crd(group: str, kind: str) -> dict[str, Any]:
-    plural = kind.lower() + "s"
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
 
 
 def _deployment(name: str) -> dict[str, Any]:
@@ -82,7 +57,7 @@ def module_files(name: str, index: int) -> dict[str, str]:
     kind = f"Thing{index:03d}"
     objects = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-        _crd(group, kind),
+        namespaced_crd(group, kind, ANY_FIELDS),
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "b"}},
         {

@@ -46,6 +46,7 @@ from typing import IO, Any
 from reconciler.operations.model import Operation, OperationState
 from reconciler.operations.store import StateStore, open_store
 from tests.support.fleet_generator import generate_fleet
+from tests.support.step_plugins import install_step_package, write_step_package
 
 LEASE = "2s"
 MODULE = "fence_probe"
@@ -227,29 +228,14 @@ def outcome(write):
 
 def install_plugin(folder: Path) -> Path:
     """The plugin installed with pip into ``folder / "site"`` (to put on PYTHONPATH)."""
-    package = folder / "src-plugin"
-    package.mkdir(parents=True, exist_ok=True)
-    (package / f"{MODULE}.py").write_text(PLUGIN)
-    (package / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
-        f'[project]\nname = "fence-probe"\nversion = "0.1.0"\n'
-        f'[project.entry-points."reconciler.steps"]\n{MODULE} = "{MODULE}:FenceProbe"\n'
-        f'[tool.setuptools]\npy-modules = ["{MODULE}"]\n'
-    )
+    package = write_step_package(folder, MODULE, PLUGIN, "FenceProbe")
     site = folder / "site"
     site.mkdir(parents=True, exist_ok=True)
     # imported at start-up from PYTHONPATH: the spy is in place before the first fence
     (site / "sitecustomize.py").write_text(
         f"import os\nif os.environ.get('FENCE_LOG'):\n    import {MODULE}\n"
     )
-    subprocess.run(
-        [
-            *(sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"),
-            *("--no-build-isolation", "--no-index", "--target", str(site), str(package)),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    install_step_package(package, site)
     return site
 
 
@@ -503,7 +489,7 @@ def new_state_url(folder: Path, postgres: str) -> str:
         return f"sqlite:///{folder / 'state.db'}"
     import psycopg
 
-    from tests.store_contract.conftest import with_schema
+    from tests.support.store_backends import with_schema
 
     schema = f"rc_fence_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(postgres, autocommit=True) as db:

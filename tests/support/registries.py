@@ -4,7 +4,8 @@ storage) and an HTTP chart repository (``index.yaml`` and ``.tgz`` files served 
 ``http.server``, with optional basic auth). Charts are packaged and pushed with Helm's own client.
 
 A test that needs ``docker-registry`` is skipped without it, and fails under CI (``.ci/run``
-installs it)."""
+installs it). The ``registry`` fixture is an empty registry for one test (import it into the test
+module)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ import tempfile
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import helm_python
+import pytest
 import yaml
 
 from tests.support.daemons import free_port, until
@@ -192,3 +195,14 @@ class ChartRepository:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[OciRegistry]:
+    """An empty OCI registry of the test's own, stopped at its end."""
+    (tmp_path / "registry").mkdir()
+    started = OciRegistry(tmp_path / "registry").start()
+    try:
+        yield started
+    finally:
+        started.stop()

@@ -3,7 +3,8 @@
 purpose-built modules (:class:`TestModule`: a CRD, a ConfigMap and an operator Deployment, named
 after the test), a config repo on disk that a test edits between syncs (:class:`Fleet`), the
 command line run as a user runs it (:func:`reconciler`), and waiting on a condition with a
-deadline (:func:`until`). Used by the tests of ``tests/e2e`` and their conftest.
+deadline (:func:`until`). Used by the tests of ``tests/e2e``, their world
+(:mod:`tests.support.e2e_world`) and ``bench/watch_bench.py``.
 """
 
 from __future__ import annotations

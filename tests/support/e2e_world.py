@@ -1,0 +1,66 @@
+"""The world of one end-to-end test (:class:`World`): the session's real control plane, the
+test's own kubectl, a config repo whose names carry a suffix of the test's own, a discovery cache
+as a user's machine keeps it, the command line on them, and the cleanup of every namespace and CRD
+it made. The fixture that makes it is ``world`` in ``tests/e2e/conftest.py``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from click.testing import Result
+
+from tests.support.e2e_harness import Fleet, Kube, json_of, modules_of, reconciler
+from tests.support.kube_control_plane import ControlPlane
+
+
+@dataclass
+class World:
+    """One test's control plane, kubectl, config repo and command line."""
+
+    control_plane: ControlPlane
+    kube: Kube
+    fleet: Fleet
+    home: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment of the test's commands: a cache of its own (discovery, as kept
+        between runs on a user's machine)."""
+        return {"XDG_CACHE_HOME": str(self.home / "cache")}
+
+    def cluster_flags(self) -> list[str]:
+        return ["--kubeconfig-dir", str(self.control_plane.kubeconfig_dir)]
+
+    def sync(self, *args: str) -> Result:
+        """``reconciler sync REPO --kubeconfig-dir DIR ARGS`` on the repo as written now."""
+        repo = self.fleet.write()
+        return reconciler("sync", repo, *self.cluster_flags(), *args, env=self.env)
+
+    def reconciler_json(self, *args: str) -> dict[str, Any]:
+        """``reconciler ARGS -o json`` on the test's state store: the document it printed."""
+        result = reconciler(*args, "-o", "json", env=self.env)
+        assert result.exit_code == 0, result.output
+        return json_of(result)
+
+    def status(self, runtime: str) -> dict[str, dict[str, Any]]:
+        """``reconciler status -o json``: the modules of ``runtime`` by name."""
+        result = reconciler("status", "-o", "json", env=self.env)
+        assert result.exit_code == 0, result.output
+        return modules_of(json_of(result), runtime)
+
+    def runtime_status(self, runtime: str) -> dict[str, Any]:
+        result = reconciler("status", "-o", "json", env=self.env)
+        assert result.exit_code == 0, result.output
+        for item in json_of(result)["items"]:
+            if item["runtime"] == runtime:
+                found: dict[str, Any] = item
+                return found
+        raise AssertionError(f"no runtime {runtime} in the status")
+
+    def cleanup(self) -> None:
+        for module in self.fleet.modules.values():
+            self.kube.delete_namespace(module.namespace)
+            self.kube.delete_crd(module.crd.name)
+        self.kube.delete_namespace(self.fleet.system_namespace)
