@@ -5,7 +5,8 @@ because a watch woke the runtime (the wait for it is bounded, never a sleep). Co
 operator that becomes Available makes its module Ready; a dependent module starts once its
 dependency is Ready; a deleted managed Deployment is re-created (and reported as drift); the
 last blocking custom resource deleted lets a blocked removal finish; with watching off,
-nothing happens until a timer's run, as before. A disconnect and a 410 are the watch
+nothing happens until a timer's run, as before; closing the daemon ends every watch's thread
+(its stream hung up, not left to its timeout). A disconnect, a 410 and a hangup are the watch
 contract's (tests/contract/test_watch_contract.py)."""
 
 from __future__ import annotations
@@ -94,8 +95,10 @@ def _watched(world: World, tmp_path: Path, *, watch: bool) -> Iterator[Watched]:
     try:
         yield watched
     finally:
+        threads = [o.thread for o in daemon.watches.open.values() if o.thread is not None]
         daemon.close()
         server.stop()
+    assert [t for t in threads if t.is_alive()] == []  # each stream hung up, none left behind
 
 
 @pytest.fixture
