@@ -26,6 +26,8 @@ from reconciler.cli.options import (
     kube_qps_option,
     kubeconfig_dir_option,
     listen_address,
+    retention_of,
+    retention_options,
     secret_namespace_option,
     snapshot_create_option,
     snapshot_option,
@@ -251,23 +253,7 @@ def _log() -> logging.Logger:
     envvar=GIT_TIMEOUT_ENV,
     help="Time limit of each git call to a remote; a call past it is stopped and reported.",
 )
-@click.option(
-    "--keep-operations",
-    type=click.IntRange(min=1),
-    default=10,
-    show_default=True,
-    envvar="RECONCILER_KEEP_OPERATIONS",
-    help="Finished operations kept per runtime (the newest; a run of operations that changed "
-    "nothing counts as one); older ones are pruned every hour.",
-)
-@click.option(
-    "--keep-failures",
-    type=Duration(),
-    default="168h",
-    show_default=True,
-    envvar="RECONCILER_KEEP_FAILURES",
-    help="Failed operations are kept this long (168h: 7 days), beyond --keep-operations.",
-)
+@retention_options
 @trusted_keys_options()
 @trusted_keys_secret_option
 @notification_options
@@ -321,7 +307,6 @@ def daemon(
     """
     from reconciler.cli.clusters import state_url_for
     from reconciler.daemon.logs import setup_logging
-    from reconciler.operations.model import Retention
 
     check_local_repo(repo_url)
     trusted_keys = with_secret(trusted_keys, secret_namespace, trusted_keys_secret)
@@ -356,7 +341,7 @@ def daemon(
             debugging(ctx),
             member,
             timedelta(seconds=lease),
-            Retention(keep_operations, timedelta(seconds=keep_failures)),
+            retention_of(keep_operations, keep_failures),
             watch,
             given_duration(ctx, "debounce", debounce),
             trusted_keys if trusted_keys.configured else None,
@@ -508,6 +493,7 @@ def run_daemon(
     the_daemon = Daemon(source, store, connect, now, options, make_source=second_source)
     notifier = notifier_for(the_daemon, notify or NotifyOptions(), clusters)
     the_daemon.notifier = notifier
+    notifier.start()  # what a stop or a crash left in the outbox goes out now
     # pulled sources (docs/sources.md) beside the fetched commits, unless the environment says
     the_daemon.renderer = default_renderer(source_cache=cache.with_name("sources"))
     server = _serve(the_daemon, http)

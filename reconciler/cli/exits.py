@@ -127,6 +127,9 @@ RETRIGGER = ExitStatuses(
         (HELD, "held by the deletion brake"),
     )
 )
+PRUNE = ExitStatuses(
+    ((OK, "pruned (or, with --dry-run, listed)"), (USAGE, "the state store cannot be used"))
+)
 DAEMON = ExitStatuses(((OK, "stopped by SIGTERM"), (USAGE, "a usage error or the port is in use")))
 
 

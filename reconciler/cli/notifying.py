@@ -3,8 +3,9 @@
 :class:`~reconciler.notify.delivery.Delivery` reading the endpoints of the commit in force,
 the endpoints' secrets from the folder and from labelled Secrets of ``--secret-namespace``,
 recording Events there (the daemon's own cluster, connected at first use; none with
-``--snapshot``), counting outcomes in the daemon's metrics. The delivery and the Kubernetes
-client are imported only when the daemon starts.
+``--snapshot``), counting outcomes in the daemon's metrics, keeping each notification in the
+daemon's state store until it is sent (the outbox, claimed under the daemon's member name). The
+delivery and the Kubernetes client are imported only when the daemon starts.
 
 Caller: ``reconciler daemon`` (:mod:`reconciler.cli.daemon`).
 """
@@ -78,9 +79,12 @@ def notifier_for(daemon: Daemon, options: NotifyOptions, clusters: ClusterOption
     from reconciler.notify.delivery import Delivery
     from reconciler.notify.events import NotificationEvents
     from reconciler.notify.home import HomeCluster
+    from reconciler.notify.outbox import Claimant
     from reconciler.notify.secrets import SecretReader, TokenHosts, secrets_of
 
     hosts = TokenHosts(options.token_hosts)
+    membership = daemon.membership
+    outbox = Claimant(daemon.store, membership.name, membership.alive, daemon.clock)
 
     def in_force() -> NotificationSettings:
         repo = daemon.state.repo
@@ -88,7 +92,7 @@ def notifier_for(daemon: Daemon, options: NotifyOptions, clusters: ClusterOption
 
     if clusters.snapshot is not None:  # a rehearsal reaches no cluster of its own
         reader = SecretReader(options.secrets_dir)
-        return Delivery(in_force, reader, report=daemon.metrics, token_hosts=hosts)
+        return Delivery(in_force, reader, report=daemon.metrics, token_hosts=hosts, outbox=outbox)
 
     def connect() -> Cluster:
         from reconciler.cluster.kube import connect_home  # the client only when needed
@@ -103,4 +107,5 @@ def notifier_for(daemon: Daemon, options: NotifyOptions, clusters: ClusterOption
         events=NotificationEvents(home, namespace),
         report=daemon.metrics,
         token_hosts=hosts,
+        outbox=outbox,
     )

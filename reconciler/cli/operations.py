@@ -1,14 +1,20 @@
-"""``reconciler operations list|show|retrigger``: the operations recorded in the state store."""
+"""``reconciler operations list|show|retrigger|prune``: the operations recorded in the state
+store."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import click
 
 from reconciler.cli import exits
-from reconciler.cli.options import allow_option, state_option
+from reconciler.cli.options import (
+    allow_option,
+    retention_of,
+    retention_options,
+    state_option,
+)
 from reconciler.cli.output import (
     Column,
     echo_document,
@@ -20,12 +26,14 @@ from reconciler.cli.output import (
 from reconciler.errors import HeldByBrakeError, NotFoundError
 
 if TYPE_CHECKING:
-    from reconciler.operations.model import Operation
+    from collections.abc import Mapping
+
+    from reconciler.operations.model import Operation, Retention
 
 
 @click.group()
 def operations() -> None:
-    """Operations recorded in the state store: list, show, re-trigger."""
+    """Operations recorded in the state store: list, show, re-trigger, prune."""
 
 
 @operations.command("list", epilog=exits.RECORDS.describe())
@@ -115,3 +123,72 @@ def operations_retrigger(state_url: str, allow_deletions: Sequence[str]) -> None
         )
     if not candidates:
         click.echo("nothing to re-trigger")
+
+
+#: ``operations prune`` says how far it got after each this many operations removed.
+PROGRESS_EVERY = 5000
+
+
+@operations.command("prune", epilog=exits.PRUNE.describe())
+@retention_options
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Only list what would be removed (operations per runtime, and the total).",
+)
+@state_option
+def operations_prune(
+    keep_operations: int, keep_failures: float, dry_run: bool, state_url: str
+) -> None:
+    """Remove the finished operations the retention flags do not keep, with their stages and
+    steps, as the daemon's hourly pruning job does: for a store that `reconciler sync` fills,
+    or one no daemon runs on any more. Pending and in-progress operations are never removed;
+    running it beside a daemon on the same store is harmless."""
+    from reconciler.cli.clusters import now as _now
+    from reconciler.operations.store import open_existing_store
+
+    retention = retention_of(keep_operations, keep_failures)
+    store = open_existing_store(state_url)
+    if store is None:
+        click.echo("nothing to prune: no state store there yet")
+        return
+    if dry_run:
+        _print_prunable(store.prunable(retention, _now()), retention)
+        return
+    removed = store.prune(retention, _now(), _progress_printer())
+    click.echo(f"pruned {removed} operations ({kept_text(retention)})")
+
+
+def _print_prunable(counts: Mapping[str, int], retention: Retention) -> None:
+    """``--dry-run``: a row per runtime with operations to remove, then the total."""
+    rows = [(runtime, str(count)) for runtime, count in counts.items()]
+    for line in table_lines([Column("RUNTIME"), Column("OPERATIONS")], rows) if rows else []:
+        click.echo(line)
+    total = sum(counts.values())
+    click.echo(
+        f"would prune {total} operations of {len(counts)} runtimes ({kept_text(retention)}); "
+        "nothing removed (--dry-run)"
+    )
+
+
+def _progress_printer() -> Callable[[int], None]:
+    """Tells ``operations prune``'s count on stderr each time it passes a multiple of
+    :data:`PROGRESS_EVERY`."""
+    shown = [0]
+
+    def progress(removed: int) -> None:
+        if removed // PROGRESS_EVERY > shown[0] // PROGRESS_EVERY:
+            click.echo(f"pruning: {removed} operations removed so far", err=True)
+            shown[0] = removed
+
+    return progress
+
+
+def kept_text(retention: Retention) -> str:
+    """``keeping the newest 10 per runtime, failures for 168h``: what ``retention`` keeps."""
+    from reconciler.core.durations import duration_text
+
+    return (
+        f"keeping the newest {retention.keep_per_runtime} per runtime, failures for "
+        f"{duration_text(retention.keep_failures_for)}"
+    )

@@ -21,6 +21,8 @@ from reconciler.core.model import ClientRate, Settings
 if TYPE_CHECKING:  # completion's types, imported only when a shell asks
     from click.shell_completion import CompletionItem
 
+    from reconciler.operations.model import Retention
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: The default limit of a YAML file's size (C6); the loader's ``DEFAULT_MAX_FILE_SIZE``.
@@ -112,6 +114,43 @@ def default_state_url() -> str:
     it for every command that has the option, ``diff`` too)."""
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return f"sqlite:///{Path(base) / 'reconciler' / 'state.db'}"
+
+
+#: ``--keep-operations`` and ``--keep-failures``, one definition for the daemon's pruning job
+#: and ``operations prune``; their defaults are :class:`~reconciler.operations.model.Retention`'s
+#: (a test keeps them equal).
+keep_operations_option = click.option(
+    "--keep-operations",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    envvar="RECONCILER_KEEP_OPERATIONS",
+    help="Finished operations kept per runtime: the newest (a run of operations that changed "
+    "nothing counts as one). The daemon prunes the others every hour; `reconciler operations "
+    "prune` when run.",
+)
+keep_failures_option = click.option(
+    "--keep-failures",
+    type=Duration(),
+    default="168h",
+    show_default=True,
+    envvar="RECONCILER_KEEP_FAILURES",
+    help="Failed operations are kept this long (168h: 7 days), beyond --keep-operations.",
+)
+
+
+def retention_options(command: F) -> F:
+    """``--keep-operations`` and ``--keep-failures`` (as :func:`retention_of` reads them)."""
+    return keep_operations_option(keep_failures_option(command))
+
+
+def retention_of(keep_operations: int, keep_failures: float) -> Retention:
+    """What :func:`retention_options` say the state store keeps."""
+    from datetime import timedelta
+
+    from reconciler.operations.model import Retention  # not paid for by every command's import
+
+    return Retention(keep_operations, timedelta(seconds=keep_failures))
 
 
 repo_argument = click.argument(

@@ -308,6 +308,7 @@ def _runner(scope: Scope, access: Access, allow_access_change: bool) -> Runner:
         clock=now,
         disabled=frozenset(config.settings.disabled_steps),
         limits=operation_limits(config.settings),
+        retry_limits=config.settings.retry_limits,
     )
     return Runner(
         scope.store, engine, config, access.connect, now, allow_access_change=allow_access_change

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 from reconciler.core.diagnostics import Diagnostic
 from reconciler.errors import OverBudgetError
@@ -53,21 +52,11 @@ class TimeBudget:
         self._file_end = math.inf
         self._spent: dict[str, float] = {}
 
-    @contextmanager
-    def file(self, path: str) -> Iterator[None]:
-        """Work on ``path`` inside this block counts against that file's allowance (what an
-        earlier block on the same file spent is deducted); nested blocks keep the outer file."""
-        if self._file is not None:
-            yield
-            return
-        started = self._clock()
-        self._file, self._file_end = path, started + self.file_seconds - self._spent.get(path, 0)
-        try:
-            self.check()
-            yield
-        finally:
-            self._spent[path] = self._spent.get(path, 0) + self._clock() - started
-            self._file, self._file_end = None, math.inf
+    def file(self, path: str) -> FileBlock:
+        """Work on ``path`` inside this block (``with budget.file(path):``) counts against
+        that file's allowance (what an earlier block on the same file spent is deducted);
+        nested blocks keep the outer file."""
+        return FileBlock(self, path)
 
     def check(self) -> None:
         """Raise :class:`OverBudgetError` when the current file's or the commit's time is up."""
@@ -76,6 +65,42 @@ class TimeBudget:
             raise OverBudgetError("file", self.file_seconds)
         if now > self._commit_end:
             raise OverBudgetError("commit", self.commit_seconds)
+
+    def _start_file(self, path: str) -> float | None:
+        """Start counting ``path``'s time (``None``: a block of another file is open)."""
+        if self._file is not None:
+            return None
+        started = self._clock()
+        self._file, self._file_end = path, started + self.file_seconds - self._spent.get(path, 0)
+        try:
+            self.check()
+        except OverBudgetError:
+            self._end_file(path, started)
+            raise
+        return started
+
+    def _end_file(self, path: str, started: float) -> None:
+        self._spent[path] = self._spent.get(path, 0) + self._clock() - started
+        self._file, self._file_end = None, math.inf
+
+
+class FileBlock:
+    """One ``with budget.file(path):`` block (a class, not a generator: the loader and the
+    validator open one per file, thousands per commit)."""
+
+    __slots__ = ("_budget", "_path", "_started")
+
+    def __init__(self, budget: TimeBudget, path: str) -> None:
+        self._budget = budget
+        self._path = path
+        self._started: float | None = None
+
+    def __enter__(self) -> None:
+        self._started = self._budget._start_file(self._path)
+
+    def __exit__(self, *_: object) -> None:
+        if self._started is not None:
+            self._budget._end_file(self._path, self._started)
 
 
 def budget_diagnostic(

@@ -9,6 +9,7 @@ required field present, every type right) and add no check of their own.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import timedelta
@@ -31,6 +32,7 @@ from reconciler.core.model import (
     Module,
     ModuleRef,
     ModuleVersion,
+    RetryLimits,
     RolloutPolicy,
     Runtime,
     Settings,
@@ -60,6 +62,7 @@ def settings_from(spec: Mapping[str, Any]) -> Settings:
             kind: _duration(text, timedelta(0))
             for kind, text in operations.get("timeouts", {}).items()
         },
+        retry_limits=_retry_limits(operations.get("retryWithoutFail", {})),
         kubernetes_events=bool(spec.get("kubernetesEvents", defaults.kubernetes_events)),
         client_rate=ClientRate(
             float(kube_client.get("qps", defaults.client_rate.qps)),
@@ -116,6 +119,14 @@ def _secret_ref(data: Mapping[str, Any] | None) -> SecretRef | None:
         return SecretRef(file=data["file"])
     secret = data["secret"]
     return SecretRef(secret=secret["name"], key=secret["key"])
+
+
+def _retry_limits(spec: Mapping[str, Any]) -> RetryLimits:
+    default = spec.get("default")
+    return RetryLimits(
+        default=_duration(default, timedelta(0)) if default is not None else None,
+        steps={name: _duration(text, timedelta(0)) for name, text in spec.get("steps", {}).items()},
+    )
 
 
 def _duration(text: str | None, default: timedelta) -> timedelta:
@@ -183,6 +194,10 @@ def _cluster(cluster: Mapping[str, Any]) -> ClusterAccess:
 
 
 def _module_ref(entry: Mapping[str, Any]) -> ModuleRef:
+    if "config" not in entry and "values" not in entry and "valuesFrom" not in entry:
+        return _plain_ref(
+            entry["name"], entry.get("channel"), entry.get("version"), entry.get("strategy")
+        )
     return ModuleRef(
         name=entry["name"],
         channel=entry.get("channel"),
@@ -192,6 +207,16 @@ def _module_ref(entry: Mapping[str, Any]) -> ModuleRef:
         values=entry.get("values"),
         values_from=entry.get("valuesFrom"),
     )
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _plain_ref(
+    name: str, channel: str | None, version: str | None, strategy: str | None
+) -> ModuleRef:
+    """An entry without configuration or values: one object for each (a frozen value, shared
+    by the runtimes that list the same entry)."""
+    chosen = Strategy(strategy) if strategy is not None else Strategy.CREATE_AND_DELETE
+    return ModuleRef(name=name, channel=channel, version=version, strategy=chosen)
 
 
 def _window(window: Mapping[str, Any]) -> MaintenanceWindow:

@@ -80,8 +80,10 @@ class ChartValuesChecker:
 
     def problems(self, repo: ConfigRepo, runtimes: Mapping[str, Runtime]) -> list[Diagnostic]:
         """Every C9 values error of ``runtimes`` (each named once, with its runtimes)."""
+        everyone = _has_charts(repo) or any(c.values for c in repo.channels.values())
         for runtime in runtimes.values():
-            self.check_runtime(repo, runtime)
+            if everyone or _gives_values(runtime):  # else no chart to check, no value to note
+                self.check_runtime(repo, runtime)
         return _named_runtimes(self._found)
 
     def unused(self) -> list[Diagnostic]:
@@ -114,8 +116,7 @@ class ChartValuesChecker:
 
     def check_runtime(self, repo: ConfigRepo, runtime: Runtime) -> None:
         """Check the values of every chart with a schema that ``runtime`` gets."""
-        given = any(r.values is not None or r.values_from is not None for r in runtime.modules)
-        unused = given or any(c.values for c in repo.channels.values())  # else none to note
+        unused = _gives_values(runtime) or any(c.values for c in repo.channels.values())
         for resolved in resolve_runtime(repo, runtime).modules:
             content = repo.modules[resolved.name].versions[resolved.version]
             if content.kind in (ModuleKind.MANIFEST, ModuleKind.KUSTOMIZE):
@@ -365,3 +366,17 @@ def _is_map(data: Any) -> bool:
 def _first_line(error: Exception) -> str:
     text = getattr(error, "message", None) or str(error)
     return " ".join(str(text).split())[:200]
+
+
+def _has_charts(repo: ConfigRepo) -> bool:
+    """Whether any version of ``repo`` is a chart (whose values may need checking)."""
+    return any(
+        version.kind is ModuleKind.CHART
+        for module in repo.modules.values()
+        for version in module.versions.values()
+    )
+
+
+def _gives_values(runtime: Runtime) -> bool:
+    """Whether an entry of ``runtime`` gives values (``values`` or ``valuesFrom``)."""
+    return any(r.values is not None or r.values_from is not None for r in runtime.modules)

@@ -113,42 +113,69 @@ class _Scan:
                 self.document(item, (*pointer, "items", index), found)
             return
         secret_fields = ("data", "stringData") if data.get("kind") == "Secret" else ()
-        for key, child in data.items():
-            if key in secret_fields and child:
-                found.append(((*pointer, key), f"Secret with inline {key}", False))
-            else:
-                self.walk({key: child}, pointer, found)
+        self.entries(data, pointer, found, secret_fields=secret_fields)
 
     def walk(self, value: Any, pointer: Pointer, found: list[_Finding]) -> None:
-        if isinstance(value, dict):
-            self.mapping(value, pointer, found)
-        elif isinstance(value, list):
-            self.sequence(value, pointer, found)
-        elif isinstance(value, str):
+        if isinstance(value, str):
             what = self.string(value, pointer)
             if what is not None:
                 found.append((pointer, what, False))
+        elif isinstance(value, dict):
+            self.entries(
+                value, pointer, found, secret_env="value" in value and _is_secret_env(value)
+            )
+        elif isinstance(value, list):
+            self.sequence(value, pointer, found)
 
-    def mapping(self, value: dict[Any, Any], pointer: Pointer, found: list[_Finding]) -> None:
-        secret_env = _is_secret_env(value)
+    def entries(
+        self,
+        value: dict[Any, Any],
+        pointer: Pointer,
+        found: list[_Finding],
+        *,
+        secret_env: bool = False,
+        secret_fields: tuple[str, ...] = (),
+    ) -> None:
+        """The keys and values of a mapping: a variable named like a secret set literally
+        (``secret_env``), or a document's top level (``secret_fields``: a Secret's data). The
+        hot loop of the scan: a pointer is built only for a finding, a long string or a child
+        collection."""
         if secret_env:
             found.append(((*pointer, "value"), _LITERAL_ENV_FOUND, False))
         for key, child in value.items():
-            what, credential, auth = _key_class(str(key))
+            if key in secret_fields and child:
+                found.append(((*pointer, key), f"Secret with inline {key}", False))
+                continue
+            what, credential, auth = _key_class(key if key.__class__ is str else str(key))
             if what is not None:
                 found.append(((*pointer, key), f"{what} as a key", True))
             elif credential and _has_value(child):
                 found.append(((*pointer, key), f"inline credential '{key}'", False))
-            elif auth and isinstance(child, str) and _USER_PASSWORD.match(child.strip()):
-                found.append(((*pointer, key), "a user:password credential", False))
-            elif isinstance(child, str):  # the common case, without building a pointer
+            elif isinstance(child, str):
+                if auth and _USER_PASSWORD.match(child.strip()):
+                    found.append(((*pointer, key), "a user:password credential", False))
+                    continue
                 if secret_env and key == "value":
                     continue
-                what = self.string(child, (*pointer, key), prose=key in _PROSE_KEYS)
+                what = self.short_string(child, pointer, key)
                 if what is not None:
                     found.append(((*pointer, key), what, False))
-            elif isinstance(child, dict | list):
-                self.walk(child, (*pointer, key), found)
+            elif isinstance(child, dict):
+                secret = "value" in child and _is_secret_env(child)
+                self.entries(child, (*pointer, key), found, secret_env=secret)
+            elif isinstance(child, list):
+                self.sequence(child, (*pointer, key), found)
+
+    def short_string(self, text: str, pointer: Pointer, key: Any) -> str | None:
+        """What the string of ``key`` holds: a short one from memory, without a pointer
+        unless the budget is looked at."""
+        prose = key in _PROSE_KEYS
+        if len(text) > _SHORT:
+            return self.string(text, (*pointer, key), prose=prose)
+        self.seen += 1
+        if self.seen % _CHECK_EVERY == 0:
+            self.check_at((*pointer, key))
+        return _short_text_kind(text, prose)
 
     def sequence(self, value: list[Any], pointer: Pointer, found: list[_Finding]) -> None:
         """Items, and a flag's value in the next item (``["--password", "x"]``)."""

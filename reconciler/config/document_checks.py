@@ -69,6 +69,10 @@ class DocumentChecks:
             self.diagnostics.append(extra.diagnostic("C1", message, ()))
             return None
         document = file.documents[0]
+        known = self.memo.known(kind, document)  # the other side's: no time to count
+        if known is not None:
+            self.diagnostics.extend(known)
+            return None if known else document
         return document if self.timed(document, lambda: self.schema_ok(kind, document)) else None
 
     def schema_ok(self, kind: str, document: Document) -> bool:

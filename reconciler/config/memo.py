@@ -43,6 +43,11 @@ class CheckMemo:
     _current: ConfigRepo | None = None
     _alike: frozenset[str] = frozenset()
 
+    def known(self, what: str, document: Document) -> tuple[Diagnostic, ...] | None:
+        """What a check of ``document`` as ``what`` found, if it ran already."""
+        known = self._found.get((what, id(document)))
+        return known[1] if known is not None and known[0] is document else None
+
     def found(
         self, what: str, document: Document, check: Callable[[], list[Diagnostic]]
     ) -> tuple[Diagnostic, ...]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from reconciler.config.settings_checks import StepTraits
 from reconciler.config.yamlsafe import Document
 from reconciler.core.diagnostics import Diagnostic
 
@@ -82,8 +83,8 @@ class RawRepo:
     problems: tuple[Diagnostic, ...] = ()
     #: The channels folder could not be read (reported once); runtimes do not repeat it.
     channels_unavailable: bool = False
-    #: Steps of the installed plugins (name -> optional), for ``disabledSteps``.
-    plugin_steps: Mapping[str, bool] = field(default_factory=dict)
+    #: Steps of the installed plugins, for ``disabledSteps`` and ``retryWithoutFail``.
+    plugin_steps: Mapping[str, StepTraits] = field(default_factory=dict)
     #: Files runtimes name in ``valuesFrom``, by their path in the repo (read when they are
     #: files inside the repo; validation reports the others).
     values_files: Mapping[str, RawFile] = field(default_factory=dict)

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from reconciler.config.credentials import find_inline_credentials
 from reconciler.config.document_checks import DocumentChecks
@@ -229,6 +228,8 @@ def _window_problems(document: Document, window: Mapping[str, Any]) -> Iterator[
         yield document.diagnostic("C1", message, ("spec", "maintenanceWindow", "duration"))
     zone = window.get("timezone", "UTC")
     if not _known_zone(zone):
+        from zoneinfo import available_timezones
+
         hint = did_you_mean(zone, available_timezones()) or " (e.g. Europe/Berlin)"
         message = f"timezone is not a known IANA time zone{hint}"
         yield document.diagnostic("C1", message, ("spec", "maintenanceWindow", "timezone"))
@@ -240,6 +241,8 @@ _ZONES: dict[str, bool] = {}
 def _known_zone(name: str) -> bool:
     known = _ZONES.get(name)
     if known is None:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # only for a maintenance window
+
         try:
             ZoneInfo(name)
             known = True

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 DNS_LABEL_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 SEMVER_PATTERN_PREFIX = "^(0|[1-9]\\d*)\\.(0|[1-9]\\d*)\\.(0|[1-9]\\d*)"
+#: A duration of the config format (``1h30m``, ``45s``), as the schemas write it.
+DURATION_PATTERN = "^(?=.)([0-9]+h)?([0-9]+m)?([0-9]+s)?$"
 _TYPE_NAMES = {
     dict: "a mapping",
     list: "a list",
@@ -342,6 +344,11 @@ def _pattern_phrase(pattern: str) -> str:
         )
     if pattern.startswith(SEMVER_PATTERN_PREFIX):
         return "is not a semantic version (e.g. 1.2.3 or 1.3.0-rc.1)"
+    if pattern == DURATION_PATTERN:
+        return (
+            "is not a duration such as 30s, 10m or 1h30m (whole hours, minutes and seconds in "
+            "that order; no sign, no spaces)"
+        )
     return f"does not match the pattern {pattern}"
 
 

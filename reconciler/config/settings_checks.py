@@ -9,6 +9,10 @@ The schema says what the fields look like; these checks say whether they mean so
   found by the loader, which passes their names in;
 - every duration of ``spec.operations.timeouts`` and ``spec.intervals`` is more than zero (a zero
   time limit fails every operation at once; a zero interval polls without pause);
+- every limit of ``spec.operations.retryWithoutFail`` (O5) is more than zero and less than the
+  time limit of the operations its steps run in (else the operation times out before the step
+  is skipped), and names only steps that retry without fail (built in, :data:`RETRY_STEPS`, or
+  a plugin's);
 - the names of ``spec.notifications.endpoints`` are unique, and no endpoint's ``url`` is a
   credential in itself (C6): a Slack or Teams incoming-webhook URL, or one with a query string
   (``?token=...``), belongs in ``urlFrom``.
@@ -20,11 +24,14 @@ Problems are C1 diagnostics at the offending value. Caller: the validator.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from reconciler.config.yamlsafe import Document
 from reconciler.core.diagnostics import Diagnostic, Pointer, did_you_mean
-from reconciler.core.selectors import SelectorError, parse_label_selector
+from reconciler.core.durations import duration_text, parse_duration
+from reconciler.core.model import DEFAULT_OPERATION_TIMEOUTS
 
 RULE = "C1"
 
@@ -45,6 +52,21 @@ BUILTIN_STEPS: Mapping[str, bool] = {
     "Delete_Inventory": False,
     "Remove_Runtime_Record": False,
 }
+#: The built-in steps that retry without fail (O5, ``Step.retry_without_fail``), with the
+#: operations they run in; a test keeps it equal to ``BUILTIN_STAGES``.
+RETRY_STEPS: Mapping[str, tuple[str, ...]] = {"Wait_For_Managed_Resources": ("deprovision",)}
+_RETRY: Pointer = ("operations", "retryWithoutFail")
+
+
+@dataclass(frozen=True, slots=True)
+class StepTraits:
+    """What Settings may say about a plugin's step: whether it may be switched off
+    (``optional``) and whether it retries without fail (``retry_without_fail`` set)."""
+
+    optional: bool = False
+    retries_without_fail: bool = False
+
+
 #: The durations checked, as (field path under ``spec``, what to call it).
 DURATIONS: tuple[tuple[Pointer, str], ...] = (
     (("operations", "timeouts", "provision"), "the provision timeout"),
@@ -57,12 +79,13 @@ DURATIONS: tuple[tuple[Pointer, str], ...] = (
 
 
 def settings_problems(
-    document: Document, plugin_steps: Mapping[str, bool] | None = None
+    document: Document, plugin_steps: Mapping[str, StepTraits] | None = None
 ) -> Iterator[Diagnostic]:
     """What is wrong in a schema-valid Settings ``document``; ``plugin_steps`` are the installed
-    plugins' steps (name -> optional)."""
+    plugins' steps."""
     spec = document.data.get("spec") or {}
-    steps = {**(plugin_steps or {}), **BUILTIN_STEPS}
+    plugins = plugin_steps or {}
+    steps = {**{name: t.optional for name, t in plugins.items()}, **BUILTIN_STEPS}
     disabled = spec.get("operations", {}).get("disabledSteps", ())
     for index, name in enumerate(disabled):
         message = disabled_step_problem(name, steps)
@@ -74,8 +97,70 @@ def settings_problems(
         if isinstance(value, str) and is_zero_duration(value):
             message = f"{what} must be more than 0 (e.g. 30s, 10m or 3h)"
             yield document.diagnostic(RULE, message, ("spec", *path))
+    yield from _retry_problems(document, spec, plugins)
     yield from _wave_problems(document, spec.get("rollout", {}).get("waves", ()))
     yield from _endpoint_problems(document, spec.get("notifications", {}).get("endpoints", ()))
+
+
+def _retry_problems(
+    document: Document, spec: Mapping[str, Any], plugins: Mapping[str, StepTraits]
+) -> Iterator[Diagnostic]:
+    """``retryWithoutFail``: limits that are zero or not below their operations' time limit,
+    and names of steps that never retry without fail. A plugin's step may run in any operation:
+    the longest time limit counts."""
+    retry = _get(spec, _RETRY) or {}
+    timeouts = _timeouts(spec)
+    default = retry.get("default")
+    if isinstance(default, str):
+        kinds = tuple(dict.fromkeys(k for ks in RETRY_STEPS.values() for k in ks))
+        where: Pointer = ("spec", *_RETRY, "default")
+        yield from _limit_problems(document, default, [timeouts[k] for k in kinds], where)
+    retrying = {n for n, t in plugins.items() if t.retries_without_fail} - set(BUILTIN_STEPS)
+    known = sorted({*RETRY_STEPS, *retrying})
+    for name, text in (retry.get("steps") or {}).items():
+        where = ("spec", *_RETRY, "steps", name)
+        if name not in known:
+            listing = f"(steps that retry without fail: {', '.join(known)})"
+            message = (
+                f"step {name} does not retry without fail: it is never skipped {listing}"
+                if name in BUILTIN_STEPS or name in plugins
+                else f"no installed step has this name {listing}" + did_you_mean(name, known)
+            )
+            yield document.diagnostic(RULE, message, where, key=True)
+            continue
+        limits = [timeouts[k] for k in RETRY_STEPS.get(name, tuple(timeouts))]
+        yield from _limit_problems(document, text, limits, where)
+
+
+def _limit_problems(
+    document: Document, text: str, timeouts: list[tuple[str, float]], where: Pointer
+) -> Iterator[Diagnostic]:
+    """A retry-without-fail limit of zero, or not below the longest of ``timeouts`` (what to
+    call it, seconds)."""
+    if is_zero_duration(text):
+        message = "a retry-without-fail limit must be more than 0 (e.g. 30s, 10m or 1h)"
+        yield document.diagnostic(RULE, message, where)
+        return
+    what, longest = max(timeouts, key=lambda t: t[1])
+    if parse_duration(text) >= longest:
+        message = (
+            f"a retry-without-fail limit of {text} is not below {what} "
+            f"({duration_text(timedelta(seconds=longest))}): the operation would time out "
+            "before the step is skipped"
+        )
+        yield document.diagnostic(RULE, message, where)
+
+
+def _timeouts(spec: Mapping[str, Any]) -> dict[str, tuple[str, float]]:
+    """Operation kind -> (its time limit's name, seconds): ``spec.operations.timeouts`` where
+    set (and valid), else the default."""
+    found: dict[str, tuple[str, float]] = {}
+    for kind, limit in DEFAULT_OPERATION_TIMEOUTS.items():
+        text = _get(spec, ("operations", "timeouts", kind))
+        given = isinstance(text, str) and not is_zero_duration(text)
+        seconds = parse_duration(text) if given else limit.total_seconds()
+        found[kind] = (f"the {kind} timeout", seconds)
+    return found
 
 
 def _wave_problems(document: Document, waves: list[Mapping[str, Any]]) -> Iterator[Diagnostic]:
@@ -90,6 +175,8 @@ def _wave_problems(document: Document, waves: list[Mapping[str, Any]]) -> Iterat
         selector = wave.get("selector")
         if selector is None:
             continue
+        from reconciler.core.selectors import SelectorError, parse_label_selector  # waves only
+
         try:
             parse_label_selector(selector)
         except SelectorError as error:

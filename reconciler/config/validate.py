@@ -28,7 +28,7 @@ from reconciler.config.raw import RawFile, RawRepo
 from reconciler.config.remotes import ref_problem, remote_problem
 from reconciler.config.runtime_checks import RuntimeChecks
 from reconciler.config.schema import SchemaChecker
-from reconciler.config.settings_checks import settings_problems
+from reconciler.config.settings_checks import StepTraits, settings_problems
 from reconciler.config.templates import render_problems
 from reconciler.config.yamlsafe import Document
 from reconciler.core.diagnostics import Diagnostic, sort_diagnostics
@@ -162,7 +162,7 @@ def _count_files(raw: RawRepo) -> int:
 
 
 def _settings(
-    docs: DocumentChecks, file: RawFile | None, plugin_steps: Mapping[str, bool]
+    docs: DocumentChecks, file: RawFile | None, plugin_steps: Mapping[str, StepTraits]
 ) -> Settings:
     document = docs.single(file, "Settings") if file is not None else None
     if document is None:

@@ -32,6 +32,7 @@ from reconciler.core.diagnostics import Diagnostic, Pointer, format_pointer
 from reconciler.errors import OverBudgetError
 
 _SafeLoader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SCALAR, _MAPPING = yaml.ScalarNode, yaml.MappingNode
 
 #: Plain scalars already read (tag and value, by Kubernetes' rules: :mod:`.scalars`): the same
 #: keys and values ("name", "spec", "true", "1.0.0") repeat across thousands of files.
@@ -67,14 +68,14 @@ class _BaseLoader(_SafeLoader):  # type: ignore[misc]
     goyaml.v2) instead of PyYAML's YAML 1.1 ones."""
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
-        if kind is yaml.ScalarNode and implicit[0]:
+        if kind is _SCALAR and implicit[0]:
             known = _PLAIN.get(value)  # read_plain's memory, without the call (every scalar)
             return known[0] if known is not None else read_plain(value)[0]
         if self.yaml_path_resolvers:  # none are registered; PyYAML's own answer, if ever
             return super().resolve(kind, value, implicit)
-        if kind is yaml.ScalarNode:
+        if kind is _SCALAR:
             return _STR_TAG
-        return _MAP_TAG if kind is yaml.MappingNode else _SEQ_TAG
+        return _MAP_TAG if kind is _MAPPING else _SEQ_TAG
 
     #: PyYAML's composer calls these two for every node, to follow the path that path resolvers
     #: match; none is registered here (:meth:`resolve` answers without them), so both are C
@@ -411,12 +412,23 @@ def _construct(node: yaml.Node, budget: _Budget, depth: int) -> Any:
     if isinstance(node, yaml.SequenceNode):
         if node.tag != _SEQ:
             raise YamlProblemError(f"unsupported tag {node.tag}", node)
-        return [_construct(child, budget, depth + 1) for child in node.value]
+        return [_child(child, budget, depth + 1) for child in node.value]
     if isinstance(node, yaml.MappingNode):
         if node.tag != _MAP:
             raise YamlProblemError(f"unsupported tag {node.tag}", node)
         return _mapping(node, budget, depth)
     raise YamlProblemError("unsupported YAML node", node)
+
+
+def _child(node: yaml.Node, budget: _Budget, depth: int) -> Any:
+    """A collection's item: a string scalar at once (the most common node by far; counted as
+    :func:`_construct` counts it, which takes every other node and every budget look)."""
+    if node.tag == _STR and type(node) is _SCALAR and depth <= MAX_DEPTH:
+        nodes = budget.nodes + 1
+        if nodes & _CHECK_EVERY and nodes <= MAX_EXPANDED_NODES:
+            budget.nodes = nodes
+            return node.value
+    return _construct(node, budget, depth)
 
 
 def _warning(path: str, node: yaml.Node, why: str) -> Diagnostic:
@@ -457,14 +469,16 @@ def _mapping(node: yaml.MappingNode, budget: _Budget, depth: int) -> dict[str, A
         if key_node.tag == _MERGE:
             _merge_into(merged, _construct(value_node, budget, depth + 1), value_node)
             continue
-        key = _key(key_node, budget)
+        key = key_node.value if key_node.tag == _STR and type(key_node) is _SCALAR else None
+        if key is None:
+            key = _key(key_node, budget)
         if key in result:
             first = _key_line(node, key)
             raise YamlProblemError(
                 f"duplicate key '{key}' (first defined on line {first})", key_node
             )
         if depth > 0:
-            result[key] = _construct(value_node, budget, depth + 1)
+            result[key] = _child(value_node, budget, depth + 1)
         else:
             result[key] = _construct_entry(key_node, value_node, budget, depth)
     return {**merged, **result} if merged else result

@@ -31,7 +31,6 @@ from reconciler.core.plan_values import Context, DesiredModule, LiveModule, Modu
 from reconciler.core.render import Renderer, removal_order
 from reconciler.core.resolve import Resolution, ResolvedModule, resolve_runtime
 from reconciler.core.serverform import server_form
-from reconciler.core.windows import in_window
 
 
 class Outcome(StrEnum):
@@ -439,6 +438,8 @@ class FleetDiffer:
         window = context.window
         timing = None
         if self.head.modules[new.name].versions[new.version].requires_downtime:
+            from reconciler.core.windows import in_window  # zoneinfo: only for downtime
+
             timing = (window, in_window(window, context.now))
         key = (
             new.name,

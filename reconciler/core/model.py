@@ -62,6 +62,25 @@ class ClientRate:
             raise ValueError("a client rate needs qps above 0 and a burst of at least 1")
 
 
+#: O4: the time limit of each kind of operation unless ``spec.operations.timeouts`` sets one.
+DEFAULT_OPERATION_TIMEOUTS: Mapping[str, timedelta] = {
+    "provision": timedelta(hours=24),
+    "update": timedelta(hours=3),
+    "deprovision": timedelta(hours=24),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RetryLimits:
+    """``spec.operations.retryWithoutFail`` (O5): how long a "retry without fail" step may keep
+    asking to retry before it is skipped; ``None`` and names left out: the engine's own."""
+
+    #: ``default``: the limit of such steps without one of their own.
+    default: timedelta | None = None
+    #: ``steps``: step name -> its limit.
+    steps: Mapping[str, timedelta] = field(default_factory=dict)
+
+
 class Strategy(StrEnum):
     """What happens to a module's objects when it leaves a runtime (L7, L8)."""
 
@@ -303,6 +322,8 @@ class Settings:
     disabled_steps: tuple[str, ...] = ()
     #: ``spec.operations.timeouts``: operation type (provision, update, deprovision) -> limit.
     operation_timeouts: Mapping[str, timedelta] = field(default_factory=dict)
+    #: ``spec.operations.retryWithoutFail``: when a step that retries without fail is skipped.
+    retry_limits: RetryLimits = field(default_factory=RetryLimits)
     #: ``spec.kubeClient``: client-side rate limits per API server.
     client_rate: ClientRate = field(default_factory=ClientRate)
     #: ``spec.kubernetesEvents``: an Event on each object changed or blocking a removal.

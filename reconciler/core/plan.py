@@ -49,7 +49,6 @@ from reconciler.core.reasons import Reason
 from reconciler.core.render import RenderedObject, deletion_order, removal_order
 from reconciler.core.serverform import server_form
 from reconciler.core.versions import parse_running_version, version_key
-from reconciler.core.windows import in_window, next_window_text
 
 #: Labels and annotation dropped when a module is released with strategy Ignore (L7).
 OUR_MARKS: tuple[tuple[str, ...], ...] = (
@@ -103,7 +102,7 @@ def plan_module(context: Context, desired: DesiredModule, live: LiveModule) -> M
         )
     upgrade = running_key is not None and version_key(version) > running_key
     content = desired.module.versions[version]
-    if upgrade and content.requires_downtime and not in_window(context.window, context.now):
+    if upgrade and content.requires_downtime and not _in_window(context):
         message = (
             f"upgrade {running} -> {version} requires downtime; it waits for the "
             f"maintenance window{_next_window_text(context)}"
@@ -364,7 +363,17 @@ def _blocking_message(module: str, live: LiveModule) -> str:
     )
 
 
+def _in_window(context: Context) -> bool:
+    """Whether the runtime's maintenance window is open (:mod:`reconciler.core.windows`, and
+    zoneinfo with it, is imported only for a version that requires downtime)."""
+    from reconciler.core.windows import in_window
+
+    return in_window(context.window, context.now)
+
+
 def _next_window_text(context: Context) -> str:
     if context.window is None:
         return ", and the runtime has none"
+    from reconciler.core.windows import next_window_text
+
     return f" (next: {next_window_text(context.window, context.now)})"

@@ -31,7 +31,14 @@ class Shape:
 
     what: str
     needles: tuple[str, ...]
-    pattern: re.Pattern[str]
+    #: The pattern's text, compiled on first use: a scan runs all shapes as one pattern
+    #: (:data:`_ANY`) and one shape alone only where that one matched.
+    source: str
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        """The compiled pattern (``re`` keeps it once compiled)."""
+        return re.compile(self.source)
 
     def search(self, text: str) -> re.Match[str] | None:
         """The first match in ``text``."""
@@ -44,7 +51,7 @@ _IN_URL = "a password in a URL"
 
 
 def _shape(what: str, needles: str, pattern: str) -> Shape:
-    return Shape(what, tuple(needles.split()), re.compile(pattern))
+    return Shape(what, tuple(needles.split()), pattern)
 
 
 #: The shapes of well-known issuers, and of credentials in HTTP and URLs. Each runs in time
@@ -102,9 +109,7 @@ _USERINFO = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*+://)[^/\s@]
 
 
 #: Any shape but a URL's, in one pass (most strings have none; a URL's needs ``://``) ...
-_ANY = re.compile(
-    "|".join(f"(?:{s.pattern.pattern})" for s in (*SHAPES, _BASIC) if s.what != _IN_URL)
-)
+_ANY = re.compile("|".join(f"(?:{s.source})" for s in (*SHAPES, _BASIC) if s.what != _IN_URL))
 _ALL = (*SHAPES, _BASIC)
 _URL_ONLY = tuple(shape for shape in SHAPES if shape.what == _IN_URL)
 #: ... for strings up to this length; a longer one is searched for each shape's literals
@@ -221,12 +226,3 @@ def mask_url_password(url: str) -> str:
     if separator and at and ":" in userinfo:
         text = f"{scheme}://{userinfo.partition(':')[0]}:{MASK}@{host}"
     return text
-
-
-#: Every pattern of this module, for the test that none can backtrack.
-PATTERNS: tuple[re.Pattern[str], ...] = (
-    *(shape.pattern for shape in SHAPES),
-    _BASIC.pattern,
-    _USERINFO,
-    _QUERY_PASSWORD,
-)

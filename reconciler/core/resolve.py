@@ -11,6 +11,7 @@ deletion brake, the fleet diff and review, the daemon.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -167,6 +168,21 @@ def order_by_dependencies(
     return done
 
 
+@functools.lru_cache(maxsize=1 << 14)
+def _resolved(
+    name: str,
+    version: str,
+    source: VersionSource,
+    channel: str | None,
+    inclusion: Inclusion,
+    strategy: Strategy,
+    required_by: tuple[str, ...],
+) -> ResolvedModule:
+    """One object for each answer: the runtimes of a fleet resolve to few distinct modules
+    (a frozen value, shared; making one costs more than finding it)."""
+    return ResolvedModule(name, version, source, channel, inclusion, strategy, required_by)
+
+
 def _deps(catalog: Mapping[str, Module], name: str) -> tuple[str, ...]:
     module = catalog.get(name)
     return module.depends_on if module is not None else ()
@@ -231,7 +247,7 @@ class _Resolver:
                 self._no_version(module, ref.version, (*at, "version"))
                 return
             self._add(
-                ResolvedModule(
+                _resolved(
                     name, ref.version, VersionSource.PIN, None, inclusion, ref.strategy, required_by
                 )
             )
@@ -244,9 +260,7 @@ class _Resolver:
         version = self._channel_version(channel, module, at, inclusion, required_by)
         if version is not None:
             self._add(
-                ResolvedModule(
-                    name, version, source, channel_name, inclusion, ref.strategy, required_by
-                )
+                _resolved(name, version, source, channel_name, inclusion, ref.strategy, required_by)
             )
 
     def _channel_version(

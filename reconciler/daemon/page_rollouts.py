@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from reconciler.core.durations import duration_text
 from reconciler.core.rollouts import Rollout, RolloutState
 from reconciler.daemon.page_model import SourceView, short_commit, time_text
 
@@ -163,17 +164,6 @@ def countdown(rollout: Rollout, now: datetime) -> str:
         f"every runtime of wave {wave} Ready since {time_text(rollout.healthy_since)}: "
         f"{then} in {duration_text(left)} (healthy for {healthy})"
     )
-
-
-def duration_text(span: timedelta) -> str:
-    """``1h 5m``, ``4m 10s``, ``30s`` (whole seconds; ``0s`` for none)."""
-    seconds = max(int(span.total_seconds()), 0)
-    hours, rest = divmod(seconds, 3600)
-    minutes, seconds = divmod(rest, 60)
-    parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else ""]
-    if seconds or not (hours or minutes):
-        parts.append(f"{seconds}s")
-    return " ".join(p for p in parts if p)
 
 
 def _wave_view(rollout: Rollout, index: int, shown: int) -> WaveView:

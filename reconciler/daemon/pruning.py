@@ -4,8 +4,9 @@ Every resync adds an operation per runtime; without this the store of a 1,000-ru
 by about 12 MB a resync (1.75 GB a day at the default interval). The job removes what the
 :class:`~reconciler.operations.model.Retention` of ``--keep-operations`` and ``--keep-failures``
 does not keep (a run of no-change operations merged into its newest, the newest N of each
-runtime, failures for D days), at start and every :data:`PRUNE_EVERY`. Several replicas
-pruning one store at once is harmless: each removes what is still there. Caller:
+runtime, failures for D days), at start and every :data:`PRUNE_EVERY`, and the notifications
+the outbox delivered or gave up. Several replicas pruning one store at once is harmless: each
+removes what is still there. Caller:
 :func:`reconciler.daemon.scheduler.schedule_jobs`.
 """
 
@@ -38,7 +39,9 @@ class Pruning:
         """Prune once; how many operations were removed (0 when the store failed: logged,
         and the next tick tries again)."""
         try:
-            removed = self.store.prune(self.retention, self.clock())
+            now = self.clock()
+            removed = self.store.prune(self.retention, now)
+            sent = self.store.prune_notifications(now)
         except ReconcilerError as error:
             log.warning(
                 "pruning the state store failed (tried again in %s): %s", PRUNE_EVERY, error
@@ -51,4 +54,6 @@ class Pruning:
                 self.retention.keep_per_runtime,
                 self.retention.keep_failures_for,
             )
+        if sent:
+            log.info("pruned %d notifications sent or given up", sent)
         return removed

@@ -17,6 +17,14 @@ it, and moving it on (its job), as ``spec.rollout`` of the commit in force asks.
 - :meth:`Rollouts.command`: ``reconciler rollout pause|resume|cancel|promote`` through the
   daemon's HTTP port.
 
+Every write of the replica's own (starting, superseding, moving on) carries its lease token
+(:class:`~reconciler.operations.model.FenceToken`, taken before the rollout is read): checked
+here right before the write (:meth:`Membership.fenced`), and by the store in the statement that
+writes. A replica whose lease lapsed and that another member fenced writes nothing, even when
+its compare-and-set on the version would match; the refusal is logged once per epoch and the
+others carry on. A person's command carries no token: it is read and written again at once
+(compare-and-set alone), whichever replica relays it, and a lapsed lease does not make it stale.
+
 Every moment (scheduled, wave started, wave healthy, halted, completed, canceled) goes to
 ``daemon.notifier`` once, from the replica whose save made it.
 
@@ -44,7 +52,8 @@ from reconciler.core.rollouts import (
     start_rollout,
 )
 from reconciler.core.status import Reason
-from reconciler.errors import ReconcilerError, TransientError
+from reconciler.errors import FencedError, ReconcilerError, TransientError
+from reconciler.operations.model import FenceToken
 from reconciler.operations.rollouts import RolloutCommand, command_rollout
 from reconciler.operations.store import load_statuses
 
@@ -69,6 +78,8 @@ class Rollouts:
         #: The newest rollout as this replica last read or wrote it (None: none, or not read).
         self.newest: Rollout | None = None
         self._read = False
+        #: The token (or member epoch) whose refusal was logged last: one line per epoch.
+        self._refused: object = None
 
     # -- gating ----------------------------------------------------------------------------------
 
@@ -130,12 +141,17 @@ class Rollouts:
         self.remember(head, repo)
         if before is not None:
             self.remember(before, previous)
+        try:
+            token = self.token()
+        except FencedError as error:
+            self._refused_now(None, error)
+            return
         latest = self.refresh()
         if latest is not None and latest.commit == head.text:
             return  # another replica started it, or a restart took the commit up again
         policy = repo.settings.rollout
         if policy is None or before is None:
-            self._supersede(latest, head)  # no waves any more: every runtime takes the commit
+            self._supersede(latest, head, token)  # no waves any more: every runtime takes it
             return
         now = self.daemon.clock()
         changed = {r.runtime for r in FleetDiffer(previous, repo, now).diff().runtimes}
@@ -153,12 +169,12 @@ class Rollouts:
         )
         if made is None:
             return
-        saved = self.daemon.store.put_rollout(made)
-        if saved is None:  # another replica saved it first: it tells people
+        saved = self._put(made, token)
+        if saved is None:  # another replica saved it first (it tells people), or fenced
             self.refresh()
             return
         self.newest = saved
-        self._supersede(latest, head)
+        self._supersede(latest, head, token)
         skipped = sorted(suspended)
         waves = ", ".join(f"{w.name} ({len(w.runtimes)})" for w in saved.waves)
         note = f"; skipped (suspended): {', '.join(skipped)}" if skipped else ""
@@ -173,17 +189,66 @@ class Rollouts:
         )
         self.tell(saved, [first, started])
 
-    def _supersede(self, latest: Rollout | None, head: Head) -> None:
+    def _supersede(self, latest: Rollout | None, head: Head, token: FenceToken) -> None:
         if latest is None or latest.state not in (RolloutState.PROGRESSING, RolloutState.PAUSED):
             return
-        if self.daemon.store.put_rollout(supersede(latest, head.text, self.daemon.clock())):
+        if self._put(supersede(latest, head.text, self.daemon.clock()), token):
             log.info("rollout %s superseded by commit %s", latest.id, head.shown)
+
+    # -- fencing ---------------------------------------------------------------------------------
+
+    def token(self) -> FenceToken:
+        """The lease token this replica's rollout writes carry (beating first when due), taken
+        before the rollout is read; :class:`FencedError` when it may not write now."""
+        membership = self.daemon.membership
+        member = membership.fresh()
+        if member is None:
+            raise FencedError("not a member: the state store did not take its heartbeat")
+        reason = membership.fenced(member.epoch)
+        if reason is not None:
+            raise FencedError(reason)
+        return membership.token(member.epoch)
+
+    def _put(self, rollout: Rollout, token: FenceToken) -> Rollout | None:
+        """Save ``rollout`` under ``token``, checked here right before and by the store; the
+        saved rollout, or ``None`` when another writer came first or the write was refused
+        (logged once per epoch)."""
+        try:
+            reason = self.daemon.membership.fenced(token.epoch)
+            if reason is not None:
+                raise FencedError(reason)
+            return self.daemon.store.put_rollout(rollout, token)
+        except FencedError as error:
+            self._refused_now(rollout, error, token)
+            return None
+
+    def _refused_now(
+        self, rollout: Rollout | None, error: FencedError, token: FenceToken | None = None
+    ) -> None:
+        """Log a refused write once per lapsed epoch (the next heartbeat begins a new one)."""
+        member = self.daemon.membership.member
+        key = (token,) if token is not None else (member.epoch if member is not None else 0, "")
+        if key == self._refused:
+            return
+        self._refused = key
+        what = f"rollout {rollout.id}" if rollout is not None else "rollouts"
+        log.warning(
+            "%s: not written by this replica (%s): %s; the other replicas carry on",
+            what,
+            type(error).__name__,
+            error,
+        )
 
     # -- moving on -------------------------------------------------------------------------------
 
     def tick(self) -> Rollout | None:
         """One look at the newest rollout (see the module docstring); the rollout after it."""
         before = self.newest
+        try:
+            token = self.token()
+        except FencedError as error:
+            self._refused_now(None, error)
+            return self.refresh()
         rollout = self.refresh()
         if rollout is None:
             return None
@@ -192,7 +257,7 @@ class Rollouts:
             health = self._health(rollout)
             moved, moments = advance(rollout, health, self.daemon.clock())
             if moved is not rollout:
-                saved = self.daemon.store.put_rollout(moved)
+                saved = self._put(moved, token)
                 if saved is not None:
                     self.newest = saved
                     self.tell(saved, moments)

@@ -156,6 +156,7 @@ def run_runtime(daemon: Daemon, runtime: str) -> Operation | None:
         clock=daemon.clock,
         disabled=frozenset(repo.settings.disabled_steps),
         limits=operation_limits(repo.settings),
+        retry_limits=repo.settings.retry_limits,
         owner=membership.name,
         alive=membership.alive,
         fence=lambda: membership.fenced(epoch),

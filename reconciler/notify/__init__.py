@@ -6,5 +6,7 @@ with retries and backoff (tenacity).
 - :mod:`reconciler.notify.bodies`: the request each endpoint is sent (pure);
 - :mod:`reconciler.notify.secrets`: endpoint secrets from files or Secrets, never from the repo;
 - :mod:`reconciler.notify.transport`: HTTP POST through urllib3, errors translated once;
-- :mod:`reconciler.notify.delivery`: the queue, the worker, the retries, the report.
+- :mod:`reconciler.notify.delivery`: the queue, the worker, the retries, the report;
+- :mod:`reconciler.notify.outbox`: the notifications kept in the state store until they are
+  sent (claimed by one replica, sent in order, marked after).
 """

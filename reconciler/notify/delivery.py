@@ -14,6 +14,14 @@ failure logged in one line naming the endpoint and the event, never a URL, heade
 value. The queue is bounded (:data:`CAPACITY`): past it a notification is dropped, logged and
 counted, rather than the reconcile that sent it waiting.
 
+With an outbox (:class:`Claimant`: the daemon's state store), :meth:`Delivery.notify` keeps
+each notification there, one row per receiver, in one short transaction, and the worker sends
+what it claims from it in order, marking each row delivered or given up right after: a crash or
+a restart loses none (the next start sends what waits, at once), a row is sent by one replica
+(claims), and a delivery cut short by a stop stays for the next start. Should the store fail
+at :meth:`~Delivery.notify`, the notification goes through the queue in memory instead (logged:
+a crash then loses it). The daemon's pruning job removes the finished rows.
+
 Callers: the daemon's command, which builds one; tests.
 """
 
@@ -23,6 +31,7 @@ import contextlib
 import logging
 import queue
 import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -37,9 +46,11 @@ from tenacity import (
 
 from reconciler.core.endpoints import Endpoint, NotificationSettings
 from reconciler.core.notifications import Notification
+from reconciler.core.outbox import Outgoing, outgoing
 from reconciler.errors import AccessError, ReconcilerError, ThrottledError, TransientError
 from reconciler.notify.bodies import Request, request_for
 from reconciler.notify.events import NotificationEvents
+from reconciler.notify.outbox import DELIVERED, KEPT, RESCAN, Claimant, OutboxSender
 from reconciler.notify.secrets import SecretReader, TokenHosts
 from reconciler.notify.transport import WORKER_THREAD, HttpTransport, Transport
 
@@ -52,7 +63,7 @@ MAX_WAIT = 60.0
 #: How long :meth:`Delivery.close` lets the queued notifications go, in seconds (a pod has 60 s
 #: to stop; an endpoint that does not answer must not take them all).
 CLOSE_GRACE = 10.0
-DELIVERED, FAILED, DROPPED = "delivered", "failed", "dropped"
+FAILED, DROPPED = "failed", "dropped"
 
 
 class Report(Protocol):
@@ -94,10 +105,15 @@ class _Item:
     settings: NotificationSettings
 
 
+#: Asks the worker to look at the outbox (a notification was kept there, or a drain).
+_LOOK = object()
+
+
 class Delivery:
     """See the module docstring. ``settings_of`` gives the settings in force (read at each
     :meth:`notify`); ``secrets`` reads the endpoints' secrets at each delivery; a token goes
-    only where ``token_hosts`` allows."""
+    only where ``token_hosts`` allows; ``outbox``: where notifications wait (none: in memory
+    only)."""
 
     def __init__(
         self,
@@ -109,6 +125,7 @@ class Delivery:
         report: Report | None = None,
         pause: Callable[[float], None] | None = None,
         token_hosts: TokenHosts | None = None,
+        outbox: Claimant | None = None,
     ) -> None:
         self.settings_of = settings_of
         self.secrets = secrets
@@ -118,7 +135,15 @@ class Delivery:
         self.report = report or _NoReport()
         self._stopping = threading.Event()
         self._pause = pause or self._wait
-        self._queue: queue.Queue[_Item | None] = queue.Queue(maxsize=CAPACITY)
+        self.outbox = outbox
+        self._sender = (
+            OutboxSender(outbox, self._send, self._stopping) if outbox is not None else None
+        )
+        self._queue: queue.Queue[_Item | object | None] = queue.Queue(maxsize=CAPACITY)
+        #: A look at the outbox is queued and not taken yet (one is enough).
+        self._look = threading.Event()
+        #: Whether the last write to the outbox failed (logged once until one succeeds).
+        self._outbox_failed = False
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         #: Notifications dropped since the queue last took one.
@@ -127,11 +152,14 @@ class Delivery:
         self._outcomes: dict[str, Outcome] = {}
 
     def notify(self, notification: Notification) -> None:
-        """Queue ``notification`` for the endpoints in force now (see :class:`Notifier`)."""
+        """Queue ``notification`` for the endpoints in force now (see :class:`Notifier`): in
+        the outbox if there is one, else (or should it fail) in memory."""
         settings = self.settings_of()
         if not settings.endpoints and not (settings.kubernetes_events and self.events):
             return
         if self._stopping.is_set():
+            return
+        if self.outbox is not None and self._keep(notification, settings, self.outbox):
             return
         try:
             self._queue.put_nowait(_Item(notification, settings))
@@ -142,6 +170,42 @@ class Delivery:
             dropped, self._dropped = self._dropped, 0
         if dropped:
             log.warning("%d notification(s) were dropped while the queue was full", dropped)
+        self._start()
+
+    def _keep(
+        self, notification: Notification, settings: NotificationSettings, outbox: Claimant
+    ) -> bool:
+        """Keep ``notification`` in the outbox, one row per receiver, and wake the worker;
+        whether it was kept (a failure is logged once, until the outbox takes one again)."""
+        items = outgoing(notification, settings, self.events is not None, _new_id)
+        if not items:  # no endpoint wants its kind
+            return True
+        try:
+            outbox.outbox.add_notifications(items, outbox.clock())
+        except ReconcilerError as error:
+            if not self._outbox_failed:
+                log.warning(
+                    "notification %s not kept in the state store (%s); sent from memory: a "
+                    "crash before it is sent loses it",
+                    notification.kind.value,
+                    error,
+                )
+            self._outbox_failed = True
+            return False
+        self._outbox_failed = False
+        self._wake()
+        return True
+
+    def _wake(self) -> None:
+        """Have the worker look at the outbox (once however many ask before it looks)."""
+        if self._look.is_set():
+            return
+        self._look.set()
+        try:
+            self._queue.put_nowait(_LOOK)
+        except queue.Full:  # the worker has plenty to take before: it looks after those
+            self._look.clear()
+            return
         self._start()
 
     def _drop(self, notification: Notification, settings: NotificationSettings) -> None:
@@ -161,18 +225,35 @@ class Delivery:
                 self._report(endpoint, notification, DROPPED, "the queue was full")
 
     def status(self) -> dict[str, Any]:
-        """``/status``'s ``notifications``: how many wait, and each endpoint's last outcome."""
+        """``/status``'s ``notifications``: how many wait (in memory, and in the outbox: every
+        replica's), and each endpoint's last outcome."""
         with self._start_lock:
             outcomes = sorted(self._outcomes.values(), key=lambda o: o.endpoint)
-        return {"queued": self._queue.qsize(), "endpoints": [o.to_json() for o in outcomes]}
+        with self._queue.mutex:  # the queue's own lock: its items, not its looks at the outbox
+            queued = sum(isinstance(item, _Item) for item in self._queue.queue)
+        if self.outbox is not None:
+            with contextlib.suppress(ReconcilerError):  # the store is down: what memory holds
+                queued += self.outbox.outbox.waiting_notifications()
+        return {"queued": queued, "endpoints": [o.to_json() for o in outcomes]}
+
+    def start(self) -> None:
+        """Start the worker now, rather than at the first :meth:`notify`: what waits in the
+        outbox (left by a stop or a crash) goes out at once."""
+        if self.outbox is not None:
+            self._wake()
 
     def drain(self) -> None:
-        """Wait until every notification queued so far was handled (tests, shutdown)."""
+        """Wait until every notification queued so far was handled, and what the outbox
+        holds that this worker may claim (tests, shutdown)."""
+        if self.outbox is not None:
+            self._queue.put(_LOOK)
+            self._start()
         self._queue.join()
 
     def close(self, grace: float = CLOSE_GRACE) -> None:
         """Stop: the queued notifications are tried once more each, without waiting between
-        tries, for ``grace`` seconds at most; what is left then is logged, not sent."""
+        tries, for ``grace`` seconds at most; what is left then is logged, not sent (with an
+        outbox it stays there, for the next start or another replica)."""
         self._stopping.set()
         with self._start_lock:
             thread = self._thread
@@ -196,15 +277,30 @@ class Delivery:
 
     def _work(self) -> None:
         while True:
-            item = self._queue.get()
+            item = self._next()
             try:
                 if item is None:
                     return
-                self._handle(item)
+                if isinstance(item, _Item):
+                    self._handle(item)
+                elif self._sender is not None:
+                    self._sender.send_claimable()
             except Exception as error:  # a bug must not end the worker: later ones still go
                 log.error("notification not handled: internal error %s", type(error).__name__)
             finally:
-                self._queue.task_done()
+                if item is not _RESCAN:
+                    self._queue.task_done()
+
+    def _next(self) -> _Item | object | None:
+        """What the queue holds next; with an outbox, a look at it every :data:`RESCAN`
+        seconds while nothing comes (what a crashed replica left)."""
+        try:
+            item = self._queue.get(timeout=RESCAN if self.outbox is not None else None)
+        except queue.Empty:
+            return _RESCAN
+        if item is _LOOK:
+            self._look.clear()
+        return item
 
     def _handle(self, item: _Item) -> None:
         notification = item.notification
@@ -214,7 +310,15 @@ class Delivery:
         if item.settings.kubernetes_events and self.events is not None:
             self.events.record(notification)
 
-    def _deliver(self, endpoint: Endpoint, notification: Notification, attempts: int) -> None:
+    def _send(self, item: Outgoing) -> str:
+        """Deliver one row: to its endpoint, or as the Kubernetes Event."""
+        if item.endpoint is not None:
+            return self._deliver(item.endpoint, item.notification, item.attempts)
+        if self.events is not None:
+            self.events.record(item.notification)
+        return DELIVERED
+
+    def _deliver(self, endpoint: Endpoint, notification: Notification, attempts: int) -> str:
         secrets: list[str] = []
         tries = 0
         try:
@@ -224,6 +328,18 @@ class Delivery:
                     tries += 1
                     self.transport.post(request)
         except ReconcilerError as error:
+            if (
+                self.outbox is not None
+                and self._stopping.is_set()
+                and isinstance(error, TransientError)
+            ):
+                log.info(
+                    "notification %s to endpoint %s kept for the next start: %s",
+                    notification.kind.value,
+                    endpoint.name,
+                    _without(str(error), secrets),
+                )
+                return KEPT
             log.warning(
                 "notification %s to endpoint %s not delivered (%d attempt(s)): %s",
                 notification.kind.value,
@@ -232,9 +348,10 @@ class Delivery:
                 _without(str(error), secrets),
             )
             self._report(endpoint, notification, FAILED, _without(str(error), secrets))
-            return
+            return FAILED
         log.info("notification %s sent to endpoint %s", notification.kind.value, endpoint.name)
         self._report(endpoint, notification, DELIVERED)
+        return DELIVERED
 
     def _report(
         self, endpoint: Endpoint, notification: Notification, result: str, error: str = ""
@@ -270,6 +387,14 @@ class Delivery:
             sleep=self._pause,
             reraise=True,
         )
+
+
+#: The worker's look at the outbox when nothing came for :data:`RESCAN` seconds.
+_RESCAN = object()
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
 
 
 def _backoff(state: RetryCallState) -> float:

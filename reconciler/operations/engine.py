@@ -31,6 +31,7 @@ from importlib.metadata import entry_points
 
 from reconciler.cluster.api import flush_writes
 from reconciler.core.head import Head
+from reconciler.core.model import DEFAULT_OPERATION_TIMEOUTS, RetryLimits
 from reconciler.core.status import ModuleError, Reason, StepFailure
 from reconciler.errors import FencedError, PermanentError, TransientError
 from reconciler.operations.crash import Crash
@@ -46,15 +47,18 @@ from reconciler.operations.model import (
     StepResult,
     StepState,
 )
-from reconciler.operations.steps import BUILTIN_STAGES, Step, StepContext, transient_retry
+from reconciler.operations.steps import (
+    BUILTIN_STAGES,
+    SkipLimit,
+    Step,
+    StepContext,
+    skip_limit,
+    transient_retry,
+)
 from reconciler.operations.store import StateStore
 from reconciler.source.plugins import ENTRY_POINT_GROUP
 
-DEFAULT_LIMITS = {
-    OperationType.PROVISION: timedelta(hours=24),
-    OperationType.UPDATE: timedelta(hours=3),
-    OperationType.DEPROVISION: timedelta(hours=24),
-}
+DEFAULT_LIMITS = {OperationType(kind): limit for kind, limit in DEFAULT_OPERATION_TIMEOUTS.items()}
 LEASE_SECONDS = 120.0
 
 Stages = list[tuple[str, list[type[Step]]]]
@@ -146,6 +150,7 @@ class Engine:
         plugins: list[type[Step]] | None = None,
         disabled: frozenset[str] = frozenset(),
         limits: Mapping[OperationType, timedelta] | None = None,
+        retry_limits: RetryLimits | None = None,
         owner: str | None = None,
         alive: Callable[[str], bool] = owner_alive,
         fence: Callable[[], str | None] = lambda: None,
@@ -156,6 +161,8 @@ class Engine:
         self.plugins = plugins if plugins is not None else plugin_steps()
         self.disabled = disabled
         self.limits = {**DEFAULT_LIMITS, **(limits or {})}
+        #: O5: ``spec.operations.retryWithoutFail``, for :func:`skip_limit`.
+        self.retry_limits = retry_limits or RetryLimits()
         self.owner = owner or this_owner()
         self.alive = alive
         #: Why this process may no longer write (a daemon replica whose lease lapsed): every
@@ -292,11 +299,10 @@ class Engine:
                 message = f"step {record.name} failed: {result.error}"
                 return self._fail(operation, record, message, records_status=cls.records_status)
             if result.retry_after is not None:
-                if self._past_own_limit(cls, record):
+                limit = self._passed_limit(cls, record)
+                if limit is not None:
                     record.state, record.finished = StepState.SKIPPED, self.clock()
-                    record.message = (
-                        f"skipped after {cls.retry_without_fail:.0f}s: {record.message}"
-                    )
+                    record.message = limit.skipped_text(record.message)
                     self._step_ended(operation, stage, last)
                     continue
                 return self._wait(operation, stage, record, result.retry_after)
@@ -340,11 +346,13 @@ class Engine:
         _failed_on(operation, StepFailure(record.name, Reason.INTERNAL_ERROR, kept))
         return StepResult(error=PermanentError(crash.describe()))
 
-    def _past_own_limit(self, cls: type[Step], record: StepRecord) -> bool:
-        limit = cls.retry_without_fail
+    def _passed_limit(self, cls: type[Step], record: StepRecord) -> SkipLimit | None:
+        """O5: the limit of a step that retries without fail, once it has retried that long
+        since its first start (``None``: not yet, or it is never skipped)."""
+        limit = skip_limit(cls, self.retry_limits)
         if limit is None or record.first_started is None:
-            return False
-        return (self.clock() - record.first_started).total_seconds() >= limit
+            return None
+        return limit if self.clock() - record.first_started >= limit.after else None
 
     def _wait(
         self, operation: Operation, stage: StageRecord, record: StepRecord, delay: float

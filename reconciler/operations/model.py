@@ -169,8 +169,9 @@ class Retention:
     """Which finished operations the state store keeps (``StateStore.prune``): of a run of
     operations of one runtime that succeeded and changed nothing, the newest only; then the
     newest :attr:`keep_per_runtime` of each runtime, and every failure younger than
-    :attr:`keep_failures_for`. Pending and in-progress operations are never removed. The
-    daemon's ``--keep-operations`` and ``--keep-failures``."""
+    :attr:`keep_failures_for`. Pending and in-progress operations are never removed.
+    ``--keep-operations`` and ``--keep-failures`` of the daemon and ``operations prune``
+    (:func:`reconciler.cli.options.retention_options`, with these defaults)."""
 
     keep_per_runtime: int = 10
     keep_failures_for: timedelta = timedelta(days=7)

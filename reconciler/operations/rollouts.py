@@ -3,6 +3,11 @@ written over the version read and tried again when another writer came first, an
 document (``rollout show -o json``, ``/status``, the daemon's ``/rollouts``), of a rollout or of
 its summary (lists: no member decoded).
 
+A command is a person's write: it carries no member's lease token (the daemon's own rollout
+writes do, :mod:`reconciler.daemon.rollouts`). It is no member's work, with a lease that may
+lapse mid-way: it reads the rollout and writes it back at once over the version read, so it
+never acts on a stale view, whichever replica relays it.
+
 Callers: ``reconciler rollout`` on a store, the daemon's rollout job and HTTP port.
 """
 

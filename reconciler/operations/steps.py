@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from reconciler.cluster.api import NO_IDENTITY, Cluster, ClusterIdentity
+from reconciler.core.durations import duration_text
 from reconciler.core.head import head_text
-from reconciler.core.model import ClusterAccess, ConfigRepo, Strategy
+from reconciler.core.model import ClusterAccess, ConfigRepo, RetryLimits, Strategy
 from reconciler.core.plan_values import Context, DesiredModule
 from reconciler.core.status import ModuleState, ModuleStatus, PassResult, Reason
 from reconciler.errors import PermanentError, TransientError
@@ -88,8 +89,11 @@ class Step:
     description: ClassVar[str] = ""
     #: Optional steps can be switched off in Settings (``spec.operations.disabledSteps``).
     optional: ClassVar[bool] = False
-    #: O5: seconds after which a step that keeps asking to retry is skipped instead of failing.
-    retry_without_fail: ClassVar[float | None] = None
+    #: O5, "retry without fail": a step that keeps asking to retry past a limit is skipped and
+    #: recorded instead of holding its operation. ``True``: the configured limit
+    #: (:func:`skip_limit`: ``spec.operations.retryWithoutFail``, else 5 minutes); seconds: a
+    #: limit of the step's own (the settings may name the step to change it); ``None``: never.
+    retry_without_fail: ClassVar[bool | float | None] = None
     #: Whether the step writes the runtime's record itself, also when it fails (else a failed
     #: operation leaves the runtime in Error with the step's reason).
     records_status: ClassVar[bool] = False
@@ -101,6 +105,45 @@ class Step:
     def run(self, operation: Operation, context: StepContext) -> StepResult:
         """Do this step's work once."""
         raise NotImplementedError
+
+
+#: O5: how long a step that retries without fail may retry when nothing else says.
+DEFAULT_RETRY_WITHOUT_FAIL = timedelta(minutes=5)
+#: Where :func:`skip_limit` found a limit, as ``operations show`` names it.
+_SETTING = "spec.operations.retryWithoutFail"
+
+
+@dataclass(frozen=True, slots=True)
+class SkipLimit:
+    """How long a step may keep asking to retry before it is skipped (O5), and what says so."""
+
+    after: timedelta
+    source: str
+
+    def skipped_text(self, message: str) -> str:
+        """A skipped step's message: ``skipped after 15m (retry-without-fail limit, spec...):
+        waiting for ...``."""
+        return (
+            f"skipped after {duration_text(self.after)} (retry-without-fail limit, "
+            f"{self.source}): {message}"
+        )
+
+
+def skip_limit(step: type[Step], limits: RetryLimits) -> SkipLimit | None:
+    """The limit of ``step`` if it retries without fail (``None``: it never is skipped): the
+    settings' limit for its name, else its own, else the settings' default, else
+    :data:`DEFAULT_RETRY_WITHOUT_FAIL`."""
+    own = step.retry_without_fail
+    if own is None or own is False:
+        return None
+    named = limits.steps.get(step.name)
+    if named is not None:
+        return SkipLimit(named, f"{_SETTING}.steps.{step.name}")
+    if own is not True:
+        return SkipLimit(timedelta(seconds=own), "the step's own")
+    if limits.default is not None:
+        return SkipLimit(limits.default, f"{_SETTING}.default")
+    return SkipLimit(DEFAULT_RETRY_WITHOUT_FAIL, "the default")
 
 
 def _module_errors(result: PassResult) -> StepResult | None:
@@ -335,15 +378,16 @@ class DeleteDefaultConfigurations(Step):
 
 
 class WaitForManagedResources(Step):
-    """Deprovision: waits for users' resources of the modules' kinds; skipped after 5 min."""
+    """Deprovision: waits for users' resources of the modules' kinds; retries without fail."""
 
     name = "Wait_For_Managed_Resources"
     domain = "lifecycle"
     description = (
-        "Waits while custom resources of the modules' kinds exist (names them); skipped "
-        "after its own 5-minute limit, so that the modules nothing blocks are deleted."
+        "Waits while custom resources of the modules' kinds exist (names them); retries "
+        "without fail: skipped past its limit (5 minutes unless spec.operations."
+        "retryWithoutFail sets another), so that the modules nothing blocks are deleted."
     )
-    retry_without_fail = 300.0
+    retry_without_fail = True
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
         live = context.lifecycle(operation).observe(operation.runtime, [])

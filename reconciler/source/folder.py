@@ -30,19 +30,23 @@ class FolderTree:
         self._last: tuple[str, bytes] | None = None
         self._resolved: dict[str, str] = {}
         self._boundary: str | None = None
+        #: Paths that were no symbolic link when their folder was listed (no need to ask again).
+        self._not_links: set[str] = set()
 
     def _path(self, path: str) -> Path:
         return self.root / path if path else self.root
 
     def _str(self, path: str) -> str:
         """``path`` on disk as a string (pathlib's joins cost more than reading a small file)."""
-        return os.path.join(self._root, path) if path else self._root
+        if not path:
+            return self._root
+        return f"{self._root}/{path}" if path[0] != "/" else os.path.join(self._root, path)
 
     def entries(self, folder: str) -> list[Entry]:
         """See :class:`reconciler.source.tree.SourceTree`."""
         try:
             with os.scandir(self._path(folder)) as found:
-                return sorted(
+                entries = sorted(
                     (Entry(e.name, e.is_dir(), e.is_symlink()) for e in found),
                     key=lambda e: e.name,
                 )
@@ -50,6 +54,9 @@ class FolderTree:
             return []
         except OSError as error:  # a folder this user may not read: one line, never a crash
             raise self._unreadable(folder, error) from error
+        prefix = f"{folder}/" if folder else ""
+        self._not_links.update(prefix + e.name for e in entries if not e.is_link)
+        return entries
 
     def is_dir(self, path: str) -> bool:
         """See :class:`reconciler.source.tree.SourceTree`."""
@@ -102,7 +109,8 @@ class FolderTree:
         inside = self._real(boundary)
         parent, _, name = path.rpartition("/")
         full = os.path.join(self._real(parent), name)  # folders resolved once each
-        real = os.path.realpath(full) if os.path.islink(full) else full
+        link = path not in self._not_links and os.path.islink(full)
+        real = os.path.realpath(full) if link else full
         return not (real == inside or real.startswith(inside + os.sep))
 
     def _real(self, folder: str) -> str:

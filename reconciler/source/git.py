@@ -62,24 +62,31 @@ class Revision:
 
 
 def open_revision(folder: Path, revision: str) -> Revision:
-    """The config repo at ``folder`` as it is at ``revision`` of the git repository holding it."""
-    try:
-        found = _rev_parse_in(
-            folder, "--is-inside-work-tree", "--absolute-git-dir", "--show-prefix"
-        )
-    except UnreadableError as error:
-        raise SourceError(f"{folder}: not inside a git repository") from error
-    inside, git_dir, prefix = [*found.splitlines(), "", "", ""][:3]
+    """The config repo at ``folder`` as it is at ``revision`` of the git repository holding it.
+
+    One call to git finds the repository, the folder's place in it and the commit; the listing
+    of the commit's folder starts at once, in the background (:meth:`GitTree.list_ahead`), so
+    git lists the base while the caller reads the head."""
+    verify = ["--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}"]
+    done = subprocess.run(
+        ["git", "-C", str(folder), "rev-parse", *_WHERE, *verify], capture_output=True, check=False
+    )
+    said = done.stdout.decode("utf-8", "surrogateescape").splitlines()
+    inside, git_dir, prefix, commit = [*said, "", "", "", ""][:4]
+    if inside not in ("true", "false"):
+        raise SourceError(f"{folder}: not inside a git repository")
     if inside != "true":
         raise SourceError(f"{folder}: the git repository has no working tree")
-    verify = ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}"]
-    try:
-        commit = git_output(git_dir, verify).decode().strip()
-    except UnreadableError as error:
+    if done.returncode != 0 or not commit:
         top = _rev_parse_in(folder, "--show-toplevel").strip()
-        raise SourceError(f"unknown revision '{revision}' in {top}") from error
+        raise SourceError(f"unknown revision '{revision}' in {top}")
     tree = GitTree(git_dir, commit, prefix.rstrip("/"))
+    tree.list_ahead()
     return Revision(tree, commit, revision, Path(git_dir))
+
+
+#: What ``rev-parse`` says of where a folder is: in a working tree, the repository, the prefix.
+_WHERE = ("--is-inside-work-tree", "--absolute-git-dir", "--show-prefix")
 
 
 def _rev_parse_in(folder: Path, *args: str) -> str:

@@ -10,11 +10,14 @@ parsed once. Callers: the git source; ``diff --base`` through it.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import posixpath
 import subprocess
 import time
 from collections.abc import Sequence, Set
 from dataclasses import dataclass
+from typing import IO
 
 from reconciler.errors import UnreadableError
 from reconciler.source.tree import Entry
@@ -69,6 +72,17 @@ class GitTree:
         self._skipped: frozenset[str] = frozenset()
         #: Seconds spent reading git objects (for ``--timings``).
         self.io_seconds = 0.0
+        #: The listing of ``prefix`` started ahead (:meth:`list_ahead`), until it is taken.
+        self._ahead: _Ahead | None = None
+
+    def list_ahead(self) -> None:
+        """Start listing everything below ``prefix`` now, in the background: git lists the
+        folder while the caller does something else (``diff --base`` reads the head). The
+        first question about the folder takes the listing; if git could not list it that way
+        (``prefix`` is no folder at this commit), it is listed as usual, with the usual error."""
+        if self._ahead is None and self._prefix not in self._folders:
+            target = f"{self._commit}:{self._prefix}" if self._prefix else self._commit
+            self._ahead = _Ahead(self._git_dir, _ls_tree(target, recursive=True))
 
     def read_ahead_except(self, ids: Set[str]) -> None:
         """Leave the blobs ``ids`` out of the batch read ahead (one still asked for is read on
@@ -90,6 +104,10 @@ class GitTree:
         known = self._folders.get(full)
         if known is not None:
             return known
+        if self._ahead is not None:
+            known = self._listed_ahead(full)
+            if known is not None:
+                return known
         node = self._node_of_full(full)
         if node is None or node.kind != _TREE:
             return None
@@ -99,6 +117,27 @@ class GitTree:
         started = time.perf_counter()
         recursive = full == self._prefix  # the config repo: every entry below it, at once
         output = git_output(self._git_dir, _ls_tree(node.id, recursive=recursive))
+        self._record(full, output, recursive=recursive)
+        self.io_seconds += time.perf_counter() - started
+        return self._folders[full]
+
+    def _listed_ahead(self, full: str) -> dict[str, _Item] | None:
+        """The listing started by :meth:`list_ahead`, when ``full`` is the folder it lists and
+        git listed it."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None or full != self._prefix:
+            self._ahead = ahead
+            return None
+        started = time.perf_counter()
+        output = ahead.output()
+        self.io_seconds += time.perf_counter() - started
+        if output is None:
+            return None
+        self._record(full, output, recursive=True)
+        return self._folders[full]
+
+    def _record(self, full: str, output: bytes, *, recursive: bool) -> None:
+        """Keep the entries of a listing of the folder ``full`` (recursive: all below it)."""
         self._folders[full] = {}
         for path, item in _parse_listing(output):
             at = posixpath.join(full, path) if full else path
@@ -110,8 +149,6 @@ class GitTree:
                 self._folders.setdefault(at, {})
             elif item.kind == "blob" and item.mode != _LINK_MODE:
                 self._below[item.id] = (item.size, name.endswith(".yaml"))
-        self.io_seconds += time.perf_counter() - started
-        return self._folders[full]
 
     def _node_of_full(self, full: str) -> _Item | None:
         if not full:
@@ -235,6 +272,47 @@ class GitTree:
         """The blob id."""
         blob = self._blob(path)
         return blob.id if blob is not None else None
+
+
+class _Ahead:
+    """A git command started now, its output taken later: git works in its own process while
+    this one goes on (its output waits in a pipe made as large as the system allows, so git
+    rarely has to wait for the reader). ``None`` when it failed: the caller asks again the
+    usual way, which reports the failure."""
+
+    def __init__(self, git_dir: str, args: Sequence[str]) -> None:
+        self._process: subprocess.Popen[bytes] | None
+        try:
+            self._process = subprocess.Popen(
+                ["git", "--git-dir", git_dir, *args],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError:
+            self._process = None
+            return
+        _widen(self._process.stdout)
+
+    def output(self) -> bytes | None:
+        """The command's output, once it is done."""
+        if self._process is None:
+            return None
+        output, _ = self._process.communicate()
+        return output if self._process.returncode == 0 else None
+
+
+def _widen(pipe: IO[bytes] | None) -> None:
+    """Make ``pipe`` as large as an unprivileged process may (Linux: 1 MiB by default)."""
+    size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if pipe is None or size is None:
+        return
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(pipe.fileno(), size, _PIPE_BYTES)
+
+
+#: The pipe size asked for (``/proc/sys/fs/pipe-max-size``'s default).
+_PIPE_BYTES = 1 << 20
 
 
 def _ls_tree(tree: str, *, recursive: bool) -> list[str]:

@@ -38,7 +38,7 @@ from reconciler.errors import OverBudgetError, SourceError, UnreadableError
 from reconciler.source.folder import FolderTree
 from reconciler.source.plugins import load_plugin_step_names
 from reconciler.source.schemas import load_schemas
-from reconciler.source.tree import Entry, SourceTree
+from reconciler.source.tree import Entry, SourceTree, SubTree
 
 #: Files larger than this are refused (C6); ``--max-file-size`` changes it.
 DEFAULT_MAX_FILE_SIZE = 5 * 1024 * 1024
@@ -193,9 +193,14 @@ class _Reader:
         self.cache = cache
         self.problems: list[Diagnostic] = problems if problems is not None else []
         self.budget = budget or options.time_budget()
+        #: The displayed root, normalised ("" for "."; ``None`` for "/", joined the long way).
+        root = os.path.normpath(display_root)
+        self._shown_root = None if root.endswith("/") else ("" if root == "." else root)
 
     def show(self, path: str) -> str:
         """``path`` as the user reaches it from the current directory."""
+        if _is_normal(path) and self._shown_root is not None:  # most paths: joined, not parsed
+            return f"{self._shown_root}/{path}" if self._shown_root else path
         return os.path.normpath(os.path.join(self.display_root, path))
 
     # -- layout ------------------------------------------------------------------------------
@@ -354,7 +359,7 @@ class _Reader:
         if configured is None and self.refused_folder("channels", ""):
             return self.tree, None, ""
         if configured is None:
-            return _SubTree(self.tree, "channels"), "", self.show("channels")
+            return SubTree(self.tree, "channels"), "", self.show("channels")
         if outside or (configured.git is not None and _refused(configured)):
             return self.tree, None, ""  # reported with its place (here, or by validation)
         if configured.git is not None:
@@ -371,7 +376,7 @@ class _Reader:
             pointer = ("spec", "channelsFrom", "path")
             self.problems.append(document.diagnostic("C2", message, pointer))
             return self.tree, None, ""
-        return _SubTree(self.tree, folder), "", self.show(folder)
+        return SubTree(self.tree, folder), "", self.show(folder)
 
     def _channels_outside(self, settings: RawFile | None, configured: ChannelsFrom | None) -> bool:
         """C6: ``channelsFrom.path`` may not leave the repository (an absolute path, or ``..``
@@ -392,31 +397,30 @@ class _Reader:
     # -- files -------------------------------------------------------------------------------
 
     def file(self, path: str, boundary: str) -> RawFile:
-        """Read and parse one YAML file; a problem makes it ``broken`` and is recorded."""
+        """Read and parse one YAML file; a problem makes it ``broken`` and is recorded. A file
+        parsed already (the same content at the same place: the other side's) is taken as it
+        is, outside the file's time budget (it costs nothing more)."""
         shown = self.show(path)
+        problem = self.check_limits(path, boundary, shown)
+        if problem is not None:  # before anything reads the file (identity hashes it)
+            self.problems.append(problem)
+            return RawFile(shown, broken=True)
+        key = None
+        if self.cache is not None:
+            identity = self.tree.identity(path)
+            key = (identity, shown) if identity is not None else None
+            cached = self.cache.get(key) if key is not None else None
+            if cached is not None and not cached.broken:  # a broken one is reported again
+                return cached
         try:
             with self.budget.file(shown):
-                return self._file(path, boundary, shown)
+                parsed = self._parse(path, boundary, shown)
         except OverBudgetError as over:  # the parser gives the place; else the file's start
             diagnostic = budget_diagnostic(over, shown, 1, 1)
             if over.scope != "file":
                 raise
             self.problems.append(diagnostic)
             return RawFile(shown, broken=True)
-
-    def _file(self, path: str, boundary: str, shown: str) -> RawFile:
-        problem = self.check_limits(path, boundary, shown)
-        if problem is not None:  # before anything reads the file (identity hashes it)
-            self.problems.append(problem)
-            return RawFile(shown, broken=True)
-        identity = self.tree.identity(path) if self.cache is not None else None
-        key = (identity, shown) if identity is not None else None
-        if key is not None and self.cache is not None and key in self.cache:
-            cached = self.cache[key]
-            if cached.broken:  # its problems must be reported again in this read
-                return self._parse(path, boundary, shown)
-            return cached
-        parsed = self._parse(path, boundary, shown)
         if key is not None and self.cache is not None:
             self.cache[key] = parsed
         return parsed
@@ -462,43 +466,6 @@ class _Reader:
         return _decode(data, shown)
 
 
-class _SubTree:
-    """A folder of another tree, seen as a tree of its own (the channels folder)."""
-
-    def __init__(self, tree: SourceTree, folder: str) -> None:
-        self.tree = tree
-        self.folder = folder
-
-    def _path(self, path: str) -> str:
-        return os.path.normpath(_join(self.folder, path)) if path else self.folder
-
-    def entries(self, folder: str) -> list[Entry]:
-        return self.tree.entries(self._path(folder))
-
-    def is_dir(self, path: str) -> bool:
-        return self.tree.is_dir(self._path(path))
-
-    def is_file(self, path: str) -> bool:
-        return self.tree.is_file(self._path(path))
-
-    def size(self, path: str) -> int:
-        return self.tree.size(self._path(path))
-
-    def read(self, path: str) -> bytes:
-        return self.tree.read(self._path(path))
-
-    def escapes(self, path: str, boundary: str) -> bool:
-        # a channels folder inside the repo may link anywhere inside the repo
-        inside = "" if not boundary and not self.folder.startswith("..") else self._path(boundary)
-        return self.tree.escapes(self._path(path), inside)
-
-    def identity(self, path: str) -> str | None:
-        return self.tree.identity(self._path(path))
-
-    def inside(self, path: str) -> bool:
-        return not os.path.isabs(path) and self.tree.inside(self._path(path))
-
-
 def _values_from(runtime: RawFile) -> Iterator[str]:
     """The ``valuesFrom`` paths of a runtime file not validated yet."""
     for document in runtime.documents:
@@ -508,6 +475,18 @@ def _values_from(runtime: RawFile) -> Iterator[str]:
             path = entry.get("valuesFrom") if isinstance(entry, dict) else None
             if isinstance(path, str) and path:
                 yield path
+
+
+def _is_normal(path: str) -> bool:
+    """Whether ``path`` is relative and already normal (no ``.`` or ``..`` segment, no empty
+    one): joined to a normal folder it needs no ``normpath``."""
+    return (
+        bool(path)
+        and path[0] not in "./"
+        and "/." not in path
+        and "//" not in path
+        and path[-1] != "/"
+    )
 
 
 def _join(folder: str, name: str) -> str:
@@ -548,13 +527,13 @@ def _refused(channels_from: ChannelsFrom) -> bool:
 
 
 def _disables_steps(settings: RawFile | None) -> bool:
-    """Whether a settings file not validated yet names steps to switch off
-    (``spec.operations.disabledSteps``): only then are the installed plugins' steps looked up
-    (reading package metadata costs ~10 ms)."""
+    """Whether a settings file not validated yet names steps (``spec.operations.disabledSteps``
+    to switch off, ``retryWithoutFail`` to limit): only then are the installed plugins' steps
+    looked up (reading package metadata costs ~10 ms)."""
     for document in settings.documents if settings is not None else ():
         spec = document.data.get("spec") if isinstance(document.data, dict) else None
         operations = spec.get("operations") if isinstance(spec, dict) else None
-        if isinstance(operations, dict) and "disabledSteps" in operations:
+        if isinstance(operations, dict) and {"disabledSteps", "retryWithoutFail"} & set(operations):
             return True
     return False
 

@@ -28,6 +28,7 @@ DOCUMENTED = {
     "operations list": [exits.RECORDS],
     "operations show": [exits.RECORDS],
     "operations retrigger": [exits.RETRIGGER],
+    "operations prune": [exits.PRUNE],
     "daemon": [exits.DAEMON],
     "completion": [exits.COMPLETION],
     "suspend": [exits.SUSPEND],

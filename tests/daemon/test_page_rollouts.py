@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+from reconciler.core.durations import duration_text
 from reconciler.core.rollouts import (
     Member,
     MemberState,
@@ -19,7 +20,6 @@ from reconciler.daemon.page_rollouts import (
     MEMBERS_SHOWN,
     MEMBERS_SHOWN_ONE,
     MemberView,
-    duration_text,
     rollout_view,
     rollouts_view,
 )

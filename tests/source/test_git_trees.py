@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.errors import SourceError
 from reconciler.source.git import open_revision
 from reconciler.source.gittree import PREFETCH_BLOB_BYTES
 from reconciler.source.loader import ReadOptions, load_repo
@@ -165,3 +166,51 @@ def test_a_submodule_without_gitmodules_is_one_diagnostic(tmp_path: Path, path: 
     assert done.returncode == 2
     assert f"{path}:1:1: {SUBMODULE}" in done.stderr
     assert "internal error" not in done.stderr
+
+
+@pytest.fixture
+def git_calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A log of the arguments of every git command this process runs from now on."""
+    folder = tmp_path / "calls-bin"
+    folder.mkdir()
+    log = tmp_path / "git-calls.log"
+    log.touch()
+    wrapper = folder / "git"
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec "{shutil.which("git")}" "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    return log
+
+
+def test_the_folder_of_a_revision_is_listed_once_by_path_as_it_is_opened(
+    tmp_path: Path, git_calls: Path
+) -> None:
+    """``open_revision`` starts the one recursive listing of the config repo's folder at once
+    (git works while the caller reads the other side), by ``<commit>:<folder>``, and the read
+    takes that listing (the folders above it are listed only for the channels beside it)."""
+    root = _repo(tmp_path / "repo")
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+    revision = open_revision(root / "fleet", "HEAD")
+    validation = load_repo("fleet", None, tree=revision.tree)
+
+    assert validation.repo is not None, [d.format() for d in validation.diagnostics]
+    calls = git_calls.read_text().splitlines()
+    recursive = [line for line in calls if " ls-tree " in line and " -r " in line]
+    assert [line.rsplit(" ", 1)[-1] for line in recursive] == [f"{commit}:fleet"]
+
+
+def test_a_revision_without_the_folder_is_refused_as_before(tmp_path: Path) -> None:
+    """The listing started ahead fails (no such folder at that commit): the tree is read the
+    usual way, which says what is wrong."""
+    root = _repo(tmp_path / "repo")
+    git(root, "mv", "fleet", "elsewhere")
+    git(root, "commit", "-qm", "moved")
+    (root / "fleet").mkdir()
+
+    revision = open_revision(root / "fleet", "HEAD")
+
+    with pytest.raises(SourceError, match="not a config repo: no runtimes/ folder"):
+        load_repo("fleet", None, tree=revision.tree)

@@ -1,5 +1,6 @@
 """The state store: operations, their stages and steps, each runtime's last known state, the
-verdicts on commits, the brake's limits, suspensions and the daemon's members.
+verdicts on commits, the brake's limits, suspensions, the daemon's members, rollouts and the
+notifications outbox.
 
 The rooms of the package:
 
@@ -10,8 +11,9 @@ The rooms of the package:
   details), at the store's edge only;
 - :mod:`.rows`: the row-diff cache (a save writes only the rows that changed);
 - :mod:`.schema`: the schema versions, one declarative list of migrations;
-- :mod:`.base`, :mod:`.operations`, :mod:`.records`, :mod:`.rollouts`: the one SQL
-  implementation, written once for both databases;
+- :mod:`.base`, :mod:`.operations`, :mod:`.records`, :mod:`.rollouts`, :mod:`.outbox`: the one
+  SQL implementation, written once for both databases (:mod:`.outbox`: the notifications
+  waiting to be sent);
 - :mod:`.sqlite`, :mod:`.postgres`: the two dialects (connection, transactions, placeholders,
   locks, and PostgreSQL's one-statement save); the only importers of sqlite3 and psycopg.
 

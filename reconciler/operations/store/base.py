@@ -33,10 +33,12 @@ FENCE_GUARD = """(CAST(:fence_member AS TEXT) IS NULL OR EXISTS (
     SELECT 1 FROM members WHERE name = :fence_member AND epoch = :fence_epoch
     AND fenced_epoch < epoch))"""
 #: Lock keys (PostgreSQL's advisory locks; SQLite's write transactions exclude each other):
-#: migrations, verdicts on commits, claims of a runtime (with the runtime's name).
+#: migrations, verdicts on commits, claims of a runtime (with the runtime's name), claims of
+#: notifications in the outbox.
 MIGRATION_LOCK = 0x7265636F6E63
 COMMITS_LOCK = 0x7265636F6E64
 CLAIM_LOCK = 0x72636C6D
+OUTBOX_LOCK = 0x72636F62
 
 #: A statement's parameters: by position (``?``) or by name (``:name``).
 Parameters = Sequence[object] | dict[str, object]

@@ -12,6 +12,7 @@ from typing import Protocol
 from reconciler.cluster.api import ClusterIdentity
 from reconciler.core.brake import Limits
 from reconciler.core.head import Head
+from reconciler.core.outbox import Outbox
 from reconciler.core.rollout_summary import RolloutSummary
 from reconciler.core.rollouts import Rollout
 from reconciler.operations.model import (
@@ -32,8 +33,9 @@ ALLOWED_DELETIONS = "allowedDeletions"
 LIMITS_SCOPE = "sync"
 
 
-class StateStore(Protocol):
-    """Where operations and runtime states live."""
+class StateStore(Outbox, Protocol):
+    """Where operations and runtime states live, and the notifications outbox
+    (:class:`~reconciler.core.outbox.Outbox`)."""
 
     def save(self, operation: Operation, fence: FenceToken | None = None) -> None:
         """Insert or update an operation with its stages and steps, unless the stored one was
@@ -121,9 +123,19 @@ class StateStore(Protocol):
         """Record the limits of a repo a sync of the whole fleet carried out: the next sync is
         judged by the stricter of these and its own (:func:`reconciler.core.brake.limits_for`)."""
 
-    def prune(self, retention: Retention, now: datetime) -> int:
+    def prune(
+        self,
+        retention: Retention,
+        now: datetime,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
         """Remove the finished operations ``retention`` does not keep at ``now``, with their
-        stages and steps; how many."""
+        stages and steps; how many. ``progress`` is told how many so far, now and then (a big
+        store is pruned in several transactions)."""
+
+    def prunable(self, retention: Retention, now: datetime) -> dict[str, int]:
+        """What :meth:`prune` would remove at ``now``: runtime -> operations, by runtime name
+        (runtimes with none left out); nothing is removed."""
 
     def suspend(self, suspension: Suspension) -> None:
         """Suspend a runtime (again: the reason and time are replaced)."""
@@ -150,10 +162,12 @@ class StateStore(Protocol):
     def leave(self, name: str) -> None:
         """Member ``name`` stops (its runtimes go to the others at once)."""
 
-    def put_rollout(self, rollout: Rollout) -> Rollout | None:
+    def put_rollout(self, rollout: Rollout, fence: FenceToken | None = None) -> Rollout | None:
         """Insert ``rollout`` (version 0: unless one of its id exists) or write it over the
         version it was read at; the saved rollout (its version one more), or ``None`` when
-        another writer got there first (read it again)."""
+        another writer got there first (read it again). Under ``fence`` (a daemon replica's):
+        :class:`~reconciler.errors.LostOwnershipError` when it no longer holds, nothing
+        written; none (a person's command): compare-and-set alone."""
 
     def rollouts(self, limit: int = 50) -> list[Rollout]:
         """Newest first."""
@@ -167,6 +181,9 @@ class StateStore(Protocol):
 
     def latest_rollout(self) -> Rollout | None:
         """The newest rollout (the one that gates), if any."""
+
+    def prune_notifications(self, now: datetime) -> int:
+        """Remove the outbox's notifications delivered or given up before ``now``; how many."""
 
 
 def load_statuses(

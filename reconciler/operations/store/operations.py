@@ -109,6 +109,35 @@ EXPIRED_OPERATIONS = """
     WHERE newer > ? AND state IN (?, ?) AND (state <> ? OR created < ?)
     LIMIT ?
 """
+#: What :meth:`OperationTables.prune` would remove, counted by runtime in one read: those
+#: :data:`MERGED_OPERATIONS` selects, then those :data:`EXPIRED_OPERATIONS` selects of the rest
+#: (removing some of either set never changes which others it holds, so the batches of a prune
+#: remove exactly these).
+PRUNABLE_BY_RUNTIME = """
+    WITH paired AS (
+        SELECT id, runtime, state, message, created, {order} AS inserted,
+               LEAD(state) OVER (PARTITION BY runtime ORDER BY created, {order}) AS next_state,
+               LEAD(message) OVER (PARTITION BY runtime ORDER BY created, {order}) AS next_message
+        FROM operations
+    ), flagged AS (
+        SELECT runtime, state, created, inserted,
+               CASE WHEN state = ? AND message = ? AND next_state = ? AND next_message = ?
+                    THEN 1 ELSE 0 END AS merged
+        FROM paired
+    ), ranked AS (
+        SELECT runtime, state, created,
+               ROW_NUMBER() OVER (PARTITION BY runtime ORDER BY created DESC, inserted DESC)
+                   AS newer
+        FROM flagged WHERE merged = 0
+    )
+    SELECT runtime, count(*) AS operations FROM (
+        SELECT runtime FROM flagged WHERE merged = 1
+        UNION ALL
+        SELECT runtime FROM ranked
+        WHERE newer > ? AND state IN (?, ?) AND (state <> ? OR created < ?)
+    ) gone
+    GROUP BY runtime ORDER BY runtime
+"""
 #: Operations removed per transaction, so that a first prune of a big store never holds the
 #: write lock for long.
 PRUNE_BATCH = 500
@@ -387,21 +416,28 @@ class OperationTables(SqlBase):
                 return f"operation {holder['id']} of {holder['owner']}"
         return None
 
-    def prune(self, retention: Retention, now: datetime) -> int:
-        """See :class:`StateStore`: in batches of :data:`PRUNE_BATCH`, one transaction each."""
-        done, failed = str(OperationState.SUCCEEDED), str(OperationState.FAILED)
-        cutoff = self.time(now - retention.keep_failures_for)
-        removed = 0
-        for sql, parameters in (
-            (MERGED_OPERATIONS, (done, NO_CHANGE, done, NO_CHANGE, PRUNE_BATCH)),
-            (
-                EXPIRED_OPERATIONS,
-                (retention.keep_per_runtime, done, failed, failed, cutoff, PRUNE_BATCH),
-            ),
-        ):
+    def prune(
+        self,
+        retention: Retention,
+        now: datetime,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """See :class:`StateStore`: in batches of :data:`PRUNE_BATCH`, one transaction each
+        (``progress`` is told the count so far after each)."""
+        removed, cutoff = 0, self.time(now - retention.keep_failures_for)
+        for sql, parameters in _prune_passes(retention, cutoff):
             while batch := self._remove(sql, parameters):
                 removed += batch
+                if progress is not None:
+                    progress(removed)
         return removed
+
+    def prunable(self, retention: Retention, now: datetime) -> dict[str, int]:
+        """See :class:`StateStore`: one read, nothing removed."""
+        passes = _prune_passes(retention, self.time(now - retention.keep_failures_for))
+        merged, expired = (parameters[:-1] for _, parameters in passes)  # without the batch
+        rows = self.query(PRUNABLE_BY_RUNTIME, merged + expired)
+        return {row["runtime"]: int(row["operations"]) for row in rows}
 
     def _remove(self, sql: str, parameters: tuple[object, ...]) -> int:
         """Remove the operations ``sql`` selects, with their stages and steps; how many."""
@@ -421,3 +457,18 @@ class OperationTables(SqlBase):
             for operation_id in ids:
                 self._saved.forget(operation_id)
         return len(ids)
+
+
+def _prune_passes(
+    retention: Retention, cutoff: object
+) -> tuple[tuple[str, tuple[object, ...]], ...]:
+    """The statements of a prune's two passes, in order, with their parameters: the merged
+    operations, then the expired ones (failures created before ``cutoff``)."""
+    done, failed = str(OperationState.SUCCEEDED), str(OperationState.FAILED)
+    return (
+        (MERGED_OPERATIONS, (done, NO_CHANGE, done, NO_CHANGE, PRUNE_BATCH)),
+        (
+            EXPIRED_OPERATIONS,
+            (retention.keep_per_runtime, done, failed, failed, cutoff, PRUNE_BATCH),
+        ),
+    )

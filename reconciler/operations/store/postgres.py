@@ -40,6 +40,7 @@ from reconciler.operations.store.operations import (
     OperationTables,
     Save,
 )
+from reconciler.operations.store.outbox import OutboxTables
 from reconciler.operations.store.records import RecordTables
 from reconciler.operations.store.rollouts import RolloutTables
 from reconciler.operations.store.rows import OperationRows, RowChanges
@@ -110,7 +111,7 @@ _SAVE_ANY = _saving(UPSERT_OPERATION)
 _SAVE_SEEN = _saving(UPDATE_SEEN_OPERATION)
 
 
-class PostgresStore(OperationTables, RecordTables, RolloutTables):
+class PostgresStore(OperationTables, RecordTables, RolloutTables, OutboxTables):
     """:class:`~reconciler.operations.store.contract.StateStore` in a PostgreSQL database."""
 
     TYPES = POSTGRES_TYPES

@@ -4,14 +4,20 @@ One row per rollout (one per commit that changes what runtimes run): its id, com
 times, a version that counts its saves, and the waves and members (each runtime's wave, state
 and base commit) as JSON. A save writes over the version it read (compare-and-set): of two
 replicas moving one rollout, or a replica and a ``reconciler rollout`` command, one wins and
-the other reads it again. The newest rollout, in insertion order, is the one that gates.
+the other reads it again. A daemon replica's save also carries its
+:class:`~reconciler.operations.model.FenceToken`, checked in the statement that writes
+(:data:`~reconciler.operations.store.base.FENCE_GUARD`): a replica whose lease lapsed and was
+fenced writes nothing, even when its compare-and-set would match
+(:class:`~reconciler.errors.LostOwnershipError`). The newest rollout, in insertion order, is
+the one that gates.
 
 The JSON also keeps the rollout's summary (``summary``: each wave's name, size and members by
-state, and the other fields a list shows; :class:`~reconciler.core.rollout_summary.RolloutSummary`),
-written with the members at each save: a list of rollouts (:meth:`RolloutTables.rollout_summaries`)
-reads only that part, picked out of the JSON by the database (``->>``: SQLite 3.38 or later,
-PostgreSQL), and decodes no member. The other keys stay as they were, for readers of an older
-version; a row saved before summaries were kept is read whole and summarized.
+state, and the other fields a list shows;
+:class:`~reconciler.core.rollout_summary.RolloutSummary`), written with the members at each
+save: a list of rollouts (:meth:`RolloutTables.rollout_summaries`) reads only that part,
+picked out of the JSON by the database (``->>``: SQLite 3.38 or later, PostgreSQL), and
+decodes no member. The other keys stay as they were, for readers of an older version; a row
+saved before summaries were kept is read whole and summarized.
 """
 
 from __future__ import annotations
@@ -23,12 +29,14 @@ from typing import Any
 
 from reconciler.core.rollout_summary import RolloutSummary, WaveSummary, summarize, wave_states
 from reconciler.core.rollouts import Member, MemberState, Rollout, RolloutState, Wave
-from reconciler.operations.store.base import SqlBase
+from reconciler.errors import LostOwnershipError
+from reconciler.operations.model import FenceToken
+from reconciler.operations.store.base import FENCE_GUARD, SqlBase, fence_values, fenced
 
 _INSERT = (
     "INSERT INTO rollouts (id, commit_id, state, created, updated, version, data) "
-    "VALUES (:id, :commit_id, :state, :created, :updated, :version, :data) "
-    "ON CONFLICT (id) DO NOTHING"
+    "SELECT :id, :commit_id, :state, :created, :updated, :version, :data "
+    f"WHERE {FENCE_GUARD} ON CONFLICT (id) DO NOTHING"
 )
 #: The columns of a rollout and the summary in its JSON (``{data_json}``: the dialect's JSON
 #: of the ``data`` column).
@@ -37,16 +45,17 @@ _SUMMARIES = (
     "{data_json} ->> 'summary' AS summary FROM rollouts ORDER BY {order} DESC LIMIT ?"
 )
 _UPDATE = (
-    "UPDATE rollouts SET state = :state, updated = :updated, version = :version, data = :data "
-    "WHERE id = :id AND version = :read"
+    "UPDATE rollouts SET state = :state, updated = :updated, version = :version, data = :data "  # noqa: S608 (a constant)
+    f"WHERE id = :id AND version = :read AND {FENCE_GUARD}"
 )
 
 
 class RolloutTables(SqlBase):
     """The rollouts part of :class:`~reconciler.operations.store.contract.StateStore`."""
 
-    def put_rollout(self, rollout: Rollout) -> Rollout | None:
-        """See :class:`StateStore`."""
+    def put_rollout(self, rollout: Rollout, fence: FenceToken | None = None) -> Rollout | None:
+        """See :class:`StateStore`: a write that wrote nothing is told apart, in the same
+        transaction, as the fence's refusal (raised) or another writer's version (``None``)."""
         saved = replace(rollout, version=rollout.version + 1)
         values = {
             "id": rollout.id,
@@ -58,14 +67,22 @@ class RolloutTables(SqlBase):
             "data": encode_rollout(rollout),
             "read": rollout.version,
         }
+        guard = fence_values(fence)
         with self.transaction() as statements:
             if rollout.version == 0:
-                written = statements.run(_INSERT, {k: v for k, v in values.items() if k != "read"})
+                insert = {k: v for k, v in values.items() if k != "read"}
+                written = statements.run(_INSERT, insert | guard)
             else:
-                written = statements.run(
-                    _UPDATE, {k: v for k, v in values.items() if k not in ("commit_id", "created")}
-                )
-            return saved if written.rowcount == 1 else None
+                update = {k: v for k, v in values.items() if k not in ("commit_id", "created")}
+                written = statements.run(_UPDATE, update | guard)
+            if written.rowcount == 1:
+                return saved
+            if (
+                fence is None
+                or statements.run(f"SELECT {FENCE_GUARD} AS ok", guard).fetchone()["ok"]
+            ):
+                return None
+        raise LostOwnershipError(f"rollout {rollout.id} not saved: {fenced(fence)}")
 
     def rollouts(self, limit: int = 50) -> list[Rollout]:
         """See :class:`StateStore`."""

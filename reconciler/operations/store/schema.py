@@ -169,6 +169,21 @@ MIGRATIONS: tuple[Migration, ...] = (
     )""",
         ),
     ),
+    Migration(
+        9,
+        (
+            """CREATE TABLE notifications (
+        id TEXT PRIMARY KEY,
+        state TEXT NOT NULL,
+        created $time NOT NULL,
+        owner TEXT NOT NULL DEFAULT '',
+        lease_until $time,
+        finished $time,
+        data TEXT NOT NULL$seq
+    )""",
+            "CREATE INDEX notifications_by_state ON notifications (state)",
+        ),
+    ),
 )
 
 #: The version the migrations lead to.

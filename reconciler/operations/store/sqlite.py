@@ -19,6 +19,7 @@ from typing import Any
 from reconciler.errors import SourceError, StoreError
 from reconciler.operations.store.base import Parameters, Statements, dialect
 from reconciler.operations.store.operations import OperationTables
+from reconciler.operations.store.outbox import OutboxTables
 from reconciler.operations.store.records import RecordTables
 from reconciler.operations.store.rollouts import RolloutTables
 from reconciler.operations.store.schema import SQLITE_TYPES, TABLES
@@ -35,7 +36,7 @@ def _unusable(path: Path, error: sqlite3.DatabaseError) -> str:
     )
 
 
-class SqliteStore(OperationTables, RecordTables, RolloutTables):
+class SqliteStore(OperationTables, RecordTables, RolloutTables, OutboxTables):
     """:class:`~reconciler.operations.store.contract.StateStore` in one SQLite file."""
 
     TYPES = SQLITE_TYPES
