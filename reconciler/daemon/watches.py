@@ -206,8 +206,9 @@ class Watches:
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._running = False
-        #: The threads of the watches closed (ending now) and of the wakes, joined at close.
+        #: The threads of the watches closed (ending now), joined at close, as the wakes' one.
         self._ending: list[threading.Thread] = []
+        self._wakes: threading.Thread | None = None
 
     @property
     def enabled(self) -> bool:
@@ -313,9 +314,8 @@ class Watches:
             self._running = True
             for opened in self.open.values():
                 self._start_thread(opened)
-            wakes = threading.Thread(target=self._fire_loop, name="wakes", daemon=True)
-            self._ending.append(wakes)
-        wakes.start()
+            self._wakes = threading.Thread(target=self._fire_loop, name="wakes", daemon=True)
+            self._wakes.start()  # it waits for the lock
 
     def _start_thread(self, opened: _Open) -> None:
         if opened.thread is None:
@@ -339,6 +339,9 @@ class Watches:
             self._needs.clear()
             self._changed.notify_all()
             ending, self._ending = self._ending, []
+            if self._wakes is not None:
+                ending.append(self._wakes)
+                self._wakes = None
         for thread in ending:  # without the lock: an event being handled may need it
             thread.join()
 
