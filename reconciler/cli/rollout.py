@@ -146,7 +146,7 @@ def _fetch(daemon_url: str | None, state_url: str, rollout_id: str) -> list[dict
     store = open_store(state_url)
     if rollout_id:
         return [rollout_document(find_rollout(store, rollout_id), members=True)]
-    return [rollout_document(r) for r in store.rollouts(limit=20)]
+    return [rollout_document(r) for r in store.rollout_summaries(limit=20)]
 
 
 def _json(kind: str, body: dict[str, Any]) -> str:

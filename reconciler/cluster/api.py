@@ -13,7 +13,7 @@ watches.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
@@ -302,6 +302,19 @@ class Listing:
     resource_version: str
 
 
+class Hangup(Protocol):
+    """How a watch stream is ended from another thread (:meth:`Watchable.watch`): a stream
+    blocked on the server or on the in-memory journal asks to be told, and ends at once,
+    quietly, when it is (the thread that hangs up calls the hook)."""
+
+    def hung_up(self) -> bool:
+        """Whether the stream was told to end."""
+
+    def on_hangup(self, hook: Callable[[], None]) -> Callable[[], None]:
+        """Call ``hook`` when told to end (at once, in this thread, when it already was);
+        returns what forgets ``hook`` (the stream ended by itself)."""
+
+
 @runtime_checkable
 class Watchable(Protocol):
     """A cluster whose kinds can be watched (the real API server and the in-memory one)."""
@@ -320,8 +333,11 @@ class Watchable(Protocol):
         resource_version: str,
         labels: Mapping[str, str] | None = None,
         timeout_seconds: float = 60.0,
+        hangup: Hangup | None = None,
     ) -> Iterator[WatchEvent]:
         """The events of a kind after ``resource_version``, in order, with bookmarks, in all
         namespaces, matching every label given; the stream ends after ``timeout_seconds``
-        (or when the connection drops). :class:`~reconciler.errors.ExpiredError` when the
-        server no longer keeps ``resource_version`` (410 Gone): list again."""
+        (or when the connection drops), or at once, without an error, once ``hangup`` is
+        told to end it (whole events only: the last one told is the last one read in full).
+        :class:`~reconciler.errors.ExpiredError` when the server no longer keeps
+        ``resource_version`` (410 Gone): list again."""

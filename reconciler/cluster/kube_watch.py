@@ -2,20 +2,24 @@
 :class:`~reconciler.cluster.kube.KubeCluster` (see :class:`~reconciler.cluster.api.Watchable`);
 a watch is one streamed request of the ``kubernetes`` client's watch, its events as
 :class:`~reconciler.cluster.api.WatchEvent` values, errors translated once by the cluster's
-request context (a 410 Gone as :class:`~reconciler.errors.ExpiredError`). With
+request context (a 410 Gone as :class:`~reconciler.errors.ExpiredError`). A stream is hung up
+from another thread by shutting its response's socket down (the reading thread, blocked in the
+socket's read, sees the end of the stream at once): the client's own ``Watch.stop()`` takes
+effect at the next event only, minutes away on a quiet kind. With
 :mod:`reconciler.cluster.kube` and :mod:`reconciler.cluster.kube_errors`, the only modules that
 import ``kubernetes``. Caller: the daemon's watches (:mod:`reconciler.cluster.watch`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
 from kubernetes import watch as _k8s_watch
 
-from reconciler.cluster.api import Listing, WatchEvent, WatchEventType
+from reconciler.cluster.api import Hangup, Listing, WatchEvent, WatchEventType
 
 k8s_watch: Any = _k8s_watch
 #: The event types passed on (``ERROR``, a 410 Gone among them, is raised by the client).
@@ -23,27 +27,69 @@ WATCHED = frozenset(t.value for t in WatchEventType)
 
 
 def stream_events(
-    dynamic: Any, resource: Any, selector: str | None, resource_version: str, timeout: float
+    resource: Any,
+    selector: str | None,
+    resource_version: str,
+    timeout: float,
+    hangup: Hangup | None = None,
 ) -> Iterator[WatchEvent]:
     """The events of ``resource`` after ``resource_version`` (label ``selector``), with
-    bookmarks, until the server ends the request after ``timeout`` seconds; the client's own
-    retry after a 410 is off (a timeout is given), so a 410 is raised to the caller."""
+    bookmarks, until the server ends the request after ``timeout`` seconds, or ``hangup``
+    ends it; the client's own retry after a 410 is off (a timeout is given), so a 410 is
+    raised to the caller. Events are read as plain JSON (no model objects made of them)."""
     watcher = k8s_watch.Watch()
+    opened = _Responses(hangup)
     try:
-        stream = dynamic.watch(
-            resource,
+        for event in watcher.stream(
+            opened.request(resource.get),
             label_selector=selector,
             resource_version=resource_version or None,
-            timeout=max(1, int(timeout)),
-            watcher=watcher,
+            serialize=False,
+            timeout_seconds=max(1, int(timeout)),
             allow_watch_bookmarks=True,
-        )
-        for event in stream:
+        ):
             raw = event.get("raw_object")
             if event.get("type") in WATCHED and isinstance(raw, dict):
                 yield WatchEvent(WatchEventType(event["type"]), dict(raw))
+    except Exception:
+        if not opened.hung_up():
+            raise  # translated by the cluster's request context
     finally:
-        watcher.stop()
+        opened.forget()
+
+
+class _Responses:
+    """The responses of one stream, shut down when ``hangup`` is told to end it: a response
+    opened after that is shut down as it opens, so no hangup is missed between two reads."""
+
+    def __init__(self, hangup: Hangup | None) -> None:
+        self._hangup = hangup
+        self._forgets: list[Callable[[], None]] = []
+
+    def hung_up(self) -> bool:
+        return self._hangup is not None and self._hangup.hung_up()
+
+    def request(self, get: Callable[..., Any]) -> Callable[..., Any]:
+        """``get`` (one watch request), its response shut down when hung up."""
+
+        def get_watched(**kwargs: Any) -> Any:
+            response = get(**kwargs)
+            if self._hangup is not None:
+                self._forgets.append(self._hangup.on_hangup(lambda: _shut_down(response)))
+            return response
+
+        return get_watched
+
+    def forget(self) -> None:
+        for forget in self._forgets:
+            forget()
+
+
+def _shut_down(response: Any) -> None:
+    """Shut the socket of ``response`` (a urllib3 response being read in another thread)
+    down for reading: that read ends at once. Nothing when the stream ended meanwhile."""
+    with contextlib.suppress(ValueError, RuntimeError, OSError):
+        response.shutdown()
 
 
 def selector_of(labels: Mapping[str, str] | None) -> str | None:
@@ -54,8 +100,6 @@ def selector_of(labels: Mapping[str, str] | None) -> str | None:
 class KubeWatches:
     """List-then-watch of any kind, for :class:`~reconciler.cluster.kube.KubeCluster` (which
     provides the requests, discovery and lists it uses)."""
-
-    _dynamic: Any
 
     def _list(
         self, api_version: str, kind: str, namespace: str | None, labels: Mapping[str, str] | None
@@ -82,10 +126,11 @@ class KubeWatches:
         resource_version: str,
         labels: Mapping[str, str] | None = None,
         timeout_seconds: float = 60.0,
+        hangup: Hangup | None = None,
     ) -> Iterator[WatchEvent]:
         """See :meth:`reconciler.cluster.api.Watchable.watch`."""
         resource = self._resource(api_version, kind)
         with self._request(f"watch {kind}"):
             yield from stream_events(
-                self._dynamic, resource, selector_of(labels), resource_version, timeout_seconds
+                resource, selector_of(labels), resource_version, timeout_seconds, hangup
             )

@@ -7,8 +7,9 @@ an API server, each stream ending with a bookmark. The journal keeps :data:`KEPT
 a watch from before the oldest kept one is answered 410 Gone
 (:class:`~reconciler.errors.ExpiredError`), and :meth:`Journal.expire` forgets every event so
 far, for tests of the relist. A stream with nothing to send waits for a change, at most its
-timeout (none for a timeout of 0: tests read what is there). :class:`MemoryWatches` is the
-in-memory cluster's side of :class:`~reconciler.cluster.api.Watchable`. Caller:
+timeout (none for a timeout of 0: tests read what is there), or until it is hung up.
+:class:`MemoryWatches` is the in-memory cluster's side of
+:class:`~reconciler.cluster.api.Watchable`. Caller:
 :class:`reconciler.cluster.memory.InMemoryCluster`.
 """
 
@@ -19,7 +20,7 @@ from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from reconciler.cluster.api import KindInfo, Listing, WatchEvent, WatchEventType
+from reconciler.cluster.api import Hangup, KindInfo, Listing, WatchEvent, WatchEventType
 from reconciler.cluster.memory_fields import Stored, with_managed_fields
 from reconciler.cluster.memory_rules import labels_match
 from reconciler.core.objects import Body, ObjectRef
@@ -79,10 +80,12 @@ class Journal:
         labels: Mapping[str, str],
         *,
         timeout: float = 0.0,
+        hangup: Hangup | None = None,
     ) -> tuple[list[WatchEvent], int]:
         """The events of ``kind`` after ``version`` whose object has ``labels`` (waiting up to
-        ``timeout`` seconds for one when there is none yet), and the newest resourceVersion
-        they were looked for up to (what the stream's bookmark says)."""
+        ``timeout`` seconds for one when there is none yet, unless ``hangup`` ends the wait),
+        and the newest resourceVersion they were looked for up to (what the stream's bookmark
+        says)."""
         with self._changed:
             oldest = max(self._expired, self._forgotten.get((group, kind), 0))
             if version < oldest:
@@ -91,9 +94,25 @@ class Journal:
                 )
             found = self._after(version, group, kind, labels)
             if not found and timeout > 0:
-                self._changed.wait_for(lambda: self._newest > version, timeout)
+                self._wait_newer(version, timeout, hangup)
                 found = self._after(version, group, kind, labels)
             return found, max(version, self._newest)
+
+    def _wait_newer(self, version: int, timeout: float, hangup: Hangup | None) -> None:
+        """Wait (holding the condition) for a change after ``version``, ``timeout`` seconds
+        at most, or until hung up."""
+        if hangup is None:
+            self._changed.wait_for(lambda: self._newest > version, timeout)
+            return
+        forget = hangup.on_hangup(self._wake)
+        try:
+            self._changed.wait_for(lambda: self._newest > version or hangup.hung_up(), timeout)
+        finally:
+            forget()
+
+    def _wake(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
 
     def _after(
         self, version: int, group: str, kind: str, labels: Mapping[str, str]
@@ -153,6 +172,7 @@ class MemoryWatches:
         resource_version: str,
         labels: Mapping[str, str] | None = None,
         timeout_seconds: float = 60.0,
+        hangup: Hangup | None = None,
     ) -> Iterator[WatchEvent]:
         """See :meth:`reconciler.cluster.api.Watchable.watch`: the journal's events, then a
         bookmark; a fault injected for ``watch`` is raised before any event (a dropped
@@ -161,7 +181,7 @@ class MemoryWatches:
         info = self._served(api_version, kind)
         start = int(resource_version or 0)
         found, newest = self.journal.events_after(
-            start, info.group, info.kind, labels or {}, timeout=timeout_seconds
+            start, info.group, info.kind, labels or {}, timeout=timeout_seconds, hangup=hangup
         )
         return iter([*found, bookmark(newest)])
 

@@ -9,12 +9,16 @@ what changed since the cache was last told is passed on as events made from the 
 change either. Any other error waits (:class:`Backoff`: 0.5 s doubled up to 30 s) and tries
 again. The first list fills the cache without events: only changes after it are news. Waiting
 goes through a seam (``wait``), so that tests drive :meth:`KindWatch.step` without sleeping.
+:meth:`KindWatch.close`, from any thread, hangs the stream under way up (:class:`Stop`, the
+:class:`~reconciler.cluster.api.Hangup` of its streams) and ends a backoff's wait: the watch's
+thread returns at once, not when the stream's timeout (minutes) ends it.
 Caller: :mod:`reconciler.daemon.watches`.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -49,6 +53,50 @@ class Backoff:
         self._next = 0.0
 
 
+class Stop:
+    """Told once to stop (:meth:`set`, from any thread): what a watch waits on between
+    attempts, and the :class:`~reconciler.cluster.api.Hangup` of its streams (their hooks
+    called by the thread that sets it)."""
+
+    def __init__(self) -> None:
+        self._set = threading.Event()
+        self._lock = threading.Lock()
+        self._hooks: dict[int, Callable[[], None]] = {}
+        self._added = 0
+
+    def set(self) -> None:
+        """Stop: every stream hooked ends now."""
+        with self._lock:
+            if self._set.is_set():
+                return
+            self._set.set()
+            hooks, self._hooks = list(self._hooks.values()), {}
+        for hook in hooks:
+            hook()
+
+    def hung_up(self) -> bool:
+        """Whether :meth:`set` was called."""
+        return self._set.is_set()
+
+    def wait(self, seconds: float) -> bool:
+        """Wait ``seconds`` at most; whether to stop."""
+        return self._set.wait(seconds)
+
+    def on_hangup(self, hook: Callable[[], None]) -> Callable[[], None]:
+        """See :meth:`reconciler.cluster.api.Hangup.on_hangup`."""
+        with self._lock:
+            if not self._set.is_set():
+                key = self._added = self._added + 1
+                self._hooks[key] = hook
+                return lambda: self._forget(key)
+        hook()
+        return lambda: None
+
+    def _forget(self, key: int) -> None:
+        with self._lock:
+            self._hooks.pop(key, None)
+
+
 @dataclass(slots=True)
 class WatchCounts:
     """What a watch did, for metrics and the bench."""
@@ -62,7 +110,8 @@ class WatchCounts:
 
 @dataclass(slots=True)
 class KindWatch:
-    """See the module docstring. ``wait(seconds)`` waits and says whether to stop."""
+    """See the module docstring. ``wait(seconds)`` waits and says whether to stop (by
+    default: on :attr:`stop`)."""
 
     cluster: Watchable
     api_version: str
@@ -70,7 +119,8 @@ class KindWatch:
     on_event: OnEvent
     labels: Mapping[str, str] = field(default_factory=dict)
     stream_seconds: float = STREAM_SECONDS
-    wait: Callable[[float], bool] = lambda _seconds: False
+    wait: Callable[[float], bool] | None = None
+    stop: Stop = field(default_factory=Stop)
     backoff: Backoff = field(default_factory=Backoff)
     counts: WatchCounts = field(default_factory=WatchCounts)
     #: The resourceVersion the next stream starts from ("" before the first list).
@@ -86,11 +136,15 @@ class KindWatch:
         """``Deployment (apps/v1)``."""
         return f"{self.kind} ({self.api_version})"
 
-    def run(self, stopped: Callable[[], bool]) -> None:
-        """Steps until ``stopped()``."""
-        while not stopped():
+    def run(self) -> None:
+        """Steps until closed."""
+        while not self.stop.hung_up():
             if not self.step():
                 return
+
+    def close(self) -> None:
+        """Stop (from any thread): the stream under way ends now, and :meth:`run` returns."""
+        self.stop.set()
 
     def step(self) -> bool:
         """One list (none done, or the last stream expired) or one stream to its end;
@@ -110,11 +164,13 @@ class KindWatch:
             self.resource_version = ""
             return True
         except ReconcilerError as error:
+            if self.stop.hung_up():
+                return False  # a list under way when closed
             self.counts.errors += 1
             self.error = str(error)
             delay = self.backoff.delay()
             log.info("watch %s: %s (again in %gs)", self.what, error, delay)
-            return not self.wait(delay)
+            return not (self.wait or self.stop.wait)(delay)
         self.backoff.reset()
         self.error = ""
         return True
@@ -136,6 +192,7 @@ class KindWatch:
             resource_version=self.resource_version,
             labels=self.labels,
             timeout_seconds=self.stream_seconds,
+            hangup=self.stop,
         )
         for event in events:
             self._take(event)

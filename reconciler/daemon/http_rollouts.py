@@ -1,7 +1,8 @@
-"""The rollout endpoints of the daemon's HTTP port: ``GET /rollouts`` (``?id=`` for one, with
-its runtimes) and ``POST /rollout?id=&command=&reason=`` (authenticated by
-:mod:`reconciler.daemon.http`, which routes here). Each answers a status and a JSON document,
-secrets masked (S4); a reason given with a command is masked before it is kept.
+"""The rollout endpoints of the daemon's HTTP port: ``GET /rollouts`` (the newest rollouts'
+summaries; ``?id=`` for one, with its runtimes) and ``POST /rollout?id=&command=&reason=``
+(authenticated by :mod:`reconciler.daemon.http`, which routes here). Each answers a status
+and a JSON document, secrets masked (S4); a reason given with a command is masked before it
+is kept.
 
 Caller: :class:`reconciler.daemon.http.Endpoints`.
 """
@@ -24,7 +25,7 @@ def rollouts_answer(daemon: Daemon, query: Mapping[str, str]) -> Answer:
     """The newest rollouts, or the one ``?id=`` names with its runtimes."""
     wanted = query.get("id", "")
     if not wanted:
-        newest = daemon.store.rollouts(limit=20)
+        newest = daemon.store.rollout_summaries(limit=20)  # no member decoded
         return 200, mask_all({"items": [rollout_document(r) for r in newest]})
     try:
         found = find_rollout(daemon.store, wanted)

@@ -47,7 +47,7 @@ from prometheus_client import (
 )
 
 from reconciler import __version__
-from reconciler.core.rollouts import Rollout
+from reconciler.core.rollout_summary import RolloutSummary
 from reconciler.daemon.rollout_metrics import RolloutMetrics
 from reconciler.operations.model import Operation, RuntimeStatus
 
@@ -288,8 +288,8 @@ class Metrics:
         report, :class:`reconciler.notify.delivery.Report`)."""
         self._notifications.labels(endpoint, result).inc()
 
-    def rollouts(self, newest: list[Rollout]) -> None:
-        """The series of the ``newest`` rollouts (and of no older one)."""
+    def rollouts(self, newest: list[RolloutSummary]) -> None:
+        """The series of the ``newest`` rollouts (their summaries; and of no older one)."""
         self._rollouts.show(newest)
 
     def exposition(self) -> bytes:

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from reconciler.core.rollouts import Rollout, RolloutState
+from reconciler.core.rollout_summary import RolloutSummary
+from reconciler.core.rollouts import RolloutState
 
 
 class RolloutMetrics:
@@ -61,8 +62,9 @@ class RolloutMetrics:
         )
         self._lock = threading.Lock()
 
-    def show(self, rollouts: Sequence[Rollout]) -> None:
-        """The series of ``rollouts`` (the newest ones) and no others."""
+    def show(self, rollouts: Sequence[RolloutSummary]) -> None:
+        """The series of ``rollouts`` (the newest ones' summaries: no member read) and no
+        others."""
         with self._lock:
             for gauge in self._all:
                 gauge.clear()

@@ -264,7 +264,7 @@ class Rollouts:
                     self._submit_released(rollout, saved)
                 else:
                     self.refresh()
-        self.daemon.metrics.rollouts(self.daemon.store.rollouts(limit=5))
+        self.daemon.metrics.rollouts(self.daemon.store.rollout_summaries(limit=5))
         return self.newest
 
     def _health(self, rollout: Rollout) -> dict[str, Health]:
@@ -294,7 +294,7 @@ class Rollouts:
         latest = self.refresh()
         if latest is not None and latest.id == saved.id and before is not None:
             self._submit_released(before if before.id == saved.id else None, latest)
-        self.daemon.metrics.rollouts(self.daemon.store.rollouts(limit=5))
+        self.daemon.metrics.rollouts(self.daemon.store.rollout_summaries(limit=5))
         return saved
 
     def _submit_released(self, before: Rollout | None, after: Rollout) -> None:

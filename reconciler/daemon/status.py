@@ -36,7 +36,7 @@ def status_document(daemon: Daemon) -> dict[str, Any]:
             "members": _members(daemon),
             "runtimes": _runtimes(daemon),
             "notifications": _notifications(daemon),
-            "rollouts": [rollout_document(r) for r in daemon.store.rollouts(limit=5)],
+            "rollouts": [rollout_document(r) for r in daemon.store.rollout_summaries(limit=5)],
         }
     )
 

@@ -180,7 +180,6 @@ class _Open:
     """One (cluster, kind) watched, and the runtimes that need it."""
 
     watch: KindWatch
-    stop: threading.Event
     thread: threading.Thread | None = None
     needers: set[str] = field(default_factory=set)
 
@@ -207,6 +206,9 @@ class Watches:
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._running = False
+        #: The threads of the watches closed (ending now), joined at close, as the wakes' one.
+        self._ending: list[threading.Thread] = []
+        self._wakes: threading.Thread | None = None
 
     @property
     def enabled(self) -> bool:
@@ -265,7 +267,7 @@ class Watches:
         for one in opened:  # listed before the run's caller goes on: the gap stays small
             one.watch.prime()
             with self._lock:
-                if self._running and not one.stop.is_set():
+                if self._running and not one.watch.stop.hung_up():
                     self._start_thread(one)
 
     def release(self, runtime: str) -> None:
@@ -280,7 +282,6 @@ class Watches:
         found = self.open.get(key)
         if found is not None:
             return found
-        stop = threading.Event()
         where, api_version, kind, scope = key
         watch = KindWatch(
             cluster,
@@ -288,18 +289,18 @@ class Watches:
             kind,
             lambda event, before: self._on_event(key, cluster, event, before),
             labels=OURS if scope == OWN else {},
-            wait=stop.wait,
         )
-        opened = self.open[key] = _Open(watch, stop)
+        opened = self.open[key] = _Open(watch)
         log.info("watching %s on %s", watch.what, where)
         return opened
 
     def _close_unneeded(self) -> None:
-        """Close the watches no runtime needs (and count those left open)."""
+        """Close the watches no runtime needs (their streams hung up: their threads end now,
+        joined at :meth:`close`), and count those left open."""
         needed = set().union(*self._needs.values()) if self._needs else set()
         for key in [k for k in self.open if k not in needed]:
             closed = self.open.pop(key)
-            closed.stop.set()
+            self._end(closed)
             log.info("no longer watching %s on %s", closed.watch.what, key[0])
         for key, opened in self.open.items():
             opened.needers = {r for r, keys in self._needs.items() if key in keys}
@@ -313,24 +314,36 @@ class Watches:
             self._running = True
             for opened in self.open.values():
                 self._start_thread(opened)
-        threading.Thread(target=self._fire_loop, name="wakes", daemon=True).start()
+            self._wakes = threading.Thread(target=self._fire_loop, name="wakes", daemon=True)
+            self._wakes.start()  # it waits for the lock
 
     def _start_thread(self, opened: _Open) -> None:
         if opened.thread is None:
-            opened.thread = threading.Thread(
-                target=opened.watch.run, args=(opened.stop.is_set,), name="watch", daemon=True
-            )
+            opened.thread = threading.Thread(target=opened.watch.run, name="watch", daemon=True)
             opened.thread.start()
 
+    def _end(self, opened: _Open) -> None:
+        """Hang ``opened`` up; its thread (if any) is joined at :meth:`close`."""
+        opened.watch.close()
+        if opened.thread is not None:
+            self._ending = [t for t in self._ending if t.is_alive()] + [opened.thread]
+
     def close(self) -> None:
-        """Stop every watch (their streams end within their timeout)."""
+        """Stop every watch, and return once their threads (and the wakes') have ended: each
+        stream is hung up, none waits for its timeout."""
         with self._lock:
             self._running = False
             for opened in self.open.values():
-                opened.stop.set()
+                self._end(opened)
             self.open.clear()
             self._needs.clear()
             self._changed.notify_all()
+            ending, self._ending = self._ending, []
+            if self._wakes is not None:
+                ending.append(self._wakes)
+                self._wakes = None
+        for thread in ending:  # without the lock: an event being handled may need it
+            thread.join()
 
     def step_all(self) -> None:
         """One step of every watch, its stream ending at once when it has nothing more to

@@ -1,6 +1,7 @@
 """Rollouts on the state store: the commands people give (pause, resume, cancel, promote), each
 written over the version read and tried again when another writer came first, and a rollout's
-document (``rollout show -o json``, ``/status``, the daemon's ``/rollouts``).
+document (``rollout show -o json``, ``/status``, the daemon's ``/rollouts``), of a rollout or of
+its summary (lists: no member decoded).
 
 A command is a person's write: it carries no member's lease token (the daemon's own rollout
 writes do, :mod:`reconciler.daemon.rollouts`). It is no member's work, with a lease that may
@@ -15,11 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, overload
 
 from reconciler.core.redaction import mask
 from reconciler.core.rollout_steps import Moment, cancel, pause, promote, resume
-from reconciler.core.rollouts import Rollout
+from reconciler.core.rollout_summary import RolloutSummary, summarize
+from reconciler.core.rollouts import MemberState, Rollout
 from reconciler.errors import NotFoundError, TransientError
 from reconciler.operations.store import StateStore
 
@@ -40,7 +42,7 @@ def find_rollout(store: StateStore, rollout_id: str) -> Rollout:
     """The rollout ``rollout_id`` names (a unique prefix); :class:`NotFoundError` without."""
     found = store.rollout(rollout_id) if rollout_id else None
     if found is None:
-        known = ", ".join(r.id for r in store.rollouts(limit=5)) or "none yet"
+        known = ", ".join(r.id for r in store.rollout_summaries(limit=5)) or "none yet"
         raise NotFoundError(
             f"no rollout '{rollout_id}' (or the prefix names several); the newest: {known}"
         )
@@ -75,25 +77,51 @@ def _step(
     return lambda r: (resume(r, now), [])
 
 
-def rollout_document(rollout: Rollout, *, members: bool = False) -> dict[str, Any]:
-    """A rollout as JSON: its waves with their progress, its state and halt reason; with
-    ``members``, every runtime's wave, state and base."""
-    waves = []
-    for index, wave in enumerate(rollout.waves):
-        states = [m.state for m in rollout.in_wave(index)]
-        waves.append(
+@overload
+def rollout_document(rollout: Rollout, *, members: bool = False) -> dict[str, Any]: ...
+
+
+@overload
+def rollout_document(rollout: RolloutSummary) -> dict[str, Any]: ...
+
+
+def rollout_document(rollout: Rollout | RolloutSummary, *, members: bool = False) -> dict[str, Any]:
+    """A rollout as JSON: its waves with their progress, its state and halt reason (the same
+    of a rollout and of its summary); with ``members`` (a :class:`Rollout` only), every
+    runtime's wave, state and base."""
+    summary = summarize(rollout) if isinstance(rollout, Rollout) else rollout
+    document = _summary_document(summary)
+    if members:
+        if not isinstance(rollout, Rollout):
+            raise TypeError("a rollout's members need the rollout, not its summary")
+        document["members"] = [
             {
-                "name": wave.name,
-                "chosenBy": wave.chosen_by,
-                "runtimes": len(wave.runtimes),
-                "ready": sum(s == "Ready" for s in states),
-                "error": sum(s == "Error" for s in states),
-                "skipped": sum(s == "Skipped" for s in states),
-                "started": (index <= rollout.wave and rollout.state != "Superseded")
-                or any(s.released for s in states),
+                "runtime": m.runtime,
+                "wave": rollout.waves[m.wave].name,
+                "state": str(m.state),
+                "base": m.base,
+                "note": m.note,
             }
-        )
-    document: dict[str, Any] = {
+            for m in rollout.members
+        ]
+    return document
+
+
+def _summary_document(rollout: RolloutSummary) -> dict[str, Any]:
+    waves = [
+        {
+            "name": wave.name,
+            "chosenBy": wave.chosen_by,
+            "runtimes": wave.runtimes,
+            "ready": wave.states[MemberState.READY.value],
+            "error": wave.states[MemberState.ERROR.value],
+            "skipped": wave.states[MemberState.SKIPPED.value],
+            "started": (index <= rollout.wave and rollout.state != "Superseded")
+            or wave.released > 0,
+        }
+        for index, wave in enumerate(rollout.waves)
+    ]
+    return {
         "id": rollout.id,
         "commit": rollout.commit,
         "state": str(rollout.state),
@@ -111,15 +139,3 @@ def rollout_document(rollout: Rollout, *, members: bool = False) -> dict[str, An
         "waveStarted": rollout.wave_started.isoformat() if rollout.wave_started else None,
         "healthySince": rollout.healthy_since.isoformat() if rollout.healthy_since else None,
     }
-    if members:
-        document["members"] = [
-            {
-                "runtime": m.runtime,
-                "wave": rollout.waves[m.wave].name,
-                "state": str(m.state),
-                "base": m.base,
-                "note": m.note,
-            }
-            for m in rollout.members
-        ]
-    return document

@@ -76,7 +76,7 @@ def test_a_watch_told_to_stop_during_a_backoff_stops() -> None:
     watch.step()
     cluster.faults.append(Fault("watch", ServerError("down"), times=100))
 
-    watch.run(lambda: False)  # returns once wait() says stop
+    watch.run()  # returns once wait() says stop
 
     assert len(waits) == 6
     assert waits[-1] == 16.0

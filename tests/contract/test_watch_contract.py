@@ -1,16 +1,18 @@
 """The watch contract (``Watchable``): events in order, label-selected, resumable after a
 dropped stream, 410 Gone for a resourceVersion no longer kept, and a watch that relists on it
-without losing a change. Runs on the in-memory cluster and on the real API server."""
+without losing a change, and a watch closed from another thread that ends its stream at once
+(not at the stream's timeout). Runs on the in-memory cluster and on the real API server."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping
 from itertools import islice
 from typing import Any
 
 import pytest
 
-from reconciler.cluster.api import Listing, Watchable, WatchEvent, WatchEventType
+from reconciler.cluster.api import Hangup, Listing, Watchable, WatchEvent, WatchEventType
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.cluster.watch import KindWatch
 from reconciler.core.objects import ObjectRef
@@ -18,6 +20,8 @@ from reconciler.errors import ExpiredError
 from tests.support.contract_targets import MANAGER, Target, apply_namespace
 
 OURS = {"app.kubernetes.io/managed-by": "reconciler-watch-contract"}
+#: A stream's timeout far beyond the test's (pytest-timeout) guard: only a hangup ends it.
+HOUR = 3600.0
 
 
 def _watchable(target: Target) -> Watchable:
@@ -135,6 +139,31 @@ def test_a_watch_relists_after_410_and_loses_no_change(target: Target) -> None:
     assert names == {(namespace, "kept"), (namespace, "changed"), (namespace, "added")}
 
 
+@pytest.mark.timeout(120)  # without the hangup, the stream would end only after an hour
+def test_a_watch_closed_from_another_thread_ends_its_stream_at_once(target: Target) -> None:
+    namespace = apply_namespace(target)
+    told = threading.Event()
+    watch = KindWatch(
+        _watchable(target),
+        "v1",
+        "ConfigMap",
+        lambda _event, _before: told.set(),
+        labels=OURS,
+        stream_seconds=HOUR,
+    )
+    watch.step()  # the first list
+    reader = threading.Thread(target=watch.run, name="watch", daemon=True)
+    reader.start()
+    target.cluster.apply(_configmap(namespace, "told", OURS), field_manager=MANAGER)
+    assert told.wait(60), "the change was not told"  # a stream is open, reading on
+
+    watch.close()
+    reader.join()  # returns when the reader has ended: at once, or the guard fails the test
+
+    assert watch.counts.errors == 0  # a hangup is no error
+    assert watch.error == ""
+
+
 class _Forgetting:
     """A real API server whose history is compacted up to now: its watch cache keeps minutes
     of events (and serves a young cluster's whole history), so a test cannot make it answer
@@ -157,6 +186,7 @@ class _Forgetting:
         resource_version: str,
         labels: Mapping[str, str] | None = None,
         timeout_seconds: float = 60.0,
+        hangup: Hangup | None = None,
     ) -> Iterator[WatchEvent]:
         if int(resource_version) < self.forgotten:
             raise ExpiredError(f"too old resource version: {resource_version}")
@@ -166,6 +196,7 @@ class _Forgetting:
             resource_version=resource_version,
             labels=labels,
             timeout_seconds=timeout_seconds,
+            hangup=hangup,
         )
 
 

@@ -245,3 +245,36 @@ def test_a_change_right_after_the_run_is_an_event(watching: Any) -> None:
 
     assert _fire_after_debounce(daemon, clock) == ["a"]
     assert _state(daemon) is ModuleState.READY
+
+
+@pytest.mark.timeout(60)  # a stream not hung up would wait for its timeout (minutes)
+def test_closing_the_watches_ends_their_threads_at_once(watching: Any) -> None:
+    """Every watch's stream is hung up, and :meth:`Watches.close` returns once its thread
+    (blocked in a stream with nothing to tell) has ended: no thread is left behind."""
+    daemon, _, _, _ = watching
+    poll_and_reconcile(daemon)
+    daemon.watches.start()
+    threads = [o.thread for o in daemon.watches.open.values()]
+
+    daemon.watches.close()
+
+    assert threads
+    assert [t for t in threads if t is None or t.is_alive()] == []
+
+
+@pytest.mark.timeout(60)
+def test_a_watch_released_by_its_last_runtime_ends_its_thread(watching: Any) -> None:
+    """Runtimes that leave this replica close the watches only they needed: their streams
+    are hung up at once (the threads are joined when the watches close)."""
+    daemon, _, _, _ = watching
+    poll_and_reconcile(daemon)
+    daemon.watches.start()
+    threads = [o.thread for o in daemon.watches.open.values()]
+
+    for runtime in daemon.fleet():
+        daemon.watches.release(runtime)
+    assert daemon.watches.open == {}
+    daemon.watches.close()
+
+    assert threads
+    assert [t for t in threads if t is None or t.is_alive()] == []

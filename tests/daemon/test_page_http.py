@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import sqlite3
 import subprocess
 import urllib.error
 import urllib.request
@@ -365,6 +366,24 @@ def test_rollouts_stay_json_for_the_cli_and_the_page_links_to_them(served: Serve
     status, _, missing = _browse(served.base + "/rollouts?id=ffff")
     assert status == 404
     assert "no rollout &#39;ffff&#39;" in missing
+
+
+def test_the_json_list_of_rollouts_decodes_no_runtime(served: Served) -> None:
+    """``GET /rollouts`` answers from the rollouts' summaries, the same bytes as from the whole
+    rollouts: with every runtime's record spoilt in the database, it answers as before."""
+    _put_rollouts(served)
+    before = _browse(served.base + "/rollouts", "application/json")[2]
+    store = served.daemon.store
+    assert isinstance(store, SqliteStore)
+    with sqlite3.connect(store.path) as database:
+        database.execute("UPDATE rollouts SET data = json_set(data, '$.members', 'spoilt')")
+    database.close()
+
+    status, _, after = _browse(served.base + "/rollouts", "application/json")
+
+    assert status == 200
+    assert after == before
+    assert [r["id"] for r in json.loads(after)["items"]] == ["2" * 12, "1" * 12]
 
 
 def test_no_rollout_yet_says_how_one_starts(served: Served) -> None:

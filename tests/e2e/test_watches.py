@@ -5,7 +5,10 @@ because a watch woke the runtime (the wait for it is bounded, never a sleep). Co
 operator that becomes Available makes its module Ready; a dependent module starts once its
 dependency is Ready; a deleted managed Deployment is re-created (and reported as drift); the
 last blocking custom resource deleted lets a blocked removal finish; with watching off,
-nothing happens until a timer's run, as before. A disconnect and a 410 are the watch
+nothing happens until a timer's run, as before; closing the daemon ends every watch's thread
+(its stream hung up, not left to its timeout). A test whose last wake started a run that waits
+for an operator makes it available and waits for Ready, so that the run ends before the daemon
+closes (which lets running reconciles finish). A disconnect, a 410 and a hangup are the watch
 contract's (tests/contract/test_watch_contract.py)."""
 
 from __future__ import annotations
@@ -94,8 +97,10 @@ def _watched(world: World, tmp_path: Path, *, watch: bool) -> Iterator[Watched]:
     try:
         yield watched
     finally:
+        threads = [o.thread for o in daemon.watches.open.values() if o.thread is not None]
         daemon.close()
         server.stop()
+    assert [t for t in threads if t.is_alive()] == []  # each stream hung up, none left behind
 
 
 @pytest.fixture
@@ -133,7 +138,7 @@ def test_a_dependent_module_starts_once_its_dependency_is_ready(watching: Watche
     base = fleet.module("base")
     app = fleet.module("app", depends_on=(f"base-{fleet.suffix}",))
     fleet.channel.update({base.name: "1.0.0", app.name: "1.0.0"})
-    fleet.runtime("rt", [{"name": app.name}])
+    runtime = fleet.runtime("rt", [{"name": app.name}])
     watching.commit("a module and its dependency")
     watching.first_run()
     assert kube.deployment(app.namespace, app.operator) is None  # waits for its dependency
@@ -145,6 +150,8 @@ def test_a_dependent_module_starts_once_its_dependency_is_ready(watching: Watche
         "the dependent module applied after a wake",
         BOUNDED,
     )
+    kube.make_available(app.namespace, app.operator)  # the run under way waits for it
+    until(lambda: watching.state(runtime, app.name) == "Ready", "the dependent Ready", BOUNDED)
 
 
 def test_a_deleted_managed_deployment_is_recreated_and_reported(watching: Watched) -> None:
@@ -163,6 +170,8 @@ def test_a_deleted_managed_deployment_is_recreated_and_reported(watching: Watche
     )
     drift = next(r for r in watching.daemon.status()["runtimes"] if r["runtime"] == runtime)
     assert f"Deployment/{module.namespace}/{module.operator} deleted" in drift["drift"]
+    kube.make_available(module.namespace, module.operator)  # the run under way waits for it
+    until(lambda: watching.state(runtime, module.name) == "Ready", "Ready again", BOUNDED)
 
 
 def test_the_last_blocking_resource_deleted_lets_a_removal_finish(watching: Watched) -> None:

@@ -13,6 +13,7 @@ from reconciler.cluster.api import ClusterIdentity
 from reconciler.core.brake import Limits
 from reconciler.core.head import Head
 from reconciler.core.outbox import Outbox
+from reconciler.core.rollout_summary import RolloutSummary
 from reconciler.core.rollouts import Rollout
 from reconciler.operations.model import (
     CommitRecord,
@@ -170,6 +171,10 @@ class StateStore(Outbox, Protocol):
 
     def rollouts(self, limit: int = 50) -> list[Rollout]:
         """Newest first."""
+
+    def rollout_summaries(self, limit: int = 50) -> list[RolloutSummary]:
+        """The newest rollouts without their members (what a list shows), newest first; no
+        member is decoded (the summary is kept with each save)."""
 
     def rollout(self, rollout_id: str) -> Rollout | None:
         """A rollout by id (a unique prefix is enough)."""

@@ -52,7 +52,10 @@ FIX = (
     "check the host, port, database, user and password (in the URL, a PGPASSFILE or PGPASSWORD), "
     "or name another store with --state or RECONCILER_STATE"
 )
-_SQL = dialect({"{order}": "seq", "{for_update}": "FOR UPDATE"}, pyformat=True)
+_SQL = dialect(
+    {"{order}": "seq", "{for_update}": "FOR UPDATE", "{data_json}": "CAST(data AS json)"},
+    pyformat=True,
+)
 
 #: The rest of the one statement that saves an operation: the row written by the statement
 #: named ``saved`` (:data:`UPSERT_OPERATION` or :data:`UPDATE_SEEN_OPERATION`), and only if it

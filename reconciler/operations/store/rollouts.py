@@ -10,6 +10,14 @@ the other reads it again. A daemon replica's save also carries its
 fenced writes nothing, even when its compare-and-set would match
 (:class:`~reconciler.errors.LostOwnershipError`). The newest rollout, in insertion order, is
 the one that gates.
+
+The JSON also keeps the rollout's summary (``summary``: each wave's name, size and members by
+state, and the other fields a list shows;
+:class:`~reconciler.core.rollout_summary.RolloutSummary`), written with the members at each
+save: a list of rollouts (:meth:`RolloutTables.rollout_summaries`) reads only that part,
+picked out of the JSON by the database (``->>``: SQLite 3.38 or later, PostgreSQL), and
+decodes no member. The other keys stay as they were, for readers of an older version; a row
+saved before summaries were kept is read whole and summarized.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from reconciler.core.rollout_summary import RolloutSummary, WaveSummary, summarize, wave_states
 from reconciler.core.rollouts import Member, MemberState, Rollout, RolloutState, Wave
 from reconciler.errors import LostOwnershipError
 from reconciler.operations.model import FenceToken
@@ -28,6 +37,12 @@ _INSERT = (
     "INSERT INTO rollouts (id, commit_id, state, created, updated, version, data) "
     "SELECT :id, :commit_id, :state, :created, :updated, :version, :data "
     f"WHERE {FENCE_GUARD} ON CONFLICT (id) DO NOTHING"
+)
+#: The columns of a rollout and the summary in its JSON (``{data_json}``: the dialect's JSON
+#: of the ``data`` column).
+_SUMMARIES = (
+    "SELECT id, commit_id, state, created, updated, version, "
+    "{data_json} ->> 'summary' AS summary FROM rollouts ORDER BY {order} DESC LIMIT ?"
 )
 _UPDATE = (
     "UPDATE rollouts SET state = :state, updated = :updated, version = :version, data = :data "  # noqa: S608 (a constant)
@@ -74,6 +89,17 @@ class RolloutTables(SqlBase):
         rows = self.query("SELECT * FROM rollouts ORDER BY {order} DESC LIMIT ?", (limit,))
         return [self._rollout(row) for row in rows]
 
+    def rollout_summaries(self, limit: int = 50) -> list[RolloutSummary]:
+        """See :class:`StateStore`."""
+        found: list[RolloutSummary] = []
+        for row in self.query(_SUMMARIES, (limit,)):
+            if row["summary"] is None:  # saved before summaries were kept
+                whole = self.query("SELECT * FROM rollouts WHERE id = ?", (row["id"],))
+                found.extend(summarize(self._rollout(r)) for r in whole)
+            else:
+                found.append(self._summary(row))
+        return found
+
     def rollout(self, rollout_id: str) -> Rollout | None:
         """See :class:`StateStore`."""
         rows = self.query(  # a prefix compared as text: % and _ are no wildcards here
@@ -99,11 +125,23 @@ class RolloutTables(SqlBase):
             version=int(row["version"]),
         )
 
+    def _summary(self, row: Any) -> RolloutSummary:
+        return decode_summary(
+            row["summary"],
+            id=row["id"],
+            commit=row["commit_id"],
+            state=RolloutState(row["state"]),
+            created=self.read_stored_time(row["created"]),
+            updated=self.read_time(row["updated"]),
+            version=int(row["version"]),
+        )
+
 
 def encode_rollout(rollout: Rollout) -> str:
-    """The JSON of what a rollout's columns do not hold."""
+    """The JSON of what a rollout's columns do not hold, and its summary."""
     return json.dumps(
         {
+            "summary": _encode_summary(summarize(rollout)),
             "waves": [[w.name, w.chosen_by, list(w.runtimes)] for w in rollout.waves],
             "members": [[m.runtime, m.wave, str(m.state), m.base, m.note] for m in rollout.members],
             "healthyFor": rollout.healthy_for.total_seconds(),
@@ -139,6 +177,56 @@ def decode_rollout(
         members=tuple(
             Member(name, wave, MemberState(s), base, note)
             for name, wave, s, base, note in data["members"]
+        ),
+        healthy_for=timedelta(seconds=data["healthyFor"]),
+        max_errors=int(data["maxErrors"]),
+        wave=int(data["wave"]),
+        wave_started=_read(data["waveStarted"]),
+        healthy_since=_read(data["healthySince"]),
+        reason=data["reason"],
+        message=data["message"],
+        updated=updated,
+        version=version,
+    )
+
+
+def _encode_summary(summary: RolloutSummary) -> dict[str, Any]:
+    """The summary's JSON (each wave's states with members only)."""
+    return {
+        "waves": [
+            [w.name, w.chosen_by, w.runtimes, {k: n for k, n in w.states.items() if n}]
+            for w in summary.waves
+        ],
+        "healthyFor": summary.healthy_for.total_seconds(),
+        "maxErrors": summary.max_errors,
+        "wave": summary.wave,
+        "waveStarted": _time(summary.wave_started),
+        "healthySince": _time(summary.healthy_since),
+        "reason": summary.reason,
+        "message": summary.message,
+    }
+
+
+def decode_summary(
+    text: str,
+    *,
+    id: str,
+    commit: str,
+    state: RolloutState,
+    created: datetime,
+    updated: datetime | None,
+    version: int,
+) -> RolloutSummary:
+    """A rollout's summary from its row: the columns and the summary's JSON."""
+    data = json.loads(text)
+    return RolloutSummary(
+        id=id,
+        commit=commit,
+        created=created,
+        state=state,
+        waves=tuple(
+            WaveSummary(name, by, int(size), wave_states(states))
+            for name, by, size, states in data["waves"]
         ),
         healthy_for=timedelta(seconds=data["healthyFor"]),
         max_errors=int(data["maxErrors"]),

@@ -24,7 +24,7 @@ from reconciler.operations.store.records import RecordTables
 from reconciler.operations.store.rollouts import RolloutTables
 from reconciler.operations.store.schema import SQLITE_TYPES, TABLES
 
-_SQL = dialect({"{order}": "rowid", "{for_update}": ""}, pyformat=False)
+_SQL = dialect({"{order}": "rowid", "{for_update}": "", "{data_json}": "data"}, pyformat=False)
 
 
 def _unusable(path: Path, error: sqlite3.DatabaseError) -> str:
