@@ -66,6 +66,8 @@ class Workers:
         ``newer_commit`` that run is followed by one more (it may have started on the commit
         before)."""
         with self._lock:
+            if self.daemon.stopping.is_set():
+                return _not_started(runtime)
             running = self._running.get(runtime)
             if running is not None:
                 if newer_commit:
@@ -74,10 +76,7 @@ class Workers:
             try:
                 future = self._pool.submit(self._run, runtime)
             except RuntimeError:  # the pool is shutting down: the next start reconciles it
-                log.info("runtime %s: not started, stopping", runtime)
-                stopped: Future[None] = Future()
-                stopped.cancel()
-                return stopped
+                return _not_started(runtime)
             self._running[runtime] = future
             return future
 
@@ -92,8 +91,9 @@ class Workers:
                 future.result()
 
     def close(self) -> None:
-        """Let running reconciles finish and stop the pool."""
-        self._pool.shutdown(wait=True)
+        """Let running reconciles end (a stopping daemon cuts their waits short) and stop the
+        pool; runs queued but not started are dropped (the next start reconciles them)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
     def _run(self, runtime: str) -> None:
         daemon = self.daemon
@@ -139,6 +139,14 @@ class Workers:
             retry(daemon, runtime, daemon.clock() + timedelta(seconds=error.retry_after))
 
 
+def _not_started(runtime: str) -> Future[None]:
+    """A cancelled run: the daemon is stopping (the next start reconciles ``runtime``)."""
+    log.info("runtime %s: not started, stopping", runtime)
+    stopped: Future[None] = Future()
+    stopped.cancel()
+    return stopped
+
+
 def run_runtime(daemon: Daemon, runtime: str) -> Operation | None:
     """Run (or resume) ``runtime``'s operation once on the commit in force, if this replica
     owns it; schedule a retry if it waits. None: not this replica's (or no member yet)."""
@@ -161,10 +169,12 @@ def run_runtime(daemon: Daemon, runtime: str) -> Operation | None:
         alive=membership.alive,
         fence=lambda: membership.fenced(epoch),
         token=membership.token(epoch),
+        stopping=daemon.stopping.is_set,
     )
 
     def fenced_connect(access: ClusterAccess, name: str) -> Cluster:
-        return fenced(daemon.connect(access, name), lambda: membership.fenced(epoch))
+        cluster = daemon.connect(access, name)
+        return fenced(cluster, lambda: membership.fenced(epoch), daemon.stopping)
 
     runner = Runner(daemon.store, engine, repo, fenced_connect, daemon.clock, commit)
     outcome = runner.run(runner.operation_for(runtime))
