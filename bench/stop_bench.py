@@ -5,7 +5,7 @@ runtimes each with one module, ``reconciler daemon`` with W workers on it (the d
 operators, 10 s). Once W runs are inside Apply_Modules (their objects applied, their pass
 waiting for the operator), SIGTERM; the seconds until the process exits, and its exit status.
 Each ``--python`` is an interpreter whose ``reconciler`` is measured (the checkout it was
-installed from): main's before a change, this one's after.
+installed from, the daemon started outside this one): main's before a change, this one's after.
 
     python bench/stop_bench.py --python /work/main/.venv/bin/python --python .venv/bin/python
 """
@@ -70,7 +70,7 @@ def measure(python: str, plane: ControlPlane, runtimes: int, workers: int) -> tu
         "--kubeconfig-dir", str(plane.kubeconfig_dir), "--cache-dir", str(root / "cache"),
     ]  # fmt: skip
     with (root / "daemon.log").open("wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=root)
     try:
         deadline = time.monotonic() + 120
         while not reachable(f"http://127.0.0.1:{port}") or _waiting(state) < workers:
