@@ -15,6 +15,7 @@ import fcntl
 import posixpath
 import subprocess
 import time
+import weakref
 from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from typing import IO
@@ -293,6 +294,8 @@ class _Ahead:
             self._process = None
             return
         _widen(self._process.stdout)
+        # a listing nobody takes (the caller failed first) is ended with this object
+        weakref.finalize(self, _end, self._process)
 
     def output(self) -> bytes | None:
         """The command's output, once it is done."""
@@ -300,6 +303,15 @@ class _Ahead:
             return None
         output, _ = self._process.communicate()
         return output if self._process.returncode == 0 else None
+
+
+def _end(process: subprocess.Popen[bytes]) -> None:
+    """Close the pipe of a command whose output nobody took, stop it and reap it."""
+    if process.stdout is not None:
+        process.stdout.close()
+    if process.poll() is None:
+        process.kill()
+    process.wait()
 
 
 def _widen(pipe: IO[bytes] | None) -> None:
