@@ -19,7 +19,7 @@ from reconciler.cluster.api import Stop
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ClusterAccess
 from reconciler.core.objects import ObjectRef
-from reconciler.daemon.service import Daemon
+from reconciler.daemon.service import Daemon, DaemonOptions
 from reconciler.lifecycle import apply
 from reconciler.operations.model import OperationState, StepState
 from reconciler.operations.store import SqliteStore
@@ -62,7 +62,9 @@ def _daemon(root: Path, url: str, clusters: dict[str, InMemoryCluster]) -> Daemo
         return clusters.setdefault(name, _SettlingCluster())
 
     source = RemoteSource(url, "main", "fleet", root / "cache")
-    return Daemon(source, SqliteStore(root / "state.db"), connect, lambda: datetime.now(UTC))
+    store = SqliteStore(root / "state.db")
+    options = DaemonOptions(workers=2)  # a and b run, c waits in the queue
+    return Daemon(source, store, connect, lambda: datetime.now(UTC), options)
 
 
 def _make_available(cluster: InMemoryCluster) -> None:
@@ -90,9 +92,12 @@ def test_close_wakes_runs_waiting_for_operators_and_a_restart_finishes_them(
     assert stop.waiting.is_set(), "a run waits for its operators"
     daemon.close()  # returns within the test's limit, not after an hour
 
-    # each operation stopped where it was (runs not started: before their first step), none
-    # failed; the one that waited applied its modules and its readiness check is still to run
-    operations = [daemon.store.unfinished(r) for r in RUNTIMES]
+    # the queued run was dropped (no operation made) and no run starts now; each operation
+    # stopped where it was, none failed; a run that waited applied its modules and its
+    # readiness check is still to run
+    assert daemon.store.unfinished("c") is None
+    assert daemon.submit("c").cancelled()
+    operations = [daemon.store.unfinished(r) for r in RUNTIMES[:2]]
     assert None not in operations
     steps = [steps_of(o) for o in operations if o is not None]
     assert {o.state for o in operations if o is not None} <= {IN_PROGRESS, PENDING}
