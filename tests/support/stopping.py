@@ -15,8 +15,11 @@ class NotedStop(threading.Event):
     def __init__(self) -> None:
         super().__init__()
         self.waiting = threading.Event()
+        #: How many waits began on it so far.
+        self.waits = 0
 
     def wait(self, timeout: float | None = None) -> bool:
+        self.waits += 1
         self.waiting.set()
         return super().wait(timeout)
 
