@@ -99,6 +99,9 @@ class Workers:
         daemon = self.daemon
         started = daemon.clock()
         try:
+            if daemon.stopping.is_set():  # queued before the stop: the next start runs it
+                log.info("runtime %s: not started, stopping", runtime)
+                return
             self.errors.pop(runtime, None)
             operation = daemon.reconcile(runtime)
             if operation is not None:
@@ -117,6 +120,9 @@ class Workers:
                     self._resubmit(runtime)
 
     def _resubmit(self, runtime: str) -> None:
+        if self.daemon.stopping.is_set():  # the next start reconciles it
+            log.info("runtime %s: not run again, stopping", runtime)
+            return
         try:
             self._running[runtime] = self._pool.submit(self._run, runtime)
         except RuntimeError:  # the pool is shutting down: the next start resumes it

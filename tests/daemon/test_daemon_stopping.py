@@ -122,3 +122,21 @@ def test_close_wakes_runs_waiting_for_operators_and_a_restart_finishes_them(
 def _all_succeeded(daemon: Daemon) -> bool:
     daemon.reconcile_all(wait=True)  # a step that waited is retried from its stage's start
     return all(daemon.store.unfinished(r) is None for r in RUNTIMES)
+
+
+@pytest.mark.timeout(60)
+def test_a_run_queued_before_the_stop_does_not_start_after_it(served: str, tmp_path: Path) -> None:
+    """The pool's threads, freed by the runs the stop woke, take no queued run (before
+    ``close()`` shuts the pool down): none makes an operation while the daemon stops."""
+    daemon = _daemon(tmp_path, served, {})
+    stop = daemon.stopping = NotedStop()
+    try:
+        assert daemon.poll()  # a and b wait for their operators, c waits in the queue
+        stop.waiting.wait(30)
+        assert stop.waiting.is_set(), "a run waits for its operators"
+        daemon.stopping.set()
+        daemon.wait_idle()  # a and b end; a thread free for c, which must not run
+
+        assert daemon.store.unfinished("c") is None
+    finally:
+        daemon.close()
