@@ -121,6 +121,7 @@ def check(
     secret_namespace: str,
     kube_qps: float | None,
     kube_burst: int | None,
+    kube_timeout: float | None,
     parallel: int,
     channels_dir: Path | None,
     max_file_size: int,
@@ -137,7 +138,9 @@ def check(
     if unknown:
         raise NotFoundError(f"runtime '{unknown[0]}' does not exist in {repo}")
     names = list(runtime_names) or sorted(config.runtimes)
-    clusters = ClusterOptions(kubeconfig_dir, secret_namespace, snapshot, kube_qps, kube_burst)
+    clusters = ClusterOptions(
+        kubeconfig_dir, secret_namespace, snapshot, kube_qps, kube_burst, timeout=kube_timeout
+    )
     access = Access(clusters, config.settings)
     from concurrent.futures import ThreadPoolExecutor  # only this command (startup time)
 

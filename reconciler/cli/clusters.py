@@ -56,7 +56,9 @@ class Access:
                 cluster = self._snapshots[path] = SnapshotFileCluster(path)
             return cluster
         from reconciler.cluster.kube import connect  # the client is imported only when needed
+        from reconciler.cluster.kube_client import RequestTimeout
 
+        timeout = self.options.timeout
         return connect(
             access,
             name=name,
@@ -64,6 +66,7 @@ class Access:
             secret_namespace=self.options.secret_namespace,
             rate=self.options.rate(settings or self.settings),
             cache_dir=self.options.cache_dir or user_cache_dir(),
+            timeout=RequestTimeout(timeout) if timeout is not None else None,
         )
 
     def following(self, settings_of: Callable[[], Settings | None]) -> Connect:

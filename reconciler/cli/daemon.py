@@ -24,6 +24,7 @@ from reconciler.cli.options import (
     default_state_url,
     kube_burst_option,
     kube_qps_option,
+    kube_timeout_option,
     kubeconfig_dir_option,
     listen_address,
     retention_of,
@@ -127,6 +128,7 @@ def _log() -> logging.Logger:
 @secret_namespace_option
 @kube_qps_option
 @kube_burst_option
+@kube_timeout_option
 @state_option
 @click.option(
     "--workers",
@@ -270,6 +272,7 @@ def daemon(
     secret_namespace: str,
     kube_qps: float | None,
     kube_burst: int | None,
+    kube_timeout: float | None,
     state_url: str,
     workers: int,
     member: str,
@@ -354,6 +357,7 @@ def daemon(
             kube_burst,
             cache_dir,
             snapshot_create,
+            timeout=kube_timeout,
         ),
         state_url,
         NotifyOptions(notification_secrets_dir, notification_token_hosts),

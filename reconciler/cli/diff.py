@@ -26,6 +26,7 @@ from reconciler.cli.options import (
     channels_option,
     kube_burst_option,
     kube_qps_option,
+    kube_timeout_option,
     kubeconfig_dir_option,
     max_size_option,
     parallel_option,
@@ -87,6 +88,7 @@ if TYPE_CHECKING:
 @secret_namespace_option
 @kube_qps_option
 @kube_burst_option
+@kube_timeout_option
 @output_option(
     "text",
     "json",
@@ -138,6 +140,7 @@ def diff(
     secret_namespace: str,
     kube_qps: float | None,
     kube_burst: int | None,
+    kube_timeout: float | None,
     output_format: str,
     details: bool | None,
     color: str,
@@ -168,7 +171,9 @@ def diff(
     """
     when = now.replace(tzinfo=UTC) if now else datetime.now(UTC)
     source = RepoInput(repo, channels_dir, max_file_size)
-    clusters = ClusterOptions(kubeconfig_dir, secret_namespace, snapshot, kube_qps, kube_burst)
+    clusters = ClusterOptions(
+        kubeconfig_dir, secret_namespace, snapshot, kube_qps, kube_burst, timeout=kube_timeout
+    )
     if verify and base_rev is None and base_path is None:
         raise click.UsageError("--verify needs --base or --base-path (it checks git commits)")
     if base_rev is not None or base_path is not None:

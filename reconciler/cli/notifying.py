@@ -96,8 +96,10 @@ def notifier_for(daemon: Daemon, options: NotifyOptions, clusters: ClusterOption
 
     def connect() -> Cluster:
         from reconciler.cluster.kube import connect_home  # the client only when needed
+        from reconciler.cluster.kube_client import RequestTimeout
 
-        return connect_home(cache_dir=clusters.cache_dir or user_cache_dir())
+        timeout = RequestTimeout(clusters.timeout) if clusters.timeout is not None else None
+        return connect_home(cache_dir=clusters.cache_dir or user_cache_dir(), timeout=timeout)
 
     home = HomeCluster(connect)
     namespace = clusters.secret_namespace

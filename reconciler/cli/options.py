@@ -59,6 +59,9 @@ class ClusterOptions:
     #: ``--snapshot-create``: a ``--snapshot`` path that does not exist starts empty clusters
     #: (a first rehearsal) instead of being refused as a typo.
     snapshot_create: bool = False
+    #: The most seconds a request waits for a byte of the answer (``--kube-timeout``); None:
+    #: the client's default (see :mod:`reconciler.cluster.kube_client`).
+    timeout: float | None = None
 
     def rate(self, settings: Settings | None) -> ClientRate:
         """The client rate per API server: the flags where given, else the settings'
@@ -203,6 +206,14 @@ kube_burst_option = click.option(
     help="Requests that may go at once to one API server after a quiet spell "
     "[default: spec.kubeClient.burst of the settings, else 300 as kubectl].",
 )
+kube_timeout_option = click.option(
+    "--kube-timeout",
+    type=Duration(),
+    envvar="RECONCILER_KUBE_TIMEOUT",
+    help="The most time a request to an API server waits for its answer to go on (not the "
+    "total; connecting: at most 10s), then fails to be retried; watches are not limited "
+    "[default: 60s].",
+)
 secret_namespace_option = click.option(
     "--secret-namespace",
     default="reconciler-system",
@@ -226,8 +237,10 @@ parallel_option = click.option(
 
 def cluster_options(command: F) -> F:
     """How a command reaches clusters: ``--snapshot``, ``--kubeconfig-dir``,
-    ``--secret-namespace``, ``--kube-qps``, ``--kube-burst`` (see :class:`ClusterOptions`)."""
+    ``--secret-namespace``, ``--kube-qps``, ``--kube-burst``, ``--kube-timeout`` (see
+    :class:`ClusterOptions`)."""
     for option in (
+        kube_timeout_option,
         kube_burst_option,
         kube_qps_option,
         secret_namespace_option,

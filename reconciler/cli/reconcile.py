@@ -90,6 +90,7 @@ def reconcile(
     secret_namespace: str,
     kube_qps: float | None,
     kube_burst: int | None,
+    kube_timeout: float | None,
     state_url: str,
     allow_deletions: Sequence[str],
     channels_dir: Path | None,
@@ -111,6 +112,7 @@ def reconcile(
         kube_qps,
         kube_burst,
         snapshot_create=snapshot_create,
+        timeout=kube_timeout,
     )
     store_url = state_url_for(ctx, state_url, snapshot)
     run = RunRequest(source, clusters, store_url, (runtime,), allow_deletions)

@@ -24,6 +24,7 @@ from reconciler.cli.options import (
     debugging,
     kube_burst_option,
     kube_qps_option,
+    kube_timeout_option,
     kubeconfig_dir_option,
     max_size_option,
     parallel_option,
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
 @secret_namespace_option
 @kube_qps_option
 @kube_burst_option
+@kube_timeout_option
 @state_option
 @click.option(
     "--wait",
@@ -106,6 +108,7 @@ def sync(
     secret_namespace: str,
     kube_qps: float | None,
     kube_burst: int | None,
+    kube_timeout: float | None,
     state_url: str,
     wait: float,
     daemon_url: str | None,
@@ -140,6 +143,7 @@ def sync(
         kube_qps,
         kube_burst,
         snapshot_create=snapshot_create,
+        timeout=kube_timeout,
     )
     store_url = state_url_for(ctx, state_url, snapshot)
     run = RunRequest(source, clusters, store_url, runtime_names, allow_deletions)

@@ -56,6 +56,7 @@ def tree(
     secret_namespace: str,
     kube_qps: float | None,
     kube_burst: int | None,
+    kube_timeout: float | None,
     state_url: str,
     channels_dir: Path | None,
     max_file_size: int,
@@ -70,7 +71,9 @@ def tree(
     from reconciler.lifecycle.executor import Lifecycle
 
     config = load_valid_repo(RepoInput(repo, channels_dir, max_file_size))
-    clusters = ClusterOptions(kubeconfig_dir, secret_namespace, snapshot, kube_qps, kube_burst)
+    clusters = ClusterOptions(
+        kubeconfig_dir, secret_namespace, snapshot, kube_qps, kube_burst, timeout=kube_timeout
+    )
     access = Access(clusters, config.settings)
     if runtime in config.runtimes:
         cluster = access.connect(config.runtimes[runtime].cluster, runtime)

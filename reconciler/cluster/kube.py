@@ -35,7 +35,6 @@ import yaml
 from kubernetes import client as _k8s_client
 from kubernetes import config as _k8s_config
 from kubernetes.config.config_exception import ConfigException
-from kubernetes.dynamic import DynamicClient as _DynamicClient
 from kubernetes.dynamic.resource import ResourceList
 
 from reconciler.cluster.api import (
@@ -48,6 +47,7 @@ from reconciler.cluster.api import (
     event_body,
     event_ref,
 )
+from reconciler.cluster.kube_client import RequestTimeout, TimedDynamicClient, configuration
 from reconciler.cluster.kube_errors import StaleDiscoveryError, translated
 from reconciler.cluster.kube_watch import KubeWatches, selector_of
 from reconciler.cluster.ratelimit import Buckets, ClientRate, TokenBucket
@@ -72,7 +72,6 @@ log = logging.getLogger(__name__)
 # The client's typing is partial; we hold it as Any at this edge and type our own interface.
 k8s_client: Any = _k8s_client
 k8s_config: Any = _k8s_config
-DynamicClient: Any = _DynamicClient
 _T = TypeVar("_T")
 
 
@@ -86,6 +85,7 @@ class KubeCluster(KubeWatches):
         name: str = "cluster",
         bucket: TokenBucket | None = None,
         cache_file: Path | None = None,
+        timeout: RequestTimeout | None = None,
     ) -> None:
         #: Where it lives, for rehearsal isolation (never a credential).
         self.identity = ClusterIdentity.server(
@@ -100,8 +100,10 @@ class KubeCluster(KubeWatches):
         self._served: set[tuple[str, str, str]] | None = None
         self._served_at = 0.0
         with translated(f"{name}: discovery", self._server):
-            self._dynamic: Any = DynamicClient(
-                api_client, cache_file=str(cache_file) if cache_file is not None else None
+            self._dynamic: Any = TimedDynamicClient(
+                api_client,
+                timeout=timeout or RequestTimeout(),
+                cache_file=str(cache_file) if cache_file is not None else None,
             )
 
     def record_event(self, event: ObjectEvent, *, component: str) -> None:
@@ -442,12 +444,14 @@ def connect(
     secret_namespace: str = "reconciler-system",  # noqa: S107 (a namespace, not a secret)
     rate: ClientRate | None = None,
     cache_dir: Path | None = None,
+    timeout: RequestTimeout | None = None,
 ) -> KubeCluster:
     """A :class:`KubeCluster` for a Runtime's ``spec.cluster``; :class:`AccessError` when the
     credentials cannot be found or read. Requests keep to ``rate`` per API server (kubectl's
-    limits by default); discovery is cached in ``cache_dir`` (see :func:`discovery_cache_file`).
-    The client's own logs on the root logger are dropped (:class:`_ClientLogs`) and its
-    retries are off: a failure is our error, naming the runtime, retried by our steps only."""
+    limits by default) and wait at most ``timeout`` (see :mod:`~reconciler.cluster.kube_client`);
+    discovery is cached in ``cache_dir`` (see :func:`discovery_cache_file`). The client's own
+    logs on the root logger are dropped (:class:`_ClientLogs`) and its retries are off: a
+    failure is our error, naming the runtime, retried by our steps only."""
     _ClientLogs.install()
     try:
         api_client = _api_client(access, kubeconfig_dir, secret_namespace)
@@ -460,10 +464,12 @@ def connect(
     server = str(getattr(api_client.configuration, "host", "") or name)
     bucket = BUCKETS.for_server(server, rate or ClientRate())
     cache_file = discovery_cache_file(cache_dir, server) if cache_dir is not None else None
-    return KubeCluster(api_client, name=name, bucket=bucket, cache_file=cache_file)
+    return KubeCluster(api_client, name=name, bucket=bucket, cache_file=cache_file, timeout=timeout)
 
 
-def connect_home(*, cache_dir: Path | None = None) -> KubeCluster:
+def connect_home(
+    *, cache_dir: Path | None = None, timeout: RequestTimeout | None = None
+) -> KubeCluster:
     """The cluster the daemon runs in (in-cluster), else the local kubeconfig's current
     context: where its notifications' Secrets are read and its own Events recorded."""
     _ClientLogs.install()
@@ -474,7 +480,7 @@ def connect_home(*, cache_dir: Path | None = None) -> KubeCluster:
         raise AccessError(f"the daemon's own cluster: {mask(detail)}") from error
     server = str(getattr(api_client.configuration, "host", "") or "home")
     cache_file = discovery_cache_file(cache_dir, server) if cache_dir is not None else None
-    return KubeCluster(api_client, name="home", cache_file=cache_file)
+    return KubeCluster(api_client, name="home", cache_file=cache_file, timeout=timeout)
 
 
 def discovery_cache_file(cache_dir: Path, server: str) -> Path | None:
@@ -518,14 +524,6 @@ class _ClientLogs(logging.Filter):
             cls._installed = True
 
 
-def _configuration() -> Any:
-    """A client configuration whose requests are tried once: the client's own retries (three,
-    each a urllib3 ``Retrying`` warning) would run under our steps' retries."""
-    configuration = type.__call__(k8s_client.Configuration)  # not a copy of a default
-    configuration.retries = 0
-    return configuration
-
-
 def _api_client(access: ClusterAccess, kubeconfig_dir: Path | None, secret_namespace: str) -> Any:
     if access.kubeconfig_file is not None:
         if kubeconfig_dir is None:
@@ -534,16 +532,16 @@ def _api_client(access: ClusterAccess, kubeconfig_dir: Path | None, secret_names
         if not path.is_file():
             raise AccessError(f"{access.describe()}: no such file in {kubeconfig_dir}")
         return k8s_config.new_client_from_config(
-            config_file=str(path), client_configuration=_configuration()
+            config_file=str(path), client_configuration=configuration()
         )
     if access.context is not None:
         return k8s_config.new_client_from_config(
-            context=access.context, client_configuration=_configuration()
+            context=access.context, client_configuration=configuration()
         )
     if access.in_cluster:
-        configuration = _configuration()
-        k8s_config.load_incluster_config(client_configuration=configuration)
-        return k8s_client.ApiClient(configuration)
+        made = configuration()
+        k8s_config.load_incluster_config(client_configuration=made)
+        return k8s_client.ApiClient(made)
     return _client_from_secret(access, secret_namespace)
 
 
@@ -552,7 +550,9 @@ def _client_from_secret(access: ClusterAccess, namespace: str) -> Any:
     name = access.kubeconfig_secret or ""
     core = k8s_client.CoreV1Api(_home_client())
     with translated(f"read Secret {namespace}/{name}"):
-        secret = core.read_namespaced_secret(name, namespace)
+        secret = core.read_namespaced_secret(
+            name, namespace, _request_timeout=RequestTimeout().pair
+        )
     data = (secret.data or {}).get(access.kubeconfig_secret_key)
     if data is None:
         raise AccessError(
@@ -560,7 +560,7 @@ def _client_from_secret(access: ClusterAccess, namespace: str) -> Any:
             f"'{access.kubeconfig_secret_key}'"
         )
     config = yaml.safe_load(base64.b64decode(data).decode("utf-8"))
-    return k8s_config.new_client_from_config_dict(config, client_configuration=_configuration())
+    return k8s_config.new_client_from_config_dict(config, client_configuration=configuration())
 
 
 def fetch_secret_data(namespace: str, name: str) -> dict[str, bytes]:
@@ -576,7 +576,9 @@ def fetch_secret_data(namespace: str, name: str) -> dict[str, bytes]:
         ) from None
     try:
         with translated(f"read Secret {namespace}/{name}"):
-            secret = core.read_namespaced_secret(name, namespace)
+            secret = core.read_namespaced_secret(
+                name, namespace, _request_timeout=RequestTimeout().pair
+            )
     except k8s_client.exceptions.ApiException as error:
         reason = {404: "not found", 403: "forbidden (RBAC: get secrets)"}.get(error.status)
         raise AccessError(
@@ -588,8 +590,8 @@ def fetch_secret_data(namespace: str, name: str) -> dict[str, bytes]:
 def _home_client() -> Any:
     """The cluster the reconciler itself runs in (in-cluster), else the local kubeconfig's."""
     try:
-        configuration = k8s_client.Configuration()
-        k8s_config.load_incluster_config(client_configuration=configuration)
-        return k8s_client.ApiClient(configuration)
+        made = configuration()
+        k8s_config.load_incluster_config(client_configuration=made)
+        return k8s_client.ApiClient(made)
     except ConfigException:
-        return k8s_config.new_client_from_config()
+        return k8s_config.new_client_from_config(client_configuration=configuration())

@@ -4,9 +4,9 @@ Every request of :mod:`reconciler.cluster.kube` runs inside :func:`translated`: 
 does not serve becomes an UnknownKindError (a ``404 page not found``, no Status of an object, a
 :class:`StaleDiscoveryError` that makes the adapter rediscover), an API answer the error of its
 status (Forbidden with what to check, Throttled with the server's Retry-After, a ServerError to
-retry otherwise), and a connection failure a ServerError naming the server (never its
-credentials), the cause found in the exception chain, and what to check. Messages carry the
-status and the server's reason, bounded, never a body or a header.
+retry otherwise), and a connection failure or a request that timed out a ServerError naming the
+server (never its credentials), the cause found in the exception chain, and what to check.
+Messages carry the status and the server's reason, bounded, never a body or a header.
 """
 
 from __future__ import annotations
@@ -64,8 +64,30 @@ def translated(what: str, server: str = "") -> Iterator[None]:
     except dyn.DynamicApiError as error:
         raise _api_error(what, error) from error
     except (HTTPError, OSError) as error:
-        where = f"the API server {mask(server)}" if server else "the API server"
-        raise ServerError(f"{what}: cannot reach {where}: {connection_cause(error)}") from error
+        raise _connection_error(what, server, error) from error
+
+
+#: Seconds before a request that timed out is tried again: the server is hung or unreachable.
+TIMEOUT_RETRY_SECONDS = 10.0
+_LIMIT_HINT = "--kube-timeout or RECONCILER_KUBE_TIMEOUT if it is only slow"
+
+
+def _connection_error(what: str, server: str, error: BaseException) -> ServerError:
+    """A failed connection or a request that timed out (see
+    :mod:`reconciler.cluster.kube_client`), naming the server and what to check."""
+    where = f"the API server {mask(server)}" if server else "the API server"
+    chain = _chain(error)
+    if any(isinstance(e, urllib3_exceptions.ReadTimeoutError) for e in chain):
+        return ServerError(
+            f"{what}: {where} accepted the connection but did not answer in time (a hung or "
+            f"overloaded API server, or a proxy in between? raise {_LIMIT_HINT})",
+            retry_after=TIMEOUT_RETRY_SECONDS,
+        )
+    timed_out = any(isinstance(e, (TimeoutError, urllib3_exceptions.TimeoutError)) for e in chain)
+    return ServerError(
+        f"{what}: cannot reach {where}: {connection_cause(error)}",
+        retry_after=TIMEOUT_RETRY_SECONDS if timed_out else 5.0,
+    )
 
 
 #: Causes of a failed connection, found in the exception chain, with what to check.
@@ -88,7 +110,8 @@ _CAUSES: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
     ),
     (
         (TimeoutError, socket.timeout, urllib3_exceptions.TimeoutError),
-        "no answer in time (a firewall, a private address, or the wrong host?)",
+        "no connection in time (a firewall, a private address, the wrong host or port, or a "
+        f"server down? raise {_LIMIT_HINT})",
     ),
 )
 
