@@ -496,10 +496,12 @@ def run_daemon(
     notifier.start()  # what a stop or a crash left in the outbox goes out now
     # pulled sources (docs/sources.md) beside the fetched commits, unless the environment says
     the_daemon.renderer = default_renderer(source_cache=cache.with_name("sources"))
-    server = _serve(the_daemon, http)
-    scheduler = start_scheduler(the_daemon)
+    # before the port answers: from then on a SIGTERM stops the daemon as below, never by the
+    # default action (a SIGTERM sent while it was still starting ends stop.wait() at once)
     stop = StopSignals()  # whichever thread the kernel hands SIGTERM to, the main one wakes
     stop.install()
+    server = _serve(the_daemon, http)
+    scheduler = start_scheduler(the_daemon)
     host, port = http.listen
     _log().info(  # through the log, so --log-format json holds for every line
         "reconciler daemon following %s %s (%s); listening on %s:%s",
