@@ -5,7 +5,9 @@ scheduler ran: a SIGTERM sent as soon as the port answered (what the tests stopp
 do, and an orchestrator may) now and then met the default action and ended the process with
 -15, mid-start. Here the daemon is held in its start on purpose, deterministically: its
 ``--webhook-secret-file`` is a named pipe, read before the port opens, that the test writes only
-after sending SIGTERM. A real ``reconciler daemon`` follows a local bare repository.
+after sending SIGTERM. A real ``reconciler daemon`` follows a local bare repository. A start
+that fails after taking SIGTERM over gives it back: run in-process (as CLI tests do), it leaves
+the process's handlers, wakeup fd and sockets as they were.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ import signal
 import subprocess
 from pathlib import Path
 
+from click.testing import CliRunner
+
+from reconciler.cli import cli
 from tests.support.daemon_processes import daemon_command
 from tests.support.daemons import Fleet, free_port, until
 
@@ -59,3 +64,27 @@ def test_a_sigterm_while_the_daemon_starts_stops_it_once_started(tmp_path: Path)
     assert daemon.returncode == 0, f"ended by {daemon.returncode}; its log:\n{errors[-2000:]}"
     assert "stopping: letting running steps finish" in errors
     assert "Traceback" not in errors
+
+
+def _wakeup_fd() -> int:
+    """The process's signal wakeup fd now (-1: none), left as it was."""
+    current = signal.set_wakeup_fd(-1)
+    signal.set_wakeup_fd(current)
+    return current
+
+
+def test_a_start_that_fails_leaves_the_signals_as_they_were(tmp_path: Path) -> None:
+    Fleet(tmp_path)
+    empty = tmp_path / "secret"
+    empty.write_text("\n")  # refused when the port is about to open, after the signals
+    before = (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT), _wakeup_fd())
+    args = ["daemon", "--repo", str(tmp_path / "remote.git"), "--path", "fleet"]
+    args += ["--state", f"sqlite:///{tmp_path / 'state.db'}", "--listen", "127.0.0.1:0"]
+    args += ["--snapshot", f"{tmp_path / 'clusters'}/", "--snapshot-create"]
+
+    result = CliRunner().invoke(cli, [*args, "--webhook-secret-file", str(empty)])
+
+    assert result.exit_code == 2, result.output
+    assert "the file is empty" in result.output
+    after = (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT), _wakeup_fd())
+    assert after == before
