@@ -516,6 +516,7 @@ def run_daemon(
     )
     stop.wait()
     _log().info("stopping: letting running steps finish")
+    the_daemon.stopping.set()  # first: no run or step starts while the jobs below end
     git_runner.stop()  # a poll waiting on a remote ends now, so shutdown does not wait for it
     scheduler.shutdown(wait=True)
     the_daemon.close()

@@ -198,14 +198,22 @@ class EventSink(Protocol):
         """Create the Event, reported by ``component``; never raises for a refused Event."""
 
 
+class Stop(Protocol):
+    """What ends a pause early: a stopping daemon's :class:`threading.Event`."""
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until it is set, ``timeout`` seconds at most; whether it is set."""
+
+
 @runtime_checkable
 class Settling(Protocol):
     """A cluster whose objects move on by themselves (a real API server: its controllers
     establish CRDs, Pods start): the lifecycle may wait a little for them within a pass, and
     pauses through it. The in-memory cluster changes only when asked, so it has no pause."""
 
-    def pause(self, seconds: float) -> None:
-        """Wait ``seconds`` before asking the server again."""
+    def pause(self, seconds: float, stop: Stop | None = None) -> bool:
+        """Wait ``seconds`` before asking the server again, or less when ``stop`` is set
+        meanwhile (the daemon is stopping); False then: the caller waits no more."""
 
 
 @runtime_checkable

@@ -44,6 +44,7 @@ from reconciler.cluster.api import (
     Listing,
     ObjectEvent,
     Permission,
+    Stop,
     event_body,
     event_ref,
 )
@@ -126,9 +127,12 @@ class KubeCluster(KubeWatches):
         except ReconcilerError as error:
             log.info("%s: Event %s not counted: %s", self.name, where.name, error)
 
-    def pause(self, seconds: float) -> None:
+    def pause(self, seconds: float, stop: Stop | None = None) -> bool:
         """See :class:`reconciler.cluster.api.Settling`: the server's controllers go on."""
-        time.sleep(seconds)
+        if stop is None:
+            time.sleep(seconds)
+            return True
+        return not stop.wait(seconds)
 
     def server_version(self) -> str:
         """See :meth:`reconciler.cluster.api.Reviewer.server_version` (read at discovery)."""

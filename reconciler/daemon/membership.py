@@ -40,6 +40,7 @@ from reconciler.cluster.api import (
     KindInfo,
     ObjectEvent,
     Settling,
+    Stop,
     flush_writes,
 )
 from reconciler.cluster.snapshot import SnapshotFileCluster
@@ -302,17 +303,26 @@ class FencedCluster:
 class SettlingFencedCluster(FencedCluster):
     """A :class:`FencedCluster` around a cluster that moves on by itself (a real API server):
     the lifecycle's waits within a pass go through to it (see
-    :class:`~reconciler.cluster.api.Settling`)."""
+    :class:`~reconciler.cluster.api.Settling`), and end at once when the daemon stops."""
 
-    def pause(self, seconds: float) -> None:
-        """See :meth:`Settling.pause`."""
+    def __init__(
+        self, cluster: Cluster, fenced: Callable[[], str | None], stopping: Stop | None = None
+    ) -> None:
+        super().__init__(cluster, fenced)
+        self._stopping = stopping
+
+    def pause(self, seconds: float, stop: Stop | None = None) -> bool:
+        """See :meth:`Settling.pause`: cut short by the daemon's ``stopping`` (or ``stop``)."""
         assert isinstance(self.cluster, Settling)
-        self.cluster.pause(seconds)
+        return self.cluster.pause(seconds, stop or self._stopping)
 
 
-def fenced(cluster: Cluster, check: Callable[[], str | None]) -> FencedCluster:
+def fenced(
+    cluster: Cluster, check: Callable[[], str | None], stopping: Stop | None = None
+) -> FencedCluster:
     """``cluster`` with its writes fenced by ``check``, waiting as it waits: a cluster that
-    settles by itself stays one (so the lifecycle still waits for CRDs within a pass)."""
+    settles by itself stays one (so the lifecycle still waits for CRDs within a pass), its
+    waits ended at once by ``stopping`` (the daemon's shutdown)."""
     if isinstance(cluster, Settling):
-        return SettlingFencedCluster(cluster, check)
+        return SettlingFencedCluster(cluster, check, stopping)
     return FencedCluster(cluster, check)

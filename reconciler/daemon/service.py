@@ -184,6 +184,8 @@ class Daemon:
         #: Renders the chart modules of each commit read (core.templates).
         self.renderer: TemplateRenderer = default_renderer()
         self.state = SourceState()
+        #: Set first by :meth:`close`: waits within a run end at once, no new run or step starts.
+        self.stopping = threading.Event()
         self.scheduler: BackgroundScheduler | None = None
         #: The intervals the scheduler's jobs run at (:func:`schedule_jobs`).
         self.scheduled: Intervals | None = None
@@ -430,8 +432,11 @@ class Daemon:
         return status_document(self)
 
     def close(self) -> None:
-        """Let running reconciles finish, stop the pool, and leave the members (the other
-        replicas take this one's runtimes over at once)."""
+        """Stop: a run waiting within a pass (for CRDs or operators) stops waiting and a
+        running operation starts no further step, each resumed at the next start (O2); runs
+        not yet started are dropped; then the pool stops, and this replica leaves the members
+        (the other replicas take its runtimes over at once)."""
+        self.stopping.set()
         self.watches.close()
         self.workers.close()
         if self.membership.member is not None:

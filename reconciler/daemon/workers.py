@@ -66,6 +66,8 @@ class Workers:
         ``newer_commit`` that run is followed by one more (it may have started on the commit
         before)."""
         with self._lock:
+            if self.daemon.stopping.is_set():
+                return _not_started(runtime)
             running = self._running.get(runtime)
             if running is not None:
                 if newer_commit:
@@ -74,10 +76,7 @@ class Workers:
             try:
                 future = self._pool.submit(self._run, runtime)
             except RuntimeError:  # the pool is shutting down: the next start reconciles it
-                log.info("runtime %s: not started, stopping", runtime)
-                stopped: Future[None] = Future()
-                stopped.cancel()
-                return stopped
+                return _not_started(runtime)
             self._running[runtime] = future
             return future
 
@@ -92,13 +91,17 @@ class Workers:
                 future.result()
 
     def close(self) -> None:
-        """Let running reconciles finish and stop the pool."""
-        self._pool.shutdown(wait=True)
+        """Let running reconciles end (a stopping daemon cuts their waits short) and stop the
+        pool; runs queued but not started are dropped (the next start reconciles them)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
     def _run(self, runtime: str) -> None:
         daemon = self.daemon
         started = daemon.clock()
         try:
+            if daemon.stopping.is_set():  # queued before the stop: the next start runs it
+                log.info("runtime %s: not started, stopping", runtime)
+                return
             self.errors.pop(runtime, None)
             operation = daemon.reconcile(runtime)
             if operation is not None:
@@ -117,6 +120,9 @@ class Workers:
                     self._resubmit(runtime)
 
     def _resubmit(self, runtime: str) -> None:
+        if self.daemon.stopping.is_set():  # the next start reconciles it
+            log.info("runtime %s: not run again, stopping", runtime)
+            return
         try:
             self._running[runtime] = self._pool.submit(self._run, runtime)
         except RuntimeError:  # the pool is shutting down: the next start resumes it
@@ -137,6 +143,14 @@ class Workers:
             log.error("runtime %s: %s", runtime, error, extra=extra)
         if isinstance(error, TransientError):  # retried as it asked, not at the next resync
             retry(daemon, runtime, daemon.clock() + timedelta(seconds=error.retry_after))
+
+
+def _not_started(runtime: str) -> Future[None]:
+    """A cancelled run: the daemon is stopping (the next start reconciles ``runtime``)."""
+    log.info("runtime %s: not started, stopping", runtime)
+    stopped: Future[None] = Future()
+    stopped.cancel()
+    return stopped
 
 
 def run_runtime(daemon: Daemon, runtime: str) -> Operation | None:
@@ -161,10 +175,12 @@ def run_runtime(daemon: Daemon, runtime: str) -> Operation | None:
         alive=membership.alive,
         fence=lambda: membership.fenced(epoch),
         token=membership.token(epoch),
+        stopping=daemon.stopping.is_set,
     )
 
     def fenced_connect(access: ClusterAccess, name: str) -> Cluster:
-        return fenced(daemon.connect(access, name), lambda: membership.fenced(epoch))
+        cluster = daemon.connect(access, name)
+        return fenced(cluster, lambda: membership.fenced(epoch), daemon.stopping)
 
     runner = Runner(daemon.store, engine, repo, fenced_connect, daemon.clock, commit)
     outcome = runner.run(runner.operation_for(runtime))

@@ -307,11 +307,13 @@ def settle(cluster: Cluster, pending: Callable[[], bool], seconds: float) -> Non
     """On a cluster that moves on by itself (:class:`~reconciler.cluster.api.Settling`), wait
     while ``pending()`` holds, ``seconds`` at most, asking again at growing intervals (50 ms,
     doubled up to 1 s); elsewhere (in memory, a snapshot) nothing changes while we wait:
-    return at once."""
+    return at once. A pause cut short (the daemon is stopping) ends the wait: the pass goes
+    on as after the full wait, so what still waits is retried as usual (at the next start)."""
     if not isinstance(cluster, Settling):
         return
     waited, delay = 0.0, SETTLE_FIRST
     while waited < seconds and pending():
-        cluster.pause(delay)
+        if not cluster.pause(delay):
+            return
         waited += delay
         delay = min(delay * 2, SETTLE_MAX)

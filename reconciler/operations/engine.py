@@ -155,6 +155,7 @@ class Engine:
         alive: Callable[[str], bool] = owner_alive,
         fence: Callable[[], str | None] = lambda: None,
         token: FenceToken | None = None,
+        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -172,6 +173,9 @@ class Engine:
         #: The fence every write to the store carries, checked by the store in the statement
         #: that writes (a daemon replica's member and epoch; none for ``reconciler sync``).
         self.token = token
+        #: Whether this process is stopping (a daemon's shutdown): no further step starts;
+        #: the operation stays as its last saved step left it and is resumed there (O2).
+        self.stopping = stopping
         #: Operation id -> the unexpected exception that failed it in this process (for --debug).
         self.crashes: dict[str, Crash] = {}
 
@@ -285,6 +289,9 @@ class Engine:
         ]
         for record, cls in runnable:
             last = record is runnable[-1][0]
+            if self.stopping():
+                operation.message = f"stopped before {stage.name}/{record.name}: resumed at start"
+                return RunOutcome(operation)
             if self.clock() > operation.deadline:
                 message = self._timeout_message(operation, record)
                 timed_out = ModuleError(PermanentError, message)

@@ -39,9 +39,11 @@ from reconciler.config.remotes import (
 )
 from reconciler.errors import SourceError, TransientError, UnreadableError
 from reconciler.source.gittree import (
+    NO_GIT,
     GitTree,
     git_output,
     git_reason,
+    run_git,
 )
 
 
@@ -68,9 +70,7 @@ def open_revision(folder: Path, revision: str) -> Revision:
     of the commit's folder starts at once, in the background (:meth:`GitTree.list_ahead`), so
     git lists the base while the caller reads the head."""
     verify = ["--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}"]
-    done = subprocess.run(
-        ["git", "-C", str(folder), "rev-parse", *_WHERE, *verify], capture_output=True, check=False
-    )
+    done = run_git(["-C", str(folder), "rev-parse", *_WHERE, *verify])
     said = done.stdout.decode("utf-8", "surrogateescape").splitlines()
     inside, git_dir, prefix, commit = [*said, "", "", "", ""][:4]
     if inside not in ("true", "false"):
@@ -91,9 +91,7 @@ _WHERE = ("--is-inside-work-tree", "--absolute-git-dir", "--show-prefix")
 
 def _rev_parse_in(folder: Path, *args: str) -> str:
     """``git rev-parse ARGS`` in ``folder``: the repository holding it, as git finds it."""
-    done = subprocess.run(
-        ["git", "-C", str(folder), "rev-parse", *args], capture_output=True, check=False
-    )
+    done = run_git(["-C", str(folder), "rev-parse", *args])
     if done.returncode != 0:
         raise UnreadableError(git_reason(done.stderr))
     return done.stdout.decode("utf-8", "surrogateescape")
@@ -150,14 +148,17 @@ class GitRunner:
         with self._lock:
             if self._stopped:
                 raise TransientError(f"{shown}: git {args[0]} not started: shutting down")
-            process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=environment,
-                start_new_session=True,  # one process group: killed with its children
-            )
+            try:
+                process = subprocess.Popen(
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=environment,
+                    start_new_session=True,  # one process group: killed with its children
+                )
+            except FileNotFoundError as error:
+                raise SourceError(NO_GIT) from error
             self._running.add(process)
         try:
             output, errors = self._wait(process, args[0], shown)
@@ -357,9 +358,7 @@ class RemoteSource:
 
 def _init_bare(cache_dir: Path) -> None:
     """A bare repository at ``cache_dir`` (``git init`` keeps one that is there)."""
-    done = subprocess.run(
-        ["git", "init", "--quiet", "--bare", str(cache_dir)], capture_output=True, check=False
-    )
+    done = run_git(["init", "--quiet", "--bare", str(cache_dir)])
     if done.returncode != 0:
         raise SourceError(f"{cache_dir}: cannot create the git cache: {git_reason(done.stderr)}")
 

@@ -15,11 +15,12 @@ import fcntl
 import posixpath
 import subprocess
 import time
+import weakref
 from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from typing import IO
 
-from reconciler.errors import UnreadableError
+from reconciler.errors import SourceError, UnreadableError
 from reconciler.source.tree import Entry
 
 _LINK_MODE = 0o120000
@@ -293,6 +294,8 @@ class _Ahead:
             self._process = None
             return
         _widen(self._process.stdout)
+        # a listing nobody takes (the caller failed first) is ended with this object
+        weakref.finalize(self, _end, self._process)
 
     def output(self) -> bytes | None:
         """The command's output, once it is done."""
@@ -300,6 +303,15 @@ class _Ahead:
             return None
         output, _ = self._process.communicate()
         return output if self._process.returncode == 0 else None
+
+
+def _end(process: subprocess.Popen[bytes]) -> None:
+    """Close the pipe of a command whose output nobody took, stop it and reap it."""
+    if process.stdout is not None:
+        process.stdout.close()
+    if process.poll() is None:
+        process.kill()
+    process.wait()
 
 
 def _widen(pipe: IO[bytes] | None) -> None:
@@ -333,11 +345,22 @@ def _parse_listing(output: bytes) -> list[tuple[str, _Item]]:
     return found
 
 
+#: What a missing ``git`` command is told as (every read of a revision or a remote needs it).
+NO_GIT = "the git command was not found: install git, or put it on PATH"
+
+
+def run_git(arguments: Sequence[str], given: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    """``git ARGUMENTS`` with ``given`` on its input and its output captured; a missing git is
+    a :class:`~reconciler.errors.SourceError` saying so."""
+    try:
+        return subprocess.run(["git", *arguments], input=given, capture_output=True, check=False)
+    except FileNotFoundError as error:
+        raise SourceError(NO_GIT) from error
+
+
 def git_output(git_dir: str, args: Sequence[str], given: bytes = b"") -> bytes:
     """The output of a local git command on the repository at ``git_dir`` (no remote)."""
-    done = subprocess.run(
-        ["git", "--git-dir", git_dir, *args], input=given, capture_output=True, check=False
-    )
+    done = run_git(["--git-dir", git_dir, *args], given)
     if done.returncode != 0:
         message = git_reason(done.stderr)
         raise UnreadableError(f"git {args[0]} failed: {message}")

@@ -222,6 +222,17 @@ def test_unknown_revision_is_an_error(history: Path) -> None:
     assert "unknown revision 'nope'" in result.stderr
 
 
+def test_a_missing_git_is_one_line_saying_so(
+    history: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "no-git-here"))
+
+    result = CliRunner().invoke(cli, ["diff", str(history / "fleet"), "--base", "HEAD"])
+
+    assert result.exit_code == 2
+    assert result.stderr == "error: the git command was not found: install git, or put it on PATH\n"
+
+
 def test_two_commits_and_a_base_folder(history: Path, tmp_path: Path) -> None:
     write_tree(
         history,

@@ -12,6 +12,7 @@ import json
 import os
 import socket
 import subprocess
+import threading
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import cli
-from reconciler.cluster.api import Settling
+from reconciler.cluster.api import Settling, Stop
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.cluster.snapshot import SnapshotFileCluster
 from reconciler.core.model import ClusterAccess
@@ -136,10 +137,11 @@ class _SettlingCluster(InMemoryCluster):
 
     def __init__(self) -> None:
         super().__init__()
-        self.paused: list[float] = []
+        self.paused: list[tuple[float, Stop | None]] = []
 
-    def pause(self, seconds: float) -> None:
-        self.paused.append(seconds)
+    def pause(self, seconds: float, stop: Stop | None = None) -> bool:
+        self.paused.append((seconds, stop))
+        return True
 
 
 def test_a_fenced_cluster_waits_as_the_cluster_it_fences() -> None:
@@ -147,11 +149,12 @@ def test_a_fenced_cluster_waits_as_the_cluster_it_fences() -> None:
     CRDs within a pass and a module took two syncs in the daemon."""
     settling = _SettlingCluster()
 
-    wrapped = fenced(settling, lambda: None)
+    stopping = threading.Event()
+    wrapped = fenced(settling, lambda: None, stopping)
     assert isinstance(wrapped, Settling)
-    wrapped.pause(0.05)
+    assert wrapped.pause(0.05)
 
-    assert settling.paused == [0.05]
+    assert settling.paused == [(0.05, stopping)]  # the daemon's stop ends the pause early
     assert not isinstance(fenced(InMemoryCluster(), lambda: None), Settling)
 
 

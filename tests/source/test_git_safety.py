@@ -278,6 +278,22 @@ def test_channels_path_stays_inside_the_git_repository_at_a_revision(tmp_path: P
 # -- the git runner ------------------------------------------------------------------------------
 
 
+def test_a_missing_git_is_a_source_error_saying_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Never a FileNotFoundError (an "internal error"): the daemon's image lacks git."""
+    monkeypatch.setenv("PATH", str(tmp_path / "no-git-here"))
+
+    with pytest.raises(SourceError, match="the git command was not found"):
+        GitRunner(timeout=30).run(
+            ["ls-remote", "--", "https://example.invalid/repo.git"],
+            git_dir=tmp_path,
+            shown="https://example.invalid/repo.git",
+            protocols=["https"],
+            env={},
+        )
+
+
 def test_git_itself_refuses_ext_and_file_for_a_remote_from_a_commit(tmp_path: Path) -> None:
     """Even a URL that slipped past the check (or a redirect, a submodule) cannot use them."""
     runner = GitRunner(timeout=30)

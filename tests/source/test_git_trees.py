@@ -9,10 +9,12 @@ one diagnostic, not a crash.
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -214,3 +216,17 @@ def test_a_revision_without_the_folder_is_refused_as_before(tmp_path: Path) -> N
 
     with pytest.raises(SourceError, match="not a config repo: no runtimes/ folder"):
         load_repo("fleet", None, tree=revision.tree)
+
+
+def test_a_revision_opened_and_never_read_leaves_no_process_behind(tmp_path: Path) -> None:
+    """The caller fails before reading the base (a broken head): the listing started ahead is
+    ended with the tree, its pipe closed and git reaped, without a warning."""
+    root = _repo(tmp_path / "repo")
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        revision = open_revision(root / "fleet", "HEAD")
+        del revision
+        gc.collect()
+
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
