@@ -14,8 +14,12 @@ from __future__ import annotations
 import select
 import signal
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
+from typing import Any
+
+#: What ``signal.signal`` returns and takes back: a handler, SIG_DFL or SIG_IGN, or None.
+Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
 class StopSignals:
@@ -25,7 +29,7 @@ class StopSignals:
         self.signals = frozenset(int(s) for s in signals)
         self._reader: socket.socket | None = None
         self._writer: socket.socket | None = None
-        self._before: tuple[int, dict[int, signal._HANDLER]] = (-1, {})
+        self._before: tuple[int, dict[int, Handler]] = (-1, {})
 
     def install(self) -> None:
         """From now on these signals no longer end the process: they end :meth:`wait`."""
