@@ -279,6 +279,15 @@ def test_the_daemon_converges_refuses_holds_survives_an_outage_and_a_sigkill(
                 lambda: daemon.status()["source"]["commit"].startswith(upgrade[:8]),
                 "the upgrade's commit in force",
             )
+            # the resumed operation's last steps run after the module is Ready; a stop starts
+            # no further step, so the test waits for the operation to finish before stopping
+            until(
+                lambda: (
+                    world.reconciler_json("operations", "show", operation)["state"] == "succeeded"
+                ),
+                "the resumed operation finished",
+                120,
+            )
         finally:
             daemon.stop()
     shown = world.reconciler_json("operations", "show", operation)
