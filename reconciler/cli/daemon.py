@@ -497,13 +497,18 @@ def run_daemon(
     the_daemon = Daemon(source, store, connect, now, options, make_source=second_source)
     notifier = notifier_for(the_daemon, notify or NotifyOptions(), clusters)
     the_daemon.notifier = notifier
-    notifier.start()  # what a stop or a crash left in the outbox goes out now
-    # pulled sources (docs/sources.md) beside the fetched commits, unless the environment says
-    the_daemon.renderer = default_renderer(source_cache=cache.with_name("sources"))
-    server = _serve(the_daemon, http)
-    scheduler = start_scheduler(the_daemon)
+    # installed before any thread works or the port answers: SIGTERM never ends it by default
     stop = StopSignals()  # whichever thread the kernel hands SIGTERM to, the main one wakes
     stop.install()
+    try:
+        notifier.start()  # what a stop or a crash left in the outbox goes out now
+        # pulled sources (docs/sources.md) beside the fetched commits, unless the environment says
+        the_daemon.renderer = default_renderer(source_cache=cache.with_name("sources"))
+        server = _serve(the_daemon, http)
+        scheduler = start_scheduler(the_daemon)
+    except BaseException:
+        stop.uninstall()  # a start that failed (in-process: tests) leaves the signals as found
+        raise
     host, port = http.listen
     _log().info(  # through the log, so --log-format json holds for every line
         "reconciler daemon following %s %s (%s); listening on %s:%s",

@@ -14,8 +14,12 @@ from __future__ import annotations
 import select
 import signal
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
+from typing import Any
+
+#: What ``signal.signal`` returns and takes back: a handler, SIG_DFL or SIG_IGN, or None.
+Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
 class StopSignals:
@@ -25,14 +29,27 @@ class StopSignals:
         self.signals = frozenset(int(s) for s in signals)
         self._reader: socket.socket | None = None
         self._writer: socket.socket | None = None
+        self._before: tuple[int, dict[int, Handler]] = (-1, {})
 
     def install(self) -> None:
         """From now on these signals no longer end the process: they end :meth:`wait`."""
         self._reader, self._writer = socket.socketpair()
         self._writer.setblocking(False)  # the wakeup fd must never block a handler
-        signal.set_wakeup_fd(self._writer.fileno(), warn_on_full_buffer=False)
-        for signum in self.signals:
-            signal.signal(signum, _noted)
+        wakeup = signal.set_wakeup_fd(self._writer.fileno(), warn_on_full_buffer=False)
+        self._before = (wakeup, {signum: signal.signal(signum, _noted) for signum in self.signals})
+
+    def uninstall(self) -> None:
+        """Back to the handlers and wakeup fd found at :meth:`install` (a start that failed
+        leaves the process as it was: a command run in-process, as tests do)."""
+        if self._reader is None or self._writer is None:
+            return
+        wakeup, handlers = self._before
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        signal.set_wakeup_fd(wakeup)
+        self._reader.close()
+        self._writer.close()
+        self._reader = self._writer = None
 
     def wait(self) -> int:
         """Block until one of the signals arrives (also one that came since :meth:`install`);

@@ -219,10 +219,12 @@ def test_abuse_of_the_http_port_keeps_memory_bounded_health_answering_and_syncs_
     try:
         for worker in workers:
             worker.start()
+        began = len(probe.answers)
         missing = _exchange(daemon.port, b"POST /sync HTTP/1.1\r\nHost: x\r\n\r\n")[0]
         refused = [_refused_before_the_body(daemon.port, n) for n in ("-1", "abc", str(300 * MIB))]
         for worker in workers:
             worker.join(timeout=60)
+        during = len(probe.answers) - began
     finally:
         probe.stop.set()
         prober.join()
@@ -235,7 +237,9 @@ def test_abuse_of_the_http_port_keeps_memory_bounded_health_answering_and_syncs_
     assert sum(len(s) for s in statuses) == 1000
     assert {code for s in statuses for code in s} == {403}
 
-    assert len(probe.answers) > 20
+    # asked while the abuse went on (the slow clients alone last the read timeout, 2 s, for a
+    # probe every 100 ms): a count of the probes made, not of the time they took
+    assert during >= 3, probe.answers
     assert {status for status, _ in probe.answers} == {200}
     slowest = max(seconds for _, seconds in probe.answers)
     assert slowest < 1.0

@@ -10,6 +10,7 @@ SIGTERM still stops the daemon; an unreachable channels source does not stop con
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -69,7 +70,8 @@ class HangServer:
         self.port = int(self.socket.getsockname()[1])
         self.connections: list[socket.socket] = []
         self.accepted = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.accepting = threading.Thread(target=self._accept, daemon=True)
+        self.accepting.start()
 
     def _bound(self, port: int) -> bool:
         try:
@@ -102,6 +104,13 @@ class HangServer:
         return True
 
     def close(self) -> None:
+        """Stop listening, then close every connection accepted. ``shutdown`` first: a thread
+        blocked in ``accept()`` does not wake when the socket is closed, which then listens on
+        until a client comes; that client's connection was accepted by the server gone, and
+        reset when the thread ended."""
+        with contextlib.suppress(OSError):  # not connected: only the listening state to end
+            self.socket.shutdown(socket.SHUT_RDWR)
+        self.accepting.join(timeout=30)
         self.socket.close()
         for connection in self.connections:
             connection.close()

@@ -1,6 +1,7 @@
 """Real ``reconciler daemon`` processes for tests: started on a repo with snapshot clusters and a
 SQLite store of the test's own, their ``/status`` read over HTTP, and stopped with SIGTERM
-(callers: the git safety and git credential tests of ``tests/source``)."""
+(callers: the git safety and git credential tests of ``tests/source``, and the test of a
+SIGTERM during the daemon's start)."""
 
 from __future__ import annotations
 
@@ -23,34 +24,40 @@ def channels_git_settings(git: str) -> str:
     return SETTINGS_HEAD + f"spec:\n  channelsFrom:\n    git: {json.dumps(git)}\n    ref: main\n"
 
 
+def daemon_command(tmp_path: Path, repo: str, port: int, *args: str) -> list[str]:
+    """The command line of a ``reconciler daemon`` following ``repo`` (its ``fleet`` folder,
+    polled every second) onto snapshot clusters in ``tmp_path/clusters/`` and a SQLite store in
+    ``tmp_path``, listening on ``port`` of 127.0.0.1."""
+    return [
+        sys.executable,
+        "-m",
+        "reconciler",
+        "daemon",
+        "--repo",
+        repo,
+        "--path",
+        "fleet",
+        "--interval",
+        "1s",
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--snapshot",
+        f"{tmp_path / 'clusters'}/",
+        "--snapshot-create",
+        "--state",
+        f"sqlite:///{tmp_path / 'state.db'}",
+        *args,
+    ]
+
+
 def start_daemon_process(
     tmp_path: Path, repo: str, *args: str, env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[str], str]:
-    """A ``reconciler daemon`` process following ``repo`` (its ``fleet`` folder, polled every
-    second) onto snapshot clusters in ``tmp_path/clusters/`` and a SQLite store in ``tmp_path``;
-    returned once its HTTP port answers, with the port's base URL."""
+    """A ``reconciler daemon`` process (:func:`daemon_command`), returned once its HTTP port
+    answers, with the port's base URL."""
     port = free_port()
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "reconciler",
-            "daemon",
-            "--repo",
-            repo,
-            "--path",
-            "fleet",
-            "--interval",
-            "1s",
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--snapshot",
-            f"{tmp_path / 'clusters'}/",
-            "--snapshot-create",
-            "--state",
-            f"sqlite:///{tmp_path / 'state.db'}",
-            *args,
-        ],
+        daemon_command(tmp_path, repo, port, *args),
         env=env or dict(os.environ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
