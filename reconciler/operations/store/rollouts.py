@@ -115,26 +115,21 @@ class RolloutTables(SqlBase):
         return self._rollout(rows[0]) if rows else None
 
     def _rollout(self, row: Any) -> Rollout:
-        return decode_rollout(
-            row["data"],
-            id=row["id"],
-            commit=row["commit_id"],
-            state=RolloutState(row["state"]),
-            created=self.read_stored_time(row["created"]),
-            updated=self.read_time(row["updated"]),
-            version=int(row["version"]),
-        )
+        return decode_rollout(row["data"], self._columns(row))
 
     def _summary(self, row: Any) -> RolloutSummary:
-        return decode_summary(
-            row["summary"],
-            id=row["id"],
-            commit=row["commit_id"],
-            state=RolloutState(row["state"]),
-            created=self.read_stored_time(row["created"]),
-            updated=self.read_time(row["updated"]),
-            version=int(row["version"]),
-        )
+        return decode_summary(row["summary"], self._columns(row))
+
+    def _columns(self, row: Any) -> dict[str, Any]:
+        """The fields a rollout (and its summary) keeps in columns of its own."""
+        return {
+            "id": row["id"],
+            "commit": row["commit_id"],
+            "state": RolloutState(row["state"]),
+            "created": self.read_stored_time(row["created"]),
+            "updated": self.read_time(row["updated"]),
+            "version": int(row["version"]),
+        }
 
 
 def encode_rollout(rollout: Rollout) -> str:
@@ -144,49 +139,23 @@ def encode_rollout(rollout: Rollout) -> str:
             "summary": _encode_summary(summarize(rollout)),
             "waves": [[w.name, w.chosen_by, list(w.runtimes)] for w in rollout.waves],
             "members": [[m.runtime, m.wave, str(m.state), m.base, m.note] for m in rollout.members],
-            "healthyFor": rollout.healthy_for.total_seconds(),
-            "maxErrors": rollout.max_errors,
-            "wave": rollout.wave,
-            "waveStarted": _time(rollout.wave_started),
-            "healthySince": _time(rollout.healthy_since),
-            "reason": rollout.reason,
-            "message": rollout.message,
+            **_progress_json(rollout),
         },
         separators=(",", ":"),
     )
 
 
-def decode_rollout(
-    text: str,
-    *,
-    id: str,
-    commit: str,
-    state: RolloutState,
-    created: datetime,
-    updated: datetime | None,
-    version: int,
-) -> Rollout:
+def decode_rollout(text: str, columns: dict[str, Any]) -> Rollout:
     """A rollout from its row: the columns and the JSON of :func:`encode_rollout`."""
     data = json.loads(text)
     return Rollout(
-        id=id,
-        commit=commit,
-        created=created,
-        state=state,
         waves=tuple(Wave(name, by, tuple(names)) for name, by, names in data["waves"]),
         members=tuple(
             Member(name, wave, MemberState(s), base, note)
             for name, wave, s, base, note in data["members"]
         ),
-        healthy_for=timedelta(seconds=data["healthyFor"]),
-        max_errors=int(data["maxErrors"]),
-        wave=int(data["wave"]),
-        wave_started=_read(data["waveStarted"]),
-        healthy_since=_read(data["healthySince"]),
-        reason=data["reason"],
-        message=data["message"],
-        updated=updated,
-        version=version,
+        **_progress(data),
+        **columns,
     )
 
 
@@ -197,47 +166,47 @@ def _encode_summary(summary: RolloutSummary) -> dict[str, Any]:
             [w.name, w.chosen_by, w.runtimes, {k: n for k, n in w.states.items() if n}]
             for w in summary.waves
         ],
-        "healthyFor": summary.healthy_for.total_seconds(),
-        "maxErrors": summary.max_errors,
-        "wave": summary.wave,
-        "waveStarted": _time(summary.wave_started),
-        "healthySince": _time(summary.healthy_since),
-        "reason": summary.reason,
-        "message": summary.message,
+        **_progress_json(summary),
     }
 
 
-def decode_summary(
-    text: str,
-    *,
-    id: str,
-    commit: str,
-    state: RolloutState,
-    created: datetime,
-    updated: datetime | None,
-    version: int,
-) -> RolloutSummary:
+def decode_summary(text: str, columns: dict[str, Any]) -> RolloutSummary:
     """A rollout's summary from its row: the columns and the summary's JSON."""
     data = json.loads(text)
     return RolloutSummary(
-        id=id,
-        commit=commit,
-        created=created,
-        state=state,
         waves=tuple(
             WaveSummary(name, by, int(size), wave_states(states))
             for name, by, size, states in data["waves"]
         ),
-        healthy_for=timedelta(seconds=data["healthyFor"]),
-        max_errors=int(data["maxErrors"]),
-        wave=int(data["wave"]),
-        wave_started=_read(data["waveStarted"]),
-        healthy_since=_read(data["healthySince"]),
-        reason=data["reason"],
-        message=data["message"],
-        updated=updated,
-        version=version,
+        **_progress(data),
+        **columns,
     )
+
+
+def _progress_json(rollout: Rollout | RolloutSummary) -> dict[str, Any]:
+    """The JSON of the progress fields a rollout and its summary share."""
+    return {
+        "healthyFor": rollout.healthy_for.total_seconds(),
+        "maxErrors": rollout.max_errors,
+        "wave": rollout.wave,
+        "waveStarted": _time(rollout.wave_started),
+        "healthySince": _time(rollout.healthy_since),
+        "reason": rollout.reason,
+        "message": rollout.message,
+    }
+
+
+def _progress(data: dict[str, Any]) -> dict[str, Any]:
+    """The progress fields back from :func:`_progress_json`'s JSON."""
+    return {
+        "healthy_for": timedelta(seconds=data["healthyFor"]),
+        "max_errors": int(data["maxErrors"]),
+        "wave": int(data["wave"]),
+        "wave_started": _read(data["waveStarted"]),
+        "healthy_since": _read(data["healthySince"]),
+        "reason": data["reason"],
+        "message": data["message"],
+    }
 
 
 def _time(moment: datetime | None) -> str | None:
