@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.fleet_setup import (  # noqa: E402
     GIT,
+    add_fleet_arguments,
     commit_generated_fleet,
     fresh_workdir,
     start_bench_daemon,
@@ -74,11 +75,7 @@ def _rss_of(what: str, fleet: Path) -> float:
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; results also go to ``<workdir>/daemon.json``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runtimes", type=int, default=1000)
-    parser.add_argument("--modules", type=int, default=10)
-    parser.add_argument("--latency", type=float, default=0.002, help="seconds per API call")
-    parser.add_argument("--workers", type=int, default=16)
-    parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / "out")
+    add_fleet_arguments(parser, ROOT / "bench" / "out")
     args = parser.parse_args(argv)
     work = fresh_workdir(args.workdir / f"daemon-{args.runtimes}")
     fleet = work / "fleet"

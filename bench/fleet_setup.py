@@ -5,6 +5,7 @@ the benchmark, never scheduled). Callers: ``daemon_bench.py``, ``rollout_bench.p
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -67,3 +68,13 @@ def start_bench_daemon(work: Path, fleet: Path, latency: float, workers: int) ->
         DaemonOptions(workers=workers),
     )
     return BenchDaemon(daemon, source, clusters)
+
+
+def add_fleet_arguments(parser: argparse.ArgumentParser, workdir: Path) -> None:
+    """The options both daemon benchmarks take: the fleet's size, the API latency, the
+    workers and where the fleet is written."""
+    parser.add_argument("--runtimes", type=int, default=1000)
+    parser.add_argument("--modules", type=int, default=10)
+    parser.add_argument("--latency", type=float, default=0.002, help="seconds per API call")
+    parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument("--workdir", type=Path, default=workdir)

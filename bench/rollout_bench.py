@@ -23,7 +23,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.fleet_setup import commit_generated_fleet, fresh_workdir, start_bench_daemon  # noqa: E402
+from bench.fleet_setup import (  # noqa: E402
+    add_fleet_arguments,
+    commit_generated_fleet,
+    fresh_workdir,
+    start_bench_daemon,
+)
 from reconciler.core.model import RolloutPolicy, WavePolicy  # noqa: E402
 from reconciler.core.rollouts import start_rollout  # noqa: E402
 from reconciler.operations.rollouts import RolloutCommand, command_rollout  # noqa: E402
@@ -37,11 +42,7 @@ POLICY = RolloutPolicy(
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; the result also goes to ``<workdir>/rollout.json``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runtimes", type=int, default=1000)
-    parser.add_argument("--modules", type=int, default=10)
-    parser.add_argument("--latency", type=float, default=0.002, help="seconds per API call")
-    parser.add_argument("--workers", type=int, default=16)
-    parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / "out")
+    add_fleet_arguments(parser, ROOT / "bench" / "out")
     args = parser.parse_args(argv)
     work = fresh_workdir(args.workdir / f"rollout-{args.runtimes}")
     fleet = work / "fleet"
