@@ -54,9 +54,11 @@ from reconciler.cluster.memory_fields import (
 )
 from reconciler.cluster.memory_review import MemoryReviewer
 from reconciler.cluster.memory_rules import (
+    ALSO_SERVED,
     CONTROLLER,
     WORKLOADS,
     available_status,
+    check_immutable,
     check_name,
     check_selector,
     check_typed,
@@ -67,6 +69,7 @@ from reconciler.cluster.memory_rules import (
     labels_match,
     load_order,
     namespace_generated,
+    served_versions,
     stamp,
     storage_version,
 )
@@ -93,6 +96,8 @@ BUILTIN_KINDS: tuple[KindInfo, ...] = (
     KindInfo("apps", "v1", "StatefulSet", "statefulsets", True),
     KindInfo("apps", "v1", "DaemonSet", "daemonsets", True),
     KindInfo("batch", "v1", "Job", "jobs", True),
+    KindInfo("batch", "v1", "CronJob", "cronjobs", True),
+    KindInfo("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", True),
     KindInfo("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False),
     KindInfo("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False),
     KindInfo("rbac.authorization.k8s.io", "v1", "Role", "roles", True),
@@ -162,6 +167,14 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         #: Each object's part of :meth:`snapshot_parts`, kept while the object is unchanged.
         self._texts = SnapshotTexts()
         self._kinds: dict[tuple[str, str], KindInfo] = {(k.group, k.kind): k for k in BUILTIN_KINDS}
+        #: The versions each kind is served in (a removed API, such as ``policy/v1beta1``, is
+        #: not served, as on a 1.36 server): a CRD's served versions, a built-in kind's own
+        #: and :data:`ALSO_SERVED`.
+        self._versions: dict[tuple[str, str], frozenset[str]] = {
+            (k.group, k.kind): frozenset({k.version})
+            | ALSO_SERVED.get((k.group, k.kind), frozenset())
+            for k in BUILTIN_KINDS
+        }
         self._resource_version = 0
         self._uids = 0
         self._dry_runs = 0
@@ -224,6 +237,8 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         key = self._key(ref)
         existing = self._objects.get(key)
         result = applied(existing, config, field_manager, force)
+        if existing is not None:
+            check_immutable(ref, existing.body, result.body)
         if self.require_selectors:
             check_selector(ref, result.body)
         if dry_run:
@@ -271,7 +286,10 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
 
     def kind_info(self, api_version: str, kind: str) -> KindInfo | None:
         """See :meth:`reconciler.cluster.api.Cluster.kind_info`."""
-        return self._kinds.get((api_version.rpartition("/")[0], kind))
+        group, _, version = api_version.rpartition("/")
+        info = self._kinds.get((group, kind))
+        served = self._versions.get((group, kind), frozenset())
+        return info if info is not None and version in served else None
 
     def served_kinds(self) -> list[KindInfo]:
         """See :meth:`reconciler.cluster.api.Cluster.served_kinds`."""
@@ -308,6 +326,7 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         version = storage_version(stored.body)
         assert version is not None, f"{ref.subject} has no version"
         self._kinds[crd_kind(stored.body)] = established(stored.body, version)
+        self._versions[crd_kind(stored.body)] = served_versions(stored.body) | {version}
         self._bump(stored.body)
         self._note(WatchEventType.MODIFIED, stored)
 
@@ -420,6 +439,7 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         version = storage_version(crd)
         if self.auto_establish and version:
             self._kinds[crd_kind(crd)] = established(crd, version)
+            self._versions[crd_kind(crd)] = served_versions(crd) | {version}
 
     def _remove(self, key: tuple[str, str, str, str]) -> None:
         body = self._objects[key].body
@@ -428,6 +448,7 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
             for other in [k for k in self._objects if (k[0], k[1]) == (group, kind)]:
                 self._gone(other)
             self._kinds.pop((group, kind), None)
+            self._versions.pop((group, kind), None)
         elif body["kind"] == "Namespace":
             name = body["metadata"]["name"]
             for other in [k for k in self._objects if k[2] == name]:
