@@ -23,7 +23,12 @@ from reconciler.core.plan_values import ModuleAction, ModulePlan, ObjectAction, 
 if TYPE_CHECKING:
     from reconciler.lifecycle.executor import SyncResult
 
-_SYMBOLS = {ObjectAction.CREATE: "+", ObjectAction.UPDATE: "~", ObjectAction.DELETE: "-"}
+_SYMBOLS = {
+    ObjectAction.CREATE: "+",
+    ObjectAction.UPDATE: "~",
+    ObjectAction.DELETE: "-",
+    ObjectAction.REPLACE: "-/+",
+}
 _MODULE_SYMBOLS = {
     ModuleAction.INSTALL: "+",
     ModuleAction.UPGRADE: "^",
@@ -70,7 +75,7 @@ def _change_lines(changes: Sequence[ObjectChange], details: bool) -> list[str]:
     for change in changes:
         tag = " (default configuration)" if change.default_configuration else ""
         lines.append(f"      {_SYMBOLS[change.action]} {change.ref.subject}{tag}")
-        if details and change.action is ObjectAction.UPDATE:
+        if details and change.action in (ObjectAction.UPDATE, ObjectAction.REPLACE):
             shown = change.fields[:FIELDS_SHOWN]
             lines.extend(f"          {field.format()}" for field in shown)
             if len(change.fields) > FIELDS_SHOWN:

@@ -227,7 +227,7 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
     ) -> Body:
         """See :meth:`reconciler.cluster.api.Cluster.apply`."""
         ref = ObjectRef.of(body)
-        self._enter("apply", ref)
+        self._enter("dry-run" if dry_run else "apply", ref)  # a dry-run writes nothing
         info = self._served(ref.api_version, ref.kind)
         config = config_of(body, info)
         ref = ObjectRef.of(config)

@@ -22,6 +22,7 @@ EVENT_REASONS = {
     ChangeAction.PRUNED: "Applied",
     ChangeAction.DELETED: "Deleted",
     ChangeAction.RELEASED: "Released",
+    ChangeAction.REPLACED: "Applied",
 }
 #: The objects an Event names, at most (the rest are counted).
 EVENT_SUBJECTS = 12

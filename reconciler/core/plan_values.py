@@ -48,6 +48,9 @@ class ObjectAction(StrEnum):
     CREATE = "create"
     UPDATE = "update"
     DELETE = "delete"
+    #: An update the server refuses as immutable, of an object that opts in to being deleted
+    #: and created again (``reconciler.dev/recreate: on-immutable``).
+    REPLACE = "replace"
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,7 @@ from reconciler.core.plan_values import (
     Occupants,
     Plan,
 )
+from reconciler.core.preflight import replaced
 from reconciler.core.render import RenderedObject, deletion_order, removal_order
 from reconciler.core.resolve import Inclusion, ResolvedModule, VersionSource
 from tests.support.lifecycle_helpers import repo
@@ -271,6 +272,9 @@ def test_every_module_action_has_a_case_that_produces_it(action: ModuleAction) -
 
 def test_every_object_action_is_produced_by_some_case() -> None:
     produced = {c.action for case in CASES.values() for c in case().changes}
+    # a replace is an update the server refused as immutable, marked after planning
+    drifted = _reconfigure()
+    produced |= {c.action for c in replaced(drifted, [c.ref for c in drifted.changes]).changes}
 
     assert produced == set(ObjectAction)
 
