@@ -100,5 +100,6 @@ def test_a_dry_run_apply_writes_nothing(target: Target) -> None:
 
     assert changed["data"] == {"a": "2"}
     kept = target.cluster.get(ObjectRef("v1", "ConfigMap", namespace, "kept"))
-    assert kept is not None and kept["data"] == {"a": "1"}
+    assert kept is not None
+    assert kept["data"] == {"a": "1"}
     assert target.cluster.get(ObjectRef("v1", "ConfigMap", namespace, "new")) is None

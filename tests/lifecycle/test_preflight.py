@@ -12,6 +12,7 @@ from typing import Any
 
 from reconciler.cli.report import plan_text
 from reconciler.cluster.memory import InMemoryCluster
+from reconciler.core.brake import Allowance, Limits, count_deletions, judge
 from reconciler.core.model import ConfigRepo, ModuleRef, ModuleVersion
 from reconciler.core.objects import ObjectRef
 from reconciler.core.plan_values import ObjectAction
@@ -37,11 +38,18 @@ def _job(image: str, *, recreate: bool = False) -> dict[str, Any]:
 
 def _widget_with(*extra: dict[str, Any], version: str = "1.0.0") -> ConfigRepo:
     """The catalog of tests.support.lifecycle_helpers, widget ``version`` shipping ``extra``."""
-    base = WIDGET.versions[version]
-    shipped = ModuleVersion(version, (*base.objects, *extra), base.default_configuration)
-    widget = replace(WIDGET, versions={**WIDGET.versions, version: shipped})
+    return _widget_shipping({version: extra}, version)
+
+
+def _widget_shipping(extras: dict[str, tuple[dict[str, Any], ...]], version: str) -> ConfigRepo:
+    """The catalog with each widget version of ``extras`` shipping its objects too; the runtime
+    on widget ``version``."""
+    versions = dict(WIDGET.versions)
+    for name, extra in extras.items():
+        base = versions[name]
+        versions[name] = ModuleVersion(name, (*base.objects, *extra), base.default_configuration)
     config = repo(ModuleRef("widget"), regular={"widget": version, "gadget": "1.0.0"})
-    return replace(config, modules={**config.modules, "widget": widget})
+    return replace(config, modules={**config.modules, "widget": replace(WIDGET, versions=versions)})
 
 
 def _status(result: Any, module: str = "widget") -> Any:
@@ -154,3 +162,21 @@ def test_a_pass_that_writes_nothing_dry_runs_nothing() -> None:
 
     assert _status(result).state is ModuleState.READY
     assert cluster.calls.get("dry-run", 0) == before.get("dry-run", 0)
+
+
+def test_an_upgrade_that_may_replace_an_object_counts_for_the_deletion_brake() -> None:
+    first = (_job("migrate:1", recreate=True),)
+    upgraded = _widget_shipping(
+        {"1.0.0": first, "2.0.0": (_job("migrate:2", recreate=True),)}, "2.0.0"
+    )
+    unchanged = _widget_shipping({"1.0.0": first, "2.0.0": first}, "2.0.0")
+    known = {"rt": {"widget": "1.0.0"}}
+
+    deletions = count_deletions(known, upgraded)
+    verdict = judge(deletions, Limits(max_deletions=0), Allowance())
+
+    assert deletions.recreates == (f"rt/widget/{JOB.kind}/{JOB.name}",)
+    assert deletions.count == 1
+    assert verdict.held
+    assert f"recreate rt/widget/{JOB.kind}/{JOB.name}" in verdict.message
+    assert count_deletions(known, unchanged).count == 0
