@@ -56,6 +56,7 @@ class Kube:
         self.api = k8s_config.new_client_from_config(config_file=str(kubeconfig))
         self.core = k8s_client.CoreV1Api(self.api)
         self.apps = k8s_client.AppsV1Api(self.api)
+        self.batch = k8s_client.BatchV1Api(self.api)
         self.crds = k8s_client.ApiextensionsV1Api(self.api)
         self.custom = k8s_client.CustomObjectsApi(self.api)
 
@@ -78,6 +79,9 @@ class Kube:
 
     def config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._read(lambda: self.core.read_namespaced_config_map(name, namespace))
+
+    def job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._read(lambda: self.batch.read_namespaced_job(name, namespace))
 
     def crd(self, name: str) -> dict[str, Any] | None:
         return self._read(lambda: self.crds.read_custom_resource_definition(name))
@@ -277,6 +281,8 @@ class TestModule:
     depends_on: tuple[str, ...] = ()
     requires_downtime: tuple[str, ...] = ()
     default: bool = False
+    #: Objects some versions ship besides the three (version -> objects), in their namespace.
+    extra: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
 
     @property
     def namespace(self) -> str:
@@ -315,7 +321,7 @@ class TestModule:
             "metadata": {"name": self.config_map(version)},
             "data": {"version": version},
         }
-        return [config_map, deployment, self.crd.body()]
+        return [config_map, deployment, *map(dict, self.extra.get(version, ())), self.crd.body()]
 
     def files(self) -> dict[str, str]:
         spec: dict[str, Any] = {
