@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from reconciler.core.objects import ObjectRef
+from reconciler.core.objects import ObjectRef, crd_kind
 from reconciler.core.plan_values import DesiredModule, ModulePlan, ObjectAction, ObjectChange, Plan
 from reconciler.core.preflight import (
     RECREATE_ANNOTATION,
@@ -71,7 +71,7 @@ class Preflight:
         )
         if unserved:
             raise UnservedKindError(unserved_message(module, unserved, self._served_as(unserved)))
-        now, later = self._judged_now(entry, bodies)
+        now, later = self._judged_now(entry, bodies, _applied_crds(entry, bodies))
         self.dry_run(module, bodies, now)
         return later
 
@@ -137,10 +137,15 @@ class Preflight:
         return False
 
     def _judged_now(
-        self, entry: ModulePlan, bodies: Mapping[ObjectRef, Mapping[str, Any]]
+        self,
+        entry: ModulePlan,
+        bodies: Mapping[ObjectRef, Mapping[str, Any]],
+        applied_crds: set[tuple[str, str]],
     ) -> tuple[list[ObjectChange], tuple[ObjectChange, ...]]:
         """The changes to dry-run: those the server can judge before anything is written, and
-        those it can judge only after stage 1 (a kind not served yet, a missing Namespace)."""
+        those it can judge only after stage 1 (a kind of a CRD this pass applies, a kind not
+        served yet, a missing Namespace). A kind of ``applied_crds`` is not looked up: on a
+        real server a kind discovery lacks costs a refresh of discovery."""
         now: list[ObjectChange] = []
         later: list[ObjectChange] = []
         for change in entry.changes:
@@ -148,7 +153,8 @@ class Preflight:
                 continue
             if change.default_configuration and change.action is ObjectAction.UPDATE:
                 continue
-            (now if self._judged_before_writes(change.ref) else later).append(change)
+            judged = (change.ref.group, change.ref.kind) not in applied_crds
+            (now if judged and self._judged_before_writes(change.ref) else later).append(change)
         return now, tuple(later)
 
     def _judged_before_writes(self, ref: ObjectRef) -> bool:
@@ -167,6 +173,17 @@ class Preflight:
             if info is not None:
                 found[ref] = info.api_version
         return found
+
+
+def _applied_crds(
+    entry: ModulePlan, bodies: Mapping[ObjectRef, Mapping[str, Any]]
+) -> set[tuple[str, str]]:
+    """(group, kind) of the CRDs the plan creates or updates: served only after stage 1."""
+    return {
+        crd_kind(bodies[c.ref])
+        for c in entry.changes
+        if c.ref.kind == "CustomResourceDefinition" and c.ref in bodies and c.action in _DRY_RUN
+    }
 
 
 def _immutable_message(version: str, ref: ObjectRef, error: Exception, written: str) -> str:
