@@ -345,3 +345,5 @@ def test_where_tokens_may_go() -> None:
     assert not named.allows("https://git.example.com:8443/api")  # not the port named
     assert not named.allows("https://api.github.com.evil.example/")
     assert not named.allows("http://127.0.0.1:9090/hook")
+    for broken in ("https://api.github.com[/x", "https://a]b/x", "https://[::1/x"):
+        assert not named.allows(broken)  # no usable host: no token (never an internal error)
