@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from reconciler.daemon.http import HttpServer
     from reconciler.daemon.service import Daemon
     from reconciler.notify.secrets import TokenHost
+    from reconciler.notify.transport import Network
     from reconciler.operations.model import Retention
     from reconciler.operations.store import StateStore
     from reconciler.source.git import GitCredentials
@@ -309,6 +310,8 @@ def daemon(
     trusted_keys_secret: str,
     notification_secrets_dir: Path | None,
     notification_token_hosts: tuple[TokenHost, ...],
+    notification_allowed_networks: tuple[Network, ...],
+    notification_timeout: float | None,
 ) -> None:
     """Follow a git ref and keep every runtime converged until SIGTERM.
 
@@ -371,7 +374,12 @@ def daemon(
             timeout=kube_timeout,
         ),
         state_url,
-        NotifyOptions(notification_secrets_dir, notification_token_hosts),
+        NotifyOptions(
+            notification_secrets_dir,
+            notification_token_hosts,
+            notification_allowed_networks,
+            notification_timeout,
+        ),
     )
 
 
