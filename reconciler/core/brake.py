@@ -120,15 +120,18 @@ def dropped_crds(repo: ConfigRepo, module: str, old: str, new: str) -> list[str]
 def recreated(repo: ConfigRepo, module: str, old: str, new: str) -> list[str]:
     """``Kind/ns/name`` of the objects version ``new`` of ``module`` may replace: they opt in
     to ``reconciler.dev/recreate: on-immutable`` and differ from ``old``'s (whether the server
-    refuses the change as immutable is known only at the sync: the brake counts the worst)."""
-    versions = repo.modules[module].versions
+    refuses the change as immutable is known only at the sync: the brake counts the worst),
+    or the module opts every object in (``spec.recreateOnImmutable``)."""
+    definition = repo.modules[module]
+    versions = definition.versions
     if old == new or old not in versions or new not in versions:
         return []
     before = {_identity(o): o for o in versions[old].objects}
     return sorted(
         ObjectRef.of(o).subject
         for o in versions[new].objects
-        if recreated_on_immutable(o) and _identity(o) in before and before[_identity(o)] != o
+        if recreated_on_immutable(o, definition.recreate_on_immutable)
+        and before.get(_identity(o), o) != o
     )
 
 

@@ -8,13 +8,14 @@ line. The lifecycle (:mod:`reconciler.lifecycle.preflight`) asks the cluster's d
 then dry-runs what the plan writes.
 
 The recreate rule: an object annotated ``reconciler.dev/recreate: on-immutable`` in its
-manifest, whose change the server refuses as immutable, is deleted and created again instead
-(:data:`RECREATE_ANNOTATION`; Flux's ``kustomize.toolkit.fluxcd.io/force: enabled`` and Argo
-CD's ``Replace=true,Force=true`` are the same opt-in). Never a CRD, a Namespace or a
-PersistentVolumeClaim (:data:`NEVER_RECREATED`: their deletion takes data along), nor the
-default configuration: validation refuses the annotation there. :func:`replaced` marks such a
-change of a plan as :attr:`~reconciler.core.plan_values.ObjectAction.REPLACE`. Callers: the
-lifecycle, the config validator, the deletion brake.
+manifest (or any object of a module with ``spec.recreateOnImmutable: true``), whose change the
+server refuses as immutable, is deleted and created again instead (:data:`RECREATE_ANNOTATION`;
+Flux's ``kustomize.toolkit.fluxcd.io/force: enabled`` and Argo CD's ``Replace=true,Force=true``
+are the same opt-in). Never a CRD, a Namespace or a PersistentVolumeClaim
+(:data:`NEVER_RECREATED`: their deletion takes data along), nor the default configuration:
+validation refuses the annotation there. :func:`replaced` marks such a change of a plan as
+:attr:`~reconciler.core.plan_values.ObjectAction.REPLACE`. Callers: the lifecycle, the config
+validator, the deletion brake.
 """
 
 from __future__ import annotations
@@ -46,10 +47,12 @@ def asks_recreate(body: Mapping[str, Any]) -> bool:
     return annotations.get(RECREATE_ANNOTATION) == RECREATE_ON_IMMUTABLE
 
 
-def recreated_on_immutable(body: Mapping[str, Any]) -> bool:
+def recreated_on_immutable(body: Mapping[str, Any], module_wide: bool = False) -> bool:
     """Whether ``body`` is replaced when the server refuses its change as immutable: it asks
-    for it and is no kind of :data:`NEVER_RECREATED`."""
-    return asks_recreate(body) and str(body.get("kind") or "") not in NEVER_RECREATED
+    for it, or its module does (``module_wide``: ``spec.recreateOnImmutable``), and it is no
+    kind of :data:`NEVER_RECREATED`."""
+    asked = module_wide or asks_recreate(body)
+    return asked and str(body.get("kind") or "") not in NEVER_RECREATED
 
 
 def with_dependencies(

@@ -111,7 +111,7 @@ class Preflight:
             ObjectRef.of(o.body): o.body
             for d in desired
             for o in d.objects
-            if recreated_on_immutable(o.body)
+            if recreated_on_immutable(o.body, d.module.recreate_on_immutable)
         }
         if not bodies:
             return the_plan

@@ -392,3 +392,20 @@ def test_the_default_configuration_is_never_recreated(make_repo: RepoFactory) ->
             "reconciler.dev/recreate (/metadata/annotations/reconciler.dev~1recreate)",
         )
     ]
+
+
+def test_a_module_opts_every_object_in_to_recreate_on_immutable(make_repo: RepoFactory) -> None:
+    root = _repo(make_repo, "")
+    module = root / "modules/alpha/module.yaml"
+    module.write_text(
+        module.read_text(encoding="utf-8").replace(
+            "spec:\n", "spec:\n  recreateOnImmutable: true\n"
+        ),
+        encoding="utf-8",
+    )
+
+    validation = load_repo(root)
+
+    assert validation.diagnostics == ()
+    assert validation.repo is not None
+    assert validation.repo.modules["alpha"].recreate_on_immutable

@@ -180,3 +180,26 @@ def test_an_upgrade_that_may_replace_an_object_counts_for_the_deletion_brake() -
     assert verdict.held
     assert f"recreate rt/widget/{JOB.kind}/{JOB.name}" in verdict.message
     assert count_deletions(known, unchanged).count == 0
+
+
+def test_a_module_wide_recreate_replaces_an_object_without_the_annotation() -> None:
+    cluster = InMemoryCluster()
+    extras = {"1.0.0": (_job("migrate:1"),), "2.0.0": (_job("migrate:2"),)}
+    config = _widget_shipping(extras, "1.0.0")
+    widget = replace(config.modules["widget"], recreate_on_immutable=True)
+    config = replace(config, modules={**config.modules, "widget": widget})
+    sync(cluster, config)
+    upgraded = replace(config, channels=_widget_shipping(extras, "2.0.0").channels)
+
+    deletions = count_deletions({"rt": {"widget": "1.0.0"}}, upgraded)
+    result = sync(cluster, upgraded)
+
+    # every object the upgrade changes may be refused as immutable: the brake counts the worst
+    assert deletions.recreates == (
+        f"rt/widget/{OPERATOR.kind}/{OPERATOR.name}",
+        f"rt/widget/{JOB.kind}/{JOB.name}",
+    )
+    assert _status(result).state is ModuleState.READY
+    done = {c.subject: c.action for c in result.outcome.changes}
+    assert done[JOB.subject] is ChangeAction.REPLACED
+    assert done[OPERATOR.subject] is ChangeAction.CONFIGURED
