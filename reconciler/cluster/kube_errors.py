@@ -6,7 +6,9 @@ does not serve becomes an UnknownKindError (a ``404 page not found``, no Status 
 status (Forbidden with what to check, Throttled with the server's Retry-After, a ServerError to
 retry otherwise), and a connection failure or a request that timed out a ServerError naming the
 server (never its credentials), the cause found in the exception chain, and what to check.
-Messages carry the status and the server's reason, bounded, never a body or a header.
+Messages carry the status and the server's reason, bounded, never a body or a header: a long
+reason (a value dumped whole) keeps each cause's field and its end, so ``field is immutable``
+shows, and such a refusal is an :class:`~reconciler.errors.ImmutableFieldError`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,10 @@ interface as the real adapter.
 It behaves like an API server where the product depends on it: resource versions that change only
 when an object changes, generation bumped by spec changes, uids, names validated as the server
 validates them (422: a DNS label, subdomain or path segment by kind), namespaces that must exist,
-kinds refused until their CRD is applied (and Established), finalizers and deletion timestamps,
+kinds refused until their CRD is applied (and Established) and in versions the server does not
+serve (a CRD's served versions; a built-in kind's as on Kubernetes 1.36: ``policy/v1beta1`` and
+the other removed APIs are refused), a change of a Job's ``spec.template`` refused as immutable
+(422, ``field is immutable``), finalizers and deletion timestamps,
 server-side apply that tracks the fields each manager owns and removes those a manager stopped
 applying, cascading deletion of a CRD's instances and a namespace's objects. Bodies have the
 shape a real server gives them, nulls included: a CRD is created with ``status.conditions: null``
@@ -15,7 +18,8 @@ are left out. A new Namespace gets the ``default`` ServiceAccount and the ``kube
 ConfigMap at once (kube-controller-manager's, asynchronous on a server). Refused as a server
 refuses them: a ConfigMap value that is no string (a 500, so a ServerError), and with
 ``require_selectors`` a workload without ``spec.selector`` (422). A dry-run apply answers a
-new object with a ``uid`` and creation time of its own, and no resource version. What the
+new object with a ``uid`` and creation time of its own, and no resource version; it stores
+nothing and is counted as ``dry-run``, not ``apply``, in ``calls``. What the
 server writes in its own words is stored so
 (:func:`~reconciler.core.serverform.server_form`: ``cpu: 1000m`` as ``1``, ``protocol: TCP``
 on ports). Tests can set status, and inject faults (errors, latency). Operator workloads become
@@ -127,7 +131,8 @@ BUILTIN_KINDS: tuple[KindInfo, ...] = (
 
 @dataclass(slots=True)
 class Fault:
-    """An injected failure: ``operation`` ("get", "list", "apply", "patch", "delete" or "*")
+    """An injected failure: ``operation`` ("get", "list", "apply", "dry-run", "patch", "delete"
+    or "*")
     raises ``error`` for the next ``times`` calls that ``match`` (all when ``match`` is None)."""
 
     operation: str

@@ -25,6 +25,7 @@ from reconciler.errors import (
     AccessError,
     ConflictError,
     ForbiddenError,
+    ImmutableFieldError,
     InvalidObjectError,
     NotFoundError,
     PermanentError,
@@ -79,6 +80,46 @@ def test_throttling_carries_the_servers_delay() -> None:
         raise _dynamic_error(429, "slow down", {"Retry-After": "17"})
 
     assert raised.value.retry_after == 17.0
+
+
+def _invalid(message: str, causes: list[dict[str, str]]) -> Exception:
+    error = ApiException(status=422, reason="Unprocessable Entity")
+    details = {"name": "x", "group": "batch", "kind": "Job", "causes": causes}
+    error.body = json.dumps({"kind": "Status", "message": message, "details": details})
+    error.headers = {}
+    try:
+        raise error
+    except ApiException as raised:
+        translate: Any = dynamic_exceptions.api_exception
+        result: Exception = translate(raised)
+        return result
+
+
+def test_a_long_refusal_keeps_each_causes_field_and_reason_after_a_dumped_value() -> None:
+    dump = "{" + ", ".join(f'"Field{i}": null' for i in range(200)) + "}"
+    causes = [
+        {"reason": "FieldValueInvalid", "field": "spec.template.spec",
+         "message": f"Invalid value: {dump}: field is immutable"},
+        {"reason": "FieldValueRequired", "field": "spec.selector", "message": "Required value"},
+    ]  # fmt: skip
+    message = f'Job.batch "x" is invalid: [spec.template.spec: Invalid value: {dump}: ...]'
+
+    with pytest.raises(ImmutableFieldError) as raised, translated("apply Job/ns/x"):
+        raise _invalid(message, causes)
+
+    text = str(raised.value)
+    assert text.startswith('apply Job/ns/x: 422 Job.batch "x" is invalid: spec.template.spec: ')
+    assert "field is immutable; spec.selector: Required value" in text
+    assert " ... " in text
+    assert len(text) < 400
+
+
+def test_a_short_refusal_is_kept_whole_and_is_no_immutable_error() -> None:
+    with pytest.raises(InvalidObjectError) as raised, translated("apply Job/ns/x"):
+        raise _invalid('Job.batch "x" is invalid: spec.selector: Required value', [])
+
+    assert not isinstance(raised.value, ImmutableFieldError)
+    assert str(raised.value).endswith('Job.batch "x" is invalid: spec.selector: Required value')
 
 
 def test_network_failures_are_transient() -> None:
