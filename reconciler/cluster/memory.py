@@ -132,8 +132,8 @@ BUILTIN_KINDS: tuple[KindInfo, ...] = (
 @dataclass(slots=True)
 class Fault:
     """An injected failure: ``operation`` ("get", "list", "apply", "dry-run", "patch", "delete"
-    or "*")
-    raises ``error`` for the next ``times`` calls that ``match`` (all when ``match`` is None)."""
+    or "*") raises ``error`` for the next ``times`` calls that ``match`` (all when ``match`` is
+    None)."""
 
     operation: str
     error: Exception
