@@ -2,10 +2,14 @@
 
 :class:`Installer` carries out a desired module's plan entry in stages:
 
-1. :meth:`~Installer.start` - the inventory's intent written before any object (a crash never
-   loses track of one), then the module's CRDs and Namespaces applied;
-2. :meth:`~Installer.wait_established` - a wait for those CRDs to be Established;
-3. :meth:`~Installer.apply_rest` - the module's other objects applied, in plan order;
+1. :meth:`~Installer.start` - the preflight (L14, :mod:`reconciler.lifecycle.preflight`:
+   every kind served or defined by a CRD, what the server can judge dry-run; a refusal fails
+   the module with nothing written), the inventory's intent written before any object (a crash
+   never loses track of one), then the module's CRDs and Namespaces applied;
+2. :meth:`~Installer.wait_established` - a wait for those CRDs to be Established, then
+   :meth:`~Installer.dry_run_rest`: what the server could judge only now dry-run;
+3. :meth:`~Installer.apply_rest` - the module's other objects applied, in plan order (a
+   replace: deleted, gone, created again);
 4. :meth:`~Installer.create_default_configuration` - created once, after the objects (L3);
 5. :meth:`~Installer.prune` - what the new version dropped, deleted or released, and the final
    inventory written;
