@@ -392,3 +392,36 @@ def test_the_diff_shows_the_waves_a_rollout_policy_would_make(history: Path) -> 
         "  1. canary (tier=dev): 1 runtime(s): a\n"
         "  2. everyone (the rest): 1 runtime(s): b\n"
     )
+
+
+def test_the_diff_shows_the_waves_in_force_when_the_head_drops_its_policy(history: Path) -> None:
+    settings = BASE_FILES["fleet/reconciler.yaml"].replace(
+        "spec: {channelsFrom: {path: ../channels}}",
+        "spec:\n  channelsFrom: {path: ../channels}\n  rollout:\n"
+        "    waves: [{name: first, selector: 'tier in (dev)'}, {name: everyone}]\n",
+    )
+    labelled = runtime_yaml("a", "regular", "[{name: widget}, {name: gadget}]").replace(
+        "metadata: {name: a}", "metadata: {name: a, labels: {tier: dev}}"
+    )
+    write_tree(history, {"fleet/reconciler.yaml": settings, "fleet/runtimes/a.yaml": labelled})
+    git(history, "add", "-A")
+    git(history, "commit", "-qm", "policy")
+    write_tree(
+        history,
+        {
+            "fleet/reconciler.yaml": BASE_FILES["fleet/reconciler.yaml"],
+            "channels/regular.yaml": channel_yaml(
+                "regular", {"widget": "2.0.0", "gadget": "1.0.0"}
+            ),
+        },
+    )
+
+    result = _diff(history)
+
+    assert result.exit_code == 1, result.output
+    assert result.output.endswith(
+        "rollout waves (spec.rollout in force at the base, each healthy for 10m):\n"
+        "  1. first (tier in (dev)): 1 runtime(s): a\n"
+        "  2. everyone (the rest): 1 runtime(s): b\n"
+        "  (the head's own spec.rollout applies to the rollouts after this one)\n"
+    )
