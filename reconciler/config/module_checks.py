@@ -14,6 +14,7 @@ from reconciler.config.builders import module_from
 from reconciler.config.credentials import find_inline_credentials
 from reconciler.config.document_checks import DocumentChecks
 from reconciler.config.manifests import operator_version_problems
+from reconciler.config.overlays import overlay_problems
 from reconciler.config.raw import RawFile, RawModule, RawVersion
 from reconciler.config.sources import source_problems
 from reconciler.config.templates import (
@@ -80,12 +81,15 @@ class ModuleChecks:
 
     def templated_version(self, raw: RawVersion, kind: ModuleKind) -> ModuleVersion:
         """A chart, overlay or source version: its files and ``values.yaml``, checked for
-        credentials (C6); its objects are rendered per runtime after resolution."""
+        credentials (C6), an overlay's for files outside its folder (C6); its objects are
+        rendered per runtime after resolution."""
         values, problems = values_mapping(raw.values, "values.yaml")
         self.docs.diagnostics.extend(problems)
         if values is not None:
             self.docs.diagnostics.extend(find_inline_credentials(values, self.docs.budget))
             self.docs.value_documents[values.path] = values
+        if kind is ModuleKind.KUSTOMIZE and raw.template is not None:
+            self.docs.diagnostics.extend(overlay_problems(raw.template.files, raw.template.root))
         default = self.default_configuration(raw.default)
         template = template_source(raw, kind, values)
         return ModuleVersion(raw.name, (), default, kind=kind, template=template)

@@ -337,6 +337,35 @@ def _headers(stdout: str) -> Iterator[tuple[str, str, str]]:
             yield match.group(1), match.group(2), match.group(3)
 
 
+def test_render_refuses_an_overlay_naming_a_url_and_never_asks_it(tmp_path: Path) -> None:
+    import shutil
+
+    from tests.support.http_fakes import CountingServer
+
+    shutil.copytree(ROOT / "channels", tmp_path / "channels")
+    shutil.copytree(SAMPLE, tmp_path / "fleet")
+    overlay = tmp_path / "fleet" / "modules" / "status-board" / "1.0.0" / "kustomization.yaml"
+    served = CountingServer(b"internal: secret\n")
+    try:
+        leak = f"  - name: leak\n    files:\n      - {served.url}/secret.txt\n"
+        text = overlay.read_text().replace("configMapGenerator:\n", "configMapGenerator:\n" + leak)
+        overlay.write_text(text)
+        args = ("--runtime", "dev-sandbox", "--module", "status-board")
+        result = _invoke("render", tmp_path / "fleet", *args)
+    finally:
+        served.close()
+
+    assert result.exit_code == 1, result.output
+    assert served.requests == []
+    assert "internal: secret" not in result.output
+    line, column = _where(text, served.url)
+    found = DIAGNOSTIC.match(result.stderr.splitlines()[0])
+    assert found is not None, result.stderr
+    assert found["path"].endswith("modules/status-board/1.0.0/kustomization.yaml")
+    assert (int(found["line"]), int(found["column"]), found["rule"]) == (line, column, "C6")
+    assert found["pointer"] == "/configMapGenerator/0/files/0"
+
+
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_render_every_sample_runtime(runtime: str) -> None:
     expected = {module: version for module, (version, _) in SAMPLE_RUNS[runtime].items()}
