@@ -16,6 +16,7 @@ from reconciler.config.document_checks import DocumentChecks
 from reconciler.config.manifests import operator_version_problems
 from reconciler.config.overlays import overlay_problems
 from reconciler.config.raw import RawFile, RawModule, RawVersion
+from reconciler.config.schema_refs import schema_reference_problems
 from reconciler.config.sources import source_problems
 from reconciler.config.templates import (
     declared_kind_problem,
@@ -81,8 +82,8 @@ class ModuleChecks:
 
     def templated_version(self, raw: RawVersion, kind: ModuleKind) -> ModuleVersion:
         """A chart, overlay or source version: its files and ``values.yaml``, checked for
-        credentials (C6), an overlay's for files outside its folder (C6); its objects are
-        rendered per runtime after resolution."""
+        credentials (C6), an overlay's for files outside its folder and a chart's schemas for
+        references outside them (C6); its objects are rendered per runtime after resolution."""
         values, problems = values_mapping(raw.values, "values.yaml")
         self.docs.diagnostics.extend(problems)
         if values is not None:
@@ -90,6 +91,9 @@ class ModuleChecks:
             self.docs.value_documents[values.path] = values
         if kind is ModuleKind.KUSTOMIZE and raw.template is not None:
             self.docs.diagnostics.extend(overlay_problems(raw.template.files, raw.template.root))
+        if kind is ModuleKind.CHART and raw.template is not None:
+            files, root = raw.template.files, raw.template.root
+            self.docs.diagnostics.extend(schema_reference_problems(files, root))
         default = self.default_configuration(raw.default)
         template = template_source(raw, kind, values)
         return ModuleVersion(raw.name, (), default, kind=kind, template=template)
