@@ -128,29 +128,18 @@ _NAMED_BY_FIELD: dict[str, dict[str, Any]] = {
     },
     "patchesStrategicMerge": {"resources": ["base"], "patchesStrategicMerge": ["URL/p.yaml"]},
     "replacements": {"resources": ["base"], "replacements": [{"path": "URL/r.yaml"}]},
-    "configMapGenerator.files": {
-        "resources": ["base"],
-        "configMapGenerator": [{"name": "leak", "files": ["URL/secret.txt"]}],
-    },
-    "configMapGenerator.files key=": {
-        "resources": ["base"],
-        "configMapGenerator": [{"name": "leak", "files": ["secret.txt=URL/secret.txt"]}],
-    },
-    "configMapGenerator.envs": {
-        "resources": ["base"],
-        "configMapGenerator": [{"name": "leak", "envs": ["URL/x.env"]}],
-    },
-    "configMapGenerator.env": {
-        "resources": ["base"],
-        "configMapGenerator": [{"name": "leak", "env": "URL/x.env"}],
-    },
-    "secretGenerator.files": {
-        "resources": ["base"],
-        "secretGenerator": [{"name": "leak", "files": ["URL/secret.txt"]}],
-    },
-    "secretGenerator.envs": {
-        "resources": ["base"],
-        "secretGenerator": [{"name": "leak", "envs": ["URL/x.env"]}],
+    **{
+        f"{generator}.{field}{suffix}": {
+            "resources": ["base"],
+            generator: [{"name": "leak", field: named}],
+        }
+        for generator in ("configMapGenerator", "secretGenerator")
+        for field, suffix, named in (
+            ("files", "", ["URL/secret.txt"]),
+            ("files", " key=", ["secret.txt=URL/secret.txt"]),
+            ("envs", "", ["URL/x.env"]),
+            ("env", "", "URL/x.env"),
+        )
     },
     "openapi": {"resources": ["base"], "openapi": {"path": "URL/schema.json"}},
     "generators": {"resources": ["base"], "generators": ["URL/generator.yaml"]},

@@ -19,6 +19,19 @@ Route = Callable[[str, str, dict[str, Any]], Answer]
 NOT_FOUND: Answer = (404, {"kind": "Status", "code": 404, "reason": "NotFound"})
 
 
+def serve_on_loopback(handler: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, str]:
+    """A server of ``handler`` on a free port of 127.0.0.1, serving in a thread; its URL."""
+    http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    return http, f"http://127.0.0.1:{http.server_port}"
+
+
+def close_server(http: ThreadingHTTPServer) -> None:
+    """Stop serving and close the port."""
+    http.shutdown()
+    http.server_close()
+
+
 class JsonServer:
     """Serves ``route(method, path, body)`` until :meth:`close`; every request is kept in
     :attr:`requests` as ``METHOD path``."""
@@ -45,14 +58,11 @@ class JsonServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.http.server_port}"
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        self.http, self.url = serve_on_loopback(Handler)
 
     def close(self) -> None:
         """Stop serving and close the port."""
-        self.http.shutdown()
-        self.http.server_close()
+        close_server(self.http)
 
 
 def write_kubeconfig(folder: Path, url: str) -> Path:
@@ -116,11 +126,8 @@ class CountingServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.http.server_port}"
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        self.http, self.url = serve_on_loopback(Handler)
 
     def close(self) -> None:
         """Stop serving and close the port."""
-        self.http.shutdown()
-        self.http.server_close()
+        close_server(self.http)
