@@ -14,6 +14,7 @@ from tests.support.charts import chart_module_files
 from tests.support.daemons import poll_and_reconcile
 from tests.support.daemons import served as world
 from tests.support.fleet_history import runtime_yaml
+from tests.support.http_fakes import CountingServer
 from tests.support.repos import API, dump
 
 __all__ = ["world"]  # the fixture (tests.support.daemons.served)
@@ -70,3 +71,35 @@ def test_chart_values_reach_the_clusters_and_a_refused_value_changes_nothing(
     assert error["rule"] == "C9"
     assert error["pointer"] == "/spec/values/web/size"
     assert "'huge' is not one of" in error["message"]
+
+
+def test_a_commit_whose_chart_schema_names_a_url_is_refused_before_anything_is_fetched(
+    world: Any,
+) -> None:
+    """The schema's reference is refused by rule (C6) while the commit is judged: no request
+    reaches the host it names, and the commit in force stays."""
+    fleet, _, daemon, clusters = world
+    chart = {f"fleet/{k}": v for k, v in chart_module_files("web").items()}
+    chart["fleet/modules/web/1.0.0/chart/values.schema.json"] = json.dumps(SCHEMA)
+    entries = "[{name: widget}, {name: gadget}, {name: web}]"
+    runtime = {"fleet/runtimes/a.yaml": runtime_yaml("a", "regular", entries)}
+    fleet.commit("web", {**chart, "channels/regular.yaml": _channel("medium"), **runtime})
+    assert poll_and_reconcile(daemon)
+    good, writes = daemon.state.commit, clusters["a"].writes
+    served = CountingServer(json.dumps({"enum": ["medium"]}).encode())
+    try:
+        fetching = {"type": "object", "properties": {"size": {"$ref": f"{served.url}/s.json"}}}
+        path = "fleet/modules/web/1.0.0/chart/values.schema.json"
+        bad = fleet.commit("schema from elsewhere", {path: json.dumps(fetching)})
+        assert not poll_and_reconcile(daemon)
+    finally:
+        served.close()
+
+    assert served.requests == []
+    assert daemon.state.commit == good
+    assert clusters["a"].writes == writes
+    refused = daemon.status()["source"]["refused"]
+    assert refused["commit"] == bad
+    (error,) = refused["errors"]
+    assert (error["rule"], error["pointer"]) == ("C6", "/properties/size/$ref")
+    assert error["path"].endswith("chart/values.schema.json")
