@@ -102,8 +102,8 @@ def test_a_crd_stays_terminating_while_an_instance_of_it_is_held(target: Target)
     api_version = f"{target.group}/v1"
     wait_until(lambda: is_established(target.cluster.get(crd) or {}))
     wait_until(lambda: target.cluster.kind_info(api_version, "Gizmo") is not None)
-    gizmo = {"apiVersion": api_version, "kind": "Gizmo", "metadata": {"name": "g"}}
-    gizmo["metadata"]["namespace"] = namespace
+    metadata = {"name": "g", "namespace": namespace}
+    gizmo: dict[str, Any] = {"apiVersion": api_version, "kind": "Gizmo", "metadata": metadata}
     instance = ObjectRef.of(target.cluster.apply(_held(gizmo), field_manager=MANAGER))
     with _released_at_the_end(target, instance):
         target.cluster.delete(crd)
