@@ -18,9 +18,11 @@ from tests.support.e2e_world import World
 CLEANUP = "e2e.example.io/cleanup"
 
 
-def _installed(world: World, module: TestModule) -> str:
-    """A runtime running ``module`` (Ready), its default configuration held by a finalizer."""
+def _installed(world: World) -> tuple[TestModule, str]:
+    """A module with a default configuration and a runtime running it (Ready), the default
+    configuration held by a finalizer: the module and the runtime."""
     fleet, kube = world.fleet, world.kube
+    module = fleet.module("app", default=True)
     fleet.channel[module.name] = "1.0.0"
     runtime = fleet.runtime("rt", [{"name": module.name}])
     assert world.sync().exit_code == 0
@@ -30,7 +32,7 @@ def _installed(world: World, module: TestModule) -> str:
     assert world.status(runtime)[module.name]["state"] == "Ready"
     hold = {"metadata": {"finalizers": [CLEANUP]}}
     kube.patch_resource(module.crd, module.namespace, "default", hold)
-    return runtime
+    return module, runtime
 
 
 @contextmanager
@@ -63,9 +65,8 @@ def _held_text(module: TestModule) -> str:
 def test_a_removal_waits_for_the_default_configuration_its_finalizer_holds(
     world: World,
 ) -> None:
+    app, runtime = _installed(world)
     fleet, kube = world.fleet, world.kube
-    app = fleet.module("app", default=True)
-    runtime = _installed(world, app)
     fleet.runtimes[runtime]["modules"] = []
 
     with _released_at_the_end(world, app):
@@ -100,9 +101,8 @@ def test_a_removal_waits_for_the_default_configuration_its_finalizer_holds(
 def test_a_deprovision_waits_for_the_default_configuration_its_finalizer_holds(
     world: World,
 ) -> None:
+    app, runtime = _installed(world)
     fleet, kube = world.fleet, world.kube
-    app = fleet.module("app", default=True)
-    runtime = _installed(world, app)
     fleet.runtimes.pop(runtime)
 
     with _released_at_the_end(world, app):

@@ -50,15 +50,21 @@ def _terminating(cluster: InMemoryCluster, ref: ObjectRef) -> bool:
     return found is not None and bool(found["metadata"].get("deletionTimestamp"))
 
 
-def test_a_removal_waits_until_the_default_configuration_its_finalizer_holds_is_gone() -> None:
+def _removed_while_held(ref: ObjectRef) -> tuple[InMemoryCluster, SyncResult, str]:
+    """widget installed, ``ref`` held by a finalizer, widget removed from git: the cluster,
+    the removal's result and its message (the module Deleting, WaitingForResources)."""
     cluster = InMemoryCluster()
     sync(cluster, repo(ModuleRef("widget")))
-    _hold(cluster, DEFAULT)
-
+    _hold(cluster, ref)
     first = sync(cluster, repo())
-
     state, reason, message = _widget(first)
     assert (state, reason) == (ModuleState.DELETING, "WaitingForResources")
+    return cluster, first, message
+
+
+def test_a_removal_waits_until_the_default_configuration_its_finalizer_holds_is_gone() -> None:
+    cluster, first, message = _removed_while_held(DEFAULT)
+
     assert f"Widget/{NAMESPACE}/default is being deleted, waiting for finalizers {CLEANUP}" in (
         message
     )
@@ -105,14 +111,8 @@ def test_a_finalizer_put_after_the_plan_still_holds_the_operator_back() -> None:
 
 
 def test_an_object_of_the_module_held_by_a_finalizer_keeps_the_module_deleting() -> None:
-    cluster = InMemoryCluster()
-    sync(cluster, repo(ModuleRef("widget")))
-    _hold(cluster, EXTRA)
+    cluster, _, message = _removed_while_held(EXTRA)
 
-    first = sync(cluster, repo())
-
-    state, reason, message = _widget(first)
-    assert (state, reason) == (ModuleState.DELETING, "WaitingForResources")
     assert f"ConfigMap/{NAMESPACE}/widget-extra is being deleted, waiting for finalizers" in message
     assert "the removal finishes once they are gone" in message
     assert cluster.get(INVENTORY) is not None, "kept until what it deleted is gone"
