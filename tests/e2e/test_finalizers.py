@@ -57,6 +57,21 @@ def _default(world: World, module: TestModule) -> dict[str, Any]:
     return found
 
 
+def _sync_until_named(world: World, runtime: str, text: str) -> str:
+    """Sync until the output names ``text`` (a server still filling its cache of a new kind
+    answers 429 at first: the operation retries then); the output that named it."""
+    outputs: list[str] = []
+
+    def names_it() -> bool:
+        result = world.sync("--allow-deletions", runtime)
+        assert result.exit_code in (0, 1), result.output
+        outputs.append(result.output)
+        return text in result.output
+
+    until(names_it, f"a sync of {runtime} names {text}")
+    return outputs[-1]
+
+
 def _held_text(module: TestModule) -> str:
     subject = f"{module.crd.kind}/{module.namespace}/default"
     return f"{subject} is being deleted, waiting for finalizers {CLEANUP}"
@@ -70,10 +85,8 @@ def test_a_removal_waits_for_the_default_configuration_its_finalizer_holds(
     fleet.runtimes[runtime]["modules"] = []
 
     with _released_at_the_end(world, app):
-        held = world.sync("--allow-deletions", runtime)
+        _sync_until_named(world, runtime, _held_text(app))
 
-        assert held.exit_code in (0, 1), held.output
-        assert _held_text(app) in held.output
         assert _default(world, app)["metadata"]["deletionTimestamp"]
         assert kube.deployment(app.namespace, app.operator) is not None, "it removes finalizers"
         crd = kube.crd(app.crd.name)
@@ -106,13 +119,7 @@ def test_a_deprovision_waits_for_the_default_configuration_its_finalizer_holds(
     fleet.runtimes.pop(runtime)
 
     with _released_at_the_end(world, app):
-        # (a server still filling its cache of a kind may answer 429 first: the step retries)
-        def waits_naming_it() -> bool:
-            waiting = world.sync("--allow-deletions", runtime)
-            assert waiting.exit_code == 0, waiting.output
-            return _held_text(app) in waiting.output
-
-        until(waits_naming_it, f"the deprovision waits for {_held_text(app)}")
+        _sync_until_named(world, runtime, _held_text(app))
         operation = world.reconciler_json("operations", "list", "--runtime", runtime)["items"][0]
         assert (operation["type"], operation["state"]) == ("deprovision", "in progress")
         steps = {t["name"]: t for s in operation["stages"] for t in s["steps"]}
@@ -132,3 +139,49 @@ def test_a_deprovision_waits_for_the_default_configuration_its_finalizer_holds(
         until(lambda: kube.crd(app.crd.name) is None, f"CRD {app.crd.name} gone")
         statuses = world.reconciler_json("status")["items"]
         assert runtime not in [item["runtime"] for item in statuses]
+
+
+def test_an_object_of_the_module_still_terminating_keeps_the_module_deleting(
+    world: World,
+) -> None:
+    """The module's own ConfigMap carries a finalizer (of some controller's): the removal
+    deletes everything, and the module is gone only once the server shows the ConfigMap gone."""
+    fleet, kube = world.fleet, world.kube
+    app = fleet.module("app")
+    fleet.channel[app.name] = "1.0.0"
+    runtime = fleet.runtime("rt", [{"name": app.name}])
+    assert world.sync().exit_code == 0
+    kube.make_available(app.namespace, app.operator)
+    assert world.sync().exit_code == 0
+    assert world.status(runtime)[app.name]["state"] == "Ready"
+    settings = app.config_map("1.0.0")
+    kube.core.patch_namespaced_config_map(
+        settings, app.namespace, {"metadata": {"finalizers": [CLEANUP]}}
+    )
+    fleet.runtimes[runtime]["modules"] = []
+    held = (
+        f"ConfigMap/{app.namespace}/{settings} is being deleted, waiting for finalizers {CLEANUP}"
+    )
+    try:
+        first = _sync_until_named(world, runtime, held)
+
+        assert "the removal finishes once they are gone" in first
+        module = world.status(runtime)[app.name]
+        assert (module["state"], module["reason"]) == ("Deleting", "WaitingForResources")
+        assert kube.deployment(app.namespace, app.operator) is None
+        assert kube.config_map(fleet.system_namespace, f"inventory-{app.name}") is not None
+
+        kube.core.patch_namespaced_config_map(
+            settings, app.namespace, {"metadata": {"finalizers": None}}
+        )
+        done = world.sync("--allow-deletions", runtime)
+
+        assert done.exit_code == 0, done.output
+        assert kube.config_map(app.namespace, settings) is None
+        assert kube.config_map(fleet.system_namespace, f"inventory-{app.name}") is None
+        assert all(m["state"] is None for m in world.status(runtime).values())
+    finally:
+        if kube.config_map(app.namespace, settings) is not None:
+            kube.core.patch_namespaced_config_map(
+                settings, app.namespace, {"metadata": {"finalizers": None}}
+            )
