@@ -7,6 +7,7 @@ by ``diff`` as a replace. On the in-memory cluster (the real server: tests/e2e/t
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -41,7 +42,7 @@ def _widget_with(*extra: dict[str, Any], version: str = "1.0.0") -> ConfigRepo:
     return _widget_shipping({version: extra}, version)
 
 
-def _widget_shipping(extras: dict[str, tuple[dict[str, Any], ...]], version: str) -> ConfigRepo:
+def _widget_shipping(extras: Mapping[str, Sequence[dict[str, Any]]], version: str) -> ConfigRepo:
     """The catalog with each widget version of ``extras`` shipping its objects too; the runtime
     on widget ``version``."""
     versions = dict(WIDGET.versions)
