@@ -37,10 +37,14 @@ from reconciler.errors import (
 
 
 def _dynamic_error(
-    status: int, message: str = "boom", headers: dict[str, str] | None = None
+    status: int,
+    message: str = "boom",
+    headers: dict[str, str] | None = None,
+    details: dict[str, Any] | None = None,
 ) -> Exception:
     error = ApiException(status=status, reason="Reason")
-    error.body = json.dumps({"kind": "Status", "message": message, "details": {"x": "s3cr3t"}})
+    details = {"x": "s3cr3t"} if details is None else details
+    error.body = json.dumps({"kind": "Status", "message": message, "details": details})
     error.headers = headers or {}
     try:
         raise error
@@ -83,16 +87,8 @@ def test_throttling_carries_the_servers_delay() -> None:
 
 
 def _invalid(message: str, causes: list[dict[str, str]]) -> Exception:
-    error = ApiException(status=422, reason="Unprocessable Entity")
     details = {"name": "x", "group": "batch", "kind": "Job", "causes": causes}
-    error.body = json.dumps({"kind": "Status", "message": message, "details": details})
-    error.headers = {}
-    try:
-        raise error
-    except ApiException as raised:
-        translate: Any = dynamic_exceptions.api_exception
-        result: Exception = translate(raised)
-        return result
+    return _dynamic_error(422, message, details=details)
 
 
 def test_a_long_refusal_keeps_each_causes_field_and_reason_after_a_dumped_value() -> None:
