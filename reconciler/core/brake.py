@@ -1,12 +1,13 @@
 """The deletion brake (S5): count what a sync would delete and decide whether it may (pure).
 
 Every path that deletes asks here first: ``reconciler sync`` and the daemon (against what the
-clusters' inventories hold, the runtimes and modules the state store knows and, for the daemon,
-the commit in force) and ``operations retrigger``. A deletion is a runtime that left git, a
-module that left a runtime, or a CustomResourceDefinition that a module's new version no longer
-ships. More deletions than ``spec.deletionBrake.maxDeletionsPerSync`` hold the whole sync until
-an explicit allow; a repo that removes every runtime the store knows is always held unless the
-allow names the count or the runtimes.
+clusters' inventories hold, the runtimes and modules the state store knows and, for the daemon, the
+commit in force) and ``operations retrigger``. A deletion is a runtime that left git, a module that
+left a runtime, or a CustomResourceDefinition that a module's new version no longer ships (not one
+marked to be kept: it is released, never deleted). More deletions than
+``spec.deletionBrake.maxDeletionsPerSync`` hold the whole sync until an explicit allow; a repo that
+removes every runtime the store knows is always held unless the allow names the count or the
+runtimes.
 
 A commit never loosens the brake that judges it: its :class:`Limits` are bounded by those in
 force (:func:`limits_for`: the last accepted commit's, or the built-in defaults when none is
@@ -20,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from reconciler.core.model import ConfigRepo, Settings
+from reconciler.core.model import ConfigRepo, Settings, keep_mark
 from reconciler.core.resolve import resolve_runtime
 
 #: How many deletions a message names.
@@ -96,19 +97,21 @@ def count_deletions(
 
 def dropped_crds(repo: ConfigRepo, module: str, old: str, new: str) -> list[str]:
     """CRDs that version ``old`` of ``module`` ships and ``new`` does not (an upgrade deletes
-    them, and with them every custom resource of their kinds, once none is left)."""
+    them, and with them every custom resource of their kinds, once none is left); one that
+    ``old`` marks to be kept (``reconciler.dev/prune: disabled``) is released, not deleted."""
     versions = repo.modules[module].versions
     if old == new or old not in versions or new not in versions:
         return []
-    before, after = (_crd_names(versions[v].objects) for v in (old, new))
-    return sorted(before - after)
+    before = _crd_names(versions[old].objects, kept=False)
+    return sorted(before - _crd_names(versions[new].objects))
 
 
-def _crd_names(objects: Sequence[Mapping[str, Any]]) -> set[str]:
+def _crd_names(objects: Sequence[Mapping[str, Any]], *, kept: bool = True) -> set[str]:
+    """Names of the CRDs among ``objects`` (without those marked to be kept, unless ``kept``)."""
     return {
         str((o.get("metadata") or {}).get("name") or "")
         for o in objects
-        if o.get("kind") == "CustomResourceDefinition"
+        if o.get("kind") == "CustomResourceDefinition" and (kept or keep_mark(o) is None)
     }
 
 

@@ -291,7 +291,7 @@ class Installer:
         changes: Sequence[ObjectChange],
     ) -> None:
         for change in changes:
-            self.writer.apply(bodies[change.ref])
+            self.writer.apply(bodies[change.ref], take_over=change.takeover)
             self.changes.note(module, change.ref, _APPLIED[change.action])
 
     def _note_unchanged(
