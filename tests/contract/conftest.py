@@ -23,7 +23,7 @@ def target(request: pytest.FixtureRequest) -> Iterator[Target]:
     from reconciler.cluster.kube import KubeCluster, k8s_config
 
     api_client = k8s_config.new_client_from_config(config_file=str(control_plane.kubeconfig))
-    target = Target(KubeCluster(api_client, name="contract"), real=True)
+    target = Target(KubeCluster(api_client, name="contract"), real=True, api=api_client)
     try:
         yield target
     finally:
