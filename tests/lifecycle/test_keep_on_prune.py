@@ -132,8 +132,8 @@ def test_a_module_removed_leaves_what_helm_keeps_and_deletes_the_rest() -> None:
 def test_a_kept_crd_with_custom_resources_left_is_released_at_once() -> None:
     cluster = InMemoryCluster()
     sync(cluster, _repo("1.0.0", keep_crd=True))
-    mine = {"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": "w"}}
-    mine["metadata"]["namespace"] = NAMESPACE
+    metadata = {"name": "w", "namespace": NAMESPACE}
+    mine = {"apiVersion": "example.io/v1", "kind": "Widget", "metadata": metadata}
     cluster.apply(mine, field_manager="kubectl")
     without_crd = _repo("2.0.0", keep_crd=True)
     widget = without_crd.modules["widget"]
