@@ -93,6 +93,8 @@ def taken_over(entries: list[Mapping[str, Any]], manager: str) -> list[dict[str,
     annotations = metadata.get("f:annotations") or {}
     if annotations.pop(_LAST_APPLIED_FIELD, None) is not None and not annotations:
         metadata.pop("f:annotations", None)
+        if not metadata:
+            fields.pop("f:metadata", None)
     target.update(manager=manager, operation="Apply", fieldsV1=fields)
     kept = [dict(e) for e in entries if not _former(e) and e is not ours]
     return [target, *kept]
