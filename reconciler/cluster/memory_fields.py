@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from reconciler.core.enforce import value_at
+from reconciler.core.enforce import has_value_at, value_at
 from reconciler.core.objects import Body, ObjectRef
 from reconciler.errors import ConflictError
 
@@ -75,7 +75,7 @@ def patched(existing: Stored, merge_patch: Mapping[str, Any]) -> Stored:
     owners, updaters = existing.owners, existing.updaters
     if entries:
         owners, updaters = owners_of(entries)
-    kept = {m: {p for p in paths if has_path(body, p)} for m, paths in owners.items()}
+    kept = {m: {p for p in paths if has_value_at(body, p)} for m, paths in owners.items()}
     kept = {m: p for m, p in kept.items() if p}
     return Stored(body, kept, {m for m in updaters if m in kept})
 
@@ -92,15 +92,6 @@ def owners_of(entries: Sequence[Mapping[str, Any]]) -> tuple[dict[str, set[Field
         if entry.get("operation") == "Update":
             updaters.add(manager)
     return owners, updaters
-
-
-def has_path(body: Any, path: FieldPath) -> bool:
-    """Whether ``body`` has a field at ``path``."""
-    for step in path:
-        if not isinstance(body, Mapping) or step not in body:
-            return False
-        body = body[step]
-    return True
 
 
 OMITTED_WHEN_EMPTY = ("labels", "annotations", "finalizers", "ownerReferences")

@@ -5,11 +5,7 @@ labels and annotation and out of the inventory, reported ``kept``; the others ar
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from reconciler.core.inventory import inventory_ref
 from reconciler.core.model import (
@@ -22,18 +18,6 @@ from reconciler.core.objects import ObjectRef
 from reconciler.core.status import ChangeAction
 from reconciler.lifecycle.executor import SyncResult
 from tests.support.contract_modules import OPERATOR, WidgetFleet
-from tests.support.contract_targets import Target
-from tests.support.kube_control_plane import ControlPlane
-from tests.support.kube_workloads import deployments_made_available
-
-
-@pytest.fixture
-def fleet(target: Target, request: pytest.FixtureRequest) -> Iterator[WidgetFleet]:
-    with contextlib.ExitStack() as stack:
-        if target.real:
-            plane: ControlPlane = request.getfixturevalue("kube_control_plane")
-            stack.enter_context(deployments_made_available(plane.kubeconfig))
-        yield WidgetFleet(target)
 
 
 def _config_map(fleet: WidgetFleet, name: str, **annotations: str) -> dict[str, Any]:

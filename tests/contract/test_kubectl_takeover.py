@@ -7,8 +7,6 @@ is adopted (L6) and taken over, and a field its next version drops is removed fr
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,20 +19,8 @@ from tests.support.contract_modules import WidgetFleet, operator
 from tests.support.contract_targets import (
     KUBECTL_CLIENT_SIDE,
     LAST_APPLIED,
-    Target,
     create_client_side,
 )
-from tests.support.kube_control_plane import ControlPlane
-from tests.support.kube_workloads import deployments_made_available
-
-
-@pytest.fixture
-def fleet(target: Target, request: pytest.FixtureRequest) -> Iterator[WidgetFleet]:
-    with contextlib.ExitStack() as stack:
-        if target.real:
-            plane: ControlPlane = request.getfixturevalue("kube_control_plane")
-            stack.enter_context(deployments_made_available(plane.kubeconfig))
-        yield WidgetFleet(target)
 
 
 def _settings(fleet: WidgetFleet, **data: str) -> dict[str, Any]:

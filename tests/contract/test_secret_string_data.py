@@ -6,19 +6,13 @@ Secret written so is no drift, and is not applied again by the next sync; no val
 from __future__ import annotations
 
 import base64
-import contextlib
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from reconciler.cli.report import plan_text
 from reconciler.core.objects import ObjectRef
 from reconciler.core.status import ChangeAction
 from tests.support.contract_modules import WidgetFleet
 from tests.support.contract_targets import MANAGER, Target, apply_namespace
-from tests.support.kube_control_plane import ControlPlane
-from tests.support.kube_workloads import deployments_made_available
 
 PASSWORD = "pa55-w0rd-never-shown"
 
@@ -52,15 +46,6 @@ def test_string_data_is_stored_in_data_and_a_second_apply_changes_nothing(
     }
     again = target.cluster.apply(_secret(namespace), field_manager=MANAGER)
     assert again["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
-
-
-@pytest.fixture
-def fleet(target: Target, request: pytest.FixtureRequest) -> Iterator[WidgetFleet]:
-    with contextlib.ExitStack() as stack:
-        if target.real:
-            plane: ControlPlane = request.getfixturevalue("kube_control_plane")
-            stack.enter_context(deployments_made_available(plane.kubeconfig))
-        yield WidgetFleet(target)
 
 
 def test_a_modules_secret_written_with_string_data_is_no_drift(fleet: WidgetFleet) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from reconciler.core.fielddiff import MASK
 from reconciler.core.takeover import LAST_APPLIED, takeover_fields, takeover_patch
 
-LAST_APPLIED_FIELD = {"f:metadata": {"f:annotations": {f"f:{LAST_APPLIED}": {}}}}
+LAST_APPLIED_FIELD: dict[str, Any] = {"f:metadata": {"f:annotations": {f"f:{LAST_APPLIED}": {}}}}
 
 
 def _entry(manager: str, operation: str, fields: dict[str, Any]) -> dict[str, Any]:
