@@ -260,7 +260,8 @@ class Installer:
     def _readiness(self, entry: ModulePlan, module: DesiredModule) -> ModuleStatus:
         spec = module.module
         if not self.observer.operator_available(module):
-            message = f"{spec.operator_kind} {spec.operator_name} is not available yet"
+            waiting = f"{spec.operator_kind} {spec.operator_name} is not available yet"
+            message = "; ".join((waiting, *entry.notes))  # what this pass kept or released
             return ModuleStatus(
                 entry.module,
                 ModuleState.PROCESSING,
