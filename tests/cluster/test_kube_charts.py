@@ -2,7 +2,9 @@
 cert-manager (CRDs enabled, its post-install hook stated skipped: ``hooks: Skip``) and
 ingress-nginx (its admission hooks switched off by values; the reconciler refuses hooks at
 validate otherwise: tests/render/test_corpus_charts.py), install with ``sync``,
-upgrade to changed runtime values, and are removed by the CreateAndDelete rules (L8)."""
+upgrade to changed runtime values, and are removed by the CreateAndDelete rules (L8). A small
+chart's release namespace is created by the sync and left by the module's removal; its Secret
+written with ``stringData`` is no drift (docs/charts.md)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,12 @@ import pytest
 import yaml
 
 from reconciler.core.objects import ObjectRef
-from tests.support.charts import INGRESS_NGINX, corpus_chart_module
+from tests.support.charts import (
+    CHART_TEMPLATES,
+    INGRESS_NGINX,
+    chart_module_files,
+    corpus_chart_module,
+)
 from tests.support.kube_control_plane import ControlPlane
 from tests.support.kube_fleet import KubeFleet, kube_fleet, until
 from tests.support.repos import write_files
@@ -138,3 +145,47 @@ def _quietly_delete(fleet: KubeFleet, ref: ObjectRef) -> None:
         fleet.cluster.delete(ref)
     except Exception:
         return
+
+
+SECRET_TEMPLATE = (
+    "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-greeting\n"
+    "stringData:\n  greeting: {{ .Values.greeting | quote }}\n"
+)
+
+
+def test_a_charts_namespace_is_created_and_its_string_data_secret_is_no_drift(
+    fleet: KubeFleet,
+) -> None:
+    name = f"web-{fleet.suffix}"
+    namespace = ObjectRef("v1", "Namespace", "", f"{name}-system")
+    templates = {**CHART_TEMPLATES, "templates/secret.yaml": SECRET_TEMPLATE}
+    write_files(fleet.repo, chart_module_files(name, templates=templates))
+    fleet.set_modules([{"name": name, "version": "1.0.0"}])
+    assert fleet.cluster.get(namespace) is None
+    try:
+        fleet.sync_until("succeeded", operators=[(namespace.name, f"{name}-operator")])
+        created = fleet.cluster.get(namespace)
+        assert created is not None
+        assert "reconciler.dev/module" not in (created["metadata"].get("labels") or {})
+        secret = fleet.cluster.get(ObjectRef("v1", "Secret", namespace.name, f"{name}-greeting"))
+        assert secret is not None
+        assert "stringData" not in secret
+        assert secret["data"] == {"greeting": "aGVsbG8="}  # "hello", stored base64-encoded
+
+        where = (
+            "--runtime",
+            fleet.runtime,
+            "--kubeconfig-dir",
+            str(fleet.control_plane.kubeconfig_dir),
+        )
+        diff = fleet.reconciler("diff", str(fleet.repo), *where)
+        assert diff.exit_code == 0, diff.output
+        assert "hello" not in diff.output
+
+        fleet.set_modules([])
+        fleet.sync_until("succeeded")
+        operator = ObjectRef("apps/v1", "Deployment", namespace.name, f"{name}-operator")
+        until(lambda: fleet.cluster.get(operator) is None)
+        assert fleet.cluster.get(namespace) is not None  # never ours: left by the removal
+    finally:
+        _quietly_delete(fleet, namespace)
