@@ -225,7 +225,8 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         self._namespace_exists(info, ref)
         key = self._key(ref)
         existing = self._objects.get(key)
-        result = applied(existing, config, field_manager, force)
+        written = config_of(body, info, as_written=True)
+        result = applied(existing, config, field_manager, force, written)
         if self.require_selectors:
             check_selector(ref, result.body)
         if dry_run:

@@ -36,11 +36,16 @@ class Stored:
     updaters: set[str] = field(default_factory=set)
 
 
-def applied(existing: Stored | None, config: Body, manager: str, force: bool) -> Stored:
+def applied(
+    existing: Stored | None, config: Body, manager: str, force: bool, written: Body | None = None
+) -> Stored:
     """A server-side apply of ``config`` by ``manager`` over ``existing``: the fields it
     sets become its own, fields of other managers it changes are taken (``force``) or refused
-    (a conflict), fields it stopped applying are removed unless another manager owns them."""
-    paths = leaf_paths(config) - IDENTITY  # the server records no owner of those
+    (a conflict), fields it stopped applying are removed unless another manager owns them.
+    ``written``: the apply as sent, when ``config`` is it in the server's words; its fields are
+    the ones the manager owns (a Secret's ``stringData``: the server stores it in ``data`` but
+    records the manager as the owner of ``stringData``, so a key dropped from it stays)."""
+    paths = leaf_paths(written or config) - IDENTITY  # the server records no owner of those
     if existing is None:
         drop_empty_metadata(config["metadata"])
         return Stored(config, {manager: paths})

@@ -64,3 +64,19 @@ def test_a_modules_secret_written_with_string_data_is_no_drift(fleet: WidgetFlee
     assert PASSWORD not in text
     assert _b64(PASSWORD) not in text
     assert "xyzzy" not in text
+
+
+def test_a_key_dropped_from_string_data_stays_in_data(target: Target) -> None:
+    """The server owns ``stringData`` keys for the manager, never ``data`` ones: a key a later
+    apply leaves out of ``stringData`` stays (the in-memory cluster the same)."""
+    namespace = apply_namespace(target, "secret")
+    first = _secret(namespace)
+    target.cluster.apply(first, field_manager=MANAGER)
+
+    answered = target.cluster.apply(
+        {**first, "stringData": {"password": PASSWORD}}, field_manager=MANAGER
+    )
+
+    assert sorted(answered["data"]) == ["password", "url", "user"]
+    (entry,) = answered["metadata"]["managedFields"]
+    assert entry["fieldsV1"]["f:stringData"] == {"f:password": {}}
