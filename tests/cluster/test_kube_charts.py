@@ -1,10 +1,11 @@
 """The corpus charts as modules on a real API server (the ``kube_control_plane`` fixture):
 cert-manager (CRDs enabled, its post-install hook stated skipped: ``hooks: Skip``) and
-ingress-nginx (its admission hooks switched off by values; the reconciler refuses hooks at
-validate otherwise: tests/render/test_corpus_charts.py), install with ``sync``,
-upgrade to changed runtime values, and are removed by the CreateAndDelete rules (L8). A small
-chart's release namespace is created by the sync and left by the module's removal; its Secret
-written with ``stringData`` is no drift (docs/charts.md)."""
+ingress-nginx (its admission hooks switched off by values; the reconciler refuses hooks at validate
+otherwise: tests/render/test_corpus_charts.py), install with ``sync``, upgrade to changed runtime
+values, and are removed by the CreateAndDelete rules (L8), the CRDs cert-manager marks
+``helm.sh/resource-policy: keep`` released, not deleted, as Helm leaves them. A small chart's
+release namespace is created by the sync and left by the module's removal; its Secret written with
+``stringData`` is no drift (docs/charts.md)."""
 
 from __future__ import annotations
 
@@ -122,9 +123,14 @@ def test_corpus_charts_install_upgrade_and_are_removed(fleet: KubeFleet) -> None
     assert _replicas(fleet) == [2, 2]
 
     fleet.set_modules([])
-    fleet.sync_until("succeeded", operators=_operators(fleet))
-    until(lambda: fleet.cluster.get(CRD) is None)
-    assert fleet.cluster.get(INGRESS_CLASS) is None
+    removed = fleet.sync_until("succeeded", operators=_operators(fleet))
+    until(lambda: fleet.cluster.get(INGRESS_CLASS) is None)
+    # cert-manager's CRDs carry `helm.sh/resource-policy: keep` (its crds.keep, on by default):
+    # as `helm uninstall` leaves them, the removal releases them (tests/contract: keep on prune)
+    kept = fleet.cluster.get(CRD)
+    assert kept is not None
+    assert "reconciler.dev/module" not in (kept["metadata"].get("labels") or {})
+    assert f"{CRD.subject} is kept (helm.sh/resource-policy: keep)" in removed.output
     for namespace, name in _operators(fleet):
         assert fleet.cluster.get(ObjectRef("apps/v1", "Deployment", namespace, name)) is None
 
