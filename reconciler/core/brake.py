@@ -1,13 +1,17 @@
 """The deletion brake (S5): count what a sync would delete and decide whether it may (pure).
 
 Every path that deletes asks here first: ``reconciler sync`` and the daemon (against what the
-clusters' inventories hold, the runtimes and modules the state store knows and, for the daemon, the
-commit in force) and ``operations retrigger``. A deletion is a runtime that left git, a module that
-left a runtime, or a CustomResourceDefinition that a module's new version no longer ships (not one
-marked to be kept: it is released, never deleted). More deletions than
-``spec.deletionBrake.maxDeletionsPerSync`` hold the whole sync until an explicit allow; a repo that
-removes every runtime the store knows is always held unless the allow names the count or the
-runtimes.
+clusters' inventories hold, the runtimes and modules the state store knows and, for the daemon,
+the commit in force) and ``operations retrigger``. A deletion is a runtime that left git, a
+module that left a runtime, or a CustomResourceDefinition that a module no longer ships (a
+manifest's new version without it, or a chart's or overlay's render for that runtime without
+it, by an upgrade or a change of values): what runs is what each cluster's inventories list,
+with what the state store knows (and, for the daemon, what the commit in force ships). A CRD
+marked to be kept (``reconciler.dev/prune: disabled``, ``helm.sh/resource-policy: keep``) is
+released, never deleted, and not counted. More deletions than
+``spec.deletionBrake.maxDeletionsPerSync`` hold the whole sync until an explicit allow; a repo
+that removes every runtime the store knows is always held unless the allow names the count or
+the runtimes.
 
 A commit never loosens the brake that judges it: its :class:`Limits` are bounded by those in
 force (:func:`limits_for`: the last accepted commit's, or the built-in defaults when none is
@@ -17,7 +21,7 @@ effect only once it is itself accepted. Callers: the CLI, the daemon.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -67,15 +71,22 @@ class Deletions:
         }
 
 
+#: Runtime -> module -> the names of the CRDs it runs (its inventory's, or those the commit in
+#: force ships).
+RunningCrds = Mapping[str, Mapping[str, Collection[str]]]
+
+
 def count_deletions(
     known: Mapping[str, Mapping[str, str]],
     repo: ConfigRepo,
     only: Iterable[str] | None = None,
+    crds: RunningCrds | None = None,
 ) -> Deletions:
     """What carrying ``repo`` out deletes, given ``known`` (runtime -> module -> version it runs,
-    as the state store or the commit in force says); ``only`` limits it to some runtimes."""
+    as the state store or the commit in force says) and ``crds`` (the CRDs each module runs);
+    ``only`` limits it to some runtimes."""
     chosen = set(only) if only is not None else None
-    runtimes, modules, crds = [], [], []
+    runtimes, modules, dropped = [], [], []
     for name in sorted(known):
         if chosen is not None and name not in chosen:
             continue
@@ -83,36 +94,80 @@ def count_deletions(
             runtimes.append(name)
             continue
         wanted = {m.name: m.version for m in resolve_runtime(repo, repo.runtimes[name]).modules}
+        running = (crds or {}).get(name, {})
         for module, version in sorted(known[name].items()):
             if module not in wanted:
                 modules.append(f"{name}/{module}")
-            else:
-                crds += [
-                    f"{name}/{module}/{crd}"
-                    for crd in dropped_crds(repo, module, version, wanted[module])
-                ]
+                continue
+            new = (module, wanted[module])
+            gone = dropped_crds(repo, name, new, version, running.get(module, ()))
+            dropped += [f"{name}/{module}/{crd}" for crd in gone]
     every = chosen is None and bool(known) and not repo.runtimes
-    return Deletions(tuple(runtimes), tuple(modules), tuple(crds), every)
+    return Deletions(tuple(runtimes), tuple(modules), tuple(dropped), every)
 
 
-def dropped_crds(repo: ConfigRepo, module: str, old: str, new: str) -> list[str]:
-    """CRDs that version ``old`` of ``module`` ships and ``new`` does not (an upgrade deletes
-    them, and with them every custom resource of their kinds, once none is left); one that
-    ``old`` marks to be kept (``reconciler.dev/prune: disabled``) is released, not deleted."""
-    versions = repo.modules[module].versions
-    if old == new or old not in versions or new not in versions:
-        return []
-    before = _crd_names(versions[old].objects, kept=False)
-    return sorted(before - _crd_names(versions[new].objects))
+def dropped_crds(
+    repo: ConfigRepo,
+    runtime: str,
+    new: tuple[str, str],
+    old: str,
+    running: Collection[str] = (),
+) -> list[str]:
+    """CRDs that module ``new[0]`` runs on ``runtime`` (``running``: its inventory's; and those
+    of version ``old`` when it is a manifest) and that ``repo``, giving it version ``new[1]``,
+    no longer ships there: a manifest version without them, or a render (chart, overlay) for
+    that runtime without them, by an upgrade or a change of values. Deleting one deletes every
+    custom resource of its kind, once none is left. One the manifest of ``old`` marks to be
+    kept is released, not deleted: not counted."""
+    objects = _manifest(repo, new[0], old)
+    before = (set(running) | _crd_names(objects)) - _kept_crd_names(objects)
+    return sorted(before - shipped_crds(repo, runtime, *new))
 
 
-def _crd_names(objects: Sequence[Mapping[str, Any]], *, kept: bool = True) -> set[str]:
-    """Names of the CRDs among ``objects`` (without those marked to be kept, unless ``kept``)."""
+def shipped_crds(
+    repo: ConfigRepo, runtime: str, module: str, version: str, *, kept: bool = True
+) -> set[str]:
+    """The CRDs ``repo`` gives ``runtime`` for version ``version`` of ``module``: a templated
+    version's render for that runtime, else the version's manifest (without those marked to be
+    kept, unless ``kept``)."""
+    found = repo.modules[module].versions.get(version)
+    if found is None:
+        return set()
+    objects = found.objects
+    if found.kind.templated:
+        rendered = repo.rendered.get((runtime, module))
+        objects = rendered.objects if rendered is not None else ()
+    return _crd_names(objects) - (set() if kept else _kept_crd_names(objects))
+
+
+def shipped_by(repo: ConfigRepo) -> dict[str, dict[str, set[str]]]:
+    """Runtime -> module -> the CRDs ``repo`` gives it (what the commit in force runs), those
+    marked to be kept left out (a version that drops one releases it)."""
+    return {
+        name: {
+            m.name: shipped_crds(repo, name, m.name, m.version, kept=False)
+            for m in resolve_runtime(repo, runtime).modules
+        }
+        for name, runtime in repo.runtimes.items()
+    }
+
+
+def _manifest(repo: ConfigRepo, module: str, version: str) -> Sequence[Mapping[str, Any]]:
+    found = repo.modules[module].versions.get(version)
+    return found.objects if found is not None and not found.kind.templated else ()
+
+
+def _crd_names(objects: Sequence[Mapping[str, Any]]) -> set[str]:
     return {
         str((o.get("metadata") or {}).get("name") or "")
         for o in objects
-        if o.get("kind") == "CustomResourceDefinition" and (kept or keep_mark(o) is None)
+        if o.get("kind") == "CustomResourceDefinition"
     }
+
+
+def _kept_crd_names(objects: Sequence[Mapping[str, Any]]) -> set[str]:
+    """Names of the CRDs among ``objects`` marked to be kept."""
+    return _crd_names([o for o in objects if keep_mark(o) is not None])
 
 
 @dataclass(frozen=True, slots=True)
