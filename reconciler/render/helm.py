@@ -7,6 +7,10 @@ renders it: no cluster is contacted, ``lookup`` returns nothing, the release is 
 module and lives in the module's namespace, ``.Capabilities`` are the engine's defaults
 (:data:`~reconciler.core.templates.DEFAULT_KUBE_VERSION`). The chart's ``crds/`` files come
 first, as Helm installs them; hooks are kept apart, test hooks dropped (docs/charts.md).
+
+The engine runs in a worker of the renderer sandbox (:mod:`reconciler.render.sandbox`), never in
+the caller's process: a template that exhausts Go's memory or stack, or loops, stops its worker
+and is a :class:`RenderError` of the chart.
 """
 
 from __future__ import annotations
@@ -14,13 +18,14 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.core.model import RenderedTemplate
 from reconciler.core.templates import RenderRequest
 from reconciler.errors import RenderError
 from reconciler.render.documents import is_hook, is_notes, objects_of
+from reconciler.render.sandbox import Sandbox, shared_sandbox
 
 #: Hook kinds that are never run: ``helm test`` is not part of a sync.
 TEST_HOOKS = frozenset({"test", "test-success", "test-failure"})
@@ -28,15 +33,21 @@ TEST_HOOKS = frozenset({"test", "test-success", "test-failure"})
 
 @dataclass(slots=True)
 class HelmChartRenderer:
-    """Renders charts; counts the renders it ran (the cache in front of it should keep that
-    to one per distinct chart, values and capabilities)."""
+    """Renders charts in ``sandbox`` (the process's by default); counts the renders it ran (the
+    cache in front of it should keep that to one per distinct chart, values and capabilities)."""
 
     renders: int = 0
+    sandbox: Sandbox = field(default_factory=shared_sandbox)
 
     def render(self, request: RenderRequest) -> RenderedTemplate:
         """The objects, hooks and notes of ``request``'s chart with its values."""
         self.renders += 1
-        rendered = _render_chart(request)
+        archive = chart_archive(request.template.files)
+        values = json.loads(json.dumps(request.values, default=str))  # YAML dates as strings
+        names = (request.release_name, request.namespace)
+        rendered: dict[str, str] = self.sandbox.run(
+            "chart", (archive, values, *names), request.template.root
+        )
         crds = [f for f in request.template.files if f.startswith("crds/")]
         crd_text = {f: request.template.files[f].decode() for f in crds}
         objects, hooks = [], []
@@ -55,18 +66,18 @@ def _hook_kinds(body: Mapping[str, Any]) -> set[str]:
     return {h.strip() for h in str(annotations["helm.sh/hook"]).split(",")}
 
 
-def _render_chart(request: RenderRequest) -> dict[str, str]:
+def render_chart_here(
+    archive: bytes, values: dict[str, Any], name: str, namespace: str
+) -> dict[str, str]:
+    """The chart ``archive`` rendered by Helm's engine in this process: the sandbox worker's
+    job (the caller places a :class:`RenderError` at the chart)."""
     import helm_python  # the engine (85 MB) is loaded only when a chart is rendered
 
-    archive = chart_archive(request.template.files)
-    values = json.loads(json.dumps(request.values, default=str))  # YAML dates as strings
     try:
         with helm_python.Chart.load_archive(archive) as chart:
-            return chart.render(
-                values, name=request.release_name, namespace=request.namespace, is_install=True
-            )
+            return chart.render(values, name=name, namespace=namespace, is_install=True)
     except helm_python.HelmError as error:
-        raise RenderError(_one_line(str(error)), request.template.root) from None
+        raise RenderError(_one_line(str(error))) from None
 
 
 def chart_archive(files: Mapping[str, bytes]) -> bytes:

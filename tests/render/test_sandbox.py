@@ -1,0 +1,92 @@
+"""The renderer sandbox: a chart that exhausts the engine's memory or stack, or loops, is a located
+error of its version and the process lives on (issue 38, finding 2)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from reconciler.core.diagnostics import Diagnostic
+from reconciler.render import KindRenderer, default_renderer
+from reconciler.render.helm import HelmChartRenderer
+from reconciler.render.sandbox import RenderLimits, Sandbox
+from reconciler.source.loader import load_repo
+from tests.support.charts import chart_module_files
+from tests.support.repos import RepoFactory, channel_file, runtime_file
+
+#: A template that asks Go for 100 GB at once (Go: "fatal error: out of memory").
+REPEAT_BOMB = '{{ repeat 100000000000 "x" }}\n'
+#: A template that renders a value that renders itself through ``tpl`` for ever (Go: "stack
+#: overflow"; Helm bounds ``include`` recursion, not ``tpl``'s).
+RECURSIVE_TPL = "{{ tpl .Values.again . }}\n"
+SELF_RENDERING = {"again": "{{ tpl .Values.again . }}", "greeting": "hi", "replicas": 1}
+#: A template that never ends (10^16 turns of a loop, in little memory).
+LOOP = "{{ range until 10000 }}" * 4 + "{{ end }}" * 4 + "\n"
+
+
+def _one_error(
+    make_repo: RepoFactory,
+    template: str,
+    renderer: KindRenderer | None = None,
+    defaults: Mapping[str, Any] | None = None,
+) -> Diagnostic:
+    tree = {
+        **chart_module_files("web", defaults=defaults),
+        "modules/web/1.0.0/chart/templates/bomb.yaml": template,
+        **channel_file("regular", {"web": "1.0.0"}),
+        **runtime_file("a", "regular", [{"name": "web"}]),
+    }
+    validation = load_repo(make_repo(tree), renderer=renderer or default_renderer())
+    (error,) = validation.diagnostics
+    assert error.rule == "C9"
+    assert error.path.endswith("modules/web/1.0.0/chart")
+    return error
+
+
+def test_a_repeat_bomb_is_a_located_error_and_the_process_lives(make_repo: RepoFactory) -> None:
+    error = _one_error(make_repo, REPEAT_BOMB)
+    assert "of memory and was stopped (--render-memory)" in error.message
+    assert os.getpid()  # still here: a render that ran in this process would have ended it
+
+
+def test_recursive_tpl_is_a_located_error(make_repo: RepoFactory) -> None:
+    error = _one_error(make_repo, RECURSIVE_TPL, defaults=SELF_RENDERING)
+    # Go doubles the stack until its copy no longer fits in the render's memory
+    assert "of memory and was stopped (--render-memory)" in error.message
+
+
+def test_a_looping_template_is_cut_at_the_time_limit(make_repo: RepoFactory) -> None:
+    sandbox = Sandbox(RenderLimits(seconds=1.0))
+    renderer = default_renderer(charts=HelmChartRenderer(sandbox=sandbox))
+    error = _one_error(make_repo, LOOP, renderer)
+    assert "over 1 s" in error.message
+    assert "(--render-timeout)" in error.message
+    sandbox.close()
+
+
+def test_a_worker_is_replaced_after_an_overrun_and_reused_after_a_render(
+    make_repo: RepoFactory,
+) -> None:
+    sandbox = Sandbox(RenderLimits(seconds=1.0))
+    renderer = default_renderer(charts=HelmChartRenderer(sandbox=sandbox))
+    _one_error(make_repo, LOOP, renderer)
+    tree = {
+        **chart_module_files("web"),
+        **channel_file("regular", {"web": "1.0.0"}),
+        **runtime_file("a", "regular", [{"name": "web"}]),
+        **runtime_file("b", "regular", [{"name": "web", "values": {"size": "big"}}]),
+    }
+    validation = load_repo(make_repo(tree, "good"), renderer=renderer)
+    assert validation.repo is not None, [d.format() for d in validation.diagnostics]
+    assert sandbox.started == 2  # the looping one killed; the next one rendered both
+    sandbox.close()
+
+
+@pytest.mark.parametrize("template", [REPEAT_BOMB], ids=["repeat"])
+def test_a_failed_render_is_remembered_not_run_again(make_repo: RepoFactory, template: str) -> None:
+    charts = HelmChartRenderer()
+    _one_error(make_repo, template, default_renderer(charts=charts))
+    assert charts.renders == 1
