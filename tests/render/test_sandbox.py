@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from reconciler.core.diagnostics import Diagnostic
 from reconciler.render import KindRenderer, default_renderer
 from reconciler.render.helm import HelmChartRenderer
 from reconciler.render.sandbox import RenderLimits, Sandbox
+from reconciler.source.folder import FolderTree
 from reconciler.source.loader import load_repo
 from tests.support.charts import chart_module_files
 from tests.support.repos import RepoFactory, channel_file, runtime_file
@@ -90,3 +92,36 @@ def test_a_failed_render_is_remembered_not_run_again(make_repo: RepoFactory, tem
     charts = HelmChartRenderer()
     _one_error(make_repo, template, default_renderer(charts=charts))
     assert charts.renders == 1
+
+
+class _ReadsRecorded(FolderTree):
+    """The repo's folder, remembering which files were read whole."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.reads: list[str] = []
+
+    def read(self, path: str) -> bytes:
+        self.reads.append(path)
+        return super().read(path)
+
+
+def test_a_chart_file_over_the_size_limit_is_refused_before_it_is_read(
+    make_repo: RepoFactory,
+) -> None:
+    tree = {
+        **chart_module_files("web"),
+        **channel_file("regular", {"web": "1.0.0"}),
+        **runtime_file("a", "regular", [{"name": "web"}]),
+    }
+    root = make_repo(tree)
+    big = root / "modules/web/1.0.0/chart/files/big.txt"
+    big.parent.mkdir()
+    with big.open("wb") as file:
+        file.truncate(1 << 30)  # 1 GiB, sparse: nothing of it is on the disk
+    folder = _ReadsRecorded(root)
+    validation = load_repo(root, tree=folder, renderer=default_renderer())
+    (error,) = validation.diagnostics
+    assert (error.rule, error.path) == ("C6", str(big))
+    assert "file is 1024.0 MiB, over the 5.0 MiB limit (--max-file-size)" in error.message
+    assert "modules/web/1.0.0/chart/files/big.txt" not in folder.reads
