@@ -8,6 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from reconciler.core.diagnostics import Diagnostic
 from reconciler.render import default_renderer
 from reconciler.source.loader import load_repo
@@ -147,3 +149,18 @@ def test_values_for_a_manifest_module_are_a_warning_where_given(make_repo: RepoF
     unused = "plain 1.0.0 is a manifest, not a chart: these values are not used"
     assert warnings[("channels/regular.yaml", "/spec/values/plain")] == f"{unused} [runtime b]"
     assert warnings[("runtimes/b.yaml", "/spec/modules/1/values")] == f"{unused} [runtime b]"
+
+
+@pytest.mark.timeout(60)
+def test_a_backtracking_schema_pattern_is_a_bounded_located_error(make_repo: RepoFactory) -> None:
+    schema = {**SCHEMA, "properties": {**SCHEMA["properties"], "greeting": {"pattern": "^(a+)+$"}}}
+    root = make_repo(
+        _tree(
+            schema={"modules/web/1.0.0/chart/values.schema.json": json.dumps(schema)},
+            values={"modules/web/1.0.0/values.yaml": dump({"greeting": "a" * 40 + "!"})},
+        )
+    )
+    (error,) = _errors(root)  # Python's re: about 10^12 steps; RE2, as Helm: linear
+    assert (error.rule, error.path) == ("C9", "modules/web/1.0.0/values.yaml")
+    assert "greeting: 'aaaa" in error.message
+    assert "does not match '^(a+)+$'" in error.message
