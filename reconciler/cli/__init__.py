@@ -96,13 +96,56 @@ class _Group(click.Group):
     envvar=DEBUG_ENV,
     help=f"Show the traceback of an internal error (a bug), also {DEBUG_ENV}=1.",
 )
-def cli(debug: bool) -> None:
+@click.option(
+    "--render-timeout",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    envvar="RECONCILER_RENDER_TIMEOUT",
+    help="Seconds (wall clock, and CPU) one render of a chart or overlay may take.",
+)
+@click.option(
+    "--render-memory",
+    type=click.IntRange(min=64 << 20),
+    default=1 << 30,
+    show_default=True,
+    envvar="RECONCILER_RENDER_MEMORY",
+    help="Bytes of memory one render may write (its worker's RLIMIT_DATA).",
+)
+@click.option(
+    "--chart-size-limit",
+    type=click.IntRange(min=1),
+    default=100 << 20,
+    show_default=True,
+    envvar="RECONCILER_CHART_SIZE_LIMIT",
+    help="Refuse a pulled chart archive, or its unpacked files together, over this many bytes.",
+)
+@click.option(
+    "--chart-file-limit",
+    type=click.IntRange(min=1),
+    default=5 << 20,
+    show_default=True,
+    envvar="RECONCILER_CHART_FILE_LIMIT",
+    help="Refuse a pulled chart archive with a file over this many bytes (unpacked).",
+)
+def cli(
+    debug: bool,
+    render_timeout: float,
+    render_memory: int,
+    chart_size_limit: int,
+    chart_file_limit: int,
+) -> None:
     """Declarative GitOps for Kubernetes modules across a fleet of clusters.
 
     A config repo declares runtimes (clusters), modules (one folder per version) and release
     channels. validate checks such a repo, render shows what each runtime should run, diff
     shows what would change in the clusters and sync makes it so.
     """
+    limits = (render_timeout, render_memory, chart_size_limit, chart_file_limit)
+    if limits != (30.0, 1 << 30, 100 << 20, 5 << 20):  # else the sandbox's own defaults
+        from reconciler.render.sandbox import RenderLimits, configure
+
+        configure(RenderLimits(*limits))
 
 
 def _silence_stdout() -> None:

@@ -18,6 +18,7 @@ manifests starts none) and reused across renders (docs/security.md, "The rendere
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -247,8 +248,18 @@ def shared_sandbox(network: bool = False) -> Sandbox:
     with _sandboxes_lock:
         found = _sandboxes.get(network)
         if found is None:
+            if not _sandboxes:
+                atexit.register(_close_shared)
             found = _sandboxes[network] = Sandbox(_configured, network)
         return found
+
+
+def _close_shared() -> None:
+    """At exit: stop the idle workers (they would stop at the end of their requests anyway)."""
+    with _sandboxes_lock:
+        shared = list(_sandboxes.values())
+    for sandbox in shared:
+        sandbox.close()
 
 
 def answer_of(job: Callable[..., Any], args: tuple[Any, ...]) -> bytes:

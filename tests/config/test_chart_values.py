@@ -153,7 +153,8 @@ def test_values_for_a_manifest_module_are_a_warning_where_given(make_repo: RepoF
 
 @pytest.mark.timeout(60)
 def test_a_backtracking_schema_pattern_is_a_bounded_located_error(make_repo: RepoFactory) -> None:
-    schema = {**SCHEMA, "properties": {**SCHEMA["properties"], "greeting": {"pattern": "^(a+)+$"}}}
+    properties = {"greeting": {"pattern": "^(a+)+$"}, "size": {}, "replicas": {}}
+    schema = {**SCHEMA, "properties": properties}
     root = make_repo(
         _tree(
             schema={"modules/web/1.0.0/chart/values.schema.json": json.dumps(schema)},

@@ -1,5 +1,5 @@
 """The renderer sandbox: a chart that exhausts the engine's memory or stack, or loops, is a located
-error of its version and the process lives on (issue 38, finding 2)."""
+error of its version and the process lives on; oversized chart files are refused unread."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from reconciler.cli import cli
 from reconciler.core.diagnostics import Diagnostic
 from reconciler.render import KindRenderer, default_renderer
 from reconciler.render.helm import HelmChartRenderer
-from reconciler.render.sandbox import RenderLimits, Sandbox
+from reconciler.render.sandbox import RenderLimits, Sandbox, configure
 from reconciler.source.folder import FolderTree
 from reconciler.source.loader import load_repo
 from tests.support.charts import chart_module_files
@@ -125,3 +127,19 @@ def test_a_chart_file_over_the_size_limit_is_refused_before_it_is_read(
     assert (error.rule, error.path) == ("C6", str(big))
     assert "file is 1024.0 MiB, over the 5.0 MiB limit (--max-file-size)" in error.message
     assert "modules/web/1.0.0/chart/files/big.txt" not in folder.reads
+
+
+def test_the_render_timeout_is_a_flag_of_the_command(make_repo: RepoFactory) -> None:
+    tree = {
+        **chart_module_files("web"),
+        "modules/web/1.0.0/chart/templates/bomb.yaml": LOOP,
+        **channel_file("regular", {"web": "1.0.0"}),
+        **runtime_file("a", "regular", [{"name": "web"}]),
+    }
+    root = make_repo(tree)
+    try:
+        result = CliRunner().invoke(cli, ["--render-timeout", "1", "validate", str(root)])
+    finally:
+        configure(RenderLimits())
+    assert result.exit_code == 1, result.output
+    assert "the render took over 1 s and was stopped (--render-timeout)" in result.output
