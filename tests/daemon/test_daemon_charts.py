@@ -6,10 +6,18 @@ refusal naming the file and line that set it."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from reconciler.cluster.memory import InMemoryCluster
+from reconciler.core.head import Head
+from reconciler.core.model import ClusterAccess
 from reconciler.core.objects import ObjectRef
+from reconciler.daemon.service import Daemon
+from reconciler.operations.model import CommitRecord, CommitVerdict
+from reconciler.operations.store import SqliteStore
+from reconciler.source.git import RemoteSource
 from tests.support.charts import chart_module_files
 from tests.support.daemons import poll_and_reconcile
 from tests.support.daemons import served as world
@@ -19,6 +27,7 @@ from tests.support.repos import API, dump
 __all__ = ["world"]  # the fixture (tests.support.daemons.served)
 
 SETTINGS_MAP = ObjectRef("v1", "ConfigMap", "web-system", "web-settings")
+BOMB = "fleet/modules/web/1.0.0/chart/templates/bomb.yaml"
 SCHEMA = {"type": "object", "properties": {"size": {"enum": ["small", "medium", "large"]}}}
 
 
@@ -70,3 +79,42 @@ def test_chart_values_reach_the_clusters_and_a_refused_value_changes_nothing(
     assert error["rule"] == "C9"
     assert error["pointer"] == "/spec/values/web/size"
     assert "'huge' is not one of" in error["message"]
+
+
+def test_a_daemon_started_on_a_commit_in_force_whose_chart_bombs_stays_up_and_follows_a_revert(
+    world: Any, tmp_path: Path
+) -> None:
+    fleet, server, first, clusters = world
+    chart = {f"fleet/{k}": v for k, v in chart_module_files("web").items()}
+    entries = "[{name: widget}, {name: gadget}, {name: web}]"
+    fleet.commit(
+        "web as a chart",
+        {
+            **chart,
+            "channels/regular.yaml": _channel("medium"),
+            "fleet/runtimes/a.yaml": runtime_yaml("a", "regular", entries),
+        },
+    )
+    assert poll_and_reconcile(first)
+    good = first.state.commit
+    # a template that asks Helm's engine for 100 GB, accepted (a `now` guard was false then)
+    bomb = fleet.commit("time bomb", {BOMB: '{{ repeat 100000000000 "x" }}\n'})
+    accepted = CommitRecord(Head(bomb), CommitVerdict.ACCEPTED, datetime.now(UTC))
+    assert first.store.accept_commit(accepted, good) is not None
+    first.close()
+
+    def connect(access: ClusterAccess, name: str) -> InMemoryCluster:
+        return clusters.setdefault(name, InMemoryCluster())
+
+    source = RemoteSource(server.url, "main", "fleet", tmp_path / "cache")
+    store = SqliteStore(tmp_path / "state.db")
+    started = Daemon(source, store, connect, lambda: datetime.now(UTC))
+    try:
+        poll_and_reconcile(started)  # loads the commit in force: its render fails, in a worker
+        assert started.state.commit != Head(bomb)
+        revert = fleet.commit("revert the bomb", {BOMB: None})
+        assert poll_and_reconcile(started)
+        assert started.state.commit == Head(revert)
+        assert _size(clusters["a"]) == "medium"
+    finally:
+        started.close()
