@@ -19,7 +19,7 @@ from reconciler.operations.model import CommitRecord, CommitVerdict
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
 from tests.support.charts import chart_module_files
-from tests.support.daemons import poll_and_reconcile
+from tests.support.daemons import Fleet, ServedDaemon, poll_and_reconcile
 from tests.support.daemons import served as world
 from tests.support.fleet_history import runtime_yaml
 from tests.support.repos import API, dump
@@ -44,21 +44,21 @@ def _size(cluster: InMemoryCluster) -> Any:
     return body["data"]["size"]
 
 
+def _commit_web(fleet: Fleet, entry: str, more: dict[str, str] | None = None) -> None:
+    """Commit module ``web`` as a chart, on runtime ``a`` with ``entry``, size medium."""
+    chart = {f"fleet/{k}": v for k, v in chart_module_files("web").items()}
+    entries = f"[{{name: widget}}, {{name: gadget}}, {entry}]"
+    runtime = {"fleet/runtimes/a.yaml": runtime_yaml("a", "regular", entries)}
+    channel = {"channels/regular.yaml": _channel("medium")}
+    fleet.commit("web as a chart", {**chart, **channel, **runtime, **(more or {})})
+
+
 def test_chart_values_reach_the_clusters_and_a_refused_value_changes_nothing(
     world: Any,
 ) -> None:
     fleet, _, daemon, clusters = world
-    chart = {f"fleet/{k}": v for k, v in chart_module_files("web").items()}
-    chart["fleet/modules/web/1.0.0/chart/values.schema.json"] = json.dumps(SCHEMA)
-    entries = "[{name: widget}, {name: gadget}, {name: web, values: {greeting: ahoy}}]"
-    fleet.commit(
-        "web as a chart",
-        {
-            **chart,
-            "channels/regular.yaml": _channel("medium"),
-            "fleet/runtimes/a.yaml": runtime_yaml("a", "regular", entries),
-        },
-    )
+    schema = {"fleet/modules/web/1.0.0/chart/values.schema.json": json.dumps(SCHEMA)}
+    _commit_web(fleet, "{name: web, values: {greeting: ahoy}}", schema)
     assert poll_and_reconcile(daemon)
     assert _size(clusters["a"]) == "medium"
     assert clusters["a"].get(SETTINGS_MAP)["data"]["greeting"] == "ahoy"
@@ -82,19 +82,10 @@ def test_chart_values_reach_the_clusters_and_a_refused_value_changes_nothing(
 
 
 def test_a_daemon_started_on_a_commit_in_force_whose_chart_bombs_stays_up_and_follows_a_revert(
-    world: Any, tmp_path: Path
+    world: ServedDaemon, tmp_path: Path
 ) -> None:
     fleet, server, first, clusters = world
-    chart = {f"fleet/{k}": v for k, v in chart_module_files("web").items()}
-    entries = "[{name: widget}, {name: gadget}, {name: web}]"
-    fleet.commit(
-        "web as a chart",
-        {
-            **chart,
-            "channels/regular.yaml": _channel("medium"),
-            "fleet/runtimes/a.yaml": runtime_yaml("a", "regular", entries),
-        },
-    )
+    _commit_web(fleet, "{name: web}")
     assert poll_and_reconcile(first)
     good = first.state.commit
     # a template that asks Helm's engine for 100 GB, accepted (a `now` guard was false then)

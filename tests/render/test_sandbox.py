@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-from reconciler.cli import cli
+from reconciler.cli import RENDER_LIMITS, cli
 from reconciler.core.diagnostics import Diagnostic
 from reconciler.render import KindRenderer, default_renderer
 from reconciler.render.helm import HelmChartRenderer
@@ -143,3 +144,8 @@ def test_the_render_timeout_is_a_flag_of_the_command(make_repo: RepoFactory) -> 
         configure(RenderLimits())
     assert result.exit_code == 1, result.output
     assert "the render took over 1 s and was stopped (--render-timeout)" in result.output
+
+
+def test_the_flags_defaults_are_the_sandboxs() -> None:
+    defaults = tuple(default for _, _, default, _ in RENDER_LIMITS)
+    assert defaults == astuple(RenderLimits())
