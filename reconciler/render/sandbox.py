@@ -137,6 +137,11 @@ class Sandbox:
         self._give_back(worker)
         return _value_of(answer, blamed)
 
+    def idle_workers(self) -> list[int]:
+        """The process ids of the workers waiting for a job."""
+        with self._lock:
+            return [worker.process.pid for worker in self._idle]
+
     def close(self) -> None:
         """Stop the idle workers (a busy one stops when its job is done and it is not taken
         back; a worker whose caller is gone stops at the end of its requests)."""

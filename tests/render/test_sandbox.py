@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from reconciler.cli import RENDER_LIMITS, cli
 from reconciler.core.diagnostics import Diagnostic
 from reconciler.render import KindRenderer, default_renderer
-from reconciler.render.helm import HelmChartRenderer
+from reconciler.render.helm import HelmChartRenderer, chart_archive
 from reconciler.render.sandbox import RenderLimits, Sandbox, configure
 from reconciler.source.folder import FolderTree
 from reconciler.source.loader import load_repo
@@ -149,3 +149,16 @@ def test_the_render_timeout_is_a_flag_of_the_command(make_repo: RepoFactory) -> 
 def test_the_flags_defaults_are_the_sandboxs() -> None:
     defaults = tuple(default for _, _, default, _ in RENDER_LIMITS)
     assert defaults == astuple(RenderLimits())
+
+
+def test_a_render_worker_has_no_network_and_a_pull_worker_has() -> None:
+    archive = chart_archive({"Chart.yaml": b"apiVersion: v2\nname: x\nversion: 1.0.0\n"})
+    mine = os.readlink("/proc/self/ns/net")
+    for network, same in ((False, False), (True, True)):
+        sandbox = Sandbox(network=network)
+        try:
+            assert sandbox.run("chart", (archive, {}, "x", "x-system"), "chart") == {}
+            (pid,) = sandbox.idle_workers()
+            assert (os.readlink(f"/proc/{pid}/ns/net") == mine) is same
+        finally:
+            sandbox.close()
