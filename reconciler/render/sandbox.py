@@ -95,6 +95,8 @@ class _Worker:
         code = self.process.returncode
         if code == -signal.SIGXCPU:
             return "cpu"
+        if code == -signal.SIGKILL:  # not by us: we read no answer of a worker we killed
+            return "killed (SIGKILL: the memory limit of its container, or a person)"
         if any(sign in text for sign in _OUT_OF_MEMORY):
             return "memory"
         lines = [line.strip() for line in text.splitlines() if line.strip()]
