@@ -113,15 +113,15 @@ def _member_bytes(archive: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
     return extracted.read() if extracted is not None else b""
 
 
-def chart_archive(files: Mapping[str, bytes]) -> bytes:
-    """The chart's files as the ``.tgz`` Helm loads (one top folder), built in memory."""
+def chart_archive(files: Mapping[str, bytes], top: str = "chart") -> bytes:
+    """The chart's files as the ``.tgz`` Helm loads (one top folder, ``top``), built in memory."""
     buffer = io.BytesIO()
     import tarfile  # only when a chart renders (startup time of every command)
 
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
         for name in sorted(files):
             data = files[name]
-            info = tarfile.TarInfo(f"chart/{name}")
+            info = tarfile.TarInfo(f"{top}/{name}")
             info.size = len(data)
             archive.addfile(info, io.BytesIO(data))
     return buffer.getvalue()

@@ -23,6 +23,7 @@ from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.errors import TransientError
 from reconciler.render.engines import KindRenderer
+from reconciler.render.helm import chart_archive
 from reconciler.render.sandbox import RenderLimits, Sandbox
 from reconciler.render.sources import SourceRenderer, default_cache_dir, write_cached
 from reconciler.source.loader import load_repo
@@ -324,20 +325,6 @@ def test_a_pulled_charts_values_schema_is_checked_at_render(
     assert "\n" not in error.message
 
 
-def _archive_of(files: Mapping[str, bytes]) -> bytes:
-    """A chart archive (``web/...``) of ``files``, built here (a bomb Helm would not package)."""
-    import io
-    import tarfile
-
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        for name, data in files.items():
-            info = tarfile.TarInfo(f"web/{name}")
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
-
-
 CHART_YAML = b"apiVersion: v2\nname: web\nversion: 1.0.0\n"
 
 
@@ -360,7 +347,7 @@ CHART_YAML = b"apiVersion: v2\nname: web\nversion: 1.0.0\n"
 def test_an_archive_bomb_is_refused_from_its_headers(
     make_repo: RepoFactory, tmp_path: Path, files: Mapping[str, bytes], refusal: str
 ) -> None:
-    archive = _archive_of(files)
+    archive = chart_archive(files, "web")  # a bomb Helm would not package
     assert len(archive) < 1 << 20  # small on the wire, 50-120 MiB unpacked
     digest = "sha256:" + hashlib.sha256(archive).hexdigest()
     write_cached(tmp_path / "cache", digest, archive)  # as a pull would have left it
