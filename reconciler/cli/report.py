@@ -1,7 +1,8 @@
 """Plans and sync results as text and JSON for people and tools (pure).
 
 One vocabulary everywhere: module actions and states from the planner and lifecycle, object
-subjects as ``Kind/namespace/name``, ``+`` create, ``~`` update, ``-`` delete. Secret values are
+subjects as ``Kind/namespace/name``, ``+`` create, ``~`` update, ``-`` delete, ``=`` keep (an
+object dropped but marked to be kept: released, not deleted). Secret values are
 already masked in the plan. Callers: ``reconciler diff`` and ``reconciler sync``.
 """
 
@@ -28,7 +29,10 @@ _SYMBOLS = {
     ObjectAction.UPDATE: "~",
     ObjectAction.DELETE: "-",
     ObjectAction.REPLACE: "-/+",
+    ObjectAction.KEEP: "=",
 }
+#: What a line of an object change adds after its subject, by action.
+_TAGS = {ObjectAction.KEEP: " (kept: released, not deleted)"}
 _MODULE_SYMBOLS = {
     ModuleAction.INSTALL: "+",
     ModuleAction.UPGRADE: "^",
@@ -74,8 +78,13 @@ def _change_lines(changes: Sequence[ObjectChange], details: bool) -> list[str]:
     lines = []
     for change in changes:
         tag = " (default configuration)" if change.default_configuration else ""
+        tag += _TAGS.get(change.action, "")
         lines.append(f"      {_SYMBOLS[change.action]} {change.ref.subject}{tag}")
-        if details and change.action in (ObjectAction.UPDATE, ObjectAction.REPLACE):
+        if details and change.action in (
+            ObjectAction.UPDATE,
+            ObjectAction.REPLACE,
+            ObjectAction.KEEP,
+        ):
             shown = change.fields[:FIELDS_SHOWN]
             lines.extend(f"          {field.format()}" for field in shown)
             if len(change.fields) > FIELDS_SHOWN:

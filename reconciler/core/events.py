@@ -15,7 +15,8 @@ from reconciler.core.objects import ObjectRef
 from reconciler.core.status import ChangeAction, ChangeSetEntry
 
 #: The Event reason of a module's pass by what it did: deleted (a removal), released (an Ignore
-#: removal), else applied (created, configured, pruned); an unchanged object counts for none.
+#: removal, or an object kept by its mark), else applied (created, configured, pruned); an
+#: unchanged object counts for none.
 EVENT_REASONS = {
     ChangeAction.CREATED: "Applied",
     ChangeAction.CONFIGURED: "Applied",
@@ -23,6 +24,7 @@ EVENT_REASONS = {
     ChangeAction.DELETED: "Deleted",
     ChangeAction.RELEASED: "Released",
     ChangeAction.REPLACED: "Applied",
+    ChangeAction.KEPT: "Released",
 }
 #: The objects an Event names, at most (the rest are counted).
 EVENT_SUBJECTS = 12

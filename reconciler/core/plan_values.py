@@ -51,6 +51,9 @@ class ObjectAction(StrEnum):
     #: An update the server refuses as immutable, of an object that opts in to being deleted
     #: and created again (``reconciler.dev/recreate: on-immutable``).
     REPLACE = "replace"
+    #: Not deleted though dropped: it carries a keep mark (:data:`~reconciler.core.model.
+    #: KEEP_MARKS`), so it is released (our marks removed, the fields) and left in place.
+    KEEP = "keep"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,9 @@ class ObjectChange:
     ref: ObjectRef
     fields: tuple[FieldChange, ...] = ()
     default_configuration: bool = False
+    #: The fields of ``kubectl apply`` (client-side) are taken over before the apply
+    #: (:mod:`reconciler.core.takeover`).
+    takeover: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """JSON form."""
