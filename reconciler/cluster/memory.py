@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -56,6 +56,7 @@ from reconciler.cluster.memory_review import MemoryReviewer
 from reconciler.cluster.memory_rules import (
     CONTROLLER,
     WORKLOADS,
+    at_version,
     available_status,
     check_name,
     check_selector,
@@ -67,6 +68,7 @@ from reconciler.cluster.memory_rules import (
     labels_match,
     load_order,
     namespace_generated,
+    served_versions,
     stamp,
     storage_version,
 )
@@ -162,6 +164,10 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         #: Each object's part of :meth:`snapshot_parts`, kept while the object is unchanged.
         self._texts = SnapshotTexts()
         self._kinds: dict[tuple[str, str], KindInfo] = {(k.group, k.kind): k for k in BUILTIN_KINDS}
+        #: The versions each kind is served at (a CRD's served versions), the preferred first.
+        self._versions: dict[tuple[str, str], tuple[str, ...]] = {
+            (k.group, k.kind): (k.version,) for k in BUILTIN_KINDS
+        }
         self._resource_version = 0
         self._uids = 0
         self._dry_runs = 0
@@ -181,7 +187,7 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         self._enter("get", ref)
         self._served(ref.api_version, ref.kind)
         stored = self._objects.get(self._key(ref))
-        return with_managed_fields(stored) if stored else None
+        return at_version(with_managed_fields(stored), ref.api_version) if stored else None
 
     def list_objects(
         self,
@@ -201,7 +207,7 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
             if namespace is not None and ns != namespace:
                 continue
             if labels_match(stored.body, labels or {}):
-                found.append(with_managed_fields(stored))
+                found.append(at_version(with_managed_fields(stored), api_version))
         return found
 
     def apply(
@@ -247,7 +253,7 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
             self._store(key, Stored(body, existing.owners), existing)
             self._finish_deletion(key)
         stored = self._objects.get(key)
-        return with_managed_fields(stored) if stored else copied(body)
+        return at_version(with_managed_fields(stored) if stored else copied(body), ref.api_version)
 
     def delete(self, ref: ObjectRef, *, propagation: str = "Background") -> bool:
         """See :meth:`reconciler.cluster.api.Cluster.delete`."""
@@ -270,8 +276,13 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         return True
 
     def kind_info(self, api_version: str, kind: str) -> KindInfo | None:
-        """See :meth:`reconciler.cluster.api.Cluster.kind_info`."""
-        return self._kinds.get((api_version.rpartition("/")[0], kind))
+        """See :meth:`reconciler.cluster.api.Cluster.kind_info`: a kind at one of the versions
+        it is served at (a CRD's served versions), none at another."""
+        group, _, version = api_version.rpartition("/")
+        info = self._kinds.get((group, kind))
+        if info is None or version not in self._versions.get((group, kind), ()):
+            return None
+        return info if info.version == version else replace(info, version=version)
 
     def served_kinds(self) -> list[KindInfo]:
         """See :meth:`reconciler.cluster.api.Cluster.served_kinds`."""
@@ -307,7 +318,7 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         stored = self._objects[self._key(ref)]
         version = storage_version(stored.body)
         assert version is not None, f"{ref.subject} has no version"
-        self._kinds[crd_kind(stored.body)] = established(stored.body, version)
+        self._serve(established(stored.body, version), served_versions(stored.body))
         self._bump(stored.body)
         self._note(WatchEventType.MODIFIED, stored)
 
@@ -350,7 +361,7 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         return info
 
     def _key(self, ref: ObjectRef) -> tuple[str, str, str, str]:
-        info = self.kind_info(ref.api_version, ref.kind)
+        info = self._kinds.get((ref.group, ref.kind))
         namespace = ref.namespace if info is None or info.namespaced else ""
         return ref.group, ref.kind, namespace, ref.name
 
@@ -419,7 +430,18 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         """The apiextensions controllers, when ``auto_establish`` is on."""
         version = storage_version(crd)
         if self.auto_establish and version:
-            self._kinds[crd_kind(crd)] = established(crd, version)
+            self._serve(established(crd, version), served_versions(crd))
+
+    def _serve(self, info: KindInfo, versions: tuple[str, ...]) -> None:
+        """Serve a CRD's kind at ``versions`` (discovery names the first), or no longer when
+        it serves none."""
+        key = (info.group, info.kind)
+        if not versions:
+            self._kinds.pop(key, None)
+            self._versions.pop(key, None)
+            return
+        self._kinds[key] = replace(info, version=versions[0])
+        self._versions[key] = versions
 
     def _remove(self, key: tuple[str, str, str, str]) -> None:
         body = self._objects[key].body
@@ -428,6 +450,7 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
             for other in [k for k in self._objects if (k[0], k[1]) == (group, kind)]:
                 self._gone(other)
             self._kinds.pop((group, kind), None)
+            self._versions.pop((group, kind), None)
         elif body["kind"] == "Namespace":
             name = body["metadata"]["name"]
             for other in [k for k in self._objects if k[2] == name]:

@@ -149,6 +149,34 @@ def storage_version(crd: Mapping[str, Any]) -> str | None:
     return str(version) if version else None
 
 
+def served_versions(crd: Mapping[str, Any]) -> tuple[str, ...]:
+    """The versions a CRD serves, the one discovery prefers first (Kubernetes' version priority:
+    ``v2`` before ``v1`` before ``v1beta2`` before ``v1beta1`` before ``v1alpha1``)."""
+    versions = (crd.get("spec") or {}).get("versions") or []
+    served = [str(v["name"]) for v in versions if v.get("served") and v.get("name")]
+    return tuple(sorted(served, key=version_priority))
+
+
+_KUBE_VERSION = re.compile(r"v(\d+)(?:(alpha|beta)(\d+))?")
+_STABILITY = {None: 0, "beta": 1, "alpha": 2}
+
+
+def version_priority(version: str) -> tuple[int, int, int, str]:
+    """Sort key of a Kubernetes API version, the highest priority first: GA before beta before
+    alpha, a higher number first; a version of another shape after all, by name."""
+    match = _KUBE_VERSION.fullmatch(version)
+    if match is None:
+        return 3, 0, 0, version
+    major, stability, minor = match.groups()
+    return _STABILITY[stability], -int(major), -int(minor or 0), version
+
+
+def at_version(body: Body, api_version: str) -> Body:
+    """``body`` read at another served version of its kind: the same object, its ``apiVersion``
+    that one (the ``None`` conversion of a CRD: the same fields); ``body`` is left as it is."""
+    return body if body.get("apiVersion") == api_version else {**body, "apiVersion": api_version}
+
+
 def initial_status(body: Body) -> None:
     """The status a real API server gives an object it creates (before any controller ran)."""
     if body["kind"] == "CustomResourceDefinition":

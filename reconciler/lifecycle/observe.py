@@ -13,7 +13,8 @@ raises before anything is changed. The rules it applies to what it read are pure
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 from reconciler.cluster.api import Cluster
 from reconciler.core.enforce import enforcing
@@ -30,6 +31,8 @@ from reconciler.core.objects import Body, ObjectRef, crd_kind, is_established
 from reconciler.core.plan_values import DesiredModule, LiveModule, Occupants
 from reconciler.errors import PermanentError, UnknownKindError
 from reconciler.lifecycle.live_view import LiveView, kind_key
+
+_T = TypeVar("_T")
 
 #: The objects that block a deletion a status names, at most (the rest are counted).
 BLOCKING_KEPT = 20
@@ -215,7 +218,9 @@ class Observer:
     def _list_kind(self, runtime: str, ref: ObjectRef) -> None:
         labels = {LABEL_MANAGED_BY: MANAGED_BY_VALUE, LABEL_RUNTIME: runtime}
         try:
-            items = self.cluster.list_objects(ref.api_version, ref.kind, labels=labels)
+            items = self.at_served_version(
+                ref, lambda at: self.cluster.list_objects(at.api_version, at.kind, labels=labels)
+            )
         except UnknownKindError:  # its CRD is not there (yet): nothing of that kind exists
             self.view.record_list(kind_key(ref), None)
             return
@@ -227,11 +232,23 @@ class Observer:
         if known and not fresh:
             return body
         try:
-            body = self.cluster.get(ref)
+            body = self.at_served_version(ref, self.cluster.get)
         except UnknownKindError:
             body = None
         self.view.record(ref, body)
         return body
+
+    def at_served_version(self, ref: ObjectRef, call: Callable[[ObjectRef], _T]) -> _T:
+        """``call`` on ``ref`` at its apiVersion, or (L12: one the server no longer serves, or
+        not yet: a CRD's version moved) at the version of its group the server serves now;
+        :class:`UnknownKindError` when it serves the kind in none."""
+        try:
+            return call(ref)
+        except UnknownKindError:
+            info = self.cluster.kinds_in_group(ref.group, ref.kind)
+            if info is None or info.api_version == ref.api_version:
+                raise
+        return call(ref.at(info.api_version))
 
     def labelled_ours(self, ref: ObjectRef, inventory: Inventory) -> bool:
         """Whether ``ref`` exists and carries our labels for the inventory's runtime and module
@@ -305,7 +322,8 @@ def _occupants(found: list[ObjectRef]) -> Occupants:
 
 
 def _listed_ref(asked: ObjectRef, body: Body) -> ObjectRef:
-    """The reference of a listed object under the apiVersion it was listed by."""
+    """The reference of a listed object (the same object at whatever version it was listed,
+    L12; its body says which)."""
     metadata = body.get("metadata") or {}
     return ObjectRef(
         asked.api_version,
