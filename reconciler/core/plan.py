@@ -135,7 +135,7 @@ def plan_module(
     changes = _object_changes(desired, live, handed)
     action, reason, message = _classify(desired, live, running, upgrade, changes)
     kept, notes = _kept_crds(desired, live)
-    notes += _handover_notes(handed)
+    notes += handover_notes(handed)
     notes += _released_namespaces([c.ref for c in changes], live)
     return replace(
         base,
@@ -219,7 +219,8 @@ def _handed_over(
     return {r: shipped[r] for r in recorded if shipped.get(r, module) != module}
 
 
-def _handover_notes(handed: Mapping[ObjectRef, str]) -> tuple[str, ...]:
+def handover_notes(handed: Mapping[ObjectRef, str]) -> tuple[str, ...]:
+    """What a plan says of the objects it hands over (object -> the module receiving it)."""
     return tuple(f"{r.subject} is handed over to module {m}" for r, m in handed.items())
 
 
@@ -381,7 +382,7 @@ def plan_removal(live: LiveModule, *, shipped: Mapping[ObjectRef, str] | None = 
         reason=Reason.REMOVED,
         message=message,
         changes=default + deletions,
-        notes=_released_namespaces([c.ref for c in deletions], live) + _handover_notes(handed),
+        notes=_released_namespaces([c.ref for c in deletions], live) + handover_notes(handed),
     )
 
 

@@ -75,7 +75,8 @@ def test_a_custom_resource_is_one_object_at_every_served_version(target: Target)
         (f"{target.group}/v2", created["metadata"]["uid"])
     ]
     preferred = target.cluster.kinds_in_group(target.group, "Gizmo")
-    assert preferred is not None and preferred.version == "v2"
+    assert preferred is not None
+    assert preferred.version == "v2"
 
     written = target.cluster.apply(_gizmo(target, "v2", namespace, size=2), field_manager=MANAGER)
     assert (written["apiVersion"], written["metadata"]["uid"]) == (
@@ -93,4 +94,5 @@ def test_a_custom_resource_is_one_object_at_every_served_version(target: Target)
     with pytest.raises(UnknownKindError):
         target.cluster.list_objects(f"{target.group}/v1", "Gizmo", namespace=namespace)
     still = target.cluster.get(v2)
-    assert still is not None and still["metadata"]["uid"] == created["metadata"]["uid"]
+    assert still is not None
+    assert still["metadata"]["uid"] == created["metadata"]["uid"]

@@ -16,57 +16,21 @@ import pytest
 
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.inventory import Inventory, inventory_from_configmap, inventory_ref
-from reconciler.core.model import (
-    LABEL_MODULE,
-    Channel,
-    ClusterAccess,
-    ConfigRepo,
-    Module,
-    ModuleRef,
-    ModuleVersion,
-    Runtime,
-    Settings,
-)
+from reconciler.core.model import LABEL_MODULE, ConfigRepo, ModuleVersion
 from reconciler.core.objects import Body, ObjectRef
 from reconciler.lifecycle.executor import ModuleState, SyncResult, sync_runtime
-from tests.support.lifecycle_helpers import NOW, deployment, simple
+from tests.support.identity_modules import (
+    NAMESPACE,
+    SHARED,
+    gizmo_crd,
+    gizmo_resource,
+    module,
+    mover,
+    repo,
+)
+from tests.support.lifecycle_helpers import NOW, deployment
 
 SYSTEM = "reconciler-system"
-NAMESPACE = "gizmo-system"
-
-
-def _crd(*versions: tuple[str, bool, bool]) -> dict[str, Any]:
-    """The CRD of ``Gizmo`` with (name, served, storage) versions."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "gizmos.example.io"},
-        "spec": {
-            "group": "example.io",
-            "scope": "Namespaced",
-            "names": {"kind": "Gizmo", "plural": "gizmos", "singular": "gizmo"},
-            "versions": [
-                {"name": name, "served": served, "storage": storage}
-                for name, served, storage in versions
-            ],
-        },
-    }
-
-
-def _gizmo(name: str, version: str, **spec: Any) -> dict[str, Any]:
-    return simple("Gizmo", name, f"example.io/{version}", spec=spec)
-
-
-def _module(name: str, versions: dict[str, ModuleVersion], **options: Any) -> Module:
-    return Module(name, NAMESPACE, "Deployment", f"{name}-operator", versions, **options)
-
-
-def _repo(modules: dict[str, Module], channel: dict[str, str], listed: list[str]) -> ConfigRepo:
-    refs = tuple(ModuleRef(name) for name in listed)
-    runtime = Runtime("rt", "regular", ClusterAccess(context="c"), refs)
-    return ConfigRepo(
-        Settings(), {"rt": runtime}, modules, {"regular": Channel("regular", channel)}
-    )
 
 
 def _sync(cluster: InMemoryCluster, config: ConfigRepo) -> SyncResult:
@@ -95,23 +59,25 @@ def test_a_custom_resource_shipped_at_the_crds_new_storage_version_is_updated_in
     def version(number: str, crd: dict[str, Any], cr: dict[str, Any]) -> ModuleVersion:
         return ModuleVersion(number, (crd, deployment("gizmo-operator", number), cr))
 
-    gizmo = _module(
+    gizmo = module(
         "gizmo",
         {
-            "1.0.0": version("1.0.0", _crd(("v1", True, True)), _gizmo("main", "v1", size=1)),
+            "1.0.0": version(
+                "1.0.0", gizmo_crd(("v1", True, True)), gizmo_resource("main", "v1", size=1)
+            ),
             "2.0.0": version(
                 "2.0.0",
-                _crd(("v1", True, False), ("v2", True, True)),
-                _gizmo("main", "v2", size=2),
+                gizmo_crd(("v1", True, False), ("v2", True, True)),
+                gizmo_resource("main", "v2", size=2),
             ),
         },
     )
     cluster = InMemoryCluster()
     main = ObjectRef("example.io/v2", "Gizmo", NAMESPACE, "main")
-    _sync(cluster, _repo({"gizmo": gizmo}, {"gizmo": "1.0.0"}, ["gizmo"]))
+    _sync(cluster, repo({"gizmo": gizmo}, {"gizmo": "1.0.0"}, ["gizmo"]))
     uid = _live(cluster, ObjectRef("example.io/v1", "Gizmo", NAMESPACE, "main"))["metadata"]["uid"]
 
-    upgraded = _sync(cluster, _repo({"gizmo": gizmo}, {"gizmo": "2.0.0"}, ["gizmo"]))
+    upgraded = _sync(cluster, repo({"gizmo": gizmo}, {"gizmo": "2.0.0"}, ["gizmo"]))
 
     assert _states(upgraded) == {"gizmo": ModuleState.READY}
     entry = upgraded.plan.modules[0]
@@ -126,30 +92,31 @@ def test_a_custom_resource_shipped_at_the_crds_new_storage_version_is_updated_in
     )
     recorded = {r: r.api_version for r in _inventory(cluster, "gizmo").objects}
     assert recorded[main] == "example.io/v2", "the inventory records the version shipped now"
-    again = _sync(cluster, _repo({"gizmo": gizmo}, {"gizmo": "2.0.0"}, ["gizmo"]))
+    again = _sync(cluster, repo({"gizmo": gizmo}, {"gizmo": "2.0.0"}, ["gizmo"]))
     assert not again.plan.modules[0].changes, "no drift from the version moving"
 
 
 def test_a_default_configuration_whose_version_is_no_longer_served_is_ours_at_removal() -> None:
     def version(number: str, crd: dict[str, Any], at: str) -> ModuleVersion:
         objects = (crd, deployment("gizmo-operator", number))
-        return ModuleVersion(number, objects, _gizmo("default", at, mode="fast"))
+        return ModuleVersion(number, objects, gizmo_resource("default", at, mode="fast"))
 
-    gizmo = _module(
+    gizmo = module(
         "gizmo",
         {
-            "1.0.0": version("1.0.0", _crd(("v1alpha1", True, True)), "v1alpha1"),
+            "1.0.0": version("1.0.0", gizmo_crd(("v1alpha1", True, True)), "v1alpha1"),
             "2.0.0": version(
-                "2.0.0", _crd(("v1alpha1", False, False), ("v1beta1", True, True)), "v1beta1"
+                "2.0.0", gizmo_crd(("v1alpha1", False, False), ("v1beta1", True, True)), "v1beta1"
             ),
         },
     )
     cluster = InMemoryCluster()
     default = ObjectRef("example.io/v1beta1", "Gizmo", NAMESPACE, "default")
-    _sync(cluster, _repo({"gizmo": gizmo}, {"gizmo": "1.0.0"}, ["gizmo"]))
-    _sync(cluster, _repo({"gizmo": gizmo}, {"gizmo": "2.0.0"}, ["gizmo"]))
+    _sync(cluster, repo({"gizmo": gizmo}, {"gizmo": "1.0.0"}, ["gizmo"]))
+    _sync(cluster, repo({"gizmo": gizmo}, {"gizmo": "2.0.0"}, ["gizmo"]))
     recorded = _inventory(cluster, "gizmo").default_configuration
-    assert recorded is not None and recorded.api_version == "example.io/v1beta1"
+    assert recorded is not None
+    assert recorded.api_version == "example.io/v1beta1"
     # What an older reconciler left: the inventory names it at the version no longer served.
     older = _inventory(cluster, "gizmo")
     stale = ObjectRef("example.io/v1alpha1", "Gizmo", NAMESPACE, "default")
@@ -168,42 +135,28 @@ def test_a_default_configuration_whose_version_is_no_longer_served_is_ours_at_re
         field_manager="reconciler",
     )
 
-    removed = _sync(cluster, _repo({"gizmo": gizmo}, {"gizmo": "2.0.0"}, []))
+    removed = _sync(cluster, repo({"gizmo": gizmo}, {"gizmo": "2.0.0"}, []))
 
     assert _states(removed) == {"gizmo": None}, removed.modules
     assert not [b for b in cluster.objects() if ObjectRef.of(b) == default]
     assert cluster.get(inventory_ref(SYSTEM, "gizmo")) is None
 
 
-def _mover(name: str, ships: dict[str, bool], **options: Any) -> Module:
-    """A module whose versions ship the ConfigMap ``shared`` where ``ships`` says so."""
-    versions = {}
-    for number, shipping in ships.items():
-        objects: list[dict[str, Any]] = [deployment(f"{name}-operator", number)]
-        if shipping:
-            objects.append(simple("ConfigMap", "shared", data={"owner": name}))
-        versions[number] = ModuleVersion(number, tuple(objects))
-    return _module(name, versions, **options)
-
-
-SHARED = ObjectRef("v1", "ConfigMap", NAMESPACE, "shared")
-
-
 @pytest.mark.parametrize("first", ["giver", "taker"])
 def test_an_object_moved_to_another_module_in_one_commit_is_handed_over(first: str) -> None:
     second = {"giver": "taker", "taker": "giver"}[first]
     depends = {first: (), second: (first,)}  # the second waits for the first
-    giver = _mover("giver", {"1.0.0": True, "2.0.0": False}, depends_on=depends["giver"])
-    taker = _mover("taker", {"1.0.0": False, "2.0.0": True}, depends_on=depends["taker"])
+    giver = mover("giver", {"1.0.0": True, "2.0.0": False}, depends_on=depends["giver"])
+    taker = mover("taker", {"1.0.0": False, "2.0.0": True}, depends_on=depends["taker"])
     modules = {"giver": giver, "taker": taker}
     cluster = InMemoryCluster()
-    _sync(cluster, _repo(modules, {"giver": "1.0.0", "taker": "1.0.0"}, ["giver", "taker"]))
+    _sync(cluster, repo(modules, {"giver": "1.0.0", "taker": "1.0.0"}, ["giver", "taker"]))
     uid = _live(cluster, SHARED)["metadata"]["uid"]
     deletes = cluster.calls.get("delete", 0)
 
-    moved = _sync(cluster, _repo(modules, {"giver": "2.0.0", "taker": "2.0.0"}, ["giver", "taker"]))
+    moved = _sync(cluster, repo(modules, {"giver": "2.0.0", "taker": "2.0.0"}, ["giver", "taker"]))
 
-    assert [s.module for s in moved.modules][0] == first
+    assert next(s.module for s in moved.modules) == first
     assert _states(moved) == {"giver": ModuleState.READY, "taker": ModuleState.READY}
     body = _live(cluster, SHARED)
     assert body["metadata"]["uid"] == uid, "handed over, not deleted and re-created"
@@ -217,14 +170,14 @@ def test_an_object_moved_to_another_module_in_one_commit_is_handed_over(first: s
 
 
 def test_an_object_of_a_removed_module_that_another_ships_now_is_handed_over() -> None:
-    giver = _mover("giver", {"1.0.0": True})
-    taker = _mover("taker", {"1.0.0": False, "2.0.0": True})
+    giver = mover("giver", {"1.0.0": True})
+    taker = mover("taker", {"1.0.0": False, "2.0.0": True})
     modules = {"giver": giver, "taker": taker}
     cluster = InMemoryCluster()
-    _sync(cluster, _repo(modules, {"giver": "1.0.0", "taker": "1.0.0"}, ["giver", "taker"]))
+    _sync(cluster, repo(modules, {"giver": "1.0.0", "taker": "1.0.0"}, ["giver", "taker"]))
     uid = _live(cluster, SHARED)["metadata"]["uid"]
 
-    moved = _sync(cluster, _repo(modules, {"giver": "1.0.0", "taker": "2.0.0"}, ["taker"]))
+    moved = _sync(cluster, repo(modules, {"giver": "1.0.0", "taker": "2.0.0"}, ["taker"]))
 
     assert _states(moved) == {"giver": None, "taker": ModuleState.READY}
     body = _live(cluster, SHARED)

@@ -1,0 +1,72 @@
+"""Modules for the tests of L12 (an object known by group, kind, namespace and name): a CRD
+``Gizmo`` whose versions move, its custom resources, modules built of them, the repo of one
+runtime ``rt``, and modules that hand the ConfigMap ``shared`` over. Callers:
+tests/lifecycle/test_identity.py and tests/core/test_identity_diff.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler.core.model import (
+    Channel,
+    ClusterAccess,
+    ConfigRepo,
+    Module,
+    ModuleRef,
+    ModuleVersion,
+    Runtime,
+    Settings,
+)
+from reconciler.core.objects import ObjectRef
+from tests.support.lifecycle_helpers import deployment, simple
+
+NAMESPACE = "gizmo-system"
+SHARED = ObjectRef("v1", "ConfigMap", NAMESPACE, "shared")
+
+
+def gizmo_crd(*versions: tuple[str, bool, bool]) -> dict[str, Any]:
+    """The CRD of ``Gizmo`` with (name, served, storage) versions."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gizmos.example.io"},
+        "spec": {
+            "group": "example.io",
+            "scope": "Namespaced",
+            "names": {"kind": "Gizmo", "plural": "gizmos", "singular": "gizmo"},
+            "versions": [
+                {"name": name, "served": served, "storage": storage}
+                for name, served, storage in versions
+            ],
+        },
+    }
+
+
+def gizmo_resource(name: str, version: str, **spec: Any) -> dict[str, Any]:
+    """The ``Gizmo`` ``name`` at ``example.io/<version>``."""
+    return simple("Gizmo", name, f"example.io/{version}", spec=spec)
+
+
+def module(name: str, versions: dict[str, ModuleVersion], **options: Any) -> Module:
+    """A module in :data:`NAMESPACE`, its operator the Deployment ``<name>-operator``."""
+    return Module(name, NAMESPACE, "Deployment", f"{name}-operator", versions, **options)
+
+
+def repo(modules: dict[str, Module], channel: dict[str, str], listed: list[str]) -> ConfigRepo:
+    """The repo of ``modules`` with one runtime ``rt`` taking ``listed`` from ``channel``."""
+    refs = tuple(ModuleRef(name) for name in listed)
+    runtime = Runtime("rt", "regular", ClusterAccess(context="c"), refs)
+    return ConfigRepo(
+        Settings(), {"rt": runtime}, modules, {"regular": Channel("regular", channel)}
+    )
+
+
+def mover(name: str, ships: dict[str, bool], **options: Any) -> Module:
+    """A module whose versions ship the ConfigMap ``shared`` where ``ships`` says so."""
+    versions = {}
+    for number, shipping in ships.items():
+        objects: list[dict[str, Any]] = [deployment(f"{name}-operator", number)]
+        if shipping:
+            objects.append(simple("ConfigMap", "shared", data={"owner": name}))
+        versions[number] = ModuleVersion(number, tuple(objects))
+    return module(name, versions, **options)
