@@ -102,6 +102,7 @@ BUILTIN_KINDS: tuple[KindInfo, ...] = (
     KindInfo("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False),
     KindInfo("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True),
     KindInfo("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True),
+    KindInfo("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", True),
     KindInfo(
         "admissionregistration.k8s.io",
         "v1",
@@ -120,6 +121,11 @@ BUILTIN_KINDS: tuple[KindInfo, ...] = (
         "apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False
     ),
 )
+
+#: Built-in kinds served at more than one version of their group, the preferred first.
+BUILTIN_VERSIONS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("autoscaling", "HorizontalPodAutoscaler"): ("v2", "v1"),
+}
 
 
 @dataclass(slots=True)
@@ -166,7 +172,8 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         self._kinds: dict[tuple[str, str], KindInfo] = {(k.group, k.kind): k for k in BUILTIN_KINDS}
         #: The versions each kind is served at (a CRD's served versions), the preferred first.
         self._versions: dict[tuple[str, str], tuple[str, ...]] = {
-            (k.group, k.kind): (k.version,) for k in BUILTIN_KINDS
+            (k.group, k.kind): BUILTIN_VERSIONS.get((k.group, k.kind), (k.version,))
+            for k in BUILTIN_KINDS
         }
         self._resource_version = 0
         self._uids = 0
@@ -229,7 +236,7 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         self._namespace_exists(info, ref)
         key = self._key(ref)
         existing = self._objects.get(key)
-        result = applied(existing, config, field_manager, force)
+        result = applied(self._at(existing, ref.api_version), config, field_manager, force)
         if self.require_selectors:
             check_selector(ref, result.body)
         if dry_run:
@@ -364,6 +371,13 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         info = self._kinds.get((ref.group, ref.kind))
         namespace = ref.namespace if info is None or info.namespaced else ""
         return ref.group, ref.kind, namespace, ref.name
+
+    @staticmethod
+    def _at(stored: Stored | None, api_version: str) -> Stored | None:
+        """``stored`` as written at ``api_version`` (another served version of its kind)."""
+        if stored is None or stored.body.get("apiVersion") == api_version:
+            return stored
+        return Stored(at_version(stored.body, api_version), stored.owners)
 
     def _namespace_exists(self, info: KindInfo, ref: ObjectRef) -> None:
         if not info.namespaced:

@@ -173,8 +173,45 @@ def version_priority(version: str) -> tuple[int, int, int, str]:
 
 def at_version(body: Body, api_version: str) -> Body:
     """``body`` read at another served version of its kind: the same object, its ``apiVersion``
-    that one (the ``None`` conversion of a CRD: the same fields); ``body`` is left as it is."""
-    return body if body.get("apiVersion") == api_version else {**body, "apiVersion": api_version}
+    that one, its fields converted as the server converts them (a custom resource: the ``None``
+    conversion, the same fields; a HorizontalPodAutoscaler: ``autoscaling/v1``'s CPU target is
+    ``autoscaling/v2``'s CPU utilization metric); ``body`` is left as it is."""
+    if body.get("apiVersion") == api_version:
+        return body
+    converted = {**body, "apiVersion": api_version}
+    if body.get("kind") == "HorizontalPodAutoscaler" and isinstance(body.get("spec"), Mapping):
+        converted["spec"] = _autoscaler_spec(body["spec"], api_version)
+    return converted
+
+
+#: The CPU utilization metric of an ``autoscaling/v2`` HorizontalPodAutoscaler.
+_CPU = ("Resource", "cpu", "Utilization")
+
+
+def _autoscaler_spec(spec: Mapping[str, Any], api_version: str) -> Body:
+    """An HPA's spec at ``autoscaling/v1`` or ``autoscaling/v2`` (the CPU target only, as far
+    as the tests need: other metrics are not kept at v1)."""
+    converted = copied(dict(spec))
+    if api_version == "autoscaling/v1":
+        target = next(
+            (
+                m["resource"]["target"].get("averageUtilization")
+                for m in converted.pop("metrics", None) or []
+                if (m.get("type"), (m.get("resource") or {}).get("name"),
+                    ((m.get("resource") or {}).get("target") or {}).get("type")) == _CPU
+            ),
+            None,
+        )  # fmt: skip
+        converted.pop("behavior", None)
+        if target is not None:
+            converted["targetCPUUtilizationPercentage"] = target
+        return converted
+    percent = converted.pop("targetCPUUtilizationPercentage", None)
+    if percent is not None:
+        target = {"type": "Utilization", "averageUtilization": percent}
+        resource = {"name": "cpu", "target": target}
+        converted["metrics"] = [{"type": "Resource", "resource": resource}]
+    return converted
 
 
 def initial_status(body: Body) -> None:

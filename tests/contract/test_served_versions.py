@@ -16,6 +16,7 @@ import pytest
 from reconciler.core.objects import ObjectRef, is_established
 from reconciler.errors import UnknownKindError
 from tests.support.contract_targets import MANAGER, Target, apply_namespace, gizmo_crd, wait_until
+from tests.support.identity_modules import autoscaler, cpu_metric
 
 
 def _versions(crd: dict[str, Any], *versions: tuple[str, bool, bool]) -> dict[str, Any]:
@@ -96,3 +97,45 @@ def test_a_custom_resource_is_one_object_at_every_served_version(target: Target)
     still = target.cluster.get(v2)
     assert still is not None
     assert still["metadata"]["uid"] == created["metadata"]["uid"]
+
+
+def test_a_horizontal_pod_autoscaler_is_one_object_at_autoscaling_v1_and_v2(
+    target: Target,
+) -> None:
+    namespace = apply_namespace(target)
+    created = target.cluster.apply(
+        autoscaler("autoscaling/v1", "web", 70, namespace), field_manager=MANAGER
+    )
+    v1 = ObjectRef.of(created)
+    v2 = v1.at("autoscaling/v2")
+    preferred = target.cluster.kinds_in_group("autoscaling", "HorizontalPodAutoscaler")
+    assert preferred is not None
+    assert preferred.version == "v2"
+
+    read = target.cluster.get(v2)
+    assert read is not None
+    assert (read["apiVersion"], read["metadata"]["uid"]) == (
+        "autoscaling/v2",
+        created["metadata"]["uid"],
+    )
+    assert read["spec"]["metrics"] == cpu_metric(70)
+    assert "targetCPUUtilizationPercentage" not in read["spec"]
+    listed = target.cluster.list_objects(
+        "autoscaling/v2", "HorizontalPodAutoscaler", namespace=namespace
+    )
+    assert [b["spec"]["metrics"] for b in listed] == [cpu_metric(70)]
+
+    written = target.cluster.apply(
+        autoscaler("autoscaling/v2", "web", 60, namespace), field_manager=MANAGER
+    )
+    assert (written["metadata"]["uid"], written["spec"]["metrics"]) == (
+        created["metadata"]["uid"],
+        cpu_metric(60),
+    )
+    at_v1 = target.cluster.get(v1)
+    assert at_v1 is not None
+    assert (at_v1["apiVersion"], at_v1["spec"]["targetCPUUtilizationPercentage"]) == (
+        "autoscaling/v1",
+        60,
+    )
+    assert "metrics" not in at_v1["spec"]

@@ -31,6 +31,7 @@ from tests.support.e2e_harness import (
     until,
 )
 from tests.support.e2e_world import World
+from tests.support.identity_modules import autoscaler
 
 #: (name, served, storage) of each version of a CRD.
 CrdVersions = tuple[tuple[str, bool, bool], ...]
@@ -106,22 +107,6 @@ def _hpa(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
     return body
 
 
-def _autoscaler(module: TestModule, api_version: str) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": module.operator},
-        "minReplicas": 1,
-        "maxReplicas": 3,
-    }
-    if api_version == "autoscaling/v1":
-        spec["targetCPUUtilizationPercentage"] = 70
-    else:
-        target = {"type": "Utilization", "averageUtilization": 70}
-        spec["metrics"] = [{"type": "Resource", "resource": {"name": "cpu", "target": target}}]
-    metadata = {"name": module.operator}
-    return {"apiVersion": api_version, "kind": "HorizontalPodAutoscaler", "metadata": metadata,
-            "spec": spec}  # fmt: skip
-
-
 def test_objects_shipped_at_a_new_api_version_are_updated_in_place(world: World) -> None:
     fleet, kube = world.fleet, world.kube
     crd = CRD(f"e2e{fleet.suffix}.example.io", "AppConfig")
@@ -138,8 +123,8 @@ def test_objects_shipped_at_a_new_api_version_are_updated_in_place(world: World)
         versions=("1.0.0", "2.0.0"),
         crd_versions=(("2.0.0", (("v1", True, False), ("v2", True, True))),),
         extra=(
-            ("1.0.0", (main("v1", 1), _autoscaler(probe, "autoscaling/v1"))),
-            ("2.0.0", (main("v2", 2), _autoscaler(probe, "autoscaling/v2"))),
+            ("1.0.0", (main("v1", 1), autoscaler("autoscaling/v1", probe.operator, 70))),
+            ("2.0.0", (main("v2", 2), autoscaler("autoscaling/v2", probe.operator, 70))),
         ),
     )
     fleet.channel[app.name] = "1.0.0"

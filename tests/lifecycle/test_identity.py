@@ -22,6 +22,8 @@ from reconciler.lifecycle.executor import ModuleState, SyncResult, sync_runtime
 from tests.support.identity_modules import (
     NAMESPACE,
     SHARED,
+    autoscaler,
+    cpu_metric,
     gizmo_crd,
     gizmo_resource,
     module,
@@ -57,7 +59,8 @@ def _live(cluster: InMemoryCluster, ref: ObjectRef) -> Body:
 
 def test_a_custom_resource_shipped_at_the_crds_new_storage_version_is_updated_in_place() -> None:
     def version(number: str, crd: dict[str, Any], cr: dict[str, Any]) -> ModuleVersion:
-        return ModuleVersion(number, (crd, deployment("gizmo-operator", number), cr))
+        hpa = autoscaler("autoscaling/v1" if number == "1.0.0" else "autoscaling/v2", "gizmo", 70)
+        return ModuleVersion(number, (crd, deployment("gizmo-operator", number), cr, hpa))
 
     gizmo = module(
         "gizmo",
@@ -76,14 +79,19 @@ def test_a_custom_resource_shipped_at_the_crds_new_storage_version_is_updated_in
     main = ObjectRef("example.io/v2", "Gizmo", NAMESPACE, "main")
     _sync(cluster, repo({"gizmo": gizmo}, {"gizmo": "1.0.0"}, ["gizmo"]))
     uid = _live(cluster, ObjectRef("example.io/v1", "Gizmo", NAMESPACE, "main"))["metadata"]["uid"]
+    hpa = ObjectRef("autoscaling/v2", "HorizontalPodAutoscaler", NAMESPACE, "gizmo")
+    hpa_uid = _live(cluster, hpa.at("autoscaling/v1"))["metadata"]["uid"]
 
     upgraded = _sync(cluster, repo({"gizmo": gizmo}, {"gizmo": "2.0.0"}, ["gizmo"]))
 
     assert _states(upgraded) == {"gizmo": ModuleState.READY}
     entry = upgraded.plan.modules[0]
-    assert [(c.action.value, c.ref.subject) for c in entry.changes if c.ref == main] == [
-        ("update", main.subject)
+    assert [(c.action.value, c.ref.subject) for c in entry.changes if c.ref in (main, hpa)] == [
+        ("update", hpa.subject),
+        ("update", main.subject),
     ], "an update, never a create and a delete"
+    scaler = _live(cluster, hpa)
+    assert (scaler["metadata"]["uid"], scaler["spec"]["metrics"]) == (hpa_uid, cpu_metric(70))
     body = _live(cluster, main)
     assert (body["apiVersion"], body["metadata"]["uid"], body["spec"]) == (
         "example.io/v2",
@@ -92,6 +100,7 @@ def test_a_custom_resource_shipped_at_the_crds_new_storage_version_is_updated_in
     )
     recorded = {r: r.api_version for r in _inventory(cluster, "gizmo").objects}
     assert recorded[main] == "example.io/v2", "the inventory records the version shipped now"
+    assert recorded[hpa] == "autoscaling/v2"
     again = _sync(cluster, repo({"gizmo": gizmo}, {"gizmo": "2.0.0"}, ["gizmo"]))
     assert not again.plan.modules[0].changes, "no drift from the version moving"
 

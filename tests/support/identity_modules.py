@@ -1,7 +1,9 @@
 """Modules for the tests of L12 (an object known by group, kind, namespace and name): a CRD
 ``Gizmo`` whose versions move, its custom resources, modules built of them, the repo of one
-runtime ``rt``, and modules that hand the ConfigMap ``shared`` over. Callers:
-tests/lifecycle/test_identity.py and tests/core/test_identity_diff.py."""
+runtime ``rt``, and modules that hand the ConfigMap ``shared`` over. A
+HorizontalPodAutoscaler at ``autoscaling/v1`` or ``v2``. Callers: tests/lifecycle/test_identity.py,
+tests/core/test_identity_diff.py, tests/contract/test_served_versions.py and
+tests/e2e/test_identity.py."""
 
 from __future__ import annotations
 
@@ -70,3 +72,28 @@ def mover(name: str, ships: dict[str, bool], **options: Any) -> Module:
             objects.append(simple("ConfigMap", "shared", data={"owner": name}))
         versions[number] = ModuleVersion(number, tuple(objects))
     return module(name, versions, **options)
+
+
+def autoscaler(
+    api_version: str, name: str, percent: int, namespace: str | None = None
+) -> dict[str, Any]:
+    """A HorizontalPodAutoscaler ``name`` of the Deployment ``name`` at ``api_version``
+    (``autoscaling/v1`` or ``v2``), its CPU target ``percent``."""
+    spec: dict[str, Any] = {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+        "minReplicas": 1,
+        "maxReplicas": 3,
+    }
+    if api_version == "autoscaling/v1":
+        spec["targetCPUUtilizationPercentage"] = percent
+    else:
+        spec["metrics"] = cpu_metric(percent)
+    metadata = {"name": name, **({"namespace": namespace} if namespace else {})}
+    return {"apiVersion": api_version, "kind": "HorizontalPodAutoscaler", "metadata": metadata,
+            "spec": spec}  # fmt: skip
+
+
+def cpu_metric(percent: int) -> list[dict[str, Any]]:
+    """``autoscaling/v2``'s ``metrics`` of a CPU utilization target of ``percent``."""
+    target = {"type": "Utilization", "averageUtilization": percent}
+    return [{"type": "Resource", "resource": {"name": "cpu", "target": target}}]
