@@ -4,10 +4,13 @@ interface as the real adapter.
 It behaves like an API server where the product depends on it: resource versions that change only
 when an object changes, generation bumped by spec changes, uids, names validated as the server
 validates them (422: a DNS label, subdomain or path segment by kind), namespaces that must exist,
-kinds refused until their CRD is applied (and Established), finalizers and deletion timestamps,
-server-side apply that tracks the fields each manager owns and removes those a manager stopped
-applying, cascading deletion of a CRD's instances and a namespace's objects. Bodies have the
-shape a real server gives them, nulls included: a CRD is created with ``status.conditions: null``
+kinds refused until their CRD is applied (and Established), a kind served at each served
+version of its CRD (HorizontalPodAutoscaler at ``autoscaling/v2`` and ``v1``) and refused at
+another, one object read, listed and written at any of them (L12), finalizers and deletion
+timestamps, server-side apply that tracks the fields each manager owns and removes those a
+manager stopped applying, cascading deletion of a CRD's instances and a namespace's objects.
+Bodies have the shape a real server gives them, nulls included: a CRD is created with
+``status.conditions: null``
 (and ``acceptedNames`` empty) and answered so, and is Established only afterwards, as the
 apiextensions controllers do; workloads start with ``status: {}``; kinds without a status
 (ConfigMaps, custom resources) have none; empty ``labels``, ``annotations`` and ``finalizers``

@@ -78,18 +78,6 @@ def _shipping(fleet: Fleet, base: str, **options: Any) -> ShippingModule:
     return module
 
 
-def _install(world: World, module: TestModule, runtime: str) -> None:
-    """Sync until the module is Ready, its operator made available between syncs."""
-    for _ in range(4):
-        result = world.sync()
-        assert result.exit_code == 0, result.output
-        if world.kube.deployment(module.namespace, module.operator) is not None:
-            world.kube.make_available(module.namespace, module.operator)
-        if world.status(runtime).get(module.name, {}).get("state") == "Ready":
-            return
-    raise AssertionError(f"{module.name} not Ready: {world.status(runtime)}")
-
-
 def _custom(kube: Kube, crd: CRD, version: str, namespace: str, name: str) -> dict[str, Any]:
     found: dict[str, Any] = kube.custom.get_namespaced_custom_object(
         crd.group, version, namespace, crd.plural, name
@@ -129,7 +117,7 @@ def test_objects_shipped_at_a_new_api_version_are_updated_in_place(world: World)
     )
     fleet.channel[app.name] = "1.0.0"
     runtime = fleet.runtime("rt", [{"name": app.name}])
-    _install(world, app, runtime)
+    world.install(app, runtime)
     resource_uid = _custom(kube, crd, "v1", app.namespace, "main")["metadata"]["uid"]
     hpa_uid = _hpa(kube, app.namespace, app.operator)["metadata"]["uid"]
 
@@ -185,10 +173,10 @@ def test_a_default_configuration_at_a_version_no_longer_served_is_removed_with_i
     )
     fleet.channel[app.name] = "1.0.0"
     runtime = fleet.runtime("rt", [{"name": app.name}])
-    _install(world, app, runtime)
+    world.install(app, runtime)
     uid = _custom(kube, app.crd, "v1alpha1", app.namespace, "default")["metadata"]["uid"]
     fleet.channel[app.name] = "2.0.0"
-    _install(world, app, runtime)
+    world.install(app, runtime)
     default = _custom(kube, app.crd, "v1beta1", app.namespace, "default")
     assert default["metadata"]["uid"] == uid
     # What an older reconciler left (this one records v1beta1 now, tests/lifecycle): the
@@ -230,8 +218,8 @@ def test_an_object_moved_to_another_module_in_one_commit_is_handed_over(
     taker = _mover(fleet, taker_base, ("1.0.0",), ships="", home=home)
     fleet.channel.update({giver.name: "1.0.0", taker.name: "1.0.0"})
     runtime = fleet.runtime("rt", [{"name": giver.name}, {"name": taker.name}])
-    _install(world, giver, runtime)
-    _install(world, taker, runtime)
+    world.install(giver, runtime)
+    world.install(taker, runtime)
     uid = kube.config_map(home, "shared")["metadata"]["uid"]  # type: ignore[index]
 
     # One commit: the giver's 2.0.0 drops it (its 1.0.0 folder goes, C4), the taker's ships it.
