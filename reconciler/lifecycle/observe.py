@@ -14,7 +14,7 @@ raises before anything is changed. The rules it applies to what it read are pure
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from reconciler.cluster.api import Cluster
 from reconciler.core.enforce import enforcing
@@ -259,7 +259,8 @@ class Observer:
 
     def unestablished(self, module: DesiredModule) -> list[str]:
         """The names of the module's CRDs that are not Established (asked of the server when
-        the view does not show them so: one just applied)."""
+        the view does not show them so: one just applied), or not serving yet every version
+        they serve now (L12: a version an upgrade adds, its custom resources shipped at it)."""
         pending = []
         for rendered in module.objects:
             if rendered.body.get("kind") != "CustomResourceDefinition":
@@ -268,9 +269,19 @@ class Observer:
             live = self.read(ref)
             if live is None or not is_established(live):
                 live = self.read(ref, fresh=True)
-            if live is None or not is_established(live):
+            if live is None or not is_established(live) or self._unserved(rendered.body):
                 pending.append(str(rendered.body["metadata"]["name"]))
         return pending
+
+    def _unserved(self, crd: Mapping[str, Any]) -> list[str]:
+        """The versions ``crd`` serves that discovery does not show served (yet)."""
+        group, kind = crd_kind(crd)
+        versions = [v for v in (crd.get("spec") or {}).get("versions") or [] if v.get("served")]
+        return [
+            str(v.get("name"))
+            for v in versions
+            if self.cluster.kind_info(f"{group}/{v.get('name')}", kind) is None
+        ]
 
     def operator_available(self, module: DesiredModule) -> bool:
         """Whether the module's operator workload is available (asked of the server when the

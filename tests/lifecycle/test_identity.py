@@ -191,3 +191,41 @@ def test_an_object_of_a_removed_module_that_another_ships_now_is_handed_over() -
     assert _states(moved) == {"giver": None, "taker": ModuleState.READY}
     body = _live(cluster, SHARED)
     assert (body["metadata"]["uid"], body["metadata"]["labels"][LABEL_MODULE]) == (uid, "taker")
+
+
+def test_a_custom_resource_at_a_version_its_crd_serves_only_soon_waits_for_it() -> None:
+    """On a server, a version added to an Established CRD is served a moment after the CRD's
+    update: the module waits for it (WaitingForCRD), as for a new CRD, instead of failing."""
+
+    def version(number: str, crd: dict[str, Any], cr: dict[str, Any]) -> ModuleVersion:
+        return ModuleVersion(number, (crd, deployment("gizmo-operator", number), cr))
+
+    gizmo = module(
+        "gizmo",
+        {
+            "1.0.0": version("1.0.0", gizmo_crd(("v1", True, True)), gizmo_resource("main", "v1")),
+            "2.0.0": version(
+                "2.0.0",
+                gizmo_crd(("v1", True, False), ("v2", True, True)),
+                gizmo_resource("main", "v2", size=2),
+            ),
+        },
+    )
+    cluster = InMemoryCluster(auto_establish=False)
+    crd = ObjectRef("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "gizmos.example.io")
+    main = ObjectRef("example.io/v2", "Gizmo", NAMESPACE, "main")
+    _sync(cluster, repo({"gizmo": gizmo}, {"gizmo": "1.0.0"}, ["gizmo"]))
+    cluster.establish(crd)
+    _sync(cluster, repo({"gizmo": gizmo}, {"gizmo": "1.0.0"}, ["gizmo"]))
+    uid = _live(cluster, main.at("example.io/v1"))["metadata"]["uid"]
+
+    waiting = _sync(cluster, repo({"gizmo": gizmo}, {"gizmo": "2.0.0"}, ["gizmo"]))
+
+    status = waiting.modules[0]
+    assert (status.state, status.reason) == (ModuleState.PROCESSING, "WaitingForCRD"), status
+    assert _live(cluster, main.at("example.io/v1"))["metadata"]["uid"] == uid
+    cluster.establish(crd)
+    done = _sync(cluster, repo({"gizmo": gizmo}, {"gizmo": "2.0.0"}, ["gizmo"]))
+    assert _states(done) == {"gizmo": ModuleState.READY}
+    body = _live(cluster, main)
+    assert (body["metadata"]["uid"], body["spec"]) == (uid, {"size": 2})
