@@ -25,13 +25,13 @@ from reconciler.core.inventory import Inventory
 from reconciler.core.objects import Body, ObjectRef
 from reconciler.core.plan_values import DesiredModule, LiveModule, Plan
 
-#: (group, kind) of a list: one list per kind, whatever version it was listed at (L12).
+#: (apiVersion, kind) of a list.
 KindKey = tuple[str, str]
 
 
 def kind_key(ref: ObjectRef) -> KindKey:
     """The list that holds ``ref``."""
-    return ref.group, ref.kind
+    return ref.api_version, ref.kind
 
 
 @dataclass(slots=True)

@@ -229,3 +229,21 @@ def test_a_custom_resource_at_a_version_its_crd_serves_only_soon_waits_for_it() 
     assert _states(done) == {"gizmo": ModuleState.READY}
     body = _live(cluster, main)
     assert (body["metadata"]["uid"], body["spec"]) == (uid, {"size": 2})
+
+
+def test_objects_of_one_kind_shipped_at_two_versions_show_no_drift() -> None:
+    """Each object is read at the version it is shipped at: a module's HPA at ``autoscaling/v1``
+    beside another's at ``autoscaling/v2`` is no change on the next sync."""
+
+    def scaled(name: str, api_version: str) -> Any:
+        objects = (deployment(f"{name}-operator", "1.0.0"), autoscaler(api_version, name, 70))
+        return module(name, {"1.0.0": ModuleVersion("1.0.0", objects)})
+
+    modules = {"old": scaled("old", "autoscaling/v1"), "new": scaled("new", "autoscaling/v2")}
+    config = repo(modules, {"old": "1.0.0", "new": "1.0.0"}, ["new", "old"])
+    cluster = InMemoryCluster()
+    _sync(cluster, config)
+
+    again = _sync(cluster, config)
+
+    assert {m.module: m.changes for m in again.plan.modules} == {"new": (), "old": ()}
