@@ -5,8 +5,8 @@
 or expression such as ``HEAD~1``), so the loader reads a revision exactly as it reads a folder,
 without a checkout. A file's content id is its blob id, so a file unchanged between two
 revisions is parsed once. git's failures are translated here into
-:class:`~reconciler.errors.SourceError`. (gitpython is no longer used here: importing it and
-walking its tree objects cost a ``diff --base`` more than reading the revision itself.)
+:class:`~reconciler.errors.SourceError`. No Python git library is used: the ``git`` command
+reads a revision faster than importing one and walking its tree objects.
 
 :class:`RemoteSource` follows a ref of a remote (the daemon's config repo, a ``channelsFrom.git``
 repository); every git call that reaches a remote runs through a :class:`GitRunner`: the remote

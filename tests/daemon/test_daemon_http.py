@@ -32,6 +32,7 @@ from tests.support.daemon_http import (
     read_response,
     start,
 )
+from tests.support.daemons import free_port
 
 __all__ = ["start"]  # the fixture
 
@@ -413,6 +414,17 @@ def test_verify_webhook_compares_github_and_gitlab_secrets() -> None:
     assert verify_webhook(SECRET, {"X-Gitlab-Token": SECRET.decode()}, BODY)
     assert not verify_webhook(SECRET, {"X-Gitlab-Token": "nope"}, BODY)
     assert not verify_webhook(SECRET, {}, BODY)
+
+
+def test_a_daemon_that_cannot_be_reached_is_named_with_the_cause_in_words() -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    result = CliRunner().invoke(cli, ["sync", "--daemon", url])
+    assert result.exit_code != 0
+    assert f"cannot reach the daemon at {url}: connection refused (is the daemon running" in (
+        result.output
+    )
+    assert "urlopen" not in result.output
+    assert "Errno" not in result.output
 
 
 def test_sync_against_a_daemon_that_refuses_says_why(start: Serve, tmp_path: Path) -> None:
