@@ -9,17 +9,15 @@ from typing import Any
 
 from reconciler.core.fleetdiff import FleetDiffer
 from reconciler.core.inventory import Inventory, same_record
-from reconciler.core.model import ModuleVersion, Strategy
+from reconciler.core.model import Strategy
 from reconciler.core.objects import ObjectRef
 from tests.support.identity_modules import (
     SHARED,
-    gizmo_crd,
-    gizmo_resource,
-    module,
     mover,
+    moving_gizmo,
     repo,
 )
-from tests.support.lifecycle_helpers import NOW, deployment
+from tests.support.lifecycle_helpers import NOW
 
 
 def test_a_reference_is_its_group_kind_namespace_and_name() -> None:
@@ -54,20 +52,7 @@ def _changes(base: Any, head: Any) -> dict[str, list[tuple[str, str]]]:
 
 
 def test_the_fleet_diff_shows_a_new_api_version_as_an_update() -> None:
-    def version(number: str, crd: dict[str, Any], cr: dict[str, Any]) -> ModuleVersion:
-        return ModuleVersion(number, (crd, deployment("gizmo-operator", number), cr))
-
-    gizmo = module(
-        "gizmo",
-        {
-            "1.0.0": version("1.0.0", gizmo_crd(("v1", True, True)), gizmo_resource("main", "v1")),
-            "2.0.0": version(
-                "2.0.0",
-                gizmo_crd(("v1", True, False), ("v2", True, True)),
-                gizmo_resource("main", "v2"),
-            ),
-        },
-    )
+    gizmo = moving_gizmo()
     modules = {"gizmo": gizmo}
 
     changes = _changes(

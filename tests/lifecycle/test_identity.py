@@ -28,6 +28,7 @@ from tests.support.identity_modules import (
     gizmo_resource,
     module,
     mover,
+    moving_gizmo,
     repo,
 )
 from tests.support.lifecycle_helpers import NOW, deployment
@@ -58,23 +59,7 @@ def _live(cluster: InMemoryCluster, ref: ObjectRef) -> Body:
 
 
 def test_a_custom_resource_shipped_at_the_crds_new_storage_version_is_updated_in_place() -> None:
-    def version(number: str, crd: dict[str, Any], cr: dict[str, Any]) -> ModuleVersion:
-        hpa = autoscaler("autoscaling/v1" if number == "1.0.0" else "autoscaling/v2", "gizmo", 70)
-        return ModuleVersion(number, (crd, deployment("gizmo-operator", number), cr, hpa))
-
-    gizmo = module(
-        "gizmo",
-        {
-            "1.0.0": version(
-                "1.0.0", gizmo_crd(("v1", True, True)), gizmo_resource("main", "v1", size=1)
-            ),
-            "2.0.0": version(
-                "2.0.0",
-                gizmo_crd(("v1", True, False), ("v2", True, True)),
-                gizmo_resource("main", "v2", size=2),
-            ),
-        },
-    )
+    gizmo = moving_gizmo(autoscaled=True)
     cluster = InMemoryCluster()
     main = ObjectRef("example.io/v2", "Gizmo", NAMESPACE, "main")
     _sync(cluster, repo({"gizmo": gizmo}, {"gizmo": "1.0.0"}, ["gizmo"]))
@@ -197,20 +182,7 @@ def test_a_custom_resource_at_a_version_its_crd_serves_only_soon_waits_for_it() 
     """On a server, a version added to an Established CRD is served a moment after the CRD's
     update: the module waits for it (WaitingForCRD), as for a new CRD, instead of failing."""
 
-    def version(number: str, crd: dict[str, Any], cr: dict[str, Any]) -> ModuleVersion:
-        return ModuleVersion(number, (crd, deployment("gizmo-operator", number), cr))
-
-    gizmo = module(
-        "gizmo",
-        {
-            "1.0.0": version("1.0.0", gizmo_crd(("v1", True, True)), gizmo_resource("main", "v1")),
-            "2.0.0": version(
-                "2.0.0",
-                gizmo_crd(("v1", True, False), ("v2", True, True)),
-                gizmo_resource("main", "v2", size=2),
-            ),
-        },
-    )
+    gizmo = moving_gizmo()
     cluster = InMemoryCluster(auto_establish=False)
     crd = ObjectRef("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "gizmos.example.io")
     main = ObjectRef("example.io/v2", "Gizmo", NAMESPACE, "main")

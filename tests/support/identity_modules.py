@@ -97,3 +97,29 @@ def cpu_metric(percent: int) -> list[dict[str, Any]]:
     """``autoscaling/v2``'s ``metrics`` of a CPU utilization target of ``percent``."""
     target = {"type": "Utilization", "averageUtilization": percent}
     return [{"type": "Resource", "resource": {"name": "cpu", "target": target}}]
+
+
+def moving_gizmo(*, autoscaled: bool = False) -> Module:
+    """The module ``gizmo``: 1.0.0 ships its CRD serving and storing ``v1`` and the ``Gizmo``
+    ``main`` (size 1) at ``v1``; 2.0.0 the CRD serving ``v1`` and ``v2``, stored at ``v2``, and
+    ``main`` (size 2) at ``v2``; with ``autoscaled``, also an HPA ``gizmo`` at ``autoscaling/v1``
+    then ``v2``."""
+
+    def version(number: str, crd: dict[str, Any], cr: dict[str, Any], hpa: str) -> ModuleVersion:
+        objects = (crd, deployment("gizmo-operator", number), cr)
+        scaler = (autoscaler(hpa, "gizmo", 70),) if autoscaled else ()
+        return ModuleVersion(number, objects + scaler)
+
+    first = gizmo_crd(("v1", True, True))
+    moved = gizmo_crd(("v1", True, False), ("v2", True, True))
+    return module(
+        "gizmo",
+        {
+            "1.0.0": version(
+                "1.0.0", first, gizmo_resource("main", "v1", size=1), "autoscaling/v1"
+            ),
+            "2.0.0": version(
+                "2.0.0", moved, gizmo_resource("main", "v2", size=2), "autoscaling/v2"
+            ),
+        },
+    )
