@@ -4,15 +4,16 @@ interface as the real adapter.
 It behaves like an API server where the product depends on it: resource versions that change only
 when an object changes, generation bumped by spec changes, uids, names validated as the server
 validates them (422: a DNS label, subdomain or path segment by kind), namespaces that must exist,
-kinds refused until their CRD is applied (and Established) and in versions the server does not
-serve (a CRD's served versions; a built-in kind's as on Kubernetes 1.36: ``policy/v1beta1`` and
-the other removed APIs are refused), a change of a Job's ``spec.template`` refused as immutable
-(422, ``field is immutable``), server-side apply that tracks the fields each manager owns and
-removes those a manager stopped applying, cascading deletion of a CRD's instances and a
-namespace's objects, and finalizers as the server keeps them: a deleted object with finalizers
-stays Terminating (``deletionTimestamp``, grace period 0) until a patch or an apply empties
-them, none may be added meanwhile, and a CRD or Namespace whose content is held so stays
-Terminating until that content is gone. Bodies have the
+kinds refused until their CRD is applied (and Established), a kind served at each served
+version of its CRD (HorizontalPodAutoscaler at ``autoscaling/v2`` and ``v1``) and refused at
+another, one object read, listed and written at any of them (L12), server-side apply that tracks
+the fields each manager owns and removes those a manager stopped applying, cascading deletion of
+a CRD's instances and a namespace's objects, a removed API (``policy/v1beta1`` and the others
+a Kubernetes 1.36 server no longer serves) refused, a change of a Job's ``spec.template``
+refused as immutable (422, ``field is immutable``), and finalizers as the server keeps them: a
+deleted object with finalizers stays Terminating (``deletionTimestamp``, grace period 0) until a
+patch or an apply empties them, none may be added meanwhile, and a CRD or Namespace whose
+content is held so stays Terminating until that content is gone. Bodies have the
 shape a real server gives them, nulls included: a CRD is created with ``status.conditions: null``
 (and ``acceptedNames`` empty) and answered so, and is Established only afterwards, as the
 apiextensions controllers do; workloads start with ``status: {}``; kinds without a status
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -62,9 +63,9 @@ from reconciler.cluster.memory_fields import (
 )
 from reconciler.cluster.memory_review import MemoryReviewer
 from reconciler.cluster.memory_rules import (
-    ALSO_SERVED,
     CONTROLLER,
     WORKLOADS,
+    at_version,
     available_status,
     check_finalizers,
     check_immutable,
@@ -110,7 +111,6 @@ BUILTIN_KINDS: tuple[KindInfo, ...] = (
     KindInfo("apps", "v1", "DaemonSet", "daemonsets", True),
     KindInfo("batch", "v1", "Job", "jobs", True),
     KindInfo("batch", "v1", "CronJob", "cronjobs", True),
-    KindInfo("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", True),
     KindInfo("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False),
     KindInfo("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False),
     KindInfo("rbac.authorization.k8s.io", "v1", "Role", "roles", True),
@@ -118,6 +118,7 @@ BUILTIN_KINDS: tuple[KindInfo, ...] = (
     KindInfo("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False),
     KindInfo("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True),
     KindInfo("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True),
+    KindInfo("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", True),
     KindInfo(
         "admissionregistration.k8s.io",
         "v1",
@@ -136,6 +137,11 @@ BUILTIN_KINDS: tuple[KindInfo, ...] = (
         "apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False
     ),
 )
+
+#: Built-in kinds served at more than one version of their group, the preferred first.
+BUILTIN_VERSIONS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("autoscaling", "HorizontalPodAutoscaler"): ("v2", "v1"),
+}
 
 
 @dataclass(slots=True)
@@ -181,12 +187,9 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         #: Each object's part of :meth:`snapshot_parts`, kept while the object is unchanged.
         self._texts = SnapshotTexts()
         self._kinds: dict[tuple[str, str], KindInfo] = {(k.group, k.kind): k for k in BUILTIN_KINDS}
-        #: The versions each kind is served in (a removed API, such as ``policy/v1beta1``, is
-        #: not served, as on a 1.36 server): a CRD's served versions, a built-in kind's own
-        #: and :data:`ALSO_SERVED`.
-        self._versions: dict[tuple[str, str], frozenset[str]] = {
-            (k.group, k.kind): frozenset({k.version})
-            | ALSO_SERVED.get((k.group, k.kind), frozenset())
+        #: The versions each kind is served at (a CRD's served versions), the preferred first.
+        self._versions: dict[tuple[str, str], tuple[str, ...]] = {
+            (k.group, k.kind): BUILTIN_VERSIONS.get((k.group, k.kind), (k.version,))
             for k in BUILTIN_KINDS
         }
         self._resource_version = 0
@@ -208,7 +211,7 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         self._enter("get", ref)
         self._served(ref.api_version, ref.kind)
         stored = self._objects.get(self._key(ref))
-        return with_managed_fields(stored) if stored else None
+        return at_version(with_managed_fields(stored), ref.api_version) if stored else None
 
     def list_objects(
         self,
@@ -228,7 +231,7 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
             if namespace is not None and ns != namespace:
                 continue
             if labels_match(stored.body, labels or {}):
-                found.append(with_managed_fields(stored))
+                found.append(at_version(with_managed_fields(stored), api_version))
         return found
 
     def apply(
@@ -251,7 +254,7 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         key = self._key(ref)
         existing = self._objects.get(key)
         written = config_of(body, info, as_written=True)
-        result = applied(existing, config, field_manager, force, written)
+        result = applied(self._at(existing, ref.api_version), config, field_manager, force, written)
         if existing is not None:
             check_immutable(ref, existing.body, result.body)
         if self.require_selectors:
@@ -283,7 +286,8 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
             self._store(key, result, existing)
             self._finish_deletion(key)
         stored = self._objects.get(key)
-        return with_managed_fields(stored) if stored else copied(result.body)
+        found = with_managed_fields(stored) if stored else copied(result.body)
+        return at_version(found, ref.api_version)
 
     def create(self, body: Mapping[str, Any], *, field_manager: str) -> Body:
         """A create (POST), as ``kubectl apply`` client-side makes one: the manager owns what it
@@ -311,11 +315,13 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         return True
 
     def kind_info(self, api_version: str, kind: str) -> KindInfo | None:
-        """See :meth:`reconciler.cluster.api.Cluster.kind_info`."""
+        """See :meth:`reconciler.cluster.api.Cluster.kind_info`: a kind at one of the versions
+        it is served at (a CRD's served versions), none at another."""
         group, _, version = api_version.rpartition("/")
         info = self._kinds.get((group, kind))
-        served = self._versions.get((group, kind), frozenset())
-        return info if info is not None and version in served else None
+        if info is None or version not in self._versions.get((group, kind), ()):
+            return None
+        return info if info.version == version else replace(info, version=version)
 
     def served_kinds(self) -> list[KindInfo]:
         """See :meth:`reconciler.cluster.api.Cluster.served_kinds`."""
@@ -351,8 +357,7 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         stored = self._objects[self._key(ref)]
         version = storage_version(stored.body)
         assert version is not None, f"{ref.subject} has no version"
-        self._kinds[crd_kind(stored.body)] = established(stored.body, version)
-        self._versions[crd_kind(stored.body)] = served_versions(stored.body) | {version}
+        self._serve(established(stored.body, version), served_versions(stored.body))
         self._bump(stored.body)
         self._note(WatchEventType.MODIFIED, stored)
 
@@ -395,9 +400,16 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         return info
 
     def _key(self, ref: ObjectRef) -> tuple[str, str, str, str]:
-        info = self.kind_info(ref.api_version, ref.kind)
+        info = self._kinds.get((ref.group, ref.kind))
         namespace = ref.namespace if info is None or info.namespaced else ""
         return ref.group, ref.kind, namespace, ref.name
+
+    @staticmethod
+    def _at(stored: Stored | None, api_version: str) -> Stored | None:
+        """``stored`` as written at ``api_version`` (another served version of its kind)."""
+        if stored is None or stored.body.get("apiVersion") == api_version:
+            return stored
+        return Stored(at_version(stored.body, api_version), stored.owners)
 
     def _namespace_exists(self, info: KindInfo, ref: ObjectRef) -> None:
         if not info.namespaced:
@@ -464,8 +476,18 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         """The apiextensions controllers, when ``auto_establish`` is on."""
         version = storage_version(crd)
         if self.auto_establish and version:
-            self._kinds[crd_kind(crd)] = established(crd, version)
-            self._versions[crd_kind(crd)] = served_versions(crd) | {version}
+            self._serve(established(crd, version), served_versions(crd))
+
+    def _serve(self, info: KindInfo, versions: tuple[str, ...]) -> None:
+        """Serve a CRD's kind at ``versions`` (discovery names the first), or no longer when
+        it serves none."""
+        key = (info.group, info.kind)
+        if not versions:
+            self._kinds.pop(key, None)
+            self._versions.pop(key, None)
+            return
+        self._kinds[key] = replace(info, version=versions[0])
+        self._versions[key] = versions
 
     def _delete_key(self, key: Key) -> None:
         """A DELETE as the server carries it out: a CRD's instances and a Namespace's objects

@@ -42,7 +42,7 @@ def test_an_object_of_a_removed_api_fails_the_module_with_nothing_written(world:
         "metadata": {"name": "guard"},
         "spec": {"minAvailable": 1},
     }
-    app = fleet.module("app", extra={"1.0.0": [pdb]})
+    app = fleet.module("app", more_at={"1.0.0": [pdb]})
     fleet.channel[app.name] = "1.0.0"
     runtime = fleet.runtime("rt", [{"name": app.name}])
 
@@ -60,12 +60,12 @@ def test_an_object_of_a_removed_api_fails_the_module_with_nothing_written(world:
 
 def test_an_immutable_change_fails_first_and_an_opted_in_job_is_replaced(world: World) -> None:
     fleet, kube = world.fleet, world.kube
-    extra = {
+    more_at = {
         "1.0.0": [_job("1")],
         "2.0.0": [_job("2")],
         "3.0.0": [_job("3", RECREATE)],
     }
-    app = fleet.module("app", versions=("1.0.0", "2.0.0", "3.0.0"), extra=extra)
+    app = fleet.module("app", versions=("1.0.0", "2.0.0", "3.0.0"), more_at=more_at)
     fleet.channel[app.name] = "1.0.0"
     runtime = fleet.runtime("rt", [{"name": app.name}])
     assert world.sync().exit_code == 0

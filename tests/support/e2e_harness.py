@@ -286,8 +286,8 @@ class TestModule:
     depends_on: tuple[str, ...] = ()
     requires_downtime: tuple[str, ...] = ()
     default: bool = False
-    #: Objects some versions ship besides the three (version -> objects), in their namespace.
-    extra: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
+    #: Objects some versions ship besides the others (version -> objects), in their namespace.
+    more_at: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
     #: More objects every version ships (after the others).
     shipped: tuple[dict[str, Any], ...] = ()
     #: More objects versions below 2.0.0 ship and 2.0.0 drops (as the settings ConfigMap).
@@ -331,8 +331,8 @@ class TestModule:
             "data": {"version": version},
         }
         more = self.shipped + (self.dropped if version < "2" else ())
-        extra = [dict(o) for o in self.extra.get(version, ())]
-        return [config_map, deployment, *extra, self.crd.body(), *copy.deepcopy(more)]
+        at = copy.deepcopy([dict(o) for o in self.more_at.get(version, ())])
+        return [config_map, deployment, *at, self.crd.body(), *copy.deepcopy(more)]
 
     def files(self) -> dict[str, str]:
         spec: dict[str, Any] = {
