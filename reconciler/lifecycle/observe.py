@@ -20,6 +20,7 @@ from reconciler.core.enforce import enforcing
 from reconciler.core.intent import rebuilt_inventory, recorded_refs
 from reconciler.core.inventory import LABEL_INVENTORY, Inventory, inventory_from_configmap
 from reconciler.core.live import (
+    judged_version,
     labelled_ours,
     ours_or_generated,
     running_version,
@@ -93,9 +94,7 @@ class Observer:
         self, runtime: str, module: DesiredModule, inventory: Inventory | None
     ) -> LiveModule:
         objects = self.get_all(runtime, _desired_refs(module, inventory))
-        running, source = running_version(module.module, objects)
-        if running is None and inventory is not None:
-            running, source = inventory.version, f"inventory {inventory.module}"
+        running, source = judged_version(inventory, *running_version(module.module, objects))
         if inventory is None:
             rebuilt = rebuilt_inventory(runtime, module, objects, running)
             return LiveModule(
@@ -255,9 +254,13 @@ class Observer:
                 pending.append(str(rendered.body["metadata"]["name"]))
         return pending
 
-    def operator_available(self, module: DesiredModule) -> bool:
+    def recorded_inventory(self, module: str) -> Inventory | None:
+        """The inventory of ``module`` as this pass last listed or wrote it."""
+        return (self.view.inventories or {}).get(module)
+
+    def operator_available(self, module: DesiredModule, *, ask: bool = True) -> bool:
         """Whether the module's operator workload is available (asked of the server when the
-        view does not show it so)."""
+        view does not show it so, unless not ``ask``)."""
         spec = module.module
         operator = next(
             (
@@ -271,7 +274,7 @@ class Observer:
         if operator is None:
             return False
         live = self.read(operator)
-        if live is None or not workload_available(live):
+        if ask and (live is None or not workload_available(live)):
             live = self.read(operator, fresh=True)
         return live is not None and workload_available(live)
 
