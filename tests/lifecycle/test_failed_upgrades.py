@@ -14,7 +14,7 @@ import json
 
 from reconciler.cluster.memory import Fault, InMemoryCluster
 from reconciler.core.inventory import DATA_KEY, inventory_from_configmap, inventory_ref
-from reconciler.core.model import LABEL_APP_VERSION, ModuleRef
+from reconciler.core.model import ANNOTATION_MODULE_VERSION, LABEL_APP_VERSION, ModuleRef
 from reconciler.core.objects import Body, ObjectRef
 from reconciler.core.plan_values import ModuleAction
 from reconciler.core.reasons import Reason
@@ -53,12 +53,14 @@ def _inventory_data(cluster: InMemoryCluster) -> dict[str, object]:
 def _ready_1_0_0() -> InMemoryCluster:
     cluster = InMemoryCluster()
     assert _widget(_sync(cluster, "1.0.0")).state is ModuleState.READY
-    assert _inventory_data(cluster)["readyVersion"] == "1.0.0"
     return cluster
 
 
 def _assert_1_0_0_whole(cluster: InMemoryCluster) -> None:
     assert _label(cluster) == "1.0.0"
+    assert (
+        _body(cluster, DEPLOYMENT)["metadata"]["annotations"][ANNOTATION_MODULE_VERSION] == "1.0.0"
+    )
     assert cluster.get(EXTRA) is not None
     assert cluster.get(SERVICE) is None
     inventory = inventory_from_configmap(_body(cluster, INVENTORY))
