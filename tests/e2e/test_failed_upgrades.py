@@ -12,6 +12,7 @@ import json
 
 from tests.support.e2e_harness import reconciler
 from tests.support.e2e_world import World
+from tests.support.sample_fleet import check_document
 
 
 def _inventory(world: World, module: str) -> dict[str, object]:
@@ -40,6 +41,7 @@ def test_an_upgrade_whose_operator_never_becomes_available_is_rolled_back(world:
         assert (status["state"], status["reason"]) == ("Processing", "WaitingForOperator")
         assert status["message"].startswith("1.0.0 runs; upgrading to 2.0.0: "), status
         assert (status["readyVersion"], status["targetVersion"]) == ("1.0.0", "2.0.0")
+    check_document(world.reconciler_json("status"), "RuntimeStatusList")
     operator = kube.deployment(app.namespace, app.operator)
     assert operator is not None
     assert operator["metadata"]["labels"]["app.kubernetes.io/version"] == "2.0.0"
