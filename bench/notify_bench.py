@@ -7,8 +7,8 @@ does: written before they are sent, marked after).
    (queueing, or one short transaction into the outbox; the worker waits on the first request).
 2. Delivery of ``--count`` notifications (at most the queue's capacity, 1,000: a burst past it
    is dropped, by design) to ``--endpoints`` webhook endpoints of one receiver on
-   127.0.0.1 (real HTTP, urllib3's pool), in order: notifications per second and milliseconds
-   per request.
+   127.0.0.1 (real HTTP, a connection per request, each endpoint in its own lane), in order:
+   notifications per second and milliseconds per request.
 
     python bench/notify_bench.py --count 1000 --endpoints 3
     python bench/notify_bench.py --state postgresql://USER@HOST/DB   # the outbox in PostgreSQL
@@ -32,7 +32,7 @@ from reconciler.notify.delivery import CAPACITY, Delivery  # noqa: E402
 from reconciler.notify.outbox import Claimant  # noqa: E402
 from reconciler.notify.secrets import SecretReader  # noqa: E402
 from reconciler.operations.store import open_store  # noqa: E402
-from tests.support.receiver import Receiver  # noqa: E402
+from tests.support.receiver import Receiver, loopback_transport  # noqa: E402
 
 
 def _notification(n: int) -> Notification:
@@ -48,7 +48,7 @@ def _delivery(receiver: Receiver, endpoints: int, store: str | None) -> Delivery
     outbox = None
     if store is not None:
         outbox = Claimant(open_store(store), "bench", lambda _: True, lambda: datetime.now(UTC))
-    return Delivery(lambda: settings, SecretReader(), outbox=outbox)
+    return Delivery(lambda: settings, SecretReader(), outbox=outbox, transport=loopback_transport())
 
 
 def stuck_cost(count: int, store: str | None) -> float:

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from reconciler.daemon.http import HttpServer
     from reconciler.daemon.service import Daemon
     from reconciler.notify.secrets import TokenHost
+    from reconciler.notify.transport import Network
     from reconciler.operations.model import Retention
     from reconciler.operations.store import StateStore
     from reconciler.source.git import GitCredentials
@@ -168,8 +169,17 @@ def _log() -> logging.Logger:
     "--webhook-secret-file",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     envvar="RECONCILER_WEBHOOK_SECRET_FILE",
-    help="Secret of /hooks/git signatures (GitHub) or tokens (GitLab) and of /sync "
-    "(without it both answer 403).",
+    help="Secret of /hooks/git signatures (GitHub) or tokens (GitLab); without it /hooks/git "
+    "answers 403. Without --api-token-file it is also the Bearer token of /sync, /suspend, "
+    "/resume and /rollout (a warning says so at start).",
+)
+@click.option(
+    "--api-token-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    envvar="RECONCILER_API_TOKEN_FILE",
+    help="Bearer token of POST /sync, /suspend, /resume and /rollout (reconciler sync|suspend|"
+    "resume|rollout --daemon URL --secret-file FILE), apart from the webhook secret, which "
+    "the git host holds too; without either those answer 403.",
 )
 @click.option(
     "--allow-unauthenticated-sync",
@@ -281,6 +291,7 @@ def daemon(
     lease: float,
     cache_dir: Path | None,
     webhook_secret_file: Path | None,
+    api_token_file: Path | None,
     allow_unauthenticated_sync: bool,
     http_read_timeout: float,
     http_max_connections: int,
@@ -299,6 +310,8 @@ def daemon(
     trusted_keys_secret: str,
     notification_secrets_dir: Path | None,
     notification_token_hosts: tuple[TokenHost, ...],
+    notification_allowed_networks: tuple[Network, ...],
+    notification_timeout: float | None,
 ) -> None:
     """Follow a git ref and keep every runtime converged until SIGTERM.
 
@@ -335,6 +348,7 @@ def daemon(
             http_read_timeout,
             http_max_connections,
             http_max_connections_per_client,
+            api_token_file,
         ),
         ScheduleOptions(
             given_duration(ctx, "interval", interval),
@@ -360,7 +374,12 @@ def daemon(
             timeout=kube_timeout,
         ),
         state_url,
-        NotifyOptions(notification_secrets_dir, notification_token_hosts),
+        NotifyOptions(
+            notification_secrets_dir,
+            notification_token_hosts,
+            notification_allowed_networks,
+            notification_timeout,
+        ),
     )
 
 
@@ -412,6 +431,8 @@ class HttpOptions:
     read_timeout: float
     max_connections: int
     max_per_client: int = 20
+    #: ``--api-token-file``: the commands' token, apart from the webhook secret.
+    api_token_file: Path | None = None
 
 
 def _default_retention() -> Retention:
@@ -557,9 +578,13 @@ def _serve(the_daemon: Daemon, http: HttpOptions) -> HttpServer:
     """The HTTP port, serving; the daemon is closed when the port cannot be opened."""
     from reconciler.daemon.http import HttpLimits, serve
 
-    secret = http.webhook_secret_file.read_bytes().strip() if http.webhook_secret_file else None
-    if secret == b"":
-        raise click.BadParameter("the file is empty", param_hint="--webhook-secret-file")
+    secret = _secret_of(http.webhook_secret_file, "--webhook-secret-file")
+    api_token = _secret_of(http.api_token_file, "--api-token-file")
+    if secret is not None and api_token is None:
+        _log().warning(
+            "the webhook secret is also the Bearer token of POST /sync, /suspend, /resume and "
+            "/rollout (the git host holds it too): give those their own with --api-token-file"
+        )
     limits = HttpLimits(
         read_timeout=max(1, round(http.read_timeout)),
         max_connections=http.max_connections,
@@ -574,10 +599,19 @@ def _serve(the_daemon: Daemon, http: HttpOptions) -> HttpServer:
             secret,
             allow_unauthenticated_sync=http.allow_unauthenticated_sync,
             limits=limits,
+            api_token=api_token,
         )
     except OSError as error:
         the_daemon.close()
         raise AccessError(f"cannot listen on {host}:{port}: {error.strerror or error}") from error
+
+
+def _secret_of(file: Path | None, flag: str) -> bytes | None:
+    """The secret in ``file`` (``None`` without one); an empty file is refused."""
+    secret = file.read_bytes().strip() if file is not None else None
+    if secret == b"":
+        raise click.BadParameter("the file is empty", param_hint=flag)
+    return secret
 
 
 def _git_credentials(git: GitOptions) -> GitCredentials:

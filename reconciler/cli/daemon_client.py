@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import json
+import socket
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -94,8 +96,25 @@ def _answer(url: str, request: urllib.request.Request) -> Any:
         return urllib.request.urlopen(request, timeout=30)  # noqa: S310 (http and https only)
     except urllib.error.HTTPError as error:
         raise AccessError(f"the daemon at {url} refused: {_refusal(error)}") from error
-    except (urllib.error.URLError, OSError) as error:
-        raise AccessError(f"cannot reach the daemon at {url}: {error}") from error
+    except urllib.error.URLError as error:
+        raise AccessError(f"cannot reach the daemon at {url}: {_why(error.reason)}") from error
+    except OSError as error:
+        raise AccessError(f"cannot reach the daemon at {url}: {_why(error)}") from error
+
+
+def _why(reason: object) -> str:
+    """Why a connection failed, in words (``connection refused: is the daemon running ...``)."""
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused (is the daemon running, and is that its --listen port?)"
+    if isinstance(reason, socket.gaierror):
+        return "the host name does not resolve (check the URL)"
+    if isinstance(reason, TimeoutError | socket.timeout):
+        return "no answer in time (a firewall, the wrong host or port, or a daemon stuck?)"
+    if isinstance(reason, ssl.SSLError):
+        return f"the TLS handshake failed ({reason.reason or 'is it https?'})"
+    if isinstance(reason, OSError):
+        return reason.strerror or type(reason).__name__
+    return str(reason)
 
 
 def _refusal(error: Any) -> str:

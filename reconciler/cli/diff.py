@@ -299,20 +299,25 @@ def _fleet_text(fleet: FleetDiff, view: FleetView) -> str:
 
 
 def _waves_text(base: ConfigRepo, head: ConfigRepo, fleet: FleetDiff) -> str:
-    """The waves the daemon would roll the head out in (``spec.rollout`` of the head), for
-    the runtimes it changes that the base has too; empty without a policy or a change."""
-    policy = head.settings.rollout
+    """The waves the daemon would roll the head out in, for the runtimes it changes that the
+    base has too (by the policy in force at the base, not the head's own alone:
+    :func:`~reconciler.core.rollouts.governing_policy`); empty without a policy or a change."""
+    own, in_force = head.settings.rollout, base.settings.rollout
+    if own is None and in_force is None:
+        return ""
+    from reconciler.core.rollouts import governing_policy, plan_waves  # only with a policy
+
+    policy = governing_policy(own, in_force)
     names = [r.runtime for r in fleet.runtimes if r.runtime in base.runtimes]
     names = [name for name in names if name in head.runtimes]
     if policy is None or not names:
         return ""
-    from reconciler.core.rollouts import plan_waves  # only for a repo with a rollout policy
-
     waves = plan_waves(policy, [head.runtimes[name] for name in names])
     minutes, seconds = divmod(int(policy.healthy_for.total_seconds()), 60)
     hours, minutes = divmod(minutes, 60)
     took = "".join(f"{n}{u}" for n, u in ((hours, "h"), (minutes, "m"), (seconds, "s")) if n)
-    lines = [f"\nrollout waves (spec.rollout, each healthy for {took or '0s'}):"]
+    whose = "spec.rollout" if own == policy else "spec.rollout in force at the base"
+    lines = [f"\nrollout waves ({whose}, each healthy for {took or '0s'}):"]
     for index, wave in enumerate(waves, 1):
         shown = ", ".join(wave.runtimes[:8])
         more = f" and {len(wave.runtimes) - 8} more" if len(wave.runtimes) > 8 else ""
@@ -320,6 +325,8 @@ def _waves_text(base: ConfigRepo, head: ConfigRepo, fleet: FleetDiff) -> str:
         lines.append(
             f"  {index}. {wave.name} ({wave.chosen_by}): {count} runtime(s): {shown}{more}"
         )
+    if own != policy:
+        lines.append("  (the head's own spec.rollout applies to the rollouts after this one)")
     return "\n".join(lines) + "\n"
 
 

@@ -2,7 +2,7 @@
 channels repository of ``channelsFrom.git`` fetched into the user's cache.
 
 Imported by the commands that read a repo (``validate``, ``render``, ``diff``, ``sync``) when
-they run; ``reconciler.source.git`` (and so gitpython) only when the repo reads its channels from
+they run; ``reconciler.source.git`` only when the repo reads its channels from
 a git repository.
 """
 

@@ -19,21 +19,38 @@ from typing import TYPE_CHECKING, TypeVar
 
 import click
 
+from reconciler.cli.options import Duration
+
 if TYPE_CHECKING:
     from reconciler.cli.options import ClusterOptions
     from reconciler.daemon.service import Daemon
     from reconciler.notify.delivery import Delivery
     from reconciler.notify.secrets import TokenHost
+    from reconciler.notify.transport import Network
 
 F = TypeVar("F", bound=Callable[..., object])
 
 
 @dataclass(frozen=True, slots=True)
 class NotifyOptions:
-    """``--notification-secrets-dir`` and ``--notification-token-host``."""
+    """``--notification-secrets-dir``, ``--notification-token-host``,
+    ``--notification-allow-network`` and ``--notification-timeout``."""
 
     secrets_dir: Path | None = None
     token_hosts: tuple[TokenHost, ...] = ()
+    allowed_networks: tuple[Network, ...] = ()
+    timeout: float | None = None
+
+
+def _networks(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> tuple[Network, ...]:
+    import ipaddress
+
+    try:
+        return tuple(ipaddress.ip_network(value.strip(), strict=False) for value in values)
+    except ValueError as error:
+        raise click.BadParameter(f"{error} (a network such as 10.0.0.0/8)", ctx, param) from None
 
 
 def _token_hosts(
@@ -48,8 +65,9 @@ def _token_hosts(
 
 
 def notification_options(command: F) -> F:
-    """The daemon's notification options (parameters ``notification_secrets_dir`` and
-    ``notification_token_hosts``)."""
+    """The daemon's notification options (parameters ``notification_secrets_dir``,
+    ``notification_token_hosts``, ``notification_allowed_networks`` and
+    ``notification_timeout``)."""
     secrets_dir = click.option(
         "--notification-secrets-dir",
         type=click.Path(file_okay=False, exists=True, path_type=Path),
@@ -68,7 +86,29 @@ def notification_options(command: F) -> F:
         "api.github.com and gitlab.com (repeatable; in the environment, separated by spaces); "
         "a token for any other URL is not sent.",
     )
-    return secrets_dir(token_hosts(command))
+    allow_network = click.option(
+        "--notification-allow-network",
+        "notification_allowed_networks",
+        multiple=True,
+        metavar="CIDR",
+        callback=_networks,
+        envvar="RECONCILER_NOTIFICATION_ALLOW_NETWORKS",
+        help="A network whose private, loopback or link-local addresses notification endpoints "
+        "may reach (repeatable; in the environment, separated by spaces), e.g. the cluster's "
+        "service network; without it only public addresses are reached (a commit names the "
+        "endpoints).",
+    )
+    timeout = click.option(
+        "--notification-timeout",
+        "notification_timeout",
+        type=Duration(),
+        default="15s",
+        show_default=True,
+        envvar="RECONCILER_NOTIFICATION_TIMEOUT",
+        help="Time one notification request may take in all, its whole answer included; an "
+        "endpoint that answers slower fails that try (tried again later, in its own lane).",
+    )
+    return secrets_dir(token_hosts(allow_network(timeout(command))))
 
 
 def notifier_for(daemon: Daemon, options: NotifyOptions, clusters: ClusterOptions) -> Delivery:
@@ -81,8 +121,12 @@ def notifier_for(daemon: Daemon, options: NotifyOptions, clusters: ClusterOption
     from reconciler.notify.home import HomeCluster
     from reconciler.notify.outbox import Claimant
     from reconciler.notify.secrets import SecretReader, TokenHosts, secrets_of
+    from reconciler.notify.transport import DEADLINE, HttpTransport
 
     hosts = TokenHosts(options.token_hosts)
+    transport = HttpTransport(
+        deadline=options.timeout or DEADLINE, allowed=options.allowed_networks
+    )
     membership = daemon.membership
     outbox = Claimant(daemon.store, membership.name, membership.alive, daemon.clock)
 
@@ -92,7 +136,14 @@ def notifier_for(daemon: Daemon, options: NotifyOptions, clusters: ClusterOption
 
     if clusters.snapshot is not None:  # a rehearsal reaches no cluster of its own
         reader = SecretReader(options.secrets_dir)
-        return Delivery(in_force, reader, report=daemon.metrics, token_hosts=hosts, outbox=outbox)
+        return Delivery(
+            in_force,
+            reader,
+            transport=transport,
+            report=daemon.metrics,
+            token_hosts=hosts,
+            outbox=outbox,
+        )
 
     def connect() -> Cluster:
         from reconciler.cluster.kube import connect_home  # the client only when needed
@@ -106,6 +157,7 @@ def notifier_for(daemon: Daemon, options: NotifyOptions, clusters: ClusterOption
     return Delivery(
         in_force,
         SecretReader(options.secrets_dir, secrets_of(home, namespace)),
+        transport=transport,
         events=NotificationEvents(home, namespace),
         report=daemon.metrics,
         token_hosts=hosts,

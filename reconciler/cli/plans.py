@@ -89,7 +89,8 @@ def scope_of(
         workers=fleet_width(parallel, snapshot),
         release=access.release,
     )
-    deletions = count_deletions(running.modules, config, only=chosen if names else None)
+    only = chosen if names else None
+    deletions = count_deletions(running.modules, config, only, running.crds)
     limits = limits_for(config.settings, store.limits_in_force())
     asked = Limits.of(config.settings)
     verdict = judge(deletions, limits, Allowance.parse(allow), asked)

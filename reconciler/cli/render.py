@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +51,11 @@ if TYPE_CHECKING:
     help="yaml: a YAML stream with a comment per module; json: a kind: List of the objects "
     "(as kubectl get -o json prints, for kubectl apply -f -).",
 )
+@click.option(
+    "--show-secrets",
+    is_flag=True,
+    help="Print the values of Secrets' data and stringData (masked as *** without it).",
+)
 def render(
     repo: Path,
     runtime_name: str,
@@ -58,12 +63,14 @@ def render(
     channels_dir: Path | None,
     max_file_size: int,
     output_format: str,
+    show_secrets: bool,
 ) -> None:
     """Print the objects a runtime should run, as a YAML stream.
 
     Modules come in dependency order, each headed by a comment with its version and where the
     version came from; inside a module CRDs and Namespaces come first and the default
-    configuration last. Every object carries the reconciler's labels and annotations.
+    configuration last. Every object carries the reconciler's labels and annotations. The
+    values of Secrets are masked (***) unless --show-secrets is given.
     """
     from reconciler.cli.loading import load_valid_repo
     from reconciler.core.diagnostics import did_you_mean
@@ -85,29 +92,51 @@ def render(
             + f" (it runs: {', '.join(names)})"
         )
     if output_format == "json":
-        click.echo(json.dumps(render_list(config, resolution, modules), indent=2))
+        listed = render_list(config, resolution, modules, show_secrets=show_secrets)
+        click.echo(json.dumps(listed, indent=2))
     else:
-        click.echo(render_stream(config, resolution, modules), nl=False)
+        stream = render_stream(config, resolution, modules, show_secrets=show_secrets)
+        click.echo(stream, nl=False)
 
 
 def render_list(
-    config: ConfigRepo, resolution: Resolution, modules: Sequence[str]
+    config: ConfigRepo,
+    resolution: Resolution,
+    modules: Sequence[str],
+    *,
+    show_secrets: bool = False,
 ) -> dict[str, Any]:
     """``render -o json``: the objects as a ``v1`` ``List``, in the order of the stream."""
     from reconciler.core.render import Renderer
 
     wanted = [m for m in resolution.modules if not modules or m.name in modules]
     only = replace(resolution, modules=tuple(wanted))
-    items = [dict(rendered.body) for rendered in Renderer(config).render(only)]
+    shown = _shown(show_secrets)
+    items = [shown(rendered.body) for rendered in Renderer(config).render(only)]
     return {"apiVersion": "v1", "kind": "List", "items": items}
 
 
-def render_stream(config: ConfigRepo, resolution: Resolution, modules: Sequence[str]) -> str:
+def _shown(show_secrets: bool) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    """How an object is printed: as it is, or with Secrets' values masked (S4)."""
+    from reconciler.core.fielddiff import masked_secret
+
+    return dict if show_secrets else masked_secret
+
+
+def render_stream(
+    config: ConfigRepo,
+    resolution: Resolution,
+    modules: Sequence[str],
+    *,
+    show_secrets: bool = False,
+) -> str:
     """The YAML stream of ``render``: a comment per module, then its objects."""
     import yaml
 
     from reconciler.core.render import Renderer
     from reconciler.core.resolve import Resolution
+
+    shown = _shown(show_secrets)
 
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     renderer = Renderer(config)
@@ -124,7 +153,7 @@ def render_stream(config: ConfigRepo, resolution: Resolution, modules: Sequence[
         for rendered in renderer.render(single):
             chunks.append("---\n")
             chunks.extend(_enforced_comments(rendered))
-            chunks.append(yaml.dump(dict(rendered.body), Dumper=dumper, sort_keys=False))
+            chunks.append(yaml.dump(shown(rendered.body), Dumper=dumper, sort_keys=False))
     return "".join(chunks)
 
 

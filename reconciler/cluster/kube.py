@@ -455,6 +455,8 @@ def connect(
     _ClientLogs.install()
     try:
         api_client = _api_client(access, kubeconfig_dir, secret_namespace)
+    except AccessError as error:  # a Secret missing or forbidden: which runtime's
+        raise AccessError(f"{name}: {error}") from None
     except (ConfigException, OSError, yaml.YAMLError, binascii.Error, UnicodeDecodeError) as error:
         detail = " ".join(str(error).split())[:200]
         raise AccessError(
@@ -547,44 +549,55 @@ def _api_client(access: ClusterAccess, kubeconfig_dir: Path | None, secret_names
 
 def _client_from_secret(access: ClusterAccess, namespace: str) -> Any:
     """Read the kubeconfig from a Secret of the cluster the reconciler runs against."""
-    name = access.kubeconfig_secret or ""
-    core = k8s_client.CoreV1Api(_home_client())
-    with translated(f"read Secret {namespace}/{name}"):
-        secret = core.read_namespaced_secret(
-            name, namespace, _request_timeout=RequestTimeout().pair
-        )
-    data = (secret.data or {}).get(access.kubeconfig_secret_key)
+    name, key = access.kubeconfig_secret or "", access.kubeconfig_secret_key
+    data = fetch_secret_data(namespace, name, what="kubeconfig Secret").get(key)
     if data is None:
         raise AccessError(
-            f"Secret {namespace}/{access.kubeconfig_secret} has no key "
-            f"'{access.kubeconfig_secret_key}'"
+            f"kubeconfig Secret {namespace}/{name} has no key '{key}' (spec.cluster."
+            f"kubeconfigSecret.key; create it with kubectl -n {namespace} create secret generic "
+            f"{name} --from-file={key}=KUBECONFIG)"
         )
-    config = yaml.safe_load(base64.b64decode(data).decode("utf-8"))
+    config = yaml.safe_load(data.decode("utf-8"))
+    if not isinstance(config, dict):
+        raise AccessError(f"kubeconfig Secret {namespace}/{name}: key '{key}' holds no kubeconfig")
     return k8s_config.new_client_from_config_dict(config, client_configuration=configuration())
 
 
-def fetch_secret_data(namespace: str, name: str) -> dict[str, bytes]:
+def fetch_secret_data(namespace: str, name: str, what: str = "Secret") -> dict[str, bytes]:
     """The data of the Secret ``namespace/name`` of the cluster the reconciler runs against
     (in-cluster, else the local kubeconfig's), decoded; held in memory only. An
-    :class:`AccessError` when it is missing or may not be read (the message names it, never its
-    content), a :class:`~reconciler.errors.ServerError` when the server cannot be reached."""
+    :class:`AccessError` when it is missing or may not be read (the message names it and what
+    to do, never its content), a :class:`~reconciler.errors.ServerError` when the server cannot
+    be reached. ``what`` names it in messages (``kubeconfig Secret``)."""
     try:
         core = k8s_client.CoreV1Api(_home_client())
     except ConfigException as error:
         raise AccessError(
-            f"Secret {namespace}/{name}: no in-cluster service account and no kubeconfig: {error}"
+            f"{what} {namespace}/{name}: no in-cluster service account and no kubeconfig: {error}"
         ) from None
     try:
-        with translated(f"read Secret {namespace}/{name}"):
+        with translated(f"read {what} {namespace}/{name}"):
             secret = core.read_namespaced_secret(
                 name, namespace, _request_timeout=RequestTimeout().pair
             )
     except k8s_client.exceptions.ApiException as error:
-        reason = {404: "not found", 403: "forbidden (RBAC: get secrets)"}.get(error.status)
-        raise AccessError(
-            f"Secret {namespace}/{name}: {reason or f'HTTP {error.status} {error.reason}'}"
-        ) from None
+        raise AccessError(f"{what} {namespace}/{name}: {_secret_refusal(error)}") from None
     return {key: base64.b64decode(value) for key, value in (secret.data or {}).items()}
+
+
+def _secret_refusal(error: Any) -> str:
+    """Why a Secret could not be read, and what to do, from the API's answer."""
+    if error.status == 404:
+        return (
+            "not found (create it in that namespace, or fix the name; the namespace is "
+            "--secret-namespace)"
+        )
+    if error.status in (401, 403):
+        return (
+            "forbidden: the daemon's identity may not get secrets there (grant get on "
+            "secrets in that namespace, as deploy/base/rbac.yaml does, or fix --secret-namespace)"
+        )
+    return f"HTTP {error.status} {error.reason}"
 
 
 def _home_client() -> Any:

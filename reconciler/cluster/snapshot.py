@@ -30,7 +30,7 @@ import yaml
 
 from reconciler.cluster.api import ClusterIdentity
 from reconciler.cluster.memory import InMemoryCluster
-from reconciler.errors import ConflictError, ReconcilerError, SnapshotError
+from reconciler.errors import AccessError, ConflictError, ReconcilerError, SnapshotError
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 #: What a saved snapshot starts and ends with: a ``v1`` ``List`` of a generation around the
@@ -248,6 +248,13 @@ class SnapshotFileCluster(InMemoryCluster):
                 )
             generation = max(found, 0) + 1
             temporary = self.path.with_name(self.path.name + ".tmp")
-            save_snapshot(self, temporary, generation)
-            temporary.replace(self.path)
+            try:
+                save_snapshot(self, temporary, generation)
+                temporary.replace(self.path)
+            except OSError as error:
+                raise AccessError(
+                    f"{self.path}: the snapshot cannot be saved: {error.strerror or error} (make "
+                    "its folder writable, or give --snapshot another one); this step's writes "
+                    "were not kept"
+                ) from None
         self.generation, self._saved = generation, self.writes

@@ -3,9 +3,12 @@
 Every path that deletes asks here first: ``reconciler sync`` and the daemon (against what the
 clusters' inventories hold, the runtimes and modules the state store knows and, for the daemon,
 the commit in force) and ``operations retrigger``. A deletion is a runtime that left git, a
-module that left a runtime, or a CustomResourceDefinition that a module's new version no longer
-ships. More deletions than ``spec.deletionBrake.maxDeletionsPerSync`` hold the whole sync until
-an explicit allow; a repo that removes every runtime the store knows is always held unless the
+module that left a runtime, or a CustomResourceDefinition that a module no longer ships (a
+manifest's new version without it, or a chart's or overlay's render for that runtime without
+it, by an upgrade or a change of values): what runs is what each cluster's inventories list,
+with what the state store knows (and, for the daemon, what the commit in force ships). More
+deletions than ``spec.deletionBrake.maxDeletionsPerSync`` hold the whole sync until an
+explicit allow; a repo that removes every runtime the store knows is always held unless the
 allow names the count or the runtimes.
 
 A commit never loosens the brake that judges it: its :class:`Limits` are bounded by those in
@@ -16,7 +19,7 @@ effect only once it is itself accepted. Callers: the CLI, the daemon.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -66,15 +69,22 @@ class Deletions:
         }
 
 
+#: Runtime -> module -> the names of the CRDs it runs (its inventory's, or those the commit in
+#: force ships).
+RunningCrds = Mapping[str, Mapping[str, Collection[str]]]
+
+
 def count_deletions(
     known: Mapping[str, Mapping[str, str]],
     repo: ConfigRepo,
     only: Iterable[str] | None = None,
+    crds: RunningCrds | None = None,
 ) -> Deletions:
     """What carrying ``repo`` out deletes, given ``known`` (runtime -> module -> version it runs,
-    as the state store or the commit in force says); ``only`` limits it to some runtimes."""
+    as the state store or the commit in force says) and ``crds`` (the CRDs each module runs);
+    ``only`` limits it to some runtimes."""
     chosen = set(only) if only is not None else None
-    runtimes, modules, crds = [], [], []
+    runtimes, modules, dropped = [], [], []
     for name in sorted(known):
         if chosen is not None and name not in chosen:
             continue
@@ -82,26 +92,60 @@ def count_deletions(
             runtimes.append(name)
             continue
         wanted = {m.name: m.version for m in resolve_runtime(repo, repo.runtimes[name]).modules}
+        running = (crds or {}).get(name, {})
         for module, version in sorted(known[name].items()):
             if module not in wanted:
                 modules.append(f"{name}/{module}")
-            else:
-                crds += [
-                    f"{name}/{module}/{crd}"
-                    for crd in dropped_crds(repo, module, version, wanted[module])
-                ]
+                continue
+            new = (module, wanted[module])
+            gone = dropped_crds(repo, name, new, version, running.get(module, ()))
+            dropped += [f"{name}/{module}/{crd}" for crd in gone]
     every = chosen is None and bool(known) and not repo.runtimes
-    return Deletions(tuple(runtimes), tuple(modules), tuple(crds), every)
+    return Deletions(tuple(runtimes), tuple(modules), tuple(dropped), every)
 
 
-def dropped_crds(repo: ConfigRepo, module: str, old: str, new: str) -> list[str]:
-    """CRDs that version ``old`` of ``module`` ships and ``new`` does not (an upgrade deletes
-    them, and with them every custom resource of their kinds, once none is left)."""
-    versions = repo.modules[module].versions
-    if old == new or old not in versions or new not in versions:
-        return []
-    before, after = (_crd_names(versions[v].objects) for v in (old, new))
-    return sorted(before - after)
+def dropped_crds(
+    repo: ConfigRepo,
+    runtime: str,
+    new: tuple[str, str],
+    old: str,
+    running: Collection[str] = (),
+) -> list[str]:
+    """CRDs that module ``new[0]`` runs on ``runtime`` (``running``: its inventory's; and those
+    of version ``old`` when it is a manifest) and that ``repo``, giving it version ``new[1]``,
+    no longer ships there: a manifest version without them, or a render (chart, overlay) for
+    that runtime without them, by an upgrade or a change of values. Deleting one deletes every
+    custom resource of its kind, once none is left."""
+    before = set(running) | _manifest_crds(repo, new[0], old)
+    return sorted(before - shipped_crds(repo, runtime, *new))
+
+
+def shipped_crds(repo: ConfigRepo, runtime: str, module: str, version: str) -> set[str]:
+    """The CRDs ``repo`` gives ``runtime`` for version ``version`` of ``module``: a templated
+    version's render for that runtime, else the version's manifest."""
+    found = repo.modules[module].versions.get(version)
+    if found is None:
+        return set()
+    if found.kind.templated:
+        rendered = repo.rendered.get((runtime, module))
+        return _crd_names(rendered.objects) if rendered is not None else set()
+    return _crd_names(found.objects)
+
+
+def shipped_by(repo: ConfigRepo) -> dict[str, dict[str, set[str]]]:
+    """Runtime -> module -> the CRDs ``repo`` gives it (what the commit in force runs)."""
+    return {
+        name: {
+            m.name: shipped_crds(repo, name, m.name, m.version)
+            for m in resolve_runtime(repo, runtime).modules
+        }
+        for name, runtime in repo.runtimes.items()
+    }
+
+
+def _manifest_crds(repo: ConfigRepo, module: str, version: str) -> set[str]:
+    found = repo.modules[module].versions.get(version)
+    return _crd_names(found.objects) if found is not None and not found.kind.templated else set()
 
 
 def _crd_names(objects: Sequence[Mapping[str, Any]]) -> set[str]:

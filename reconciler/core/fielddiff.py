@@ -238,3 +238,16 @@ def _show(value: Any) -> str:
         return "(none)"
     text = repr(value) if isinstance(value, str) else str(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def masked_secret(body: Mapping[str, Any]) -> dict[str, Any]:
+    """``body`` with every value of a Secret's ``data`` and ``stringData`` masked (S4), the keys
+    kept; any other object as it is."""
+    if body.get("kind") != "Secret" or "/" in str(body.get("apiVersion") or "v1"):
+        return dict(body)
+    masked = dict(body)
+    for field in ("data", "stringData"):
+        values = body.get(field)
+        if isinstance(values, Mapping):
+            masked[field] = {key: MASK for key in values}
+    return masked

@@ -27,7 +27,14 @@ from reconciler.core.objects import ObjectRef
 from reconciler.core.overridediff import override_causes, override_fields, reconfigured
 from reconciler.core.overrides import ConfigOverride, module_channel
 from reconciler.core.plan import plan_module, plan_removal
-from reconciler.core.plan_values import Context, DesiredModule, LiveModule, ModuleAction, ModulePlan
+from reconciler.core.plan_values import (
+    Context,
+    DesiredModule,
+    LiveModule,
+    ModuleAction,
+    ModulePlan,
+    ObjectAction,
+)
 from reconciler.core.render import Renderer, removal_order
 from reconciler.core.resolve import Resolution, ResolvedModule, resolve_runtime
 from reconciler.core.serverform import server_form
@@ -65,8 +72,14 @@ class ModuleChange:
 
     @property
     def deletes(self) -> bool:
-        """Whether the change deletes the module."""
-        return self.plan.action in (ModuleAction.REMOVE_DELETE, ModuleAction.BLOCKED_DELETION)
+        """Whether the change deletes the module, or a CRD it no longer ships (a manifest's new
+        version, or a chart's render with new values: what the deletion brake counts)."""
+        if self.plan.action in (ModuleAction.REMOVE_DELETE, ModuleAction.BLOCKED_DELETION):
+            return True
+        return any(
+            c.action is ObjectAction.DELETE and c.ref.kind == "CustomResourceDefinition"
+            for c in self.plan.changes
+        )
 
     def to_json(self) -> dict[str, Any]:
         """JSON form."""
@@ -149,7 +162,7 @@ class FleetDiff:
 
     @property
     def needs_second_look(self) -> bool:
-        """Whether a change deletes a module or a runtime, or is held (exit code 3)."""
+        """Whether a change deletes a runtime, a module or a CRD, or is held (exit code 3)."""
         return any(
             r.status == "removed" or any(m.deletes or m.outcome in HELD for m in r.modules)
             for r in self.runtimes

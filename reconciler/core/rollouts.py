@@ -10,8 +10,9 @@ keeps that commit's desired state (:func:`desired_head`).
 :func:`plan_waves` assigns waves deterministically (labels first, then shares picked by a hash
 of the runtime's name, so the same fleet gives the same waves on every replica and in
 ``diff --base``); :func:`start_rollout` makes the rollout of a commit, folding in the runtimes
-an earlier rollout had not reached yet. Advancing a rollout and the commands on it are in
-:mod:`reconciler.core.rollout_steps`.
+an earlier rollout had not reached yet, by the policy :func:`governing_policy` picks (the
+rollout's under way, else the commit in force's; never the commit's own alone). Advancing a
+rollout and the commands on it are in :mod:`reconciler.core.rollout_steps`.
 
 Callers: the daemon's rollout job, the state store (at its edge), ``reconciler rollout``,
 ``diff --base``.
@@ -27,7 +28,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from reconciler.core.head import Head
-from reconciler.core.model import RolloutPolicy, Runtime
+from reconciler.core.model import RolloutPolicy, Runtime, WavePolicy
 from reconciler.core.selectors import parse_label_selector
 
 
@@ -183,6 +184,51 @@ def desired_head(rollout: Rollout | None, runtime: str) -> str | None:
     if member.state.released:
         return rollout.commit
     return member.base
+
+
+def governing_policy(
+    own: RolloutPolicy | None,
+    in_force: RolloutPolicy | None,
+    under_way: RolloutPolicy | None = None,
+) -> RolloutPolicy | None:
+    """The policy a commit is rolled out by, never its ``own`` alone (a commit does not set its
+    own rollout): the waves of the rollout still under way (``under_way``: the policy the newest
+    rollout was planned by, while it holds runtimes back: progressing, paused, halted or
+    canceled), so that no change of ``spec.rollout`` skips its waves; else those of the policy
+    ``in_force`` (the commit in force's ``spec.rollout``); else the commit's own (waves where
+    there were none are only slower). The healthy time is the longest of the three, the failure
+    threshold the lowest. None (every runtime at once) only when none of them has waves: a
+    change of ``spec.rollout`` applies to the first rollout after its own commit that starts
+    with none under way."""
+    present = [p for p in (under_way, in_force, own) if p is not None]
+    if not present:
+        return None
+    return RolloutPolicy(
+        present[0].waves,
+        healthy_for=max(p.healthy_for for p in present),
+        max_errors=min(p.max_errors for p in present),
+    )
+
+
+def policy_of(rollout: Rollout) -> RolloutPolicy:
+    """The policy ``rollout`` was planned by, as its waves tell it (a wave that took no
+    runtime was not kept)."""
+    return RolloutPolicy(
+        tuple(_wave_policy(wave) for wave in rollout.waves),
+        healthy_for=rollout.healthy_for,
+        max_errors=rollout.max_errors,
+    )
+
+
+def _wave_policy(wave: Wave) -> WavePolicy:
+    """The :class:`WavePolicy` whose :attr:`~WavePolicy.describe` is ``wave.chosen_by`` (a
+    selector never reads ``10%`` or ``the rest``)."""
+    chosen = wave.chosen_by
+    if chosen == "the rest":
+        return WavePolicy(wave.name)
+    if chosen.endswith("%") and chosen[:-1].isdigit():
+        return WavePolicy(wave.name, percent=int(chosen[:-1]))
+    return WavePolicy(wave.name, selector=chosen)
 
 
 def _spread(name: str) -> str:

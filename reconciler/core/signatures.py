@@ -14,8 +14,12 @@ and ``diff --base --verify``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import base64
+import hashlib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -74,6 +78,8 @@ class CommitSignature:
     status: SignatureStatus
     signer: str = ""
     key: str = ""
+    #: Why the key is not trusted now, when the trusted keys know it (``expired on ...``).
+    detail: str = ""
 
     @property
     def good(self) -> bool:
@@ -83,7 +89,8 @@ class CommitSignature:
     @property
     def reason(self) -> str:
         """``commit 1a2b3c4d5e6f: it is signed by a key that is not trusted (key SHA256:...)``."""
-        key = f" (key {self.key})" if self.key and not self.good else ""
+        detail = f", {self.detail}" if self.detail else ""
+        key = f" (key {self.key}{detail})" if self.key and not self.good else ""
         return f"commit {self.commit[:12]}: {self.status.reason}{key}"
 
     def to_json(self) -> dict[str, Any]:
@@ -93,7 +100,7 @@ class CommitSignature:
             "status": str(self.status),
             "signer": self.signer,
             "key": self.key,
-            "reason": self.status.reason,
+            "reason": self.status.reason + (f" ({self.detail})" if self.detail else ""),
         }
 
     @classmethod
@@ -159,3 +166,92 @@ def judge_signatures(
     or with ``since`` every commit since that one, newest first)."""
     bad = tuple(signature for signature in signatures if not signature.good)
     return SignatureVerdict(head, len(signatures), bad, since is not None, since or "")
+
+
+#: An allowed-signers time option's value: ``YYYYMMDD`` or ``YYYYMMDDHHMM[SS]``, ``Z`` for UTC.
+_SIGNER_TIME = re.compile(r"(\d{8})(\d{4}(\d{2})?)?(Z?)")
+_WINDOW_OPTIONS = ("valid-after", "valid-before")
+
+
+@dataclass(frozen=True, slots=True)
+class SignersNow:
+    """Allowed-signers entries judged at one moment: the lines of the keys valid then, their
+    time options dropped (git would judge them at each commit's own, forgeable, date), and the
+    keys left out, by SSH fingerprint, with why (``expired on 2020-01-01 00:00``)."""
+
+    lines: tuple[str, ...]
+    left_out: Mapping[str, tuple[SignatureStatus, str]]
+
+
+def signers_now(lines: Iterable[str], now: datetime) -> SignersNow:
+    """Each entry (``PRINCIPALS [OPTIONS] KEYTYPE KEY [COMMENT]``) whose ``valid-after`` /
+    ``valid-before`` window holds at ``now`` (an aware time), without those options; the others
+    left out. A time without ``Z`` is local time, as ssh-keygen reads it; an entry that cannot
+    be parsed is kept as it is (git reads it, or says what is wrong)."""
+    kept: list[str] = []
+    left_out: dict[str, tuple[SignatureStatus, str]] = {}
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 4 or _is_key_type(fields[1]) or not _is_key_type(fields[2]):
+            kept.append(line)
+            continue
+        options = _split_options(fields[1])
+        window = {name: _signer_time(value) for name, value in options if name in _WINDOW_OPTIONS}
+        after, before = window.get("valid-after"), window.get("valid-before")
+        if before is not None and now >= before:
+            found = (SignatureStatus.EXPIRED_KEY, f"expired on {before:%Y-%m-%d %H:%M}")
+            left_out[ssh_fingerprint(fields[3])] = found
+        elif after is not None and now < after:
+            found = (SignatureStatus.UNTRUSTED_KEY, f"not valid before {after:%Y-%m-%d %H:%M}")
+            left_out[ssh_fingerprint(fields[3])] = found
+        else:
+            rest = ",".join(f"{n}={v}" if v else n for n, v in options if n not in _WINDOW_OPTIONS)
+            kept.append(" ".join([fields[0], *([rest] if rest else []), *fields[2:]]))
+    return SignersNow(tuple(kept), left_out)
+
+
+def judged_now(signature: CommitSignature, now: SignersNow) -> CommitSignature:
+    """``signature`` with the reason its key was left out of the trusted keys now, if it was."""
+    found = now.left_out.get(signature.key)
+    if signature.good or found is None:
+        return signature
+    return replace(signature, status=found[0], detail=found[1])
+
+
+def ssh_fingerprint(key: str) -> str:
+    """``SHA256:...`` of a base64 public key blob, as ssh-keygen and git print it."""
+    try:
+        blob = base64.b64decode(key, validate=True)
+    except ValueError:
+        return ""
+    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+
+
+def _is_key_type(field: str) -> bool:
+    return field.startswith(("ssh-", "ecdsa-", "sk-ssh-", "sk-ecdsa-"))
+
+
+def _split_options(text: str) -> list[tuple[str, str]]:
+    """``a="x,y",b,c=d`` -> ``[("a", '"x,y"'), ("b", ""), ("c", "d")]`` (quotes kept)."""
+    found: list[tuple[str, str]] = []
+    for option in re.findall(r'(?:[^,"]|"[^"]*")+', text):
+        name, _, value = option.partition("=")
+        found.append((name.strip().lower(), value))
+    return found
+
+
+def _signer_time(value: str) -> datetime | None:
+    matched = _SIGNER_TIME.fullmatch(value.strip('"'))
+    if matched is None:
+        return None
+    digits = matched.group(1) + (matched.group(2) or "0000")
+    form = "%Y%m%d%H%M%S" if len(digits) == 14 else "%Y%m%d%H%M"
+    try:
+        moment = datetime.strptime(digits, form)
+    except ValueError:
+        return None
+    if matched.group(4):
+        from datetime import UTC
+
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone()  # local time, as ssh-keygen reads it

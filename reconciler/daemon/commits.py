@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from reconciler.core.brake import (
@@ -35,6 +36,7 @@ from reconciler.core.brake import (
     count_deletions,
     judge,
     limits_for,
+    shipped_by,
     with_unread,
 )
 from reconciler.core.diagnostics import Diagnostic
@@ -340,7 +342,8 @@ class CommitGate:
 
     def _brake(self, head: Head, repo: ConfigRepo) -> Verdict:
         """S5, counted from what runs: the clusters' inventories, the store's records and the
-        commit in force; at the stricter of the limits of the commit in force and the judged
+        commit in force (its modules, and the CRDs it ships: a chart's render for each runtime
+        included); at the stricter of the limits of the commit in force and the judged
         commit's own (the defaults when none is in force: a new store)."""
         daemon = self.daemon
         current = daemon.state.repo
@@ -354,19 +357,28 @@ class CommitGate:
         )
         for name, error in sorted(running.unread.items()):
             log.warning("brake: runtime %s not read, counted from the store: %s", name, error)
-        known = running.modules
+        known, crds = running.modules, _crds_of(running.crds)
         if current is not None:
             for name, runtime in current.runtimes.items():
                 modules = known.setdefault(name, {})
                 for module in resolve_runtime(current, runtime).modules:
                     modules.setdefault(module.name, module.version)
+            for name, shipped in shipped_by(current).items():
+                for module_name, names in shipped.items():
+                    crds.setdefault(name, {}).setdefault(module_name, set()).update(names)
         allowance = Allowance(count=sys.maxsize) if self.allowed(head) else Allowance()
         in_force = Limits.of(current.settings) if current is not None else None
         verdict = judge(
-            count_deletions(known, repo),
+            count_deletions(known, repo, crds=crds),
             limits_for(repo.settings, in_force),
             allowance,
             Limits.of(repo.settings),
             allow_with=f"--allow-deletions {head.shown} (the daemon's flag: this commit only)",
         )
         return with_unread(verdict, running.unread)
+
+
+def _crds_of(listed: Mapping[str, Mapping[str, frozenset[str]]]) -> dict[str, dict[str, set[str]]]:
+    """The CRDs the inventories list (runtime -> module -> names), to add those of the commit in
+    force to."""
+    return {name: {m: set(c) for m, c in modules.items()} for name, modules in listed.items()}

@@ -12,7 +12,8 @@
 - ``POST /hooks/git``: a push webhook, GitHub (``X-Hub-Signature-256``, HMAC-SHA256 of the body)
   or GitLab (``X-Gitlab-Token``); starts a poll at once. Refused (403) without a secret.
 - ``POST /sync``: ``reconciler sync --daemon URL`` asks for a reconcile now, with
-  ``Authorization: Bearer <secret>``; refused (403) without a secret unless the daemon runs with
+  ``Authorization: Bearer <token>`` (``--api-token-file``; without it, the webhook secret);
+  refused (403) without a token unless the daemon runs with
   ``allow_unauthenticated_sync``. ``?runtime=NAME`` for one runtime: 404 (with the closest name)
   for a runtime neither the commit in force nor the store knows, after one poll.
 - ``POST /suspend?runtime=NAME&reason=TEXT`` and ``POST /resume?runtime=NAME``: ``reconciler
@@ -103,10 +104,18 @@ class Endpoints:
     """The WSGI application: routes a request, answers every failure with JSON and a log line."""
 
     def __init__(
-        self, daemon: Daemon, secret: bytes | None, allow_unauthenticated_sync: bool, max_body: int
+        self,
+        daemon: Daemon,
+        secret: bytes | None,
+        allow_unauthenticated_sync: bool,
+        max_body: int,
+        api_token: bytes | None = None,
     ) -> None:
         self.daemon = daemon
         self.secret = secret or None
+        #: The Bearer token of the commands (``/sync``, ``/suspend``, ``/resume``,
+        #: ``/rollout``); without one of their own, the webhook secret.
+        self.api_token = api_token or self.secret
         self.allow_unauthenticated_sync = allow_unauthenticated_sync
         self.max_body = max_body
         self.pages = Pages(daemon)
@@ -205,20 +214,21 @@ class Endpoints:
         return Response.of_json(202, {"accepted": True})
 
     def _authorize(self, environ: Mapping[str, Any]) -> Response | None:
-        """``None`` when the request carries the webhook secret as Bearer token (or
-        ``/sync`` is open to all), else the 403 answer."""
+        """``None`` when the request carries the commands' token (``--api-token-file``, else
+        the webhook secret) as Bearer token (or ``/sync`` is open to all), else the 403
+        answer."""
         path = str(environ.get("PATH_INFO", ""))
         if path == "/sync" and self.allow_unauthenticated_sync:
             return None
-        if self.secret is None:
+        if self.api_token is None:
             opened = " or --allow-unauthenticated-sync" if path == "/sync" else ""
             return Response.failure(
                 403,
-                f"POST {path} is disabled: start the daemon with --webhook-secret-file "
-                f"(and call it with Authorization: Bearer <secret>){opened}",
+                f"POST {path} is disabled: start the daemon with --api-token-file "
+                f"(and call it with Authorization: Bearer <token>){opened}",
             )
         given = str(environ.get("HTTP_AUTHORIZATION", "")).encode()
-        if not hmac.compare_digest(given, b"Bearer " + self.secret):
+        if not hmac.compare_digest(given, b"Bearer " + self.api_token):
             return Response.failure(403, "missing or wrong token")
         return None
 
@@ -336,9 +346,11 @@ def serve(
     *,
     allow_unauthenticated_sync: bool = False,
     limits: HttpLimits | None = None,
+    api_token: bytes | None = None,
 ) -> HttpServer:
     """Start serving in a background thread; returns the server (``server_address`` has the
-    port when 0 was asked)."""
+    port when 0 was asked). ``secret`` checks ``/hooks/git``; ``api_token`` the commands
+    (without one, ``secret`` does)."""
     limits = limits or HttpLimits()
-    app = Endpoints(daemon, secret, allow_unauthenticated_sync, limits.max_body)
+    app = Endpoints(daemon, secret, allow_unauthenticated_sync, limits.max_body, api_token)
     return HttpServer(app, host.strip("[]"), port, limits)

@@ -2,9 +2,12 @@
 it, and moving it on (its job), as ``spec.rollout`` of the commit in force asks.
 
 - :meth:`Rollouts.begin` (when a new commit is put in force here): the runtimes the commit
-  changes (and those an earlier rollout had not reached) get waves; the rollout is saved in the
-  state store (one per commit: the replica that saves it first tells people about it); a
-  progressing or paused rollout it takes runtimes from is superseded.
+  changes (and those an earlier rollout had not reached) get waves, by the policy in force
+  before it (:func:`~reconciler.core.rollouts.governing_policy`: a commit never sets its own
+  rollout; one that drops or loosens ``spec.rollout`` is still rolled out in the waves in
+  force, also out of a halted or paused rollout); the rollout is saved in the state store (one
+  per commit: the replica that saves it first tells people about it); a progressing or paused
+  rollout it takes runtimes from is superseded, and gates nothing from then on, here at once.
 - :meth:`Rollouts.desired` (each runtime's reconcile): the commit and repo the runtime is
   reconciled on: its previous commit while its wave has not started (it does not get the new
   versions yet), the commit in force otherwise. A base commit that cannot be read holds the
@@ -48,7 +51,9 @@ from reconciler.core.rollouts import (
     RolloutState,
     bases_after,
     desired_head,
+    governing_policy,
     held_back,
+    policy_of,
     start_rollout,
 )
 from reconciler.core.status import Reason
@@ -149,7 +154,9 @@ class Rollouts:
         latest = self.refresh()
         if latest is not None and latest.commit == head.text:
             return  # another replica started it, or a restart took the commit up again
-        policy = repo.settings.rollout
+        under_way = policy_of(latest) if latest is not None and latest.state.gates else None
+        own = repo.settings.rollout
+        policy = governing_policy(own, previous.settings.rollout, under_way)
         if policy is None or before is None:
             self._supersede(latest, head, token)  # no waves any more: every runtime takes it
             return
@@ -178,6 +185,11 @@ class Rollouts:
         skipped = sorted(suspended)
         waves = ", ".join(f"{w.name} ({len(w.runtimes)})" for w in saved.waves)
         note = f"; skipped (suspended): {', '.join(skipped)}" if skipped else ""
+        if own != policy:
+            note += (
+                "; by the rollout policy in force, not this commit's own spec.rollout "
+                "(it applies to the rollouts after this one)"
+            )
         summary = f"rollout {saved.id} of commit {head.shown} scheduled: waves {waves}{note}"
         log.info("%s", summary)
         first = Moment(NotificationKind.ROLLOUT_SCHEDULED, 0, summary)
@@ -190,10 +202,17 @@ class Rollouts:
         self.tell(saved, [first, started])
 
     def _supersede(self, latest: Rollout | None, head: Head, token: FenceToken) -> None:
+        """``latest`` superseded by the rollout of ``head`` (or by ``head`` at once, then
+        gating nothing from now on: this replica's next reconciles take ``head``)."""
         if latest is None or latest.state not in (RolloutState.PROGRESSING, RolloutState.PAUSED):
             return
-        if self._put(supersede(latest, head.text, self.daemon.clock()), token):
-            log.info("rollout %s superseded by commit %s", latest.id, head.shown)
+        saved = self._put(supersede(latest, head.text, self.daemon.clock()), token)
+        if saved is None:
+            self.refresh()
+            return
+        log.info("rollout %s superseded by commit %s", latest.id, head.shown)
+        if self.newest is not None and self.newest.id == saved.id:
+            self.newest = saved
 
     # -- fencing ---------------------------------------------------------------------------------
 

@@ -1,7 +1,10 @@
 """The notifier of a daemon: notifications queued by :meth:`Delivery.notify` (which never
-blocks nor raises) and delivered by one worker thread, in the order of the calls, to every
+blocks nor raises) and handed by one worker thread, in the order of the calls, to every
 endpoint of the settings in force when each was queued that wants its kind; then, when asked, as
-a Kubernetes Event (:mod:`reconciler.notify.events`).
+a Kubernetes Event (:mod:`reconciler.notify.events`). Each endpoint has a lane of its own (a
+queue and a thread, :mod:`reconciler.notify.lanes`), and each request a deadline
+(:mod:`reconciler.notify.transport`): an endpoint that is slow, trickles its answer or keeps
+failing holds up only its own notifications, which it still gets in order.
 
 One delivery to one endpoint is tried up to ``spec.notifications.attempts`` times while it fails
 in a way that may pass (a network failure, 5xx, 408, 429), waiting 1 s, 2 s, 4 s ... up to
@@ -15,8 +18,9 @@ value. The queue is bounded (:data:`CAPACITY`): past it a notification is droppe
 counted, rather than the reconcile that sent it waiting.
 
 With an outbox (:class:`Claimant`: the daemon's state store), :meth:`Delivery.notify` keeps
-each notification there, one row per receiver, in one short transaction, and the worker sends
-what it claims from it in order, marking each row delivered or given up right after: a crash or
+each notification there, one row per receiver, in one short transaction, and the worker hands
+what it claims from it to the lanes in order, each row marked delivered or given up once its
+lane is done with it: a crash or
 a restart loses none (the next start sends what waits, at once), a row is sent by one replica
 (claims), and a delivery cut short by a stop stays for the next start. Should the store fail
 at :meth:`~Delivery.notify`, the notification goes through the queue in memory instead (logged:
@@ -31,6 +35,7 @@ import contextlib
 import logging
 import queue
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,7 +55,8 @@ from reconciler.core.outbox import Outgoing, outgoing
 from reconciler.errors import AccessError, ReconcilerError, ThrottledError, TransientError
 from reconciler.notify.bodies import Request, request_for
 from reconciler.notify.events import NotificationEvents
-from reconciler.notify.outbox import DELIVERED, KEPT, RESCAN, Claimant, OutboxSender
+from reconciler.notify.lanes import Lanes
+from reconciler.notify.outbox import DELIVERED, KEPT, RESCAN, Claimant, Done, OutboxSender
 from reconciler.notify.secrets import SecretReader, TokenHosts
 from reconciler.notify.transport import WORKER_THREAD, HttpTransport, Transport
 
@@ -58,6 +64,8 @@ log = logging.getLogger("reconciler.notify")
 
 #: Notifications waiting at most; past it a new one is dropped.
 CAPACITY = 1000
+#: Notifications waiting at most in one endpoint's lane (without an outbox); past it, dropped.
+LANE_CAPACITY = 1000
 #: The longest wait between two tries of one delivery, in seconds.
 MAX_WAIT = 60.0
 #: How long :meth:`Delivery.close` lets the queued notifications go, in seconds (a pod has 60 s
@@ -140,6 +148,8 @@ class Delivery:
             OutboxSender(outbox, self._send, self._stopping) if outbox is not None else None
         )
         self._queue: queue.Queue[_Item | object | None] = queue.Queue(maxsize=CAPACITY)
+        #: Each endpoint's queue and thread: a slow one holds up only its own.
+        self._lanes = Lanes(LANE_CAPACITY if outbox is None else 0)
         #: A look at the outbox is queued and not taken yet (one is enough).
         self._look = threading.Event()
         #: Whether the last write to the outbox failed (logged once until one succeeds).
@@ -231,7 +241,9 @@ class Delivery:
             outcomes = sorted(self._outcomes.values(), key=lambda o: o.endpoint)
         with self._queue.mutex:  # the queue's own lock: its items, not its looks at the outbox
             queued = sum(isinstance(item, _Item) for item in self._queue.queue)
-        if self.outbox is not None:
+        if self.outbox is None:
+            queued += self._lanes.waiting()
+        else:  # the lanes hold rows the outbox counts
             with contextlib.suppress(ReconcilerError):  # the store is down: what memory holds
                 queued += self.outbox.outbox.waiting_notifications()
         return {"queued": queued, "endpoints": [o.to_json() for o in outcomes]}
@@ -249,6 +261,7 @@ class Delivery:
             self._queue.put(_LOOK)
             self._start()
         self._queue.join()
+        self._lanes.join()
 
     def close(self, grace: float = CLOSE_GRACE) -> None:
         """Stop: the queued notifications are tried once more each, without waiting between
@@ -259,12 +272,18 @@ class Delivery:
             thread = self._thread
         if thread is None:
             return
+        until = time.monotonic() + grace
         with contextlib.suppress(queue.Full):  # still full: the worker ends with the process
             self._queue.put(None, timeout=grace)
-        thread.join(grace)
-        if thread.is_alive():
-            left = self._queue.qsize()
-            log.warning("stopping with notifications not sent: %d queued, one under way", left)
+        thread.join(max(0.0, until - time.monotonic()))
+        busy = self._lanes.stop(max(0.0, until - time.monotonic()))
+        if thread.is_alive() or busy:
+            left = self._queue.qsize() + self._lanes.waiting()
+            log.warning(
+                "stopping with notifications not sent: %d queued, under way to %s",
+                left,
+                ", ".join(busy) or "the endpoints",
+            )
 
     def _wait(self, seconds: float) -> None:
         self._stopping.wait(seconds)
@@ -303,20 +322,37 @@ class Delivery:
         return item
 
     def _handle(self, item: _Item) -> None:
-        notification = item.notification
+        """Each endpoint's delivery in its lane; the Kubernetes Event here."""
+        notification, attempts = item.notification, item.settings.attempts
         for endpoint in item.settings.endpoints:
-            if endpoint.wants(notification.kind):
-                self._deliver(endpoint, notification, item.settings.attempts)
+            if not endpoint.wants(notification.kind):
+                continue
+
+            def job(endpoint: Endpoint = endpoint) -> None:
+                self._deliver(endpoint, notification, attempts)
+
+            if not self._lanes.put(endpoint.name, job):
+                self._drop(notification, NotificationSettings((endpoint,)))
         if item.settings.kubernetes_events and self.events is not None:
             self.events.record(notification)
 
-    def _send(self, item: Outgoing) -> str:
-        """Deliver one row: to its endpoint, or as the Kubernetes Event."""
-        if item.endpoint is not None:
-            return self._deliver(item.endpoint, item.notification, item.attempts)
-        if self.events is not None:
-            self.events.record(item.notification)
-        return DELIVERED
+    def _send(self, item: Outgoing, done: Done) -> None:
+        """Deliver one row: to its endpoint (in its lane; a row a stop reaches before it is
+        tried is kept), or as the Kubernetes Event (here); ``done`` says how it ended."""
+        endpoint = item.endpoint
+        if endpoint is None:
+            if self.events is not None:
+                self.events.record(item.notification)
+            done(item, DELIVERED)
+            return
+
+        def job() -> None:
+            if self._stopping.is_set():
+                done(item, KEPT)
+                return
+            done(item, self._deliver(endpoint, item.notification, item.attempts))
+
+        self._lanes.put(endpoint.name, job)  # an outbox's lanes are unbounded: it bounds them
 
     def _deliver(self, endpoint: Endpoint, notification: Notification, attempts: int) -> str:
         secrets: list[str] = []

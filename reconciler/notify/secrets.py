@@ -50,7 +50,10 @@ class TokenHosts:
     def allows(self, url: str) -> bool:
         """Whether a token may go to ``url``: https to one of the hosts (on the port named,
         else 443), or http to a loopback one."""
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+        except ValueError:  # a bracket that is no IPv6 host: no host a token may go to
+            return False
         scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
         if scheme not in _PORTS or (scheme == "http" and host not in _LOOPBACK):
             return False

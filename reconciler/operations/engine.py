@@ -33,7 +33,7 @@ from reconciler.cluster.api import flush_writes
 from reconciler.core.head import Head
 from reconciler.core.model import DEFAULT_OPERATION_TIMEOUTS, RetryLimits
 from reconciler.core.status import ModuleError, Reason, StepFailure
-from reconciler.errors import FencedError, PermanentError, TransientError
+from reconciler.errors import AccessError, FencedError, PermanentError, TransientError
 from reconciler.operations.crash import Crash
 from reconciler.operations.model import (
     FenceToken,
@@ -82,6 +82,16 @@ def owner_alive(owner: str) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _flushed(cluster: object) -> AccessError | None:
+    """Flush ``cluster``'s writes (:func:`~reconciler.cluster.api.flush_writes`); the error
+    when they cannot be kept (a snapshot file that cannot be written), else ``None``."""
+    try:
+        flush_writes(cluster)
+    except AccessError as error:
+        return error
+    return None
 
 
 def _failed_on(operation: Operation, failure: StepFailure | None) -> None:
@@ -341,7 +351,10 @@ class Engine:
         except Exception as error:  # the crash barrier: a bug fails this operation, not the process
             result = self._crashed(operation, record, error)
         finally:
-            flush_writes(context.cluster)  # before the store records the step's end
+            unsaved = _flushed(context.cluster)  # before the store records the step's end
+        if unsaved is not None:  # the step's writes are lost: it failed, whatever it returned
+            _failed_on(operation, StepFailure.of(record.name, unsaved))
+            result = StepResult(error=unsaved)
         record.message = result.recorded
         return result
 

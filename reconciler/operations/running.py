@@ -1,5 +1,6 @@
 """What runs where, for the deletion brake (S5): each runtime's modules and versions as the
-inventories in its cluster say, with what the state store knows.
+inventories in its cluster say, with what the state store knows, and the CRDs each module's
+inventory lists.
 
 The brake counts what a sync would delete from here, not from the store alone: a lost,
 truncated or new store (a move to PostgreSQL, say) knows nothing, yet the clusters' inventories
@@ -17,6 +18,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from reconciler.core.inventory import Inventory
 from reconciler.core.model import ClusterAccess, ConfigRepo
 from reconciler.lifecycle.executor import Lifecycle
 from reconciler.operations.runner import Connect, recorded_access
@@ -24,15 +26,19 @@ from reconciler.operations.store import StateStore
 
 #: Runtime -> module -> version.
 Modules = dict[str, dict[str, str]]
+#: Runtime -> module -> the names of the CRDs its inventory lists.
+Crds = dict[str, dict[str, frozenset[str]]]
 
 
 @dataclass(frozen=True, slots=True)
 class Running:
-    """Runtime -> module -> version (the inventories', else the store's), and the runtimes
-    whose cluster could not be read, with why."""
+    """Runtime -> module -> version (the inventories', else the store's), the CRDs each
+    inventory lists (a chart's are known only so: they depend on the runtime's values), and
+    the runtimes whose cluster could not be read, with why."""
 
     modules: Modules
     unread: Mapping[str, str] = field(default_factory=dict)
+    crds: Crds = field(default_factory=dict)
 
 
 def fetch_running(
@@ -50,12 +56,11 @@ def fetch_running(
     known = store.deployed()
     names = sorted(set(repo.runtimes) | set(known))
 
-    def read(name: str) -> tuple[str, dict[str, str] | str]:
+    def read(name: str) -> tuple[str, dict[str, Inventory] | str]:
         try:
             access = _access(store, repo, name)
             lifecycle = Lifecycle(connect(access, name), system_namespace=system_namespace)
-            found = lifecycle.read_inventories(name)
-            return name, {module: inventory.version for module, inventory in found.items()}
+            return name, lifecycle.read_inventories(name)
         except Exception as error:  # one cluster's failure is its own, reported as data
             return name, f"{type(error).__name__}: {error}"
         finally:
@@ -66,15 +71,26 @@ def fetch_running(
         results = list(pool.map(read, names))
     modules: Modules = {}
     unread: dict[str, str] = {}
+    crds: Crds = {}
     for name, result in results:
         merged = dict(known.get(name, {}))
         if isinstance(result, str):
             unread[name] = result
         else:
-            merged.update(result)
+            merged.update({module: found.version for module, found in result.items()})
+            crds[name] = {module: _crds(found) for module, found in result.items()}
         if merged or name in known:
             modules[name] = merged
-    return Running(modules, unread)
+    return Running(modules, unread, crds)
+
+
+def _crds(inventory: Inventory) -> frozenset[str]:
+    """The CRDs ``inventory`` lists (prune deletes those its module no longer ships)."""
+    return frozenset(
+        ref.name
+        for ref in inventory.objects
+        if ref.kind == "CustomResourceDefinition" and ref.group == "apiextensions.k8s.io"
+    )
 
 
 def _access(store: StateStore, repo: ConfigRepo, name: str) -> ClusterAccess:

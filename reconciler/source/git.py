@@ -5,8 +5,8 @@
 or expression such as ``HEAD~1``), so the loader reads a revision exactly as it reads a folder,
 without a checkout. A file's content id is its blob id, so a file unchanged between two
 revisions is parsed once. git's failures are translated here into
-:class:`~reconciler.errors.SourceError`. (gitpython is no longer used here: importing it and
-walking its tree objects cost a ``diff --base`` more than reading the revision itself.)
+:class:`~reconciler.errors.SourceError`. No Python git library is used: the ``git`` command
+reads a revision faster than importing one and walking its tree objects.
 
 :class:`RemoteSource` follows a ref of a remote (the daemon's config repo, a ``channelsFrom.git``
 repository); every git call that reaches a remote runs through a :class:`GitRunner`: the remote
@@ -217,18 +217,21 @@ class GitCredentials:
 
     def env(self, url: str) -> dict[str, str]:
         """The environment git needs to reach ``url``: the token as a header bound to that
-        https host and port (git's ``http.<url>.extraHeader``), or the key for that ssh host;
-        nothing for another host."""
+        https host and port (git's ``http.<url>.extraHeader``), with redirects not followed
+        (``http.followRedirects=false``: git would send the header on to where a redirect
+        points), or the key for that ssh host; nothing for another host."""
         origin = credential_origin(url)
         if origin is None or not may_get_credentials(url, self.hosts):
             return {}
         scheme, host, port = origin
         if scheme == "https" and self.token is not None:
             where = host if port == 443 else f"{host}:{port}"
-            return {
-                "GIT_CONFIG_COUNT": "1",
+            return {  # never re-based by a redirect: the header would go along (git's default)
+                "GIT_CONFIG_COUNT": "2",
                 "GIT_CONFIG_KEY_0": f"http.https://{where}/.extraHeader",
                 "GIT_CONFIG_VALUE_0": f"Authorization: Bearer {self.token}",
+                "GIT_CONFIG_KEY_1": "http.followRedirects",
+                "GIT_CONFIG_VALUE_1": "false",
             }
         if scheme == "ssh" and self.ssh_key is not None:
             # git runs this through a shell: the path is one quoted word, whatever it holds
@@ -306,9 +309,15 @@ class RemoteSource:
                 env=self.env,
             )
         except TransientError as error:
-            if not self._withheld:
+            said = f"{error}{self._withheld}"
+            if self.env and _REDIRECTED.search(said):
+                said += (
+                    "; the remote redirects elsewhere, and a remote given credentials is not "
+                    "followed there (they would go along): name the URL it redirects to"
+                )
+            if said == str(error):
                 raise
-            raise TransientError(f"{error}{self._withheld}", error.retry_after) from None
+            raise TransientError(said, error.retry_after) from None
 
     def check(self) -> str:
         """The commit the ref points to at the remote now."""
@@ -354,6 +363,10 @@ class RemoteSource:
         except UnreadableError:
             return False
         return True
+
+
+#: git's words for an HTTP redirect it was told not to follow.
+_REDIRECTED = re.compile(r"returned error: 30[1278]\b")
 
 
 def _init_bare(cache_dir: Path) -> None:

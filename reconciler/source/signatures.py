@@ -28,13 +28,17 @@ import subprocess
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from reconciler.core.signatures import (
     CommitSignature,
     SignatureStatus,
     SignatureVerdict,
+    SignersNow,
     judge_signatures,
+    judged_now,
+    signers_now,
 )
 from reconciler.errors import ReconcilerError, SourceError, TransientError
 from reconciler.source.trust import TrustedKeys as TrustedKeys  # named here too, as it was
@@ -215,7 +219,8 @@ def _signatures(git_dir: Path, home: _Home, head: str, since: str | None) -> lis
             f"cannot check the signatures of commit {head[:12]}: git log failed: {reason}",
             retry_after=KEY_RETRY_SECONDS,
         )
-    return [_signature(record) for record in done.stdout.decode().split("\0") if record]
+    records = done.stdout.decode().split("\0")
+    return [judged_now(_signature(record), home.now) for record in records if record]
 
 
 def _signature(record: str) -> CommitSignature:
@@ -233,6 +238,8 @@ class _Home:
     signers: Path
     gnupg: Path
     summary: str
+    #: The SSH signers as judged when the home was made (expired ones left out).
+    now: SignersNow
 
 
 @contextmanager
@@ -250,18 +257,22 @@ def _trust_home(keys: TrustedKeys) -> Iterator[_Home]:
         gnupg = path / "gnupg"
         gnupg.mkdir(mode=0o700)
         signers = path / "allowed_signers"
-        count_ssh = _join_signers(ssh, signers)
+        now = _join_signers(ssh, signers)
         count_pgp = _import_openpgp(pgp, gnupg)
-        summary = f"{_plural(count_ssh, 'SSH signer')}, {_plural(count_pgp, 'OpenPGP key')}"
-        yield _Home(path, signers, gnupg, summary)
+        out = f" ({len(now.left_out)} expired or not yet valid)" if now.left_out else ""
+        count_ssh = len(now.lines) + len(now.left_out)
+        summary = f"{_plural(count_ssh, 'SSH signer')}{out}, {_plural(count_pgp, 'OpenPGP key')}"
+        yield _Home(path, signers, gnupg, summary, now)
     finally:
         if any(gnupg.glob("S.gpg-agent*")):
             _run(["gpgconf", "--kill", "gpg-agent"], {**_base_env(path), "GNUPGHOME": str(gnupg)})
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _join_signers(files: Material, target: Path) -> int:
-    """Write the entries of every allowed-signers file in ``files`` to ``target``; how many."""
+def _join_signers(files: Material, target: Path) -> SignersNow:
+    """Write the entries of every allowed-signers file in ``files`` that are valid now to
+    ``target``, judged now: git would judge an entry's ``valid-before`` at each commit's own
+    date, which a commit may set to any (:func:`~reconciler.core.signatures.signers_now`)."""
     lines: list[str] = []
     for label, data in files:
         text = data.decode("utf-8", "replace")
@@ -272,8 +283,9 @@ def _join_signers(files: Material, target: Path) -> int:
                 retry_after=KEY_RETRY_SECONDS,
             )
         lines += entries
-    target.write_text("".join(f"{line}\n" for line in lines))
-    return len(lines)
+    now = signers_now(lines, datetime.now(UTC))
+    target.write_text("".join(f"{line}\n" for line in now.lines))
+    return now
 
 
 def _import_openpgp(files: Material, gnupg: Path) -> int:

@@ -366,12 +366,12 @@ def test_each_blob_is_parsed_once_and_each_situation_planned_once(tmp_path: Path
     assert differ.planned_situations <= len(windows)
 
 
-def test_the_diff_shows_the_waves_a_rollout_policy_would_make(history: Path) -> None:
+def _policy_committed(history: Path, rollout: str) -> None:
+    """Commit Settings with ``rollout`` (the YAML under ``spec.rollout``) and runtime ``a``
+    labelled ``tier: dev``; then bump widget to 2.0.0 in the working tree."""
     settings = BASE_FILES["fleet/reconciler.yaml"].replace(
         "spec: {channelsFrom: {path: ../channels}}",
-        "spec:\n  channelsFrom: {path: ../channels}\n  rollout:\n"
-        "    waves: [{name: canary, selector: tier=dev}, {name: everyone}]\n"
-        "    healthyFor: 1h\n",
+        f"spec:\n  channelsFrom: {{path: ../channels}}\n  rollout:\n{rollout}",
     )
     labelled = runtime_yaml("a", "regular", "[{name: widget}, {name: gadget}]").replace(
         "metadata: {name: a}", "metadata: {name: a, labels: {tier: dev}}"
@@ -384,6 +384,13 @@ def test_the_diff_shows_the_waves_a_rollout_policy_would_make(history: Path) -> 
         {"channels/regular.yaml": channel_yaml("regular", {"widget": "2.0.0", "gadget": "1.0.0"})},
     )
 
+
+def test_the_diff_shows_the_waves_a_rollout_policy_would_make(history: Path) -> None:
+    _policy_committed(
+        history,
+        "    waves: [{name: canary, selector: tier=dev}, {name: everyone}]\n    healthyFor: 1h\n",
+    )
+
     result = _diff(history)
 
     assert result.exit_code == 1, result.output
@@ -391,4 +398,21 @@ def test_the_diff_shows_the_waves_a_rollout_policy_would_make(history: Path) -> 
         "rollout waves (spec.rollout, each healthy for 1h):\n"
         "  1. canary (tier=dev): 1 runtime(s): a\n"
         "  2. everyone (the rest): 1 runtime(s): b\n"
+    )
+
+
+def test_the_diff_shows_the_waves_in_force_when_the_head_drops_its_policy(history: Path) -> None:
+    _policy_committed(
+        history, "    waves: [{name: first, selector: 'tier in (dev)'}, {name: everyone}]\n"
+    )
+    write_tree(history, {"fleet/reconciler.yaml": BASE_FILES["fleet/reconciler.yaml"]})
+
+    result = _diff(history)
+
+    assert result.exit_code == 1, result.output
+    assert result.output.endswith(
+        "rollout waves (spec.rollout in force at the base, each healthy for 10m):\n"
+        "  1. first (tier in (dev)): 1 runtime(s): a\n"
+        "  2. everyone (the rest): 1 runtime(s): b\n"
+        "  (the head's own spec.rollout applies to the rollouts after this one)\n"
     )

@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 import yaml
+from click.testing import CliRunner
 
+from reconciler.cli import cli
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.cluster.snapshot import (
     ABSENT,
@@ -31,6 +33,7 @@ from reconciler.operations.runner import Runner
 from reconciler.operations.store import SqliteStore
 from reconciler.source.loader import load_repo
 from tests.support.repos import RepoFactory, channel_file, module_files, runtime_file
+from tests.support.sample_fleet import Fleet
 from tests.support.scenarios import Clock
 
 NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}}
@@ -277,3 +280,24 @@ def test_a_guard_that_refuses_under_the_lock_leaves_the_file(tmp_path: Path) -> 
     assert not path.exists()
     cluster.flush()
     assert _namespaces(load_snapshot(path)) == ["x"]
+
+
+def test_a_snapshot_that_cannot_be_written_fails_the_operation_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """A folder that cannot take the file (read-only, full; here the file's temporary name is
+    taken by a folder): the step fails naming the file and what to do, the operation is
+    recorded failed (not left in progress), and no internal error."""
+    fleet = Fleet(tmp_path)
+    clusters = fleet.clusters
+    (clusters / "dev-sandbox.yaml.tmp").mkdir()
+    args = ["--runtime", "dev-sandbox", "--snapshot", f"{clusters}/", "--snapshot-create"]
+
+    result = CliRunner().invoke(cli, ["sync", str(fleet.repo), *args, *fleet.state])
+
+    assert result.exit_code != 0
+    assert "internal error" not in result.output
+    assert f"{clusters / 'dev-sandbox.yaml'}: the snapshot cannot be saved" in result.output
+    assert "give --snapshot another one" in result.output
+    listed = fleet.document("operations", "list", *fleet.state)
+    assert [o["state"] for o in listed["items"]] == ["failed"]

@@ -1,5 +1,6 @@
-"""Rollout planning and moves as plain data: waves by labels and shares, the healthy time, the
-failure threshold, and the commands."""
+"""Rollout planning and moves as plain data: waves by labels and shares, the policy a commit is
+rolled out by (never its own alone), the healthy time, the failure threshold, and the
+commands."""
 
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ from reconciler.core.rollouts import (
     RolloutState,
     bases_after,
     desired_head,
+    governing_policy,
     held_back,
     plan_waves,
+    policy_of,
     start_rollout,
 )
 from reconciler.core.status import ModuleState
@@ -198,3 +201,19 @@ def test_suspended_runtimes_are_skipped_and_do_not_hold_the_wave() -> None:
 
 def _bases(commit: str) -> dict[str, str]:
     return {r.name: commit for r in fleet(1000)}
+
+
+def test_a_commit_is_rolled_out_by_the_policy_under_way_then_in_force_never_its_own_alone() -> None:
+    one = RolloutPolicy((WavePolicy("everyone"),), healthy_for=timedelta(0), max_errors=9)
+    rollout = start_rollout(POLICY, "c2", fleet(), _bases("c1"), frozenset(), T0)
+    assert rollout is not None
+    under_way = policy_of(rollout)
+    assert plan_waves(under_way, fleet()) == list(rollout.waves)  # the same waves again
+
+    assert governing_policy(None, POLICY) == POLICY  # dropped: the one in force
+    assert governing_policy(one, POLICY) == POLICY  # loosened: the one in force
+    assert governing_policy(one, one, under_way) == under_way  # a rollout under way keeps its waves
+    assert governing_policy(POLICY, None) == POLICY  # added: waves are only slower
+    assert governing_policy(None, None) is None
+    longer = RolloutPolicy(POLICY.waves, healthy_for=timedelta(hours=2), max_errors=1)
+    assert governing_policy(longer, POLICY) == longer  # a stricter timing applies at once

@@ -248,6 +248,7 @@ def _start_daemon(tmp_path: Path, server: GitServer, port: int) -> subprocess.Po
     """``reconciler daemon`` following ``server`` (webhook secret in ``tmp_path/secret``, snapshot
     clusters in ``tmp_path/clusters/``, JSON logs on its stderr)."""
     (tmp_path / "secret").write_text("hook-secret\n")
+    (tmp_path / "token").write_text("api-token\n")
     env = {
         **os.environ,
         "RECONCILER_REPO": server.url,
@@ -269,6 +270,8 @@ def _start_daemon(tmp_path: Path, server: GitServer, port: int) -> subprocess.Po
             "--snapshot-create",
             "--webhook-secret-file",
             str(tmp_path / "secret"),
+            "--api-token-file",
+            str(tmp_path / "token"),
             "--log-format",
             "json",
         ],
@@ -312,20 +315,13 @@ def test_the_daemon_command_serves_reconciles_and_stops_on_sigterm(tmp_path: Pat
                 )
             },
         )
+        sync = [sys.executable, "-m", "reconciler", "sync", "--daemon", base, "--secret-file"]
+        with_secret = subprocess.run(
+            [*sync, str(tmp_path / "secret")], capture_output=True, text=True, check=False
+        )
+        assert "403 missing or wrong token" in with_secret.stderr + with_secret.stdout
         asked = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "reconciler",
-                "sync",
-                "--daemon",
-                base,
-                "--secret-file",
-                str(tmp_path / "secret"),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
+            [*sync, str(tmp_path / "token")], capture_output=True, text=True, check=False
         )
         assert asked.returncode == 0, asked.stderr
         until(lambda: "2.0.0" in _versions(clusters / "a.yaml"), seconds=120)

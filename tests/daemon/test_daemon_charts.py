@@ -1,7 +1,8 @@
 """The daemon takes chart modules by the same path as the commands: a commit adding one reaches
 the clusters rendered with each runtime's values, a channel's value change is applied, and a
 value the chart's values.schema.json refuses keeps the last good commit in force (C7), the
-refusal naming the file and line that set it."""
+refusal naming the file and line that set it; CRDs the chart stops rendering by a change of
+values are counted by the deletion brake."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from typing import Any
 
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.objects import ObjectRef
-from tests.support.charts import chart_module_files
+from tests.support.charts import chart_module_files, templates_with_crds
+from tests.support.crds import namespaced_crd
 from tests.support.daemons import poll_and_reconcile
 from tests.support.daemons import served as world
-from tests.support.fleet_history import runtime_yaml
+from tests.support.fleet_history import SETTINGS, runtime_yaml
 from tests.support.repos import API, dump
 
 __all__ = ["world"]  # the fixture (tests.support.daemons.served)
@@ -70,3 +72,41 @@ def test_chart_values_reach_the_clusters_and_a_refused_value_changes_nothing(
     assert error["rule"] == "C9"
     assert error["pointer"] == "/spec/values/web/size"
     assert "'huge' is not one of" in error["message"]
+
+
+def test_crds_a_chart_drops_by_its_values_are_held_by_the_brake(world: Any) -> None:
+    fleet, _, daemon, clusters = world
+    crds = [namespaced_crd("example.io", f"Thing{i}") for i in range(5)]
+    defaults = {"greeting": "hello", "size": "small", "replicas": 1, "crds": True}
+    chart = chart_module_files("web", defaults=defaults, templates=templates_with_crds(crds))
+    limit = SETTINGS.replace("spec: {", "spec: {deletionBrake: {maxDeletionsPerSync: 3}, ")
+    fleet.commit(
+        "web as a chart, with its CRDs; a brake of 3",
+        {
+            "fleet/reconciler.yaml": limit,
+            **{f"fleet/{k}": v for k, v in chart.items()},
+            "channels/regular.yaml": _channel("medium"),
+            "fleet/runtimes/a.yaml": runtime_yaml("a", "regular", "[{name: web}]"),
+        },
+    )
+    assert poll_and_reconcile(daemon)
+    names = sorted(c["metadata"]["name"] for c in crds)
+    kept = [ObjectRef("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", n) for n in names]
+    assert all(clusters["a"].get(ref) is not None for ref in kept)
+    good = daemon.state.commit
+
+    dropped = fleet.commit(
+        "no CRDs",
+        {
+            "fleet/runtimes/a.yaml": runtime_yaml(
+                "a", "regular", "[{name: web, values: {crds: false}}]"
+            )
+        },
+    )
+    assert not poll_and_reconcile(daemon)
+
+    assert daemon.state.commit == good
+    held = daemon.status()["source"]["held"]
+    assert held["commit"] == dropped
+    assert held["crds"] == [f"a/web/{n}" for n in names]
+    assert all(clusters["a"].get(ref) is not None for ref in kept)

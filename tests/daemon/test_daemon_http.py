@@ -32,6 +32,7 @@ from tests.support.daemon_http import (
     read_response,
     start,
 )
+from tests.support.daemons import free_port
 
 __all__ = ["start"]  # the fixture
 
@@ -136,6 +137,7 @@ def test_without_a_secret_hooks_and_sync_are_refused(
     hook = _post(port, "/hooks/git", BODY, {"X-Hub-Signature-256": signature})
     assert "--webhook-secret-file" in _error(hook, 403)
     sync = _post(port, "/sync", b"", {"Authorization": "Bearer "})
+    assert "--api-token-file" in _error(sync, 403)
     assert "--allow-unauthenticated-sync" in _error(sync, 403)
     assert len(_logged(caplog, 403)) == 2
     assert daemon.state.last_poll is None
@@ -159,6 +161,27 @@ def test_wrong_signatures_and_tokens_are_refused_and_never_logged(
     assert len(_logged(caplog, 403)) == 6
     assert "guessed" not in caplog.text
     assert daemon.state.last_poll is None
+
+
+def test_an_api_token_of_their_own_keeps_the_commands_apart_from_the_webhook_secret(
+    start: Serve,
+) -> None:
+    """With ``--api-token-file``, the webhook secret (which the git host holds too) opens no
+    command, and the API token opens no webhook."""
+    token = b"api-token-for-tests"
+    server, daemon = start(api_token=token)
+    port = port_of(server)
+    as_secret = {"Authorization": "Bearer " + SECRET.decode()}
+    as_token = {"Authorization": "Bearer " + token.decode()}
+    for path in ("/sync", "/suspend?runtime=a", "/resume?runtime=a", "/rollout?id=r&command=pause"):
+        assert _error(_post(port, path, b"", as_secret), 403) == "missing or wrong token"
+    assert "signature" in _error(
+        _post(port, "/hooks/git", BODY, {"X-Gitlab-Token": token.decode()}), 403
+    )
+    assert daemon.state.last_poll is None
+    assert _post(port, "/sync", b"", as_token)[0] == 202
+    signature = "sha256=" + hmac.new(SECRET, BODY, hashlib.sha256).hexdigest()
+    assert _post(port, "/hooks/git", BODY, {"X-Hub-Signature-256": signature})[0] == 202
 
 
 def test_a_signed_hook_and_a_token_start_a_poll(start: Serve) -> None:
@@ -393,6 +416,17 @@ def test_verify_webhook_compares_github_and_gitlab_secrets() -> None:
     assert not verify_webhook(SECRET, {}, BODY)
 
 
+def test_a_daemon_that_cannot_be_reached_is_named_with_the_cause_in_words() -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    result = CliRunner().invoke(cli, ["sync", "--daemon", url])
+    assert result.exit_code != 0
+    assert f"cannot reach the daemon at {url}: connection refused (is the daemon running" in (
+        result.output
+    )
+    assert "urlopen" not in result.output
+    assert "Errno" not in result.output
+
+
 def test_sync_against_a_daemon_that_refuses_says_why(start: Serve, tmp_path: Path) -> None:
     server, _ = start()
     wrong = tmp_path / "wrong"
@@ -404,7 +438,8 @@ def test_sync_against_a_daemon_that_refuses_says_why(start: Serve, tmp_path: Pat
     assert "not-the-secret" not in result.output
 
 
-def test_the_daemon_refuses_an_empty_secret_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("flag", ["--webhook-secret-file", "--api-token-file"])
+def test_the_daemon_refuses_an_empty_secret_file(tmp_path: Path, flag: str) -> None:
     empty = tmp_path / "secret"
     empty.write_text("\n")
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)  # --repo must be a repo
@@ -416,12 +451,12 @@ def test_the_daemon_refuses_an_empty_secret_file(tmp_path: Path) -> None:
             str(tmp_path),
             "--state",
             f"sqlite:///{tmp_path / 'state.db'}",
-            "--webhook-secret-file",
+            flag,
             str(empty),
         ],
     )
     assert result.exit_code == 2
-    assert "--webhook-secret-file" in result.output
+    assert flag in result.output
     assert "the file is empty" in result.output
 
 

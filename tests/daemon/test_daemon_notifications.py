@@ -37,7 +37,7 @@ from tests.support.daemons import (
     until,
 )
 from tests.support.fleet_history import SETTINGS, runtime_yaml
-from tests.support.receiver import Receiver
+from tests.support.receiver import LOOPBACK, Receiver, loopback_transport
 from tests.support.replicas import Interleaved, replicas_on_one_store
 from tests.support.replicas import World as Replicas
 from tests.support.sample_fleet import check_document
@@ -160,7 +160,9 @@ def test_verdicts_reach_the_endpoints_of_the_commit_in_force(
         return repo.settings.notifications if repo is not None else NotificationSettings()
 
     waits: list[float] = []
-    delivery = Delivery(in_force, SecretReader(), pause=waits.append)
+    delivery = Delivery(
+        in_force, SecretReader(), pause=waits.append, transport=loopback_transport()
+    )
     daemon.notifier = delivery
     receiver.fail_times = 2
     poll_and_reconcile(daemon)
@@ -217,6 +219,7 @@ def test_the_daemon_command_sends_with_secrets_from_its_folder(
         "RECONCILER_PATH": "fleet",
         "RECONCILER_STATE": f"sqlite:///{tmp_path / 'process.db'}",
         "RECONCILER_NOTIFICATION_SECRETS_DIR": str(secrets),
+        "RECONCILER_NOTIFICATION_ALLOW_NETWORKS": LOOPBACK,
     }
     command = [sys.executable, "-m", "reconciler", "daemon", "--interval", "1s"]
     command += ["--listen", f"127.0.0.1:{port}", "--snapshot", f"{tmp_path / 'clusters'}/"]
@@ -230,6 +233,8 @@ def test_the_daemon_command_sends_with_secrets_from_its_folder(
         until(lambda: http_get(base + "/readyz")[0] == 200)
         bad = world.fleet.commit("typo", TYPO)
         until(lambda: len(receiver.accepted) == 2)
+        counted = ('endpoint="chat",result="delivered"', 'endpoint="hook",result="delivered"')
+        until(lambda: all(c in http_get(base + "/metrics")[1] for c in counted))  # after 201
         metrics = http_get(base + "/metrics")[1]
     finally:
         process.send_signal(signal.SIGTERM)

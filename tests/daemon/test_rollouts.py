@@ -54,6 +54,9 @@ spec:
     healthyFor: 30m
     haltAfterErrors: 2
 """
+#: The Settings without ``spec.rollout``, and with one wave of every runtime.
+NO_POLICY = SETTINGS[: SETTINGS.index("  rollout:")]
+ONE_WAVE = NO_POLICY + "  rollout: {waves: [{name: everyone}], healthyFor: 0s}\n"
 BROKEN = (
     manifest_yaml("widget", "3.0.0")
     + "---\napiVersion: nowhere.example.io/v1\nkind: Gizmo\nmetadata: {name: g}\n"
@@ -76,7 +79,7 @@ def base_files() -> dict[str, str | None]:
         "fleet/modules/widget/module.yaml": module_yaml("widget"),
         "channels/regular.yaml": channel_yaml("regular", {"widget": "1.0.0"}),
     }
-    for version in ("1.0.0", "2.0.0", "3.0.1"):
+    for version in ("1.0.0", "2.0.0", "3.0.1", "3.1.0"):
         files[f"fleet/modules/widget/{version}/manifest.yaml"] = manifest_yaml("widget", version)
         files[f"fleet/modules/widget/{version}/default.yaml"] = default_yaml("widget")
     files["fleet/modules/widget/3.0.0/manifest.yaml"] = BROKEN
@@ -121,11 +124,14 @@ class World:
     daemons: list[Daemon] = field(default_factory=list)
     told: Recorder = field(default_factory=Recorder)
 
-    def commit(self, channel_version: str) -> None:
-        write_tree(
-            self.work,
-            {"channels/regular.yaml": channel_yaml("regular", {"widget": channel_version})},
-        )
+    def commit(self, channel_version: str, settings: str | None = None) -> None:
+        """Bump the channel to ``channel_version``, with new Settings (``reconciler.yaml``)."""
+        files: dict[str, str | None] = {
+            "channels/regular.yaml": channel_yaml("regular", {"widget": channel_version})
+        }
+        if settings is not None:
+            files["fleet/reconciler.yaml"] = settings
+        write_tree(self.work, files)
         git(self.work, "add", "-A")
         git(self.work, "commit", "-qm", f"widget {channel_version}")
         git(self.work, "push", "-q", str(self.root / "remote.git"), "HEAD:refs/heads/main")
@@ -140,7 +146,9 @@ class World:
             SqliteStore(self.root / "state.db"),
             connect,
             self.clock,
-            options=DaemonOptions(member=member, workers=4),
+            # a lease longer than the clock's jumps: a loaded machine's real-time heartbeat
+            # in the middle of a wave would otherwise lapse it and fence the wave's reconciles
+            options=DaemonOptions(member=member, workers=4, lease=timedelta(days=7)),
         )
         made.notifier = self.told
         self.daemons.append(made)
@@ -363,3 +371,99 @@ def test_a_wave_waits_for_its_runtimes_maintenance_windows(world: World) -> None
     assert on(world, "2.0.0") == canary
     assert tick(daemon).wave == 0  # upgraded and Ready, but not for 30 minutes yet
     assert healthy_wave(world, daemon).wave == 1
+
+
+# -- a commit does not set its own rollout ----------------------------------------------------
+
+
+def _canary(rollout: Rollout | None) -> set[str]:
+    assert rollout is not None
+    assert [w.name for w in rollout.waves] == ["canary", "early", "everyone"]
+    return set(rollout.waves[0].runtimes)
+
+
+@pytest.mark.parametrize("settings", [NO_POLICY, ONE_WAVE], ids=["removed", "one-wave"])
+def test_a_commit_that_drops_or_loosens_the_policy_is_rolled_out_by_the_one_in_force(
+    world: World, settings: str
+) -> None:
+    daemon = started(world)
+    world.commit("2.0.0", settings)
+    assert poll_and_reconcile(daemon)
+
+    rollout = daemon.rollouts.current()
+    canary = _canary(rollout)
+    assert on(world, "2.0.0") == canary  # not every runtime at once
+    assert rollout is not None
+    assert rollout.healthy_for == timedelta(minutes=30)
+    assert "not this commit's own spec.rollout" in world.told.told[0].summary
+
+    world.commit("3.0.1", settings)  # the next commit: the rollout in progress keeps its waves
+    assert poll_and_reconcile(daemon)
+    assert on(world, "3.0.1") == _canary(daemon.rollouts.current())
+    assert on(world, "1.0.0") == {f"rt-{i:03d}" for i in range(DEV, RUNTIMES)}
+    for _ in range(3):
+        healthy_wave(world, daemon)
+    completed = tick(daemon)
+    assert completed.state is RolloutState.COMPLETED
+    assert on(world, "3.0.1") == set(world.versions())
+
+    world.commit("3.1.0", settings)  # a commit after that: the new policy is in force
+    assert poll_and_reconcile(daemon)
+    if settings == NO_POLICY:
+        assert daemon.rollouts.current() == completed  # no rollout: every runtime at once
+        assert on(world, "3.1.0") == set(world.versions())
+    else:
+        rollout = daemon.rollouts.current()
+        assert rollout is not None
+        assert [w.name for w in rollout.waves] == ["everyone"]
+
+
+def test_a_fix_without_a_policy_leaves_a_halted_rollout_in_the_waves_in_force(
+    world: World,
+) -> None:
+    """A halt stays until a person acts; the fix they push (here without ``spec.rollout``) is
+    rolled out from the first wave of the policy in force, as any fix of a halted rollout."""
+    daemon = started(world)
+    world.commit("3.0.0")
+    assert poll_and_reconcile(daemon)
+    halted = tick(daemon)
+    assert halted.state is RolloutState.HALTED
+
+    world.commit("3.0.1", NO_POLICY)
+    assert poll_and_reconcile(daemon)
+
+    fixed = daemon.rollouts.current()
+    canary = _canary(fixed)
+    assert fixed is not None
+    assert fixed.id != halted.id
+    assert len(fixed.members) == RUNTIMES
+    assert on(world, "3.0.1") == canary  # the fix lands on the canary
+    assert on(world, "1.0.0") == {f"rt-{i:03d}" for i in range(DEV, RUNTIMES)}
+    daemon.reconcile_all(wait=True)  # a resync changes nothing outside the wave
+    assert on(world, "3.0.1") == canary
+    assert healthy_wave(world, daemon).wave == 1
+    assert on(world, "3.0.1") == canary | set(fixed.waves[1].runtimes)
+
+
+def test_a_paused_rollout_is_taken_over_in_the_waves_in_force(world: World) -> None:
+    daemon = started(world)
+    world.commit("2.0.0")
+    assert poll_and_reconcile(daemon)
+    paused = daemon.rollouts.command(_id(daemon), RolloutCommand.PAUSE)
+
+    world.commit("3.0.1", ONE_WAVE)
+    assert poll_and_reconcile(daemon)
+
+    newer = daemon.rollouts.current()
+    canary = _canary(newer)
+    assert on(world, "3.0.1") == canary
+    assert on(world, "1.0.0") == {f"rt-{i:03d}" for i in range(DEV, RUNTIMES)}
+    old = daemon.store.rollout(paused.id)
+    assert old is not None
+    assert old.state is RolloutState.SUPERSEDED
+
+
+def _id(daemon: Daemon) -> str:
+    current = daemon.rollouts.current()
+    assert current is not None
+    return current.id

@@ -15,7 +15,7 @@ from reconciler.core.notifications import Notification, NotificationKind
 from reconciler.notify.bodies import request_for
 from reconciler.notify.delivery import Delivery
 from reconciler.notify.secrets import SecretReader, TokenHosts
-from tests.support.receiver import Received, Receiver
+from tests.support.receiver import Received, Receiver, loopback_transport
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 REFUSED = Notification(
@@ -35,7 +35,9 @@ def _deliver(
     (tmp_path / "token").write_text("the-token\n")
     settings = NotificationSettings((endpoint,), kubernetes_events=False)
     hosts = TokenHosts((receiver.host,))
-    delivery = Delivery(lambda: settings, SecretReader(tmp_path), token_hosts=hosts)
+    delivery = Delivery(
+        lambda: settings, SecretReader(tmp_path), token_hosts=hosts, transport=loopback_transport()
+    )
     delivery.notify(notification)
     delivery.drain()
     delivery.close()

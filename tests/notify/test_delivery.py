@@ -5,19 +5,27 @@ never waits for a slow endpoint; a full queue drops and counts; secrets never re
 
 from __future__ import annotations
 
+import ipaddress
 import logging
+import subprocess
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from reconciler.cli import cli
 from reconciler.core.endpoints import Endpoint, EndpointType, NotificationSettings, SecretRef
 from reconciler.core.notifications import Notification, NotificationKind
+from reconciler.errors import PermanentError, ServerError
 from reconciler.notify import delivery as delivery_module
+from reconciler.notify.bodies import Request
 from reconciler.notify.delivery import Delivery
 from reconciler.notify.secrets import SecretReader, TokenHosts
-from tests.support.receiver import Receiver
+from reconciler.notify.transport import HttpTransport, address_problem
+from tests.support.daemons import until
+from tests.support.receiver import Receiver, Trickler, loopback_transport
 
 AT = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 COMMIT = "a" * 40
@@ -62,6 +70,7 @@ def _delivery(
         report=counts or Counts(),
         pause=pauses,
         token_hosts=TokenHosts((receiver.host,) if receiver else ()),
+        transport=loopback_transport(),
     )
 
 
@@ -204,7 +213,8 @@ def test_each_endpoint_gets_only_the_events_it_wants(receiver: Receiver) -> None
 
     got = [(r.path, r.body["kind"]) for r in receiver.accepted]
     expected = [("/r", k.value) for k in NotificationKind if k.value.startswith("rollout.")]
-    assert got == [*expected, ("/c", "commit.refused")]
+    assert [g for g in got if g[0] == "/r"] == expected  # in order, each endpoint in its lane
+    assert [g for g in got if g[0] == "/c"] == [("/c", "commit.refused")]
 
 
 def test_notify_never_waits_for_a_slow_endpoint(receiver: Receiver) -> None:
@@ -244,11 +254,12 @@ def test_a_full_queue_drops_and_counts_instead_of_waiting(
     delivery = _delivery(
         (Endpoint("hook", EndpointType.WEBHOOK, url=receiver.url),), Pauses(), counts
     )
-    held = threading.Event()
+    held, release = threading.Event(), threading.Event()
     original = delivery._handle
 
     def handle(item: object) -> None:
         held.set()
+        release.wait(10)
         original(item)  # type: ignore[arg-type]
 
     delivery._handle = handle  # type: ignore[method-assign]
@@ -256,6 +267,7 @@ def test_a_full_queue_drops_and_counts_instead_of_waiting(
     held.wait(10)  # the worker holds the first; two more fill the queue
     for n in range(5):
         delivery.notify(_notification(NotificationKind.WAVE_STARTED, str(n)))
+    release.set()
     receiver.gate.set()
     delivery.drain()
     delivery.notify(_notification(NotificationKind.WAVE_HEALTHY, "after"))
@@ -345,3 +357,104 @@ def test_where_tokens_may_go() -> None:
     assert not named.allows("https://git.example.com:8443/api")  # not the port named
     assert not named.allows("https://api.github.com.evil.example/")
     assert not named.allows("http://127.0.0.1:9090/hook")
+    for broken in ("https://api.github.com[/x", "https://a]b/x", "https://[::1/x"):
+        assert not named.allows(broken)  # no usable host: no token (never an internal error)
+
+
+def test_an_endpoint_that_trickles_its_answer_is_cut_at_the_deadline() -> None:
+    """A read timeout restarts at each byte; the deadline bounds the whole request."""
+    trickler = Trickler(pause=0.2, seconds=60)
+    try:
+        with pytest.raises(ServerError) as failed:
+            loopback_transport(deadline=1.0).post(Request(trickler.url + "/hook", {"a": 1}))
+    finally:
+        trickler.close()
+    assert "no whole answer within 1s" in str(failed.value)
+    assert trickler.requests == 1
+
+
+def test_a_slow_endpoint_holds_up_only_its_own_notifications(receiver: Receiver) -> None:
+    """Each endpoint has its own lane: the normal receiver gets every notification while the
+    trickling one is still being tried."""
+    trickler = Trickler(pause=0.2, seconds=120)
+    slow = Endpoint("slow", EndpointType.WEBHOOK, url=trickler.url + "/slow")
+    normal = Endpoint("normal", EndpointType.WEBHOOK, url=receiver.url + "/normal")
+    settings = NotificationSettings((slow, normal), attempts=5, kubernetes_events=False)
+    delivery = Delivery(
+        lambda: settings, SecretReader(), pause=Pauses(), transport=loopback_transport(5.0)
+    )
+    try:
+        for n in range(3):
+            delivery.notify(_notification(NotificationKind.WAVE_STARTED, str(n)))
+        until(lambda: len(receiver.accepted) == 3, seconds=20)  # the slow one: 5 tries of 5 s
+        assert trickler.requests >= 1  # still on its first notification's tries
+        assert [r.body["key"] for r in receiver.accepted] == ["0", "1", "2"]
+    finally:
+        delivery.close(grace=0)
+        trickler.close()
+
+
+@pytest.mark.parametrize(
+    ("address", "kind"),
+    [
+        ("127.0.0.1", "loopback"),
+        ("::1", "loopback"),
+        ("::ffff:127.0.0.1", "loopback"),
+        ("169.254.169.254", "link-local"),  # a cloud's metadata service
+        ("fe80::1", "link-local"),
+        ("10.1.2.3", "private"),
+        ("192.168.0.10", "private"),
+        ("fd00::1", "private"),
+        ("100.64.0.1", "non-global"),  # shared (carrier-grade NAT)
+        ("0.0.0.0", "private"),
+        ("224.0.0.1", "multicast"),
+        ("93.184.215.14", ""),
+        ("2606:4700::1111", ""),
+    ],
+)
+def test_which_addresses_a_notification_may_reach(address: str, kind: str) -> None:
+    assert address_problem(address) == kind
+    everything = ipaddress.ip_network("0.0.0.0/0" if "." in address else "::/0")
+    assert address_problem(address, (everything,)) == ""
+
+
+def test_a_private_address_is_refused_unless_its_network_is_allowed(receiver: Receiver) -> None:
+    """A commit names the endpoints: one on loopback, a private or a metadata address gets
+    nothing, unless the operator allows its network; the address checked is the one reached
+    (a name is resolved once), the name still in the ``Host`` header."""
+    request = Request(receiver.url + "/hook", {"a": 1})
+    with pytest.raises(PermanentError) as refused:
+        HttpTransport().post(request)
+    assert "loopback address 127.0.0.1" in str(refused.value)
+    assert "--notification-allow-network" in str(refused.value)
+    metadata = HttpTransport(resolve=lambda host, port: [(0, 0, 0, "", ("169.254.169.254", port))])
+    with pytest.raises(PermanentError, match=r"link-local address 169\.254\.169\.254"):
+        metadata.post(Request("http://hooks.example/x", {"a": 1}))
+    assert receiver.tries == []
+
+    port = receiver.host[1]
+    named = HttpTransport(
+        allowed=(ipaddress.ip_network("127.0.0.0/8"),),
+        resolve=lambda host, _: [(0, 0, 0, "", ("127.0.0.1", port))],
+    )
+    named.post(Request(f"http://hooks.example:{port}/hook", {"a": 1}))
+    assert [r.headers["Host"] for r in receiver.accepted] == [f"hooks.example:{port}"]
+
+
+def test_the_daemon_refuses_a_network_that_is_not_one(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)  # --repo must be a repo
+    result = CliRunner().invoke(
+        cli,
+        [
+            "daemon",
+            "--repo",
+            str(tmp_path),
+            "--state",
+            f"sqlite:///{tmp_path / 'state.db'}",
+            "--notification-allow-network",
+            "10.0.0.0/33",
+        ],
+    )
+    assert result.exit_code == 2
+    assert "--notification-allow-network" in result.output
+    assert "a network such as 10.0.0.0/8" in result.output

@@ -30,7 +30,8 @@ from reconciler.notify.secrets import SecretReader, TokenHosts
 from reconciler.operations.engine import owner_alive
 from reconciler.operations.model import Retention
 from reconciler.operations.store import SqliteStore
-from tests.support.receiver import Receiver
+from tests.support.daemons import until
+from tests.support.receiver import Receiver, Trickler, loopback_transport
 
 ROOT = Path(__file__).resolve().parents[2]
 AT = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
@@ -47,6 +48,7 @@ from reconciler.notify.delivery import Delivery
 from reconciler.notify.outbox import Claimant
 from reconciler.notify.secrets import SecretReader, TokenHosts
 from reconciler.operations.engine import owner_alive, this_owner
+from tests.support.receiver import loopback_transport
 from reconciler.operations.store import SqliteStore
 
 store_path, url, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -54,7 +56,7 @@ store = SqliteStore(Path(store_path))
 hooks = tuple(Endpoint(n, EndpointType.WEBHOOK, url=f"{url}/{n}") for n in ("a", "b"))
 settings = NotificationSettings(hooks, attempts=10, kubernetes_events=False)
 outbox = Claimant(store, this_owner(), owner_alive, lambda: datetime.now(UTC))
-delivery = Delivery(lambda: settings, SecretReader(), outbox=outbox)
+delivery = Delivery(lambda: settings, SecretReader(), outbox=outbox, transport=loopback_transport())
 at = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 for n in range(count):
     kind = NotificationKind.WAVE_STARTED
@@ -78,7 +80,13 @@ def _delivery(
     delivery's own, which a stop ends)."""
     settings = NotificationSettings(tuple(endpoints), kubernetes_events=False)
     outbox = Claimant(store, owner, owner_alive, lambda: datetime.now(UTC))
-    return Delivery(lambda: settings, SecretReader(), outbox=outbox, pause=pause)
+    return Delivery(
+        lambda: settings,
+        SecretReader(),
+        outbox=outbox,
+        pause=pause,
+        transport=loopback_transport(),
+    )
 
 
 def _hooks(receiver: Receiver, *names: str) -> list[Endpoint]:
@@ -120,7 +128,10 @@ def test_a_killed_daemons_notifications_are_sent_once_in_order_after_a_restart(
     delivery.close()
     assert delivery.status()["queued"] == 0
 
-    assert _got(receiver) == [(f"/{e}", str(n)) for n in range(COUNT) for e in "ab"]
+    for endpoint in "ab":  # each once, in order, in its endpoint's lane
+        got = [key for path, key in _got(receiver) if path == f"/{endpoint}"]
+        assert got == [str(n) for n in range(COUNT)]
+    assert len(receiver.accepted) == 2 * COUNT
     assert store.waiting_notifications() == 0
     assert Pruning(store, Retention(), lambda: datetime.now(UTC)).tick() == 0
     assert store.query("SELECT count(*) AS n FROM notifications")[0]["n"] == 0  # pruned
@@ -171,6 +182,31 @@ def test_a_stop_keeps_what_it_could_not_send_for_the_next_start(
     assert _got(receiver) == [("/a", "0"), ("/a", "1"), ("/a", "2")]
 
 
+def test_with_the_outbox_a_slow_endpoint_holds_up_only_its_own(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    """The rows of a trickling endpoint stay claimed (in flight in its lane) while another
+    endpoint's rows are claimed after them and sent; each endpoint's stay in order."""
+    trickler = Trickler(pause=0.2, seconds=120)
+    store = SqliteStore(tmp_path / "state.db")
+    slow = Endpoint("slow", EndpointType.WEBHOOK, url=trickler.url + "/slow")
+    settings = NotificationSettings((slow, *_hooks(receiver, "a")), kubernetes_events=False)
+    outbox = Claimant(store, "replica-a", owner_alive, lambda: datetime.now(UTC))
+    delivery = Delivery(
+        lambda: settings, SecretReader(), outbox=outbox, transport=loopback_transport(5.0)
+    )
+    try:
+        for n in range(COUNT):
+            delivery.notify(_notification(str(n)))
+        until(lambda: len(receiver.accepted) == COUNT, seconds=20)  # the slow one: 5 s a try
+        assert _got(receiver) == [("/a", str(n)) for n in range(COUNT)]
+        assert trickler.requests >= 1
+        assert store.waiting_notifications() == COUNT  # the slow endpoint's, still waiting
+    finally:
+        delivery.close(grace=0)
+        trickler.close()
+
+
 class _Down:
     """An outbox whose database is down (the seam: :class:`~reconciler.core.outbox.Outbox`)."""
 
@@ -195,7 +231,9 @@ def test_a_store_that_fails_sends_from_memory_and_says_so_once(
 ) -> None:
     settings = NotificationSettings(tuple(_hooks(receiver, "a")), kubernetes_events=False)
     outbox = Claimant(_Down(), "replica-a", owner_alive, lambda: datetime.now(UTC))
-    delivery = Delivery(lambda: settings, SecretReader(), outbox=outbox)
+    delivery = Delivery(
+        lambda: settings, SecretReader(), outbox=outbox, transport=loopback_transport()
+    )
 
     for n in range(3):
         delivery.notify(_notification(str(n)))
@@ -224,7 +262,13 @@ def test_the_outbox_keeps_where_secrets_are_never_their_values(
     store = SqliteStore(tmp_path / "state.db")
     outbox = Claimant(store, "replica-a", owner_alive, lambda: datetime.now(UTC))
     hosts = TokenHosts((receiver.host,))
-    delivery = Delivery(lambda: settings, SecretReader(tmp_path), outbox=outbox, token_hosts=hosts)
+    delivery = Delivery(
+        lambda: settings,
+        SecretReader(tmp_path),
+        outbox=outbox,
+        token_hosts=hosts,
+        transport=loopback_transport(),
+    )
 
     delivery.notify(_notification("0"))
     kept = store.query("SELECT data FROM notifications")[0]["data"]

@@ -22,7 +22,7 @@ from reconciler.notify.events import NotificationEvents
 from reconciler.notify.home import HomeCluster
 from reconciler.notify.secrets import SECRET_LABEL, SecretReader, TokenHosts, secrets_of
 from tests.support.kube_control_plane import ControlPlane
-from tests.support.receiver import Receiver
+from tests.support.receiver import Receiver, loopback_transport
 
 
 @pytest.fixture
@@ -83,6 +83,7 @@ def test_tokens_from_labelled_secrets_and_events_on_the_real_server(
         SecretReader(fetch_secret=secrets_of(reached, namespace)),
         events=NotificationEvents(reached, namespace),
         token_hosts=TokenHosts((receiver.host,)),
+        transport=loopback_transport(),
     )
     refused = Notification(
         NotificationKind.COMMIT_REFUSED, "c" * 40, "commit cccccccccccc refused", datetime.now(UTC)

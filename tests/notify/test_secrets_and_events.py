@@ -18,6 +18,7 @@ from reconciler.errors import AccessError
 from reconciler.notify.delivery import Delivery
 from reconciler.notify.events import NotificationEvents
 from reconciler.notify.secrets import SECRET_LABEL, SecretReader, secrets_of
+from tests.support.receiver import loopback_transport
 
 NS = "reconciler-system"
 
@@ -74,7 +75,12 @@ def test_files_are_read_from_the_secrets_folder_only(tmp_path: Path) -> None:
 def test_each_notification_is_an_event_on_the_daemons_deployment() -> None:
     cluster = InMemoryCluster()
     settings = NotificationSettings(kubernetes_events=True)
-    delivery = Delivery(lambda: settings, SecretReader(), events=NotificationEvents(cluster, NS))
+    delivery = Delivery(
+        lambda: settings,
+        SecretReader(),
+        events=NotificationEvents(cluster, NS),
+        transport=loopback_transport(),
+    )
     at = datetime(2026, 11, 27, tzinfo=UTC)
 
     delivery.notify(Notification(NotificationKind.COMMIT_REFUSED, "a" * 40, "commit refused", at))

@@ -27,7 +27,7 @@ from tests.support.daemons import (
     until,
 )
 from tests.support.fleet_history import SETTINGS, runtime_yaml
-from tests.support.receiver import Receiver
+from tests.support.receiver import LOOPBACK, Receiver
 
 
 @pytest.fixture
@@ -43,6 +43,7 @@ def _daemon(tmp_path: Path, url: str, log: Path) -> subprocess.Popen[bytes]:
         "RECONCILER_REPO": url,
         "RECONCILER_PATH": "fleet",
         "RECONCILER_STATE": f"sqlite:///{tmp_path / 'state.db'}",
+        "RECONCILER_NOTIFICATION_ALLOW_NETWORKS": LOOPBACK,
     }
     port = free_port()
     command = [sys.executable, "-m", "reconciler", "daemon", "--interval", "1s"]

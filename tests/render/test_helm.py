@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
+import yaml
+from click.testing import CliRunner
 
+from reconciler.cli import cli
 from reconciler.core.model import ConfigRepo, ModuleKind
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
@@ -194,3 +199,39 @@ def test_a_render_without_the_operator_or_with_another_version_label_is_refused(
     assert "renders no Deployment 'api-operator'" in errors["C2"].message
     assert errors["C4"].path.endswith("modules/web/1.0.0/chart/Chart.yaml")
     assert "label as '2.0.0', not the version of its folder, 1.0.0" in errors["C4"].message
+
+
+def test_render_masks_a_chart_secrets_values_unless_asked(make_repo: RepoFactory) -> None:
+    """S4 holds in ``render`` as in ``diff``: a Secret a chart makes is printed with its keys
+    and ``***`` for each value; ``--show-secrets`` prints them (for ``kubectl apply -f -``)."""
+    secret = (
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-auth\n"
+        "data:\n  key: {{ randAlphaNum 16 | b64enc | quote }}\n"
+        "stringData:\n  plain: {{ randAlphaNum 12 | quote }}\n"
+    )
+    templates = {**CHART_TEMPLATES, "templates/secret.yaml": secret}
+    tree = {
+        **chart_module_files("web", templates=templates),
+        **channel_file("regular", {"web": "1.0.0"}),
+        **runtime_file("plain", "regular", [{"name": "web"}]),
+    }
+    repo = make_repo(tree)
+    for output in ("yaml", "json"):
+        args = ["render", str(repo), "--runtime", "plain", "-o", output]
+        masked = CliRunner().invoke(cli, args)
+        shown = CliRunner().invoke(cli, [*args, "--show-secrets"])
+        assert masked.exit_code == 0, masked.output
+        assert shown.exit_code == 0, shown.output
+        secrets = [_secret(masked.stdout, output), _secret(shown.stdout, output)]
+        assert secrets[0]["data"] == {"key": "***"}
+        assert secrets[0]["stringData"] == {"plain": "***"}
+        assert len(base64.b64decode(secrets[1]["data"]["key"])) == 16
+        assert len(secrets[1]["stringData"]["plain"]) == 12
+
+
+def _secret(printed: str, output: str) -> Mapping[str, Any]:
+    if output == "json":
+        objects = json.loads(printed)["items"]
+    else:
+        objects = [o for o in yaml.safe_load_all(printed) if o]
+    return next(o for o in objects if o["kind"] == "Secret")

@@ -27,7 +27,7 @@ from tests.support.daemon_processes import (
     stop_daemon_process,
 )
 from tests.support.daemons import Fleet, GitServer, until
-from tests.support.tls_fakes import HttpsRecorder, make_test_ca
+from tests.support.tls_fakes import HttpsGitBackend, HttpsRecorder, make_test_ca
 
 TOKEN = "s3cret-token-value"
 DAEMON = (sys.executable, "-m", "reconciler", "daemon", "--repo", "https://h.example/x.git")
@@ -166,3 +166,71 @@ def test_an_ssh_key_path_reaches_ssh_as_one_argument_and_runs_nothing(tmp_path: 
     argv = log.read_text().splitlines()
     assert argv[argv.index("-i") + 1] == str(key)
     assert not marker.exists()
+
+
+def _served_repository(root: Path) -> None:
+    """A bare repository ``root/fleet.git`` with one commit on ``main``."""
+    work = root / "work"
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+    subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True, env=env)
+    (work / "README").write_text("fleet\n")
+    for command in (
+        ["add", "README"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "fleet"],
+    ):
+        subprocess.run(["git", "-C", str(work), *command], check=True, env=env)
+    subprocess.run(
+        ["git", "clone", "-q", "--bare", str(work), str(root / "fleet.git")], check=True, env=env
+    )
+
+
+def test_the_token_never_follows_a_redirect_to_another_host(
+    tmp_path: Path, tls: tuple[Path, Path, Path]
+) -> None:
+    """The credential host answers with a redirect to another origin that serves the same
+    repository (a real ``git http-backend``): git's default (``http.followRedirects=initial``)
+    would re-base every later request there, the token header with it."""
+    _, certificate, key = tls
+    _served_repository(tmp_path / "served")
+    elsewhere = HttpsGitBackend(certificate, key, tmp_path / "served")
+    listed = HttpsGitBackend(
+        certificate, key, tmp_path / "served", redirect_to=f"https://127.0.0.1:{elsewhere.port}"
+    )
+    try:
+        own = repo_credential_host(listed.url())
+        assert own == ("127.0.0.1", listed.port)
+        source = RemoteSource(
+            listed.url(), "main", "", tmp_path / "cache", GitCredentials(TOKEN, None, (own,))
+        )
+        with pytest.raises(TransientError) as failed:
+            source.check()
+    finally:
+        listed.close()
+        elsewhere.close()
+
+    assert listed.authorizations() == {f"Bearer {TOKEN}"}
+    assert elsewhere.seen == []
+    assert "redirect" in str(failed.value)
+    assert TOKEN not in str(failed.value)
+
+
+def test_without_credentials_a_redirect_is_followed(
+    tmp_path: Path, tls: tuple[Path, Path, Path]
+) -> None:
+    """A remote asked without credentials (none given, or not for its host) keeps git's own
+    redirect policy: a moved public repository is still read."""
+    _, certificate, key = tls
+    _served_repository(tmp_path / "served")
+    moved = HttpsGitBackend(certificate, key, tmp_path / "served")
+    old = HttpsGitBackend(
+        certificate, key, tmp_path / "served", redirect_to=f"https://127.0.0.1:{moved.port}"
+    )
+    try:
+        source = RemoteSource(old.url(), "main", "", tmp_path / "cache", GitCredentials())
+        head = source.check()
+    finally:
+        old.close()
+        moved.close()
+
+    assert len(head) == 40
+    assert moved.authorizations() == {""}

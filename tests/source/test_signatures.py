@@ -3,6 +3,7 @@ only through the keys given (never through the repository's own configuration)."
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from reconciler.source.signatures import (
     resolve_commit,
     verify_commits,
 )
-from tests.support.signing import Keys, forged_commit, git, keys, signed_commit
+from tests.support.signing import Keys, SshKey, forged_commit, git, keys, signed_commit
 
 __all__ = ["keys"]  # the fixture
 
@@ -192,3 +193,62 @@ def test_a_branch_moved_back_is_checked_by_its_head(keys: Keys, work: Path) -> N
     assert verdict.accepted, verdict.reason
     assert (verdict.checked, verdict.every_commit) == (1, False)
     assert not verify_commits(_git_dir(work), unsigned, trusted, since=newer).accepted
+
+
+def _backdated(work: Path, message: str, key: SshKey, date: str) -> str:
+    """A commit signed now with ``key`` whose author and committer dates say ``date``."""
+    git(work, "add", "-A")
+    env = {**os.environ, "GIT_COMMITTER_DATE": date, "GIT_AUTHOR_DATE": date}
+    git(work, *key.sign_options(), "commit", "-qS", "-m", message, "--allow-empty", env=env)
+    return git(work, "rev-parse", "HEAD").strip()
+
+
+@pytest.mark.parametrize("every_commit", [False, True])
+def test_an_expired_ssh_key_stays_expired_whatever_date_the_commit_claims(
+    keys: Keys, work: Path, every_commit: bool
+) -> None:
+    """git checks ``valid-before`` against the commit's own committer date: a commit backdated
+    to within the key's validity would pass. The window is judged at verification time."""
+    alice, bob = keys.ssh("alice"), keys.ssh("bob")
+    signers = _signers(
+        work.parent / "signers",
+        f'{alice.principal} valid-before="20200101" {alice.public}\n',
+        bob.signers_line,
+    )
+    trusted = TrustedKeys(ssh_signers=(signers,), every_commit=every_commit)
+    accepted = signed_commit(work, "by bob", bob)
+    head = _backdated(work, "by the expired key", alice, "2019-06-01T12:00:00Z")
+
+    verdict = verify_commits(_git_dir(work), head, trusted, since=accepted)
+
+    assert not verdict.accepted
+    assert [b.status for b in verdict.bad] == [SignatureStatus.EXPIRED_KEY]
+    assert "expired" in verdict.reason
+    assert "2020-01-01" in verdict.reason
+    alone = TrustedKeys(
+        ssh_signers=(
+            _signers(work.parent / "alone", signers.read_text()[: -len(bob.signers_line)]),
+        )
+    )
+    assert check_trusted_keys(alone) == "1 SSH signer (1 expired or not yet valid), 0 OpenPGP keys"
+    verdict = verify_commits(_git_dir(work), head, alone)
+    assert [b.status for b in verdict.bad] == [SignatureStatus.EXPIRED_KEY]
+
+
+def test_a_key_valid_now_is_judged_now_not_at_the_commit_date(keys: Keys, work: Path) -> None:
+    """A key whose window holds now (``valid-after`` past, ``valid-before`` to come) signs a
+    commit whatever date the commit claims; a key whose window has not begun signs none."""
+    alice, carol = keys.ssh("alice"), keys.ssh("carol")
+    signers = _signers(
+        work.parent / "signers",
+        f'{alice.principal} valid-after="20240101",valid-before="20991231" {alice.public}\n',
+        f'{carol.principal} valid-after="20990101" {carol.public}\n',
+    )
+    trusted = TrustedKeys(ssh_signers=(signers,))
+    old_date = _backdated(work, "dated before the window", alice, "2019-06-01T12:00:00Z")
+    assert verify_commits(_git_dir(work), old_date, trusted).accepted
+
+    early = _backdated(work, "dated in carol's future window", carol, "2099-06-01T12:00:00Z")
+    verdict = verify_commits(_git_dir(work), early, trusted)
+    assert [b.status for b in verdict.bad] == [SignatureStatus.UNTRUSTED_KEY]
+    assert "not valid before 2099-01-01" in verdict.reason

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tests.support.repos import API, dump
+from tests.support.repos import API, dump, dump_all
 from tests.support.tools import require_shared
 
 #: A chart with one ConfigMap whose data shows the values, one Deployment (the module's
@@ -28,6 +28,13 @@ CHART_TEMPLATES: dict[str, str] = {
     ),
     "templates/NOTES.txt": "Thanks for installing {{ .Release.Name }}: not YAML at all: [\n",
 }
+
+
+def templates_with_crds(crds: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """:data:`CHART_TEMPLATES` and a template rendering ``crds`` while ``.Values.crds`` is true
+    (as cert-manager's ``crds.enabled``)."""
+    toggled = "{{- if .Values.crds }}\n" + dump_all(crds) + "{{- end }}\n"
+    return {**CHART_TEMPLATES, "templates/crds.yaml": toggled}
 
 
 def chart_module_files(

@@ -4,11 +4,26 @@ first (503), answer every request with one status, or hold its answers until rel
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import socket
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from reconciler.notify.transport import HttpTransport
+
+#: What the daemon's flag says to reach the receivers: ``--notification-allow-network``.
+LOOPBACK = "127.0.0.0/8"
+
+
+def loopback_transport(deadline: float | None = None) -> HttpTransport:
+    """The delivery's own transport, allowed to reach a receiver on 127.0.0.1."""
+    allowed = (ipaddress.ip_network(LOOPBACK),)
+    if deadline is None:
+        return HttpTransport(allowed=allowed)
+    return HttpTransport(allowed=allowed, deadline=deadline)
 
 
 @dataclass
@@ -89,3 +104,46 @@ class Receiver:
         self.gate.set()
         self.http.shutdown()
         self.http.server_close()
+
+
+class Trickler:
+    """An endpoint that takes every request and trickles its answer, one byte at a time every
+    ``pause`` seconds (a read timeout restarts at each byte), for ``seconds`` at most; counts
+    the requests it took."""
+
+    def __init__(self, pause: float = 0.2, seconds: float = 30.0) -> None:
+        self.requests = 0
+        self._stop = threading.Event()
+        self._pause, self._seconds = pause, seconds
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                connection, _ = self._server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._trickle, args=(connection,), daemon=True).start()
+
+    def _trickle(self, connection: socket.socket) -> None:
+        """The status line, then a header line after another, a byte at a time; after
+        ``seconds`` the end of the headers (an answer that took that long)."""
+        with connection:
+            connection.recv(65536)
+            self.requests += 1
+            text = b"HTTP/1.1 201 Created\r\n" + b"X-Slow: 1\r\n" * int(self._seconds * 10)
+            steps = int(self._seconds / self._pause)
+            try:
+                for byte in (text[index : index + 1] for index in range(steps)):
+                    connection.sendall(byte)
+                    if self._stop.wait(self._pause):
+                        return
+                connection.sendall(b"\r\nContent-Length: 0\r\n\r\n")
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self._stop.set()
+        self._server.close()
