@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from reconciler.core.fleetdiff import FleetDiffer, Outcome
 from reconciler.core.intent import ready_before
 from reconciler.core.inventory import (
     DATA_KEY,
@@ -164,3 +165,16 @@ def test_the_status_json_names_the_version_that_runs_and_the_one_that_did_not_ma
         "1.0.0",
         "2.0.0",
     )
+
+
+def test_the_fleet_diff_judges_a_live_cluster_the_same_way() -> None:
+    base = repo(ModuleRef("widget"), regular={"widget": "2.0.0"})
+    head = repo(ModuleRef("widget"), regular={"widget": "1.0.0"})
+    failed = {"rt": {"widget": _live("2.0.0", "1.0.0", "2.0.0")}}
+
+    (runtime,) = FleetDiffer(base, head, NOW, live=failed).diff().runtimes
+    (assumed,) = FleetDiffer(base, head, NOW).diff().runtimes  # the base taken as Ready
+
+    (change,) = runtime.modules
+    assert (change.plan.reason, change.outcome) == (Reason.ROLLBACK, Outcome.NOW)
+    assert assumed.modules[0].outcome is Outcome.HELD_DOWNGRADE
