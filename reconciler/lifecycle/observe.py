@@ -258,9 +258,9 @@ class Observer:
         """The inventory of ``module`` as this pass last listed or wrote it."""
         return (self.view.inventories or {}).get(module)
 
-    def operator_available(self, module: DesiredModule, *, ask: bool = True) -> bool:
+    def operator_available(self, module: DesiredModule) -> bool:
         """Whether the module's operator workload is available (asked of the server when the
-        view does not show it so, unless not ``ask``)."""
+        view does not show it so)."""
         spec = module.module
         operator = next(
             (
@@ -274,7 +274,7 @@ class Observer:
         if operator is None:
             return False
         live = self.read(operator)
-        if ask and (live is None or not workload_available(live)):
+        if live is None or not workload_available(live):
             live = self.read(operator, fresh=True)
         return live is not None and workload_available(live)
 
