@@ -9,7 +9,7 @@ Kustomization and reconciliation), and a Warning on each object that holds a rem
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import cast
 
 from reconciler.cluster.api import Cluster, EventSink, ObjectEvent
@@ -48,10 +48,16 @@ class EventRecorder:
             reason, message = module_event_text(module, version, changed)
             self._record(ObjectEvent(ref, reason, message))
 
-    def deletion_blocked(self, module: str, blocking: Sequence[ObjectRef]) -> None:
-        """A Warning on each object that holds ``module``'s removal back."""
+    def deletion_blocked(
+        self,
+        module: str,
+        blocking: Sequence[ObjectRef],
+        held: Mapping[ObjectRef, tuple[str, ...]],
+    ) -> None:
+        """A Warning on each object that holds ``module``'s removal back (``held``: those
+        being deleted, with the finalizers that hold them)."""
         for ref in blocking:
-            text = deletion_blocked_text(module, ref)
+            text = deletion_blocked_text(module, ref, held.get(ref))
             self._record(ObjectEvent(ref, DELETION_BLOCKED, text, "Warning"))
 
     def enforcement(self, done: Enforcement) -> None:
