@@ -61,9 +61,9 @@ class EventRecorder:
             self._record(ObjectEvent(ref, DELETION_BLOCKED, text, "Warning"))
 
     def enforcement(self, done: Enforcement) -> None:
-        """On the configuration CR: a Warning that enforced fields were taken back, or that
-        fields were released (Normal)."""
-        kind = "Warning" if done.reverted else "Normal"
+        """On the configuration CR: a Warning that enforced fields someone changed in the
+        cluster were taken back; Normal when git changed them, or fields were released."""
+        kind = "Warning" if done.in_cluster else "Normal"
         reason = "ConfigEnforced" if done.reverted else "ConfigReleased"
         self._record(ObjectEvent(done.ref, reason, done.message, kind))
 
