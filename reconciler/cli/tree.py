@@ -119,7 +119,7 @@ def tree_text(runtime: str, where: str, branches: Branches) -> str:
         last_module = index == len(branches) - 1
         lines.append(
             f"{'└' if last_module else '├'}── {inventory.module} {inventory.version} "
-            f"({inventory.strategy})"
+            f"({inventory.strategy}{_not_ready(inventory)})"
         )
         indent = "    " if last_module else "│   "
         width = max((len(ref.subject) for ref in objects), default=0)
@@ -128,6 +128,17 @@ def tree_text(runtime: str, where: str, branches: Branches) -> str:
             note = "  (default configuration)" if ref == inventory.default_configuration else ""
             lines.append(f"{indent}{tip}── {ref.subject:<{width}}  {live_state(body)}{note}")
     return "\n".join(lines) + "\n"
+
+
+def _not_ready(inventory: Inventory) -> str:
+    """``; not Ready yet, 1.0.0 runs`` for a module whose version has not become Ready (L15)."""
+    from reconciler.core.inventory import NEVER_READY
+
+    if not inventory.upgrading:
+        return ""
+    if inventory.ready_version == NEVER_READY:
+        return "; not Ready yet"
+    return f"; not Ready yet, {inventory.ready_version} runs"
 
 
 def tree_json(runtime: str, where: str, branches: Branches) -> dict[str, Any]:
@@ -141,6 +152,7 @@ def tree_json(runtime: str, where: str, branches: Branches) -> dict[str, Any]:
             {
                 "module": inventory.module,
                 "version": inventory.version,
+                "readyVersion": inventory.ready_version,
                 "strategy": str(inventory.strategy),
                 "commit": inventory.commit,
                 "objects": [

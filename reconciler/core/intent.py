@@ -5,7 +5,8 @@ crash never loses track of one (the new objects, every old one still to prune, t
 configuration about to be created), then the *final* inventory once the objects are applied.
 A module whose inventory was deleted gets one *rebuilt* from our labels on its objects.
 
-- :func:`inventory_intent` and :func:`default_configuration_intent` (L3 bookkeeping);
+- :func:`inventory_intent` and :func:`default_configuration_intent` (L3 bookkeeping), with
+  :func:`ready_before` (L15: the version last Ready, kept while an upgrade is under way);
 - :func:`final_inventory`; :func:`rebuilt_inventory`; :func:`recorded_refs`.
 
 Callers: the lifecycle's reads and its install stage (``reconciler.lifecycle``).
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from reconciler.core.inventory import Inventory
+from reconciler.core.inventory import NEVER_READY, Inventory
 from reconciler.core.live import labelled_ours
 from reconciler.core.model import ANNOTATION_MODULE_VERSION, Strategy
 from reconciler.core.objects import Body, ObjectRef
@@ -70,10 +71,12 @@ def inventory_intent(
     current: Inventory | None,
     commit: str,
     objects: Mapping[ObjectRef, Body],
+    running: str | None = None,
 ) -> Inventory:
     """The inventory written before applying: the new objects plus every old one still to prune,
-    and the default configuration about to be created (recorded before it exists). The commit
-    moves on only when something else did."""
+    the default configuration about to be created (recorded before it exists), and the version
+    the module last became Ready at, kept (:func:`ready_before`). The commit moves on only when
+    something else did."""
     wanted = [ObjectRef.of(o.body) for o in module.objects]
     old = [r for r in (current.objects if current else ()) if r not in wanted]
     default, done = default_configuration_intent(runtime, module, current, objects)
@@ -88,10 +91,24 @@ def inventory_intent(
         done,
         current.commit if current else commit,
         current.enforced if current else (),
+        ready_before(module.resolved.version, current, running),
     )
     if current is not None and fresh != current:
         fresh = replace(fresh, commit=commit or current.commit)
     return fresh
+
+
+def ready_before(version: str, current: Inventory | None, running: str | None) -> str | None:
+    """L15: the version a module applied at ``version`` last became Ready at, as its inventory
+    keeps it until it is Ready again: the recorded one; for an inventory written before L15
+    that moves to another version, its version (what it was taken to run, as before); for a
+    module found installed by hand (L6), the version its operator says runs; else none
+    (:data:`NEVER_READY`: a first install)."""
+    if current is None:
+        return running if running is not None else NEVER_READY
+    if current.ready_version is None and current.version != version:
+        return current.version
+    return current.ready_version
 
 
 def default_configuration_intent(

@@ -3,8 +3,9 @@
 Kept in the target cluster as a ConfigMap per module in the system namespace, so that it travels
 with the cluster: the version, the strategy, the objects applied (in apply order), the kinds whose
 instances block deletion, the default configuration (recorded before it is created, with
-``default_configuration_done`` false until it exists: "intended", then "created"), and the
-commit. Prune and
+``default_configuration_done`` false until it exists: "intended", then "created"), the
+commit, and the version the module last became Ready at (L15: what the no-downgrade rule L5
+judges by while an upgrade to ``version`` is under way or failed). Prune and
 removal trust only the inventory (rule S1); the strategy used at removal is the one recorded here
 (L9). Callers: the lifecycle executor (reads and writes it through the cluster), the planner.
 """
@@ -26,6 +27,8 @@ from reconciler.core.model import (
 from reconciler.core.objects import Body, ObjectRef
 
 LABEL_INVENTORY = "reconciler.dev/inventory"
+#: ``Inventory.ready_version`` of a module that never became Ready (a first install under way).
+NEVER_READY = ""
 DATA_KEY = "inventory.json"
 NAME_PREFIX = "inventory-"
 
@@ -46,6 +49,16 @@ class Inventory:
     #: The fields of the default configuration that ``reconciler-config`` enforces (dotted,
     #: ``spec.logLevel``): known here so that one whose override left the repo is released.
     enforced: tuple[str, ...] = ()
+    #: L15: the version the module last became Ready at; :data:`NEVER_READY` when it never
+    #: did; ``None`` when not recorded (an inventory written before L15, or rebuilt from
+    #: labels): ``version`` is then taken as what runs, as it always was.
+    ready_version: str | None = None
+
+    @property
+    def upgrading(self) -> bool:
+        """Whether ``version`` was applied (or is being) and has not become Ready: an upgrade
+        from ``ready_version`` (or a first install) under way or failed (L15)."""
+        return self.ready_version is not None and self.ready_version != self.version
 
     def to_configmap(self, namespace: str) -> Body:
         """The ConfigMap that stores this inventory in ``namespace``."""
@@ -60,6 +73,7 @@ class Inventory:
             "defaultConfigurationDone": self.default_configuration_done,
             "commit": self.commit,
             **({"enforcedFields": list(self.enforced)} if self.enforced else {}),
+            **({"readyVersion": self.ready_version} if self.ready_version is not None else {}),
         }
         return {
             "apiVersion": "v1",
@@ -123,7 +137,14 @@ def inventory_from_configmap(body: Mapping[str, Any]) -> Inventory:
             default_configuration_done=bool(data.get("defaultConfigurationDone", False)),
             commit=str(data.get("commit") or ""),
             enforced=tuple(str(p) for p in data.get("enforcedFields") or ()),
+            ready_version=_ready_version(data),
         )
     except (KeyError, TypeError, json.JSONDecodeError) as error:
         name = (body.get("metadata") or {}).get("name") or "?"
         raise ValueError(f"ConfigMap {name} is not a valid inventory: {error!r}") from error
+
+
+def _ready_version(data: Mapping[str, Any]) -> str | None:
+    """L15's recorded version: absent in an inventory written before it (``None``)."""
+    value = data.get("readyVersion")
+    return None if value is None else str(value)

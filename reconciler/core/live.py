@@ -3,7 +3,8 @@
 - :func:`workload_available`: a Deployment, StatefulSet or DaemonSet has caught up with its
   spec and is available (L2, an operator's readiness).
 - :func:`live_state`: one word for an object's live state, as ``reconciler tree`` shows it.
-- :func:`running_version`: L5, the version label of the live operator workload.
+- :func:`running_version`: L5, the version label of the live operator workload;
+  :func:`judged_version`: L15, the version L5 compares with (the one last Ready).
 - :func:`labelled_ours`: an object carries our labels for a runtime and module.
 - :func:`ours_or_generated`: an object a Namespace may hold and still be ours to delete.
 - :func:`finalizers_holding` and :func:`held_text`: an object being deleted, and what holds it
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from reconciler.core.inventory import NEVER_READY, Inventory
 from reconciler.core.model import (
     LABEL_APP_VERSION,
     LABEL_MANAGED_BY,
@@ -26,6 +28,7 @@ from reconciler.core.model import (
     Module,
 )
 from reconciler.core.objects import Body, ObjectRef, is_established
+from reconciler.core.versions import parse_running_version
 
 #: The workload kinds whose availability is read from their status.
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet")
@@ -71,6 +74,40 @@ def running_version(module: Module, objects: Mapping[ObjectRef, Body]) -> tuple[
             source = f"label {LABEL_APP_VERSION} of {ref.subject}"
             return str(labels[LABEL_APP_VERSION]), source
     return None, ""
+
+
+def judged_version(
+    inventory: Inventory | None, label: str | None, source: str
+) -> tuple[str | None, str]:
+    """L5 with L15: the running version a resolved version is compared with, and where it was
+    read (``label``: the operator's version label, read at ``source``).
+
+    Without an inventory, the label (a module installed by hand, L6). With one written before
+    L15 (no Ready version recorded), the label, else the inventory's version, as always. A
+    label that names neither the inventory's version nor the one last Ready was set by someone
+    else: it says what runs. Otherwise the version the module last became Ready at, so that a
+    failed upgrade (which relabelled the operator) can be rolled back; ``None`` when it never
+    became Ready (a first install under way)."""
+    if inventory is None:
+        return label, source
+    ready = inventory.ready_version
+    if ready is None:
+        if label is not None:
+            return label, source
+        return inventory.version, f"inventory {inventory.module}"
+    if label is not None and not _names(label, (inventory.version, ready)):
+        return label, source
+    if ready == NEVER_READY:
+        return None, ""
+    if ready == inventory.version:
+        return ready, f"inventory {inventory.module}"
+    return ready, f"inventory {inventory.module} (the version it last became Ready at)"
+
+
+def _names(label: str, versions: tuple[str, ...]) -> bool:
+    """Whether a version label names one of ``versions`` (``v1.2.0`` names 1.2.0)."""
+    parsed = parse_running_version(label)
+    return parsed is not None and any(parsed == parse_running_version(v) for v in versions)
 
 
 def labelled_ours(body: Mapping[str, Any] | None, runtime: str, module: str) -> bool:

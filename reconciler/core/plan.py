@@ -5,13 +5,15 @@ unchanged, remove-ignore, remove-delete, blocked-downgrade, blocked-unknown-vers
 blocked-deletion, deferred-window) with a reason code, and the object changes it implies (create,
 update with field-level diffs, delete, keep). It applies the lifecycle rules that are decisions
 rather than I/O: no downgrade against the running version (L5; a running version that cannot be
-read changes nothing either: reason ``UnknownRunningVersion``), adoption (L6), default
-configuration created once (L3), prune from the inventory only (L4, S1; an object carrying a keep
-mark, ``reconciler.dev/prune: disabled`` or ``helm.sh/resource-policy: keep``, is released instead
-of deleted: ``keep``), strategy from the inventory at removal (L9), blocking deletion (L8),
-maintenance windows (L10, judged by :mod:`reconciler.core.windows`). Plans are frozen data
-(:mod:`reconciler.core.plan_values`): printable, serialisable, comparable. Callers: the lifecycle
-executor, ``reconciler diff``.
+read changes nothing either: reason ``UnknownRunningVersion``), the version last Ready as the
+running one, so that a failed upgrade rolls back (L15, reason ``Rollback``), adoption (L6),
+default configuration created once (L3), prune from the inventory only (L4, S1; an object
+carrying a keep mark, ``reconciler.dev/prune: disabled`` or ``helm.sh/resource-policy: keep``,
+is released instead of deleted: ``keep``), identity by group, kind, namespace and name with
+objects handed over between modules (L12), strategy from the inventory at removal (L9),
+blocking deletion (L8, L13), maintenance windows (L10, judged by :mod:`reconciler.core.windows`).
+Plans are frozen data (:mod:`reconciler.core.plan_values`): printable, serialisable,
+comparable. Callers: the lifecycle executor, ``reconciler diff``.
 """
 
 from __future__ import annotations
@@ -114,8 +116,8 @@ def plan_module(
         )
     if running_key is not None and version_key(version) < running_key:
         message = (
-            f"{desired.name} {running} runs; the resolved version {version} is lower and "
-            "is not installed (no downgrades)"
+            f"{desired.name} {running} runs{_failed_note(live, running)}; the resolved "
+            f"version {version} is lower and is not installed (no downgrades)"
         )
         return replace(
             base,
@@ -125,7 +127,12 @@ def plan_module(
         )
     upgrade = running_key is not None and version_key(version) > running_key
     content = desired.module.versions[version]
-    if upgrade and content.requires_downtime and not _in_window(context):
+    if (
+        upgrade
+        and content.requires_downtime
+        and not _begun(live, version, running)
+        and not _in_window(context)
+    ):
         message = (
             f"upgrade {running} -> {version} requires downtime; it waits for the "
             f"maintenance window{_next_window_text(context)}"
@@ -151,6 +158,21 @@ def plan_module(
         kept=kept,
         notes=notes,
     )
+
+
+def _begun(live: LiveModule, version: str, running: str | None) -> bool:
+    """Whether an upgrade to ``version`` was begun already (L15: applied, not Ready yet, or
+    failed half-way): it is carried on, even outside the maintenance window (a module is not
+    left half-upgraded until the next one)."""
+    return live.inventory is not None and live.inventory.version == version != running
+
+
+def _failed_note(live: LiveModule, running: str | None) -> str:
+    """`` (the upgrade to 2.0.0 did not become Ready)`` while one is under way or failed."""
+    inventory = live.inventory
+    if inventory is None or not inventory.upgrading or inventory.ready_version != running:
+        return ""
+    return f" (the upgrade to {inventory.version} did not become Ready)"
 
 
 def _unknown_version_message(desired: DesiredModule, source: str, running: str) -> str:
@@ -181,6 +203,13 @@ def _classify(
             Reason.UPGRADE,
             f"upgrade {desired.name} {running} -> {version}",
         )
+    if live.inventory.upgrading and live.inventory.ready_version == version:
+        text = (
+            f"roll {desired.name} back to {version}, the version it last became Ready at "
+            f"(the upgrade to {live.inventory.version} did not become Ready): every object as "
+            f"{version} ships it, those only {live.inventory.version} has pruned"
+        )
+        return ModuleAction.RECONFIGURE, Reason.ROLLBACK, text
     if live.inventory.strategy != desired.strategy:
         text = f"strategy {live.inventory.strategy} -> {desired.strategy}"
         return ModuleAction.RECONFIGURE, Reason.STRATEGY_CHANGED, text

@@ -25,6 +25,8 @@ class Reason(StrEnum):
     STRATEGY_CHANGED = "StrategyChanged"
     #: Objects in the cluster differ from git: they are applied again.
     DRIFT = "Drift"
+    #: Back to the version last Ready from an upgrade that did not become Ready (L15).
+    ROLLBACK = "Rollback"
     #: Nothing to change.
     UP_TO_DATE = "UpToDate"
     #: The running version cannot be read: nothing is changed.

@@ -112,7 +112,9 @@ class ModuleStatus:
     """A module's state after a pass, with a reason code and a message for people.
 
     ``state`` is ``None`` for a module whose removal finished: it is no longer there. ``error``
-    is set when the module is in Error."""
+    is set when the module is in Error. ``ready_version`` and ``target_version`` are set while
+    an upgrade has not become Ready (L15): the version that runs (the one last Ready, what the
+    no-downgrade rule judges by) and the one that failed or is not Ready yet."""
 
     module: str
     state: ModuleState | None
@@ -120,16 +122,23 @@ class ModuleStatus:
     message: str
     version: str | None = None
     error: ModuleError | None = None
+    ready_version: str | None = None
+    target_version: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """JSON form, as ``reconciler status``, ``sync --format json`` and ``/status`` show it."""
-        return {
+        """JSON form, as ``reconciler status``, ``sync --format json`` and ``/status`` show it
+        (``readyVersion`` and ``targetVersion`` only while an upgrade is not Ready)."""
+        document: dict[str, Any] = {
             "module": self.module,
             "state": str(self.state) if self.state else None,
             "reason": str(self.reason),
             "message": self.message,
             "version": self.version,
         }
+        if self.target_version is not None:
+            document["readyVersion"] = self.ready_version
+            document["targetVersion"] = self.target_version
+        return document
 
 
 class ChangeAction(StrEnum):

@@ -11,9 +11,11 @@
 3. :meth:`~Installer.apply_rest` - the module's other objects applied, in plan order (a
    replace: deleted, gone, created again);
 4. :meth:`~Installer.create_default_configuration` - created once, after the objects (L3);
-5. :meth:`~Installer.prune` - what the new version dropped, deleted or released, and the final
-   inventory written;
-6. :meth:`~Installer.readiness` - L2: every CRD Established and the operator available.
+5. :meth:`~Installer.prune` - what the new version dropped, deleted or released;
+6. :meth:`~Installer.readiness` - L2: every CRD Established and the operator available;
+7. :meth:`~Installer.finish` - at the end of the pass, once readiness is known: the final
+   inventory written, with the version the module became Ready at (L15: the running version
+   the no-downgrade rule judges by, so that an upgrade that never becomes Ready rolls back).
 
 Stage 1 of every module that depends on no other runs for all of them before any module's
 next stage (:meth:`~Installer.start_all`), so one wait covers all their CRDs. A module held
@@ -115,6 +117,10 @@ class Installer:
         self.enforced: dict[str, Enforcement] = {}
         #: Modules whose first stage ran ahead of the others (see :meth:`start_all`).
         self._started: dict[str, Started] = {}
+        #: The final inventory of each module pruned, written by :meth:`finish`.
+        self._finals: dict[str, Inventory] = {}
+        #: Modules whose readiness was last seen Ready in this pass (L2).
+        self._ready: set[str] = set()
 
     def start_all(
         self,
@@ -213,7 +219,9 @@ class Installer:
         if self.preflight is not None:
             unchecked = self.preflight.check(entry, module, bodies, self.modules)
         stored = live.inventory if live.inventory_stored else None
-        intent = inventory_intent(runtime, module, live.inventory, self.commit, live.objects)
+        intent = inventory_intent(
+            runtime, module, live.inventory, self.commit, live.objects, live.running_version
+        )
         if entry.changes_anything or intent != stored:
             self.writer.ensure_namespace(self.writer.system_namespace)
             self.writer.write_inventory(intent, stored)
@@ -261,14 +269,13 @@ class Installer:
         self._apply(entry.module, started.bodies, default)
 
     def prune(self, entry: ModulePlan, module: DesiredModule, started: Started) -> Inventory:
-        """Stage 5: what the new version dropped deleted or released (L4), then the final
-        inventory written (the cluster holds the intent now) and returned."""
+        """Stage 5: what the new version dropped deleted or released (L4); the final inventory
+        returned, written by :meth:`finish` (the cluster holds the intent until then)."""
         for change in entry.changes:
             if change.ref not in started.bodies:
                 done = self.writer.delete_or_release(change, ChangeAction.PRUNED)
                 self.changes.note(entry.module, change.ref, done)
-        final = final_inventory(started.intent, module, entry.kept)
-        self.writer.write_inventory(final, started.intent)
+        final = self._finals[entry.module] = final_inventory(started.intent, module, entry.kept)
         return final
 
     def enforce(self, module: DesiredModule, inventory: Inventory) -> Enforcement | None:
@@ -285,6 +292,10 @@ class Installer:
         """Stage 6, L2: every CRD Established and the operator workload available; the
         message also says what enforcement did to the configuration in this pass."""
         status = self._readiness(entry, module)
+        if status.reason == Reason.WAITING_FOR_OPERATOR:
+            self._ready.discard(entry.module)
+        else:
+            self._ready.add(entry.module)
         done = self.enforced.get(entry.module)
         return (
             status if done is None else replace(status, message=f"{status.message}; {done.message}")
@@ -302,13 +313,27 @@ class Installer:
                 message,
                 entry.to_version,
             )
-        reason = entry.reason if entry.action is not ModuleAction.UNCHANGED else Reason.READY
+        reason = Reason.READY if _carried_on(entry) else entry.reason
         message = "; ".join((f"{entry.module} {entry.to_version} is Ready", *entry.notes))
         if entry.kept:
             return ModuleStatus(
                 entry.module, ModuleState.WARNING, "CRDInUse", message, entry.to_version
             )
         return ModuleStatus(entry.module, ModuleState.READY, reason, message, entry.to_version)
+
+    def finish(self, entry: ModulePlan) -> None:
+        """Stage 7, once the pass knows whether the module became Ready: the final inventory
+        written (the cluster holds the intent until then, which lists every object the final
+        one does), with the version the module became Ready at when it is (L15). Nothing is
+        written when nothing changed."""
+        stored = self.observer.recorded_inventory(entry.module)
+        final = self._finals.pop(entry.module, stored)
+        if final is None or stored is None:
+            return
+        final = replace(final, enforced=stored.enforced)  # as stage 5b recorded them
+        if entry.module in self._ready and final.version == entry.to_version:
+            final = replace(final, ready_version=final.version)
+        self.writer.write_inventory(final, stored)
 
     def wait_available(self, modules: Sequence[DesiredModule]) -> None:
         """Wait (:data:`READY_WAIT_SECONDS` at most) for the operators of ``modules``."""
@@ -355,6 +380,14 @@ class Installer:
         for ref in started.bodies:
             if ref not in changed and ref in live.objects:
                 self.changes.note(entry.module, ref, ChangeAction.UNCHANGED)
+
+
+def _carried_on(entry: ModulePlan) -> bool:
+    """Whether the pass only waited for what an earlier one applied: nothing to change, or an
+    install or upgrade begun earlier that has nothing left to apply (L15: not Ready yet)."""
+    if entry.action is ModuleAction.UNCHANGED:
+        return True
+    return entry.action in (ModuleAction.INSTALL, ModuleAction.UPGRADE) and not entry.changes
 
 
 def settle(cluster: Cluster, pending: Callable[[], bool], seconds: float) -> None:

@@ -47,7 +47,7 @@ from reconciler.lifecycle.enforce import Enforcer
 from reconciler.lifecycle.events import EventRecorder
 from reconciler.lifecycle.live_view import LiveView, Planned
 from reconciler.lifecycle.observe import InventoryBranch, Observer
-from reconciler.lifecycle.outcome import ChangeSet, failed_status
+from reconciler.lifecycle.outcome import ChangeSet, failed_status, upgrade_status
 from reconciler.lifecycle.preflight import Preflight
 from reconciler.lifecycle.remove import Remover, dependents_left, waiting_for_dependents
 from reconciler.lifecycle.write import Writer
@@ -260,7 +260,19 @@ class _Pass:
             status = failed.get(entry.module) or self.module(entry, dependencies)
             self.statuses[entry.module] = status
         self.settle_ready()
+        for entry in self.plan.modules:
+            self.finish(entry)
+            self.statuses[entry.module] = upgrade_status(entry, self.statuses[entry.module])
         return self.statuses
+
+    def finish(self, entry: ModulePlan) -> None:
+        """A desired module's final inventory written (Error when that failed)."""
+        if entry.module not in self.by_name:
+            return
+        try:
+            self.installer.finish(entry)
+        except ReconcilerError as error:
+            self.statuses[entry.module] = failed_status(entry, error)
 
     def module(
         self, entry: ModulePlan, dependencies: Mapping[str, tuple[str, ...]]

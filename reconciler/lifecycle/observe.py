@@ -22,6 +22,7 @@ from reconciler.core.intent import rebuilt_inventory, recorded_refs
 from reconciler.core.inventory import LABEL_INVENTORY, Inventory, inventory_from_configmap
 from reconciler.core.live import (
     finalizers_holding,
+    judged_version,
     labelled_ours,
     ours_or_generated,
     running_version,
@@ -97,9 +98,7 @@ class Observer:
         self, runtime: str, module: DesiredModule, inventory: Inventory | None
     ) -> LiveModule:
         objects = self.get_all(runtime, _desired_refs(module, inventory))
-        running, source = running_version(module.module, objects)
-        if running is None and inventory is not None:
-            running, source = inventory.version, f"inventory {inventory.module}"
+        running, source = judged_version(inventory, *running_version(module.module, objects))
         if inventory is None:
             rebuilt = rebuilt_inventory(runtime, module, objects, running)
             return LiveModule(
@@ -298,6 +297,10 @@ class Observer:
             for v in versions
             if self.cluster.kind_info(f"{group}/{v.get('name')}", kind) is None
         ]
+
+    def recorded_inventory(self, module: str) -> Inventory | None:
+        """The inventory of ``module`` as this pass last listed or wrote it."""
+        return (self.view.inventories or {}).get(module)
 
     def operator_available(self, module: DesiredModule) -> bool:
         """Whether the module's operator workload is available (asked of the server when the

@@ -4,15 +4,16 @@
 unchanged, pruned, deleted, released); ``Lifecycle.execute`` starts one per pass and returns it
 in the :class:`~reconciler.core.status.PassResult`. :func:`planned_status` and
 :func:`failed_status` are the statuses a module gets from its plan entry or from the error
-that stopped it.
+that stopped it; :func:`upgrade_status` adds, to one whose upgrade failed or is not Ready, the
+version that runs and the one that did not make it (L15).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from reconciler.core.objects import ObjectRef
-from reconciler.core.plan_values import ModulePlan
+from reconciler.core.plan_values import ModuleAction, ModulePlan
 from reconciler.core.status import (
     ChangeAction,
     ChangeSetEntry,
@@ -57,6 +58,21 @@ class ChangeSet:
 def planned_status(entry: ModulePlan, state: ModuleState, version: str | None) -> ModuleStatus:
     """The module's status in ``state``, with its plan entry's reason and message."""
     return ModuleStatus(entry.module, state, entry.reason, entry.message, version)
+
+
+def upgrade_status(entry: ModulePlan, status: ModuleStatus) -> ModuleStatus:
+    """L15: the status of a module whose upgrade this pass left failed or not Ready says which
+    version runs (the one last Ready) and which did not make it."""
+    ready, target = entry.from_version, entry.to_version
+    if entry.action is not ModuleAction.UPGRADE or ready is None or target is None:
+        return status
+    if status.state is ModuleState.ERROR:
+        message = f"{ready} runs; the upgrade to {target} failed: {status.message}"
+    elif status.state is ModuleState.PROCESSING:
+        message = f"{ready} runs; upgrading to {target}: {status.message}"
+    else:
+        return status
+    return replace(status, message=message, ready_version=ready, target_version=target)
 
 
 def failed_status(entry: ModulePlan, error: ReconcilerError) -> ModuleStatus:

@@ -254,7 +254,8 @@ def test_failing_apply_mid_install_is_completed_by_the_next_sync(cluster: InMemo
     assert cluster.get(INVENTORY) is not None  # intent recorded before the objects
 
     second = sync(cluster, repo(ModuleRef("widget")))
-    assert _status(second, "widget") == (ModuleState.READY, "Drift")  # the rest is applied
+    # the rest is applied: still an install, since it never became Ready (L15)
+    assert _status(second, "widget") == (ModuleState.READY, "Install")
     assert cluster.get(DEPLOYMENT) is not None
     assert cluster.get(DEFAULT) is not None
 

@@ -138,7 +138,8 @@ def test_an_unreadable_inventory_version_changes_nothing() -> None:
     body = cluster.get(inventory)
     assert body is not None
     data = json.loads(body["data"][DATA_KEY])
-    cluster.patch(inventory, {"data": {DATA_KEY: json.dumps({**data, "version": "latest"})}})
+    unreadable = {**data, "version": "latest", "readyVersion": "latest"}
+    cluster.patch(inventory, {"data": {DATA_KEY: json.dumps(unreadable)}})
     writes = cluster.writes
 
     result = sync(cluster, repo(ModuleRef("widget"), regular={"widget": "2.0.0"}))

@@ -239,4 +239,6 @@ def _status_from_json(document: dict[str, Any]) -> ModuleStatus:
         document.get("message") or "",
         document.get("version"),
         kept,
+        document.get("readyVersion"),
+        document.get("targetVersion"),
     )
