@@ -57,6 +57,14 @@ LABELS = {"app.kubernetes.io/name": "reconciler", "app.kubernetes.io/component":
     metavar="NAME",
     help="Bind this user instead of the ServiceAccount (a client certificate's CN).",
 )
+@click.option(
+    "--namespace/--no-namespace",
+    "with_namespace",
+    default=True,
+    show_default=True,
+    help="Print the system Namespace the Role lives in (--no-namespace where it exists and is "
+    "managed already, as deploy/ does in the daemon's own cluster).",
+)
 @channels_option
 @max_size_option
 def rbac(
@@ -65,6 +73,7 @@ def rbac(
     name: str,
     service_account: str,
     user: str | None,
+    with_namespace: bool,
     channels_dir: Path | None,
     max_file_size: int,
 ) -> None:
@@ -86,9 +95,10 @@ def rbac(
     names = list(runtime_names) or sorted(config.runtimes)
     discovery = InMemoryCluster()  # the built-in kinds only: nothing is read from a cluster
     permissions = {p for n in names for p in needed_permissions(config, n, discovery)}
-    documents = role_documents(
-        permissions, name, subject_of(service_account, user), config.settings.system_namespace
-    )
+    subject = subject_of(service_account, user)
+    documents = role_documents(permissions, name, subject, config.settings.system_namespace)
+    if not with_namespace:
+        documents = [d for d in documents if d["kind"] != "Namespace"]
     click.echo(f"# reconciler rbac: what runtime(s) {', '.join(names)} need on their cluster")
     click.echo(yaml.safe_dump_all(documents, sort_keys=False), nl=False)
 
@@ -118,6 +128,7 @@ def role_documents(
     cluster_wide = [p for p in permissions if p.namespace != system_namespace]
     in_system = [p for p in permissions if p.namespace == system_namespace]
     metadata = {"name": name, "labels": dict(LABELS)}
+    in_namespace = {"name": name, "namespace": system_namespace, "labels": dict(LABELS)}
     documents: list[dict[str, Any]] = [
         {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole", "metadata": metadata,
          "rules": rules_of(cluster_wide)},
@@ -128,7 +139,7 @@ def role_documents(
             {"apiVersion": "v1", "kind": "Namespace",
              "metadata": {"name": system_namespace, "labels": dict(LABELS)}},
             {"apiVersion": f"{RBAC}/v1", "kind": "Role",
-             "metadata": {**metadata, "namespace": system_namespace},
+             "metadata": in_namespace,
              "rules": rules_of(in_system)},
             _binding("RoleBinding", "Role", name, subject, system_namespace),
         ]  # fmt: skip
@@ -158,9 +169,10 @@ def _ordered(verbs: set[str]) -> tuple[str, ...]:
 def _binding(
     kind: str, role_kind: str, name: str, subject: Mapping[str, str], namespace: str | None
 ) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": name, "labels": dict(LABELS)}
+    metadata: dict[str, Any] = {"name": name}
     if namespace is not None:
         metadata["namespace"] = namespace
+    metadata["labels"] = dict(LABELS)
     return {
         "apiVersion": f"{RBAC}/v1",
         "kind": kind,
