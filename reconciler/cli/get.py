@@ -38,6 +38,7 @@ from reconciler.core.selectors import (
 from reconciler.core.status import NOT_SYNCED, ModuleState, Reason
 
 if TYPE_CHECKING:
+    from reconciler.core.head import Head
     from reconciler.core.model import ConfigRepo
     from reconciler.operations.model import Operation, RuntimeStatus
     from reconciler.operations.store import StateStore
@@ -191,6 +192,9 @@ MODULE_COLUMNS = [
     Column("REASON"),
     Column("AGE"),
     Column("MESSAGE"),
+    Column("CHANNEL", wide=True),
+    Column("COMMIT", wide=True),
+    Column("OPERATION", wide=True),
 ]
 
 
@@ -214,13 +218,35 @@ def module_rows(
             version = module.version or "-"
             age = age_text(now, record.updated)
             rows.append(
-                (item.name, module.module, state, version, module.reason, age, module.message)
+                (
+                    item.name,
+                    module.module,
+                    state,
+                    version,
+                    module.reason,
+                    age,
+                    module.message,
+                    *_module_wide(item, record.commit),
+                )
             )
     return rows
 
 
+def _module_wide(item: RuntimeItem, commit: Head | None) -> tuple[str, str, str]:
+    """``-o wide``'s columns of a module row: the runtime's channel, the commit its module
+    status was recorded at, and the operation that recorded it."""
+    from reconciler.core.head import head_text
+
+    operation = item.status.operation if item.status is not None else None
+    return (
+        item.channel or "-",
+        head_text(commit)[:12] or "-",
+        operation.id if operation is not None else "-",
+    )
+
+
 def _module_json(row: tuple[str, ...]) -> dict[str, Any]:
-    runtime, module, state, version, reason, _age_text, message = row
+    runtime, module, state, version, reason, _age_text, message = row[:7]
     return {
         "runtime": runtime,
         "module": module,

@@ -455,8 +455,6 @@ def connect(
     _ClientLogs.install()
     try:
         api_client = _api_client(access, kubeconfig_dir, secret_namespace)
-    except AccessError as error:  # a Secret missing or forbidden: which runtime's
-        raise AccessError(f"{name}: {error}") from None
     except (ConfigException, OSError, yaml.YAMLError, binascii.Error, UnicodeDecodeError) as error:
         detail = " ".join(str(error).split())[:200]
         raise AccessError(

@@ -4,9 +4,12 @@ interface as the real adapter.
 It behaves like an API server where the product depends on it: resource versions that change only
 when an object changes, generation bumped by spec changes, uids, names validated as the server
 validates them (422: a DNS label, subdomain or path segment by kind), namespaces that must exist,
-kinds refused until their CRD is applied (and Established), finalizers and deletion timestamps,
-server-side apply that tracks the fields each manager owns and removes those a manager stopped
-applying, cascading deletion of a CRD's instances and a namespace's objects. Bodies have the
+kinds refused until their CRD is applied (and Established), server-side apply that tracks the
+fields each manager owns and removes those a manager stopped applying, cascading deletion of a
+CRD's instances and a namespace's objects, and finalizers as the server keeps them: a deleted
+object with finalizers stays Terminating (``deletionTimestamp``, grace period 0) until a patch or
+an apply empties them, none may be added meanwhile, and a CRD or Namespace whose content is
+held so stays Terminating until that content is gone. Bodies have the
 shape a real server gives them, nulls included: a CRD is created with ``status.conditions: null``
 (and ``acceptedNames`` empty) and answered so, and is Established only afterwards, as the
 apiextensions controllers do; workloads start with ``status: {}``; kinds without a status
@@ -57,6 +60,7 @@ from reconciler.cluster.memory_rules import (
     CONTROLLER,
     WORKLOADS,
     available_status,
+    check_finalizers,
     check_name,
     check_selector,
     check_typed,
@@ -69,6 +73,7 @@ from reconciler.cluster.memory_rules import (
     namespace_generated,
     stamp,
     storage_version,
+    terminating,
 )
 from reconciler.cluster.memory_watch import Journal, MemoryWatches
 from reconciler.core.objects import Body, ObjectRef, crd_kind
@@ -80,6 +85,8 @@ from reconciler.errors import (
 )
 
 FieldPath = tuple[str, ...]
+#: Where an object is stored: group, kind, namespace, name.
+Key = tuple[str, str, str, str]
 
 BUILTIN_KINDS: tuple[KindInfo, ...] = (
     KindInfo("", "v1", "Namespace", "namespaces", False),
@@ -226,12 +233,15 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         result = applied(existing, config, field_manager, force)
         if self.require_selectors:
             check_selector(ref, result.body)
+        check_finalizers(ref, existing.body if existing else None, result.body)
         if dry_run:
             return self._dry_run_answer(result, existing)
         if existing is not None and existing.body == result.body:
             existing.owners = result.owners
             return with_managed_fields(existing)
-        return self._store(key, result, existing)
+        answer = self._store(key, result, existing)
+        self._finish_deletion(key)
+        return answer
 
     def patch(self, ref: ObjectRef, merge_patch: Mapping[str, Any]) -> Body:
         """See :meth:`reconciler.cluster.api.Cluster.patch`."""
@@ -243,6 +253,7 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
             raise NotFoundError(f"{ref.subject} not found")
         body = json_merge_patch(copied(existing.body), merge_patch)
         drop_empty_metadata(body.setdefault("metadata", {}))
+        check_finalizers(ref, existing.body, body)
         if body != existing.body:
             self._store(key, Stored(body, existing.owners), existing)
             self._finish_deletion(key)
@@ -254,19 +265,9 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         self._enter("delete", ref)
         self._served(ref.api_version, ref.kind)
         key = self._key(ref)
-        stored = self._objects.get(key)
-        if stored is None:
+        if key not in self._objects:
             return False
-        metadata = stored.body["metadata"]
-        if metadata.get("finalizers"):
-            if "deletionTimestamp" not in metadata:
-                metadata["deletionTimestamp"] = self._now()
-                self._bump(stored.body)
-                self._note(WatchEventType.MODIFIED, stored)
-                self.writes += 1
-            return True
-        self._remove(key)
-        self.writes += 1
+        self._delete_key(key)
         return True
 
     def kind_info(self, api_version: str, kind: str) -> KindInfo | None:
@@ -421,31 +422,69 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         if self.auto_establish and version:
             self._kinds[crd_kind(crd)] = established(crd, version)
 
-    def _remove(self, key: tuple[str, str, str, str]) -> None:
-        body = self._objects[key].body
-        if body["kind"] == "CustomResourceDefinition":
-            group, kind = crd_kind(body)
-            for other in [k for k in self._objects if (k[0], k[1]) == (group, kind)]:
-                self._gone(other)
-            self._kinds.pop((group, kind), None)
-        elif body["kind"] == "Namespace":
-            name = body["metadata"]["name"]
-            for other in [k for k in self._objects if k[2] == name]:
-                self._gone(other)
-        self._gone(key)
+    def _delete_key(self, key: Key) -> None:
+        """A DELETE as the server carries it out: a CRD's instances and a Namespace's objects
+        are deleted first (the apiextensions and namespace controllers); an object with
+        finalizers, or with content still held by theirs, is kept Terminating
+        (``deletionTimestamp``, grace period 0) until they are gone; the others go at once."""
+        stored = self._objects[key]
+        metadata = stored.body["metadata"]
+        if "deletionTimestamp" in metadata:
+            return
+        for content in self._contents(stored.body):
+            self._delete_key(content)
+        if metadata.get("finalizers") or self._contents(stored.body):
+            terminating(stored.body, self._now())
+            self._bump(stored.body)
+            self._note(WatchEventType.MODIFIED, stored)
+        else:
+            self._remove(key)
+        self.writes += 1
 
-    def _gone(self, key: tuple[str, str, str, str]) -> None:
+    def _contents(self, body: Body) -> list[Key]:
+        """What goes before ``body`` is gone: a CRD's instances, a Namespace's objects."""
+        if body["kind"] == "CustomResourceDefinition":
+            kind = crd_kind(body)
+            return [k for k in self._objects if (k[0], k[1]) == kind]
+        if body["kind"] == "Namespace":
+            return [k for k in self._objects if k[2] == body["metadata"]["name"]]
+        return []
+
+    def _remove(self, key: Key) -> None:
+        """``key`` is gone; a Terminating CRD or Namespace that waited for it goes when it
+        was the last of its content."""
+        body = self._gone(key)
+        if body["kind"] == "CustomResourceDefinition":
+            self._kinds.pop(crd_kind(body), None)
+        for parent in self._parents(key):
+            self._finish_deletion(parent)
+
+    def _parents(self, key: Key) -> list[Key]:
+        """The CRD of ``key``'s kind and ``key``'s Namespace, where they are stored."""
+        crds = [
+            k
+            for k, s in self._objects.items()
+            if k[1] == "CustomResourceDefinition" and crd_kind(s.body) == (key[0], key[1])
+        ]
+        namespace = ("", "Namespace", "", key[2])
+        return crds + ([namespace] if key[2] and namespace in self._objects else [])
+
+    def _gone(self, key: Key) -> Body:
         """``key`` deleted: its last state is the watches' DELETED event."""
         stored = self._objects.pop(key)
         self._bump(stored.body)
         self._note(WatchEventType.DELETED, stored)
+        return stored.body
 
-    def _finish_deletion(self, key: tuple[str, str, str, str]) -> None:
+    def _finish_deletion(self, key: Key) -> None:
+        """A Terminating object goes once its finalizers and its content are gone."""
         stored = self._objects.get(key)
         if stored is None:
             return
         metadata = stored.body["metadata"]
-        if "deletionTimestamp" in metadata and not metadata.get("finalizers"):
+        if "deletionTimestamp" not in metadata or metadata.get("finalizers"):
+            return
+        if not self._contents(stored.body):
             self._remove(key)
             self.writes += 1
 

@@ -27,6 +27,7 @@ _SERVER_FIELDS = (
     "creationTimestamp",
     "managedFields",
     "deletionTimestamp",
+    "deletionGracePeriodSeconds",
     "selfLink",
 )
 WORKLOADS = ("Deployment", "StatefulSet")
@@ -199,11 +200,41 @@ def stamp(body: Body, old: Body | None, uid: str, now: str) -> None:
         metadata["generation"] = 1
         initial_status(body)
         return
-    for name in ("uid", "creationTimestamp", "generation", "deletionTimestamp"):
+    for name in _KEPT_FIELDS:
         if name in old["metadata"]:
             metadata[name] = old["metadata"][name]
     if spec_of(body) != spec_of(old):
         metadata["generation"] = int(metadata.get("generation", 1)) + 1
+
+
+#: What a changed object keeps of the stored one's metadata.
+_KEPT_FIELDS = (
+    "uid",
+    "creationTimestamp",
+    "generation",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+)
+
+
+def terminating(body: Body, now: str) -> None:
+    """Mark ``body`` as being deleted, as the server does when finalizers (or content) hold
+    it: ``deletionTimestamp`` now, ``deletionGracePeriodSeconds`` 0."""
+    body["metadata"]["deletionTimestamp"] = now
+    body["metadata"]["deletionGracePeriodSeconds"] = 0
+
+
+def check_finalizers(ref: ObjectRef, old: Body | None, new: Body) -> None:
+    """No finalizer may be added to an object being deleted (422, as the server refuses it)."""
+    if old is None or "deletionTimestamp" not in old["metadata"]:
+        return
+    before = set(old["metadata"].get("finalizers") or ())
+    added = sorted(set(new["metadata"].get("finalizers") or ()) - before)
+    if added:
+        raise InvalidObjectError(
+            f"{ref.subject} is invalid: metadata.finalizers: Forbidden: no new finalizers can "
+            f"be added if the object is being deleted, found new finalizers {added}"
+        )
 
 
 def available_status(body: Mapping[str, Any]) -> Body:

@@ -167,10 +167,14 @@ class KindWatch:
             if self.stop.hung_up():
                 return False  # a list under way when closed
             self.counts.errors += 1
-            self.error = str(error)
             delay = self.backoff.delay()
-            log.info("watch %s: %s (again in %gs)", self.what, error, delay)
+            # once per change of state: the same failure again is not news
+            say = log.warning if str(error) != self.error else log.debug
+            say("watch %s: %s (tried again in %gs, and so on)", self.what, error, delay)
+            self.error = str(error)
             return not (self.wait or self.stop.wait)(delay)
+        if self.error:
+            log.info("watch %s: works again", self.what)
         self.backoff.reset()
         self.error = ""
         return True

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from reconciler.config.schema_refs import SCHEMA_FILE, schema_reference_problems
 from reconciler.config.yamlsafe import Document, parse_yaml
 from reconciler.core.diagnostics import Diagnostic, Pointer, did_you_mean
 from reconciler.core.model import ConfigRepo, ModuleKind, ModuleVersion, Runtime, TemplateSource
@@ -29,7 +30,6 @@ if TYPE_CHECKING:  # jsonschema is imported only when a chart ships a schema (st
     from jsonschema.exceptions import ValidationError
     from jsonschema.protocols import Validator
 
-SCHEMA_FILE = "values.schema.json"
 #: (path, line, column, message) -> a diagnostic and the runtimes it was found for.
 _Findings = dict[tuple[str, int, int, str], tuple[Diagnostic, list[str]]]
 RULE = "C9"
@@ -298,6 +298,8 @@ def _chart_schema(template: TemplateSource) -> ChartSchema | Diagnostic | None:
         return Diagnostic(where, 1, 1, RULE, message)
     if not isinstance(schema, Mapping):
         return Diagnostic(where, 1, 1, RULE, f"the chart's {SCHEMA_FILE} is not a JSON object")
+    if schema_reference_problems({SCHEMA_FILE: data}, template.root):
+        return None  # never compiled (it would fetch): the module checks report it (C6)
     return ChartSchema(where, schema)
 
 

@@ -65,6 +65,8 @@ _JSON_PAIR = re.compile(r'"' + _NAME + r'"[ \t\r\n]*+:[ \t\r\n]*+"([^"\\]{1,1024
 _LINE_PAIR = re.compile(
     r"""(?m)^[ \t]*+(?:-[ \t]++)?+["']?+""" + _NAME + r"""["']?+[ \t]*+:[ \t]*+([^\s#]{1,64}+)"""
 )
+#: YAML's booleans (``automountServiceAccountToken: false`` sets no credential).
+_BOOLEANS = frozenset({"true", "false"})
 #: A string that is wholly base64 (lines of it).
 _BASE64 = re.compile(r"[A-Za-z0-9+/\r\n]++={0,2}+[\r\n]*+")
 _SHORTEST_BASE64 = 24
@@ -176,7 +178,9 @@ def _window_kind(window: str, prose: bool) -> str | None:
         what = _first_set(_FLAG, window, "--")
         if what is not None:
             return what
-    return _first_set(_LINE_PAIR, window, "") if "\n" in window and ":" in window else None
+    if "\n" not in window or ":" not in window:
+        return None
+    return _first_set(_LINE_PAIR, window, "", yaml_line=True)
 
 
 def _assignment_kind(window: str) -> str | None:
@@ -188,10 +192,16 @@ def _assignment_kind(window: str) -> str | None:
     return None
 
 
-def _first_set(pattern: re.Pattern[str], window: str, prefix: str) -> str | None:
+def _first_set(
+    pattern: re.Pattern[str], window: str, prefix: str, *, yaml_line: bool = False
+) -> str | None:
+    """The first name of a credential set to a literal by ``pattern``; a ``yaml_line``'s value
+    that is YAML's structure (``{``, ``[``, an ``*alias``) or a boolean is no literal."""
     for match in pattern.finditer(window):
         name, value = match.group(1, 2)
-        if is_credential_name(name) and _is_literal(value) and not value.startswith("-"):
+        if not is_credential_name(name) or not _is_literal(value) or value.startswith("-"):
+            continue
+        if not (yaml_line and (value[0] in "{[*" or value.lower() in _BOOLEANS)):
             return _set_inline(prefix + name)
     return None
 

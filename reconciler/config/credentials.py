@@ -56,7 +56,7 @@ _LITERAL_ENV_FOUND = (
     "an environment variable named like a secret with a literal value (use valueFrom)"
 )
 _SCAN = "the credential scan"
-_ADVICE = "credentials never go in the config repo; create them in the cluster and refer to them"
+ADVICE = "credentials never go in the config repo; create them in the cluster and refer to them"
 #: The scan looks at its time budget every this many keys and strings (and before each window
 #: of a long string).
 _CHECK_EVERY = 1024
@@ -77,7 +77,7 @@ def find_inline_credentials(
         budget_diagnostic(over, document.path, place.line, place.column, doing=_SCAN, pointer=where)
         raise
     return [
-        document.diagnostic("C6", f"{what}: {_ADVICE}", pointer, key=key)
+        document.diagnostic("C6", f"{what}: {ADVICE}", pointer, key=key)
         for pointer, what, key in found
     ]
 

@@ -6,6 +6,7 @@ or source), the operator a module names (C2) and the dependencies between module
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -13,8 +14,11 @@ from typing import Any
 from reconciler.config.builders import module_from
 from reconciler.config.credentials import find_inline_credentials
 from reconciler.config.document_checks import DocumentChecks
+from reconciler.config.file_credentials import Scan, credential_scans
 from reconciler.config.manifests import operator_version_problems
-from reconciler.config.raw import RawFile, RawModule, RawVersion
+from reconciler.config.overlays import overlay_problems
+from reconciler.config.raw import RawFile, RawModule, RawTemplate, RawVersion
+from reconciler.config.schema_refs import schema_reference_problems
 from reconciler.config.sources import source_problems
 from reconciler.config.templates import (
     declared_kind_problem,
@@ -86,9 +90,29 @@ class ModuleChecks:
         if values is not None:
             self.docs.diagnostics.extend(find_inline_credentials(values, self.docs.budget))
             self.docs.value_documents[values.path] = values
+        if raw.template is not None:
+            self.template_files(raw.template, kind)
         default = self.default_configuration(raw.default)
         template = template_source(raw, kind, values)
         return ModuleVersion(raw.name, (), default, kind=kind, template=template)
+
+    def template_files(self, template: RawTemplate, kind: ModuleKind) -> None:
+        """C6, what a renderer would read from its files: every file of a chart or an overlay
+        scanned for credentials as a manifest is (each within its time budget), the files an
+        overlay names and the documents a chart's schemas refer to, which must be its own."""
+        chart = kind is ModuleKind.CHART
+        for document, scan in credential_scans(template.files, template.root, chart=chart):
+            self.docs.timed(document, functools.partial(self.scanned, scan))
+        if kind is ModuleKind.KUSTOMIZE:
+            self.docs.diagnostics.extend(overlay_problems(template.files, template.root))
+        if chart:
+            self.docs.diagnostics.extend(schema_reference_problems(template.files, template.root))
+
+    def scanned(self, scan: Scan) -> bool:
+        """Whether ``scan`` found nothing (what it found is reported)."""
+        found = scan(self.docs.budget)
+        self.docs.diagnostics.extend(found)
+        return not found
 
     def source(self, file: RawFile | None) -> Document | None:
         """The checked document of a ``source.yaml`` (schema, C6, :func:`source_problems`)."""

@@ -128,18 +128,49 @@ class Enforcement:
     ref: ObjectRef
     reverted: tuple[FieldChange, ...] = ()
     released: tuple[str, ...] = ()
+    #: Who changed each reverted field (dotted path -> field managers other than ours, by
+    #: ``managedFields``); a field no one else holds changed in git (its value was ours).
+    changed_by: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @property
+    def in_cluster(self) -> tuple[FieldChange, ...]:
+        """The reverted fields someone changed in the cluster (drift), not git."""
+        others = dict(self.changed_by)
+        return tuple(c for c in self.reverted if others.get(c.path, ("?",)))
 
     @property
     def message(self) -> str:
-        """For people: ``enforced spec.logLevel of KIND/NS/NAME (changed in the cluster);
-        released spec.x of KIND/NS/NAME``."""
+        """For people: ``enforced spec.logLevel of KIND/NS/NAME (changed in the cluster by
+        kubectl-edit); enforced spec.x of KIND/NS/NAME (changed in git); released spec.y of
+        KIND/NS/NAME``."""
         parts = []
-        if self.reverted:
-            fields = ", ".join(c.path for c in self.reverted)
-            parts.append(f"enforced {fields} of {self.ref.subject} (changed in the cluster)")
+        others = dict(self.changed_by)
+        drifted_fields = self.in_cluster
+        if drifted_fields:
+            fields = ", ".join(c.path for c in drifted_fields)
+            managers = sorted({m for c in drifted_fields for m in others.get(c.path, ())})
+            who = f" by {', '.join(managers)}" if managers and managers != ["?"] else ""
+            parts.append(f"enforced {fields} of {self.ref.subject} (changed in the cluster{who})")
+        from_git = [c.path for c in self.reverted if c not in drifted_fields]
+        if from_git:
+            parts.append(f"enforced {', '.join(from_git)} of {self.ref.subject} (changed in git)")
         if self.released:
             parts.append(f"released {', '.join(self.released)} of {self.ref.subject}")
         return "; ".join(parts)
+
+
+def managers_of(live: Mapping[str, Any], dotted: str) -> tuple[str, ...]:
+    """The field managers of ``live`` (any operation: apply, or an update such as ``kubectl
+    edit``) that hold the field ``dotted`` or a part of it."""
+    path = split_path(dotted)
+    found: list[str] = []
+    for entry in (live.get("metadata") or {}).get("managedFields") or ():
+        if not isinstance(entry, Mapping):
+            continue
+        held = _paths(entry.get("fieldsV1") or {}, ())
+        if any(p[: len(path)] == path or path[: len(p)] == p for p in held):
+            found.append(str(entry.get("manager") or "?"))
+    return tuple(dict.fromkeys(found))
 
 
 def _paths(fields: Mapping[str, Any], prefix: Path) -> set[Path]:

@@ -52,9 +52,18 @@ def module_event_text(
     return reason, f"{head}: {summary}: {', '.join(subjects)}"
 
 
-def deletion_blocked_text(module: str, ref: ObjectRef) -> str:
-    """The message of the Warning on ``ref``, which holds ``module``'s removal back."""
+def deletion_blocked_text(
+    module: str, ref: ObjectRef, finalizers: tuple[str, ...] | None = None
+) -> str:
+    """The message of the Warning on ``ref``, which holds ``module``'s removal back
+    (``finalizers``: it is being deleted, and they hold it)."""
+    if finalizers is None:
+        return (
+            f"module {module} is not removed while this {ref.kind} exists: delete it, "
+            "or keep the module"
+        )
+    what = f"its finalizers {', '.join(finalizers)} are" if finalizers else "its content is"
     return (
-        f"module {module} is not removed while this {ref.kind} exists: delete it, "
-        "or keep the module"
+        f"module {module} is not removed while this {ref.kind} is being deleted: it goes once "
+        f"{what} removed (by the operator, which keeps running until then)"
     )

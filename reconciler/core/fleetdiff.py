@@ -304,19 +304,21 @@ class FleetDiffer:
         same = live is None and old is not None and self._same(old, new, runtime.name)
         if same and not fields:
             return None
-        desired = self._desired_module(new, runtime.name)
         context = Context.of(self.head, runtime.name, self.now)
-        if live is not None:
+        if live is not None and after is not None:  # as sync plans it: the runtime's own objects
+            desired = self._stamped_module(after, new)
             the_plan = plan_module(context, desired, live.get(new.name) or LiveModule())
         elif same and old is not None:  # only enforced fields change
+            desired = self._desired_module(new, runtime.name)
             the_plan = ModulePlan(
                 new.name, ModuleAction.UNCHANGED, "UpToDate", "", old.version, new.version
             )
         else:
+            desired = self._desired_module(new, runtime.name)
             the_plan = self._cached_plan(context, desired, old, new)
             if old is not None and _renders_alike(the_plan, fields):
                 return None  # another render, the same objects (a value no template reads)
-        if fields and desired.default_configuration is not None:
+        if fields and live is None and desired.default_configuration is not None:  # else planned
             ref = ObjectRef.of(desired.default_configuration.body)
             the_plan = reconfigured(the_plan, ref, fields)
         if (
@@ -407,6 +409,12 @@ class FleetDiffer:
             )
             self._same_plain[(old.name, old.version)] = same
         return same
+
+    def _stamped_module(self, resolution: Resolution, resolved: ResolvedModule) -> DesiredModule:
+        """``resolved`` as ``sync`` applies it to ``resolution``'s runtime: the runtime's label
+        and the enforced configuration on its objects (compared with a live cluster)."""
+        rendered = self._head_renderer.render(resolution, (resolved.name,))
+        return DesiredModule.of(resolved, self.head.modules[resolved.name], rendered)
 
     def _desired_module(self, resolved: ResolvedModule, runtime: str) -> DesiredModule:
         prepared = self._head_renderer.prepare(resolved, runtime)

@@ -6,13 +6,15 @@
 - :func:`running_version`: L5, the version label of the live operator workload.
 - :func:`labelled_ours`: an object carries our labels for a runtime and module.
 - :func:`ours_or_generated`: an object a Namespace may hold and still be ours to delete.
+- :func:`finalizers_holding` and :func:`held_text`: an object being deleted, and what holds it
+  (L13: a removal waits until it is gone).
 
 Callers: the lifecycle's reads and stages (``reconciler.lifecycle``), ``reconciler tree``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reconciler.core.model import (
@@ -100,3 +102,20 @@ def ours_or_generated(body: Mapping[str, Any]) -> bool:
     if labels.get(LABEL_MANAGED_BY) == MANAGED_BY_VALUE or metadata.get("ownerReferences"):
         return True
     return (str(body.get("kind")), str(metadata.get("name"))) in GENERATED
+
+
+def finalizers_holding(body: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The finalizers of an object being deleted (``deletionTimestamp`` set: Terminating), which
+    keep it until whoever put them there removes them; ``None`` when it is not being deleted
+    (an empty tuple: it waits for its content or its controller, e.g. a Namespace)."""
+    metadata = body.get("metadata") or {}
+    if not metadata.get("deletionTimestamp"):
+        return None
+    return tuple(str(f) for f in metadata.get("finalizers") or ())
+
+
+def held_text(ref: ObjectRef, finalizers: Sequence[str]) -> str:
+    """``Gadget/ns/default is being deleted, waiting for finalizers gadgets.g/cleanup``."""
+    if not finalizers:
+        return f"{ref.subject} is being deleted"
+    return f"{ref.subject} is being deleted, waiting for finalizers {', '.join(finalizers)}"

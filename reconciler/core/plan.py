@@ -24,6 +24,7 @@ from reconciler.core.fielddiff import (
     removed_owned_fields,
 )
 from reconciler.core.inventory import Inventory
+from reconciler.core.live import finalizers_holding, held_text
 from reconciler.core.model import (
     ANNOTATION_MODULE_VERSION,
     FIELD_MANAGER,
@@ -320,15 +321,23 @@ def plan_removal(live: LiveModule) -> ModulePlan:
             changes=changes,
         )
     default = _created_default(inventory, live)
-    if live.blocking_total:
+    blocking, total, held = _held_back(inventory, live)
+    if total:
         return replace(
             base,
             action=ModuleAction.BLOCKED_DELETION,
             reason=Reason.WAITING_FOR_RESOURCES,
-            message=_blocking_message(inventory.module, live),
+            message=blocking_message(
+                inventory.module,
+                blocking,
+                total,
+                held,
+                running=any(r in live.objects and r not in held for r in inventory.objects),
+            ),
             changes=default,
-            blocking=live.blocking,
-            blocking_total=live.blocking_total,
+            blocking=blocking,
+            blocking_total=total,
+            held=tuple(held.items()),
         )
     deletions = tuple(
         _delete_or_release(ref, live)
@@ -348,19 +357,55 @@ def plan_removal(live: LiveModule) -> ModulePlan:
 
 def _created_default(inventory: Inventory, live: LiveModule) -> tuple[ObjectChange, ...]:
     ref = inventory.default_configuration
-    if ref is None or not _ours(live.objects.get(ref), inventory):  # intended: maybe a user's
+    body = live.objects.get(ref) if ref is not None else None
+    if ref is None or not _ours(body, inventory):  # intended: maybe a user's
+        return ()
+    if body is not None and finalizers_holding(body) is not None:  # deleted already
         return ()
     return (ObjectChange(ObjectAction.DELETE, ref, default_configuration=True),)
 
 
-def _blocking_message(module: str, live: LiveModule) -> str:
-    shown = ", ".join(r.subject for r in live.blocking[:BLOCKING_SHOWN])
-    more = live.blocking_total - min(len(live.blocking), BLOCKING_SHOWN)
-    tail = f" and {more} more" if more > 0 else ""
-    return (
-        f"deletion of {module} waits for {live.blocking_total} object(s) of its kinds: "
-        f"{shown}{tail}; the operator keeps running until they are gone"
+def _held_back(
+    inventory: Inventory, live: LiveModule
+) -> tuple[tuple[ObjectRef, ...], int, dict[ObjectRef, tuple[str, ...]]]:
+    """What holds a removal back (L8, L13): the instances and objects the cluster shows (users'
+    resources, what is being deleted), and the default configuration when finalizers will hold
+    its deletion: the operator that removes them keeps running until it is gone."""
+    blocking, total, held = live.blocking, live.blocking_total, dict(live.held)
+    ref = inventory.default_configuration
+    body = live.objects.get(ref) if ref is not None else None
+    if ref is None or body is None or ref in blocking or not _ours(body, inventory):
+        return blocking, total, held
+    finalizers = tuple(str(f) for f in body["metadata"].get("finalizers") or ())
+    if not finalizers:
+        return blocking, total, held
+    held[ref] = finalizers
+    return (ref, *blocking), total + 1, held
+
+
+def blocking_message(
+    module: str,
+    blocking: Sequence[ObjectRef],
+    total: int,
+    held: Mapping[ObjectRef, tuple[str, ...]],
+    *,
+    running: bool,
+) -> str:
+    """Why ``module``'s removal waits (L8, L13): the first of the ``total`` objects that hold it,
+    those being deleted with the finalizers that hold them; ``running``: its operator is still
+    there (it keeps running until they are gone)."""
+    shown = ", ".join(
+        held_text(r, held[r]) if r in held else r.subject for r in blocking[:BLOCKING_SHOWN]
     )
+    more = total - min(len(blocking), BLOCKING_SHOWN)
+    tail = f" and {more} more" if more > 0 else ""
+    scope = "" if held else " of its kinds"
+    after = (
+        "the operator keeps running until they are gone"
+        if running
+        else "the removal finishes once they are gone"
+    )
+    return f"deletion of {module} waits for {total} object(s){scope}: {shown}{tail}; {after}"
 
 
 def _in_window(context: Context) -> bool:

@@ -106,6 +106,9 @@ class ModulePlan:
     changes: tuple[ObjectChange, ...] = ()
     blocking: tuple[ObjectRef, ...] = ()
     blocking_total: int = 0
+    #: Those of ``blocking`` being deleted (or deleted by this removal) that finalizers hold,
+    #: with their finalizers (L13).
+    held: tuple[tuple[ObjectRef, tuple[str, ...]], ...] = ()
     #: Objects the old version had that stay for now (a CRD with custom resources left); they
     #: stay in the inventory and are pruned by a later sync.
     kept: tuple[ObjectRef, ...] = ()
@@ -229,6 +232,9 @@ class LiveModule:
     running_version: str | None = None
     blocking: tuple[ObjectRef, ...] = ()
     blocking_total: int = 0
+    #: Those of ``blocking`` that are being deleted (Terminating), with the finalizers that
+    #: hold them (L13: a removal waits until they are gone).
+    held: Mapping[ObjectRef, tuple[str, ...]] = field(default_factory=dict)
     inventory_stored: bool = True
     #: Objects that are not ours inside each Namespace the module would delete (L8: a
     #: Namespace is deleted only when it holds nothing but our objects).

@@ -197,6 +197,8 @@ class Watches:
         self.daemon = daemon
         self.monotonic = monotonic
         self.open: dict[Key, _Open] = {}
+        #: How many watches the last log line counted.
+        self._counted = 0
         self._needs: dict[str, set[Key]] = {}
         self._desired: dict[str, set[tuple[str, str, str, str]]] = {}
         self._due: dict[str, float] = {}
@@ -291,7 +293,7 @@ class Watches:
             labels=OURS if scope == OWN else {},
         )
         opened = self.open[key] = _Open(watch)
-        log.info("watching %s on %s", watch.what, where)
+        log.debug("watching %s on %s", watch.what, where)
         return opened
 
     def _close_unneeded(self) -> None:
@@ -301,9 +303,13 @@ class Watches:
         for key in [k for k in self.open if k not in needed]:
             closed = self.open.pop(key)
             self._end(closed)
-            log.info("no longer watching %s on %s", closed.watch.what, key[0])
+            log.debug("no longer watching %s on %s", closed.watch.what, key[0])
         for key, opened in self.open.items():
             opened.needers = {r for r, keys in self._needs.items() if key in keys}
+        if len(self.open) != self._counted:  # one line when the count moves, not one a kind
+            clusters = len({key[0] for key in self.open})
+            log.info("watching %d kinds on %d clusters", len(self.open), clusters)
+            self._counted = len(self.open)
         self.daemon.metrics.watches(len(self.open))
 
     # -- threads -------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from reconciler.core.enforce import (
     enforced_paths,
     enforcement_body,
     handover_body,
+    managers_of,
     owned_paths,
     present,
     split_path,
@@ -68,16 +69,21 @@ class Enforcer:
             manager = self.writer.field_manager
             live = self._apply(handover_body(live, released, manager), manager)
         reverted = drifted(override, live)
+        ours = (CONFIG_FIELD_MANAGER, self.writer.field_manager)
+        changed_by = tuple(
+            (c.path, tuple(m for m in managers_of(live, c.path) if m not in ours)) for c in reverted
+        )
         owned = {p for p in owned_paths(live, CONFIG_FIELD_MANAGER) if p[:1] == ("spec",)}
         if reverted or owned != {split_path(p) for p in wanted}:
             self._apply(enforcement_body(ref, override), CONFIG_FIELD_MANAGER)
         self._record(current, wanted)
         if not reverted and not released:
             return None
-        return self._report(Enforcement(module.name, ref, reverted, released))
+        return self._report(Enforcement(module.name, ref, reverted, released, changed_by))
 
     def _report(self, done: Enforcement) -> Enforcement:
-        log.warning("module %s: %s", done.module, done.message)
+        say = log.warning if done.in_cluster else log.info  # a change in git is no drift
+        say("module %s: %s", done.module, done.message)
         self.changes.note(done.module, done.ref, ChangeAction.CONFIGURED)
         self.events.enforcement(done)
         return done

@@ -9,7 +9,7 @@ Kustomization and reconciliation), and a Warning on each object that holds a rem
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import cast
 
 from reconciler.cluster.api import Cluster, EventSink, ObjectEvent
@@ -48,16 +48,22 @@ class EventRecorder:
             reason, message = module_event_text(module, version, changed)
             self._record(ObjectEvent(ref, reason, message))
 
-    def deletion_blocked(self, module: str, blocking: Sequence[ObjectRef]) -> None:
-        """A Warning on each object that holds ``module``'s removal back."""
+    def deletion_blocked(
+        self,
+        module: str,
+        blocking: Sequence[ObjectRef],
+        held: Mapping[ObjectRef, tuple[str, ...]],
+    ) -> None:
+        """A Warning on each object that holds ``module``'s removal back (``held``: those
+        being deleted, with the finalizers that hold them)."""
         for ref in blocking:
-            text = deletion_blocked_text(module, ref)
+            text = deletion_blocked_text(module, ref, held.get(ref))
             self._record(ObjectEvent(ref, DELETION_BLOCKED, text, "Warning"))
 
     def enforcement(self, done: Enforcement) -> None:
-        """On the configuration CR: a Warning that enforced fields were taken back, or that
-        fields were released (Normal)."""
-        kind = "Warning" if done.reverted else "Normal"
+        """On the configuration CR: a Warning that enforced fields someone changed in the
+        cluster were taken back; Normal when git changed them, or fields were released."""
+        kind = "Warning" if done.in_cluster else "Normal"
         reason = "ConfigEnforced" if done.reverted else "ConfigReleased"
         self._record(ObjectEvent(done.ref, reason, done.message, kind))
 

@@ -20,6 +20,7 @@ from reconciler.core.enforce import enforcing
 from reconciler.core.intent import rebuilt_inventory, recorded_refs
 from reconciler.core.inventory import LABEL_INVENTORY, Inventory, inventory_from_configmap
 from reconciler.core.live import (
+    finalizers_holding,
     labelled_ours,
     ours_or_generated,
     running_version,
@@ -119,10 +120,10 @@ class Observer:
         objects = self.get_all(inventory.runtime, refs)
         if inventory.strategy is Strategy.IGNORE:
             return LiveModule(inventory, objects, inventory.version)
-        blocking, total = self._blocking(inventory)
+        blocking, total, held = self._blocking(inventory, objects)
         users = self._namespace_users([r for r in inventory.objects if r in objects])
         return LiveModule(
-            inventory, objects, inventory.version, blocking, total, namespace_users=users
+            inventory, objects, inventory.version, blocking, total, held, namespace_users=users
         )
 
     # -- what blocks a deletion ----------------------------------------------------------------
@@ -153,30 +154,45 @@ class Observer:
         ours: ObjectRef | None,
     ) -> dict[ObjectRef, Occupants]:
         """For each CRD among ``refs`` (an upgrade drops them): its custom resources left, but
-        for ``ours`` (the default configuration, which goes with its CRD)."""
+        for ``ours`` (the default configuration, which goes with its CRD) unless it is being
+        deleted already: finalizers hold it (L13), and the CRD waits for it too."""
         left: dict[ObjectRef, Occupants] = {}
         for ref in refs:
             if ref.kind != "CustomResourceDefinition":
                 continue
             group, kind = crd_kind(objects[ref])
-            found = [r for r in map(ObjectRef.of, self._instances(group, kind)) if r != ours]
+            found = [
+                ObjectRef.of(body)
+                for body in self._instances(group, kind)
+                if ObjectRef.of(body) != ours or finalizers_holding(body) is not None
+            ]
             if found:
                 left[ref] = _occupants(found)
         return left
 
-    def _blocking(self, inventory: Inventory) -> tuple[tuple[ObjectRef, ...], int]:
+    def _blocking(
+        self, inventory: Inventory, objects: Mapping[ObjectRef, Body]
+    ) -> tuple[tuple[ObjectRef, ...], int, dict[ObjectRef, tuple[str, ...]]]:
         """Instances of the module's kinds, except the default configuration we delete first
         and the module's own objects (a ServiceMonitor of its manifest, deleted with it) when
-        they carry our labels (one recorded as intended may be a user's)."""
+        they carry our labels (one recorded as intended may be a user's); and (L13) every
+        instance and object of the module (``objects``) that is being deleted, with the
+        finalizers that hold it: the first of them, their count, the finalizers of those."""
         ours = {*inventory.objects, inventory.default_configuration}
-        found: list[ObjectRef] = []
+        found: dict[tuple[str, str, str, str], tuple[ObjectRef, tuple[str, ...] | None]] = {}
         for group, kind in inventory.managed_kinds:
             for body in self._instances(group, kind):
-                ref = ObjectRef.of(body)
-                if ref not in ours or not labelled_ours(body, inventory.runtime, inventory.module):
-                    found.append(ref)
-        found.sort()
-        return tuple(found[:BLOCKING_KEPT]), len(found)
+                ref, holding = ObjectRef.of(body), finalizers_holding(body)
+                mine = ref in ours and labelled_ours(body, inventory.runtime, inventory.module)
+                if holding is not None or not mine:
+                    found[_identity(ref)] = (ref, holding)
+        for ref, body in objects.items():
+            holding = finalizers_holding(body)
+            if holding is not None:
+                found.setdefault(_identity(ref), (ref, holding))
+        first = sorted(found.values(), key=lambda pair: pair[0])[:BLOCKING_KEPT]
+        held = {ref: holding for ref, holding in first if holding is not None}
+        return tuple(ref for ref, _ in first), len(found), held
 
     def _instances(self, group: str, kind: str) -> list[Body]:
         """Every object of ``kind`` in ``group``, in all namespaces, in the version served now
@@ -302,6 +318,11 @@ def _desired_refs(module: DesiredModule, inventory: Inventory | None) -> list[Ob
 def _occupants(found: list[ObjectRef]) -> Occupants:
     found = sorted(found)
     return Occupants(len(found), tuple(found[:BLOCKING_KEPT]))
+
+
+def _identity(ref: ObjectRef) -> tuple[str, str, str, str]:
+    """An object's identity whatever version it was read in: group, kind, namespace, name."""
+    return ref.group, ref.kind, ref.namespace, ref.name
 
 
 def _listed_ref(asked: ObjectRef, body: Body) -> ObjectRef:

@@ -116,29 +116,45 @@ def stages_for(
     kind: OperationType, plugins: list[type[Step]], disabled: frozenset[str] = frozenset()
 ) -> Stages:
     """The built-in stages of ``kind`` with plugin steps inserted and optional steps switched
-    off; the order is checked (every plugin names an existing stage and step)."""
+    off; the order is checked (every plugin names an existing stage and step). A plugin may
+    come after another plugin's step: each goes in once the step it follows is there."""
     stages = [(name, list(steps)) for name, steps in BUILTIN_STAGES[kind]]
-    for plugin in plugins:
-        if kind not in plugin.operations:
-            continue
-        stage = next((steps for name, steps in stages if name == plugin.stage), None)
-        if stage is None:
-            known = ", ".join(n for n, _ in stages)
-            raise PermanentError(
-                f"step {plugin.name}: no stage '{plugin.stage}' in {kind} ({known})"
-            )
-        position = len(stage)
-        if plugin.after is not None:
-            names = [s.name for s in stage]
-            if plugin.after not in names:
-                raise PermanentError(
-                    f"step {plugin.name}: no step '{plugin.after}' in stage {plugin.stage}"
-                )
-            position = names.index(plugin.after) + 1
-        stage.insert(position, plugin)
+    pending = [plugin for plugin in plugins if kind in plugin.operations]
+    while pending:
+        placed = [p for p in pending if _insert(stages, p, kind, final=False)]
+        if not placed:  # none of them can go in: the first one says why
+            _insert(stages, pending[0], kind, final=True)
+        pending = [p for p in pending if p not in placed]
     return [
         (n, [s for s in steps if not (s.optional and s.name in disabled)]) for n, steps in stages
     ]
+
+
+def _insert(
+    stages: list[tuple[str, list[type[Step]]]],
+    plugin: type[Step],
+    kind: OperationType,
+    *,
+    final: bool,
+) -> bool:
+    """Put ``plugin`` in its stage, after its step; ``False`` when that step is not there (yet);
+    with ``final``, a :class:`PermanentError` saying what is missing instead."""
+    stage = next((steps for name, steps in stages if name == plugin.stage), None)
+    if stage is None:
+        known = ", ".join(n for n, _ in stages)
+        raise PermanentError(f"step {plugin.name}: no stage '{plugin.stage}' in {kind} ({known})")
+    position = len(stage)
+    if plugin.after is not None:
+        names = [s.name for s in stage]
+        if plugin.after not in names:
+            if final:
+                raise PermanentError(
+                    f"step {plugin.name}: no step '{plugin.after}' in stage {plugin.stage}"
+                )
+            return False
+        position = names.index(plugin.after) + 1
+    stage.insert(position, plugin)
+    return True
 
 
 @dataclass(frozen=True, slots=True)

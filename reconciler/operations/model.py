@@ -11,6 +11,7 @@ the CLI, the daemon.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -30,6 +31,7 @@ from reconciler.core.status import (
     worst_state,
 )
 from reconciler.errors import PermanentError, ReconcilerError
+from reconciler.operations.step_data import StepData
 
 
 class OperationType(StrEnum):
@@ -109,6 +111,20 @@ class OperationData:
     #: The error the last step run ended on (a permanent one failed the operation, a transient
     #: one has its stage retried); ``None`` once a step ends well.
     failure: StepFailure | None = None
+    #: Each step's own data (:mod:`reconciler.operations.step_data`): :meth:`kept_by`,
+    #: :meth:`keeping`.
+    steps: StepData = field(default_factory=StepData)
+
+    def kept_by(self, step: str) -> dict[str, Any]:
+        """What ``step`` kept in this operation (an empty mapping when nothing): found again
+        when its stage runs again (a retry, a resume after a crash or restart)."""
+        return self.steps.of(step)
+
+    def keeping(self, step: str, data: Mapping[str, Any]) -> OperationData:
+        """This data with ``data`` kept for ``step`` (JSON, small, never a secret: else a
+        :class:`~reconciler.errors.PermanentError` naming the step); saved with the operation
+        when the step ends: ``operation.data = operation.data.keeping(self.name, {...})``."""
+        return replace(self, steps=self.steps.keeping(step, data))
 
     @property
     def modules(self) -> tuple[ModuleStatus, ...]:

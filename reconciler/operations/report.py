@@ -139,6 +139,7 @@ def operation_json(operation: Operation) -> dict[str, Any]:
                         "finished": _iso(step.finished),
                         "retryAt": _iso(step.retry_at),
                         "message": step.message,
+                        **_kept(operation, step.name),
                     }
                     for step in stage.steps
                 ],
@@ -208,3 +209,9 @@ def age_text(now: datetime, then: datetime) -> str:
 
 def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment else None
+
+
+def _kept(operation: Operation, step: str) -> dict[str, Any]:
+    """``{"data": ...}`` when ``step`` kept data in ``operation``, else nothing."""
+    kept = operation.data.kept_by(step)
+    return {"data": kept} if kept else {}

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from reconciler.cluster.api import NO_IDENTITY, Cluster, ClusterIdentity
 from reconciler.core.durations import duration_text
 from reconciler.core.head import head_text
+from reconciler.core.live import held_text
 from reconciler.core.model import ClusterAccess, ConfigRepo, RetryLimits, Strategy
 from reconciler.core.plan_values import Context, DesiredModule
 from reconciler.core.status import ModuleState, ModuleStatus, PassResult, Reason
@@ -383,7 +384,8 @@ class WaitForManagedResources(Step):
     name = "Wait_For_Managed_Resources"
     domain = "lifecycle"
     description = (
-        "Waits while custom resources of the modules' kinds exist (names them); retries "
+        "Waits while custom resources of the modules' kinds exist, or objects of the modules "
+        "are being deleted (names them, and the finalizers that hold them); retries "
         "without fail: skipped past its limit (5 minutes unless spec.operations."
         "retryWithoutFail sets another), so that the modules nothing blocks are deleted."
     )
@@ -395,7 +397,9 @@ class WaitForManagedResources(Step):
         if blocked:
             text = "; ".join(
                 f"{name}: {m.blocking_total} object(s), e.g. "
-                + ", ".join(r.subject for r in m.blocking[:3])
+                + ", ".join(
+                    held_text(r, m.held[r]) if r in m.held else r.subject for r in m.blocking[:3]
+                )
                 for name, m in blocked
             )
             operation.data = replace(operation.data, blocking=text)

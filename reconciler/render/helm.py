@@ -15,12 +15,16 @@ import io
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from reconciler.config.schema_refs import schema_reference_problems
 from reconciler.core.model import RenderedTemplate
 from reconciler.core.templates import RenderRequest
 from reconciler.errors import RenderError
 from reconciler.render.documents import is_hook, is_notes, objects_of
+
+if TYPE_CHECKING:
+    import tarfile
 
 #: Hook kinds that are never run: ``helm test`` is not part of a sync.
 TEST_HOOKS = frozenset({"test", "test-success", "test-failure"})
@@ -36,11 +40,14 @@ class HelmChartRenderer:
     def render(self, request: RenderRequest) -> RenderedTemplate:
         """The objects, hooks and notes of ``request``'s chart with its values."""
         self.renders += 1
+        shown = request.template.root
+        schemas = {**request.template.files, **packed_schemas(request.template.files)}
+        for problem in schema_reference_problems(schemas, shown):  # validation refused them
+            raise RenderError(f"line {problem.line}: {problem.message}", problem.path)
         rendered = _render_chart(request)
         crds = [f for f in request.template.files if f.startswith("crds/")]
         crd_text = {f: request.template.files[f].decode() for f in crds}
         objects, hooks = [], []
-        shown = request.template.root
         for body in (*objects_of(crd_text, shown), *objects_of(rendered, shown)):
             if not is_hook(body):
                 objects.append(body)
@@ -67,6 +74,47 @@ def _render_chart(request: RenderRequest) -> dict[str, str]:
             )
     except helm_python.HelmError as error:
         raise RenderError(_one_line(str(error)), request.template.root) from None
+
+
+def packed_schemas(files: Mapping[str, bytes]) -> dict[str, bytes]:
+    """The ``values.schema.json`` files of the subcharts packed as archives under ``charts/``
+    (Helm checks values against them too), by their path through the archives
+    (``charts/db-1.0.0.tgz/db/values.schema.json``)."""
+    found: dict[str, bytes] = {}
+    for name in sorted(files):
+        if name.startswith("charts/") and name.endswith(".tgz"):
+            found.update(_archive_schemas(files[name], name, 0))
+    return found
+
+
+#: The largest member read from a packed subchart, and how deep subcharts of subcharts are
+#: looked into (a larger or deeper one is the engine's to refuse).
+MAX_MEMBER_BYTES = 5 * 1024 * 1024
+MAX_DEPTH = 4
+
+
+def _archive_schemas(data: bytes, shown: str, depth: int) -> dict[str, bytes]:
+    import tarfile  # only when a chart renders (startup time of every command)
+
+    found: dict[str, bytes] = {}
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+            for member in archive:
+                if not member.isfile() or member.size > MAX_MEMBER_BYTES:
+                    continue
+                path = f"{shown}/{member.name}"
+                if member.name.endswith("/values.schema.json"):
+                    found[path] = _member_bytes(archive, member)
+                elif "/charts/" in member.name and path.endswith(".tgz") and depth < MAX_DEPTH:
+                    found.update(_archive_schemas(_member_bytes(archive, member), path, depth + 1))
+    except (tarfile.TarError, OSError, EOFError):
+        return found  # not an archive: the engine refuses the chart itself
+    return found
+
+
+def _member_bytes(archive: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    extracted = archive.extractfile(member)
+    return extracted.read() if extracted is not None else b""
 
 
 def chart_archive(files: Mapping[str, bytes]) -> bytes:

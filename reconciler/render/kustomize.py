@@ -5,32 +5,29 @@ kustomize``: the real kustomize that kubectl embeds, from the pinned ``kubectl-c
 (the official kubectl binary repackaged; no download at install time). The folder's files, as the
 loader read them from the commit, are written to a private temporary folder and built there, so
 a build sees exactly the commit's content and nothing else of the disk: a base must live inside
-the version folder (``base/``, referenced as ``resources: [base]``). Remote resources (URLs, git
-repositories) are refused before the build, so it never touches the network. The build's output
-is split into objects like a chart's (:mod:`reconciler.render.documents`). Values do not apply to
-overlays. Renders are cached by the folder's content digest in the core's render cache.
+the version folder (``base/``, referenced as ``resources: [base]``). Every value of a
+kustomization that names a file is checked before the build, as validation checked it
+(:mod:`reconciler.config.overlays`): a URL, a remote repository, an absolute path or one climbing
+out of the folder is refused, so a build never touches the network nor the host's disk. The
+build's output is split into objects like a chart's (:mod:`reconciler.render.documents`). Values
+do not apply to overlays. Renders are cached by the folder's content digest in the core's render
+cache.
 """
 
 from __future__ import annotations
 
 import os
-import posixpath
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from reconciler.config.yamlsafe import parse_yaml
+from reconciler.config.overlays import KUSTOMIZATION_NAMES, overlay_problems
 from reconciler.core.model import RenderedTemplate
 from reconciler.core.templates import RenderRequest
 from reconciler.errors import RenderError
 from reconciler.render.documents import objects_of
 
-#: The names kustomize reads a kustomization from, in the order it looks for them.
-KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
-#: Fields of a kustomization that name other files or folders (each may name a remote one).
-_REFERENCE_FIELDS = ("resources", "components", "bases")
 #: Seconds one build may take before it is given up (an overlay is built in well under one).
 BUILD_SECONDS = 120.0
 
@@ -49,8 +46,8 @@ class KustomizeRenderer:
         files = request.template.files
         shown = request.template.root
         blamed = f"{shown}/{_top_kustomization(files)}"
-        for problem in remote_references(files):
-            raise RenderError(problem, blamed)
+        for problem in overlay_problems(files, shown):  # validation refused them already
+            raise RenderError(f"line {problem.line}: {problem.message}", problem.path)
         output = _build(files, shown, blamed, self.kubectl or kubectl_program())
         objects = tuple(objects_of({"kustomization.yaml": output}, shown))
         return RenderedTemplate(objects, request.key)
@@ -64,41 +61,6 @@ def kubectl_program() -> str:
         return str(kubectl_path())
     except (ImportError, FileNotFoundError):
         return "kubectl"
-
-
-def remote_references(files: Mapping[str, bytes]) -> Iterator[str]:
-    """One message per entry of a kustomization in ``files`` that names something outside
-    them: a URL or a git repository (the build would fetch it; builds are offline)."""
-    for path in sorted(files):
-        if posixpath.basename(path) not in KUSTOMIZATION_NAMES:
-            continue
-        for entry in _references(files[path], path):
-            if _is_remote(entry, posixpath.dirname(path), files):
-                yield (
-                    f"{path}: '{entry}' is a remote resource; builds are offline, "
-                    "keep the resource in the version folder"
-                )
-
-
-def _references(data: bytes, path: str) -> Iterator[str]:
-    documents, problems = parse_yaml(data.decode(errors="replace"), path)
-    if problems or not documents or not isinstance(documents[0].data, Mapping):
-        return  # kustomize reports a broken file itself, at the build
-    body: Mapping[str, Any] = documents[0].data
-    for field in _REFERENCE_FIELDS:
-        entries = body.get(field)
-        if isinstance(entries, list):
-            yield from (e for e in entries if isinstance(e, str))
-
-
-def _is_remote(entry: str, folder: str, files: Mapping[str, bytes]) -> bool:
-    if "://" in entry or entry.startswith("git@"):
-        return True
-    local = posixpath.normpath(posixpath.join(folder, entry))
-    if local in files or any(name.startswith(local + "/") for name in files):
-        return False
-    first = entry.split("/", 1)[0]
-    return "." in first and first not in (".", "..")  # github.com/org/repo, a host name
 
 
 def _top_kustomization(files: Mapping[str, bytes]) -> str:

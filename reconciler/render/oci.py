@@ -6,15 +6,20 @@ client Helm uses for ``helm pull oci://...``, and its HTTP repository downloader
 ``index.yaml``. An OCI artifact is resolved by its tag first (a tag whose digest differs from the
 pinned one is refused, naming both), then pulled **by digest**, so the registry can only hand
 over that content. Credentials are given to a client of this pull only: an OCI login is kept in
-a private, temporary credentials file (never Helm's own), an HTTP repository gets them with the
-request; neither is ever logged or put in a message. Callers: :mod:`reconciler.render.sources`.
+a private, temporary credentials file (never Helm's own); an HTTP repository gets them with the
+request for its ``index.yaml``, and with the archive's only when the index puts the archive on
+the repository's own scheme, host and port (an index may name any host; Helm's rule without
+``--pass-credentials``); neither is ever logged or put in a message. Callers:
+:mod:`reconciler.render.sources`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from reconciler.errors import RenderError, TransientError
 
@@ -25,6 +30,8 @@ _UNREACHABLE = re.compile(
 )
 #: Helm's messages for a registry or repository that wants other (or any) credentials.
 _REFUSED_LOGIN = re.compile(r"unauthori[sz]ed|credential|denied|forbidden|\b40[13]\b", re.I)
+#: The port of each scheme when a URL names none.
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 #: How long a pull that failed because the registry could not be reached waits to be retried.
 RETRY_SECONDS = 60.0
 
@@ -110,16 +117,62 @@ def _pull_oci(artifact: Artifact, login: Login | None, into: Path) -> None:
 
 
 def _pull_http(artifact: Artifact, login: Login | None, into: Path) -> None:
+    """The archive the repository's ``index.yaml`` lists for the pinned version, fetched with
+    the credentials only when it is on the repository's own scheme, host and port (Helm's
+    rule without ``--pass-credentials``: an index may name any host for an archive)."""
     import helm_python
 
-    helm_python.pull(
-        artifact.chart,
-        repo_url=artifact.url,
-        version=artifact.version,
-        destination=into,
-        username=login.username if login is not None else None,
-        password=login.password if login is not None else None,
-    )
+    user, password = (login.username, login.password) if login is not None else (None, None)
+    index = helm_python.repo_index(artifact.url, username=user, password=password)
+    archive = archive_url(index, artifact)
+    if not same_origin(archive, artifact.url):
+        user = password = None
+    helm_python.pull(archive, destination=into, username=user, password=password)
+
+
+def archive_url(index: Mapping[str, Any], artifact: Artifact) -> str:
+    """Where ``index`` (a repository's ``index.yaml``) puts the archive of the pinned chart
+    version: its first URL, resolved against the repository's URL as Helm resolves it."""
+    entries = index.get("entries") if isinstance(index, Mapping) else None
+    versions = entries.get(artifact.chart) if isinstance(entries, Mapping) else None
+    listed = [
+        v
+        for v in versions or ()
+        if isinstance(v, Mapping) and str(v.get("version")) == artifact.version
+    ]
+    urls = listed[0].get("urls") if listed else None
+    if not isinstance(urls, list) or not urls or not isinstance(urls[0], str):
+        message = (
+            f"{artifact.shown} cannot be pulled: the repository's index.yaml lists no archive of it"
+        )
+        raise RenderError(message)
+    from urllib.parse import urljoin
+
+    found = urljoin(artifact.url.rstrip("/") + "/", urls[0])
+    if not found.lower().startswith(("http://", "https://")):
+        raise RenderError(
+            f"{artifact.shown}: the repository's index.yaml names its archive at a URL "
+            "other than http(s); refused"
+        )
+    return found
+
+
+def same_origin(url: str, other: str) -> bool:
+    """Whether ``url`` and ``other`` have the same scheme, host and port (default ports
+    filled in): where a repository's credentials may go."""
+    return _origin(url) == _origin(other)
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port or _DEFAULT_PORTS.get(scheme)
+    except ValueError:  # not a port number: never equal to a real origin
+        return scheme, "", -1
+    return scheme, (parts.hostname or "").lower(), port
 
 
 def _pull_error(artifact: Artifact, text: str, login: Login | None) -> RenderError | TransientError:

@@ -165,10 +165,23 @@ def check_layout(tree: SourceTree, shown: str) -> None:
     found = ((SETTINGS_FILE, tree.is_file(SETTINGS_FILE)), ("modules/", tree.is_dir("modules")))
     present = [name for name, there in found if there]
     has = f" (it has {' and '.join(present)})" if present else ""
+    below = [f"{shown.rstrip('/')}/{name}" for name in _config_repos_below(tree)]
+    hint = f"; {' and '.join(below[:2])} {'is one' if len(below) == 1 else 'are'}" if below else ""
     raise SourceError(
-        f"{shown}: not a config repo: no runtimes/ folder{has}; name the folder that holds "
-        "runtimes/, modules/ and reconciler.yaml (e.g. reconciler validate path/to/repo)"
+        f"{shown}: not a config repo: no runtimes/ folder{has}{hint}; name the folder that holds "
+        "runtimes/, modules/ and reconciler.yaml (e.g. reconciler validate "
+        f"{below[0] if below else 'path/to/repo'})"
     )
+
+
+def _config_repos_below(tree: SourceTree) -> list[str]:
+    """The folders right below the root that hold a ``runtimes/`` folder (a config repo kept
+    in a folder of a larger repository)."""
+    return [
+        entry.name
+        for entry in tree.entries("")
+        if entry.is_dir and not entry.is_link and tree.is_dir(f"{entry.name}/runtimes")
+    ]
 
 
 #: Parsed files by (content id, displayed path).

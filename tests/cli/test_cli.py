@@ -337,6 +337,55 @@ def _headers(stdout: str) -> Iterator[tuple[str, str, str]]:
             yield match.group(1), match.group(2), match.group(3)
 
 
+def _leaking_fleet(folder: Path, url: str) -> str:
+    """The sample repo (with its channels) copied under ``folder``, its overlay's
+    configMapGenerator reading ``url``; the overlay's new text."""
+    import shutil
+
+    shutil.copytree(ROOT / "channels", folder / "channels")
+    shutil.copytree(SAMPLE, folder / "fleet")
+    overlay = folder / "fleet" / "modules" / "status-board" / "1.0.0" / "kustomization.yaml"
+    leak = f"  - name: leak\n    files:\n      - {url}/secret.txt\n"
+    text = overlay.read_text().replace("configMapGenerator:\n", "configMapGenerator:\n" + leak)
+    overlay.write_text(text)
+    return text
+
+
+@pytest.mark.parametrize("command", ["render", "validate", "diff --base-path", "diff of the base"])
+def test_an_overlay_naming_a_url_is_refused_at_its_line_and_never_asked(
+    tmp_path: Path, command: str
+) -> None:
+    from tests.support.http_fakes import CountingServer
+
+    served = CountingServer(b"internal: secret\n")
+    try:
+        text = _leaking_fleet(tmp_path, served.url)
+        fleet, clean = tmp_path / "fleet", ROOT / "sample-repo"
+        args = {
+            "render": ("render", fleet, "--runtime", "dev-sandbox", "--module", "status-board"),
+            "validate": ("validate", fleet),
+            "diff --base-path": ("diff", fleet, "--base-path", clean),
+            "diff of the base": ("diff", clean, "--base-path", fleet),
+        }[command]
+        result = _invoke(*args)
+    finally:
+        served.close()
+
+    assert served.requests == []
+    assert "internal: secret" not in result.output
+    assert result.exit_code != 0, result.output
+    line, column = _where(text, served.url)
+    found = [m for m in map(DIAGNOSTIC.match, result.output.splitlines()) if m is not None]
+    assert len(found) == 1, result.output
+    assert found[0]["path"].endswith("modules/status-board/1.0.0/kustomization.yaml")
+    assert (int(found[0]["line"]), int(found[0]["column"]), found[0]["rule"]) == (
+        line,
+        column,
+        "C6",
+    )
+    assert found[0]["pointer"] == "/configMapGenerator/0/files/0"
+
+
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_render_every_sample_runtime(runtime: str) -> None:
     expected = {module: version for module, (version, _) in SAMPLE_RUNS[runtime].items()}

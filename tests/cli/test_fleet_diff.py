@@ -330,6 +330,29 @@ def test_live_view_from_snapshots(history: Path, tmp_path: Path) -> None:
     assert "Gadget/gadget-system/mine" in result.stdout
 
 
+def test_an_in_sync_snapshot_shows_no_change_as_the_ci_recipe_runs_it(
+    history: Path, tmp_path: Path
+) -> None:
+    """docs/ci-recipes.md: ``diff --base HEAD --snapshot clusters/`` right after a sync, with
+    nothing changed in git: every runtime is unchanged (its objects are compared as sync
+    applies them, with the runtime's label and enforced configuration); then a channel bump
+    is the only change."""
+    clusters = tmp_path / "clusters"
+    synced = CliRunner().invoke(
+        cli, ["sync", str(history / "fleet"), "--snapshot", f"{clusters}/", "--snapshot-create"]
+    )
+    assert synced.exit_code == 0, synced.output
+
+    result = _diff(history, "--snapshot", f"{clusters}/")
+    assert result.exit_code == 0, result.output
+    assert "no changes (3 runtimes)" in result.stdout
+
+    bump = {"widget": "2.0.0", "gadget": "1.0.0", "mesh": "1.0.0"}
+    write_tree(history, {"channels/regular.yaml": channel_yaml("regular", bump)})
+    report = _json(history, "--snapshot", f"{clusters}/")
+    assert {(r, m) for r, m in _changes(report)} == {(runtime, "widget") for runtime in ("a", "b")}
+
+
 def test_each_blob_is_parsed_once_and_each_situation_planned_once(tmp_path: Path) -> None:
     from datetime import UTC, datetime
 

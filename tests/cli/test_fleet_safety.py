@@ -451,3 +451,13 @@ def test_re_triggered_deprovisions_pass_the_brake(tmp_path: Path) -> None:
     )
     assert allowed.exit_code == 0, allowed.output
     assert len(store.operations()) == 12
+
+
+def test_the_folder_above_a_config_repo_names_it(tmp_path: Path) -> None:
+    """``reconciler validate .`` in a git repository whose config repo is a folder of it (as
+    docs/troubleshooting.md runs it): the error names that folder."""
+    shutil.copytree(PROJECT / "sample-repo", tmp_path / "fleet")
+    result = CliRunner().invoke(cli, ["validate", str(tmp_path)])
+    assert result.exit_code == 2
+    assert f"{tmp_path}/fleet is one" in result.output
+    assert f"(e.g. reconciler validate {tmp_path}/fleet)" in result.output

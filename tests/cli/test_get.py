@@ -135,6 +135,18 @@ def test_get_modules_filters_rows(fleet: Fleet) -> None:
     assert none == ""
 
 
+def test_get_modules_wide_adds_the_channel_commit_and_operation(fleet: Fleet) -> None:
+    plain = fleet.run("get", "modules", "--module", "istio", *fleet.state).splitlines()
+    wide = fleet.run(
+        "get", "modules", str(fleet.repo), "--module", "istio", "-o", "wide", *fleet.state
+    ).splitlines()
+
+    assert wide[0].split() == [*plain[0].split(), "CHANNEL", "COMMIT", "OPERATION"]
+    channels = {line.split()[0]: line.split()[-3] for line in wide[1:]}
+    assert channels["prod-eu-1"] == "regular"
+    assert channels["dev-sandbox"] == "experimental"
+
+
 def test_get_operations_filters_by_runtime_and_state(fleet: Fleet) -> None:
     both = fleet.run(
         "get", "operations", "--runtime", "prod-eu-1", "--runtime", "dev-sandbox", *fleet.state

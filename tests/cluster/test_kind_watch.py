@@ -4,6 +4,10 @@ first list tells nothing, and a watch told to stop during a backoff stops."""
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from reconciler.cluster.api import WatchEventType
 from reconciler.cluster.memory import Fault, InMemoryCluster
 from reconciler.cluster.watch import Backoff, KindWatch
@@ -80,3 +84,23 @@ def test_a_watch_told_to_stop_during_a_backoff_stops() -> None:
 
     assert len(waits) == 6
     assert waits[-1] == 16.0
+
+
+def test_a_failure_is_logged_once_per_change_of_state(caplog: pytest.LogCaptureFixture) -> None:
+    """The same failure again and again is one warning; a new one is news; so is the end."""
+    cluster = InMemoryCluster()
+    watch = _watched(cluster, [], [])
+    watch.step()
+    cluster.faults.append(Fault("watch", ServerError("connection reset"), times=3))
+    cluster.faults.append(Fault("watch", ServerError("forbidden now"), times=2))
+    caplog.set_level(logging.INFO, logger="reconciler")
+
+    for _ in range(6):
+        watch.step()
+
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+    assert said == [
+        "watch ConfigMap (v1): connection reset (tried again in 0.5s, and so on)",
+        "watch ConfigMap (v1): forbidden now (tried again in 4s, and so on)",
+        "watch ConfigMap (v1): works again",
+    ]

@@ -21,7 +21,7 @@ import pytest
 from tests.support.kube_control_plane import ControlPlane
 from tests.support.repos import RepoFactory, channel_file, module_files, runtime_file
 
-SECRET = "prod-kubeconfig"
+SECRET = "fleet-kubeconfig"
 
 
 @pytest.fixture
@@ -80,7 +80,7 @@ def _one_line_about_the_secret(done: subprocess.CompletedProcess[str], namespace
     assert "HTTPHeaderDict" not in said
     lines = [line for line in said.splitlines() if f"{namespace}/{SECRET}" in line]
     assert lines, said
-    assert "prod" in lines[0]
+    assert "prod" in lines[0]  # the runtime
     return lines[0]
 
 

@@ -4,14 +4,18 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from reconciler.core.diagnostics import Diagnostic
 from reconciler.render import default_renderer
 from reconciler.source.loader import load_repo
 from tests.support.charts import chart_module_files
+from tests.support.http_fakes import CountingServer
 from tests.support.repos import API, RepoFactory, dump, module_files, runtime_file
 
 SCHEMA = {
@@ -147,3 +151,65 @@ def test_values_for_a_manifest_module_are_a_warning_where_given(make_repo: RepoF
     unused = "plain 1.0.0 is a manifest, not a chart: these values are not used"
     assert warnings[("channels/regular.yaml", "/spec/values/plain")] == f"{unused} [runtime b]"
     assert warnings[("runtimes/b.yaml", "/spec/modules/1/values")] == f"{unused} [runtime b]"
+
+
+@pytest.fixture
+def served() -> Iterator[CountingServer]:
+    """A host that a chart's schema names: every request to it is counted."""
+    server = CountingServer(json.dumps({"enum": ["huge"]}).encode())
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def _schema_naming(reference: dict[str, Any]) -> str:
+    schema = {**SCHEMA, "properties": {**SCHEMA["properties"], "size": reference}}  # type: ignore[dict-item]
+    return json.dumps(schema, indent=2)
+
+
+@pytest.mark.parametrize(
+    ("keyword", "reference"),
+    [
+        ("$ref", {"$ref": "URL/size.json"}),
+        ("$ref", {"$ref": "size.json"}),  # Helm reads it from file:///size.json, not the chart
+        ("$ref", {"$ref": "file:///etc/size.json"}),
+        ("$dynamicRef", {"$dynamicRef": "URL/size.json#meta"}),
+        ("$schema", {"$schema": "URL/meta.json", "type": "string"}),
+    ],
+)
+def test_a_schema_reference_out_of_the_file_is_refused_at_its_line_and_never_fetched(
+    make_repo: RepoFactory, served: CountingServer, keyword: str, reference: dict[str, Any]
+) -> None:
+    named = {
+        k: v.replace("URL", served.url) if isinstance(v, str) else v for k, v in reference.items()
+    }
+    root = make_repo(
+        _tree(schema={"modules/web/1.0.0/chart/values.schema.json": _schema_naming(named)})
+    )
+
+    errors = _errors(root)
+
+    (error,) = errors
+    path = "modules/web/1.0.0/chart/values.schema.json"
+    assert (error.rule, error.path) == ("C6", path)
+    assert error.line == _line_of(root, path, f'"{keyword}": "{named[keyword]}"')
+    assert error.pointer == f"/properties/size/{keyword.replace('/', '~1')}"
+    assert "it would be fetched" in error.message
+    assert served.requests == []
+
+
+def test_references_inside_the_schema_and_known_drafts_pass(make_repo: RepoFactory) -> None:
+    schema = {
+        **SCHEMA,
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$defs": {"size": {"enum": ["small", "medium", "large"]}},
+        "properties": {**SCHEMA["properties"], "size": {"$ref": "#/$defs/size"}},  # type: ignore[dict-item]
+    }
+    root = make_repo(
+        _tree(schema={"modules/web/1.0.0/chart/values.schema.json": json.dumps(schema)})
+    )
+
+    validation = load_repo(root, renderer=default_renderer())
+
+    assert validation.repo is not None, [d.format() for d in validation.diagnostics]

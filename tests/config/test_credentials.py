@@ -8,11 +8,15 @@ from pathlib import Path
 import pytest
 
 from reconciler.config.credentials import find_inline_credentials
+from reconciler.config.file_credentials import credential_scans
+from reconciler.config.validate import Validation
 from reconciler.config.yamlsafe import parse_yaml
 from reconciler.core.diagnostics import Diagnostic
 from reconciler.source.loader import ReadOptions, load_repo
+from tests.support.charts import chart_module_files
 from tests.support.credentials import GITHUB, PEM, TOKENS
-from tests.support.repos import RepoFactory, small_repo
+from tests.support.render_modules import overlay_files
+from tests.support.repos import RepoFactory, channel_file, runtime_file, small_repo
 from tests.support.tools import require_shared
 
 #: A value that must never show up in any message.
@@ -439,3 +443,140 @@ def test_a_password_in_the_channels_url_is_refused_at_its_place_without_showing_
     ]
     assert "a password in a URL" in validation.diagnostics[0].message
     assert SECRET not in validation.diagnostics[0].format()
+
+
+# -- the files a chart or an overlay renders from ------------------------------------------------
+
+#: A Secret as a chart template writes it: ``{{ }}`` makes it no YAML before the render.
+_TEMPLATED_SECRET = (
+    "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-db\n"
+    "stringData:\n  db-password: " + SECRET + "\n  user: {{ .Values.user | quote }}\n"
+)
+_PLAIN_SECRET = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\nstringData:\n  token: x\n"
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "line", "pointer"),
+    [
+        ("modules/web/1.0.0/chart/templates/secret.yaml", _TEMPLATED_SECRET, 6, ""),
+        (
+            "modules/web/1.0.0/chart/values.yaml",
+            f"replicas: 1\nadminPassword: {SECRET}\n",
+            2,
+            "/adminPassword",
+        ),
+        (
+            "modules/web/1.0.0/chart/charts/db/values.yaml",
+            f"auth:\n  password: {SECRET}\n",
+            2,
+            "/auth/password",
+        ),
+        (
+            "modules/web/1.0.0/chart/files/app.properties",
+            f"name=web\ndb.password={SECRET}\n",
+            2,
+            "",
+        ),
+        (
+            "modules/web/1.0.0/chart/templates/_helpers.tpl",
+            f'{{{{- define "t" -}}}}\n{GITHUB}\n{{{{- end }}}}\n',
+            2,
+            "",
+        ),
+        ("modules/web/1.0.0/chart/crds/secret.yaml", _PLAIN_SECRET, 6, "/stringData"),
+    ],
+)
+def test_a_chart_file_holding_a_credential_is_refused_at_its_line(
+    make_repo: RepoFactory, path: str, text: str, line: int, pointer: str
+) -> None:
+    tree = {**chart_module_files("web"), **_runtime_taking("web"), path: text}
+
+    found = _c6(load_repo(make_repo(tree)))
+
+    (diagnostic,) = found
+    assert (diagnostic.path.split("/repo/", 1)[1], diagnostic.line) == (path, line)
+    assert diagnostic.pointer == pointer
+    assert SECRET not in diagnostic.format()
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "line", "overlay"),
+    [
+        (
+            "modules/board/1.0.0/db.env",
+            f"HOST=db\nDB_PASSWORD={SECRET}\n",
+            2,
+            {"resources": ["base"], "configMapGenerator": [{"name": "db", "envs": ["db.env"]}]},
+        ),
+        (
+            "modules/board/1.0.0/base/secret.yaml",
+            _PLAIN_SECRET,
+            6,
+            {"resources": ["base"]},
+        ),
+        (
+            "modules/board/1.0.0/kustomization.yaml",
+            "",
+            6,
+            {
+                "resources": ["base"],
+                "secretGenerator": [{"name": "s", "literals": [f"password={SECRET}"]}],
+            },
+        ),
+    ],
+)
+def test_an_overlay_file_holding_a_credential_is_refused_at_its_line(
+    make_repo: RepoFactory, path: str, text: str, line: int, overlay: dict[str, object]
+) -> None:
+    tree = {**overlay_files(overlay), **_runtime_taking("board")}
+    if text:
+        tree[path] = text
+
+    found = _c6(load_repo(make_repo(tree)))
+
+    (diagnostic,) = found
+    assert (diagnostic.path.split("/repo/", 1)[1], diagnostic.line) == (path, line)
+    assert SECRET not in diagnostic.format()
+
+
+def test_the_same_secret_is_refused_as_a_manifest_and_as_a_chart_template(
+    make_repo: RepoFactory,
+) -> None:
+    secret = _TEMPLATED_SECRET.replace("{{ .Release.Name }}", "web").replace(
+        "{{ .Values.user | quote }}", "app"
+    )
+    plain = small_repo()
+    plain["modules/alpha/1.0.0/manifest.yaml"] += "---\n" + secret
+    templated = {
+        **chart_module_files("web"),
+        **_runtime_taking("web"),
+        "modules/web/1.0.0/chart/templates/s.yaml": _TEMPLATED_SECRET,
+    }
+
+    manifest = load_repo(make_repo(plain))
+    chart = load_repo(make_repo(templated, "charted"))
+
+    assert {d.message.split(":")[0] for d in _c6(manifest)} >= {"Secret with inline stringData"}
+    assert [(d.line, d.path.rsplit("/", 1)[1]) for d in _c6(chart)] == [(6, "s.yaml")]
+
+
+def test_the_corpus_charts_files_hold_no_credential(make_repo: RepoFactory) -> None:
+    """Real charts (references, booleans such as automountServiceAccountToken, schemas and
+    helm-unittest files) pass the scan."""
+    for name in ("cert-manager", "ingress-nginx"):
+        folder = require_shared("corpus", "charts", name)
+        top = next(folder.rglob("Chart.yaml")).parent
+        files = {str(p.relative_to(top)): p.read_bytes() for p in top.rglob("*") if p.is_file()}
+        found = [d for _, scan in credential_scans(files, name, chart=True) for d in scan(None)]
+        assert found == [], [d.format() for d in found]
+
+
+def _runtime_taking(module: str) -> dict[str, str]:
+    return {
+        **channel_file("regular", {module: "1.0.0"}),
+        **runtime_file("one", "regular", [{"name": module}]),
+    }
+
+
+def _c6(validation: Validation) -> list[Diagnostic]:
+    return [d for d in validation.diagnostics if d.rule == "C6"]

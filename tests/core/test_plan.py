@@ -663,6 +663,61 @@ def test_blocked_removal_names_all_blockers_when_few() -> None:
     )
 
 
+def test_a_default_configuration_with_finalizers_is_deleted_and_waited_for() -> None:
+    """L13: its operator removes the finalizers, so it keeps running until the CR is gone."""
+    held = _default()
+    held["metadata"]["finalizers"] = ["widgets.example.io/cleanup"]
+
+    entry = plan_removal(_live(objects=[*_objects("1.0.0"), held], default_done=False))
+
+    assert (entry.action, entry.reason) == (ModuleAction.BLOCKED_DELETION, "WaitingForResources")
+    assert _changes(entry) == [(ObjectAction.DELETE, DEFAULT.subject)]
+    assert entry.message == (
+        f"deletion of widget waits for 1 object(s): {DEFAULT.subject} is being deleted, "
+        "waiting for finalizers widgets.example.io/cleanup; "
+        "the operator keeps running until they are gone"
+    )
+    assert entry.held == ((DEFAULT, ("widgets.example.io/cleanup",)),)
+
+
+def test_a_terminating_default_configuration_is_not_deleted_again_and_still_waited_for() -> None:
+    terminating = _default()
+    terminating["metadata"]["deletionTimestamp"] = "2026-11-18T12:00:00Z"
+    terminating["metadata"]["finalizers"] = ["widgets.example.io/cleanup"]
+    live = _live(
+        objects=[*_objects("1.0.0"), terminating],
+        default_done=False,
+        blocking=(DEFAULT,),
+        blocking_total=1,
+        held={DEFAULT: ("widgets.example.io/cleanup",)},
+    )
+
+    entry = plan_removal(live)
+
+    assert entry.action is ModuleAction.BLOCKED_DELETION
+    assert entry.changes == ()
+    assert "is being deleted, waiting for finalizers widgets.example.io/cleanup" in entry.message
+
+
+def test_a_removal_whose_objects_are_all_terminating_says_it_finishes_when_they_are_gone() -> None:
+    terminating = _body("Namespace", NS, namespace="")
+    terminating["metadata"]["deletionTimestamp"] = "2026-11-18T12:00:00Z"
+    live = _live(
+        objects=[terminating],
+        default_done=False,
+        blocking=(NAMESPACE,),
+        blocking_total=1,
+        held={NAMESPACE: ()},
+    )
+
+    entry = plan_removal(live)
+
+    assert entry.message == (
+        f"deletion of widget waits for 1 object(s): {NAMESPACE.subject} is being deleted; "
+        "the removal finishes once they are gone"
+    )
+
+
 def test_removal_releases_a_namespace_holding_others_objects() -> None:
     namespace = _body("Namespace", NS, namespace="")
     live = _live(

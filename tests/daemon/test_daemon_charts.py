@@ -16,6 +16,7 @@ from tests.support.crds import namespaced_crd
 from tests.support.daemons import poll_and_reconcile
 from tests.support.daemons import served as world
 from tests.support.fleet_history import SETTINGS, runtime_yaml
+from tests.support.http_fakes import CountingServer
 from tests.support.repos import API, dump
 
 __all__ = ["world"]  # the fixture (tests.support.daemons.served)
@@ -110,3 +111,35 @@ def test_crds_a_chart_drops_by_its_values_are_held_by_the_brake(world: Any) -> N
     assert held["commit"] == dropped
     assert held["crds"] == [f"a/web/{n}" for n in names]
     assert all(clusters["a"].get(ref) is not None for ref in kept)
+
+
+def test_a_commit_whose_chart_schema_names_a_url_is_refused_before_anything_is_fetched(
+    world: Any,
+) -> None:
+    """The schema's reference is refused by rule (C6) while the commit is judged: no request
+    reaches the host it names, and the commit in force stays."""
+    fleet, _, daemon, clusters = world
+    chart = {f"fleet/{k}": v for k, v in chart_module_files("web").items()}
+    chart["fleet/modules/web/1.0.0/chart/values.schema.json"] = json.dumps(SCHEMA)
+    entries = "[{name: widget}, {name: gadget}, {name: web}]"
+    runtime = {"fleet/runtimes/a.yaml": runtime_yaml("a", "regular", entries)}
+    fleet.commit("web", {**chart, "channels/regular.yaml": _channel("medium"), **runtime})
+    assert poll_and_reconcile(daemon)
+    good, writes = daemon.state.commit, clusters["a"].writes
+    served = CountingServer(json.dumps({"enum": ["medium"]}).encode())
+    try:
+        fetching = {"type": "object", "properties": {"size": {"$ref": f"{served.url}/s.json"}}}
+        path = "fleet/modules/web/1.0.0/chart/values.schema.json"
+        bad = fleet.commit("schema from elsewhere", {path: json.dumps(fetching)})
+        assert not poll_and_reconcile(daemon)
+    finally:
+        served.close()
+
+    assert served.requests == []
+    assert daemon.state.commit == good
+    assert clusters["a"].writes == writes
+    refused = daemon.status()["source"]["refused"]
+    assert refused["commit"] == bad
+    (error,) = refused["errors"]
+    assert (error["rule"], error["pointer"]) == ("C6", "/properties/size/$ref")
+    assert error["path"].endswith("chart/values.schema.json")

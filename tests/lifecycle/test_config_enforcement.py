@@ -101,7 +101,25 @@ def test_a_user_edit_of_an_enforced_field_is_planned_reverted_and_reported() -> 
     events = [e for e in cluster.events.values() if e["reason"] == "ConfigEnforced"]
     assert [e["type"] for e in events] == ["Warning"]
     assert "spec.logLevel" in events[0]["message"]
+    assert "(changed in the cluster by kubectl)" in events[0]["message"]
     assert events[0]["involvedObject"]["kind"] == "Widget"
+
+
+def test_an_enforced_value_changed_in_git_is_no_drift_of_the_cluster() -> None:
+    """Nobody touched the cluster: git enforces another value. It is applied and said to come
+    from git, a Normal Event, not a Warning that the cluster was changed."""
+    cluster = InMemoryCluster()
+    sync(cluster, _fleet({"logLevel": "debug"}))
+    result = sync(cluster, _fleet({"logLevel": "error"}))
+
+    assert _spec(cluster)["logLevel"] == "error"
+    status = next(s for s in result.modules if s.module == "widget")
+    assert "enforced spec.logLevel of Widget/widget-system/default (changed in git)" in (
+        status.message
+    )
+    assert "changed in the cluster" not in status.message
+    events = [e for e in cluster.events.values() if e["reason"] == "ConfigEnforced"]
+    assert [e["type"] for e in events] == ["Normal"]
 
 
 def test_removing_an_override_releases_the_field_and_its_value_stays() -> None:

@@ -16,11 +16,19 @@ from reconciler.cli import cli
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ClusterAccess, ConfigRepo, ModuleRef
 from reconciler.core.objects import ObjectRef
+from reconciler.errors import PermanentError
 from reconciler.operations.engine import Engine, stages_for
-from reconciler.operations.model import OperationState, OperationType, StepResult, StepState
+from reconciler.operations.model import (
+    OperationData,
+    OperationState,
+    OperationType,
+    StepResult,
+    StepState,
+)
 from reconciler.operations.runner import Runner
 from reconciler.operations.steps import Step, StepContext
 from reconciler.operations.store import SqliteStore
+from reconciler.operations.store.codec import decode_data, encode_data
 from tests.support.lifecycle_helpers import NAMESPACE, repo
 from tests.support.runs import Clock
 
@@ -199,6 +207,50 @@ def test_optional_steps_can_be_switched_off_and_plugins_are_checked() -> None:
 
     with pytest.raises(Exception, match="no stage 'nowhere'"):
         stages_for(OperationType.UPDATE, [Lost])
+
+
+def test_a_plugin_may_follow_another_plugins_step_whatever_their_order() -> None:
+    class First(Step):
+        name = "First_Plugin"
+        operations = (OperationType.UPDATE,)
+        stage = "apply"
+        after = "Apply_Modules"
+
+    class Second(Step):
+        name = "Second_Plugin"
+        operations = (OperationType.UPDATE,)
+        stage = "apply"
+        after = "First_Plugin"
+
+    class Orphan(Step):
+        name = "Orphan"
+        operations = (OperationType.UPDATE,)
+        stage = "apply"
+        after = "Not_Installed"
+
+    for plugins in ([First, Second], [Second, First]):
+        names = [s.name for s in dict(stages_for(OperationType.UPDATE, plugins))["apply"]]
+        assert names[names.index("Apply_Modules") :][:3] == [
+            "Apply_Modules",
+            "First_Plugin",
+            "Second_Plugin",
+        ]
+    with pytest.raises(Exception, match="step Orphan: no step 'Not_Installed' in stage apply"):
+        stages_for(OperationType.UPDATE, [First, Orphan])
+
+
+def test_a_step_keeps_json_data_and_never_a_secret() -> None:
+    data = OperationData().keeping("Open_Ticket", {"ticket": "T-1", "ids": [1, 2]})
+    assert data.kept_by("Open_Ticket") == {"ticket": "T-1", "ids": [1, 2]}
+    assert data.kept_by("Other") == {}
+    assert decode_data(encode_data(data)) == data  # as the store keeps it
+    assert data.keeping("Open_Ticket", {}).kept_by("Open_Ticket") == {}
+    with pytest.raises(PermanentError, match="step Open_Ticket: its data is not JSON"):
+        data.keeping("Open_Ticket", {"when": object()})
+    with pytest.raises(PermanentError, match=r"holds a GitHub token at \.token"):
+        data.keeping("Open_Ticket", {"token": "ghp_" + "a" * 36})
+    with pytest.raises(PermanentError, match="over 65536"):
+        data.keeping("Open_Ticket", {"blob": "x" * 70_000})
 
 
 def test_no_secret_reaches_the_store(store: SqliteStore, tmp_path: Path) -> None:

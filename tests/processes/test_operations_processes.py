@@ -49,6 +49,34 @@ class CrashOnce(Step):
         return StepResult("survived")
 """
 
+KEEP_STEP = """
+import os
+from pathlib import Path
+from reconciler.operations.model import OperationType, StepResult
+from reconciler.operations.steps import Step
+
+class OpenTicket(Step):
+    name = "Open_Ticket"
+    domain = "test"
+    description = "Opens a ticket once (a slow external call), keeping its number."
+    operations = (OperationType.PROVISION, OperationType.UPDATE)
+    stage = "apply"
+    after = "Apply_Modules"
+
+    def run(self, operation, context):
+        kept = operation.data.kept_by(self.name)
+        if "ticket" in kept:
+            return StepResult(f"ticket {kept['ticket']} already open")
+        calls = Path(os.environ["TICKET_CALLS"])
+        with calls.open("a") as log:
+            log.write("opened\\n")
+        ticket = f"T-{len(calls.read_text().splitlines())}"
+        operation.data = operation.data.keeping(self.name, {"ticket": ticket, "attempt": 1})
+        return StepResult(f"opened ticket {ticket}")
+"""
+
+CRASH_AFTER_TICKET = CRASH_STEP.replace('after = "Apply_Modules"', 'after = "Open_Ticket"')
+
 HOLD_STEP = """
 import os, time
 from pathlib import Path
@@ -192,6 +220,34 @@ def test_sigkill_mid_operation_then_resume(tmp_path: Path) -> None:
     assert _objects(tmp_path / "clusters" / "prod-eu-1.yaml") == _objects(
         reference / "clusters" / "prod-eu-1.yaml"
     )
+
+
+def test_a_step_keeps_its_own_data_and_does_not_repeat_its_call_after_a_sigkill(
+    tmp_path: Path,
+) -> None:
+    """A plugin step opens a ticket (a call not to repeat) and keeps its number in the
+    operation; the next step kills the process; the resumed operation runs the unfinished stage
+    again from its first step, and the ticket step finds its number instead of calling again."""
+    plugins = tmp_path / "plugins"
+    for module, source, entry in (
+        ("ticket_step", KEEP_STEP, "OpenTicket"),
+        ("crash_step", CRASH_AFTER_TICKET, "CrashOnce"),
+    ):
+        install_step_package(write_step_package(tmp_path, module, source, entry), plugins)
+    calls = tmp_path / "calls.log"
+    env = {"CRASH_MARKER": str(tmp_path / "crashed"), "TICKET_CALLS": str(calls)}
+
+    killed = _sync(tmp_path, plugins, env)
+    assert killed.returncode == -signal.SIGKILL
+    resumed = _sync(tmp_path, plugins, env)
+    assert resumed.returncode == 0, resumed.stderr
+
+    assert calls.read_text() == "opened\n"  # once, not again at the resume
+    (final,) = _operations(tmp_path)
+    steps = {t["name"]: t for s in final["stages"] for t in s["steps"]}
+    assert steps["Open_Ticket"]["attempts"] == 2
+    assert steps["Open_Ticket"]["message"] == "ticket T-1 already open"
+    assert steps["Open_Ticket"]["data"] == {"ticket": "T-1", "attempt": 1}
 
 
 def test_two_processes_never_run_two_operations_of_one_runtime(tmp_path: Path) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import io
 import json
+import tarfile
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,15 +14,17 @@ import yaml
 from click.testing import CliRunner
 
 from reconciler.cli import cli
-from reconciler.core.model import ConfigRepo, ModuleKind
+from reconciler.core.model import ConfigRepo, ModuleKind, TemplateSource
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
-from reconciler.core.templates import RenderCache
+from reconciler.core.templates import RenderCache, RenderRequest
 from reconciler.errors import RenderError
 from reconciler.render import default_renderer
 from reconciler.render.documents import split_manifest
+from reconciler.render.helm import HelmChartRenderer
 from reconciler.source.loader import load_repo
 from tests.support.charts import CHART_TEMPLATES, chart_module_files
+from tests.support.http_fakes import CountingServer
 from tests.support.repos import RepoFactory, channel_file, dump, runtime_file
 
 
@@ -199,6 +203,56 @@ def test_a_render_without_the_operator_or_with_another_version_label_is_refused(
     assert "renders no Deployment 'api-operator'" in errors["C2"].message
     assert errors["C4"].path.endswith("modules/web/1.0.0/chart/Chart.yaml")
     assert "label as '2.0.0', not the version of its folder, 1.0.0" in errors["C4"].message
+
+
+def _chart_request(files: Mapping[str, bytes]) -> RenderRequest:
+    chart = {"apiVersion": "v2", "name": "web", "version": "1.0.0", "appVersion": "1.0.0"}
+    files = {
+        "Chart.yaml": dump(chart).encode(),
+        "values.yaml": b"greeting: hello\nsize: small\nreplicas: 1\n",
+        **{path: text.encode() for path, text in CHART_TEMPLATES.items()},
+        **files,
+    }
+    template = TemplateSource(ModuleKind.CHART, "sha256:x", files, "pulled/web")
+    return RenderRequest("web", "1.0.0", template, {"size": "medium"}, "web", "web-system")
+
+
+def _packed(name: str, files: Mapping[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for path, data in files.items():
+            info = tarfile.TarInfo(f"{name}/{path}")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def test_the_engine_is_never_handed_a_schema_that_refers_out_of_itself() -> None:
+    """A chart that reached the renderer without validation (a pulled one): Helm's engine would
+    fetch the reference when it checks the values; it is refused before, also in a subchart
+    packed under charts/, and nothing is asked."""
+    served = CountingServer(json.dumps({"enum": ["huge"]}).encode())
+    schema = {"type": "object", "properties": {"size": {"$ref": f"{served.url}/size.json"}}}
+    sub_chart = {"apiVersion": "v2", "name": "db", "version": "0.1.0"}
+    subchart = _packed(
+        "db",
+        {"Chart.yaml": dump(sub_chart).encode(), "values.schema.json": json.dumps(schema).encode()},
+    )
+    try:
+        with pytest.raises(RenderError) as top:
+            HelmChartRenderer().render(
+                _chart_request({"values.schema.json": json.dumps(schema).encode()})
+            )
+        with pytest.raises(RenderError) as packed:
+            HelmChartRenderer().render(_chart_request({"charts/db-0.1.0.tgz": subchart}))
+    finally:
+        served.close()
+
+    assert served.requests == []
+    assert top.value.path == "pulled/web/values.schema.json"
+    assert packed.value.path == "pulled/web/charts/db-0.1.0.tgz/db/values.schema.json"
+    assert "$ref" in str(top.value)
+    assert "it would be fetched" in str(packed.value)
 
 
 def test_render_masks_a_chart_secrets_values_unless_asked(make_repo: RepoFactory) -> None:

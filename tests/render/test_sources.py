@@ -154,6 +154,19 @@ def test_a_bundle_of_plain_manifests_in_the_registry(
     assert _objects(validation.repo, "one")["Deployment"]["spec"]["replicas"] == 2
 
 
+def _credentials_for(
+    repository: ChartRepository, password: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """A credentials file giving ``reader:password`` for ``repository``'s host, named by the
+    environment; the ``auth`` it holds."""
+    host = repository.url.split("://", 1)[1]
+    auth = base64.b64encode(f"reader:{password}".encode()).decode()
+    credentials = tmp_path / "config.json"
+    credentials.write_text(json.dumps({"auths": {host: {"auth": auth}}}))
+    monkeypatch.setenv("RECONCILER_REGISTRY_CREDENTIALS", str(credentials))
+    return auth
+
+
 def test_an_http_chart_repository_with_basic_auth_and_credentials_from_a_file(
     make_repo: RepoFactory,
     tmp_path: Path,
@@ -165,11 +178,7 @@ def test_an_http_chart_repository_with_basic_auth_and_credentials_from_a_file(
     repository = ChartRepository(tmp_path / "served", login=("reader", password))
     try:
         digest = repository.publish(package_chart(tmp_path, "web", "1.0.0", CHART_TEMPLATES))
-        host = repository.url.split("://", 1)[1]
-        auth = base64.b64encode(f"reader:{password}".encode()).decode()
-        credentials = tmp_path / "config.json"
-        credentials.write_text(json.dumps({"auths": {host: {"auth": auth}}}))
-        monkeypatch.setenv("RECONCILER_REGISTRY_CREDENTIALS", str(credentials))
+        _credentials_for(repository, password, tmp_path, monkeypatch)
         spec = {"url": repository.url, "chart": "web", "version": "1.0.0", "digest": digest}
 
         good = _load(make_repo, spec, SourceRenderer(cache_dir=tmp_path / "cache"))
@@ -189,6 +198,33 @@ def test_an_http_chart_repository_with_basic_auth_and_credentials_from_a_file(
         repository.close()
     shown = [d.format() for d in (*good.diagnostics, *wrong.diagnostics, *refused.diagnostics)]
     assert password not in "\n".join([*shown, caplog.text])
+
+
+def test_http_repository_credentials_go_only_to_its_own_scheme_host_and_port(
+    make_repo: RepoFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The repository's index names the archive on another server (another port of the same
+    host): the archive is fetched without the repository's credentials (Helm's default, without
+    --pass-credentials)."""
+    password = "s3cr3t-Token-4711"
+    elsewhere = ChartRepository(tmp_path / "elsewhere")
+    repository = ChartRepository(tmp_path / "served", login=("reader", password))
+    try:
+        digest = elsewhere.publish(package_chart(tmp_path, "web", "1.0.0", CHART_TEMPLATES))
+        (repository.folder / "index.yaml").write_bytes(
+            (elsewhere.folder / "index.yaml").read_bytes()
+        )
+        auth = _credentials_for(repository, password, tmp_path, monkeypatch)
+        spec = {"url": repository.url, "chart": "web", "version": "1.0.0", "digest": digest}
+
+        validation = _load(make_repo, spec, SourceRenderer(cache_dir=tmp_path / "cache"))
+    finally:
+        repository.close()
+        elsewhere.close()
+
+    assert validation.repo is not None, [d.format() for d in validation.diagnostics]
+    assert repository.requests == [("/index.yaml", f"Basic {auth}")]
+    assert elsewhere.requests == [("/web-1.0.0.tgz", None)]
 
 
 def test_an_http_repository_needs_the_charts_name(make_repo: RepoFactory) -> None:

@@ -1,6 +1,7 @@
 """A JSON HTTP server on 127.0.0.1 that answers as a kube-apiserver does for the few requests a
 test needs (the real adapter, with its real client, talks to it), and the kubeconfig that
-reaches it."""
+reaches it; a server that counts the requests it gets (a host a commit names, which no render
+may ask)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,19 @@ Answer = tuple[int, dict[str, Any]]
 Route = Callable[[str, str, dict[str, Any]], Answer]
 
 NOT_FOUND: Answer = (404, {"kind": "Status", "code": 404, "reason": "NotFound"})
+
+
+def serve_on_loopback(handler: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, str]:
+    """A server of ``handler`` on a free port of 127.0.0.1, serving in a thread; its URL."""
+    http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    return http, f"http://127.0.0.1:{http.server_port}"
+
+
+def close_server(http: ThreadingHTTPServer) -> None:
+    """Stop serving and close the port."""
+    http.shutdown()
+    http.server_close()
 
 
 class JsonServer:
@@ -44,14 +58,11 @@ class JsonServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.http.server_port}"
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        self.http, self.url = serve_on_loopback(Handler)
 
     def close(self) -> None:
         """Stop serving and close the port."""
-        self.http.shutdown()
-        self.http.server_close()
+        close_server(self.http)
 
 
 def write_kubeconfig(folder: Path, url: str) -> Path:
@@ -92,3 +103,31 @@ def discovery(path: str, groups: dict[str, list[dict[str, Any]]]) -> Answer | No
                 "resources": resources,
             }
     return None
+
+
+class CountingServer:
+    """An HTTP server on 127.0.0.1 that answers every GET with ``body`` (200) and keeps each
+    request as ``(path, Authorization header or None)`` in :attr:`requests`: the stand-in for
+    a host that a file of a commit names, and that nothing should ever ask."""
+
+    def __init__(self, body: bytes = b"leaked: yes\n") -> None:
+        self.requests: list[tuple[str, str | None]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                server.requests.append((self.path, self.headers.get("Authorization")))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.http, self.url = serve_on_loopback(Handler)
+
+    def close(self) -> None:
+        """Stop serving and close the port."""
+        close_server(self.http)

@@ -152,13 +152,14 @@ def _chart_meta(archive: Path) -> dict[str, Any]:
 
 class ChartRepository:
     """An HTTP chart repository on 127.0.0.1: ``index.yaml`` (as ``helm repo index`` writes
-    it) and the ``.tgz`` files of ``folder``; with ``login``, basic auth is required."""
+    it) and the ``.tgz`` files of ``folder``; with ``login``, basic auth is required. Every
+    request is kept in :attr:`requests` as ``(path, Authorization header or None)``."""
 
     def __init__(self, folder: Path, login: tuple[str, str] | None = None) -> None:
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         expected = "Basic " + base64.b64encode(":".join(login).encode()).decode() if login else ""
-        self.requests: list[str] = []
+        self.requests: list[tuple[str, str | None]] = []
         requests = self.requests
 
         class Handler(SimpleHTTPRequestHandler):
@@ -166,7 +167,7 @@ class ChartRepository:
                 super().__init__(*args, directory=str(folder), **kwargs)
 
             def do_GET(self) -> None:
-                requests.append(self.path)
+                requests.append((self.path, self.headers.get("Authorization")))
                 if expected and self.headers.get("Authorization") != expected:
                     self.send_response(401)
                     self.send_header("WWW-Authenticate", 'Basic realm="charts"')

@@ -29,6 +29,7 @@ from reconciler.core.status import (
 )
 from reconciler.errors import PermanentError
 from reconciler.operations.model import Operation, OperationData
+from reconciler.operations.step_data import StepData
 
 
 class DataTexts:
@@ -137,6 +138,8 @@ def _data_json(data: OperationData) -> dict[str, Any]:
         document["inventoriesLeft"] = list(data.inventories_left)
     if data.failure is not None:
         document["failure"] = _failure_json(data.failure)
+    if data.steps.kept:
+        document["steps"] = data.steps.to_json()
     return document
 
 
@@ -154,6 +157,7 @@ def _data_from_json(document: dict[str, Any]) -> OperationData:
         blocking=str(document.get("blocking", "")),
         inventories_left=tuple(document.get("inventoriesLeft", ())),
         failure=_failure_from_json(document.get("failure")),
+        steps=StepData.from_json(document.get("steps")),
     )
 
 
