@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from reconciler.cluster.kube import k8s_client
+from tests.e2e.test_watches import _watched
 from tests.support.e2e_harness import KUBECONFIG, TestModule, reconciler, until
 from tests.support.e2e_world import World
 
@@ -130,23 +131,49 @@ def _synced_until(world: World, identity: Identity, runtime: str, wanted: dict[s
     assert _states(world, runtime) == wanted
 
 
-def test_the_printed_role_is_enough_to_install_upgrade_and_remove_with_no_403(
-    world: World, identity: Identity
-) -> None:
-    fleet, kube = world.fleet, world.kube
-    crd = fleet.module("app").crd
-    module = ModuleWithRbac(f"app-{fleet.suffix}", crd, ("1.0.0", "2.0.0"), default=True)
-    fleet.modules[module.name] = module
-    fleet.channel[module.name] = "1.0.0"
-    runtime = fleet.runtime("rt", [{"name": module.name}])
-    repo = fleet.write()
+def _granted(world: World, identity: Identity) -> list[dict[str, Any]]:
+    """Print the role of the fleet as written now for the identity, and apply it as the admin;
+    the documents, once ``check`` with the identity approves (the server's RBAC cache takes a
+    grant in a moment)."""
+    repo = world.fleet.write()
     account = f"{identity.namespace}/reconciler"
     printed = reconciler("rbac", repo, "--name", identity.namespace, "--service-account", account)
     assert printed.exit_code == 0, printed.output
     documents = [d for d in yaml.safe_load_all(printed.stdout) if d]
     _apply(world, documents)
-    # The server's RBAC cache takes the grant in a moment: check says so before a sync starts.
     until(lambda: _check(world, identity)[0] == 0, "check approves the identity")
+    return documents
+
+
+def _calls_none_refused(world: World, identity: Identity, mark: int) -> set[tuple[str, str]]:
+    """(verb, resource) of the identity's requests since ``mark``, asserting none was refused."""
+    calls = world.control_plane.audit_events(mark, user=identity.user)
+    refused = [
+        (e["verb"], e.get("objectRef", {}).get("resource"), e.get("requestURI"))
+        for e in calls
+        if (e.get("responseStatus") or {}).get("code") == 403
+    ]
+    assert calls, "the requests were made as the ServiceAccount"
+    assert refused == []
+    return {(e["verb"], e.get("objectRef", {}).get("resource", "")) for e in calls}
+
+
+def _module_with_rbac(world: World) -> tuple[str, ModuleWithRbac]:
+    fleet = world.fleet
+    crd = fleet.module("app").crd
+    module = ModuleWithRbac(f"app-{fleet.suffix}", crd, ("1.0.0", "2.0.0"), default=True)
+    fleet.modules[module.name] = module
+    fleet.channel[module.name] = "1.0.0"
+    return fleet.runtime("rt", [{"name": module.name}]), module
+
+
+def test_the_printed_role_is_enough_to_install_upgrade_and_remove_with_no_403(
+    world: World, identity: Identity
+) -> None:
+    fleet, kube = world.fleet, world.kube
+    runtime, module = _module_with_rbac(world)
+    crd = module.crd
+    documents = _granted(world, identity)
     mark = world.control_plane.audit_mark()
 
     _synced_until(world, identity, runtime, {module.name: "Ready"})  # install
@@ -159,15 +186,7 @@ def test_the_printed_role_is_enough_to_install_upgrade_and_remove_with_no_403(
     _synced_until(world, identity, runtime, {})  # removal
     until(lambda: kube.crd(crd.name) is None, "the CRD deleted")  # its instances go first
 
-    calls = world.control_plane.audit_events(mark, user=identity.user)
-    refused = [
-        (e["verb"], e.get("objectRef", {}).get("resource"), e.get("requestURI"))
-        for e in calls
-        if (e.get("responseStatus") or {}).get("code") == 403
-    ]
-    assert calls, "the syncs ran as the ServiceAccount"
-    assert refused == []
-    verbs = {(e["verb"], e.get("objectRef", {}).get("resource")) for e in calls}
+    verbs = _calls_none_refused(world, identity, mark)
     assert {("patch", "clusterroles"), ("delete", "customresourcedefinitions")} <= verbs
 
     # check, with the module back in git: ok; with escalate taken away: named, exit 1.
@@ -184,3 +203,35 @@ def test_the_printed_role_is_enough_to_install_upgrade_and_remove_with_no_403(
     code, said = _check(world, identity)
     assert "missing escalate clusterroles.rbac.authorization.k8s.io" in said
     assert "0 of 1 runtimes ready for sync" in said
+
+
+def test_a_daemon_with_only_the_printed_role_watches_installs_and_removes_with_no_403(
+    world: World, identity: Identity, tmp_path: Path
+) -> None:
+    kube, fleet = world.kube, world.fleet
+    runtime, module = _module_with_rbac(world)
+    _granted(world, identity)
+    mark = world.control_plane.audit_mark()
+    daemon = _watched(world, tmp_path, watch=True, kubeconfig_dir=identity.kubeconfig_dir)
+    watching = next(daemon)
+    try:
+        watching.first_run()  # the watches of its kinds listed, as the ServiceAccount
+        kube.make_available(module.namespace, module.operator)
+        until(lambda: watching.state(runtime, module.name) == "Ready", "Ready after a wake")
+        kube.create_resource(module.crd, module.namespace, module.crd.instance("users"))
+        fleet.runtimes[runtime]["modules"] = []
+        watching.commit("remove the module")
+        watching.daemon.poll()
+        watching.daemon.wait_idle()
+        until(watching._listed, "every instance of the module's kind watched")
+        kube.delete_resource(module.crd, module.namespace, "users")
+        until(lambda: kube.crd(module.crd.name) is None, "the removal finished after a wake")
+    finally:
+        next(daemon, None)  # the daemon closed, every watch ended
+
+    verbs = _calls_none_refused(world, identity, mark)
+    assert {
+        ("watch", module.crd.plural),
+        ("watch", "deployments"),
+        ("list", module.crd.plural),
+    } <= verbs

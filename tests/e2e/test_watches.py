@@ -75,7 +75,11 @@ class Watched:
         return str(self.module(runtime, name).get("state") or "")
 
 
-def _watched(world: World, tmp_path: Path, *, watch: bool) -> Iterator[Watched]:
+def _watched(
+    world: World, tmp_path: Path, *, watch: bool, kubeconfig_dir: Path | None = None
+) -> Iterator[Watched]:
+    """A daemon on the test's repo, reaching the cluster with the admin's kubeconfig (or
+    the one in ``kubeconfig_dir``)."""
     server = GitServer(tmp_path / "git")
     (tmp_path / "git").mkdir()
     git(tmp_path / "git", "init", "-q", "--bare", "remote.git")
@@ -85,7 +89,8 @@ def _watched(world: World, tmp_path: Path, *, watch: bool) -> Iterator[Watched]:
     server.start()
 
     def reach(access: ClusterAccess, name: str) -> Cluster:
-        return connect(access, name=name, kubeconfig_dir=world.control_plane.kubeconfig_dir)
+        folder = kubeconfig_dir or world.control_plane.kubeconfig_dir
+        return connect(access, name=name, kubeconfig_dir=folder)
 
     source = RemoteSource(server.url, "main", "", tmp_path / "cache")
     options = DaemonOptions(workers=2, watch=watch, debounce=DEBOUNCE)
