@@ -22,7 +22,7 @@ validate`` never pays for the Kubernetes client or the daemon's HTTP server.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import import_module
 from typing import Any
 
@@ -85,6 +85,47 @@ class _Group(click.Group):
             ctx.exit(report_internal(error, debug=debugging(ctx)))
 
 
+#: The limits of the renderer sandbox (docs/security.md), in the order of ``RenderLimits``:
+#: flag, type, default (the sandbox's), help. Each is also ``RECONCILER_<FLAG>``.
+RENDER_LIMITS: tuple[tuple[str, click.ParamType[Any], float, str], ...] = (
+    (
+        "--render-timeout",
+        click.FloatRange(min=0.1),
+        30.0,
+        "Seconds (wall clock, and CPU) one render of a chart or overlay may take.",
+    ),
+    (
+        "--render-memory",
+        click.IntRange(min=64 << 20),
+        1 << 30,
+        "Bytes of memory one render may write (its worker's RLIMIT_DATA).",
+    ),
+    (
+        "--chart-size-limit",
+        click.IntRange(min=1),
+        100 << 20,
+        "Refuse a pulled chart archive, or its unpacked files together, over this many bytes.",
+    ),
+    (
+        "--chart-file-limit",
+        click.IntRange(min=1),
+        5 << 20,
+        "Refuse a pulled chart archive with a file over this many bytes (unpacked).",
+    ),
+)
+
+
+def _render_limit_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``command`` with the options of :data:`RENDER_LIMITS`."""
+    for flag, kind, default, text in reversed(RENDER_LIMITS):
+        envvar = "RECONCILER_" + flag.removeprefix("--").replace("-", "_").upper()
+        option = click.option(
+            flag, type=kind, default=default, show_default=True, envvar=envvar, help=text
+        )
+        command = option(command)
+    return command
+
+
 @click.group(
     cls=_Group,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
@@ -96,13 +137,19 @@ class _Group(click.Group):
     envvar=DEBUG_ENV,
     help=f"Show the traceback of an internal error (a bug), also {DEBUG_ENV}=1.",
 )
-def cli(debug: bool) -> None:
+@_render_limit_options
+def cli(debug: bool, **limits: float) -> None:
     """Declarative GitOps for Kubernetes modules across a fleet of clusters.
 
     A config repo declares runtimes (clusters), modules (one folder per version) and release
     channels. validate checks such a repo, render shows what each runtime should run, diff
     shows what would change in the clusters and sync makes it so.
     """
+    given = tuple(limits.values())
+    if given != tuple(default for _, _, default, _ in RENDER_LIMITS):  # else the sandbox's own
+        from reconciler.render.sandbox import RenderLimits, configure
+
+        configure(RenderLimits(*given))  # type: ignore[arg-type]
 
 
 def _silence_stdout() -> None:

@@ -1,7 +1,8 @@
 """Plans and sync results as text and JSON for people and tools (pure).
 
 One vocabulary everywhere: module actions and states from the planner and lifecycle, object
-subjects as ``Kind/namespace/name``, ``+`` create, ``~`` update, ``-`` delete. Secret values are
+subjects as ``Kind/namespace/name``, ``+`` create, ``~`` update, ``-`` delete, ``=`` keep (an
+object dropped but marked to be kept: released, not deleted). Secret values are
 already masked in the plan. Callers: ``reconciler diff`` and ``reconciler sync``.
 """
 
@@ -23,7 +24,14 @@ from reconciler.core.plan_values import ModuleAction, ModulePlan, ObjectAction, 
 if TYPE_CHECKING:
     from reconciler.lifecycle.executor import SyncResult
 
-_SYMBOLS = {ObjectAction.CREATE: "+", ObjectAction.UPDATE: "~", ObjectAction.DELETE: "-"}
+_SYMBOLS = {
+    ObjectAction.CREATE: "+",
+    ObjectAction.UPDATE: "~",
+    ObjectAction.DELETE: "-",
+    ObjectAction.KEEP: "=",
+}
+#: What a line of an object change adds after its subject, by action.
+_TAGS = {ObjectAction.KEEP: " (kept: released, not deleted)"}
 _MODULE_SYMBOLS = {
     ModuleAction.INSTALL: "+",
     ModuleAction.UPGRADE: "^",
@@ -69,8 +77,9 @@ def _change_lines(changes: Sequence[ObjectChange], details: bool) -> list[str]:
     lines = []
     for change in changes:
         tag = " (default configuration)" if change.default_configuration else ""
+        tag += _TAGS.get(change.action, "")
         lines.append(f"      {_SYMBOLS[change.action]} {change.ref.subject}{tag}")
-        if details and change.action is ObjectAction.UPDATE:
+        if details and change.action in (ObjectAction.UPDATE, ObjectAction.KEEP):
             shown = change.fields[:FIELDS_SHOWN]
             lines.extend(f"          {field.format()}" for field in shown)
             if len(change.fields) > FIELDS_SHOWN:

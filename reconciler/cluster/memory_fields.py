@@ -6,7 +6,9 @@ The in-memory API server (:mod:`reconciler.cluster.memory`) keeps each object as
 another manager's fields it changes are taken (force) or refused (a conflict), a field set to the
 same value is owned by both, and a field a manager stopped applying is removed unless another
 manager owns it. Bodies are answered with ``metadata.managedFields`` in the server's ``fieldsV1``
-form, and read back from it when a snapshot is loaded.
+form, and read back from it when a snapshot is loaded; an owner that wrote by ``Update`` (a
+create or a patch: ``kubectl apply`` client-side) is answered so, and a patch that sets
+``managedFields`` replaces the owners as a server does (:func:`patched`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from reconciler.core.enforce import value_at
+from reconciler.core.enforce import has_value_at, value_at
 from reconciler.core.objects import Body, ObjectRef
 from reconciler.errors import ConflictError
 
@@ -29,16 +31,25 @@ _T = TypeVar("_T")
 class Stored:
     body: Body
     owners: dict[str, set[FieldPath]] = field(default_factory=dict)
+    #: Owners whose fields came from an ``Update`` (a create, an update or a patch: what
+    #: ``kubectl apply`` client-side writes), not an ``Apply``; one manager has one entry here.
+    updaters: set[str] = field(default_factory=set)
 
 
-def applied(existing: Stored | None, config: Body, manager: str, force: bool) -> Stored:
+def applied(
+    existing: Stored | None, config: Body, manager: str, force: bool, written: Body | None = None
+) -> Stored:
     """A server-side apply of ``config`` by ``manager`` over ``existing``: the fields it
     sets become its own, fields of other managers it changes are taken (``force``) or refused
-    (a conflict), fields it stopped applying are removed unless another manager owns them."""
-    paths = leaf_paths(config) - IDENTITY  # the server records no owner of those
+    (a conflict), fields it stopped applying are removed unless another manager owns them.
+    ``written``: the apply as sent, when ``config`` is it in the server's words; its fields are
+    the ones the manager owns (a Secret's ``stringData``: the server stores it in ``data`` but
+    records the manager as the owner of ``stringData``, so a key dropped from it stays)."""
+    paths = leaf_paths(written or config) - IDENTITY  # the server records no owner of those
     if existing is None:
         drop_empty_metadata(config["metadata"])
         return Stored(config, {manager: paths})
+    updaters = existing.updaters - {manager}
     owners = {m: set(p) for m, p in existing.owners.items()}
     body = copied(existing.body)
     for other, owned in owners.items():
@@ -55,7 +66,37 @@ def applied(existing: Stored | None, config: Body, manager: str, force: bool) ->
     merge_into(body, config)
     drop_empty_metadata(body["metadata"])
     owners[manager] = paths
-    return Stored(body, {m: p for m, p in owners.items() if p})
+    return Stored(body, {m: p for m, p in owners.items() if p}, updaters)
+
+
+def patched(existing: Stored, merge_patch: Mapping[str, Any]) -> Stored:
+    """A merge patch over ``existing`` as the server records it: ``metadata.managedFields`` in
+    the patch replace the owners (as a server takes them from a request that sets them), and a
+    field the patch removes is no manager's any more."""
+    body = json_merge_patch(copied(existing.body), merge_patch)
+    metadata = body.setdefault("metadata", {})
+    entries = metadata.pop("managedFields", None)
+    drop_empty_metadata(metadata)
+    owners, updaters = existing.owners, existing.updaters
+    if entries:
+        owners, updaters = owners_of(entries)
+    kept = {m: {p for p in paths if has_value_at(body, p)} for m, paths in owners.items()}
+    kept = {m: p for m, p in kept.items() if p}
+    return Stored(body, kept, {m for m in updaters if m in kept})
+
+
+def owners_of(entries: Sequence[Mapping[str, Any]]) -> tuple[dict[str, set[FieldPath]], set[str]]:
+    """The owners ``metadata.managedFields`` entries name, and which of them updated."""
+    owners: dict[str, set[FieldPath]] = {}
+    updaters: set[str] = set()
+    for entry in entries:
+        if not entry.get("manager"):
+            continue
+        manager = str(entry["manager"])
+        owners[manager] = owners.get(manager, set()) | paths_of_fields(entry.get("fieldsV1") or {})
+        if entry.get("operation") == "Update":
+            updaters.add(manager)
+    return owners, updaters
 
 
 OMITTED_WHEN_EMPTY = ("labels", "annotations", "finalizers", "ownerReferences")
@@ -140,7 +181,7 @@ def managed_fields(stored: Stored) -> list[dict[str, Any]]:
     return [
         {
             "manager": manager,
-            "operation": "Apply",
+            "operation": "Update" if manager in stored.updaters else "Apply",
             "fieldsType": "FieldsV1",
             "fieldsV1": fields_of_paths(paths),
         }

@@ -130,9 +130,11 @@ def controller_owned(body: Mapping[str, Any]) -> Body:
     return owned
 
 
-def config_of(body: Mapping[str, Any], info: KindInfo) -> Body:
-    """What an apply sets: the body without status and server-owned metadata."""
-    config = server_form(copied(dict(body)))  # quantities, port protocols: as a server
+def config_of(body: Mapping[str, Any], info: KindInfo, *, as_written: bool = False) -> Body:
+    """What an apply sets: the body without status and server-owned metadata, in the server's
+    words (quantities, port protocols, a Secret's ``stringData`` in ``data``) unless
+    ``as_written``."""
+    config = copied(dict(body)) if as_written else server_form(copied(dict(body)))
     config.pop("status", None)
     metadata = config.setdefault("metadata", {})
     for name in _SERVER_FIELDS:

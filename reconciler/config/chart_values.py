@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from reconciler.config.patterns import linear_quick, with_linear_patterns
 from reconciler.config.schema_refs import SCHEMA_FILE, schema_reference_problems
 from reconciler.config.yamlsafe import Document, parse_yaml
 from reconciler.core.diagnostics import Diagnostic, Pointer, did_you_mean
@@ -258,7 +259,8 @@ class ChartSchema:
         if not self._compiled:
             self._compiled = True
             try:  # use_default=False: never write defaults into the values
-                self._quick = fastjsonschema.compile(dict(self.schema), use_default=False)
+                quick = fastjsonschema.compile(dict(self.schema), use_default=False)
+                self._quick = linear_quick(quick, self.schema)
             except Exception:
                 self._quick = None
         if self._quick is None:
@@ -278,7 +280,7 @@ class ChartSchema:
             cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)
             try:
                 cls.check_schema(schema)
-                self._full = cls(schema)
+                self._full = with_linear_patterns(cls)(schema)
             except jsonschema.SchemaError as error:
                 problem = _first_line(error)
                 message = f"the chart's {SCHEMA_FILE} is not a valid JSON Schema: {problem}"

@@ -13,16 +13,16 @@ OpenAPI v3 as Kubernetes reads it is turned into JSON Schema once per module ver
 (:class:`OverrideChecker` keeps it, and compiles once a schema several versions share):
 ``nullable`` adds ``null``, ``x-kubernetes-int-or-string`` allows an integer or a string,
 ``format: int32/int64`` become ranges, other formats and the ``x-kubernetes-*`` list and map
-markers are left to the server, and a pattern Python cannot read (RE2-only syntax) is left out.
-Validation reuses the schema checker's two validators: a compiled
-``fastjsonschema`` verdict, and ``jsonschema`` for the located errors of an override that fails.
+markers are left to the server, and a pattern RE2 cannot read is left out (the server's Go
+``regexp`` would refuse the CRD). Validation reuses the schema checker's two validators: a compiled
+``fastjsonschema`` verdict, and ``jsonschema`` for the located errors of an override that fails,
+both matching patterns by RE2, in linear time (:mod:`reconciler.config.patterns`).
 Callers: the validator.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -30,6 +30,7 @@ from typing import Any
 import fastjsonschema
 
 from reconciler.config.budget import TimeBudget
+from reconciler.config.patterns import linear_quick, readable, with_linear_patterns
 from reconciler.config.schema import diagnostics_of, draft7_view, validator_class
 from reconciler.config.yamlsafe import Document
 from reconciler.core.diagnostics import Diagnostic, Pointer
@@ -63,7 +64,7 @@ def to_json_schema(node: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON Schema (draft-07 keywords) of a Kubernetes OpenAPI v3 schema ``node``, read as a
     partial object: ``required`` is left out."""
     out: dict[str, Any] = {k: v for k, v in node.items() if k in _KEPT}
-    if "pattern" in out and not _readable_pattern(str(out["pattern"])):
+    if "pattern" in out and not readable(str(out["pattern"])):
         del out["pattern"]
     if "properties" in node:
         out["properties"] = {k: to_json_schema(v) for k, v in node["properties"].items()}
@@ -102,14 +103,6 @@ def _kubernetes_extensions(node: Mapping[str, Any], out: dict[str, Any]) -> None
             out["enum"] = [*out["enum"], None]
 
 
-def _readable_pattern(pattern: str) -> bool:
-    try:
-        re.compile(pattern)
-    except re.error:
-        return False
-    return True
-
-
 def server_rules(node: Mapping[str, Any], value: Any) -> int:
     """How many CEL rules (``x-kubernetes-validations``) of ``node`` and the schemas below it
     bear on ``value``: the server checks them, we do not."""
@@ -138,7 +131,8 @@ class CompiledSchema:
     def valid(self, value: Any) -> bool:
         """The verdict on ``value`` from the compiled validator."""
         if self._quick is None:
-            self._quick = fastjsonschema.compile(draft7_view(self.schema), use_default=False)
+            quick = fastjsonschema.compile(draft7_view(self.schema), use_default=False)
+            self._quick = linear_quick(quick, self.schema)
         try:
             self._quick(value)
         except fastjsonschema.JsonSchemaException:
@@ -148,7 +142,7 @@ class CompiledSchema:
     def errors(self, value: Any, at: Pointer) -> list[Any]:
         """Every ``jsonschema`` error of ``value``, its path starting at ``at``."""
         if self._full is None:
-            self._full = validator_class()(dict(self.schema))
+            self._full = with_linear_patterns(validator_class())(dict(self.schema))
         found = list(self._full.iter_errors(value))
         for error in found:
             error.path.extendleft(reversed(at))

@@ -6,10 +6,12 @@ the commit in force) and ``operations retrigger``. A deletion is a runtime that 
 module that left a runtime, or a CustomResourceDefinition that a module no longer ships (a
 manifest's new version without it, or a chart's or overlay's render for that runtime without
 it, by an upgrade or a change of values): what runs is what each cluster's inventories list,
-with what the state store knows (and, for the daemon, what the commit in force ships). More
-deletions than ``spec.deletionBrake.maxDeletionsPerSync`` hold the whole sync until an
-explicit allow; a repo that removes every runtime the store knows is always held unless the
-allow names the count or the runtimes.
+with what the state store knows (and, for the daemon, what the commit in force ships). A CRD
+marked to be kept (``reconciler.dev/prune: disabled``, ``helm.sh/resource-policy: keep``) is
+released, never deleted, and not counted. More deletions than
+``spec.deletionBrake.maxDeletionsPerSync`` hold the whole sync until an explicit allow; a repo
+that removes every runtime the store knows is always held unless the allow names the count or
+the runtimes.
 
 A commit never loosens the brake that judges it: its :class:`Limits` are bounded by those in
 force (:func:`limits_for`: the last accepted commit's, or the built-in defaults when none is
@@ -23,7 +25,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from reconciler.core.model import ConfigRepo, Settings
+from reconciler.core.model import ConfigRepo, Settings, keep_mark
 from reconciler.core.resolve import resolve_runtime
 
 #: How many deletions a message names.
@@ -115,37 +117,44 @@ def dropped_crds(
     of version ``old`` when it is a manifest) and that ``repo``, giving it version ``new[1]``,
     no longer ships there: a manifest version without them, or a render (chart, overlay) for
     that runtime without them, by an upgrade or a change of values. Deleting one deletes every
-    custom resource of its kind, once none is left."""
-    before = set(running) | _manifest_crds(repo, new[0], old)
+    custom resource of its kind, once none is left. One the manifest of ``old`` marks to be
+    kept is released, not deleted: not counted."""
+    objects = _manifest(repo, new[0], old)
+    before = (set(running) | _crd_names(objects)) - _kept_crd_names(objects)
     return sorted(before - shipped_crds(repo, runtime, *new))
 
 
-def shipped_crds(repo: ConfigRepo, runtime: str, module: str, version: str) -> set[str]:
+def shipped_crds(
+    repo: ConfigRepo, runtime: str, module: str, version: str, *, kept: bool = True
+) -> set[str]:
     """The CRDs ``repo`` gives ``runtime`` for version ``version`` of ``module``: a templated
-    version's render for that runtime, else the version's manifest."""
+    version's render for that runtime, else the version's manifest (without those marked to be
+    kept, unless ``kept``)."""
     found = repo.modules[module].versions.get(version)
     if found is None:
         return set()
+    objects = found.objects
     if found.kind.templated:
         rendered = repo.rendered.get((runtime, module))
-        return _crd_names(rendered.objects) if rendered is not None else set()
-    return _crd_names(found.objects)
+        objects = rendered.objects if rendered is not None else ()
+    return _crd_names(objects) - (set() if kept else _kept_crd_names(objects))
 
 
 def shipped_by(repo: ConfigRepo) -> dict[str, dict[str, set[str]]]:
-    """Runtime -> module -> the CRDs ``repo`` gives it (what the commit in force runs)."""
+    """Runtime -> module -> the CRDs ``repo`` gives it (what the commit in force runs), those
+    marked to be kept left out (a version that drops one releases it)."""
     return {
         name: {
-            m.name: shipped_crds(repo, name, m.name, m.version)
+            m.name: shipped_crds(repo, name, m.name, m.version, kept=False)
             for m in resolve_runtime(repo, runtime).modules
         }
         for name, runtime in repo.runtimes.items()
     }
 
 
-def _manifest_crds(repo: ConfigRepo, module: str, version: str) -> set[str]:
+def _manifest(repo: ConfigRepo, module: str, version: str) -> Sequence[Mapping[str, Any]]:
     found = repo.modules[module].versions.get(version)
-    return _crd_names(found.objects) if found is not None and not found.kind.templated else set()
+    return found.objects if found is not None and not found.kind.templated else ()
 
 
 def _crd_names(objects: Sequence[Mapping[str, Any]]) -> set[str]:
@@ -154,6 +163,11 @@ def _crd_names(objects: Sequence[Mapping[str, Any]]) -> set[str]:
         for o in objects
         if o.get("kind") == "CustomResourceDefinition"
     }
+
+
+def _kept_crd_names(objects: Sequence[Mapping[str, Any]]) -> set[str]:
+    """Names of the CRDs among ``objects`` marked to be kept."""
+    return _crd_names([o for o in objects if keep_mark(o) is not None])
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,7 +106,12 @@ def handover_body(
 
 def present(body: Mapping[str, Any], dotted: str) -> bool:
     """Whether ``body`` has a value at ``dotted``."""
-    return value_at(body, split_path(dotted)) is not _ABSENT
+    return has_value_at(body, split_path(dotted))
+
+
+def has_value_at(body: Any, path: Path) -> bool:
+    """Whether ``body`` has a value at ``path``."""
+    return value_at(body, path) is not _ABSENT
 
 
 def value_at(body: Any, path: Path) -> Any:

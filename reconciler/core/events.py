@@ -15,13 +15,15 @@ from reconciler.core.objects import ObjectRef
 from reconciler.core.status import ChangeAction, ChangeSetEntry
 
 #: The Event reason of a module's pass by what it did: deleted (a removal), released (an Ignore
-#: removal), else applied (created, configured, pruned); an unchanged object counts for none.
+#: removal, or an object kept by its mark), else applied (created, configured, pruned); an
+#: unchanged object counts for none.
 EVENT_REASONS = {
     ChangeAction.CREATED: "Applied",
     ChangeAction.CONFIGURED: "Applied",
     ChangeAction.PRUNED: "Applied",
     ChangeAction.DELETED: "Deleted",
     ChangeAction.RELEASED: "Released",
+    ChangeAction.KEPT: "Released",
 }
 #: The objects an Event names, at most (the rest are counted).
 EVENT_SUBJECTS = 12

@@ -42,6 +42,17 @@ ANNOTATION_MODULE_VERSION = "reconciler.dev/module-version"
 ANNOTATION_DEFAULT_CONFIGURATION = "reconciler.dev/default-configuration"
 #: The label an operator workload carries with its running version.
 LABEL_APP_VERSION = "app.kubernetes.io/version"
+#: Marks of an object that is never deleted when a version drops it or its module is removed:
+#: it is released instead (our marks dropped, out of the inventory) and reported ``kept``. Ours
+#: (as Flux's ``kustomize.toolkit.fluxcd.io/prune: disabled``), and Helm's, honoured on every
+#: module's objects (``helm uninstall`` leaves such an object too).
+KEEP_MARKS = (("reconciler.dev/prune", "disabled"), ("helm.sh/resource-policy", "keep"))
+
+
+def keep_mark(body: Mapping[str, Any] | None) -> str | None:
+    """``annotation: value`` of the :data:`KEEP_MARKS` that ``body`` carries, if any."""
+    annotations = ((body or {}).get("metadata") or {}).get("annotations") or {}
+    return next((f"{k}: {v}" for k, v in KEEP_MARKS if annotations.get(k) == v), None)
 
 
 #: kubectl's client-side limits per API server (k8s.io/kubectl, since v1.27).

@@ -3,13 +3,15 @@
 ``plan()`` decides, per module, one action of a closed vocabulary (install, upgrade, reconfigure,
 unchanged, remove-ignore, remove-delete, blocked-downgrade, blocked-unknown-version,
 blocked-deletion, deferred-window) with a reason code, and the object changes it implies (create,
-update with field-level diffs, delete). It applies the lifecycle rules that are decisions rather
-than I/O: no downgrade against the running version (L5; a running version that cannot be read
-changes nothing either: reason ``UnknownRunningVersion``), adoption (L6), default configuration
-created once (L3), prune from the inventory only (L4, S1), strategy from the inventory at
-removal (L9), blocking deletion (L8), maintenance windows (L10, judged by
-:mod:`reconciler.core.windows`). Plans are frozen data (:mod:`reconciler.core.plan_values`):
-printable, serialisable, comparable. Callers: the lifecycle executor, ``reconciler diff``.
+update with field-level diffs, delete, keep). It applies the lifecycle rules that are decisions
+rather than I/O: no downgrade against the running version (L5; a running version that cannot be
+read changes nothing either: reason ``UnknownRunningVersion``), adoption (L6), default
+configuration created once (L3), prune from the inventory only (L4, S1; an object carrying a keep
+mark, ``reconciler.dev/prune: disabled`` or ``helm.sh/resource-policy: keep``, is released instead
+of deleted: ``keep``), strategy from the inventory at removal (L9), blocking deletion (L8),
+maintenance windows (L10, judged by :mod:`reconciler.core.windows`). Plans are frozen data
+(:mod:`reconciler.core.plan_values`): printable, serialisable, comparable. Callers: the lifecycle
+executor, ``reconciler diff``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from reconciler.core.model import (
     LABEL_RUNTIME,
     MANAGED_BY_VALUE,
     Strategy,
+    keep_mark,
 )
 from reconciler.core.objects import Body, ObjectRef
 from reconciler.core.plan_values import (
@@ -49,6 +52,7 @@ from reconciler.core.plan_values import (
 from reconciler.core.reasons import Reason
 from reconciler.core.render import RenderedObject, deletion_order, removal_order
 from reconciler.core.serverform import server_form
+from reconciler.core.takeover import takeover_fields
 from reconciler.core.versions import parse_running_version, version_key
 
 #: Labels and annotation dropped when a module is released with strategy Ignore (L7).
@@ -117,7 +121,7 @@ def plan_module(context: Context, desired: DesiredModule, live: LiveModule) -> M
     changes = _object_changes(desired, live)
     action, reason, message = _classify(desired, live, running, upgrade, changes)
     kept, notes = _kept_crds(desired, live)
-    notes += _released_namespaces([c.ref for c in changes], live)
+    notes += _released_namespaces([c.ref for c in changes], live) + _kept_notes(changes, live)
     return replace(
         base,
         action=action,
@@ -179,8 +183,11 @@ def _object_changes(desired: DesiredModule, live: LiveModule) -> tuple[ObjectCha
         fields = field_diff(answered, current) + removed_owned_fields(
             answered, current, FIELD_MANAGER
         )
-        if fields:
-            changes.append(ObjectChange(ObjectAction.UPDATE, ref, fields))
+        takeover = takeover_fields(current, FIELD_MANAGER)  # kubectl's fields become ours
+        if fields or takeover:
+            changes.append(
+                ObjectChange(ObjectAction.UPDATE, ref, fields + takeover, takeover=bool(takeover))
+            )
     default = _default_configuration_change(desired, live)
     if default is not None:
         changes.append(default)
@@ -221,7 +228,8 @@ def _enforcement_change(
 
 def _prune(live: LiveModule, wanted: set[ObjectRef]) -> list[ObjectChange]:
     """L4: what the inventory lists and the new version lacks, in reverse apply order; a CRD
-    with custom resources left waits (L8), a Namespace holding others' objects is released."""
+    with custom resources left waits (L8), a Namespace holding others' objects is released, an
+    object marked to be kept is released too (:func:`_delete_or_release`)."""
     if live.inventory is None:
         return []
     stale = [
@@ -229,14 +237,18 @@ def _prune(live: LiveModule, wanted: set[ObjectRef]) -> list[ObjectChange]:
         for r in live.inventory.objects
         if r not in wanted
         and _ours(live.objects.get(r), live.inventory)
-        and r not in live.crd_instances
+        and (r not in live.crd_instances or keep_mark(live.objects.get(r)) is not None)
     ]
     return [_delete_or_release(r, live) for r in reversed(stale)]
 
 
 def _delete_or_release(ref: ObjectRef, live: LiveModule) -> ObjectChange:
-    """Delete ``ref``, unless it is a Namespace holding objects that are not ours: then only
-    our labels are dropped (it is released, never deleted with a user's data in it)."""
+    """Delete ``ref``, unless it carries a keep mark (``reconciler.dev/prune: disabled``,
+    ``helm.sh/resource-policy: keep``) or is a Namespace holding objects that are not ours:
+    then only our marks are dropped (it is released, and left in place)."""
+    body = live.objects.get(ref)
+    if body is not None and keep_mark(body) is not None:
+        return ObjectChange(ObjectAction.KEEP, ref, removed_fields(body, list(OUR_MARKS)))
     if ref.kind == "Namespace" and ref.name in live.namespace_users:
         return ObjectChange(
             ObjectAction.UPDATE, ref, removed_fields(live.objects[ref], list(OUR_MARKS))
@@ -254,7 +266,10 @@ def _kept_crds(
     kept = tuple(
         r
         for r in live.inventory.objects
-        if r in live.crd_instances and r not in wanted and r in live.objects
+        if r in live.crd_instances
+        and r not in wanted
+        and r in live.objects
+        and keep_mark(live.objects[r]) is None
     )
     notes = tuple(
         f"CRD {r.name} is kept until its custom resources are gone: "
@@ -270,6 +285,14 @@ def _released_namespaces(refs: Sequence[ObjectRef], live: LiveModule) -> tuple[s
         f"{live.namespace_users[r.name].describe()} that are not ours"
         for r in refs
         if r.kind == "Namespace" and r.name in live.namespace_users
+    )
+
+
+def _kept_notes(changes: Sequence[ObjectChange], live: LiveModule) -> tuple[str, ...]:
+    return tuple(
+        f"{c.ref.subject} is kept ({keep_mark(live.objects.get(c.ref))}): released, not deleted"
+        for c in changes
+        if c.action is ObjectAction.KEEP
     )
 
 
@@ -335,6 +358,7 @@ def plan_removal(live: LiveModule) -> ModulePlan:
                 running=any(r in live.objects and r not in held for r in inventory.objects),
             ),
             changes=default,
+            notes=_kept_notes(default, live),
             blocking=blocking,
             blocking_total=total,
             held=tuple(held.items()),
@@ -351,7 +375,8 @@ def plan_removal(live: LiveModule) -> ModulePlan:
         reason=Reason.REMOVED,
         message=message,
         changes=default + deletions,
-        notes=_released_namespaces([c.ref for c in deletions], live),
+        notes=_released_namespaces([c.ref for c in deletions], live)
+        + _kept_notes(default + deletions, live),
     )
 
 
@@ -362,7 +387,7 @@ def _created_default(inventory: Inventory, live: LiveModule) -> tuple[ObjectChan
         return ()
     if body is not None and finalizers_holding(body) is not None:  # deleted already
         return ()
-    return (ObjectChange(ObjectAction.DELETE, ref, default_configuration=True),)
+    return (replace(_delete_or_release(ref, live), default_configuration=True),)
 
 
 def _held_back(

@@ -48,6 +48,9 @@ class ObjectAction(StrEnum):
     CREATE = "create"
     UPDATE = "update"
     DELETE = "delete"
+    #: Not deleted though dropped: it carries a keep mark (:data:`~reconciler.core.model.
+    #: KEEP_MARKS`), so it is released (our marks removed, the fields) and left in place.
+    KEEP = "keep"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,9 @@ class ObjectChange:
     ref: ObjectRef
     fields: tuple[FieldChange, ...] = ()
     default_configuration: bool = False
+    #: The fields of ``kubectl apply`` (client-side) are taken over before the apply
+    #: (:mod:`reconciler.core.takeover`).
+    takeover: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """JSON form."""

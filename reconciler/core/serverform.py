@@ -3,16 +3,19 @@
 A server stores what we apply in its own words: resource quantities canonicalised (``cpu: 1000m``
 answers ``1``, ``memory: 1024Mi`` answers ``1Gi``, a ``ResourceList`` rounded up to milli),
 ``protocol: TCP`` defaulted on ports (container, Service, NetworkPolicy and EndpointSlice ports:
-the key, with the port, of the list's items in ``managedFields``). :func:`server_form` rewrites
-a body so, for the kinds Kubernetes builds in (custom resources are stored as written, and so
-are CRDs: their schemas only name such fields); everything else it defaults (``imagePullPolicy``,
-``strategy``, ``sessionAffinity`` ...) is a field we do not set, which the diff does not read.
-Callers: the planner (desired objects are compared in the server's words, so what the server
-rewrote is no drift) and the in-memory cluster (which answers as the server does).
+the key, with the port, of the list's items in ``managedFields``), a Secret's write-only
+``stringData`` merged into its ``data``, base64-encoded (a key in both takes ``stringData``'s
+value). :func:`server_form` rewrites a body so, for the kinds Kubernetes builds in (custom
+resources are stored as written, and so are CRDs: their schemas only name such fields); everything
+else it defaults (``imagePullPolicy``, ``strategy``, ``sessionAffinity`` ...) is a field we do not
+set, which the diff does not read. Callers: the planner (desired objects are compared in the
+server's words, so what the server rewrote is no drift) and the in-memory cluster (which answers as
+the server does).
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from typing import Any
 
@@ -53,7 +56,21 @@ def server_form(body: Mapping[str, Any]) -> dict[str, Any]:
     kind = str(body.get("kind", ""))
     if not is_builtin(str(body.get("apiVersion", ""))) or kind == "CustomResourceDefinition":
         return dict(body)
+    if kind == "Secret" and body.get("apiVersion") == "v1":
+        return _secret_data(body)
     return {key: _rewritten(value, (key,), kind) for key, value in body.items()}
+
+
+def _secret_data(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A Secret as stored: ``stringData`` (write-only) merged into ``data``, base64-encoded.
+    Values that are not strings are left as written, for the server to refuse."""
+    strings = body.get("stringData")
+    if not isinstance(strings, Mapping) or not all(isinstance(v, str) for v in strings.values()):
+        return dict(body)
+    data = dict(body.get("data") or {})
+    data.update({k: base64.b64encode(v.encode()).decode("ascii") for k, v in strings.items()})
+    stored = {k: v for k, v in body.items() if k != "stringData"}
+    return {**stored, "data": data} if data else stored
 
 
 def _rewritten(value: Any, path: tuple[str, ...], kind: str) -> Any:

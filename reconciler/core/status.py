@@ -7,7 +7,7 @@
   transient one asked for (a 429's ``Retry-After``).
 - :class:`ModuleStatus`: a module's state after a pass, with its reason, message and error.
 - :class:`ChangeSetEntry` and :class:`ChangeAction`: what the pass did to each object (created,
-  configured, unchanged, pruned, deleted, released), the way Flux's ``ChangeSet`` reports it.
+  configured, unchanged, pruned, deleted, released, kept), the way Flux's ``ChangeSet`` reports it.
 - :class:`PassResult`: one pass of the lifecycle over a runtime: module statuses and changes.
 - :class:`~reconciler.core.reasons.Reason` (also importable from here): every reason code;
   :class:`StepFailure`: the error a step of an
@@ -144,6 +144,8 @@ class ChangeAction(StrEnum):
     DELETED = "deleted"
     #: Left in place without our labels (strategy Ignore, L7; a Namespace others use).
     RELEASED = "released"
+    #: Dropped by a version or with its module, but marked to be kept: released, not deleted.
+    KEPT = "kept"
 
 
 @dataclass(frozen=True, slots=True, order=True)

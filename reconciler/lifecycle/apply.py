@@ -260,7 +260,8 @@ class Installer:
     def _readiness(self, entry: ModulePlan, module: DesiredModule) -> ModuleStatus:
         spec = module.module
         if not self.observer.operator_available(module):
-            message = f"{spec.operator_kind} {spec.operator_name} is not available yet"
+            waiting = f"{spec.operator_kind} {spec.operator_name} is not available yet"
+            message = "; ".join((waiting, *entry.notes))  # what this pass kept or released
             return ModuleStatus(
                 entry.module,
                 ModuleState.PROCESSING,
@@ -291,7 +292,7 @@ class Installer:
         changes: Sequence[ObjectChange],
     ) -> None:
         for change in changes:
-            self.writer.apply(bodies[change.ref])
+            self.writer.apply(bodies[change.ref], take_over=change.takeover)
             self.changes.note(module, change.ref, _APPLIED[change.action])
 
     def _note_unchanged(

@@ -2,7 +2,8 @@
 
 :class:`Writer` applies with server-side apply (one field manager, force), writes inventories
 only when they changed, creates a missing Namespace (never labelled ours, so never deleted,
-S1), releases an object by dropping our marks, and records every answer in the pass's
+S1), takes over the fields of ``kubectl apply`` (client-side) before an apply that asks for it,
+releases an object by dropping our marks, and records every answer in the pass's
 :class:`~reconciler.lifecycle.live_view.LiveView` so a later stage sees it without reading.
 """
 
@@ -17,6 +18,7 @@ from reconciler.core.objects import ObjectRef
 from reconciler.core.plan import OUR_MARKS
 from reconciler.core.plan_values import ObjectAction, ObjectChange
 from reconciler.core.status import ChangeAction
+from reconciler.core.takeover import takeover_patch
 from reconciler.lifecycle.observe import Observer, namespace_ref
 
 
@@ -32,17 +34,29 @@ class Writer:
         #: Namespaces known to exist (created or seen by this writer).
         self._namespaces: set[str] = set()
 
-    def apply(self, body: Mapping[str, Any]) -> None:
-        """Apply ``body`` (its Namespace created first when missing)."""
+    def apply(self, body: Mapping[str, Any], *, take_over: bool = False) -> None:
+        """Apply ``body`` (its Namespace created first when missing); ``take_over``: the fields
+        of ``kubectl apply`` (client-side) on the live object are made ours first
+        (:mod:`reconciler.core.takeover`), so that what this apply leaves out is removed."""
         namespace = (body.get("metadata") or {}).get("namespace")
         if namespace:
             self.ensure_namespace(str(namespace))
+        if take_over:
+            self.take_over(ObjectRef.of(body))
         result = self.cluster.apply(body, field_manager=self.field_manager, force=True)
         self.view.record(ObjectRef.of(body), result)
 
     def patch(self, ref: ObjectRef, merge_patch: Mapping[str, Any]) -> None:
         """Merge-patch ``ref``."""
         self.view.record(ref, self.cluster.patch(ref, merge_patch))
+
+    def take_over(self, ref: ObjectRef) -> None:
+        """Merge the client-side managers' fields of ``ref`` into ours, drop its
+        last-applied annotation (one merge patch; nothing when there is nothing to take)."""
+        live = self.observer.read(ref)
+        patch = takeover_patch(live, self.field_manager) if live is not None else None
+        if patch is not None:
+            self.patch(ref, patch)
 
     def release(self, ref: ObjectRef) -> None:
         """Drop our labels and annotations from ``ref``: no longer ours, left in place."""
@@ -56,12 +70,12 @@ class Writer:
 
     def delete_or_release(self, change: ObjectChange, deletion: ChangeAction) -> ChangeAction:
         """A planned deletion (``deletion``: pruned or deleted), or the release of a Namespace
-        that holds others' objects; what was done."""
+        that holds others' objects or of an object marked to be kept; what was done."""
         if change.action is ObjectAction.DELETE:
             self.delete(change.ref)
             return deletion
         self.release(change.ref)
-        return ChangeAction.RELEASED
+        return ChangeAction.KEPT if change.action is ObjectAction.KEEP else ChangeAction.RELEASED
 
     def write_inventory(self, inventory: Inventory, current: Inventory | None) -> None:
         """Write ``inventory`` unless it is ``current`` already."""

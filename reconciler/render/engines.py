@@ -56,17 +56,21 @@ class OnFirstUse(Generic[E]):
         return self.engine().render(request)
 
 
-def default_renderer(source_cache: Path | None = None) -> KindRenderer:
+def default_renderer(
+    source_cache: Path | None = None, charts: HelmChartRenderer | None = None
+) -> KindRenderer:
     """The renderer the commands and the daemon use: Helm charts (the engine is loaded on the
     first chart rendered, so a repo without charts never loads it), Kustomize overlays, and
     sources pulled by digest (cached on disk: ``$RECONCILER_SOURCE_CACHE``, else
-    ``source_cache``, else the user's cache folder; docs/sources.md)."""
-    charts = OnFirstUse(_charts)
+    ``source_cache``, else the user's cache folder; docs/sources.md). Every engine runs in the
+    renderer sandbox (:mod:`reconciler.render.sandbox`); ``charts``: another chart engine
+    (tests: one with a sandbox of their own limits)."""
+    chart_engine = OnFirstUse(_charts if charts is None else lambda: charts)
     return KindRenderer(
         {
-            ModuleKind.CHART: charts,
+            ModuleKind.CHART: chart_engine,
             ModuleKind.KUSTOMIZE: OnFirstUse(_kustomize),
-            ModuleKind.SOURCE: OnFirstUse(lambda: _sources(source_cache, charts.engine())),
+            ModuleKind.SOURCE: OnFirstUse(lambda: _sources(source_cache, chart_engine.engine())),
         }
     )
 

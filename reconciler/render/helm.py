@@ -7,6 +7,11 @@ renders it: no cluster is contacted, ``lookup`` returns nothing, the release is 
 module and lives in the module's namespace, ``.Capabilities`` are the engine's defaults
 (:data:`~reconciler.core.templates.DEFAULT_KUBE_VERSION`). The chart's ``crds/`` files come
 first, as Helm installs them; hooks are kept apart, test hooks dropped (docs/charts.md).
+
+The engine runs in a worker of the renderer sandbox (:mod:`reconciler.render.sandbox`, the job
+``chart`` of :mod:`reconciler.render.worker`), never in the caller's process: a template that
+exhausts Go's memory or stack, or loops, stops its worker and is a :class:`RenderError` of the
+chart.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reconciler.config.schema_refs import schema_reference_problems
@@ -22,6 +27,7 @@ from reconciler.core.model import RenderedTemplate
 from reconciler.core.templates import RenderRequest
 from reconciler.errors import RenderError
 from reconciler.render.documents import is_hook, is_notes, objects_of
+from reconciler.render.sandbox import Sandbox, shared_sandbox
 
 if TYPE_CHECKING:
     import tarfile
@@ -32,10 +38,11 @@ TEST_HOOKS = frozenset({"test", "test-success", "test-failure"})
 
 @dataclass(slots=True)
 class HelmChartRenderer:
-    """Renders charts; counts the renders it ran (the cache in front of it should keep that
-    to one per distinct chart, values and capabilities)."""
+    """Renders charts in ``sandbox`` (the process's by default); counts the renders it ran (the
+    cache in front of it should keep that to one per distinct chart, values and capabilities)."""
 
     renders: int = 0
+    sandbox: Sandbox = field(default_factory=shared_sandbox)
 
     def render(self, request: RenderRequest) -> RenderedTemplate:
         """The objects, hooks and notes of ``request``'s chart with its values."""
@@ -44,7 +51,10 @@ class HelmChartRenderer:
         schemas = {**request.template.files, **packed_schemas(request.template.files)}
         for problem in schema_reference_problems(schemas, shown):  # validation refused them
             raise RenderError(f"line {problem.line}: {problem.message}", problem.path)
-        rendered = _render_chart(request)
+        archive = chart_archive(request.template.files)
+        values = json.loads(json.dumps(request.values, default=str))  # YAML dates as strings
+        names = (request.release_name, request.namespace)
+        rendered: dict[str, str] = self.sandbox.run("chart", (archive, values, *names), shown)
         crds = [f for f in request.template.files if f.startswith("crds/")]
         crd_text = {f: request.template.files[f].decode() for f in crds}
         objects, hooks = [], []
@@ -60,20 +70,6 @@ class HelmChartRenderer:
 def _hook_kinds(body: Mapping[str, Any]) -> set[str]:
     annotations = body["metadata"]["annotations"]
     return {h.strip() for h in str(annotations["helm.sh/hook"]).split(",")}
-
-
-def _render_chart(request: RenderRequest) -> dict[str, str]:
-    import helm_python  # the engine (85 MB) is loaded only when a chart is rendered
-
-    archive = chart_archive(request.template.files)
-    values = json.loads(json.dumps(request.values, default=str))  # YAML dates as strings
-    try:
-        with helm_python.Chart.load_archive(archive) as chart:
-            return chart.render(
-                values, name=request.release_name, namespace=request.namespace, is_install=True
-            )
-    except helm_python.HelmError as error:
-        raise RenderError(_one_line(str(error)), request.template.root) from None
 
 
 def packed_schemas(files: Mapping[str, bytes]) -> dict[str, bytes]:
@@ -117,19 +113,15 @@ def _member_bytes(archive: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
     return extracted.read() if extracted is not None else b""
 
 
-def chart_archive(files: Mapping[str, bytes]) -> bytes:
-    """The chart's files as the ``.tgz`` Helm loads (one top folder), built in memory."""
+def chart_archive(files: Mapping[str, bytes], top: str = "chart") -> bytes:
+    """The chart's files as the ``.tgz`` Helm loads (one top folder, ``top``), built in memory."""
     buffer = io.BytesIO()
     import tarfile  # only when a chart renders (startup time of every command)
 
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
         for name in sorted(files):
             data = files[name]
-            info = tarfile.TarInfo(f"chart/{name}")
+            info = tarfile.TarInfo(f"{top}/{name}")
             info.size = len(data)
             archive.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())

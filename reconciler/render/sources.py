@@ -37,7 +37,8 @@ from reconciler.core.templates import RenderRequest
 from reconciler.errors import RenderError, TransientError
 from reconciler.render.documents import objects_of
 from reconciler.render.helm import HelmChartRenderer
-from reconciler.render.oci import Artifact, Login, pull_archive
+from reconciler.render.oci import Artifact, Login
+from reconciler.render.sandbox import RenderLimits, Sandbox, configured_limits, shared_sandbox
 
 CACHE_VARIABLE = "RECONCILER_SOURCE_CACHE"
 CREDENTIALS_VARIABLE = "RECONCILER_REGISTRY_CREDENTIALS"
@@ -70,6 +71,7 @@ class SourceRenderer:
     credentials_file: Path | None = None
     charts: HelmChartRenderer = field(default_factory=HelmChartRenderer)
     pulls: int = 0
+    pull_sandbox: Sandbox = field(default_factory=lambda: shared_sandbox(network=True))
 
     def render(self, request: RenderRequest) -> RenderedTemplate:
         """The objects of the artifact ``request``'s ``source.yaml`` pins."""
@@ -83,7 +85,7 @@ class SourceRenderer:
             bool(spec.get("plainHttp", False)),
         )
         try:
-            files = chart_files(self.archive(artifact), artifact)
+            files = chart_files(self.archive(artifact), artifact, self.pull_sandbox.limits)
         except RenderError as error:
             raise RenderError(str(error), error.path or f"{shown}/source.yaml") from None
         except TransientError as error:
@@ -111,13 +113,14 @@ class SourceRenderer:
         import tempfile  # only when something is pulled (startup time of every command)
 
         with tempfile.TemporaryDirectory(prefix="reconciler-pull-") as folder:
-            data = pull_archive(artifact, login, Path(folder)).read_bytes()
+            pulled = Path(self.pull_sandbox.run("pull", (artifact, login, folder), ""))
+            data = read_archive(pulled, artifact, self.pull_sandbox.limits)
         if not artifact.oci and _sha256(data) != artifact.digest:
             raise RenderError(
                 f"{artifact.shown}: the repository's archive has digest {_sha256(data)}, "
                 f"source.yaml pins {artifact.digest}; refused (pin the digest you reviewed)"
             )
-        chart_files(data, artifact)  # the pinned version, before it is kept
+        chart_files(data, artifact, self.pull_sandbox.limits)  # the pinned version, then kept
         write_cached(cache, artifact.digest, data)
         return data
 
@@ -186,15 +189,34 @@ def registry_login(path: Path | None, artifact: Artifact) -> Login | None:
     return Login(str(entry.get("username", "")), str(entry.get("password", "")))
 
 
-def chart_files(archive: bytes, artifact: Artifact) -> dict[str, bytes]:
+def read_archive(path: Path, artifact: Artifact, limits: RenderLimits) -> bytes:
+    """The pulled archive at ``path``, refused from its size when over ``chart_size``."""
+    size = path.stat().st_size
+    if size > limits.chart_size:
+        message = f"the archive is {size} bytes, over the {limits.chart_size}-byte limit"
+        raise RenderError(f"{artifact.shown}: {message} (--chart-size-limit); refused")
+    return path.read_bytes()
+
+
+def chart_files(
+    archive: bytes, artifact: Artifact, limits: RenderLimits | None = None
+) -> dict[str, bytes]:
     """The files of a chart archive by path inside its top folder; its ``Chart.yaml`` version
-    must be the pinned one."""
+    must be the pinned one. Each file's size is checked from its header before it is unpacked
+    (an archive bomb is refused at its first file over ``limits.chart_file``, or when its files
+    add up to over ``limits.chart_size``)."""
     import tarfile  # only when a chart archive is read (startup time of every command)
 
+    limits = limits or configured_limits()
     files: dict[str, bytes] = {}
+    total = 0
     try:
         with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-            for member in tar.getmembers():
+            for member in tar:  # one header at a time: a file is judged before it is read
+                total += member.size
+                refused = _refused_member(member.name, member.size, total, limits)
+                if refused is not None:
+                    raise RenderError(f"{artifact.shown}: {refused}")
                 parts = member.name.split("/", 1)
                 extracted = tar.extractfile(member) if member.isfile() else None
                 if len(parts) == 2 and extracted is not None and ".." not in parts[1].split("/"):
@@ -210,6 +232,17 @@ def chart_files(archive: bytes, artifact: Artifact) -> dict[str, bytes]:
         message = f"{artifact.shown}: the pinned digest holds version '{found}', not the pin's"
         raise RenderError(message)
     return files
+
+
+def _refused_member(name: str, size: int, total: int, limits: RenderLimits) -> str | None:
+    """Why an archive's file is refused from its header (too big, alone or with the others)."""
+    if size > limits.chart_file:
+        over = f"unpacks to {size} bytes, over the {limits.chart_file}-byte limit"
+        return f"its file {name} {over} (--chart-file-limit); refused before unpacking"
+    if total > limits.chart_size:
+        over = f"unpack to over {limits.chart_size} bytes"
+        return f"its files {over} (--chart-size-limit); refused before unpacking"
+    return None
 
 
 def _bundle(files: Mapping[str, bytes], key: str, shown: str) -> RenderedTemplate:

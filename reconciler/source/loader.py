@@ -338,7 +338,9 @@ class _Reader:
             if entry.is_dir:
                 yield from self.template_files(root, relative, boundary)
                 continue
-            text, problem = self.read_text(path, boundary, self.show(path))
+            shown = self.show(path)
+            problem = self.check_limits(path, boundary, shown)  # before reading: size, links
+            text, problem = (None, problem) if problem else self.read_text(path, boundary, shown)
             if problem is not None:
                 self.problems.append(problem)
             elif text is not None:

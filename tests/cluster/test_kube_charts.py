@@ -1,8 +1,11 @@
 """The corpus charts as modules on a real API server (the ``kube_control_plane`` fixture):
 cert-manager (CRDs enabled, its post-install hook stated skipped: ``hooks: Skip``) and
-ingress-nginx (its admission hooks switched off by values; the reconciler refuses hooks at
-validate otherwise: tests/render/test_corpus_charts.py), install with ``sync``,
-upgrade to changed runtime values, and are removed by the CreateAndDelete rules (L8)."""
+ingress-nginx (its admission hooks switched off by values; the reconciler refuses hooks at validate
+otherwise: tests/render/test_corpus_charts.py), install with ``sync``, upgrade to changed runtime
+values, and are removed by the CreateAndDelete rules (L8), the CRDs cert-manager marks
+``helm.sh/resource-policy: keep`` released, not deleted, as Helm leaves them. A small chart's
+release namespace is created by the sync and left by the module's removal; its Secret written with
+``stringData`` is no drift (docs/charts.md)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,12 @@ import pytest
 import yaml
 
 from reconciler.core.objects import ObjectRef
-from tests.support.charts import INGRESS_NGINX, corpus_chart_module
+from tests.support.charts import (
+    CHART_TEMPLATES,
+    INGRESS_NGINX,
+    chart_module_files,
+    corpus_chart_module,
+)
 from tests.support.kube_control_plane import ControlPlane
 from tests.support.kube_fleet import KubeFleet, kube_fleet, until
 from tests.support.repos import write_files
@@ -115,9 +123,14 @@ def test_corpus_charts_install_upgrade_and_are_removed(fleet: KubeFleet) -> None
     assert _replicas(fleet) == [2, 2]
 
     fleet.set_modules([])
-    fleet.sync_until("succeeded", operators=_operators(fleet))
-    until(lambda: fleet.cluster.get(CRD) is None)
-    assert fleet.cluster.get(INGRESS_CLASS) is None
+    removed = fleet.sync_until("succeeded", operators=_operators(fleet))
+    until(lambda: fleet.cluster.get(INGRESS_CLASS) is None)
+    # cert-manager's CRDs carry `helm.sh/resource-policy: keep` (its crds.keep, on by default):
+    # as `helm uninstall` leaves them, the removal releases them (tests/contract: keep on prune)
+    kept = fleet.cluster.get(CRD)
+    assert kept is not None
+    assert "reconciler.dev/module" not in (kept["metadata"].get("labels") or {})
+    assert f"{CRD.subject} is kept (helm.sh/resource-policy: keep)" in removed.output
     for namespace, name in _operators(fleet):
         assert fleet.cluster.get(ObjectRef("apps/v1", "Deployment", namespace, name)) is None
 
@@ -138,3 +151,47 @@ def _quietly_delete(fleet: KubeFleet, ref: ObjectRef) -> None:
         fleet.cluster.delete(ref)
     except Exception:
         return
+
+
+SECRET_TEMPLATE = (
+    "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-greeting\n"
+    "stringData:\n  greeting: {{ .Values.greeting | quote }}\n"
+)
+
+
+def test_a_charts_namespace_is_created_and_its_string_data_secret_is_no_drift(
+    fleet: KubeFleet,
+) -> None:
+    name = f"web-{fleet.suffix}"
+    namespace = ObjectRef("v1", "Namespace", "", f"{name}-system")
+    templates = {**CHART_TEMPLATES, "templates/secret.yaml": SECRET_TEMPLATE}
+    write_files(fleet.repo, chart_module_files(name, templates=templates))
+    fleet.set_modules([{"name": name, "version": "1.0.0"}])
+    assert fleet.cluster.get(namespace) is None
+    try:
+        fleet.sync_until("succeeded", operators=[(namespace.name, f"{name}-operator")])
+        created = fleet.cluster.get(namespace)
+        assert created is not None
+        assert "reconciler.dev/module" not in (created["metadata"].get("labels") or {})
+        secret = fleet.cluster.get(ObjectRef("v1", "Secret", namespace.name, f"{name}-greeting"))
+        assert secret is not None
+        assert "stringData" not in secret
+        assert secret["data"] == {"greeting": "aGVsbG8="}  # "hello", stored base64-encoded
+
+        where = (
+            "--runtime",
+            fleet.runtime,
+            "--kubeconfig-dir",
+            str(fleet.control_plane.kubeconfig_dir),
+        )
+        diff = fleet.reconciler("diff", str(fleet.repo), *where)
+        assert diff.exit_code == 0, diff.output
+        assert "hello" not in diff.output
+
+        fleet.set_modules([])
+        fleet.sync_until("succeeded")
+        operator = ObjectRef("apps/v1", "Deployment", namespace.name, f"{name}-operator")
+        until(lambda: fleet.cluster.get(operator) is None)
+        assert fleet.cluster.get(namespace) is not None  # never ours: left by the removal
+    finally:
+        _quietly_delete(fleet, namespace)

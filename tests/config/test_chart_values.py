@@ -153,6 +153,22 @@ def test_values_for_a_manifest_module_are_a_warning_where_given(make_repo: RepoF
     assert warnings[("runtimes/b.yaml", "/spec/modules/1/values")] == f"{unused} [runtime b]"
 
 
+@pytest.mark.timeout(60)
+def test_a_backtracking_schema_pattern_is_a_bounded_located_error(make_repo: RepoFactory) -> None:
+    properties = {"greeting": {"pattern": "^(a+)+$"}, "size": {}, "replicas": {}}
+    schema = {**SCHEMA, "properties": properties}
+    root = make_repo(
+        _tree(
+            schema={"modules/web/1.0.0/chart/values.schema.json": json.dumps(schema)},
+            values={"modules/web/1.0.0/values.yaml": dump({"greeting": "a" * 40 + "!"})},
+        )
+    )
+    (error,) = _errors(root)  # Python's re: about 10^12 steps; RE2, as Helm: linear
+    assert (error.rule, error.path) == ("C9", "modules/web/1.0.0/values.yaml")
+    assert "greeting: 'aaaa" in error.message
+    assert "does not match '^(a+)+$'" in error.message
+
+
 @pytest.fixture
 def served() -> Iterator[CountingServer]:
     """A host that a chart's schema names: every request to it is counted."""

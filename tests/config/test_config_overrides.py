@@ -7,11 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
 from reconciler.cli import cli
-from reconciler.config.overrides import server_rules, to_json_schema
+from reconciler.config.overrides import CompiledSchema, server_rules, to_json_schema
 from reconciler.core.model import ClusterAccess, ModuleRef, Runtime
 from reconciler.core.overrides import merge_config, resolve_override
 from reconciler.core.resolve import Inclusion, ResolvedModule, VersionSource
@@ -83,6 +84,7 @@ def test_kubernetes_schema_specifics_become_json_schema() -> None:
             "limit": {"type": "integer", "format": "int32", "nullable": True},
             "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
             "odd": {"type": "string", "pattern": "(?i:go-only)\\z"},
+            "perl": {"type": "string", "pattern": "^(?!admin)"},
         },
     }
     schema = to_json_schema(node)
@@ -96,7 +98,24 @@ def test_kubernetes_schema_specifics_become_json_schema() -> None:
         "maximum": 2**31 - 1,
     }
     assert "additionalProperties" not in props["free"]
-    assert "pattern" not in props["odd"]  # RE2 syntax Python cannot read: left to the server
+    assert props["odd"]["pattern"] == "(?i:go-only)\\z"  # RE2 syntax, as the server reads it
+    assert "pattern" not in props["perl"]  # a lookahead the server cannot read: left to it
+
+
+#: A pattern that backtracks exponentially in Python's ``re`` on a near miss.
+BACKTRACKING = "^(a+)+$"
+NEAR_MISS = "a" * 40 + "!"
+
+
+@pytest.mark.timeout(60)
+def test_a_backtracking_crd_pattern_checks_config_in_linear_time() -> None:
+    node = {"type": "object", "properties": {"name": {"type": "string", "pattern": BACKTRACKING}}}
+    schema = CompiledSchema(to_json_schema(node))
+    assert schema.valid({"name": "a" * 40})
+    assert not schema.valid({"name": NEAR_MISS})  # Python's re: about 10^12 steps
+    (error,) = schema.errors({"name": NEAR_MISS}, ("spec",))
+    assert list(error.path) == ["spec", "name"]
+    assert error.message == f"'{NEAR_MISS}' does not match '{BACKTRACKING}'"
 
 
 def test_cel_rules_are_counted_where_the_config_reaches() -> None:

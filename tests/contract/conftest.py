@@ -5,13 +5,16 @@ one each test works in throwaway namespaces and a throwaway CRD group, deleted a
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 
 import pytest
 
 from reconciler.cluster.memory import InMemoryCluster
+from tests.support.contract_modules import WidgetFleet
 from tests.support.contract_targets import Target
 from tests.support.kube_control_plane import ControlPlane
+from tests.support.kube_workloads import deployments_made_available
 
 
 @pytest.fixture(params=["memory", pytest.param("real", marks=pytest.mark.kube)])
@@ -23,8 +26,19 @@ def target(request: pytest.FixtureRequest) -> Iterator[Target]:
     from reconciler.cluster.kube import KubeCluster, k8s_config
 
     api_client = k8s_config.new_client_from_config(config_file=str(control_plane.kubeconfig))
-    target = Target(KubeCluster(api_client, name="contract"), real=True)
+    target = Target(KubeCluster(api_client, name="contract"), real=True, api=api_client)
     try:
         yield target
     finally:
         target.cleanup()
+
+
+@pytest.fixture
+def fleet(target: Target, request: pytest.FixtureRequest) -> Iterator[WidgetFleet]:
+    """Module ``widget`` synced whole on the target (tests/support/contract_modules.py); on the
+    real server its operator Deployment is made available as it appears (no Pods run there)."""
+    with contextlib.ExitStack() as stack:
+        if target.real:
+            plane: ControlPlane = request.getfixturevalue("kube_control_plane")
+            stack.enter_context(deployments_made_available(plane.kubeconfig))
+        yield WidgetFleet(target)

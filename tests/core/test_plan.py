@@ -269,8 +269,17 @@ def test_every_module_action_has_a_case_that_produces_it(action: ModuleAction) -
     assert CASES[action]().action is action
 
 
+def _kept_on_upgrade() -> ModulePlan:
+    """2.0.0 drops the ConfigMap, which carries the keep mark: kept, not deleted."""
+    kept = _body("ConfigMap", "widget-extra", data={"a": "1"})
+    kept["metadata"]["annotations"]["reconciler.dev/prune"] = "disabled"
+    live = _live(objects=[_objects("1.0.0")[0], kept, _objects("1.0.0")[2]])
+    return plan_module(_context(), _desired("2.0.0"), live)
+
+
 def test_every_object_action_is_produced_by_some_case() -> None:
-    produced = {c.action for case in CASES.values() for c in case().changes}
+    cases = [*CASES.values(), _kept_on_upgrade]
+    produced = {c.action for case in cases for c in case().changes}
 
     assert produced == set(ObjectAction)
 
@@ -505,6 +514,47 @@ def test_a_crd_the_new_version_drops_waits_for_its_custom_resources() -> None:
         "CRD widgets.example.io is kept until its custom resources are gone: "
         "2 object(s), e.g. ConfigMap/widget-system/a, ConfigMap/widget-system/b",
     )
+
+
+def test_an_object_a_version_drops_that_is_marked_to_be_kept_is_released() -> None:
+    entry = _kept_on_upgrade()
+
+    assert (ObjectAction.KEEP, CONFIG_MAP.subject) in _changes(entry)
+    kept = next(c for c in entry.changes if c.ref == CONFIG_MAP)
+    assert {f.path for f in kept.fields} == {
+        f"metadata.labels.{LABEL_MANAGED_BY}",
+        f"metadata.labels.{LABEL_RUNTIME}",
+        f"metadata.labels.{LABEL_MODULE}",
+        f"metadata.annotations.{ANNOTATION_MODULE_VERSION}",
+    }
+    assert entry.notes == (
+        "ConfigMap/widget-system/widget-extra is kept (reconciler.dev/prune: disabled): "
+        "released, not deleted",
+    )
+
+
+def test_a_kept_crd_is_released_though_custom_resources_are_left() -> None:
+    crd = _crd("1.0.0")
+    crd["metadata"]["annotations"]["helm.sh/resource-policy"] = "keep"
+    objects = [o for o in _objects("2.0.0") if o["kind"] != "CustomResourceDefinition"]
+    live = _live(objects=[crd, *_objects("1.0.0")[1:]], crd_instances={CRD: _occupants("a")})
+
+    entry = plan_module(_context(), _desired("2.0.0", objects=objects), live)
+
+    assert (ObjectAction.KEEP, CRD.subject) in _changes(entry)
+    assert entry.kept == ()  # nothing waits for the custom resources
+
+
+def test_a_kept_default_configuration_is_released_at_removal() -> None:
+    default = _default()
+    default["metadata"]["annotations"]["reconciler.dev/prune"] = "disabled"
+    live = _live()
+    live = replace(live, objects={**live.objects, DEFAULT: default})
+
+    entry = plan_removal(live)
+
+    assert _changes(entry)[0] == (ObjectAction.KEEP, DEFAULT.subject)
+    assert entry.changes[0].default_configuration
 
 
 def test_a_dropped_crd_without_custom_resources_is_deleted() -> None:

@@ -232,10 +232,11 @@ def test_the_restricted_check_finds_each_violation(
 
 
 def _daemon_options() -> tuple[set[str], set[str]]:
-    """The daemon command's environment variables and option names."""
+    """The daemon command's environment variables and option names, with those of
+    ``reconciler`` itself (the renderer's limits)."""
     command = cli.get_command(click.Context(cli), "daemon")
     assert command is not None
-    options = [p for p in command.params if isinstance(p, click.Option)]
+    options = [p for p in (*cli.params, *command.params) if isinstance(p, click.Option)]
     envvars = {p.envvar for p in options if isinstance(p.envvar, str)}
     return envvars, {name for p in options for name in p.opts}
 

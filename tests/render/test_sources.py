@@ -5,9 +5,13 @@
 from __future__ import annotations
 
 import base64
+import contextlib
+import hashlib
 import json
 import logging
+import threading
 from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +23,9 @@ from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.errors import TransientError
 from reconciler.render.engines import KindRenderer
-from reconciler.render.sources import SourceRenderer, default_cache_dir
+from reconciler.render.helm import chart_archive
+from reconciler.render.sandbox import RenderLimits, Sandbox
+from reconciler.render.sources import SourceRenderer, default_cache_dir, write_cached
 from reconciler.source.loader import load_repo
 from tests.support.charts import CHART_TEMPLATES
 from tests.support.registries import ChartRepository, OciRegistry, package_chart, registry
@@ -317,3 +323,72 @@ def test_a_pulled_charts_values_schema_is_checked_at_render(
     assert "does not render for runtime one" in error.message
     assert "/size" in error.message
     assert "\n" not in error.message
+
+
+CHART_YAML = b"apiVersion: v2\nname: web\nversion: 1.0.0\n"
+
+
+@pytest.mark.parametrize(
+    ("files", "refusal"),
+    [
+        (
+            {"Chart.yaml": CHART_YAML, "files/zeros.bin": bytes(50 << 20)},
+            "its file web/files/zeros.bin unpacks to 52428800 bytes, over the 5242880-byte "
+            "limit (--chart-file-limit); refused before unpacking",
+        ),
+        (
+            {"Chart.yaml": CHART_YAML, **{f"files/{n}.bin": bytes(4 << 20) for n in range(30)}},
+            "its files unpack to over 104857600 bytes (--chart-size-limit); refused before "
+            "unpacking",
+        ),
+    ],
+    ids=["one-big-file", "many-files"],
+)
+def test_an_archive_bomb_is_refused_from_its_headers(
+    make_repo: RepoFactory, tmp_path: Path, files: Mapping[str, bytes], refusal: str
+) -> None:
+    archive = chart_archive(files, "web")  # a bomb Helm would not package
+    assert len(archive) < 1 << 20  # small on the wire, 50-120 MiB unpacked
+    digest = "sha256:" + hashlib.sha256(archive).hexdigest()
+    write_cached(tmp_path / "cache", digest, archive)  # as a pull would have left it
+    spec = {"url": "oci://127.0.0.1:1/charts/web", "version": "1.0.0", "digest": digest}
+    validation = _load(make_repo, spec, SourceRenderer(cache_dir=tmp_path / "cache"))
+    (error,) = validation.diagnostics
+    assert error.path.endswith("modules/web/1.0.0/source.yaml")
+    assert refusal in error.message
+
+
+class _EndlessIndex(BaseHTTPRequestHandler):
+    """A chart repository whose ``index.yaml`` never ends (a YAML comment, line after line)."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/yaml")
+        self.end_headers()
+        line = b"# " + b"x" * 1022 + b"\n"
+        with contextlib.suppress(OSError):  # the reader stops: the connection is closed
+            while True:
+                self.wfile.write(line * 1024)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_huge_repository_index_is_refused_at_the_memory_limit(
+    make_repo: RepoFactory, tmp_path: Path
+) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EndlessIndex)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    pulls = Sandbox(RenderLimits(memory=384 << 20), network=True)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        spec = {"url": url, "chart": "web", "version": "1.0.0", "digest": OTHER}
+        engine = SourceRenderer(cache_dir=tmp_path / "cache", pull_sandbox=pulls)
+        validation = _load(make_repo, spec, engine)
+    finally:
+        pulls.close()
+        server.shutdown()
+        server.server_close()
+    (error,) = validation.diagnostics
+    assert "the render needed over 384 MiB of memory and was stopped" in error.message

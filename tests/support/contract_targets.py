@@ -5,6 +5,7 @@ The fixture that makes targets is in ``tests/contract/conftest.py``; callers: ``
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.cluster.api import Cluster
+from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.objects import ObjectRef
 from tests.support.crds import ANY_FIELDS, namespaced_crd
 
@@ -24,6 +26,9 @@ class Target:
     real: bool
     suffix: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     created: list[ObjectRef] = field(default_factory=list)
+    #: The Kubernetes client of the real server (``None`` in memory), for writes the product
+    #: never makes (a create by ``kubectl apply`` client-side).
+    api: Any = None
 
     def namespace(self, base: str = "ns") -> str:
         return f"rc-contract-{base}-{self.suffix}"
@@ -39,6 +44,30 @@ class Target:
 
 #: The field manager of the contract tests' writes.
 MANAGER = "reconciler-contract"
+#: The field manager of ``kubectl apply`` (client-side), and the annotation it writes.
+KUBECTL_CLIENT_SIDE = "kubectl-client-side-apply"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def create_client_side(target: Target, body: dict[str, Any]) -> None:
+    """What ``kubectl apply`` (client-side) does with a new object: a create (an ``Update`` in
+    ``managedFields``) by ``kubectl-client-side-apply``, carrying the last-applied annotation."""
+    metadata = body.setdefault("metadata", {})
+    annotations = metadata.setdefault("annotations", {})
+    annotations[LAST_APPLIED] = json.dumps(body, sort_keys=True) + "\n"
+    if isinstance(target.cluster, InMemoryCluster):
+        target.cluster.create(body, field_manager=KUBECTL_CLIENT_SIDE)
+        return
+    from reconciler.cluster.kube import k8s_client
+
+    namespace = metadata["namespace"]
+    if body["kind"] == "ConfigMap":
+        api = k8s_client.CoreV1Api(target.api)
+        api.create_namespaced_config_map(namespace, body, field_manager=KUBECTL_CLIENT_SIDE)
+    else:
+        assert body["kind"] == "Deployment", body["kind"]
+        apps = k8s_client.AppsV1Api(target.api)
+        apps.create_namespaced_deployment(namespace, body, field_manager=KUBECTL_CLIENT_SIDE)
 
 
 def wait_until(condition: Callable[[], bool], seconds: float = 30.0) -> None:

@@ -9,6 +9,7 @@ deadline (:func:`until`). Used by the tests of ``tests/e2e``, their world
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import time
@@ -103,11 +104,15 @@ class Kube:
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
         )
 
-    def create_config_map(self, namespace: str, body: Mapping[str, Any]) -> None:
-        self.core.create_namespaced_config_map(namespace, dict(body))
+    def create_config_map(
+        self, namespace: str, body: Mapping[str, Any], *, field_manager: str | None = None
+    ) -> None:
+        self.core.create_namespaced_config_map(namespace, dict(body), field_manager=field_manager)
 
-    def create_deployment(self, namespace: str, body: Mapping[str, Any]) -> None:
-        self.apps.create_namespaced_deployment(namespace, dict(body))
+    def create_deployment(
+        self, namespace: str, body: Mapping[str, Any], *, field_manager: str | None = None
+    ) -> None:
+        self.apps.create_namespaced_deployment(namespace, dict(body), field_manager=field_manager)
 
     def create_crd(self, body: Mapping[str, Any]) -> None:
         self.crds.create_custom_resource_definition(dict(body))
@@ -277,6 +282,10 @@ class TestModule:
     depends_on: tuple[str, ...] = ()
     requires_downtime: tuple[str, ...] = ()
     default: bool = False
+    #: More objects every version ships (after the others).
+    shipped: tuple[dict[str, Any], ...] = ()
+    #: More objects versions below 2.0.0 ship and 2.0.0 drops (as the settings ConfigMap).
+    dropped: tuple[dict[str, Any], ...] = ()
 
     @property
     def namespace(self) -> str:
@@ -315,7 +324,8 @@ class TestModule:
             "metadata": {"name": self.config_map(version)},
             "data": {"version": version},
         }
-        return [config_map, deployment, self.crd.body()]
+        more = self.shipped + (self.dropped if version < "2" else ())
+        return [config_map, deployment, self.crd.body(), *copy.deepcopy(more)]
 
     def files(self) -> dict[str, str]:
         spec: dict[str, Any] = {
