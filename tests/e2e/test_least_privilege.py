@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from reconciler.cluster.kube import k8s_client
-from tests.e2e.test_watches import _watched
 from tests.support.e2e_harness import KUBECONFIG, TestModule, reconciler, until
 from tests.support.e2e_world import World
+from tests.support.watched_daemon import watched_daemon
 
 RBAC = "rbac.authorization.k8s.io"
 
@@ -212,7 +212,7 @@ def test_a_daemon_with_only_the_printed_role_watches_installs_and_removes_with_n
     runtime, module = _module_with_rbac(world)
     _granted(world, identity)
     mark = world.control_plane.audit_mark()
-    daemon = _watched(world, tmp_path, watch=True, kubeconfig_dir=identity.kubeconfig_dir)
+    daemon = watched_daemon(world, tmp_path, watch=True, kubeconfig_dir=identity.kubeconfig_dir)
     watching = next(daemon)
     try:
         watching.first_run()  # the watches of its kinds listed, as the ServiceAccount
