@@ -4,9 +4,11 @@ interface as the real adapter.
 It behaves like an API server where the product depends on it: resource versions that change only
 when an object changes, generation bumped by spec changes, uids, names validated as the server
 validates them (422: a DNS label, subdomain or path segment by kind), namespaces that must exist,
-kinds refused until their CRD is applied (and Established), server-side apply that tracks the
-fields each manager owns and removes those a manager stopped applying, cascading deletion of a
-CRD's instances and a namespace's objects, and finalizers as the server keeps them: a deleted
+kinds refused until their CRD is applied (and Established), a kind served at each served
+version of its CRD (HorizontalPodAutoscaler at ``autoscaling/v2`` and ``v1``) and refused at
+another, one object read, listed and written at any of them (L12), server-side apply that tracks
+the fields each manager owns and removes those a manager stopped applying, cascading deletion of
+a CRD's instances and a namespace's objects, and finalizers as the server keeps them: a deleted
 object with finalizers stays Terminating (``deletionTimestamp``, grace period 0) until a patch or
 an apply empties them, none may be added meanwhile, and a CRD or Namespace whose content is
 held so stays Terminating until that content is gone. Bodies have the
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -60,6 +62,7 @@ from reconciler.cluster.memory_review import MemoryReviewer
 from reconciler.cluster.memory_rules import (
     CONTROLLER,
     WORKLOADS,
+    at_version,
     available_status,
     check_finalizers,
     check_name,
@@ -72,6 +75,7 @@ from reconciler.cluster.memory_rules import (
     labels_match,
     load_order,
     namespace_generated,
+    served_versions,
     stamp,
     storage_version,
     terminating,
@@ -109,6 +113,7 @@ BUILTIN_KINDS: tuple[KindInfo, ...] = (
     KindInfo("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False),
     KindInfo("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True),
     KindInfo("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True),
+    KindInfo("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", True),
     KindInfo(
         "admissionregistration.k8s.io",
         "v1",
@@ -127,6 +132,11 @@ BUILTIN_KINDS: tuple[KindInfo, ...] = (
         "apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False
     ),
 )
+
+#: Built-in kinds served at more than one version of their group, the preferred first.
+BUILTIN_VERSIONS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("autoscaling", "HorizontalPodAutoscaler"): ("v2", "v1"),
+}
 
 
 @dataclass(slots=True)
@@ -171,6 +181,11 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         #: Each object's part of :meth:`snapshot_parts`, kept while the object is unchanged.
         self._texts = SnapshotTexts()
         self._kinds: dict[tuple[str, str], KindInfo] = {(k.group, k.kind): k for k in BUILTIN_KINDS}
+        #: The versions each kind is served at (a CRD's served versions), the preferred first.
+        self._versions: dict[tuple[str, str], tuple[str, ...]] = {
+            (k.group, k.kind): BUILTIN_VERSIONS.get((k.group, k.kind), (k.version,))
+            for k in BUILTIN_KINDS
+        }
         self._resource_version = 0
         self._uids = 0
         self._dry_runs = 0
@@ -190,7 +205,7 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         self._enter("get", ref)
         self._served(ref.api_version, ref.kind)
         stored = self._objects.get(self._key(ref))
-        return with_managed_fields(stored) if stored else None
+        return at_version(with_managed_fields(stored), ref.api_version) if stored else None
 
     def list_objects(
         self,
@@ -210,7 +225,7 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
             if namespace is not None and ns != namespace:
                 continue
             if labels_match(stored.body, labels or {}):
-                found.append(with_managed_fields(stored))
+                found.append(at_version(with_managed_fields(stored), api_version))
         return found
 
     def apply(
@@ -233,7 +248,7 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         key = self._key(ref)
         existing = self._objects.get(key)
         written = config_of(body, info, as_written=True)
-        result = applied(existing, config, field_manager, force, written)
+        result = applied(self._at(existing, ref.api_version), config, field_manager, force, written)
         if self.require_selectors:
             check_selector(ref, result.body)
         check_finalizers(ref, existing.body if existing else None, result.body)
@@ -263,7 +278,8 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
             self._store(key, result, existing)
             self._finish_deletion(key)
         stored = self._objects.get(key)
-        return with_managed_fields(stored) if stored else copied(result.body)
+        found = with_managed_fields(stored) if stored else copied(result.body)
+        return at_version(found, ref.api_version)
 
     def create(self, body: Mapping[str, Any], *, field_manager: str) -> Body:
         """A create (POST), as ``kubectl apply`` client-side makes one: the manager owns what it
@@ -291,8 +307,13 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         return True
 
     def kind_info(self, api_version: str, kind: str) -> KindInfo | None:
-        """See :meth:`reconciler.cluster.api.Cluster.kind_info`."""
-        return self._kinds.get((api_version.rpartition("/")[0], kind))
+        """See :meth:`reconciler.cluster.api.Cluster.kind_info`: a kind at one of the versions
+        it is served at (a CRD's served versions), none at another."""
+        group, _, version = api_version.rpartition("/")
+        info = self._kinds.get((group, kind))
+        if info is None or version not in self._versions.get((group, kind), ()):
+            return None
+        return info if info.version == version else replace(info, version=version)
 
     def served_kinds(self) -> list[KindInfo]:
         """See :meth:`reconciler.cluster.api.Cluster.served_kinds`."""
@@ -328,7 +349,7 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         stored = self._objects[self._key(ref)]
         version = storage_version(stored.body)
         assert version is not None, f"{ref.subject} has no version"
-        self._kinds[crd_kind(stored.body)] = established(stored.body, version)
+        self._serve(established(stored.body, version), served_versions(stored.body))
         self._bump(stored.body)
         self._note(WatchEventType.MODIFIED, stored)
 
@@ -371,9 +392,16 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         return info
 
     def _key(self, ref: ObjectRef) -> tuple[str, str, str, str]:
-        info = self.kind_info(ref.api_version, ref.kind)
+        info = self._kinds.get((ref.group, ref.kind))
         namespace = ref.namespace if info is None or info.namespaced else ""
         return ref.group, ref.kind, namespace, ref.name
+
+    @staticmethod
+    def _at(stored: Stored | None, api_version: str) -> Stored | None:
+        """``stored`` as written at ``api_version`` (another served version of its kind)."""
+        if stored is None or stored.body.get("apiVersion") == api_version:
+            return stored
+        return Stored(at_version(stored.body, api_version), stored.owners)
 
     def _namespace_exists(self, info: KindInfo, ref: ObjectRef) -> None:
         if not info.namespaced:
@@ -440,7 +468,18 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         """The apiextensions controllers, when ``auto_establish`` is on."""
         version = storage_version(crd)
         if self.auto_establish and version:
-            self._kinds[crd_kind(crd)] = established(crd, version)
+            self._serve(established(crd, version), served_versions(crd))
+
+    def _serve(self, info: KindInfo, versions: tuple[str, ...]) -> None:
+        """Serve a CRD's kind at ``versions`` (discovery names the first), or no longer when
+        it serves none."""
+        key = (info.group, info.kind)
+        if not versions:
+            self._kinds.pop(key, None)
+            self._versions.pop(key, None)
+            return
+        self._kinds[key] = replace(info, version=versions[0])
+        self._versions[key] = versions
 
     def _delete_key(self, key: Key) -> None:
         """A DELETE as the server carries it out: a CRD's instances and a Namespace's objects
@@ -476,6 +515,7 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         body = self._gone(key)
         if body["kind"] == "CustomResourceDefinition":
             self._kinds.pop(crd_kind(body), None)
+            self._versions.pop(crd_kind(body), None)
         for parent in self._parents(key):
             self._finish_deletion(parent)
 

@@ -152,6 +152,71 @@ def storage_version(crd: Mapping[str, Any]) -> str | None:
     return str(version) if version else None
 
 
+def served_versions(crd: Mapping[str, Any]) -> tuple[str, ...]:
+    """The versions a CRD serves, the one discovery prefers first (Kubernetes' version priority:
+    ``v2`` before ``v1`` before ``v1beta2`` before ``v1beta1`` before ``v1alpha1``)."""
+    versions = (crd.get("spec") or {}).get("versions") or []
+    served = [str(v["name"]) for v in versions if v.get("served") and v.get("name")]
+    return tuple(sorted(served, key=version_priority))
+
+
+_KUBE_VERSION = re.compile(r"v(\d+)(?:(alpha|beta)(\d+))?")
+_STABILITY = {None: 0, "beta": 1, "alpha": 2}
+
+
+def version_priority(version: str) -> tuple[int, int, int, str]:
+    """Sort key of a Kubernetes API version, the highest priority first: GA before beta before
+    alpha, a higher number first; a version of another shape after all, by name."""
+    match = _KUBE_VERSION.fullmatch(version)
+    if match is None:
+        return 3, 0, 0, version
+    major, stability, minor = match.groups()
+    return _STABILITY[stability], -int(major), -int(minor or 0), version
+
+
+def at_version(body: Body, api_version: str) -> Body:
+    """``body`` read at another served version of its kind: the same object, its ``apiVersion``
+    that one, its fields converted as the server converts them (a custom resource: the ``None``
+    conversion, the same fields; a HorizontalPodAutoscaler: ``autoscaling/v1``'s CPU target is
+    ``autoscaling/v2``'s CPU utilization metric); ``body`` is left as it is."""
+    if body.get("apiVersion") == api_version:
+        return body
+    converted = {**body, "apiVersion": api_version}
+    if body.get("kind") == "HorizontalPodAutoscaler" and isinstance(body.get("spec"), Mapping):
+        converted["spec"] = _autoscaler_spec(body["spec"], api_version)
+    return converted
+
+
+#: The CPU utilization metric of an ``autoscaling/v2`` HorizontalPodAutoscaler.
+_CPU = ("Resource", "cpu", "Utilization")
+
+
+def _autoscaler_spec(spec: Mapping[str, Any], api_version: str) -> Body:
+    """An HPA's spec at ``autoscaling/v1`` or ``autoscaling/v2`` (the CPU target only, as far
+    as the tests need: other metrics are not kept at v1)."""
+    converted = copied(dict(spec))
+    if api_version == "autoscaling/v1":
+        target = next(
+            (
+                m["resource"]["target"].get("averageUtilization")
+                for m in converted.pop("metrics", None) or []
+                if (m.get("type"), (m.get("resource") or {}).get("name"),
+                    ((m.get("resource") or {}).get("target") or {}).get("type")) == _CPU
+            ),
+            None,
+        )  # fmt: skip
+        converted.pop("behavior", None)
+        if target is not None:
+            converted["targetCPUUtilizationPercentage"] = target
+        return converted
+    percent = converted.pop("targetCPUUtilizationPercentage", None)
+    if percent is not None:
+        target = {"type": "Utilization", "averageUtilization": percent}
+        resource = {"name": "cpu", "target": target}
+        converted["metrics"] = [{"type": "Resource", "resource": resource}]
+    return converted
+
+
 def initial_status(body: Body) -> None:
     """The status a real API server gives an object it creates (before any controller ran)."""
     if body["kind"] == "CustomResourceDefinition":

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from reconciler.cluster.api import Hangup, KindInfo, Listing, WatchEvent, WatchEventType
 from reconciler.cluster.memory_fields import Stored, with_managed_fields
-from reconciler.cluster.memory_rules import labels_match
+from reconciler.cluster.memory_rules import at_version, labels_match
 from reconciler.core.objects import Body, ObjectRef
 from reconciler.errors import ExpiredError
 
@@ -183,7 +183,8 @@ class MemoryWatches:
         found, newest = self.journal.events_after(
             start, info.group, info.kind, labels or {}, timeout=timeout_seconds, hangup=hangup
         )
-        return iter([*found, bookmark(newest)])
+        at = [WatchEvent(e.type, at_version(e.body, api_version)) for e in found]
+        return iter([*at, bookmark(newest)])
 
     def expire_history(self) -> None:
         """Forget every change so far: a watch from an older resourceVersion is answered 410

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -26,7 +26,7 @@ from reconciler.core.model import ConfigRepo, Runtime, Strategy
 from reconciler.core.objects import ObjectRef
 from reconciler.core.overridediff import override_causes, override_fields, reconfigured
 from reconciler.core.overrides import ConfigOverride, module_channel
-from reconciler.core.plan import plan_module, plan_removal
+from reconciler.core.plan import handover_notes, plan_module, plan_removal
 from reconciler.core.plan_values import (
     Context,
     DesiredModule,
@@ -288,7 +288,7 @@ class FleetDiffer:
         dependencies = {n: m.depends_on for n, m in self.base.modules.items()}
         for name in removal_order(gone, dependencies):
             changes.append(self._removed(runtime, before, after, old[name], live))
-        return changes
+        return _handed_over(changes)
 
     def _desired(
         self,
@@ -483,6 +483,36 @@ class FleetDiffer:
         found = (r.rendered.get((runtime, module)) for r in (self.base, self.head))
         keys = tuple(f.key if f is not None else None for f in found)
         return keys[0], keys[1]
+
+
+def _handed_over(changes: list[ModuleChange]) -> list[ModuleChange]:
+    """L12: an object one module's plan deletes and another's applies on the same runtime moves
+    from the one to the other: handed over, so the giver's deletion is dropped (and noted)."""
+    applied = {
+        c.ref: m.module
+        for m in changes
+        for c in m.plan.changes
+        if c.action is not ObjectAction.DELETE and not c.default_configuration
+    }
+    handed_changes = []
+    for change in changes:
+        plan = change.plan
+        handed = {
+            c.ref: applied[c.ref]
+            for c in plan.changes
+            if c.action is ObjectAction.DELETE
+            and applied.get(c.ref, change.module) != change.module
+        }
+        if handed:
+            kept = tuple(
+                c
+                for c in plan.changes
+                if c.action is not ObjectAction.DELETE or c.ref not in handed
+            )
+            plan = replace(plan, changes=kept, notes=plan.notes + handover_notes(handed))
+            change = replace(change, plan=plan)
+        handed_changes.append(change)
+    return handed_changes
 
 
 def _renders_alike(the_plan: ModulePlan, fields: tuple[FieldChange, ...]) -> bool:

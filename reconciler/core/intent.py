@@ -122,8 +122,8 @@ def default_configuration_intent(
         return wanted, True
     if ref is not None and not done and body is not None and not ours:
         return None, True  # a user made it between our intent and our create: keep theirs
-    if done or ref is not None:
-        return ref, done
+    if done or ref is not None:  # L12: the same object at the apiVersion shipped now
+        return (wanted if ref == wanted else ref), done
     if body is not None:  # someone made it already: keep theirs
         return None, True
     return wanted, False  # intended: created right after this inventory is written

@@ -78,6 +78,24 @@ class Inventory:
         }
 
 
+def same_record(inventory: Inventory, current: Inventory | None) -> bool:
+    """Whether ``inventory`` is stored as ``current`` is: equal, and each object at the same
+    apiVersion (references compare without it, L12; a version that moved an object to another
+    apiVersion records the new one)."""
+    return (
+        current is not None
+        and inventory == current
+        and _api_versions(inventory) == _api_versions(current)
+    )
+
+
+def _api_versions(inventory: Inventory) -> tuple[str, ...]:
+    default = inventory.default_configuration
+    return tuple(r.api_version for r in inventory.objects) + (
+        (default.api_version,) if default else ()
+    )
+
+
 def inventory_name(module: str) -> str:
     """Name of a module's inventory ConfigMap."""
     return NAME_PREFIX + module

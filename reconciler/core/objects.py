@@ -15,14 +15,46 @@ from typing import Any
 Body = dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class ObjectRef:
-    """Identity of an object: ``apiVersion``, kind, namespace (empty when cluster-scoped), name."""
+    """An object: ``apiVersion``, kind, namespace (empty when cluster-scoped), name. Equal and
+    hashed by :attr:`key` (L12: ``G/v1 Gadget ns/main`` is ``G/v2 Gadget ns/main``); sorted by
+    all four fields, so that an order never depends on which version was seen first."""
 
     api_version: str
     kind: str
     namespace: str
     name: str
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        """What the object is known by: (group, kind, namespace, name), never its version."""
+        return self.group, self.kind, self.namespace, self.name
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ObjectRef) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __lt__(self, other: ObjectRef) -> bool:
+        return self._order() < other._order()
+
+    def __le__(self, other: ObjectRef) -> bool:
+        return self._order() <= other._order()
+
+    def __gt__(self, other: ObjectRef) -> bool:
+        return self._order() > other._order()
+
+    def __ge__(self, other: ObjectRef) -> bool:
+        return self._order() >= other._order()
+
+    def _order(self) -> tuple[str, str, str, str]:
+        return self.api_version, self.kind, self.namespace, self.name
+
+    def at(self, api_version: str) -> ObjectRef:
+        """The same object at ``api_version`` (another version of its group)."""
+        return ObjectRef(api_version, self.kind, self.namespace, self.name)
 
     @property
     def group(self) -> str:

@@ -73,14 +73,32 @@ def plan(
     if context.suspended:
         return Plan(context.runtime, (), suspended=True)
     wanted = {d.name for d in desired}
-    entries = [plan_module(context, d, live.get(d.name, LiveModule())) for d in desired]
+    shipped = shipped_by(desired)
+    entries = [
+        plan_module(context, d, live.get(d.name, LiveModule()), shipped=shipped) for d in desired
+    ]
     removed = [n for n in live if n not in wanted and live[n].inventory]
-    entries += [plan_removal(live[n]) for n in removal_order(removed, context.dependencies)]
+    entries += [
+        plan_removal(live[n], shipped=shipped) for n in removal_order(removed, context.dependencies)
+    ]
     return Plan(context.runtime, tuple(entries))
 
 
-def plan_module(context: Context, desired: DesiredModule, live: LiveModule) -> ModulePlan:
-    """One desired module's entry of the plan."""
+def shipped_by(desired: Sequence[DesiredModule]) -> dict[ObjectRef, str]:
+    """Which desired module ships each object of a runtime (L12: one that moved from a module to
+    another is handed over, never pruned by the one it left)."""
+    return {ObjectRef.of(o.body): d.name for d in desired for o in d.objects}
+
+
+def plan_module(
+    context: Context,
+    desired: DesiredModule,
+    live: LiveModule,
+    *,
+    shipped: Mapping[ObjectRef, str] | None = None,
+) -> ModulePlan:
+    """One desired module's entry of the plan; ``shipped``: what each desired module of the
+    runtime ships (:func:`shipped_by`), so that an object moved to another is handed over."""
     version = desired.resolved.version
     running = live.running_version
     base = ModulePlan(
@@ -118,9 +136,11 @@ def plan_module(context: Context, desired: DesiredModule, live: LiveModule) -> M
             reason=Reason.WAITING_FOR_MAINTENANCE_WINDOW,
             message=message,
         )
-    changes = _object_changes(desired, live)
+    handed = _handed_over(live, desired.name, shipped or {})
+    changes = _object_changes(desired, live, handed)
     action, reason, message = _classify(desired, live, running, upgrade, changes)
     kept, notes = _kept_crds(desired, live)
+    notes += handover_notes(handed)
     notes += _released_namespaces([c.ref for c in changes], live) + _kept_notes(changes, live)
     return replace(
         base,
@@ -169,7 +189,9 @@ def _classify(
     return ModuleAction.UNCHANGED, Reason.UP_TO_DATE, f"{desired.name} {version} is up to date"
 
 
-def _object_changes(desired: DesiredModule, live: LiveModule) -> tuple[ObjectChange, ...]:
+def _object_changes(
+    desired: DesiredModule, live: LiveModule, handed: Mapping[ObjectRef, str]
+) -> tuple[ObjectChange, ...]:
     changes: list[ObjectChange] = []
     wanted: set[ObjectRef] = set()
     for rendered in desired.objects:
@@ -191,8 +213,23 @@ def _object_changes(desired: DesiredModule, live: LiveModule) -> tuple[ObjectCha
     default = _default_configuration_change(desired, live)
     if default is not None:
         changes.append(default)
-    changes.extend(_prune(live, wanted))
+    changes.extend(_prune(live, wanted | handed.keys()))
     return tuple(changes)
+
+
+def _handed_over(
+    live: LiveModule, module: str, shipped: Mapping[ObjectRef, str]
+) -> dict[ObjectRef, str]:
+    """L12: the objects ``module``'s inventory lists that another desired module ships now
+    (moved in one commit): the receiver takes them over in place, whatever order the two are
+    processed in, so the giver neither prunes nor releases them, by the module receiving each."""
+    recorded = live.inventory.objects if live.inventory else ()
+    return {r: shipped[r] for r in recorded if shipped.get(r, module) != module}
+
+
+def handover_notes(handed: Mapping[ObjectRef, str]) -> tuple[str, ...]:
+    """What a plan says of the objects it hands over (object -> the module receiving it)."""
+    return tuple(f"{r.subject} is handed over to module {m}" for r, m in handed.items())
 
 
 def _default_configuration_change(desired: DesiredModule, live: LiveModule) -> ObjectChange | None:
@@ -311,10 +348,13 @@ def _ours(body: Body | None, inventory: Inventory) -> bool:
     )
 
 
-def plan_removal(live: LiveModule) -> ModulePlan:
-    """The entry of a module that left git, by the strategy in its inventory (L9)."""
+def plan_removal(live: LiveModule, *, shipped: Mapping[ObjectRef, str] | None = None) -> ModulePlan:
+    """The entry of a module that left git, by the strategy in its inventory (L9); what a
+    desired module ships now (``shipped``) is handed over to it (L12), neither deleted nor
+    released."""
     inventory = live.inventory
     assert inventory is not None
+    handed = _handed_over(live, inventory.module, shipped or {})
     base = ModulePlan(
         inventory.module,
         ModuleAction.UNCHANGED,
@@ -333,7 +373,7 @@ def plan_removal(live: LiveModule) -> ModulePlan:
                 ObjectAction.UPDATE, ref, removed_fields(live.objects[ref], list(OUR_MARKS))
             )
             for ref in released
-            if _ours(live.objects.get(ref), inventory)
+            if _ours(live.objects.get(ref), inventory) and ref not in handed
         )
         message = f"stop managing {inventory.module}; its objects stay, without our labels"
         return replace(
@@ -366,7 +406,7 @@ def plan_removal(live: LiveModule) -> ModulePlan:
     deletions = tuple(
         _delete_or_release(ref, live)
         for ref in deletion_order(inventory.objects)
-        if _ours(live.objects.get(ref), inventory)
+        if _ours(live.objects.get(ref), inventory) and ref not in handed
     )
     message = f"delete {inventory.module} {inventory.version}"
     return replace(
@@ -376,7 +416,8 @@ def plan_removal(live: LiveModule) -> ModulePlan:
         message=message,
         changes=default + deletions,
         notes=_released_namespaces([c.ref for c in deletions], live)
-        + _kept_notes(default + deletions, live),
+        + _kept_notes(default + deletions, live)
+        + handover_notes(handed),
     )
 
 

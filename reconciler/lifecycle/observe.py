@@ -13,7 +13,8 @@ raises before anything is changed. The rules it applies to what it read are pure
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from reconciler.cluster.api import Cluster
 from reconciler.core.enforce import enforcing
@@ -31,6 +32,8 @@ from reconciler.core.objects import Body, ObjectRef, crd_kind, is_established
 from reconciler.core.plan_values import DesiredModule, LiveModule, Occupants
 from reconciler.errors import PermanentError, UnknownKindError
 from reconciler.lifecycle.live_view import LiveView, kind_key
+
+_T = TypeVar("_T")
 
 #: The objects that block a deletion a status names, at most (the rest are counted).
 BLOCKING_KEPT = 20
@@ -231,7 +234,9 @@ class Observer:
     def _list_kind(self, runtime: str, ref: ObjectRef) -> None:
         labels = {LABEL_MANAGED_BY: MANAGED_BY_VALUE, LABEL_RUNTIME: runtime}
         try:
-            items = self.cluster.list_objects(ref.api_version, ref.kind, labels=labels)
+            items = self.at_served_version(
+                ref, lambda at: self.cluster.list_objects(at.api_version, at.kind, labels=labels)
+            )
         except UnknownKindError:  # its CRD is not there (yet): nothing of that kind exists
             self.view.record_list(kind_key(ref), None)
             return
@@ -243,11 +248,23 @@ class Observer:
         if known and not fresh:
             return body
         try:
-            body = self.cluster.get(ref)
+            body = self.at_served_version(ref, self.cluster.get)
         except UnknownKindError:
             body = None
         self.view.record(ref, body)
         return body
+
+    def at_served_version(self, ref: ObjectRef, call: Callable[[ObjectRef], _T]) -> _T:
+        """``call`` on ``ref`` at its apiVersion, or (L12: one the server no longer serves, or
+        not yet: a CRD's version moved) at the version of its group the server serves now;
+        :class:`UnknownKindError` when it serves the kind in none."""
+        try:
+            return call(ref)
+        except UnknownKindError:
+            info = self.cluster.kinds_in_group(ref.group, ref.kind)
+            if info is None or info.api_version == ref.api_version:
+                raise
+        return call(ref.at(info.api_version))
 
     def labelled_ours(self, ref: ObjectRef, inventory: Inventory) -> bool:
         """Whether ``ref`` exists and carries our labels for the inventory's runtime and module
@@ -258,7 +275,8 @@ class Observer:
 
     def unestablished(self, module: DesiredModule) -> list[str]:
         """The names of the module's CRDs that are not Established (asked of the server when
-        the view does not show them so: one just applied)."""
+        the view does not show them so: one just applied), or not serving yet every version
+        they serve now (L12: a version an upgrade adds, its custom resources shipped at it)."""
         pending = []
         for rendered in module.objects:
             if rendered.body.get("kind") != "CustomResourceDefinition":
@@ -267,9 +285,19 @@ class Observer:
             live = self.read(ref)
             if live is None or not is_established(live):
                 live = self.read(ref, fresh=True)
-            if live is None or not is_established(live):
+            if live is None or not is_established(live) or self._unserved(rendered.body):
                 pending.append(str(rendered.body["metadata"]["name"]))
         return pending
+
+    def _unserved(self, crd: Mapping[str, Any]) -> list[str]:
+        """The versions ``crd`` serves that discovery does not show served (yet)."""
+        group, kind = crd_kind(crd)
+        versions = [v for v in (crd.get("spec") or {}).get("versions") or [] if v.get("served")]
+        return [
+            str(v.get("name"))
+            for v in versions
+            if self.cluster.kind_info(f"{group}/{v.get('name')}", kind) is None
+        ]
 
     def operator_available(self, module: DesiredModule) -> bool:
         """Whether the module's operator workload is available (asked of the server when the
@@ -326,7 +354,8 @@ def _identity(ref: ObjectRef) -> tuple[str, str, str, str]:
 
 
 def _listed_ref(asked: ObjectRef, body: Body) -> ObjectRef:
-    """The reference of a listed object under the apiVersion it was listed by."""
+    """The reference of a listed object (the same object at whatever version it was listed,
+    L12; its body says which)."""
     metadata = body.get("metadata") or {}
     return ObjectRef(
         asked.api_version,

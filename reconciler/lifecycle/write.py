@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.cluster.api import Cluster
-from reconciler.core.inventory import Inventory, inventory_ref
+from reconciler.core.inventory import Inventory, inventory_ref, same_record
 from reconciler.core.objects import ObjectRef
 from reconciler.core.plan import OUR_MARKS
 from reconciler.core.plan_values import ObjectAction, ObjectChange
@@ -47,8 +47,11 @@ class Writer:
         self.view.record(ObjectRef.of(body), result)
 
     def patch(self, ref: ObjectRef, merge_patch: Mapping[str, Any]) -> None:
-        """Merge-patch ``ref``."""
-        self.view.record(ref, self.cluster.patch(ref, merge_patch))
+        """Merge-patch ``ref`` (at the version of its group served now, L12)."""
+        patched = self.observer.at_served_version(
+            ref, lambda at: self.cluster.patch(at, merge_patch)
+        )
+        self.view.record(ref, patched)
 
     def take_over(self, ref: ObjectRef) -> None:
         """Merge the client-side managers' fields of ``ref`` into ours, drop its
@@ -63,8 +66,10 @@ class Writer:
         self.patch(ref, unmark_patch())
 
     def delete(self, ref: ObjectRef) -> bool:
-        """Ask for the deletion of ``ref`` (``False`` when it was gone); the view forgets it."""
-        gone = self.cluster.delete(ref)
+        """Ask for the deletion of ``ref`` (``False`` when it was gone), at the version of its
+        group served now (L12: the inventory may name one no longer served); the view forgets
+        it."""
+        gone = self.observer.at_served_version(ref, self.cluster.delete)
         self.view.record(ref, None)
         return gone
 
@@ -78,8 +83,8 @@ class Writer:
         return ChangeAction.KEPT if change.action is ObjectAction.KEEP else ChangeAction.RELEASED
 
     def write_inventory(self, inventory: Inventory, current: Inventory | None) -> None:
-        """Write ``inventory`` unless it is ``current`` already."""
-        if inventory != current:
+        """Write ``inventory`` unless it is stored as ``current`` already."""
+        if not same_record(inventory, current):
             body = inventory.to_configmap(self.system_namespace)
             self.cluster.apply(body, field_manager=self.field_manager, force=True)
             self.view.record_inventory(inventory)

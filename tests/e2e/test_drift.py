@@ -92,19 +92,6 @@ def _writes(world: World, since: int) -> list[tuple[str, str, str]]:
     ]
 
 
-def _install(world: World, module: TestModule, runtime: str) -> None:
-    """Sync until the module is Ready, its operator made available between syncs."""
-    for _ in range(5):
-        result = world.sync()
-        assert result.exit_code == 0, result.output
-        if world.kube.deployment(module.namespace, module.operator) is not None:
-            world.kube.make_available(module.namespace, module.operator)
-        state = world.status(runtime).get(module.name, {})
-        if state.get("state") == "Ready":
-            return
-    raise AssertionError(f"{module.name} not Ready after 5 syncs: {world.status(runtime)}")
-
-
 def _assert_no_drift(world: World, module: TestModule, runtime: str) -> None:
     """``diff`` shows the module unchanged; a second ``sync`` writes nothing."""
     repo = world.fleet.write()
@@ -131,7 +118,7 @@ def test_what_the_server_rewrites_is_no_drift_and_a_second_sync_writes_nothing(
     fleet.channel[name] = "1.0.0"
     runtime = fleet.runtime("rt", [{"name": name}])
 
-    _install(world, module, runtime)
+    world.install(module, runtime)
 
     _assert_no_drift(world, module, runtime)
 
@@ -193,7 +180,7 @@ def test_the_prometheus_operator_manifests_show_no_drift_once_installed(world: W
     fleet.channel[name] = "0.93.0"
     runtime = fleet.runtime("rt", [{"name": name}])
     try:
-        _install(world, module, runtime)
+        world.install(module, runtime)
         _assert_no_drift(world, module, runtime)
     finally:
         for crd in module.crd_names():

@@ -11,7 +11,7 @@ from typing import Any
 
 from click.testing import Result
 
-from tests.support.e2e_harness import Fleet, Kube, json_of, modules_of, reconciler
+from tests.support.e2e_harness import Fleet, Kube, TestModule, json_of, modules_of, reconciler
 from tests.support.kube_control_plane import ControlPlane
 
 
@@ -37,6 +37,18 @@ class World:
         """``reconciler sync REPO --kubeconfig-dir DIR ARGS`` on the repo as written now."""
         repo = self.fleet.write()
         return reconciler("sync", repo, *self.cluster_flags(), *args, env=self.env)
+
+    def install(self, module: TestModule, runtime: str) -> None:
+        """Sync until ``module`` is Ready on ``runtime``, its operator made available between
+        syncs (no kubelet runs); fail after 5 syncs."""
+        for _ in range(5):
+            result = self.sync()
+            assert result.exit_code == 0, result.output
+            if self.kube.deployment(module.namespace, module.operator) is not None:
+                self.kube.make_available(module.namespace, module.operator)
+            if self.status(runtime).get(module.name, {}).get("state") == "Ready":
+                return
+        raise AssertionError(f"{module.name} not Ready after 5 syncs: {self.status(runtime)}")
 
     def reconciler_json(self, *args: str) -> dict[str, Any]:
         """``reconciler ARGS -o json`` on the test's state store: the document it printed."""
