@@ -207,6 +207,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "get": ("get", "get"),
     "tree": ("tree", "tree"),
     "check": ("check", "check"),
+    "rbac": ("rbac", "rbac"),
     "members": ("members", "members"),
     "daemon": ("daemon", "daemon"),
     "suspend": ("suspend", "suspend"),

@@ -145,7 +145,10 @@ def _chain(error: BaseException) -> list[BaseException]:
 
 _HINTS = {
     401: "the server refused the credentials: renew the token or client certificate",
-    403: "the identity lacks this permission: see the RBAC in deploy/",
+    403: (
+        "the identity lacks this permission on this cluster: bind it to the role "
+        "`reconciler rbac REPO` prints, then `reconciler check REPO` names what is missing"
+    ),
 }
 
 

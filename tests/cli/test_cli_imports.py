@@ -42,7 +42,7 @@ OTHER_COMMANDS = tuple(
     f"reconciler.cli.{name}"
     for name in (
         *("validate", "render", "sync", "operations", "status", "get", "tree", "check"),
-        *("members", "daemon", "suspend", "rollout"),
+        *("members", "daemon", "suspend", "rollout", "rbac"),
     )
 )
 #: The engines of templated modules: a repo's first chart, overlay or source imports its own.

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.support.kube_control_plane import ControlPlane
 from tests.support.repos import RepoFactory, channel_file, module_files, runtime_file
@@ -38,18 +37,7 @@ def home(kube_control_plane: ControlPlane, tmp_path: Path) -> Iterator[tuple[str
     core.create_namespaced_service_account(namespace, {"metadata": {"name": "nobody"}})
     request = {"spec": {"audiences": [], "expirationSeconds": 3600}}
     token = core.create_namespaced_service_account_token("nobody", namespace, request)
-    admin = yaml.safe_load(kube_control_plane.kubeconfig.read_text())
-    cluster = admin["clusters"][0]
-    nobody = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [cluster],
-        "users": [{"name": "nobody", "user": {"token": token.status.token}}],
-        "contexts": [{"name": "nobody", "context": {"cluster": cluster["name"], "user": "nobody"}}],
-        "current-context": "nobody",
-    }
-    path = tmp_path / "nobody.yaml"
-    path.write_text(yaml.safe_dump(nobody))
+    path = kube_control_plane.token_kubeconfig(tmp_path / "nobody.yaml", token.status.token)
     try:
         yield namespace, path
     finally:

@@ -14,103 +14,24 @@ contract's (tests/contract/test_watch_contract.py)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from reconciler.cluster.api import Cluster
-from reconciler.cluster.kube import connect
-from reconciler.core.model import ClusterAccess
-from reconciler.daemon.service import Daemon, DaemonOptions
-from reconciler.operations.store import SqliteStore
-from reconciler.source.git import RemoteSource
-from tests.support.daemons import GitServer
 from tests.support.e2e_harness import TestModule, until
 from tests.support.e2e_world import World
-from tests.support.fleet_history import git
-
-DEBOUNCE = timedelta(seconds=1)
-#: How long a test waits for what a wake does (a run includes the lifecycle's own waits).
-BOUNDED = 60.0
-
-
-@dataclass
-class Watched:
-    """A daemon following the test's config repo through ``git daemon``."""
-
-    world: World
-    daemon: Daemon
-    work: Path
-
-    def commit(self, message: str) -> None:
-        self.world.fleet.write()
-        git(self.work, "add", "-A")
-        git(self.work, "commit", "-qm", message, "--allow-empty")
-        git(self.work, "push", "-q", str(self.work.parent / "git" / "remote.git"), "HEAD:main")
-
-    def first_run(self) -> None:
-        """Poll, run every runtime once, and wait until the watches have listed."""
-        assert self.daemon.poll()
-        self.daemon.wait_idle()
-        until(self._listed, "the watches listed their kinds", BOUNDED)
-
-    def _listed(self) -> bool:
-        opened = list(self.daemon.watches.open.values())
-        return all(o.watch.resource_version for o in opened)
-
-    def module(self, runtime: str, name: str) -> dict[str, Any]:
-        status = self.daemon.status()
-        for item in status["runtimes"]:
-            if item["runtime"] == runtime:
-                for module in item["modules"]:
-                    if module["module"] == name:
-                        found: dict[str, Any] = module
-                        return found
-        return {}
-
-    def state(self, runtime: str, name: str) -> str:
-        return str(self.module(runtime, name).get("state") or "")
-
-
-def _watched(world: World, tmp_path: Path, *, watch: bool) -> Iterator[Watched]:
-    server = GitServer(tmp_path / "git")
-    (tmp_path / "git").mkdir()
-    git(tmp_path / "git", "init", "-q", "--bare", "remote.git")
-    work = world.fleet.root
-    world.fleet.write()
-    git(work, "init", "-q", "-b", "main")
-    server.start()
-
-    def reach(access: ClusterAccess, name: str) -> Cluster:
-        return connect(access, name=name, kubeconfig_dir=world.control_plane.kubeconfig_dir)
-
-    source = RemoteSource(server.url, "main", "", tmp_path / "cache")
-    options = DaemonOptions(workers=2, watch=watch, debounce=DEBOUNCE)
-    store = SqliteStore(tmp_path / "state.db")
-    daemon = Daemon(source, store, reach, lambda: datetime.now(UTC), options)
-    daemon.watches.start()
-    watched = Watched(world, daemon, work)
-    watched.commit("first")
-    try:
-        yield watched
-    finally:
-        threads = [o.thread for o in daemon.watches.open.values() if o.thread is not None]
-        daemon.close()
-        server.stop()
-    assert [t for t in threads if t.is_alive()] == []  # each stream hung up, none left behind
+from tests.support.watched_daemon import BOUNDED, Watched, watched_daemon
 
 
 @pytest.fixture
 def watching(world: World, tmp_path: Path) -> Iterator[Watched]:
-    yield from _watched(world, tmp_path, watch=True)
+    yield from watched_daemon(world, tmp_path, watch=True)
 
 
 @pytest.fixture
 def polling(world: World, tmp_path: Path) -> Iterator[Watched]:
-    yield from _watched(world, tmp_path, watch=False)
+    yield from watched_daemon(world, tmp_path, watch=False)
 
 
 def _one_module(watched: Watched, **options: Any) -> tuple[str, TestModule]:

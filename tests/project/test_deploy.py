@@ -505,6 +505,24 @@ def test_checkov_finds_nothing_that_is_not_skipped_with_a_reason(
         assert len(finding["check_result"].get("suppress_comment", "")) > 40, finding["check_id"]
 
 
+def test_the_in_cluster_grant_is_what_rbac_prints_and_cluster_admin_is_opt_in() -> None:
+    from click.testing import CliRunner
+
+    shipped = [d for d in yaml.safe_load_all((DEPLOY / "rbac-in-cluster.yaml").read_text()) if d]
+    args = ["rbac", str(REPO / "sample-repo"), "--runtime", "control-plane",
+            "--name", "reconciler-in-cluster", "--no-namespace"]  # fmt: skip
+    printed = CliRunner().invoke(cli, args)
+    admin = [d for d in yaml.safe_load_all((DEPLOY / "rbac-in-cluster-admin.yaml").read_text())]
+
+    assert printed.exit_code == 0, printed.output
+    assert shipped == [d for d in yaml.safe_load_all(printed.stdout) if d]  # made by the command
+    role = _one(shipped, "ClusterRole")
+    assert all("*" not in rule["verbs"] + rule["resources"] for rule in role["rules"])
+    assert {s["name"] for d in shipped if "subjects" in d for s in d["subjects"]} == {"reconciler"}
+    assert [d["roleRef"]["name"] for d in admin] == ["cluster-admin"]
+    assert admin[0]["metadata"]["name"] != _one(shipped, "ClusterRoleBinding")["metadata"]["name"]
+
+
 # -- the image ------------------------------------------------------------------------------------
 
 

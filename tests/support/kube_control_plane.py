@@ -84,6 +84,22 @@ class ControlPlane:
     def kubeconfig_name(self) -> str:
         return self.kubeconfig.name
 
+    def token_kubeconfig(self, path: Path, token: str, user: str = "token") -> Path:
+        """Write at ``path`` a kubeconfig reaching this server with ``token`` (a
+        ServiceAccount's, from the TokenRequest API) instead of the admin's certificate."""
+        cluster = yaml.safe_load(self.kubeconfig.read_text())["clusters"][0]
+        context = {"cluster": cluster["name"], "user": user}
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [cluster],
+            "users": [{"name": user, "user": {"token": token}}],
+            "contexts": [{"name": user, "context": context}],
+            "current-context": user,
+        }
+        path.write_text(yaml.safe_dump(config))
+        return path
+
     def audit_mark(self) -> int:
         """Where the audit log ends now: pass it to :meth:`audit_events` later."""
         log = self._audit_log()
