@@ -12,6 +12,8 @@ help::
      |    |    +-- SnapshotError    a recorded cluster (--snapshot) is missing or unreadable
      |    +-- NotFoundError         a named thing (runtime, module, object) does not exist
      |    +-- InvalidObjectError    the API server refused an object as invalid (422)
+ |    |    +-- ImmutableFieldError  a change of a field the server never changes (422)
+ |    +-- UnservedKindError     an object's kind is neither served nor defined by a CRD (L14)
      |    +-- ForbiddenError        the credentials may not do this (401, 403)
      |    +-- AccessError           no way to reach a cluster (no kubeconfig, bad context)
      |    +-- HeldByBrakeError      the deletion brake holds a sync (S5): allow it explicitly
@@ -134,6 +136,16 @@ class NotFoundError(PermanentError):
 
 class InvalidObjectError(PermanentError):
     """The API server refused an object as invalid."""
+
+
+class ImmutableFieldError(InvalidObjectError):
+    """The API server refused a change of a field it never changes (422 ``field is
+    immutable``, a Job's ``spec.template``): the object must be replaced to change it."""
+
+
+class UnservedKindError(PermanentError):
+    """An object's apiVersion and kind are not served by the cluster, and no CRD of its module
+    or of a module it depends on defines them: nothing of the module version is written."""
 
 
 class ForbiddenError(PermanentError):

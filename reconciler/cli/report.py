@@ -28,6 +28,7 @@ _SYMBOLS = {
     ObjectAction.CREATE: "+",
     ObjectAction.UPDATE: "~",
     ObjectAction.DELETE: "-",
+    ObjectAction.REPLACE: "-/+",
     ObjectAction.KEEP: "=",
 }
 #: What a line of an object change adds after its subject, by action.
@@ -79,7 +80,11 @@ def _change_lines(changes: Sequence[ObjectChange], details: bool) -> list[str]:
         tag = " (default configuration)" if change.default_configuration else ""
         tag += _TAGS.get(change.action, "")
         lines.append(f"      {_SYMBOLS[change.action]} {change.ref.subject}{tag}")
-        if details and change.action in (ObjectAction.UPDATE, ObjectAction.KEEP):
+        if details and change.action in (
+            ObjectAction.UPDATE,
+            ObjectAction.REPLACE,
+            ObjectAction.KEEP,
+        ):
             shown = change.fields[:FIELDS_SHOWN]
             lines.extend(f"          {field.format()}" for field in shown)
             if len(change.fields) > FIELDS_SHOWN:

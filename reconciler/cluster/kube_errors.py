@@ -6,7 +6,9 @@ does not serve becomes an UnknownKindError (a ``404 page not found``, no Status 
 status (Forbidden with what to check, Throttled with the server's Retry-After, a ServerError to
 retry otherwise), and a connection failure or a request that timed out a ServerError naming the
 server (never its credentials), the cause found in the exception chain, and what to check.
-Messages carry the status and the server's reason, bounded, never a body or a header.
+Messages carry the status and the server's reason, bounded, never a body or a header: a long
+reason (a value dumped whole) keeps each cause's field and its end, so ``field is immutable``
+shows, and such a refusal is an :class:`~reconciler.errors.ImmutableFieldError`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from reconciler.errors import (
     ConflictError,
     ExpiredError,
     ForbiddenError,
+    ImmutableFieldError,
     InvalidObjectError,
     NotFoundError,
     ReconcilerError,
@@ -158,6 +161,8 @@ def _api_error(what: str, error: Any) -> ReconcilerError:
     if status in _HINTS:
         message += f" ({_HINTS[status]})"
     kind = _BY_STATUS.get(status)
+    if kind is InvalidObjectError and is_immutable(reason):
+        return ImmutableFieldError(message)
     if kind is ThrottledError:
         return ThrottledError(message, retry_after=_retry_after(error))
     if kind is not None:
@@ -175,14 +180,57 @@ def _is_status(error: Any) -> bool:
     return isinstance(answer, dict) and answer.get("kind") == "Status"
 
 
+#: What the server says when it refuses to change a field it never changes (the texts
+#: Flux's ssa reads as an immutable-field error too).
+IMMUTABLE_TEXTS = (
+    "field is immutable",
+    "cannot change roleRef",
+    "updates to statefulset spec for fields other than",
+)
+#: How many characters of the server's message an error keeps.
+MESSAGE_SHOWN = 300
+#: How many characters of one cause's message a long message keeps.
+CAUSE_SHOWN = 160
+
+
+def is_immutable(message: str) -> bool:
+    """Whether the server's ``message`` refuses a change of a field it never changes."""
+    return any(text in message for text in IMMUTABLE_TEXTS)
+
+
 def _server_message(error: Any) -> str:
-    """The ``message`` of the server's Status response, bounded in length."""
+    """The ``message`` of the server's Status response, bounded in length. A long message
+    (a value dumped whole, as a Job's template is) keeps its head and each cause's field and
+    reason, the dumped value cut in the middle: ``field is immutable`` always shows."""
     try:
         status = json.loads(getattr(error, "body", "") or "{}")
         text = str(status.get("message", "")) or str(getattr(error, "reason", ""))
+        causes = list((status.get("details") or {}).get("causes") or [])
     except (ValueError, TypeError, AttributeError):
-        text = str(getattr(error, "reason", ""))
-    return text[:300]
+        text, causes = str(getattr(error, "reason", "")), []
+    if len(text) > MESSAGE_SHOWN and causes:
+        text = _with_causes(text, causes)
+    return elided(text, MESSAGE_SHOWN)
+
+
+def _with_causes(text: str, causes: list[Any]) -> str:
+    """``Job.batch "x" is invalid: FIELD: REASON; ...``, each cause's dumped value cut."""
+    head, found, _ = text.partition(" is invalid: ")
+    said = [
+        f"{c.get('field') or ''}: {elided(str(c.get('message') or ''), CAUSE_SHOWN)}".lstrip(": ")
+        for c in causes[:3]
+        if isinstance(c, dict)
+    ]
+    return f"{head} is invalid: {'; '.join(said)}" if found else "; ".join(said)
+
+
+def elided(text: str, limit: int) -> str:
+    """``text`` of at most ``limit`` characters: its middle cut (`` ... ``) when longer, so
+    that both the subject at its start and the reason at its end show."""
+    if len(text) <= limit:
+        return text
+    tail = limit * 2 // 3
+    return f"{text[: limit - tail - 5]} ... {text[-tail:]}"
 
 
 def _retry_after(error: Any) -> float:

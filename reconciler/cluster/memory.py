@@ -8,10 +8,12 @@ kinds refused until their CRD is applied (and Established), a kind served at eac
 version of its CRD (HorizontalPodAutoscaler at ``autoscaling/v2`` and ``v1``) and refused at
 another, one object read, listed and written at any of them (L12), server-side apply that tracks
 the fields each manager owns and removes those a manager stopped applying, cascading deletion of
-a CRD's instances and a namespace's objects, and finalizers as the server keeps them: a deleted
-object with finalizers stays Terminating (``deletionTimestamp``, grace period 0) until a patch or
-an apply empties them, none may be added meanwhile, and a CRD or Namespace whose content is
-held so stays Terminating until that content is gone. Bodies have the
+a CRD's instances and a namespace's objects, a removed API (``policy/v1beta1`` and the others
+a Kubernetes 1.36 server no longer serves) refused, a change of a Job's ``spec.template``
+refused as immutable (422, ``field is immutable``), and finalizers as the server keeps them: a
+deleted object with finalizers stays Terminating (``deletionTimestamp``, grace period 0) until a
+patch or an apply empties them, none may be added meanwhile, and a CRD or Namespace whose
+content is held so stays Terminating until that content is gone. Bodies have the
 shape a real server gives them, nulls included: a CRD is created with ``status.conditions: null``
 (and ``acceptedNames`` empty) and answered so, and is Established only afterwards, as the
 apiextensions controllers do; workloads start with ``status: {}``; kinds without a status
@@ -20,7 +22,8 @@ are left out. A new Namespace gets the ``default`` ServiceAccount and the ``kube
 ConfigMap at once (kube-controller-manager's, asynchronous on a server). Refused as a server
 refuses them: a ConfigMap value that is no string (a 500, so a ServerError), and with
 ``require_selectors`` a workload without ``spec.selector`` (422). A dry-run apply answers a
-new object with a ``uid`` and creation time of its own, and no resource version. What the
+new object with a ``uid`` and creation time of its own, and no resource version; it stores
+nothing and is counted as ``dry-run``, not ``apply``, in ``calls``. What the
 server writes in its own words is stored so
 (:func:`~reconciler.core.serverform.server_form`: ``cpu: 1000m`` as ``1``, ``protocol: TCP``
 on ports). Tests can set status, and inject faults (errors, latency). Operator workloads become
@@ -65,6 +68,7 @@ from reconciler.cluster.memory_rules import (
     at_version,
     available_status,
     check_finalizers,
+    check_immutable,
     check_name,
     check_selector,
     check_typed,
@@ -106,6 +110,7 @@ BUILTIN_KINDS: tuple[KindInfo, ...] = (
     KindInfo("apps", "v1", "StatefulSet", "statefulsets", True),
     KindInfo("apps", "v1", "DaemonSet", "daemonsets", True),
     KindInfo("batch", "v1", "Job", "jobs", True),
+    KindInfo("batch", "v1", "CronJob", "cronjobs", True),
     KindInfo("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False),
     KindInfo("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False),
     KindInfo("rbac.authorization.k8s.io", "v1", "Role", "roles", True),
@@ -141,8 +146,9 @@ BUILTIN_VERSIONS: dict[tuple[str, str], tuple[str, ...]] = {
 
 @dataclass(slots=True)
 class Fault:
-    """An injected failure: ``operation`` ("get", "list", "apply", "patch", "delete" or "*")
-    raises ``error`` for the next ``times`` calls that ``match`` (all when ``match`` is None)."""
+    """An injected failure: ``operation`` ("get", "list", "apply", "dry-run", "patch", "delete"
+    or "*") raises ``error`` for the next ``times`` calls that ``match`` (all when ``match`` is
+    None)."""
 
     operation: str
     error: Exception
@@ -238,7 +244,7 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
     ) -> Body:
         """See :meth:`reconciler.cluster.api.Cluster.apply`."""
         ref = ObjectRef.of(body)
-        self._enter("apply", ref)
+        self._enter("dry-run" if dry_run else "apply", ref)  # a dry-run writes nothing
         info = self._served(ref.api_version, ref.kind)
         config = config_of(body, info)
         ref = ObjectRef.of(config)
@@ -249,6 +255,8 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         existing = self._objects.get(key)
         written = config_of(body, info, as_written=True)
         result = applied(self._at(existing, ref.api_version), config, field_manager, force, written)
+        if existing is not None:
+            check_immutable(ref, existing.body, result.body)
         if self.require_selectors:
             check_selector(ref, result.body)
         check_finalizers(ref, existing.body if existing else None, result.body)

@@ -18,7 +18,7 @@ from reconciler.cluster.api import KindInfo
 from reconciler.cluster.memory_fields import copied, spec_of
 from reconciler.core.objects import Body, ObjectRef, crd_kind
 from reconciler.core.serverform import server_form
-from reconciler.errors import InvalidObjectError, ServerError
+from reconciler.errors import ImmutableFieldError, InvalidObjectError, ServerError
 
 _SERVER_FIELDS = (
     "resourceVersion",
@@ -90,6 +90,33 @@ def check_selector(ref: ObjectRef, body: Mapping[str, Any]) -> None:
         raise InvalidObjectError(
             f'{ref.kind}.{ref.group} "{ref.name}" is invalid: spec.selector: Required value'
         )
+
+
+#: Fields a server never changes once an object of the kind exists (422 ``field is
+#: immutable``), as a Kubernetes 1.36 server refuses them.
+_IMMUTABLE: dict[tuple[str, str], tuple[tuple[str, ...], ...]] = {
+    ("batch", "Job"): (("spec", "template"), ("spec", "selector")),
+}
+
+
+def check_immutable(ref: ObjectRef, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    """A change of a field the server never changes is Invalid, as the server says it: the
+    value dumped whole, then ``field is immutable``."""
+    for path in _IMMUTABLE.get((ref.group, ref.kind), ()):
+        before, after = _at(old, path), _at(new, path)
+        if before != after:
+            where = ".".join(path)
+            raise ImmutableFieldError(
+                f'{ref.kind}.{ref.group} "{ref.name}" is invalid: {where}: '
+                f"Invalid value: {after!r}: field is immutable"
+            )
+
+
+def _at(body: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    found: Any = body
+    for key in path:
+        found = found.get(key) if isinstance(found, Mapping) else None
+    return found
 
 
 CONTROLLER = "kube-controller-manager"

@@ -157,6 +157,7 @@ def module_from(
         description=spec.get("description", ""),
         source=source,
         hooks=HookPolicy(spec.get("hooks", HookPolicy.REFUSE)),
+        recreate_on_immutable=bool(spec.get("recreateOnImmutable", False)),
     )
 
 

@@ -11,6 +11,8 @@ own code reads before that (rendering, planning, readiness). :func:`object_probl
   ``<plural>.<group>`` for a CustomResourceDefinition), an optional ``namespace`` that is a
   DNS-1123 label, and ``labels`` and ``annotations`` that are maps of string to string with
   keys and label values by Kubernetes' rules (annotations at most 256 KiB in all);
+- ``reconciler.dev/recreate`` is ``on-immutable``, and never on a CustomResourceDefinition, a
+  Namespace or a PersistentVolumeClaim (their deletion takes data along);
 - a CustomResourceDefinition (``apiextensions.k8s.io/v1``) has ``spec.group``,
   ``spec.names.kind``, ``spec.names.plural``, ``spec.scope`` (Namespaced or Cluster) and a
   non-empty ``spec.versions`` of mappings with ``name``, ``served`` and ``storage``, exactly one
@@ -39,6 +41,7 @@ from typing import Any
 
 from reconciler.config.yamlsafe import Document
 from reconciler.core.diagnostics import Diagnostic, Pointer, format_pointer
+from reconciler.core.preflight import NEVER_RECREATED, RECREATE_ANNOTATION, RECREATE_ON_IMMUTABLE
 from reconciler.core.versions import parse_running_version
 
 RULE = "C1"
@@ -100,6 +103,7 @@ def object_problems(document: Document) -> Iterator[Diagnostic]:
     at = _Located(document)
     kind = yield from _type_problems(at, data)
     yield from _metadata_problems(at, data.get("metadata"), kind)
+    yield from _recreate_problems(at, data.get("metadata"), kind)
     if kind == "CustomResourceDefinition":
         yield from _crd_problems(at, data)
     elif kind in POD_SPEC_PATHS:
@@ -188,6 +192,22 @@ def _metadata_problems(at: _Located, metadata: Any, kind: str) -> Iterator[Diagn
         yield at(message, ("metadata", "namespace"))
     yield from _string_map(at, metadata, "labels", label_values=True)
     yield from _string_map(at, metadata, "annotations", label_values=False)
+
+
+def _recreate_problems(at: _Located, metadata: Any, kind: str) -> Iterator[Diagnostic]:
+    """The opt-in recreate: its one value, and never on a kind whose deletion takes data along."""
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    if not isinstance(annotations, Mapping) or RECREATE_ANNOTATION not in annotations:
+        return
+    pointer = ("metadata", "annotations", RECREATE_ANNOTATION)
+    if annotations[RECREATE_ANNOTATION] != RECREATE_ON_IMMUTABLE:
+        yield at(f"{RECREATE_ANNOTATION} must be {RECREATE_ON_IMMUTABLE}", pointer)
+    elif kind in NEVER_RECREATED:
+        message = (
+            f"a {kind} is never recreated (deleting it takes what it holds along): drop "
+            f"{RECREATE_ANNOTATION}"
+        )
+        yield at(message, pointer)
 
 
 class _NameRule:

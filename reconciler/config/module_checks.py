@@ -29,6 +29,7 @@ from reconciler.config.templates import (
 from reconciler.config.yamlsafe import Document
 from reconciler.core.diagnostics import Diagnostic, Pointer, did_you_mean
 from reconciler.core.model import LABEL_APP_VERSION, Module, ModuleKind, ModuleVersion
+from reconciler.core.preflight import RECREATE_ANNOTATION, asks_recreate
 from reconciler.core.versions import is_version
 
 
@@ -132,7 +133,18 @@ class ModuleChecks:
             )
             return None
         document = file.documents[0]
-        return document.data if self.docs.kubernetes_object(document) else None
+        data = document.data
+        if not self.docs.kubernetes_object(document) or not isinstance(data, Mapping):
+            return None
+        if asks_recreate(data):
+            message = (
+                f"the default configuration is never recreated (created once, L3): drop "
+                f"{RECREATE_ANNOTATION}"
+            )
+            pointer = ("metadata", "annotations", RECREATE_ANNOTATION)
+            self.docs.diagnostics.append(document.diagnostic("C1", message, pointer))
+            return None
+        return data
 
     def module_versions_metadata(self, document: Document, versions: Mapping[str, Any]) -> None:
         declared = document.data["spec"].get("versions", {})

@@ -3,15 +3,17 @@
 Every path that deletes asks here first: ``reconciler sync`` and the daemon (against what the
 clusters' inventories hold, the runtimes and modules the state store knows and, for the daemon,
 the commit in force) and ``operations retrigger``. A deletion is a runtime that left git, a
-module that left a runtime, or a CustomResourceDefinition that a module no longer ships (a
+module that left a runtime, a CustomResourceDefinition that a module no longer ships (a
 manifest's new version without it, or a chart's or overlay's render for that runtime without
-it, by an upgrade or a change of values): what runs is what each cluster's inventories list,
-with what the state store knows (and, for the daemon, what the commit in force ships). A CRD
-marked to be kept (``reconciler.dev/prune: disabled``, ``helm.sh/resource-policy: keep``) is
-released, never deleted, and not counted. More deletions than
-``spec.deletionBrake.maxDeletionsPerSync`` hold the whole sync until an explicit allow; a repo
-that removes every runtime the store knows is always held unless the allow names the count or
-the runtimes.
+it, by an upgrade or a change of values), or an object a new version may replace (it opts in to
+``reconciler.dev/recreate: on-immutable`` and the new version changes it: deleted and created
+again if the server refuses the change as immutable): what runs is what each cluster's
+inventories list, with what the state store knows (and, for the daemon, what the commit in
+force ships). A CRD marked to be kept (``reconciler.dev/prune: disabled``,
+``helm.sh/resource-policy: keep``) is released, never deleted, and not counted. More deletions
+than ``spec.deletionBrake.maxDeletionsPerSync`` hold the whole sync until an explicit allow; a
+repo that removes every runtime the store knows is always held unless the allow names the count
+or the runtimes.
 
 A commit never loosens the brake that judges it: its :class:`Limits` are bounded by those in
 force (:func:`limits_for`: the last accepted commit's, or the built-in defaults when none is
@@ -26,6 +28,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from reconciler.core.model import ConfigRepo, Settings, keep_mark
+from reconciler.core.objects import ObjectRef
+from reconciler.core.preflight import recreated_on_immutable
 from reconciler.core.resolve import resolve_runtime
 
 #: How many deletions a message names.
@@ -35,18 +39,20 @@ _DEFAULTS = Settings()
 
 @dataclass(frozen=True, slots=True)
 class Deletions:
-    """What a sync would delete: runtimes, ``runtime/module`` removals and
-    ``runtime/module/crd`` CRDs dropped by an upgrade."""
+    """What a sync would delete: runtimes, ``runtime/module`` removals,
+    ``runtime/module/crd`` CRDs dropped by an upgrade and ``runtime/module/Kind/ns/name``
+    objects an upgrade may replace (recreate on immutable)."""
 
     runtimes: tuple[str, ...] = ()
     modules: tuple[str, ...] = ()
     crds: tuple[str, ...] = ()
     every_runtime: bool = False
+    recreates: tuple[str, ...] = ()
 
     @property
     def count(self) -> int:
         """How many deletions the brake counts."""
-        return len(self.runtimes) + len(self.modules) + len(self.crds)
+        return len(self.runtimes) + len(self.modules) + len(self.crds) + len(self.recreates)
 
     def items(self) -> list[str]:
         """Every deletion as people read it."""
@@ -54,11 +60,13 @@ class Deletions:
             [f"runtime {r}" for r in self.runtimes]
             + [f"module {m}" for m in self.modules]
             + [f"CRD {c}" for c in self.crds]
+            + [f"recreate {r}" for r in self.recreates]
         )
 
     def touched_runtimes(self) -> set[str]:
         """The runtimes these deletions happen in."""
-        return set(self.runtimes) | {d.split("/", 1)[0] for d in self.modules + self.crds}
+        deletions = self.modules + self.crds + self.recreates
+        return set(self.runtimes) | {d.split("/", 1)[0] for d in deletions}
 
     def to_json(self) -> dict[str, Any]:
         """JSON form."""
@@ -67,6 +75,7 @@ class Deletions:
             "runtimes": list(self.runtimes),
             "modules": list(self.modules),
             "crds": list(self.crds),
+            "recreates": list(self.recreates),
             "everyRuntime": self.every_runtime,
         }
 
@@ -86,7 +95,7 @@ def count_deletions(
     as the state store or the commit in force says) and ``crds`` (the CRDs each module runs);
     ``only`` limits it to some runtimes."""
     chosen = set(only) if only is not None else None
-    runtimes, modules, dropped = [], [], []
+    runtimes, modules, dropped, recreates = [], [], [], []
     for name in sorted(known):
         if chosen is not None and name not in chosen:
             continue
@@ -102,8 +111,12 @@ def count_deletions(
             new = (module, wanted[module])
             gone = dropped_crds(repo, name, new, version, running.get(module, ()))
             dropped += [f"{name}/{module}/{crd}" for crd in gone]
+            recreates += [
+                f"{name}/{module}/{subject}"
+                for subject in recreated(repo, module, version, wanted[module])
+            ]
     every = chosen is None and bool(known) and not repo.runtimes
-    return Deletions(tuple(runtimes), tuple(modules), tuple(dropped), every)
+    return Deletions(tuple(runtimes), tuple(modules), tuple(dropped), every, tuple(recreates))
 
 
 def dropped_crds(
@@ -155,6 +168,30 @@ def shipped_by(repo: ConfigRepo) -> dict[str, dict[str, set[str]]]:
 def _manifest(repo: ConfigRepo, module: str, version: str) -> Sequence[Mapping[str, Any]]:
     found = repo.modules[module].versions.get(version)
     return found.objects if found is not None and not found.kind.templated else ()
+
+
+def recreated(repo: ConfigRepo, module: str, old: str, new: str) -> list[str]:
+    """``Kind/ns/name`` of the objects version ``new`` of ``module`` may replace: they opt in
+    to ``reconciler.dev/recreate: on-immutable`` and differ from ``old``'s (whether the server
+    refuses the change as immutable is known only at the sync: the brake counts the worst),
+    or the module opts every object in (``spec.recreateOnImmutable``)."""
+    definition = repo.modules[module]
+    versions = definition.versions
+    if old == new or old not in versions or new not in versions:
+        return []
+    before = {_identity(o): o for o in versions[old].objects}
+    return sorted(
+        ObjectRef.of(o).subject
+        for o in versions[new].objects
+        if recreated_on_immutable(o, definition.recreate_on_immutable)
+        and before.get(_identity(o), o) != o
+    )
+
+
+def _identity(body: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """An object's group, kind, namespace and name (never its version, L12)."""
+    ref = ObjectRef.of(body)
+    return ref.group, ref.kind, ref.namespace, ref.name
 
 
 def _crd_names(objects: Sequence[Mapping[str, Any]]) -> set[str]:

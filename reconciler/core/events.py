@@ -23,6 +23,7 @@ EVENT_REASONS = {
     ChangeAction.PRUNED: "Applied",
     ChangeAction.DELETED: "Deleted",
     ChangeAction.RELEASED: "Released",
+    ChangeAction.REPLACED: "Applied",
     ChangeAction.KEPT: "Released",
 }
 #: The objects an Event names, at most (the rest are counted).

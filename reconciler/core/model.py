@@ -246,6 +246,9 @@ class Module:
     description: str = ""
     source: str = ""
     hooks: HookPolicy = HookPolicy.REFUSE
+    #: ``spec.recreateOnImmutable``: every object (but the kinds never recreated) is replaced
+    #: when the server refuses its change as immutable (:mod:`reconciler.core.preflight`).
+    recreate_on_immutable: bool = False
 
 
 @dataclass(frozen=True, slots=True)

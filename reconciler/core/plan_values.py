@@ -48,6 +48,9 @@ class ObjectAction(StrEnum):
     CREATE = "create"
     UPDATE = "update"
     DELETE = "delete"
+    #: An update the server refuses as immutable, of an object that opts in to being deleted
+    #: and created again (``reconciler.dev/recreate: on-immutable``).
+    REPLACE = "replace"
     #: Not deleted though dropped: it carries a keep mark (:data:`~reconciler.core.model.
     #: KEEP_MARKS`), so it is released (our marks removed, the fields) and left in place.
     KEEP = "keep"

@@ -57,6 +57,12 @@ class Reason(StrEnum):
     RETRYING = "Retrying"
     #: A permanent error.
     FAILED = "Failed"
+    #: An object's apiVersion and kind are not served, nor defined by a CRD of the module or
+    #: of one it depends on: nothing of the version was written (L14).
+    KIND_NOT_SERVED = "KindNotServed"
+    #: The server refuses a change of an immutable field (found by a dry-run before any
+    #: write); the object does not opt in to being replaced.
+    FIELD_IMMUTABLE = "FieldImmutable"
 
     # -- a runtime -------------------------------------------------------------------------------
     #: Its first operation is under way.

@@ -153,6 +153,8 @@ class ChangeAction(StrEnum):
     DELETED = "deleted"
     #: Left in place without our labels (strategy Ignore, L7; a Namespace others use).
     RELEASED = "released"
+    #: Deleted and created again: its change was refused as immutable, and it opts in.
+    REPLACED = "replaced"
     #: Dropped by a version or with its module, but marked to be kept: released, not deleted.
     KEPT = "kept"
 

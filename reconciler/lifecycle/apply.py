@@ -2,10 +2,14 @@
 
 :class:`Installer` carries out a desired module's plan entry in stages:
 
-1. :meth:`~Installer.start` - the inventory's intent written before any object (a crash never
-   loses track of one), then the module's CRDs and Namespaces applied;
-2. :meth:`~Installer.wait_established` - a wait for those CRDs to be Established;
-3. :meth:`~Installer.apply_rest` - the module's other objects applied, in plan order;
+1. :meth:`~Installer.start` - the preflight (L14, :mod:`reconciler.lifecycle.preflight`:
+   every kind served or defined by a CRD, what the server can judge dry-run; a refusal fails
+   the module with nothing written), the inventory's intent written before any object (a crash
+   never loses track of one), then the module's CRDs and Namespaces applied;
+2. :meth:`~Installer.wait_established` - a wait for those CRDs to be Established, then
+   :meth:`~Installer.dry_run_rest`: what the server could judge only now dry-run;
+3. :meth:`~Installer.apply_rest` - the module's other objects applied, in plan order (a
+   replace: deleted, gone, created again);
 4. :meth:`~Installer.create_default_configuration` - created once, after the objects (L3);
 5. :meth:`~Installer.prune` - what the new version dropped, deleted or released;
 6. :meth:`~Installer.readiness` - L2: every CRD Established and the operator available;
@@ -41,10 +45,11 @@ from reconciler.core.plan_values import (
     Plan,
 )
 from reconciler.core.status import ChangeAction, ModuleState, ModuleStatus, Reason
-from reconciler.errors import ReconcilerError
+from reconciler.errors import ConflictError, ReconcilerError
 from reconciler.lifecycle.enforce import Enforcer
 from reconciler.lifecycle.observe import Observer
 from reconciler.lifecycle.outcome import ChangeSet, failed_status, planned_status
+from reconciler.lifecycle.preflight import Preflight
 from reconciler.lifecycle.write import Writer
 
 #: Kinds applied in the first stage of an install (L1).
@@ -59,11 +64,17 @@ HELD = (
 CRD_WAIT_SECONDS = 30.0
 #: How long a pass waits for the operators of the modules it changed to be available.
 READY_WAIT_SECONDS = 10.0
+#: How long a replace waits for the old object to be gone before it creates the new one.
+REPLACE_WAIT_SECONDS = 30.0
 SETTLE_FIRST = 0.05
 SETTLE_MAX = 1.0
 
 #: What applying a planned object change did to the object.
-_APPLIED = {ObjectAction.CREATE: ChangeAction.CREATED, ObjectAction.UPDATE: ChangeAction.CONFIGURED}
+_APPLIED = {
+    ObjectAction.CREATE: ChangeAction.CREATED,
+    ObjectAction.UPDATE: ChangeAction.CONFIGURED,
+    ObjectAction.REPLACE: ChangeAction.REPLACED,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +85,8 @@ class Started:
     intent: Inventory
     bodies: dict[ObjectRef, Mapping[str, Any]]
     first: tuple[ObjectChange, ...]
+    #: Changes the server could not judge before stage 1 (L14), dry-run before stage 3.
+    unchecked: tuple[ObjectChange, ...] = ()
 
 
 class Installer:
@@ -87,6 +100,8 @@ class Installer:
         *,
         commit: str,
         enforcer: Enforcer | None = None,
+        preflight: Preflight | None = None,
+        modules: Mapping[str, DesiredModule] | None = None,
     ) -> None:
         self.observer = observer
         self.writer = writer
@@ -94,6 +109,10 @@ class Installer:
         self.commit = commit
         #: Re-asserts and releases enforced configuration fields (stage 5b); none: not done.
         self.enforcer = enforcer
+        #: Checks a module version before its first write (L14); none: not checked.
+        self.preflight = preflight
+        #: The runtime's desired modules by name (the CRDs of a module's dependencies).
+        self.modules: Mapping[str, DesiredModule] = modules or {}
         #: What enforcement did per module in this pass, for its status.
         self.enforced: dict[str, Enforcement] = {}
         #: Modules whose first stage ran ahead of the others (see :meth:`start_all`).
@@ -177,6 +196,7 @@ class Installer:
                 message,
                 entry.to_version,
             )
+        self.dry_run_rest(module, started)
         self.apply_rest(entry, started)
         self.create_default_configuration(entry, started)
         final = self.prune(entry, module, started)
@@ -189,12 +209,15 @@ class Installer:
     def start(
         self, runtime: str, entry: ModulePlan, module: DesiredModule, live: LiveModule
     ) -> Started:
-        """Stage 1: the inventory's intent written (before any object), then the module's CRDs
-        and Namespaces applied."""
+        """Stage 1: the preflight (L14: kinds served, changes dry-run), the inventory's intent
+        written (before any object), then the module's CRDs and Namespaces applied."""
         bodies = {ObjectRef.of(o.body): o.body for o in module.objects}
         if module.default_configuration is not None:
             default = module.default_configuration.body
             bodies[ObjectRef.of(default)] = default
+        unchecked: tuple[ObjectChange, ...] = ()
+        if self.preflight is not None:
+            unchecked = self.preflight.check(entry, module, bodies, self.modules)
         stored = live.inventory if live.inventory_stored else None
         intent = inventory_intent(
             runtime, module, live.inventory, self.commit, live.objects, live.running_version
@@ -204,7 +227,7 @@ class Installer:
             self.writer.write_inventory(intent, stored)
         first = tuple(c for c in entry.changes if c.ref in bodies and c.ref.kind in FIRST_KINDS)
         self._apply(entry.module, bodies, first)
-        return Started(intent, bodies, first)
+        return Started(intent, bodies, first, unchecked)
 
     def wait_established(self, modules: Sequence[DesiredModule]) -> None:
         """Stage 2: wait (:data:`CRD_WAIT_SECONDS` at most) for the CRDs of ``modules``."""
@@ -213,6 +236,16 @@ class Installer:
             lambda: any(self.observer.unestablished(m) for m in modules),
             CRD_WAIT_SECONDS,
         )
+
+    def dry_run_rest(self, module: DesiredModule, started: Started) -> None:
+        """Stage 2b (L14): what the server could not judge before stage 1 (kinds of the CRDs
+        it applied, objects in Namespaces it creates) dry-run before the rest is written."""
+        if self.preflight is None or not started.unchecked:
+            return
+        for change in started.unchecked:
+            if change.ref.namespace:
+                self.writer.ensure_namespace(change.ref.namespace)
+        self.preflight.dry_run(module, started.bodies, started.unchecked, first_written=True)
 
     def apply_rest(self, entry: ModulePlan, started: Started) -> None:
         """Stage 3: the module's objects that stage 1 did not apply, in plan order."""
@@ -317,8 +350,28 @@ class Installer:
         changes: Sequence[ObjectChange],
     ) -> None:
         for change in changes:
-            self.writer.apply(bodies[change.ref], take_over=change.takeover)
+            if change.action is ObjectAction.REPLACE:
+                self._replace(bodies[change.ref])
+            else:
+                self.writer.apply(bodies[change.ref], take_over=change.takeover)
             self.changes.note(module, change.ref, _APPLIED[change.action])
+
+    def _replace(self, body: Mapping[str, Any]) -> None:
+        """Delete the object, wait (:data:`REPLACE_WAIT_SECONDS` at most) until it is gone,
+        then create it from ``body``; still there (a finalizer): retried by the next pass."""
+        ref = ObjectRef.of(body)
+        self.writer.delete(ref)
+        settle(
+            self.observer.cluster,
+            lambda: self.observer.read(ref, fresh=True) is not None,
+            REPLACE_WAIT_SECONDS,
+        )
+        if self.observer.read(ref) is not None:
+            raise ConflictError(
+                f"{ref.subject} is deleted to be replaced and not gone yet; it is created again "
+                "once it is gone"
+            )
+        self.writer.apply(body)
 
     def _note_unchanged(
         self, entry: ModulePlan, started: Started, live: LiveModule, done: Enforcement | None

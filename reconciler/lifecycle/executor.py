@@ -48,6 +48,7 @@ from reconciler.lifecycle.events import EventRecorder
 from reconciler.lifecycle.live_view import LiveView, Planned
 from reconciler.lifecycle.observe import InventoryBranch, Observer
 from reconciler.lifecycle.outcome import ChangeSet, failed_status, upgrade_status
+from reconciler.lifecycle.preflight import Preflight
 from reconciler.lifecycle.remove import Remover, dependents_left, waiting_for_dependents
 from reconciler.lifecycle.write import Writer
 
@@ -128,6 +129,8 @@ class Lifecycle:
         self.view = view if view is not None else LiveView()
         self.observer = Observer(cluster, self.view, system_namespace=system_namespace)
         self.writer = Writer(self.observer, field_manager=field_manager)
+        #: L14 before a module version's first write; replaces found for ``diff`` and sync.
+        self.preflight = Preflight(self.observer, field_manager=field_manager)
         #: Record a Kubernetes Event on each module changed, and on each object that blocks a
         #: removal (``spec.kubernetesEvents`` of the settings), where the cluster can.
         self.recorder = EventRecorder(
@@ -148,6 +151,7 @@ class Lifecycle:
         """Observe, plan and (unless ``dry_run``) carry the plan out; ``part`` carries out
         only the modules git wants, or only those it dropped."""
         live, the_plan = self._observed_plan(context, desired)
+        the_plan = self.preflight.replaces(the_plan, desired)
         if part is not SyncPart.ALL:
             wanted = {d.name for d in desired}
             kept = tuple(m for m in the_plan.modules if part.keeps(m, wanted))
@@ -225,6 +229,8 @@ class Lifecycle:
                 changes,
                 commit=self.commit,
                 enforcer=Enforcer(self.writer, self.recorder, changes),
+                preflight=self.preflight,
+                modules={d.name: d for d in desired},
             ),
             Remover(self.writer, self.recorder, changes),
         )

@@ -22,7 +22,18 @@ from reconciler.core.status import (
     ModuleStatus,
     Reason,
 )
-from reconciler.errors import PermanentError, ReconcilerError
+from reconciler.errors import (
+    ImmutableFieldError,
+    PermanentError,
+    ReconcilerError,
+    UnservedKindError,
+)
+
+#: Errors whose module status has a reason code of its own (else Failed or Retrying).
+_REASONS: tuple[tuple[type[ReconcilerError], Reason], ...] = (
+    (UnservedKindError, Reason.KIND_NOT_SERVED),
+    (ImmutableFieldError, Reason.FIELD_IMMUTABLE),
+)
 
 
 @dataclass(slots=True)
@@ -67,6 +78,7 @@ def upgrade_status(entry: ModulePlan, status: ModuleStatus) -> ModuleStatus:
 def failed_status(entry: ModulePlan, error: ReconcilerError) -> ModuleStatus:
     """The module's Error status; the error is kept with its type and retry delay."""
     reason = Reason.RETRYING if not isinstance(error, PermanentError) else Reason.FAILED
+    reason = next((r for kind, r in _REASONS if isinstance(error, kind)), reason)
     return ModuleStatus(
         entry.module,
         ModuleState.ERROR,

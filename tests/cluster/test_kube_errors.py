@@ -25,6 +25,7 @@ from reconciler.errors import (
     AccessError,
     ConflictError,
     ForbiddenError,
+    ImmutableFieldError,
     InvalidObjectError,
     NotFoundError,
     PermanentError,
@@ -36,10 +37,14 @@ from reconciler.errors import (
 
 
 def _dynamic_error(
-    status: int, message: str = "boom", headers: dict[str, str] | None = None
+    status: int,
+    message: str = "boom",
+    headers: dict[str, str] | None = None,
+    details: dict[str, Any] | None = None,
 ) -> Exception:
     error = ApiException(status=status, reason="Reason")
-    error.body = json.dumps({"kind": "Status", "message": message, "details": {"x": "s3cr3t"}})
+    details = {"x": "s3cr3t"} if details is None else details
+    error.body = json.dumps({"kind": "Status", "message": message, "details": details})
     error.headers = headers or {}
     try:
         raise error
@@ -79,6 +84,38 @@ def test_throttling_carries_the_servers_delay() -> None:
         raise _dynamic_error(429, "slow down", {"Retry-After": "17"})
 
     assert raised.value.retry_after == 17.0
+
+
+def _invalid(message: str, causes: list[dict[str, str]]) -> Exception:
+    details = {"name": "x", "group": "batch", "kind": "Job", "causes": causes}
+    return _dynamic_error(422, message, details=details)
+
+
+def test_a_long_refusal_keeps_each_causes_field_and_reason_after_a_dumped_value() -> None:
+    dump = "{" + ", ".join(f'"Field{i}": null' for i in range(200)) + "}"
+    causes = [
+        {"reason": "FieldValueInvalid", "field": "spec.template.spec",
+         "message": f"Invalid value: {dump}: field is immutable"},
+        {"reason": "FieldValueRequired", "field": "spec.selector", "message": "Required value"},
+    ]  # fmt: skip
+    message = f'Job.batch "x" is invalid: [spec.template.spec: Invalid value: {dump}: ...]'
+
+    with pytest.raises(ImmutableFieldError) as raised, translated("apply Job/ns/x"):
+        raise _invalid(message, causes)
+
+    text = str(raised.value)
+    assert text.startswith('apply Job/ns/x: 422 Job.batch "x" is invalid: spec.template.spec: ')
+    assert "field is immutable; spec.selector: Required value" in text
+    assert " ... " in text
+    assert len(text) < 400
+
+
+def test_a_short_refusal_is_kept_whole_and_is_no_immutable_error() -> None:
+    with pytest.raises(InvalidObjectError) as raised, translated("apply Job/ns/x"):
+        raise _invalid('Job.batch "x" is invalid: spec.selector: Required value', [])
+
+    assert not isinstance(raised.value, ImmutableFieldError)
+    assert str(raised.value).endswith('Job.batch "x" is invalid: spec.selector: Required value')
 
 
 def test_network_failures_are_transient() -> None:

@@ -189,6 +189,24 @@ CASES: dict[str, tuple[str, list[str]]] = {
 }
 
 
+CASES["recreate where it is never done, or with another value"] = (
+    "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: data\n"
+    "  annotations: {reconciler.dev/recreate: on-immutable}\n"
+    "---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: d\n"
+    "  annotations: {reconciler.dev/recreate: on-immutable}\n"
+    "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j\n"
+    "  annotations: {reconciler.dev/recreate: always}\n",
+    [
+        "5:42: C1 a Namespace is never recreated (deleting it takes what it holds along): drop "
+        "reconciler.dev/recreate (/metadata/annotations/reconciler.dev~1recreate)",
+        "11:42: C1 a PersistentVolumeClaim is never recreated (deleting it takes what it holds "
+        "along): drop reconciler.dev/recreate (/metadata/annotations/reconciler.dev~1recreate)",
+        "17:42: C1 reconciler.dev/recreate must be on-immutable "
+        "(/metadata/annotations/reconciler.dev~1recreate)",
+    ],
+)
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_each_mistake_is_refused_at_its_place(make_repo: RepoFactory, case: str) -> None:
     document, expected = CASES[case]
@@ -354,3 +372,40 @@ def _walk(value: Any) -> list[Any]:
     for child in children:
         found.extend(_walk(child))
     return found
+
+
+def test_the_default_configuration_is_never_recreated(make_repo: RepoFactory) -> None:
+    root = _repo(make_repo, "")
+    default = root / "modules/alpha/1.0.0/default.yaml"
+    default.write_text(
+        "apiVersion: example.io/v1\nkind: Alpha\nmetadata:\n  name: default\n"
+        "  annotations: {reconciler.dev/recreate: on-immutable}\nspec: {}\n",
+        encoding="utf-8",
+    )
+
+    found = [(Path(d.path).name, d.format().split(":", 1)[1]) for d in load_repo(root).diagnostics]
+
+    assert found == [
+        (
+            "default.yaml",
+            "5:42: C1 the default configuration is never recreated (created once, L3): drop "
+            "reconciler.dev/recreate (/metadata/annotations/reconciler.dev~1recreate)",
+        )
+    ]
+
+
+def test_a_module_opts_every_object_in_to_recreate_on_immutable(make_repo: RepoFactory) -> None:
+    root = _repo(make_repo, "")
+    module = root / "modules/alpha/module.yaml"
+    module.write_text(
+        module.read_text(encoding="utf-8").replace(
+            "spec:\n", "spec:\n  recreateOnImmutable: true\n"
+        ),
+        encoding="utf-8",
+    )
+
+    validation = load_repo(root)
+
+    assert validation.diagnostics == ()
+    assert validation.repo is not None
+    assert validation.repo.modules["alpha"].recreate_on_immutable

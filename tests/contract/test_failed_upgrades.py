@@ -1,9 +1,10 @@
 """A failed upgrade is rolled back whole (L15), through whole syncs on the in-memory cluster and
 on the real API server: failures a server-side dry-run cannot foresee (the API server failing
-half-way through the upgrade, at our own seam: :class:`~tests.support.faults.FaultyCluster`), and,
-on the real server, a Job's template the server refuses to change (immutable). Each leaves the
-operator relabelled 2.0.0 while 1.0.0 is the version last Ready; git going back to 1.0.0 is a
-rollback, not a downgrade, and brings every object back to 1.0.0, what only 2.0.0 has pruned."""
+half-way through the upgrade, at our own seam: :class:`~tests.support.faults.FaultyCluster`). Each
+leaves the operator relabelled 2.0.0 while 1.0.0 is the version last Ready; git going back to
+1.0.0 is a rollback, not a downgrade, and brings every object back to 1.0.0, what only 2.0.0 has
+pruned. A Job's template the server refuses to change (immutable) is found by the dry-run before
+any write (L14): the upgrade fails with 1.0.0 whole, and going back to it finds 1.0.0 Ready."""
 
 from __future__ import annotations
 
@@ -145,24 +146,27 @@ def test_an_upgrade_the_server_fails_half_way_is_rolled_back(
     fleet.assert_1_0_0_whole()
 
 
-def test_an_upgrade_refused_for_an_immutable_field_is_rolled_back(
+def test_an_upgrade_refused_for_an_immutable_field_writes_nothing_and_back_is_1_0_0(
     target: Target, available: None
 ) -> None:
-    if not target.real:
-        pytest.skip("the in-memory cluster does not refuse immutable fields")
     fleet = Fleet(target, job=True)
     assert fleet.sync("1.0.0").state is ModuleState.READY
 
     failed = fleet.sync("2.0.0")
 
-    assert (failed.state, failed.version) == (ModuleState.ERROR, "1.0.0")
+    assert (failed.state, failed.reason, failed.version) == (
+        ModuleState.ERROR,
+        Reason.FIELD_IMMUTABLE,
+        "1.0.0",
+    )
     assert failed.message.startswith("1.0.0 runs; the upgrade to 2.0.0 failed: ")
-    # the operator was relabelled 2.0.0 before the Job was refused (unless a server-side
-    # dry-run of the whole version refused it before any write): either way, back to 1.0.0
+    # L14: the server-side dry-run of the version refused the Job before any write
+    assert "nothing of app 2.0.0 was written" in failed.message
+    fleet.assert_1_0_0_whole()
 
     back = fleet.sync("1.0.0")
 
-    assert (back.state, back.reason) == (ModuleState.READY, Reason.ROLLBACK)
+    assert back.state is ModuleState.READY
     fleet.assert_1_0_0_whole()
     job = target.cluster.get(fleet.ref("Job", "migrate"))
     assert job is not None

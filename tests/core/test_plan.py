@@ -47,6 +47,7 @@ from reconciler.core.plan_values import (
     Occupants,
     Plan,
 )
+from reconciler.core.preflight import replaced
 from reconciler.core.render import RenderedObject, deletion_order, removal_order
 from reconciler.core.resolve import Inclusion, ResolvedModule, VersionSource
 from tests.support.lifecycle_helpers import repo
@@ -280,6 +281,9 @@ def _kept_on_upgrade() -> ModulePlan:
 def test_every_object_action_is_produced_by_some_case() -> None:
     cases = [*CASES.values(), _kept_on_upgrade]
     produced = {c.action for case in cases for c in case().changes}
+    # a replace is an update the server refused as immutable, marked after planning
+    drifted = _reconfigure()
+    produced |= {c.action for c in replaced(drifted, [c.ref for c in drifted.changes]).changes}
 
     assert produced == set(ObjectAction)
 

@@ -41,6 +41,7 @@ def test_a_cold_install_writes_about_once_per_object(make_repo: RepoFactory) -> 
     # 31: per module and sync, was one per object); the system namespace once.
     assert writes <= applied + 3 * MODULES + 1
     assert calls.get("event", 0) == MODULES
+    assert calls.get("dry-run", 0) == applied  # L14: each object dry-run once before it is written
 
 
 def test_a_sync_that_changes_nothing_lists_once_per_kind_and_writes_nothing(
@@ -53,6 +54,7 @@ def test_a_sync_that_changes_nothing_lists_once_per_kind_and_writes_nothing(
     kinds = 5 + 1 + MODULES  # Namespace, CRD, SA, ConfigMap, Service, Deployment, one CR each
     print(f"no-change sync: {calls}")
     assert calls.get("apply", 0) == calls.get("patch", 0) == calls.get("delete", 0) == 0
+    assert calls.get("dry-run", 0) == 0
     assert calls.get("get", 0) == 0
     assert calls.get("list", 0) <= kinds + 1  # + the inventories
 

@@ -57,6 +57,7 @@ class Kube:
         self.api = k8s_config.new_client_from_config(config_file=str(kubeconfig))
         self.core = k8s_client.CoreV1Api(self.api)
         self.apps = k8s_client.AppsV1Api(self.api)
+        self.batch = k8s_client.BatchV1Api(self.api)
         self.crds = k8s_client.ApiextensionsV1Api(self.api)
         self.custom = k8s_client.CustomObjectsApi(self.api)
 
@@ -79,6 +80,9 @@ class Kube:
 
     def config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._read(lambda: self.core.read_namespaced_config_map(name, namespace))
+
+    def job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._read(lambda: self.batch.read_namespaced_job(name, namespace))
 
     def crd(self, name: str) -> dict[str, Any] | None:
         return self._read(lambda: self.crds.read_custom_resource_definition(name))
@@ -282,6 +286,8 @@ class TestModule:
     depends_on: tuple[str, ...] = ()
     requires_downtime: tuple[str, ...] = ()
     default: bool = False
+    #: Objects some versions ship besides the others (version -> objects), in their namespace.
+    more_at: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
     #: More objects every version ships (after the others).
     shipped: tuple[dict[str, Any], ...] = ()
     #: More objects versions below 2.0.0 ship and 2.0.0 drops (as the settings ConfigMap).
@@ -325,7 +331,8 @@ class TestModule:
             "data": {"version": version},
         }
         more = self.shipped + (self.dropped if version < "2" else ())
-        return [config_map, deployment, self.crd.body(), *copy.deepcopy(more)]
+        at = copy.deepcopy([dict(o) for o in self.more_at.get(version, ())])
+        return [config_map, deployment, *at, self.crd.body(), *copy.deepcopy(more)]
 
     def files(self) -> dict[str, str]:
         spec: dict[str, Any] = {

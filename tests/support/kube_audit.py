@@ -3,7 +3,8 @@
 Counted are the requests of the admin user (the reconciler's and kubectl's), but for those of
 the stand-in Deployment controller (tests/support/kube_workloads.py): ``calls`` is every request,
 ``writes`` every create, update, patch and delete, Events included, and they are broken down
-by verb and resource (``discovery`` for requests that name no resource).
+by verb and resource (``discovery`` for requests that name no resource). A dry-run request
+(``dryRun=All``: it writes nothing) is counted as ``dry-run <verb>``, not as a write.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ class Calls:
         return sum(n for key, n in self.by_kind.items() if key.split(" ")[0] in WRITES)
 
     @property
+    def dry_runs(self) -> int:
+        return sum(n for key, n in self.by_kind.items() if key.startswith("dry-run "))
+
+    @property
     def events(self) -> int:
         return sum(n for key, n in self.by_kind.items() if key.endswith(" events"))
 
@@ -47,5 +52,6 @@ def audit_calls(events: list[dict[str, Any]]) -> Calls:
         if str(event.get("userAgent") or "").startswith(USER_AGENT):
             continue
         resource = (event.get("objectRef") or {}).get("resource") or "discovery"
-        counts[f"{event.get('verb')} {resource}"] += 1
+        dry = "dry-run " if "dryRun=All" in str(event.get("requestURI") or "") else ""
+        counts[f"{dry}{event.get('verb')} {resource}"] += 1
     return Calls(dict(counts))
