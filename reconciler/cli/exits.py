@@ -64,6 +64,13 @@ VALIDATE = ExitStatuses(
 RENDER = ExitStatuses(
     ((OK, "rendered"), (CONFIG_INVALID, "the repo is invalid"), (USAGE, _UNREADABLE))
 )
+RBAC = ExitStatuses(
+    (
+        (OK, "the role printed"),
+        (CONFIG_INVALID, "the repo is invalid"),
+        (USAGE, "an unknown runtime or a wrong command line"),
+    )
+)
 LIVE_DIFF = ExitStatuses(
     (
         (OK, "no changes"),

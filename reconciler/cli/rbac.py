@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from reconciler.cli import exits
 from reconciler.cli.options import (
     RepoInput,
     channels_option,
@@ -35,7 +36,7 @@ VERB_ORDER = ("get", "list", "watch", "create", "patch", "delete", "escalate", "
 LABELS = {"app.kubernetes.io/name": "reconciler", "app.kubernetes.io/component": "managed-cluster"}
 
 
-@click.command()
+@click.command(epilog=exits.RBAC.describe())
 @repo_argument
 @runtimes_option
 @click.option(

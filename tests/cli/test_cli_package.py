@@ -39,6 +39,7 @@ DOCUMENTED = {
     "get operations": [exits.RECORDS],
     "tree": [exits.TREE],
     "check": [exits.CHECK],
+    "rbac": [exits.RBAC],
     "members": [exits.RECORDS],
     **{f"rollout {name}": [exits.RECORDS] for name in ("list", "show")},
     **{f"rollout {n}": [exits.RECORDS] for n in ("pause", "resume", "cancel", "promote")},
