@@ -1,3 +1,3 @@
-"""Module lifecycle on one runtime (L1-L11): observe the cluster, plan, apply, prune and delete, and
+"""Module lifecycle on one runtime (L1-L15): observe the cluster, plan, apply, prune and delete, and
 report each module's status.
 """

@@ -1,4 +1,4 @@
-"""Module lifecycle on one runtime: observe the cluster, plan, carry the plan out (L1-L11).
+"""Module lifecycle on one runtime: observe the cluster, plan, carry the plan out (L1-L15).
 
 :class:`Lifecycle` works through the :class:`~reconciler.cluster.api.Cluster` interface only
 and wires the rooms of this package together for a pass:
