@@ -10,7 +10,6 @@ import http.client
 import json
 import logging
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from reconciler.operations.store import SqliteStore
 from tests.support.daemon_http import (
     SECRET,
     Serve,
+    daemon_command,
     exchange,
     port_of,
     read_response,
@@ -442,19 +442,7 @@ def test_sync_against_a_daemon_that_refuses_says_why(start: Serve, tmp_path: Pat
 def test_the_daemon_refuses_an_empty_secret_file(tmp_path: Path, flag: str) -> None:
     empty = tmp_path / "secret"
     empty.write_text("\n")
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)  # --repo must be a repo
-    result = CliRunner().invoke(
-        cli,
-        [
-            "daemon",
-            "--repo",
-            str(tmp_path),
-            "--state",
-            f"sqlite:///{tmp_path / 'state.db'}",
-            flag,
-            str(empty),
-        ],
-    )
+    result = daemon_command(tmp_path, flag, str(empty))
     assert result.exit_code == 2
     assert flag in result.output
     assert "the file is empty" in result.output

@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import subprocess
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from reconciler.cli import cli
 from reconciler.core.endpoints import Endpoint, EndpointType, NotificationSettings, SecretRef
 from reconciler.core.notifications import Notification, NotificationKind
 from reconciler.errors import PermanentError, ServerError
@@ -24,6 +21,7 @@ from reconciler.notify.bodies import Request
 from reconciler.notify.delivery import Delivery
 from reconciler.notify.secrets import SecretReader, TokenHosts
 from reconciler.notify.transport import HttpTransport, address_problem
+from tests.support.daemon_http import daemon_command
 from tests.support.daemons import until
 from tests.support.receiver import Receiver, Trickler, loopback_transport
 
@@ -442,19 +440,7 @@ def test_a_private_address_is_refused_unless_its_network_is_allowed(receiver: Re
 
 
 def test_the_daemon_refuses_a_network_that_is_not_one(tmp_path: Path) -> None:
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)  # --repo must be a repo
-    result = CliRunner().invoke(
-        cli,
-        [
-            "daemon",
-            "--repo",
-            str(tmp_path),
-            "--state",
-            f"sqlite:///{tmp_path / 'state.db'}",
-            "--notification-allow-network",
-            "10.0.0.0/33",
-        ],
-    )
+    result = daemon_command(tmp_path, "--notification-allow-network", "10.0.0.0/33")
     assert result.exit_code == 2
     assert "--notification-allow-network" in result.output
     assert "a network such as 10.0.0.0/8" in result.output

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import http.client
 import socket
+import subprocess
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner, Result
 
+from reconciler.cli import cli
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ClusterAccess
 from reconciler.daemon.http import HttpServer, serve
@@ -74,3 +77,11 @@ def read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
     response = http.client.HTTPResponse(sock)
     response.begin()
     return response.status, dict(response.getheaders()), response.read()
+
+
+def daemon_command(tmp_path: Path, *args: str) -> Result:
+    """``reconciler daemon --repo TMP --state ... ARGS`` in process, ``tmp_path`` made a git
+    repository first (``--repo`` must be one): for a start refused from its command line."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    state = f"sqlite:///{tmp_path / 'state.db'}"
+    return CliRunner().invoke(cli, ["daemon", "--repo", str(tmp_path), "--state", state, *args])

@@ -34,7 +34,23 @@ def make_test_ca(folder: Path) -> tuple[Path, Path, Path]:
     return ca, server, server_key
 
 
-class HttpsRecorder:
+class _TlsServer:
+    """An HTTPS server on 127.0.0.1 serving ``handler`` in a thread until :meth:`close`."""
+
+    def __init__(self, certificate: Path, key: Path, handler: type[BaseHTTPRequestHandler]) -> None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(certificate, key)
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.http.socket = context.wrap_socket(self.http.socket, server_side=True)
+        self.port = int(self.http.server_port)
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.http.shutdown()
+        self.http.server_close()
+
+
+class HttpsRecorder(_TlsServer):
     """Serves until :meth:`close`; :attr:`seen` holds ``(path, Authorization or "")`` of every
     request."""
 
@@ -55,12 +71,7 @@ class HttpsRecorder:
             def log_message(self, *args: object) -> None:
                 pass
 
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(certificate, key)
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.http.socket = context.wrap_socket(self.http.socket, server_side=True)
-        self.port = int(self.http.server_port)
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        super().__init__(certificate, key, Handler)
 
     def url(self, name: str = "channels.git") -> str:
         return f"https://127.0.0.1:{self.port}/{name}"
@@ -69,12 +80,8 @@ class HttpsRecorder:
         """Every ``Authorization`` value received (``""`` for a request without one)."""
         return {header for _, header in self.seen}
 
-    def close(self) -> None:
-        self.http.shutdown()
-        self.http.server_close()
 
-
-class HttpsGitBackend:
+class HttpsGitBackend(_TlsServer):
     """A real git server over HTTPS on 127.0.0.1: ``git http-backend`` (CGI) serving the bare
     repositories below ``root``, recording ``(method, path, Authorization or "")`` of every
     request in :attr:`seen`. With ``redirect_to``, every request is answered with a 302 to the
@@ -114,12 +121,7 @@ class HttpsGitBackend:
             def log_message(self, *args: object) -> None:
                 pass
 
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(certificate, key)
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.http.socket = context.wrap_socket(self.http.socket, server_side=True)
-        self.port = int(self.http.server_port)
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        super().__init__(certificate, key, Handler)
 
     def url(self, name: str = "fleet.git") -> str:
         return f"https://127.0.0.1:{self.port}/{name}"
@@ -127,10 +129,6 @@ class HttpsGitBackend:
     def authorizations(self) -> set[str]:
         """Every ``Authorization`` value received (``""`` for a request without one)."""
         return {header for _, _, header in self.seen}
-
-    def close(self) -> None:
-        self.http.shutdown()
-        self.http.server_close()
 
 
 def _http_backend(
