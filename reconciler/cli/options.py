@@ -62,6 +62,12 @@ class ClusterOptions:
     #: The most seconds a request waits for a byte of the answer (``--kube-timeout``); None:
     #: the client's default (see :mod:`reconciler.cluster.kube_client`).
     timeout: float | None = None
+    #: ``--kubeconfig``: the kubeconfig file of every runtime's cluster, over ``spec.cluster``
+    #: (as kubectl's flag; None: KUBECONFIG, else ~/.kube/config, where one is used).
+    kubeconfig: Path | None = None
+    #: ``--context``: the kubeconfig context of every runtime's cluster, over ``spec.cluster``
+    #: (None: with ``--kubeconfig``, the file's current context).
+    context: str | None = None
 
     def rate(self, settings: Settings | None) -> ClientRate:
         """The client rate per API server: the flags where given, else the settings'
@@ -214,6 +220,27 @@ kube_timeout_option = click.option(
     "total; connecting: at most 10s), then fails to be retried; watches are not limited "
     "[default: 60s].",
 )
+kubeconfig_option = click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Reach every selected runtime's cluster through this kubeconfig file instead of its "
+    "spec.cluster, as kubectl does (with --context: that context; else the file's current "
+    "one). Pick one runtime with --runtime to point it at one cluster. Unlike KUBECONFIG, which "
+    "only replaces ~/.kube/config for spec.cluster.context runtimes.",
+)
+context_option = click.option(
+    "--context",
+    help="Reach every selected runtime's cluster through this context of the kubeconfig "
+    "(--kubeconfig, else KUBECONFIG, else ~/.kube/config) instead of its spec.cluster, as "
+    "kubectl does.",
+)
+
+
+def kubeconfig_options(command: F) -> F:
+    """``--kubeconfig`` and ``--context``: one cluster for every runtime, as kubectl's flags."""
+    return kubeconfig_option(context_option(command))
+
+
 secret_namespace_option = click.option(
     "--secret-namespace",
     default="reconciler-system",
@@ -236,15 +263,17 @@ parallel_option = click.option(
 
 
 def cluster_options(command: F) -> F:
-    """How a command reaches clusters: ``--snapshot``, ``--kubeconfig-dir``,
-    ``--secret-namespace``, ``--kube-qps``, ``--kube-burst``, ``--kube-timeout`` (see
-    :class:`ClusterOptions`)."""
+    """How a command reaches clusters: ``--snapshot``, ``--kubeconfig``, ``--context``,
+    ``--kubeconfig-dir``, ``--secret-namespace``, ``--kube-qps``, ``--kube-burst``,
+    ``--kube-timeout`` (see :class:`ClusterOptions`)."""
     for option in (
         kube_timeout_option,
         kube_burst_option,
         kube_qps_option,
         secret_namespace_option,
         kubeconfig_dir_option,
+        context_option,
+        kubeconfig_option,
         snapshot_option,
     ):
         command = option(command)

@@ -52,6 +52,8 @@ def tree(
     repo: Path,
     modules: Sequence[str],
     snapshot: str | None,
+    kubeconfig: Path | None,
+    context: str | None,
     kubeconfig_dir: Path | None,
     secret_namespace: str,
     kube_qps: float | None,
@@ -72,7 +74,14 @@ def tree(
 
     config = load_valid_repo(RepoInput(repo, channels_dir, max_file_size))
     clusters = ClusterOptions(
-        kubeconfig_dir, secret_namespace, snapshot, kube_qps, kube_burst, timeout=kube_timeout
+        kubeconfig_dir,
+        secret_namespace,
+        snapshot,
+        kube_qps,
+        kube_burst,
+        timeout=kube_timeout,
+        kubeconfig=kubeconfig,
+        context=context,
     )
     access = Access(clusters, config.settings)
     if runtime in config.runtimes:
