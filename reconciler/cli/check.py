@@ -193,6 +193,7 @@ def check(
         kubeconfig=kubeconfig,
         context=context,
     )
+    clusters.check_one_runtime(runtime_names)
     access = Access(clusters, config.settings)
     from concurrent.futures import ThreadPoolExecutor  # only this command (startup time)
 

@@ -185,6 +185,7 @@ def diff(
         kubeconfig=kubeconfig,
         context=context,
     )
+    clusters.check_one_runtime(runtime_names)
     if verify and base_rev is None and base_path is None:
         raise click.UsageError("--verify needs --base or --base-path (it checks git commits)")
     if base_rev is not None or base_path is not None:

@@ -69,6 +69,15 @@ class ClusterOptions:
     #: (None: with ``--kubeconfig``, the file's current context).
     context: str | None = None
 
+    def check_one_runtime(self, runtime_names: Sequence[str]) -> None:
+        """``--kubeconfig`` and ``--context`` point one runtime at one cluster: refused (a
+        usage error) unless ``--runtime`` names exactly one, so a sync never writes (nor
+        deprovisions) every runtime of the fleet in the one cluster they name."""
+        if (self.kubeconfig or self.context) and len(set(runtime_names)) != 1:
+            raise click.UsageError(
+                "--kubeconfig and --context reach one runtime's cluster: name it with --runtime"
+            )
+
     def rate(self, settings: Settings | None) -> ClientRate:
         """The client rate per API server: the flags where given, else the settings'
         ``spec.kubeClient``, else kubectl's defaults."""
@@ -225,14 +234,14 @@ kubeconfig_option = click.option(
     type=click.Path(dir_okay=False, path_type=Path),
     help="Reach every selected runtime's cluster through this kubeconfig file instead of its "
     "spec.cluster, as kubectl does (with --context: that context; else the file's current "
-    "one). Pick one runtime with --runtime to point it at one cluster. Unlike KUBECONFIG, which "
-    "only replaces ~/.kube/config for spec.cluster.context runtimes.",
+    "one). sync, diff and check need one --runtime with it. KUBECONFIG, unlike it, only "
+    "replaces ~/.kube/config for spec.cluster.context runtimes.",
 )
 context_option = click.option(
     "--context",
     help="Reach every selected runtime's cluster through this context of the kubeconfig "
     "(--kubeconfig, else KUBECONFIG, else ~/.kube/config) instead of its spec.cluster, as "
-    "kubectl does.",
+    "kubectl does; sync, diff and check need one --runtime with it.",
 )
 
 

@@ -151,6 +151,7 @@ def sync(
         kubeconfig=kubeconfig,
         context=context,
     )
+    clusters.check_one_runtime(runtime_names)
     store_url = state_url_for(ctx, state_url, snapshot)
     run = RunRequest(source, clusters, store_url, runtime_names, allow_deletions)
     if dry_run:

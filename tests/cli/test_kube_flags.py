@@ -110,3 +110,17 @@ def test_the_flags_reach_the_runtime_through_that_kubeconfig(
     assert code == named_code == 0, shown + named
     for output in (shown, named):
         assert output.splitlines()[1].split()[:2] == ["prod-eu-1", "yes"]
+
+
+@pytest.mark.parametrize("command", ["sync", "diff", "check"])
+def test_the_flags_point_one_runtime_only(tmp_path: Path, command: str) -> None:
+    fleet = Fleet(tmp_path)
+    config = _kubeconfig(tmp_path / "config", "dev")
+    state = fleet.state if command == "sync" else []
+    argv = [command, str(fleet.repo), "--kubeconfig", str(config), *state]
+
+    result = CliRunner().invoke(cli, argv)
+
+    assert result.exit_code == 2, result.output
+    assert "name it with --runtime" in result.output
+    assert not (tmp_path / "state.db").exists()  # refused before anything was done
