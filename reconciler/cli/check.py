@@ -184,15 +184,8 @@ def check(
         raise NotFoundError(f"runtime '{unknown[0]}' does not exist in {repo}")
     names = list(runtime_names) or sorted(config.runtimes)
     clusters = ClusterOptions(
-        kubeconfig_dir,
-        secret_namespace,
-        snapshot,
-        kube_qps,
-        kube_burst,
-        timeout=kube_timeout,
-        kubeconfig=kubeconfig,
-        context=context,
-    )
+        kubeconfig_dir, secret_namespace, snapshot, kube_qps, kube_burst, timeout=kube_timeout
+    ).through(kubeconfig, context)
     clusters.check_one_runtime(runtime_names)
     access = Access(clusters, config.settings)
     from concurrent.futures import ThreadPoolExecutor  # only this command (startup time)

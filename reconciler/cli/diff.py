@@ -176,15 +176,8 @@ def diff(
     when = now.replace(tzinfo=UTC) if now else datetime.now(UTC)
     source = RepoInput(repo, channels_dir, max_file_size)
     clusters = ClusterOptions(
-        kubeconfig_dir,
-        secret_namespace,
-        snapshot,
-        kube_qps,
-        kube_burst,
-        timeout=kube_timeout,
-        kubeconfig=kubeconfig,
-        context=context,
-    )
+        kubeconfig_dir, secret_namespace, snapshot, kube_qps, kube_burst, timeout=kube_timeout
+    ).through(kubeconfig, context)
     clusters.check_one_runtime(runtime_names)
     if verify and base_rev is None and base_path is None:
         raise click.UsageError("--verify needs --base or --base-path (it checks git commits)")

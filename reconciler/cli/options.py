@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -68,6 +68,10 @@ class ClusterOptions:
     #: ``--context``: the kubeconfig context of every runtime's cluster, over ``spec.cluster``
     #: (None: with ``--kubeconfig``, the file's current context).
     context: str | None = None
+
+    def through(self, kubeconfig: Path | None, context: str | None) -> ClusterOptions:
+        """These options with ``--kubeconfig`` and ``--context``."""
+        return replace(self, kubeconfig=kubeconfig, context=context)
 
     def check_one_runtime(self, runtime_names: Sequence[str]) -> None:
         """``--kubeconfig`` and ``--context`` point one runtime at one cluster: refused (a

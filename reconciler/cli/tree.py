@@ -74,15 +74,8 @@ def tree(
 
     config = load_valid_repo(RepoInput(repo, channels_dir, max_file_size))
     clusters = ClusterOptions(
-        kubeconfig_dir,
-        secret_namespace,
-        snapshot,
-        kube_qps,
-        kube_burst,
-        timeout=kube_timeout,
-        kubeconfig=kubeconfig,
-        context=context,
-    )
+        kubeconfig_dir, secret_namespace, snapshot, kube_qps, kube_burst, timeout=kube_timeout
+    ).through(kubeconfig, context)
     access = Access(clusters, config.settings)
     if runtime in config.runtimes:
         cluster = access.connect(config.runtimes[runtime].cluster, runtime)
