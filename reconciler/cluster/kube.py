@@ -568,7 +568,7 @@ def _client_from_kubeconfig(kubeconfig: Path | None, context: str | None) -> Any
     if context is not None and any(f.is_file() for f in read):
         _check_context(read, context)
     return k8s_config.new_client_from_config(
-        config_file=os.pathsep.join(map(str, files)) if files else None,
+        config_file=os.pathsep.join(map(str, read)),  # KUBECONFIG as it is now, not at import
         context=context,
         client_configuration=configuration(),
     )
