@@ -3,6 +3,7 @@
 - :func:`workload_available`: a Deployment, StatefulSet or DaemonSet has caught up with its
   spec and is available (L2, an operator's readiness).
 - :func:`live_state`: one word for an object's live state, as ``reconciler tree`` shows it.
+- :func:`stall`: why an object will not get ready by itself (kstatus's Failed), if it will not.
 - :func:`running_version`: L5, the version label of the live operator workload;
   :func:`judged_version`: L15, the version L5 compares with (the one last Ready).
 - :func:`labelled_ours`: an object carries our labels for a runtime and module.
@@ -44,6 +45,35 @@ def workload_available(body: Mapping[str, Any]) -> bool:
         return wanted > 0 and int(status.get("numberAvailable") or 0) >= wanted
     replicas = (body.get("spec") or {}).get("replicas")
     return int(status.get("availableReplicas") or 0) >= (1 if replicas is None else int(replicas))
+
+
+def stall(body: Mapping[str, Any]) -> str | None:
+    """Why ``body`` will not get ready by itself, as kstatus (fluxcd/cli-utils) judges it
+    Failed: a workload whose ``Progressing`` condition is ``False`` with reason
+    ``ProgressDeadlineExceeded``, a CRD whose ``NamesAccepted`` is ``False`` (its kind or
+    plural taken in the group), any object with ``Stalled=True``; ``None`` otherwise, and for
+    a status not of the object's current generation (the controller has not looked yet)."""
+    metadata, status = body.get("metadata") or {}, body.get("status") or {}
+    observed = status.get("observedGeneration")
+    if observed is not None and int(observed) < int(metadata.get("generation") or 1):
+        return None
+    kind = body.get("kind")
+    for condition in status.get("conditions") or ():
+        kind_of, state = condition.get("type"), condition.get("status")
+        reason = str(condition.get("reason") or "")
+        stalled = (
+            (kind == "CustomResourceDefinition" and kind_of == "NamesAccepted" and state == "False")
+            or (
+                kind_of == "Progressing"
+                and state == "False"
+                and reason == "ProgressDeadlineExceeded"
+            )
+            or (kind_of == "Stalled" and state == "True")
+        )
+        if stalled:
+            message = " ".join(str(condition.get("message") or "").split())
+            return f"{kind_of}={state} ({reason or 'no reason'}): {message or 'no message'}"
+    return None
 
 
 def live_state(body: Mapping[str, Any] | None) -> str:

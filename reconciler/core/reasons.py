@@ -63,6 +63,10 @@ class Reason(StrEnum):
     #: The server refuses a change of an immutable field (found by a dry-run before any
     #: write); the object does not opt in to being replaced.
     FIELD_IMMUTABLE = "FieldImmutable"
+    #: What the module waits for will not get ready by itself (kstatus: Failed): its operator
+    #: past its progress deadline, a CRD whose names are not accepted; the message names the
+    #: condition, its reason and message. A later pass that finds it recovered clears it.
+    STALLED = "Stalled"
 
     # -- a runtime -------------------------------------------------------------------------------
     #: Its first operation is under way.

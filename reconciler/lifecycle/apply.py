@@ -44,8 +44,8 @@ from reconciler.core.plan_values import (
     ObjectChange,
     Plan,
 )
-from reconciler.core.status import ChangeAction, ModuleState, ModuleStatus, Reason
-from reconciler.errors import ConflictError, ReconcilerError
+from reconciler.core.status import ChangeAction, ModuleError, ModuleState, ModuleStatus, Reason
+from reconciler.errors import ConflictError, PermanentError, ReconcilerError
 from reconciler.lifecycle.enforce import Enforcer
 from reconciler.lifecycle.observe import Observer
 from reconciler.lifecycle.outcome import ChangeSet, failed_status, planned_status
@@ -188,6 +188,9 @@ class Installer:
             self.wait_established([module])
         pending = self.observer.unestablished(module)
         if pending:
+            stalled = self._stalled(entry, module)
+            if stalled is not None:
+                return stalled
             message = f"waiting for CRD {', '.join(pending)} to be Established"
             return ModuleStatus(
                 entry.module,
@@ -292,7 +295,7 @@ class Installer:
         """Stage 6, L2: every CRD Established and the operator workload available; the
         message also says what enforcement did to the configuration in this pass."""
         status = self._readiness(entry, module)
-        if status.reason == Reason.WAITING_FOR_OPERATOR:
+        if status.reason in (Reason.WAITING_FOR_OPERATOR, Reason.STALLED):
             self._ready.discard(entry.module)
         else:
             self._ready.add(entry.module)
@@ -304,6 +307,9 @@ class Installer:
     def _readiness(self, entry: ModulePlan, module: DesiredModule) -> ModuleStatus:
         spec = module.module
         if not self.observer.operator_available(module):
+            stalled = self._stalled(entry, module)
+            if stalled is not None:
+                return stalled
             waiting = f"{spec.operator_kind} {spec.operator_name} is not available yet"
             message = "; ".join((waiting, *entry.notes))  # what this pass kept or released
             return ModuleStatus(
@@ -334,6 +340,23 @@ class Installer:
         if entry.module in self._ready and final.version == entry.to_version:
             final = replace(final, ready_version=final.version)
         self.writer.write_inventory(final, stored)
+
+    def _stalled(self, entry: ModulePlan, module: DesiredModule) -> ModuleStatus | None:
+        """Error, reason Stalled, when what the module waits for will not get ready by itself
+        (a progress deadline passed, a CRD's names refused): each named, never waited for in
+        silence; a later pass that finds it recovered reports as usual."""
+        stalls = self.observer.stalls(module)
+        if not stalls:
+            return None
+        message = f"{entry.module} {entry.to_version} is stalled: {'; '.join(stalls)}"
+        return ModuleStatus(
+            entry.module,
+            ModuleState.ERROR,
+            Reason.STALLED,
+            message,
+            entry.to_version,
+            ModuleError(PermanentError, message),
+        )
 
     def wait_available(self, modules: Sequence[DesiredModule]) -> None:
         """Wait (:data:`READY_WAIT_SECONDS` at most) for the operators of ``modules``."""

@@ -26,6 +26,7 @@ from reconciler.core.live import (
     labelled_ours,
     ours_or_generated,
     running_version,
+    stall,
     workload_available,
 )
 from reconciler.core.model import LABEL_MANAGED_BY, LABEL_RUNTIME, MANAGED_BY_VALUE, Strategy
@@ -305,22 +306,44 @@ class Observer:
     def operator_available(self, module: DesiredModule) -> bool:
         """Whether the module's operator workload is available (asked of the server when the
         view does not show it so)."""
-        spec = module.module
-        operator = next(
-            (
-                ObjectRef.of(o.body)
-                for o in module.objects
-                if o.body.get("kind") == spec.operator_kind
-                and o.body["metadata"]["name"] == spec.operator_name
-            ),
-            None,
-        )
+        operator = _operator_ref(module)
         if operator is None:
             return False
         live = self.read(operator)
         if live is None or not workload_available(live):
             live = self.read(operator, fresh=True)
         return live is not None and workload_available(live)
+
+    def stalls(self, module: DesiredModule) -> list[str]:
+        """What of the module will not get ready by itself (:func:`~reconciler.core.live.stall`):
+        its CRDs and its operator as the view last read them, each ``Kind name: why``."""
+        refs = [
+            ObjectRef.of(o.body)
+            for o in module.objects
+            if o.body.get("kind") == "CustomResourceDefinition"
+        ]
+        operator = _operator_ref(module)
+        found = []
+        for ref in [*refs, *([operator] if operator is not None else [])]:
+            live = self.read(ref)
+            why = stall(live) if live is not None else None
+            if why is not None:
+                found.append(f"{ref.kind} {ref.name}: {why}")
+        return found
+
+
+def _operator_ref(module: DesiredModule) -> ObjectRef | None:
+    """The reference of the module's operator workload among its objects."""
+    spec = module.module
+    return next(
+        (
+            ObjectRef.of(o.body)
+            for o in module.objects
+            if o.body.get("kind") == spec.operator_kind
+            and o.body["metadata"]["name"] == spec.operator_name
+        ),
+        None,
+    )
 
 
 def namespace_ref(name: str) -> ObjectRef:

@@ -12,6 +12,7 @@ from reconciler.core.live import (
     live_state,
     ours_or_generated,
     running_version,
+    stall,
     workload_available,
 )
 from reconciler.core.model import (
@@ -132,3 +133,27 @@ def test_a_namespace_is_ours_to_delete_only_with_ours_owned_or_generated_objects
     body: dict[str, Any], deletable: bool
 ) -> None:
     assert ours_or_generated(body) is deletable
+
+
+def _with_conditions(kind: str, conditions: list[dict[str, str]], **status: int) -> dict[str, Any]:
+    return {"kind": kind, "metadata": {"name": "x", "generation": 2},
+            "status": {"conditions": conditions, **status}}  # fmt: skip
+
+
+def test_a_stall_is_judged_as_kstatus_does() -> None:
+    deadline = {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
+                "message": "timed out"}  # fmt: skip
+    names = {"type": "NamesAccepted", "status": "False", "reason": "KindConflict",
+             "message": "Kind is already in use"}  # fmt: skip
+    assert stall(_with_conditions("Deployment", [deadline], observedGeneration=2)) == (
+        "Progressing=False (ProgressDeadlineExceeded): timed out"
+    )
+    assert stall(_with_conditions("Deployment", [deadline], observedGeneration=1)) is None  # old
+    progressing = {**deadline, "status": "True", "reason": "NewReplicaSetAvailable"}
+    assert stall(_with_conditions("Deployment", [progressing], observedGeneration=2)) is None
+    assert stall(_with_conditions("CustomResourceDefinition", [names])) == (
+        "NamesAccepted=False (KindConflict): Kind is already in use"
+    )
+    stalled = {"type": "Stalled", "status": "True", "reason": "Oops", "message": "gave up"}
+    assert stall(_with_conditions("Widget", [stalled])) == "Stalled=True (Oops): gave up"
+    assert stall(_with_conditions("Widget", [])) is None
