@@ -214,4 +214,5 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "resume": ("suspend", "resume"),
     "rollout": ("rollout", "rollout"),
     "completion": ("completion", "completion"),
+    "version": ("version", "version"),
 }

@@ -160,6 +160,8 @@ def check(
     repo: Path,
     runtime_names: Sequence[str],
     snapshot: str | None,
+    kubeconfig: Path | None,
+    context: str | None,
     kubeconfig_dir: Path | None,
     secret_namespace: str,
     kube_qps: float | None,
@@ -183,7 +185,8 @@ def check(
     names = list(runtime_names) or sorted(config.runtimes)
     clusters = ClusterOptions(
         kubeconfig_dir, secret_namespace, snapshot, kube_qps, kube_burst, timeout=kube_timeout
-    )
+    ).through(kubeconfig, context)
+    clusters.check_one_runtime(runtime_names)
     access = Access(clusters, config.settings)
     from concurrent.futures import ThreadPoolExecutor  # only this command (startup time)
 

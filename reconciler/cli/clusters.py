@@ -41,6 +41,10 @@ class Access:
 
     def __post_init__(self) -> None:
         check_snapshot(self.options)
+        if self.options.snapshot is not None and (self.options.kubeconfig or self.options.context):
+            raise click.UsageError(
+                "--snapshot reads recorded clusters: give it without --kubeconfig and --context"
+            )
 
     def connect(
         self, access: ClusterAccess, name: str, *, settings: Settings | None = None
@@ -67,6 +71,8 @@ class Access:
             rate=self.options.rate(settings or self.settings),
             cache_dir=self.options.cache_dir or user_cache_dir(),
             timeout=RequestTimeout(timeout) if timeout is not None else None,
+            kubeconfig=self.options.kubeconfig,
+            context=self.options.context,
         )
 
     def following(self, settings_of: Callable[[], Settings | None]) -> Connect:

@@ -28,6 +28,7 @@ from reconciler.cli.options import (
     kube_qps_option,
     kube_timeout_option,
     kubeconfig_dir_option,
+    kubeconfig_options,
     max_size_option,
     parallel_option,
     repo_argument,
@@ -84,6 +85,7 @@ if TYPE_CHECKING:
     "assuming the base revision is what runs (running versions, blocking objects).",
 )
 @snapshot_option
+@kubeconfig_options
 @kubeconfig_dir_option
 @secret_namespace_option
 @kube_qps_option
@@ -136,6 +138,8 @@ def diff(
     base_path: Path | None,
     live: bool,
     snapshot: str | None,
+    kubeconfig: Path | None,
+    context: str | None,
     kubeconfig_dir: Path | None,
     secret_namespace: str,
     kube_qps: float | None,
@@ -173,7 +177,8 @@ def diff(
     source = RepoInput(repo, channels_dir, max_file_size)
     clusters = ClusterOptions(
         kubeconfig_dir, secret_namespace, snapshot, kube_qps, kube_burst, timeout=kube_timeout
-    )
+    ).through(kubeconfig, context)
+    clusters.check_one_runtime(runtime_names)
     if verify and base_rev is None and base_path is None:
         raise click.UsageError("--verify needs --base or --base-path (it checks git commits)")
     if base_rev is not None or base_path is not None:

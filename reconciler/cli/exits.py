@@ -124,6 +124,7 @@ TREE = ExitStatuses(
 )
 SUSPEND = ExitStatuses(((OK, "done"), (USAGE, "a bad name, or the state store cannot be used")))
 COMPLETION = ExitStatuses(((OK, "printed"), (USAGE, "an unknown shell")))
+VERSION = ExitStatuses(((OK, "printed"), (USAGE, "an unknown output format")))
 RECORDS = ExitStatuses(
     ((OK, "shown"), (USAGE, "the state store cannot be read or the id is unknown"))
 )

@@ -293,12 +293,16 @@ def _show(
     key: Callable[[tuple[str, ...]], str],
     age_cell: int | None,
 ) -> None:
-    """Print the table once, or with ``--watch`` then every change until Ctrl-C."""
+    """Print the table (``-o name``: ``KIND/KEY`` per row) once, or with ``--watch`` then
+    every change until Ctrl-C."""
     rows = rows_now()
     if not rows and not view.watch:
         click.echo("nothing found", err=True)
         return
-    lines = table_lines(view.columns, rows, wide=view.wide, headers=view.headers)
+    if view.named:
+        lines = [f"{view.named}/{key(row)}" for row in rows]
+    else:
+        lines = table_lines(view.columns, rows, wide=view.wide, headers=view.headers)
     for line in lines:
         click.echo(line)
     if not view.watch:
@@ -310,7 +314,8 @@ def _show(
         while True:
             pause(view.interval)
             for row in watch.changed(rows_now(), ignore=age_cell):
-                click.echo(_aligned(view, row, widths))
+                named = f"{view.named}/{key(row)}" if view.named else None
+                click.echo(named or _aligned(view, row, widths))
     except KeyboardInterrupt:
         raise click.exceptions.Exit(exits.INTERRUPTED) from None
 
@@ -337,6 +342,13 @@ class View:
     headers: bool
     watch: bool
     interval: float
+    #: The kind ``-o name`` prints before each row's name (``runtime``, ``module``, ``operation``).
+    kind: str = ""
+
+    @property
+    def named(self) -> str | None:
+        """The kind to print before each name with ``-o name``, else None (a table)."""
+        return self.kind if self.output_format == "name" else None
 
     @property
     def wide(self) -> bool:
@@ -368,6 +380,13 @@ def _state_selector(states: frozenset[str]) -> Callable[..., StateSelector | Non
     return parse
 
 
+_GET_OUTPUT_HELP = (
+    "text: a table with a header; wide: more columns; json/yaml: a versioned document "
+    "(docs/json-output.md); name: KIND/NAME per line, as kubectl (runtime/NAME, "
+    "module/RUNTIME/NAME, operation/ID)."
+)
+
+
 def _common(states: frozenset[str]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The options every ``get`` command takes."""
     shown = ", ".join(sorted(states))
@@ -397,7 +416,7 @@ def _common(states: frozenset[str]) -> Callable[[Callable[..., Any]], Callable[.
                     help="With --watch: how often the state store is read.",
                 ),
                 state_option,
-                output_option("text", "wide", "json", "yaml"),
+                output_option("text", "wide", "json", "yaml", "name", help=_GET_OUTPUT_HELP),
                 no_headers_option,
             ]
         ):
@@ -471,7 +490,7 @@ def get_runtimes(
             and (module is None or module in _runtime_with_modules(item, config))
         ]
 
-    view = View(RUNTIME_COLUMNS, output_format, not no_headers, watch, interval)
+    view = View(RUNTIME_COLUMNS, output_format, not no_headers, watch, interval, "runtime")
     if _document(view, "RuntimeList", lambda: [i.to_json() for i in kept()]):
         return
     _show(
@@ -512,7 +531,7 @@ def get_modules(
         ]
         return module_rows(items, filters, now())
 
-    view = View(MODULE_COLUMNS, output_format, not no_headers, watch, interval)
+    view = View(MODULE_COLUMNS, output_format, not no_headers, watch, interval, "module")
     if _document(view, "ModuleList", lambda: [_module_json(r) for r in rows()]):
         return
     _show(rows, view, lambda row: f"{row[0]}/{row[1]}", age_cell=5)
@@ -551,7 +570,7 @@ def get_operations(
 
     columns = [Column(h) for h in OPERATION_COLUMNS]
     columns += [Column(h, wide=True) for h in OPERATION_WIDE_COLUMNS]
-    view = View(columns, output_format, not no_headers, watch, interval)
+    view = View(columns, output_format, not no_headers, watch, interval, "operation")
     if _document(view, "OperationList", lambda: [operation_json(o) for o in found()]):
         return
     _show(lambda: [operation_row(o) for o in found()], view, lambda row: row[0], age_cell=None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -62,6 +62,25 @@ class ClusterOptions:
     #: The most seconds a request waits for a byte of the answer (``--kube-timeout``); None:
     #: the client's default (see :mod:`reconciler.cluster.kube_client`).
     timeout: float | None = None
+    #: ``--kubeconfig``: the kubeconfig file of every runtime's cluster, over ``spec.cluster``
+    #: (as kubectl's flag; None: KUBECONFIG, else ~/.kube/config, where one is used).
+    kubeconfig: Path | None = None
+    #: ``--context``: the kubeconfig context of every runtime's cluster, over ``spec.cluster``
+    #: (None: with ``--kubeconfig``, the file's current context).
+    context: str | None = None
+
+    def through(self, kubeconfig: Path | None, context: str | None) -> ClusterOptions:
+        """These options with ``--kubeconfig`` and ``--context``."""
+        return replace(self, kubeconfig=kubeconfig, context=context)
+
+    def check_one_runtime(self, runtime_names: Sequence[str]) -> None:
+        """``--kubeconfig`` and ``--context`` point one runtime at one cluster: refused (a
+        usage error) unless ``--runtime`` names exactly one, so a sync never writes (nor
+        deprovisions) every runtime of the fleet in the one cluster they name."""
+        if (self.kubeconfig or self.context) and len(set(runtime_names)) != 1:
+            raise click.UsageError(
+                "--kubeconfig and --context reach one runtime's cluster: name it with --runtime"
+            )
 
     def rate(self, settings: Settings | None) -> ClientRate:
         """The client rate per API server: the flags where given, else the settings'
@@ -214,6 +233,27 @@ kube_timeout_option = click.option(
     "total; connecting: at most 10s), then fails to be retried; watches are not limited "
     "[default: 60s].",
 )
+kubeconfig_option = click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Reach every selected runtime's cluster through this kubeconfig file instead of its "
+    "spec.cluster, as kubectl does (with --context: that context; else the file's current "
+    "one). sync, diff and check need one --runtime with it. KUBECONFIG, unlike it, only "
+    "replaces ~/.kube/config for spec.cluster.context runtimes.",
+)
+context_option = click.option(
+    "--context",
+    help="Reach every selected runtime's cluster through this context of the kubeconfig "
+    "(--kubeconfig, else KUBECONFIG, else ~/.kube/config) instead of its spec.cluster, as "
+    "kubectl does; sync, diff and check need one --runtime with it.",
+)
+
+
+def kubeconfig_options(command: F) -> F:
+    """``--kubeconfig`` and ``--context``: one cluster for every runtime, as kubectl's flags."""
+    return kubeconfig_option(context_option(command))
+
+
 secret_namespace_option = click.option(
     "--secret-namespace",
     default="reconciler-system",
@@ -236,15 +276,17 @@ parallel_option = click.option(
 
 
 def cluster_options(command: F) -> F:
-    """How a command reaches clusters: ``--snapshot``, ``--kubeconfig-dir``,
-    ``--secret-namespace``, ``--kube-qps``, ``--kube-burst``, ``--kube-timeout`` (see
-    :class:`ClusterOptions`)."""
+    """How a command reaches clusters: ``--snapshot``, ``--kubeconfig``, ``--context``,
+    ``--kubeconfig-dir``, ``--secret-namespace``, ``--kube-qps``, ``--kube-burst``,
+    ``--kube-timeout`` (see :class:`ClusterOptions`)."""
     for option in (
         kube_timeout_option,
         kube_burst_option,
         kube_qps_option,
         secret_namespace_option,
         kubeconfig_dir_option,
+        context_option,
+        kubeconfig_option,
         snapshot_option,
     ):
         command = option(command)

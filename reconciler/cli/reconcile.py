@@ -86,6 +86,8 @@ def reconcile(
     secret_file: Path | None,
     snapshot: str | None,
     snapshot_create: bool,
+    kubeconfig: Path | None,
+    context: str | None,
     kubeconfig_dir: Path | None,
     secret_namespace: str,
     kube_qps: float | None,
@@ -113,6 +115,8 @@ def reconcile(
         kube_burst,
         snapshot_create=snapshot_create,
         timeout=kube_timeout,
+        kubeconfig=kubeconfig,
+        context=context,
     )
     store_url = state_url_for(ctx, state_url, snapshot)
     run = RunRequest(source, clusters, store_url, (runtime,), allow_deletions)

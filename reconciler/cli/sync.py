@@ -26,6 +26,7 @@ from reconciler.cli.options import (
     kube_qps_option,
     kube_timeout_option,
     kubeconfig_dir_option,
+    kubeconfig_options,
     max_size_option,
     parallel_option,
     repo_argument,
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
 @click.option("--dry-run", is_flag=True, help="Plan and print; no operation, nothing changed.")
 @snapshot_option
 @snapshot_create_option
+@kubeconfig_options
 @kubeconfig_dir_option
 @secret_namespace_option
 @kube_qps_option
@@ -104,6 +106,8 @@ def sync(
     dry_run: bool,
     snapshot: str | None,
     snapshot_create: bool,
+    kubeconfig: Path | None,
+    context: str | None,
     kubeconfig_dir: Path | None,
     secret_namespace: str,
     kube_qps: float | None,
@@ -144,7 +148,10 @@ def sync(
         kube_burst,
         snapshot_create=snapshot_create,
         timeout=kube_timeout,
+        kubeconfig=kubeconfig,
+        context=context,
     )
+    clusters.check_one_runtime(runtime_names)
     store_url = state_url_for(ctx, state_url, snapshot)
     run = RunRequest(source, clusters, store_url, runtime_names, allow_deletions)
     if dry_run:

@@ -52,6 +52,8 @@ def tree(
     repo: Path,
     modules: Sequence[str],
     snapshot: str | None,
+    kubeconfig: Path | None,
+    context: str | None,
     kubeconfig_dir: Path | None,
     secret_namespace: str,
     kube_qps: float | None,
@@ -73,7 +75,7 @@ def tree(
     config = load_valid_repo(RepoInput(repo, channels_dir, max_file_size))
     clusters = ClusterOptions(
         kubeconfig_dir, secret_namespace, snapshot, kube_qps, kube_burst, timeout=kube_timeout
-    )
+    ).through(kubeconfig, context)
     access = Access(clusters, config.settings)
     if runtime in config.runtimes:
         cluster = access.connect(config.runtimes[runtime].cluster, runtime)

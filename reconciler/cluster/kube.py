@@ -24,6 +24,7 @@ import base64
 import binascii
 import hashlib
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -445,20 +446,29 @@ def connect(
     rate: ClientRate | None = None,
     cache_dir: Path | None = None,
     timeout: RequestTimeout | None = None,
+    kubeconfig: Path | None = None,
+    context: str | None = None,
 ) -> KubeCluster:
-    """A :class:`KubeCluster` for a Runtime's ``spec.cluster``; :class:`AccessError` when the
-    credentials cannot be found or read. Requests keep to ``rate`` per API server (kubectl's
-    limits by default) and wait at most ``timeout`` (see :mod:`~reconciler.cluster.kube_client`);
-    discovery is cached in ``cache_dir`` (see :func:`discovery_cache_file`). The client's own
-    logs on the root logger are dropped (:class:`_ClientLogs`) and its retries are off: a
-    failure is our error, naming the runtime, retried by our steps only."""
+    """A :class:`KubeCluster` for a Runtime's ``spec.cluster`` (or, when ``kubeconfig`` or
+    ``context`` is given, as kubectl's flags, that kubeconfig file and context, over
+    ``spec.cluster``); :class:`AccessError` when the credentials cannot be found or read.
+    Requests keep to ``rate`` per API server (kubectl's limits by default) and wait at most
+    ``timeout`` (see :mod:`~reconciler.cluster.kube_client`); discovery is cached in
+    ``cache_dir`` (see :func:`discovery_cache_file`). The client's own logs on the root logger
+    are dropped (:class:`_ClientLogs`) and its retries are off: a failure is our error, naming
+    the runtime, retried by our steps only."""
     _ClientLogs.install()
+    flags = kubeconfig is not None or context is not None
     try:
-        api_client = _api_client(access, kubeconfig_dir, secret_namespace)
+        if flags:
+            api_client = _client_from_kubeconfig(kubeconfig, context)
+        else:
+            api_client = _api_client(access, kubeconfig_dir, secret_namespace)
     except (ConfigException, OSError, yaml.YAMLError, binascii.Error, UnicodeDecodeError) as error:
         detail = " ".join(str(error).split())[:200]
+        what = _describe_flags(kubeconfig, context) if flags else access.describe()
         raise AccessError(
-            f"{name}: cannot use {access.describe()}: {mask(detail) or type(error).__name__}"
+            f"{name}: cannot use {what}: {mask(detail) or type(error).__name__}"
             + (_NO_KUBECONFIG if "No configuration found" in detail else "")
         ) from error
     server = str(getattr(api_client.configuration, "host", "") or name)
@@ -535,14 +545,68 @@ def _api_client(access: ClusterAccess, kubeconfig_dir: Path | None, secret_names
             config_file=str(path), client_configuration=configuration()
         )
     if access.context is not None:
-        return k8s_config.new_client_from_config(
-            context=access.context, client_configuration=configuration()
-        )
+        return _client_from_kubeconfig(None, access.context)
     if access.in_cluster:
         made = configuration()
         k8s_config.load_incluster_config(client_configuration=made)
         return k8s_client.ApiClient(made)
     return _client_from_secret(access, secret_namespace)
+
+
+def _describe_flags(kubeconfig: Path | None, context: str | None) -> str:
+    """``--kubeconfig FILE --context NAME`` as given (a path and a name, never a credential)."""
+    given = [("--kubeconfig", str(kubeconfig) if kubeconfig else None), ("--context", context)]
+    return " ".join(f"{flag} {value}" for flag, value in given if value is not None)
+
+
+def _client_from_kubeconfig(kubeconfig: Path | None, context: str | None) -> Any:
+    """A client from a kubeconfig as kubectl finds it (``kubeconfig``, else KUBECONFIG's files,
+    read now, else ~/.kube/config) and ``context`` (None: its current context). A missing file
+    or context is a :class:`ConfigException` that names it (and the contexts there are)."""
+    files = _kubeconfig_files(kubeconfig)
+    read = files or [Path(_DEFAULT_KUBECONFIG).expanduser()]
+    if context is not None and any(f.is_file() for f in read):
+        _check_context(read, context)
+    return k8s_config.new_client_from_config(
+        config_file=os.pathsep.join(map(str, read)),  # KUBECONFIG as it is now, not at import
+        context=context,
+        client_configuration=configuration(),
+    )
+
+
+#: The kubeconfig read without --kubeconfig or KUBECONFIG (kubectl's).
+_DEFAULT_KUBECONFIG = "~/.kube/config"
+
+
+def _kubeconfig_files(kubeconfig: Path | None) -> list[Path] | None:
+    """The files ``kubeconfig`` or KUBECONFIG name (None: neither, ~/.kube/config is read);
+    a :class:`ConfigException` naming them when none of them is a file."""
+    if kubeconfig is not None:
+        where, files = "--kubeconfig", [kubeconfig.expanduser()]
+    else:
+        where, listed = "KUBECONFIG", os.environ.get("KUBECONFIG", "")
+        files = [Path(p).expanduser() for p in listed.split(os.pathsep) if p]
+        if not files:
+            return None
+    if not any(f.is_file() for f in files):
+        named = f"{where} names {', '.join(map(str, files))}: " if kubeconfig is None else ""
+        raise ConfigException(f"{named}no such file")
+    return files
+
+
+def _check_context(files: list[Path], context: str) -> None:
+    """A :class:`ConfigException` naming ``context`` and the contexts ``files`` have (names
+    only) when none of them has it."""
+    names: list[str] = []
+    for file in files:
+        if file.is_file():
+            loaded = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+            contexts = loaded.get("contexts") if isinstance(loaded, dict) else None
+            names += [str(c.get("name")) for c in contexts or [] if isinstance(c, dict)]
+    if context not in names:
+        shown = ", ".join(sorted(set(names))) or "none"
+        where = ", ".join(str(f) for f in files)
+        raise ConfigException(f"no context {context!r} in kubeconfig {where} (it has: {shown})")
 
 
 def _client_from_secret(access: ClusterAccess, namespace: str) -> Any:

@@ -31,6 +31,7 @@ DOCUMENTED = {
     "operations prune": [exits.PRUNE],
     "daemon": [exits.DAEMON],
     "completion": [exits.COMPLETION],
+    "version": [exits.VERSION],
     "suspend": [exits.SUSPEND],
     "resume": [exits.SUSPEND],
     "reconcile": [exits.RECONCILE],

@@ -69,3 +69,7 @@ def test_runtime_names_are_completed_from_the_repo_on_the_command_line() -> None
 
 def test_commands_are_completed() -> None:
     assert "completion" in _complete("reconciler comp")
+
+
+def test_the_version_command_is_completed() -> None:
+    assert "version" in _complete("reconciler vers")

@@ -163,6 +163,27 @@ def test_get_operations_filters_by_runtime_and_state(fleet: Fleet) -> None:
     assert len(document["items"]) == 3
 
 
+def test_o_name_prints_kind_slash_name_as_kubectl(fleet: Fleet) -> None:
+    runtimes = fleet.run("get", "runtimes", "-o", "name", *fleet.state)
+    modules = fleet.run("get", "modules", "--module", "serverless", "-o", "name", *fleet.state)
+    operations = fleet.run(
+        "get", "operations", "--runtime", "prod-eu-1", "-o", "name", *fleet.state
+    )
+    listed = fleet.document("get", "operations", "--runtime", "prod-eu-1", *fleet.state)
+
+    assert runtimes.splitlines() == [
+        "runtime/dev-sandbox",
+        "runtime/prod-eu-1",
+        "runtime/staging-eu",
+    ]
+    assert modules.splitlines() == [
+        "module/dev-sandbox/serverless",
+        "module/prod-eu-1/serverless",
+        "module/staging-eu/serverless",
+    ]
+    assert operations.splitlines() == [f"operation/{i['id']}" for i in listed["items"]]
+
+
 def test_watch_prints_each_row_that_changes_until_ctrl_c(
     fleet: Fleet, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -104,3 +104,17 @@ def test_every_kind_is_documented_with_its_fields() -> None:
         assert f"### `{kind}`" in PAGE, kind
         for field in SCHEMA["$defs"][kind]["properties"]:
             assert f"`{field}`" in PAGE.split(f"### `{kind}`")[1].split("\n### ")[0], (kind, field)
+
+
+def test_version_names_the_reconciler_and_python(fleet: Fleet) -> None:
+    import platform
+
+    from reconciler import __version__
+
+    document = fleet.document("version")
+    text = fleet.run("version")
+
+    check_document(document, "Version")
+    assert document["reconcilerVersion"] == __version__
+    assert document["pythonVersion"] == platform.python_version()
+    assert text.splitlines() == [f"reconciler {__version__}", f"python {document['pythonVersion']}"]
