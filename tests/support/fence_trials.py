@@ -391,7 +391,7 @@ class Trial:
             until(lambda: self._resumed_and_settled(mark), 60, "member a goes on")
         else:
             until(lambda: self._seen("a", "outcome", mark), 60, "member a's paused write")
-        a.send_signal(signal.SIGSTOP)
+        self._stop_outside_locks(a)  # the store is read next: A must not hold its write lock
         findings = self._findings()
         if self.point != "external":
             findings.store_kept = self._latest() == kept_operation
