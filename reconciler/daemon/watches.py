@@ -9,7 +9,11 @@ runtime left this replica or git). An event that matters wakes the runtime
 ours changed by someone else (drift, reported: log line naming the object and field, metric,
 Kubernetes Event, ``/status``) or deleted. Wakes are debounced: the runtime runs once, one
 debounce interval after its first wake (many events, one reconcile), and a wake during a run
-runs it once more after. Timers (retries, resync) stay as the fallback. ``spec.watch: false``
+runs it once more after. Timers (retries, resync) stay as the fallback. A snapshot file's
+cluster (``--snapshot``: a private copy of a file only our own writes change) is never watched:
+nothing there can change but by our runs (a rehearsal costs what ``--no-watch`` costs). A run's
+bookkeeping reads only its own runtime's watches (what it no longer needs, what it needs new),
+whatever the fleet's size. ``spec.watch: false``
 (or ``--no-watch``) turns it all off (pure polling); ``spec.intervals.debounce`` (or
 ``--debounce``) is the interval. Caller: :class:`reconciler.daemon.service.Daemon`.
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -31,6 +36,7 @@ from reconciler.cluster.api import (
     WatchEvent,
     WatchEventType,
 )
+from reconciler.cluster.snapshot import SnapshotFileCluster
 from reconciler.cluster.watch import KindWatch
 from reconciler.core.inventory import LABEL_INVENTORY, inventory_from_configmap
 from reconciler.core.model import (
@@ -204,6 +210,10 @@ class Watches:
         self._due: dict[str, float] = {}
         self.drifts: dict[str, list[Drift]] = {}
         self._clusters: dict[str, Cluster] = {}
+        #: Clusters nothing but our own runs change (snapshot files): never watched.
+        self._still: set[str] = set()
+        #: How many open watches each cluster has (the count logged, kept as they open and close).
+        self._per_cluster: Counter[str] = Counter()
         self.wakes = 0
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -234,12 +244,18 @@ class Watches:
         """The client the watches of the cluster ``where`` names use (made once by
         ``connect``); None when it cannot be reached (the run reported why)."""
         with self._lock:
+            if where in self._still:
+                return None
             if where not in self._clusters:
                 try:
-                    self._clusters[where] = connect()
+                    cluster = connect()
                 except ReconcilerError as error:
                     log.info("no watches on %s: %s", where, error)
                     return None
+                if isinstance(cluster, SnapshotFileCluster):  # only our writes change it
+                    self._still.add(where)
+                    return None
+                self._clusters[where] = cluster
             return self._clusters[where]
 
     def need(
@@ -259,13 +275,14 @@ class Watches:
         wanted = {(where, api_version, kind, OWN) for api_version, kind in {*kinds, CRD}}
         wanted |= {(where, api_version, kind, EVERY) for api_version, kind in blocking}
         with self._lock:
-            new = [k for k in wanted - self._needs.get(runtime, set()) if k not in self.open]
-            for key in wanted - self._needs.get(runtime, set()):
+            before = self._needs.get(runtime, set())
+            new = [k for k in wanted - before if k not in self.open]
+            for key in wanted - before:
                 self._open(key, cluster).needers.add(runtime)
             opened = [self.open[k] for k in new]
             self._needs[runtime] = wanted
             self._desired[runtime] = {_identity(ref) for ref in desired}
-            self._close_unneeded()
+            self._close_unneeded(runtime, before - wanted)
         for one in opened:  # listed before the run's caller goes on: the gap stays small
             one.watch.prime()
             with self._lock:
@@ -275,10 +292,10 @@ class Watches:
     def release(self, runtime: str) -> None:
         """``runtime`` needs no watch any more (it left this replica, or git)."""
         with self._lock:
-            self._needs.pop(runtime, None)
+            before = self._needs.pop(runtime, set())
             self._desired.pop(runtime, None)
             self._due.pop(runtime, None)
-            self._close_unneeded()
+            self._close_unneeded(runtime, before)
 
     def _open(self, key: Key, cluster: Watchable) -> _Open:
         found = self.open.get(key)
@@ -293,21 +310,28 @@ class Watches:
             labels=OURS if scope == OWN else {},
         )
         opened = self.open[key] = _Open(watch)
+        self._per_cluster[where] += 1
         log.debug("watching %s on %s", watch.what, where)
         return opened
 
-    def _close_unneeded(self) -> None:
-        """Close the watches no runtime needs (their streams hung up: their threads end now,
-        joined at :meth:`close`), and count those left open."""
-        needed = set().union(*self._needs.values()) if self._needs else set()
-        for key in [k for k in self.open if k not in needed]:
-            closed = self.open.pop(key)
-            self._end(closed)
-            log.debug("no longer watching %s on %s", closed.watch.what, key[0])
-        for key, opened in self.open.items():
-            opened.needers = {r for r, keys in self._needs.items() if key in keys}
+    def _close_unneeded(self, runtime: str, dropped: Iterable[Key]) -> None:
+        """``runtime`` no longer needs the watches ``dropped``: close those no other runtime
+        needs (their streams hung up: their threads end now, joined at :meth:`close`), and
+        count those left open. Only ``runtime``'s own watches are read."""
+        for key in dropped:
+            opened = self.open.get(key)
+            if opened is None:
+                continue
+            opened.needers.discard(runtime)
+            if not opened.needers:
+                del self.open[key]
+                self._per_cluster[key[0]] -= 1
+                if not self._per_cluster[key[0]]:
+                    del self._per_cluster[key[0]]
+                self._end(opened)
+                log.debug("no longer watching %s on %s", opened.watch.what, key[0])
         if len(self.open) != self._counted:  # one line when the count moves, not one a kind
-            clusters = len({key[0] for key in self.open})
+            clusters = len(self._per_cluster)
             log.info("watching %d kinds on %d clusters", len(self.open), clusters)
             self._counted = len(self.open)
         self.daemon.metrics.watches(len(self.open))
@@ -342,6 +366,7 @@ class Watches:
             for opened in self.open.values():
                 self._end(opened)
             self.open.clear()
+            self._per_cluster.clear()
             self._needs.clear()
             self._changed.notify_all()
             ending, self._ending = self._ending, []
