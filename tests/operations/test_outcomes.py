@@ -229,3 +229,33 @@ def test_the_runtime_state_is_its_worst_module_s() -> None:
         "3 modules",
     )
     assert [m.module for m in record.modules] == ["a", "b", "c"]
+
+
+# -- the message says what happened, not what was planned before a wait ------------------------
+
+
+def test_a_removal_held_by_users_resources_then_done_says_removed_not_held(
+    store: SqliteStore,
+) -> None:
+    cluster, clock = InMemoryCluster(), Clock()
+    runner = runner_on(store, repo(ModuleRef("widget")), cluster, clock)
+    runner.run(runner.operation_for("rt"))
+    users = {
+        "apiVersion": "example.io/v1",
+        "kind": "Widget",
+        "metadata": {"name": "mine", "namespace": "widget-system"},
+    }
+    cluster.apply(users, field_manager="kubectl")
+    runner = runner_on(store, repo(), cluster, clock)
+    waiting = runner.run(runner.operation_for("rt"))
+    assert waiting.operation.data.plan[0].action is ModuleAction.BLOCKED_DELETION
+    assert waiting.retry_at is not None
+    cluster.delete(ObjectRef.of(users))
+    clock.now = waiting.retry_at
+
+    operation = runner.run(waiting.operation).operation
+
+    assert operation.state is OperationState.SUCCEEDED
+    assert operation.message == "1 removed"  # the plan said "held": the outcome is what counts
+    stored = store.get(operation.id)
+    assert stored is not None and stored.message == "1 removed"
