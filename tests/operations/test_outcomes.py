@@ -258,4 +258,5 @@ def test_a_removal_held_by_users_resources_then_done_says_removed_not_held(
     assert operation.state is OperationState.SUCCEEDED
     assert operation.message == "1 removed"  # the plan said "held": the outcome is what counts
     stored = store.get(operation.id)
-    assert stored is not None and stored.message == "1 removed"
+    assert stored is not None
+    assert stored.message == "1 removed"
