@@ -19,7 +19,13 @@ from reconciler.core.head import Head
 from reconciler.core.model import ConfigRepo, ModuleRef
 from reconciler.core.objects import ObjectRef
 from reconciler.core.plan_values import ModuleAction, PlannedModule
-from reconciler.core.status import ChangeAction, ModuleError, ModuleState, ModuleStatus
+from reconciler.core.status import (
+    ChangeAction,
+    ModuleError,
+    ModuleState,
+    ModuleStatus,
+    PassResult,
+)
 from reconciler.errors import (
     ConflictError,
     ForbiddenError,
@@ -29,6 +35,7 @@ from reconciler.errors import (
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import (
     Operation,
+    OperationData,
     OperationState,
     OperationType,
     RuntimeRecord,
@@ -260,3 +267,23 @@ def test_a_removal_held_by_users_resources_then_done_says_removed_not_held(
     stored = store.get(operation.id)
     assert stored is not None
     assert stored.message == "1 removed"
+
+
+def test_each_module_s_word_comes_from_its_state_at_the_end() -> None:
+    def outcome(planned: PlannedModule, final: ModuleStatus) -> str:
+        data = OperationData(plan=(planned,), applied=PassResult((final,)))
+        return data.outcome_text()
+
+    deferred = PlannedModule(
+        "widget", ModuleAction.DEFERRED_WINDOW, "WaitingForMaintenanceWindow", "1.0.0", "2.0.0"
+    )
+    opened = ModuleStatus("widget", ModuleState.READY, "Ready", "", "2.0.0")
+    still = ModuleStatus("widget", ModuleState.READY, "WaitingForMaintenanceWindow", "", "1.0.0")
+    assert outcome(deferred, opened) == "1 upgraded"  # the window opened during a wait
+    assert outcome(deferred, still) == "1 held"
+    released = ModuleStatus("widget", ModuleState.UNMANAGED, "StrategyIgnore", "", "1.0.0")
+    assert outcome(PlannedModule("widget", ModuleAction.REMOVE_IGNORE, ""), released) == (
+        "1 released"
+    )
+    same = ModuleStatus("widget", ModuleState.READY, "Ready", "", "1.0.0")
+    assert outcome(PlannedModule("widget", ModuleAction.UNCHANGED, ""), same) == "no change"
