@@ -106,13 +106,13 @@ def reason_to_wake(event: WatchEvent, before: Body | None) -> tuple[str, Drift |
         return "deleted", Drift(ref, "deleted", "")
     if before is None:
         return None  # created: by us (a run is under way) or noticed by the next resync
+    taken = taken_fields(before, body, OUR_MANAGERS)  # first: a scale changes availability too
+    if taken:
+        return "changed", Drift.of_fields(ref, taken)
     if _available(before) != _available(body):
         return "availability changed", None
     if _established(before) != _established(body):
         return "CRD established", None
-    taken = taken_fields(before, body, OUR_MANAGERS)
-    if taken:
-        return "changed", Drift.of_fields(ref, taken)
     return None
 
 
