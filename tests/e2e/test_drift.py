@@ -223,8 +223,12 @@ def _reader(name: str, *verbs: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def installed(watching: Watched) -> Iterator[tuple[Watched, str, TestModule]]:
-    """One module (a ClusterRole among its objects) installed and Ready by the daemon."""
+def installed(
+    watching: Watched, caplog: pytest.LogCaptureFixture
+) -> Iterator[tuple[Watched, str, TestModule]]:
+    """One module (a ClusterRole among its objects) installed and Ready by the daemon; the
+    daemon's warnings captured."""
+    caplog.set_level(logging.WARNING, logger="reconciler.daemon")
     fleet, kube = watching.world.fleet, watching.world.kube
     role = f"drift-{fleet.suffix}-reader"
     module = fleet.module("op", shipped=(_reader(role, "get", "list"),))
@@ -277,6 +281,17 @@ def _drift_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if ": drift: " in r.getMessage()]
 
 
+def _reported_once(
+    installed: tuple[Watched, str, TestModule], kind: str, said: str, caplog: Any
+) -> None:
+    """``said`` reported once: in /status, one log line, the metric of ``kind``, one Event."""
+    watched, runtime, module = installed
+    until(lambda: _drifts(watched, runtime) == [said], "the drift in /status", BOUNDED)
+    assert _drift_lines(caplog) == [f"runtime {runtime}: drift: {said}"]
+    assert _counted(watched, kind) == 1.0
+    assert _drift_events(watched, module) == [f"{said}; reconciling"]
+
+
 def _replicas(watched: Watched, module: TestModule) -> int:
     found = watched.world.kube.deployment(module.namespace, module.operator)
     return int(found["spec"]["replicas"]) if found is not None else -1
@@ -289,24 +304,20 @@ def _rbac(watched: Watched) -> Any:
 def test_kubectl_scale_is_one_drift_report_naming_field_and_manager_and_is_reverted(
     installed: tuple[Watched, str, TestModule], caplog: pytest.LogCaptureFixture
 ) -> None:
-    watched, runtime, module = installed
-    caplog.set_level(logging.WARNING, logger="reconciler.daemon")
+    watched, _, module = installed
     watched.world.kube.apps.patch_namespaced_deployment_scale(
         module.operator, module.namespace, {"spec": {"replicas": 3}}, field_manager="kubectl"
     )
 
     until(lambda: _replicas(watched, module) == 1, "replicas put back after a wake", BOUNDED)
     said = f"Deployment/{module.namespace}/{module.operator}: spec.replicas changed by kubectl"
-    until(lambda: _drifts(watched, runtime) == [said], "the drift in /status", BOUNDED)
-    assert _drift_lines(caplog) == [f"runtime {runtime}: drift: {said}"]
-    assert _counted(watched, "Deployment") == 1.0
-    assert _drift_events(watched, module) == [f"{said}; reconciling"]
+    _reported_once(installed, "Deployment", said, caplog)
 
 
 def test_kubectl_set_image_is_drift_of_that_containers_image(
-    installed: tuple[Watched, str, TestModule],
+    installed: tuple[Watched, str, TestModule], caplog: pytest.LogCaptureFixture
 ) -> None:
-    watched, runtime, module = installed
+    watched, _, module = installed
     kube = watched.world.kube
     image = {"spec": {"template": {"spec": {"containers": [
         {"name": "manager", "image": "example.invalid/someone-else:9"}]}}}}  # fmt: skip
@@ -321,16 +332,13 @@ def test_kubectl_set_image_is_drift_of_that_containers_image(
     until(lambda: image_now().endswith(":1.0.0"), "the image put back after a wake", BOUNDED)
     field = "spec.template.spec.containers[name=manager].image"
     said = f"Deployment/{module.namespace}/{module.operator}: {field} changed by kubectl-set"
-    until(lambda: _drifts(watched, runtime) == [said], "the drift in /status", BOUNDED)
-    assert _counted(watched, "Deployment") == 1.0
+    _reported_once(installed, "Deployment", said, caplog)
 
 
 def test_a_cluster_role_patched_by_someone_else_is_reported_and_restored_by_a_wake(
-    installed: tuple[Watched, str, TestModule],
+    installed: tuple[Watched, str, TestModule], caplog: pytest.LogCaptureFixture
 ) -> None:
-    watched, runtime, module = installed
-    role = _role(watched)
-    rbac = _rbac(watched)
+    rbac, role = _rbac(installed[0]), _role(installed[0])
     wider = _reader(role, "get", "list", "delete")
 
     rbac.patch_cluster_role(role, {"rules": wider["rules"]}, field_manager="kubectl-patch")
@@ -339,18 +347,15 @@ def test_a_cluster_role_patched_by_someone_else_is_reported_and_restored_by_a_wa
         return list(rbac.read_cluster_role(role).rules[0].verbs)
 
     until(lambda: verbs() == ["get", "list"], "the rules put back after a wake", BOUNDED)
-    said = f"ClusterRole/{role}: rules changed by kubectl-patch"
-    until(lambda: _drifts(watched, runtime) == [said], "the drift in /status", BOUNDED)
-    assert _counted(watched, "ClusterRole") == 1.0
-    assert _drift_events(watched, module) == [f"{said}; reconciling"]
+    _reported_once(
+        installed, "ClusterRole", f"ClusterRole/{role}: rules changed by kubectl-patch", caplog
+    )
 
 
 def test_a_cluster_role_deleted_by_someone_else_is_reported_and_recreated(
-    installed: tuple[Watched, str, TestModule],
+    installed: tuple[Watched, str, TestModule], caplog: pytest.LogCaptureFixture
 ) -> None:
-    watched, runtime, _ = installed
-    role = _role(watched)
-    rbac = _rbac(watched)
+    rbac, role = _rbac(installed[0]), _role(installed[0])
 
     rbac.delete_cluster_role(role)
 
@@ -358,8 +363,7 @@ def test_a_cluster_role_deleted_by_someone_else_is_reported_and_recreated(
         return any(r.metadata.name == role for r in rbac.list_cluster_role().items)
 
     until(there, "the ClusterRole re-created after a wake", BOUNDED)
-    until(lambda: _drifts(watched, runtime) == [f"ClusterRole/{role} deleted"], "drift", BOUNDED)
-    assert _counted(watched, "ClusterRole") == 1.0
+    _reported_once(installed, "ClusterRole", f"ClusterRole/{role} deleted", caplog)
 
 
 def _seen_gone(watched: Watched, kind: str, namespace: str, name: str) -> bool:
@@ -375,7 +379,6 @@ def test_an_upgrade_that_drops_an_object_and_a_removal_are_no_drift(
     installed: tuple[Watched, str, TestModule], caplog: pytest.LogCaptureFixture
 ) -> None:
     watched, runtime, module = installed
-    caplog.set_level(logging.WARNING, logger="reconciler.daemon")
     fleet, kube = watched.world.fleet, watched.world.kube
     role = _role(watched)
     fleet.modules[module.name] = module = TestModule(
