@@ -236,6 +236,8 @@ def installed(
     runtime = fleet.runtime("rt", [{"name": module.name}])
     watching.commit("one module")
     watching.first_run()
+    applied = partial(kube.deployment, module.namespace, module.operator)
+    until(lambda: applied() is not None, "the operator applied (a CRD may be waited for)", BOUNDED)
     kube.make_available(module.namespace, module.operator)
     until(lambda: watching.state(runtime, module.name) == "Ready", "Ready", BOUNDED)
     try:
