@@ -27,7 +27,7 @@ _connect = sqlite3.connect
 
 
 def _counted(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-    connection = _connect(*args, **kwargs)
+    connection: sqlite3.Connection = _connect(*args, **kwargs)
     connection.set_trace_callback(lambda _sql: STATEMENTS.__setitem__(0, STATEMENTS[0] + 1))
     return connection
 
@@ -37,11 +37,12 @@ def main() -> None:
     parser.add_argument("--runtimes", type=int, default=200)
     parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / "out")
     args = parser.parse_args()
-    fleet = args.workdir / f"statements-fleet-{args.runtimes}"
-    clusters = args.workdir / f"statements-clusters-{args.runtimes}"
-    generate_fleet(fleet, runtimes=args.runtimes)
+    count = args.runtimes
+    clusters = args.workdir / f"statements-clusters-{count}"
     shutil.rmtree(clusters, ignore_errors=True)
     clusters.mkdir(parents=True)
+    fleet = args.workdir / f"statements-fleet-{count}"
+    generate_fleet(fleet, runtimes=count)
     command = ["sync", str(fleet), "--snapshot", f"{clusters}/", "--snapshot-create"]
     first = CliRunner().invoke(cli, command, catch_exceptions=False)
     assert first.exit_code == 0, first.output
@@ -50,8 +51,8 @@ def main() -> None:
     again = CliRunner().invoke(cli, command, catch_exceptions=False)
     cpu = time.process_time() - start
     assert again.exit_code == 0, again.output
-    print(f"no-change sync of {args.runtimes} runtimes: {STATEMENTS[0] / args.runtimes:.1f}")
-    print(f"  SQL statements per runtime, {cpu / args.runtimes * 1000:.1f} ms CPU per runtime")
+    print(f"no-change sync of {count} runtimes: {STATEMENTS[0] / count:.1f}")
+    print(f"  SQL statements per runtime, {cpu / count * 1000:.1f} ms CPU per runtime")
 
 
 if __name__ == "__main__":
