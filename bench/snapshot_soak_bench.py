@@ -9,8 +9,8 @@ folder after a first ``reconciler sync`` (with its store beside it). Per mode, t
 copied, the fleet committed to a git repository of its own, and ``reconciler daemon --snapshot``
 started on them (4 workers, polling every 2 s); every 5 s the process's CPU time, resident
 memory and threads are read from /proc. After ``--seconds``, ``mod-03`` goes from 1.0.0 to 1.1.0
-in the ``regular`` channel: the bump has reached the fleet when no more operations of the new
-commit end for 15 s (the time of the last one is taken).
+in the ``regular`` channel: the bump has reached the fleet when, after the first, no more
+operations of the new commit end for 15 s (the time of the last one is taken; 15 min at most).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def soak(args: argparse.Namespace, mode: str) -> None:
         _git(repo, "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qam", "bump")
         commit = _git(repo, "rev-parse", "HEAD")
         bumped, seen, still = time.time(), (0, ""), time.monotonic()
-        while time.monotonic() - still < 15 and time.time() - bumped < 900:
+        while (not seen[0] or time.monotonic() - still < 15) and time.time() - bumped < 900:
             time.sleep(1)
             now = _ended_of(clusters / "reconciler-state.db", commit)
             if now != seen:
