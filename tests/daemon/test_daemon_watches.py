@@ -166,7 +166,7 @@ def test_the_last_blocking_object_gone_lets_a_removal_finish(watching: Any) -> N
     assert waiting is not None
     assert "Gadget/gadget-system/users" in waiting.message  # the removal is blocked
     daemon.watches.step_all()
-    assert ("example.io/v1", "Gadget", "every") in {k[1:] for k in daemon.watches.open}
+    assert ("example.io/v1", "Gadget", "every") in {k[1:4] for k in daemon.watches.open}
 
     cluster.delete(ObjectRef.of(users))
 
@@ -174,7 +174,7 @@ def test_the_last_blocking_object_gone_lets_a_removal_finish(watching: Any) -> N
     assert daemon.store.unfinished("a") is None
     assert cluster.get(GADGET) is None
     assert daemon.watches.status("a") == []  # the removal's own deletions are no drift
-    assert ("example.io/v1", "Gadget", "every") not in {k[1:] for k in daemon.watches.open}
+    assert ("example.io/v1", "Gadget", "every") not in {k[1:4] for k in daemon.watches.open}
 
 
 def test_a_change_by_another_manager_is_drift_named_by_field(watching: Any) -> None:
