@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from reconciler.cluster.api import Watchable, WatchEvent, WatchEventType
 from reconciler.core.objects import Body
-from reconciler.errors import ExpiredError, ForbiddenError, ReconcilerError
+from reconciler.errors import ExpiredError, ForbiddenError, InternalError, ReconcilerError
 
 log = logging.getLogger(__name__)
 
@@ -178,20 +178,26 @@ class KindWatch:
             self.error = self.refused = str(error)
             return False
         except ReconcilerError as error:
-            if self.stop.hung_up():
-                return False  # a list under way when closed
-            self.counts.errors += 1
-            delay = self.backoff.delay()
-            # once per change of state: the same failure again is not news
-            say = log.warning if str(error) != self.error else log.debug
-            say("watch %s: %s (tried again in %gs, and so on)", self.what, error, delay)
-            self.error = str(error)
-            return not (self.wait or self.stop.wait)(delay)
+            return self._failed(error)
+        except Exception as error:  # a bug (in an event's handler): one line, tried again
+            return self._failed(InternalError.of(error))
         if self.error:
             log.info("watch %s: works again", self.what)
         self.backoff.reset()
         self.error = self.refused = ""
         return True
+
+    def _failed(self, error: ReconcilerError) -> bool:
+        """Wait (backing off) after ``error``; whether to go on."""
+        if self.stop.hung_up():
+            return False  # a list under way when closed
+        self.counts.errors += 1
+        delay = self.backoff.delay()
+        # once per change of state: the same failure again is not news
+        say = log.warning if str(error) != self.error else log.debug
+        say("watch %s: %s (tried again in %gs, and so on)", self.what, error, delay)
+        self.error = str(error)
+        return not (self.wait or self.stop.wait)(delay)
 
     def prime(self) -> None:
         """The first list now, in the caller's thread (without a backoff: after a failure,

@@ -322,9 +322,12 @@ class Watches:
             if where not in self._clusters:
                 try:
                     self._clusters[where] = connect()
-                except ReconcilerError as error:
-                    log.info("no watches on %s: %s", where, error)
+                except ReconcilerError as error:  # logged once while it fails alike
+                    subject, failure = f"watches on {where}", str(error)
+                    level = self.daemon.repeats.level(subject, failure, logging.INFO)
+                    log.log(level, "no watches on %s: %s", where, error)
                     return None
+                self.daemon.repeats.recovered(f"watches on {where}")
             return self._clusters[where]
 
     def need(
