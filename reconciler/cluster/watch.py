@@ -104,8 +104,6 @@ class Stop:
 class WatchCounts:
     """What a watch did, for metrics and the bench."""
 
-    lists: int = 0
-    streams: int = 0
     events: int = 0
     expired: int = 0
     errors: int = 0
@@ -213,7 +211,6 @@ class KindWatch:
                 self.refused = self.error
 
     def _stream(self) -> None:
-        self.counts.streams += 1
         events = self.cluster.watch(
             self.api_version,
             self.kind,
@@ -242,7 +239,6 @@ class KindWatch:
 
     def _relist(self) -> None:
         """List the kind; after the first list, pass on what changed since the cache."""
-        self.counts.lists += 1
         listing = self.cluster.list_for_watch(
             self.api_version, self.kind, labels=self.labels, namespace=self.namespace or None
         )
