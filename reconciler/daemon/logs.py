@@ -21,7 +21,9 @@ from reconciler.core.redaction import mask
 from reconciler.errors import ReconcilerError, TransientError
 from reconciler.operations.crash import place_of
 
-CONTEXT_FIELDS = ("runtime", "module", "operation")
+#: The JSON field of each context a line may carry, and the ``extra`` key that gives it (a
+#: record's own ``module`` is the Python module that logged: never taken for a module of ours).
+CONTEXT_FIELDS = {"runtime": "runtime", "module": "module_name", "operation": "operation"}
 
 
 class JsonFormatter(logging.Formatter):
@@ -34,8 +36,8 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        for name in CONTEXT_FIELDS:
-            value = getattr(record, name, None)
+        for name, key in CONTEXT_FIELDS.items():
+            value = getattr(record, key, None)
             if value is not None:
                 document[name] = value
         if record.exc_info:

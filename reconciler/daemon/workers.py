@@ -295,5 +295,5 @@ def _log_module_errors(
                 module.module,
                 module.error.describe(),
                 module.error.message,
-                extra=extra,
+                extra={**extra, "module_name": module.module},
             )

@@ -89,6 +89,7 @@ def test_each_event_is_one_line_in_either_format(
         first = json.loads(lines[0])
         assert first["message"] == f"runtime rt: {MULTI_LINE}"
         assert (first["level"], first["runtime"]) == ("warning", "rt")
+        assert "module" not in first  # no module of ours (not the Python module that logged)
         assert json.loads(lines[1])["message"] == "watching 3 kinds on 1 clusters"
     else:
         assert lines[0].endswith("runtime rt: " + MULTI_LINE.replace("\n", "\\n"))
