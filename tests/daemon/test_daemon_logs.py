@@ -1,7 +1,8 @@
 """The daemon's log, one line per event: a failed run is one line, a failure that repeats at
 each retry is logged once per change of state (then one line when it works again), a message
 with line breaks stays one text line, every ``--log-format json`` line parses, and an exception
-that ends a thread is one line without a traceback. On the in-memory cluster and a fake clock;
+that ends a thread is one line without a traceback, and a scheduled job failing alike at each
+run is one line, then one when it works again. On the in-memory cluster and a fake clock;
 the log read as pytest captures it, or as the daemon's handler writes it to stderr."""
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import pytest
 from reconciler.cluster.memory import Fault, InMemoryCluster
 from reconciler.core.model import ModuleRef
 from reconciler.daemon.logs import setup_logging
+from reconciler.daemon.scheduler import guarded
 from reconciler.daemon.service import Daemon
-from reconciler.errors import PermanentError
+from reconciler.errors import PermanentError, StoreError
 from reconciler.operations.store import SqliteStore
 from tests.support.lifecycle_helpers import repo
 from tests.support.runs import Clock
@@ -110,3 +112,27 @@ def test_an_exception_that_ends_a_thread_is_one_line(
     (line,) = stderr_log.readouterr().err.splitlines()
     assert "ERROR reconciler.daemon: thread watch: internal error: KeyError: 'spec' (at " in line
     assert "Traceback" not in line
+
+
+def test_a_job_failing_alike_at_each_run_is_logged_once_then_works_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    daemon = Daemon(UnusedSource(), SqliteStore(tmp_path / "state.db"), None, Clock())  # type: ignore[arg-type]
+    failures = [StoreError("database is locked")] * 3
+    job = guarded(daemon, "heartbeat", lambda: _raise_first(failures), lambda: "in 5s")
+    try:
+        for _ in range(4):  # three failures alike, then a success
+            job()
+    finally:
+        daemon.close()
+
+    assert _said(caplog, "heartbeat") == [
+        "WARNING heartbeat: database is locked (StoreError, transient: retried in 5s)",
+        "INFO heartbeat works again",
+    ]
+
+
+def _raise_first(errors: list[StoreError]) -> None:
+    if errors:
+        raise errors.pop()
