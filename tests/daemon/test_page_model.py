@@ -38,14 +38,14 @@ COMMIT = Head("a" * 40)
 def _status(name: str, *modules: ModuleStatus, operation: Operation | None = None) -> RuntimeStatus:
     """``name`` whose last finished operation left ``modules``, seen through ``operation``."""
     state = worst_state(m.state for m in modules)
-    reason = next((m.reason for m in modules if m.state is state), "Ready")
+    reason = next((m.reason for m in modules if m.state is state), Reason.READY)
     updated = NOW - timedelta(minutes=3)
     record = RuntimeRecord(name, state, reason, "msg", COMMIT, updated, modules)
     return RuntimeStatus.of(record, operation)
 
 
 def _module(
-    name: str, state: ModuleState = ModuleState.READY, reason: str = "Ready"
+    name: str, state: ModuleState = ModuleState.READY, reason: Reason = Reason.READY
 ) -> ModuleStatus:
     return ModuleStatus(name, state, reason, f"{name} is {state}", "1.0.0")
 
@@ -73,8 +73,8 @@ def _operation(
 def _fleet() -> list[FleetRuntime]:
     """Seven runtimes: 3 Ready (eu, us, ap), 1 Error, 1 Warning, 1 suspended, 1 never synced."""
     istio, serverless = _module("istio"), _module("serverless")
-    error = _module("istio", ModuleState.ERROR, "Failed")
-    warning = _module("keda", ModuleState.WARNING, "DowngradeNotSupported")
+    error = _module("istio", ModuleState.ERROR, Reason.FAILED)
+    warning = _module("keda", ModuleState.WARNING, Reason.DOWNGRADE_NOT_SUPPORTED)
 
     def synced(name: str, labels: dict[str, str], *modules: ModuleStatus) -> FleetRuntime:
         return FleetRuntime(name, labels, True, status=_status(name, *modules))
@@ -222,7 +222,7 @@ def test_a_runtime_page_has_the_operation_tree_and_what_blocks_a_deletion() -> N
 
 def test_a_runtime_never_synced_and_one_suspended_say_so() -> None:
     fresh = runtime_view(FleetRuntime("new-one", {}, True), [], SourceView(), NOW)
-    record = RuntimeRecord("dev-b", ModuleState.READY, "Ready", "", COMMIT, NOW)
+    record = RuntimeRecord("dev-b", ModuleState.READY, Reason.READY, "", COMMIT, NOW)
     suspended = RuntimeStatus.of(record, None, Suspension("dev-b", NOW, "migrating nodes"))
     paused = runtime_view(FleetRuntime("dev-b", {}, True, status=suspended), [], SourceView(), NOW)
 

@@ -19,6 +19,7 @@ from reconciler.core.head import Head
 from reconciler.core.model import ConfigRepo, ModuleRef
 from reconciler.core.objects import ObjectRef
 from reconciler.core.plan_values import ModuleAction, PlannedModule
+from reconciler.core.reasons import Reason
 from reconciler.core.status import ChangeAction, ModuleError, ModuleState, ModuleStatus
 from reconciler.errors import (
     ConflictError,
@@ -130,7 +131,7 @@ def test_an_upgrade_records_what_it_did_to_each_object(store: SqliteStore) -> No
         ("ConfigMap", "widget-extra"): ChangeAction.PRUNED,
     }  # the default configuration, created once (L3), is not read again: not in the set
     assert operation.data.plan == (
-        PlannedModule("widget", ModuleAction.UPGRADE, "Upgrade", "1.0.0", "2.0.0"),
+        PlannedModule("widget", ModuleAction.UPGRADE, Reason.UPGRADE, "1.0.0", "2.0.0"),
     )
     stored = store.get(operation.id)
     assert stored is not None
@@ -186,7 +187,9 @@ def test_rows_written_before_errors_were_kept_read_back_typed(
     assert stored is not None
     data = stored.data
     assert data.access == repo().runtimes["rt"].cluster
-    assert data.plan == (PlannedModule("widget", ModuleAction.INSTALL, "Install", None, "1.0.0"),)
+    assert data.plan == (
+        PlannedModule("widget", ModuleAction.INSTALL, Reason.INSTALL, None, "1.0.0"),
+    )
     (widget,) = data.applied.modules
     assert widget.error == ModuleError(TransientError, "the server is busy")
     assert data.removals.modules[0].state is None
@@ -209,10 +212,10 @@ def test_a_store_keeps_the_head_as_text_and_reads_it_back(store: SqliteStore) ->
 
 def test_the_runtime_state_is_its_worst_module_s() -> None:
     statuses = {
-        "a": ModuleStatus("a", ModuleState.READY, "Ready", ""),
-        "b": ModuleStatus("b", ModuleState.WARNING, "DowngradeNotSupported", ""),
-        "c": ModuleStatus("c", ModuleState.DELETING, "WaitingForResources", ""),
-        "d": ModuleStatus("d", None, "Removed", ""),
+        "a": ModuleStatus("a", ModuleState.READY, Reason.READY, ""),
+        "b": ModuleStatus("b", ModuleState.WARNING, Reason.DOWNGRADE_NOT_SUPPORTED, ""),
+        "c": ModuleStatus("c", ModuleState.DELETING, Reason.WAITING_FOR_RESOURCES, ""),
+        "d": ModuleStatus("d", None, Reason.REMOVED, ""),
     }
     operation = Operation("1", "rt", OperationType.UPDATE, OperationState.IN_PROGRESS, NOW, NOW, [])
     operation.data = replace(
