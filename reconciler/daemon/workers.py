@@ -180,7 +180,8 @@ def run_runtime(daemon: Daemon, runtime: str) -> Operation | None:
 
     def fenced_connect(access: ClusterAccess, name: str) -> Cluster:
         cluster = daemon.connect(access, name)
-        return fenced(cluster, lambda: membership.fenced(epoch), daemon.stopping)
+        ours = daemon.watches.own_deletes.around(access.describe())  # no drift (watches)
+        return fenced(cluster, lambda: membership.fenced(epoch), daemon.stopping, ours)
 
     runner = Runner(daemon.store, engine, repo, fenced_connect, daemon.clock, commit)
     outcome = runner.run(runner.operation_for(runtime))

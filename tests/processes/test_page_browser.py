@@ -246,7 +246,8 @@ def _put_rollouts(store_path: Path, base: str) -> None:
 
 def _check_rollouts(page: Any) -> None:
     """From the navigation to ``/rollouts``: both rollouts, newest first, the halt reason, the
-    command lines, and a runtime's link."""
+    command lines, and a runtime's link to its page, which shows the paused rollout holding it
+    back."""
     page.get_by_role("link", name="Rollouts").click()
     page.wait_for_url("**/rollouts")
     headings = page.locator("section.rollout h2").all_inner_texts()
@@ -256,6 +257,9 @@ def _check_rollouts(page: Any) -> None:
     assert f"reconciler rollout cancel {'1' * 12}" in halted
     page.locator("section.rollout").first.get_by_role("link", name="prod-us-1").click()
     page.wait_for_url("**/runtimes/prod-us-1")
+    held = page.locator("dd.held").inner_text()  # the paused rollout holds it back
+    assert held.startswith("held: wave rest (2 of 2): held back by rollout " + "2" * 12)
+    assert held.endswith("the rollout is paused")
 
 
 def _check_widths(page: Any, base: str, shots: Path) -> None:
