@@ -323,7 +323,7 @@ class Installer:
         message = "; ".join((f"{entry.module} {entry.to_version} is Ready", *entry.notes))
         if entry.kept:
             return ModuleStatus(
-                entry.module, ModuleState.WARNING, "CRDInUse", message, entry.to_version
+                entry.module, ModuleState.WARNING, Reason.CRD_IN_USE, message, entry.to_version
             )
         return ModuleStatus(entry.module, ModuleState.READY, reason, message, entry.to_version)
 
