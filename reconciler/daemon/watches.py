@@ -7,9 +7,10 @@ runtime needs it and closed when the last one no longer does (:meth:`Watches.rel
 runtime left this replica or git). An event that matters wakes the runtime
 (:func:`reason_to_wake`): an operator became (un)available, a CRD Established, an object of
 ours changed by someone else (drift, reported: log line naming the object and field, metric,
-Kubernetes Event, ``/status``) or deleted. Wakes are debounced: the runtime runs once, one
-debounce interval after its first wake (many events, one reconcile), and a wake during a run
-runs it once more after. Timers (retries, resync) stay as the fallback. ``spec.watch: false``
+Kubernetes Event, ``/status``) or deleted, an object's health changed (kstatus's word for it:
+a Job completed or failed, a custom resource Ready or Stalled; what ``healthChecks`` name).
+Wakes are debounced: the runtime runs once, one debounce interval after its first wake (many
+events, one reconcile), and a wake during a run runs it once more after. Timers (retries, resync) stay as the fallback. ``spec.watch: false``
 (or ``--no-watch``) turns it all off (pure polling); ``spec.intervals.debounce`` (or
 ``--debounce``) is the interval. Caller: :class:`reconciler.daemon.service.Daemon`.
 """
@@ -32,6 +33,7 @@ from reconciler.cluster.api import (
     WatchEventType,
 )
 from reconciler.cluster.watch import KindWatch
+from reconciler.core.health import health_of
 from reconciler.core.inventory import LABEL_INVENTORY, inventory_from_configmap
 from reconciler.core.model import (
     FIELD_MANAGER,
@@ -94,6 +96,8 @@ def reason_to_wake(event: WatchEvent, before: Body | None) -> tuple[str, Drift |
         others = sorted(writers(before, body) - {FIELD_MANAGER})
         if others:
             return "changed", Drift(ref, first_difference(before, body), ", ".join(others))
+    if health_of(before) != health_of(body):  # a Job completed, a custom resource Ready ...
+        return "health changed", None
     return None
 
 
