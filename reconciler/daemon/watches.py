@@ -10,9 +10,9 @@ ours changed by someone else (drift, reported: log line naming the object and fi
 Kubernetes Event, ``/status``) or deleted, an object's health changed (kstatus's word for it:
 a Job completed or failed, a custom resource Ready or Stalled; what ``healthChecks`` name).
 Wakes are debounced: the runtime runs once, one debounce interval after its first wake (many
-events, one reconcile), and a wake during a run runs it once more after. Timers (retries, resync) stay as the fallback. ``spec.watch: false``
-(or ``--no-watch``) turns it all off (pure polling); ``spec.intervals.debounce`` (or
-``--debounce``) is the interval. Caller: :class:`reconciler.daemon.service.Daemon`.
+events, one reconcile), and a wake during a run runs it once more after. Timers (retries,
+resync) stay as the fallback. ``spec.watch: false`` (or ``--no-watch``) turns it all off (pure
+polling); ``spec.intervals.debounce`` (or ``--debounce``) is the interval. Caller: :class:`reconciler.daemon.service.Daemon`.
 """
 
 from __future__ import annotations
