@@ -12,7 +12,8 @@ a Job completed or failed, a custom resource Ready or Stalled; what ``healthChec
 Wakes are debounced: the runtime runs once, one debounce interval after its first wake (many
 events, one reconcile), and a wake during a run runs it once more after. Timers (retries,
 resync) stay as the fallback. ``spec.watch: false`` (or ``--no-watch``) turns it all off (pure
-polling); ``spec.intervals.debounce`` (or ``--debounce``) is the interval. Caller: :class:`reconciler.daemon.service.Daemon`.
+polling); ``spec.intervals.debounce`` (or ``--debounce``) is the interval.
+Caller: :class:`reconciler.daemon.service.Daemon`.
 """
 
 from __future__ import annotations
