@@ -158,8 +158,11 @@ OPERATOR = {
     "kind": "Deployment",
     "metadata": {"name": "widget-operator", "namespace": NS},
 }
-DEFAULT = {"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": "default"}}
-DEFAULT["metadata"]["namespace"] = NS
+DEFAULT = {
+    "apiVersion": "example.io/v1",
+    "kind": "Widget",
+    "metadata": {"name": "default", "namespace": NS},
+}
 
 
 def _desired(*checks: HealthCheck) -> DesiredModule:

@@ -30,7 +30,9 @@ def _installed(world: World, module: TestModule, runtime: str) -> dict[str, Any]
     return world.status(runtime)[module.name]
 
 
-def test_a_named_job_keeps_the_module_processing_until_it_completes(world: World) -> None:
+def _job_installed(world: World) -> tuple[TestModule, str, dict[str, Any]]:
+    """A module whose version names its Job ``migrate``, installed on a runtime of its own:
+    the module, the runtime, the module's status."""
     fleet = world.fleet
     app = fleet.module(
         "app",
@@ -39,8 +41,11 @@ def test_a_named_job_keeps_the_module_processing_until_it_completes(world: World
     )
     fleet.channel[app.name] = "1.0.0"
     runtime = fleet.runtime("rt", [{"name": app.name}])
+    return app, runtime, _installed(world, app, runtime)
 
-    waiting = _installed(world, app, runtime)
+
+def test_a_named_job_keeps_the_module_processing_until_it_completes(world: World) -> None:
+    app, runtime, waiting = _job_installed(world)
 
     assert (waiting["state"], waiting["reason"]) == ("Processing", "WaitingForHealthChecks")
     assert "Job migrate: Job in progress" in waiting["message"], waiting
@@ -53,15 +58,7 @@ def test_a_named_job_keeps_the_module_processing_until_it_completes(world: World
 
 
 def test_a_named_job_that_failed_is_an_error_naming_its_condition(world: World) -> None:
-    fleet = world.fleet
-    app = fleet.module(
-        "app",
-        shipped=(managed_job("migrate"),),
-        health_checks={"1.0.0": [{"kind": "Job", "name": "migrate"}]},
-    )
-    fleet.channel[app.name] = "1.0.0"
-    runtime = fleet.runtime("rt", [{"name": app.name}])
-    _installed(world, app, runtime)
+    app, runtime, _ = _job_installed(world)
     _finish_job(world, app.namespace, "migrate", failed=True)
 
     failed = world.sync()
