@@ -564,14 +564,15 @@ def _check_keys(trusted_keys: TrustedKeys | None) -> None:
 def _check_store(store: StateStore) -> None:
     """A damaged SQLite store stops the daemon before it starts (one line naming the file and
     what to do), instead of failing at its first read of a damaged page."""
-    from reconciler.operations.store import SqliteStore
+    from reconciler.operations.store import check_store
 
-    if isinstance(store, SqliteStore):
-        try:
-            store.check()
-        except BaseException:
-            store.close()
-            raise
+    try:
+        check_store(store)
+    except BaseException:
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
+        raise
 
 
 def _serve(the_daemon: Daemon, http: HttpOptions) -> HttpServer:

@@ -361,13 +361,6 @@ allow_option = click.option(
     help="Let this run delete over the deletion brake: up to COUNT runtimes, modules and CRDs, "
     "or those of the RUNTIMEs named (repeat for several).",
 )
-format_option = click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-)
 
 
 @dataclass(frozen=True, slots=True)
