@@ -73,6 +73,14 @@ class Reason(StrEnum):
     #: is Ready but warns, naming them.
     CRD_IN_USE = "CRDInUse"
 
+    #: Operator available; an object the version names in ``healthChecks`` is not healthy
+    #: yet (a Job running, a custom resource not Ready): the message names it and why.
+    WAITING_FOR_HEALTH_CHECKS = "WaitingForHealthChecks"
+    #: An object the version names in ``healthChecks`` failed (kstatus: Failed): a Job's
+    #: ``Failed=True``, ``Stalled=True``; the message names the condition, its reason and
+    #: message. A later pass that finds it healthy clears it.
+    HEALTH_CHECK_FAILED = "HealthCheckFailed"
+
     # -- a runtime -------------------------------------------------------------------------------
     #: Its first operation is under way.
     PROVISIONING = "Provisioning"

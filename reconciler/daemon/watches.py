@@ -7,14 +7,15 @@ runtime needs it and closed when the last one no longer does (:meth:`Watches.rel
 runtime left this replica or git). An event that matters wakes the runtime
 (:func:`reason_to_wake`): an operator became (un)available, a CRD Established, an object of
 ours deleted, or a field we manage taken by another field manager (its ``managedFields``:
-:mod:`reconciler.core.ownership`). That change, and the deletion of an object git wants by
-anyone but us (our prunes, removals and replacements are noted as they are sent:
-:mod:`reconciler.daemon.own_deletes`), is drift, reported: a log line naming the object, the
-fields and the manager, ``reconciler_drift_total`` by kind, a Warning ``Drift`` Event and
-``/status``. Wakes are debounced: the runtime runs once, one
-debounce interval after its first wake (many events, one reconcile), and a wake during a run
-runs it once more after. Timers (retries, resync) stay as the fallback. ``spec.watch: false``
-(or ``--no-watch``) turns it all off (pure polling); ``spec.intervals.debounce`` (or
+:mod:`reconciler.core.ownership`), or an object's health changed (kstatus's word for it: a Job
+completed or failed, a custom resource Ready or Stalled; what ``healthChecks`` name). A field
+taken, and the deletion of an object git wants by anyone but us (our prunes, removals and
+replacements are noted as they are sent: :mod:`reconciler.daemon.own_deletes`), is drift,
+reported: a log line naming the object, the fields and the manager, ``reconciler_drift_total``
+by kind, a Warning ``Drift`` Event and ``/status``. Wakes are debounced: the runtime runs once,
+one debounce interval after its first wake (many events, one reconcile), and a wake during a
+run runs it once more after. Timers (retries, resync) stay as the fallback. ``spec.watch:
+false`` (or ``--no-watch``) turns it all off (pure polling); ``spec.intervals.debounce`` (or
 ``--debounce``) is the interval. Caller: :class:`reconciler.daemon.service.Daemon`.
 """
 
@@ -37,6 +38,7 @@ from reconciler.cluster.api import (
 )
 from reconciler.cluster.watch import KindWatch
 from reconciler.core.enforce import CONFIG_FIELD_MANAGER
+from reconciler.core.health import health_of
 from reconciler.core.inventory import LABEL_INVENTORY, inventory_from_configmap
 from reconciler.core.model import (
     FIELD_MANAGER,
@@ -113,6 +115,8 @@ def reason_to_wake(event: WatchEvent, before: Body | None) -> tuple[str, Drift |
         return "availability changed", None
     if _established(before) != _established(body):
         return "CRD established", None
+    if health_of(before) != health_of(body):  # a Job completed, a custom resource Ready ...
+        return "health changed", None
     return None
 
 
