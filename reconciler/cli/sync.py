@@ -322,7 +322,13 @@ def _runner(scope: Scope, access: Access, allow_access_change: bool) -> Runner:
         retry_limits=config.settings.retry_limits,
     )
     return Runner(
-        scope.store, engine, config, access.connect, now, allow_access_change=allow_access_change
+        scope.store,
+        engine,
+        config,
+        access.connect,
+        now,
+        allow_access_change=allow_access_change,
+        charts=scope.charts,
     )
 
 

@@ -4,8 +4,10 @@ The engine is Helm v4's Go SDK behind a C ABI, through the ``helm-python-sdk`` p
 its import is ``helm_python``), used through this one module only. A chart is handed over as an
 in-memory archive of its files (nothing is written to disk), rendered as ``helm template``
 renders it: no cluster is contacted, ``lookup`` returns nothing, the release is named after the
-module and lives in the module's namespace, ``.Capabilities`` are the engine's defaults
-(:data:`~reconciler.core.templates.DEFAULT_KUBE_VERSION`). The chart's ``crds/`` files come
+module and lives in the module's namespace, ``.Capabilities`` are the request's (the runtime's
+cluster as a sync recorded it, else the engine's defaults,
+:data:`~reconciler.core.templates.DEFAULT_KUBE_VERSION`), and a chart's ``kubeVersion`` is
+checked against them as ``helm install`` checks it. The chart's ``crds/`` files come
 first, as Helm installs them; hooks are kept apart, test hooks dropped (docs/charts.md).
 
 The engine runs in a worker of the renderer sandbox (:mod:`reconciler.render.sandbox`, the job
@@ -54,7 +56,11 @@ class HelmChartRenderer:
         archive = chart_archive(request.template.files)
         values = json.loads(json.dumps(request.values, default=str))  # YAML dates as strings
         names = (request.release_name, request.namespace)
-        rendered: dict[str, str] = self.sandbox.run("chart", (archive, values, *names), shown)
+        seen = request.capabilities
+        told = (seen.kube_version, list(seen.api_versions))
+        rendered: dict[str, str] = self.sandbox.run(
+            "chart", (archive, values, *names, *told), shown
+        )
         crds = [f for f in request.template.files if f.startswith("crds/")]
         crd_text = {f: request.template.files[f].decode() for f in crds}
         objects, hooks = [], []
