@@ -62,8 +62,10 @@ class Capabilities:
 
     @property
     def part_of_key(self) -> str:
-        """What of these capabilities changes a render (not when they were recorded)."""
-        return self.kube_version + "\0" + "\0".join(self.api_versions)
+        """What of these capabilities changes a render: the versions, and whether they were
+        recorded of a cluster (a chart's ``kubeVersion`` is checked only then), not when."""
+        seen = "recorded" if self.recorded is not None else "default"
+        return "\0".join((seen, self.kube_version, *self.api_versions))
 
     def same_as(self, other: Capabilities | None) -> bool:
         """Whether ``other`` renders as these do."""

@@ -32,7 +32,7 @@ from reconciler.errors import RenderError
 def fetch_capabilities(cluster: Cluster, now: datetime) -> Capabilities:
     """What ``cluster`` serves, as Helm lists it for ``.Capabilities.APIVersions``: each
     ``group/version`` and each ``group/version/Kind``; its version from discovery."""
-    kinds = cluster.served_kinds()  # first: a server's version is read with its discovery
+    kinds = cluster.served_kinds(fresh=True)  # first: the version is read with discovery
     versions = {k.api_version for k in kinds} | {f"{k.api_version}/{k.kind}" for k in kinds}
     told = cluster.server_version() if isinstance(cluster, Reviewer) else DEFAULT_KUBE_VERSION
     return Capabilities(told, tuple(sorted(versions)), now)

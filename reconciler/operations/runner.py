@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 
-from reconciler.cluster.api import Cluster
+from reconciler.cluster.api import AccessKind, Cluster
 from reconciler.core.head import Head
 from reconciler.core.model import ClusterAccess, ConfigRepo
 from reconciler.core.plan_values import Context, DesiredModule, ModuleAction
@@ -183,11 +183,14 @@ class Runner:
 
     def _capabilities(self, operation: Operation) -> Capabilities:
         """What the runtime's cluster serves now, recorded when it changed; what was recorded
-        (else the engine's defaults) when the cluster cannot be reached (its steps say why)."""
+        (else the engine's defaults) for a snapshot, and when the cluster cannot be reached
+        (its steps say why)."""
         runtime = operation.runtime
         recorded = self.store.capabilities().get(runtime)
         try:
             cluster = self.connect(operation.data.access or ClusterAccess(), runtime)
+            if cluster.identity.kind is AccessKind.SNAPSHOT:  # a recording has no version
+                return recorded or ENGINE_DEFAULT
             seen = fetch_capabilities(cluster, self.clock())
         except ReconcilerError:
             return recorded or ENGINE_DEFAULT

@@ -7,7 +7,9 @@ renders it: no cluster is contacted, ``lookup`` returns nothing, the release is 
 module and lives in the module's namespace, ``.Capabilities`` are the request's (the runtime's
 cluster as a sync recorded it, else the engine's defaults,
 :data:`~reconciler.core.templates.DEFAULT_KUBE_VERSION`), and a chart's ``kubeVersion`` is
-checked against them as ``helm install`` checks it. The chart's ``crds/`` files come
+checked against a recorded cluster's version as ``helm install`` checks it (not against the
+engine's default: nothing is known of a cluster no sync recorded, and its first sync must be
+able to read the repo). The chart's ``crds/`` files come
 first, as Helm installs them; hooks are kept apart, test hooks dropped (docs/charts.md).
 
 The engine runs in a worker of the renderer sandbox (:mod:`reconciler.render.sandbox`, the job
@@ -57,7 +59,7 @@ class HelmChartRenderer:
         values = json.loads(json.dumps(request.values, default=str))  # YAML dates as strings
         names = (request.release_name, request.namespace)
         seen = request.capabilities
-        told = (seen.kube_version, list(seen.api_versions))
+        told = (seen.kube_version, list(seen.api_versions), seen.recorded is not None)
         rendered: dict[str, str] = self.sandbox.run(
             "chart", (archive, values, *names, *told), shown
         )

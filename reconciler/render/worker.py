@@ -92,11 +92,12 @@ def render_chart(
     namespace: str,
     kube_version: str,
     api_versions: list[str],
+    check_kube_version: bool,
 ) -> dict[str, str]:
     """The chart ``archive`` rendered by Helm's engine for a cluster of ``kube_version`` serving
-    ``api_versions`` (besides the engine's own); a chart whose ``kubeVersion`` that version does
-    not meet is refused, in ``helm install``'s words (the caller places an error at the
-    chart)."""
+    ``api_versions`` (besides the engine's own); with ``check_kube_version``, a chart whose
+    ``kubeVersion`` that version does not meet is refused, in ``helm install``'s words (the
+    caller places an error at the chart)."""
     import helm_python  # the engine (85 MB): loaded by the first chart job
 
     options = {"name": name, "namespace": namespace, "is_install": True}
@@ -104,7 +105,7 @@ def render_chart(
     try:
         with helm_python.Chart.load_archive(archive) as chart:
             wanted = str(chart.metadata.get("kubeVersion") or "")
-            if wanted and not _meets(helm_python, wanted, kube_version):
+            if check_kube_version and wanted and not _meets(helm_python, wanted, kube_version):
                 raise RenderError(
                     f"chart requires kubeVersion: {wanted} which is incompatible with "
                     f"Kubernetes {kube_version}"
