@@ -6,7 +6,8 @@ itself (``reconciler.operations.capabilities``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 
 import click
 
@@ -17,9 +18,39 @@ from reconciler.core.templates import DEFAULT_KUBE_VERSION, Capabilities, gets_a
 NAMED = 3
 
 
+class RecordedCapabilities(Mapping[str, Capabilities]):
+    """What the last syncs recorded of each runtime's cluster in the store ``state_url``, read
+    at the first question (a repo without charts never asks: its command imports no store);
+    nothing where no store exists (a read: never creates one)."""
+
+    def __init__(self, state_url: str) -> None:
+        self.state_url = state_url
+        self._read: dict[str, Capabilities] | None = None
+
+    def _recorded(self) -> dict[str, Capabilities]:
+        if self._read is None:
+            self._read = load_recorded_capabilities(self.state_url)
+        return self._read
+
+    def __getitem__(self, runtime: str) -> Capabilities:
+        return self._recorded()[runtime]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._recorded())
+
+    def __len__(self) -> int:
+        return len(self._recorded())
+
+
 def load_recorded_capabilities(state_url: str) -> dict[str, Capabilities]:
     """What the last syncs recorded of each runtime's cluster; none where no store exists (a
-    read: never creates one)."""
+    read: never creates one; a SQLite file that is not there is seen without the store's
+    code)."""
+    sqlite = "sqlite:///"
+    if not state_url:
+        return {}
+    if state_url.startswith(sqlite) and not Path(state_url[len(sqlite) :]).expanduser().exists():
+        return {}
     from reconciler.operations.store import open_existing_store
 
     store = open_existing_store(state_url)

@@ -212,7 +212,7 @@ def live_diff(
     from reconciler.cli.plans import PlanView, open_scope, show_plans
     from reconciler.cli.report import plans_json
 
-    scope = open_scope(run, parallel, to_change=False)
+    scope = open_scope(run, parallel, to_change=False, document=is_document(output_format))
     view = PlanView(
         output_format,
         details,
@@ -252,11 +252,11 @@ def fleet_diff(
 ) -> int:
     """Print the fleet diff between the two sides; the exit status of ``diff --base``. With
     ``clusters`` (``--live``/``--snapshot``), plans against what each cluster runs."""
-    from reconciler.cli.capabilities import load_recorded_capabilities, say_capabilities
+    from reconciler.cli.capabilities import RecordedCapabilities, say_capabilities
     from reconciler.cli.loading import read_options, schema_checker
     from reconciler.review.fleet import Review, Side  # only for fleet diffs
 
-    recorded = load_recorded_capabilities(request.state_url) if request.state_url else {}
+    recorded = RecordedCapabilities(request.state_url)
     review = Review(read_options(source), checker=schema_checker(), capabilities=recorded)
     try:
         if request.base_path is not None:

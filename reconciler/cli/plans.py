@@ -265,15 +265,19 @@ def _plan_one(scope: Scope, access: Access, name: str, now: datetime) -> SyncRes
     return replace(result, plan=replace(result.plan, deprovision=True))
 
 
-def open_scope(request: RunRequest, parallel: int = 1, *, to_change: bool = True) -> Scope:
+def open_scope(
+    request: RunRequest, parallel: int = 1, *, to_change: bool = True, document: bool = False
+) -> Scope:
     """Load the valid repo and the state store a run names, and decide its scope. A run that
     changes nothing (``to_change`` False: ``diff``, ``sync --dry-run``) creates no store: where
-    none exists it plans with an empty one in memory."""
-    from reconciler.cli.capabilities import load_recorded_capabilities, say_capabilities
+    none exists it plans with an empty one in memory. The charts render with the capabilities
+    the store recorded, said on stderr unless the output is a ``document`` (JSON, YAML) or a
+    sync on clusters renders for what each one serves."""
+    from reconciler.cli.capabilities import RecordedCapabilities, say_capabilities
     from reconciler.core.templates import RenderCache
     from reconciler.render import default_renderer
 
-    recorded = load_recorded_capabilities(request.state_url)
+    recorded = RecordedCapabilities(request.state_url)
     cache = RenderCache()
     config = load_valid_repo(request.source, recorded, cache)
     access = Access(request.clusters, config.settings)  # a mistyped --snapshot stops here
@@ -282,7 +286,7 @@ def open_scope(request: RunRequest, parallel: int = 1, *, to_change: bool = True
         config, request.runtime_names, access, store, request.allow_deletions, parallel
     )
     offline = request.clusters.snapshot is not None
-    if offline or not to_change:  # a sync on clusters renders for what each one says
+    if (offline or not to_change) and not document:
         say_capabilities(config, recorded, scope.targets)
     if offline:
         return scope

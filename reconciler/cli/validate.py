@@ -64,12 +64,12 @@ def validate(
     runtime's cluster in the state store (--state), else the engine's defaults: a line on stderr
     says which.
     """
-    from reconciler.cli.capabilities import load_recorded_capabilities, say_capabilities
+    from reconciler.cli.capabilities import RecordedCapabilities, say_capabilities
     from reconciler.cli.loading import load_validation
 
     if verify:
         need_keys(trusted_keys)
-    recorded = load_recorded_capabilities(state_url)
+    recorded = RecordedCapabilities(state_url)
     validation = load_validation(RepoInput(repo, channels_dir, max_file_size), recorded)
     if validation.repo is not None and not is_document(output_format):
         say_capabilities(validation.repo, recorded)

@@ -225,8 +225,15 @@ def render_repo(
     rendered: dict[tuple[str, str], RenderedTemplate] = {}
     failures: list[RenderFailure] = []
     for runtime in repo.runtimes.values():
-        seen = (capabilities or {}).get(runtime.name, ENGINE_DEFAULT)
-        done, failed = render_runtime(repo, runtime, renderer, cache, seen)
+        if not any(
+            repo.modules[m.name].versions[m.version].template is not None
+            for m in resolve_runtime(repo, runtime).modules
+        ):
+            continue  # nothing to render: the capabilities (maybe read lazily) not asked
+        known = capabilities if capabilities is not None else {}
+        done, failed = render_runtime(
+            repo, runtime, renderer, cache, known.get(runtime.name, ENGINE_DEFAULT)
+        )
         rendered.update(((runtime.name, name), template) for name, template in done.items())
         failures.extend(failed)
     return rendered, failures
