@@ -32,6 +32,7 @@ from reconciler.core.templates import RenderRequest
 from reconciler.errors import RenderError
 from reconciler.render.documents import is_hook, is_notes, objects_of
 from reconciler.render.sandbox import Sandbox, shared_sandbox
+from reconciler.render.worker import chart_archive as chart_archive  # the caller's name for it
 
 if TYPE_CHECKING:
     import tarfile
@@ -119,17 +120,3 @@ def _archive_schemas(data: bytes, shown: str, depth: int) -> dict[str, bytes]:
 def _member_bytes(archive: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
     extracted = archive.extractfile(member)
     return extracted.read() if extracted is not None else b""
-
-
-def chart_archive(files: Mapping[str, bytes], top: str = "chart") -> bytes:
-    """The chart's files as the ``.tgz`` Helm loads (one top folder, ``top``), built in memory."""
-    buffer = io.BytesIO()
-    import tarfile  # only when a chart renders (startup time of every command)
-
-    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        for name in sorted(files):
-            data = files[name]
-            info = tarfile.TarInfo(f"{top}/{name}")
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()

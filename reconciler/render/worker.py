@@ -141,21 +141,22 @@ def _meets(helm_python: Any, constraint: str, kube_version: str) -> bool:
     }
     options = {"name": "check", "kube_version": kube_version}
     try:
-        with helm_python.Chart.load_archive(_archive(files)) as check:
+        with helm_python.Chart.load_archive(chart_archive(files)) as check:
             return "true" in _render(helm_python, check, {}, options).values()
     except helm_python.HelmError:
         return False  # a constraint semver cannot read admits nothing, as in Helm
 
 
-def _archive(files: Mapping[str, bytes]) -> bytes:
-    """``files`` as a chart's ``.tgz`` (one top folder), in memory."""
+def chart_archive(files: Mapping[str, bytes], top: str = "chart") -> bytes:
+    """The chart's files as the ``.tgz`` Helm loads (one top folder, ``top``), built in memory."""
     import io
     import tarfile
 
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        for path, data in files.items():
-            info = tarfile.TarInfo(f"chart/{path}")
+        for name in sorted(files):
+            data = files[name]
+            info = tarfile.TarInfo(f"{top}/{name}")
             info.size = len(data)
             archive.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
