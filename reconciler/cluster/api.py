@@ -275,8 +275,9 @@ class Cluster(Protocol):
     def kinds_in_group(self, group: str, kind: str) -> KindInfo | None:
         """Discovery by group and kind, whatever the served version (the preferred one)."""
 
-    def served_kinds(self) -> list[KindInfo]:
-        """Discovery: every kind the server serves that can be listed (preferred versions)."""
+    def served_kinds(self, *, fresh: bool = False) -> list[KindInfo]:
+        """Discovery: every kind the server serves that can be listed (preferred versions);
+        ``fresh``: asked of the server now, not from a cache of an earlier run."""
 
 
 class WatchEventType(StrEnum):

@@ -325,8 +325,8 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
             return None
         return info if info.version == version else replace(info, version=version)
 
-    def served_kinds(self) -> list[KindInfo]:
-        """See :meth:`reconciler.cluster.api.Cluster.served_kinds`."""
+    def served_kinds(self, *, fresh: bool = False) -> list[KindInfo]:
+        """See :meth:`reconciler.cluster.api.Cluster.served_kinds` (always as it is now)."""
         self._enter("discovery", None)
         return sorted(self._kinds.values(), key=lambda k: (k.group, k.kind))
 

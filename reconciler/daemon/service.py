@@ -42,7 +42,7 @@ from reconciler.core.head import Head
 from reconciler.core.model import ConfigRepo, Settings
 from reconciler.core.notifications import NoNotifier, Notifier
 from reconciler.core.redaction import mask
-from reconciler.core.templates import TemplateRenderer
+from reconciler.core.templates import RenderCache, TemplateRenderer
 from reconciler.core.unchanged import UnchangedSince
 from reconciler.daemon.channels import Channels
 from reconciler.daemon.commits import CommitGate
@@ -187,6 +187,9 @@ class Daemon:
         self.notifier: Notifier = NoNotifier()
         #: Renders the chart modules of each commit read (core.templates).
         self.renderer: TemplateRenderer = default_renderer()
+        #: The charts of each run rendered again for what its cluster serves (a cache across
+        #: runs: an unchanged cluster renders nothing twice; operations.capabilities).
+        self.chart_renders = RenderCache()
         self.state = SourceState()
         #: The failure last logged of each subject: a repeated one is logged once.
         self.repeats = Repeats()

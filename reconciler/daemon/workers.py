@@ -32,6 +32,7 @@ from reconciler.daemon.scheduler import retry
 from reconciler.daemon.watches import fetch_blocking_kinds
 from reconciler.errors import InternalError, ReconcilerError, TransientError
 from reconciler.lifecycle.executor import desired_modules
+from reconciler.operations.capabilities import ChartRendering
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import (
     Operation,
@@ -185,7 +186,8 @@ def run_runtime(daemon: Daemon, runtime: str) -> Operation | None:
         ours = daemon.watches.own_deletes.around(access.describe())  # no drift (watches)
         return fenced(cluster, lambda: membership.fenced(epoch), daemon.stopping, ours)
 
-    runner = Runner(daemon.store, engine, repo, fenced_connect, daemon.clock, commit)
+    charts = ChartRendering(daemon.renderer, daemon.chart_renders)
+    runner = Runner(daemon.store, engine, repo, fenced_connect, daemon.clock, commit, charts=charts)
     outcome = runner.run(runner.operation_for(runtime))
     operation = outcome.operation
     extra = {"runtime": runtime, "operation": operation.id}

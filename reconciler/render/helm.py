@@ -4,8 +4,12 @@ The engine is Helm v4's Go SDK behind a C ABI, through the ``helm-python-sdk`` p
 its import is ``helm_python``), used through this one module only. A chart is handed over as an
 in-memory archive of its files (nothing is written to disk), rendered as ``helm template``
 renders it: no cluster is contacted, ``lookup`` returns nothing, the release is named after the
-module and lives in the module's namespace, ``.Capabilities`` are the engine's defaults
-(:data:`~reconciler.core.templates.DEFAULT_KUBE_VERSION`). The chart's ``crds/`` files come
+module and lives in the module's namespace, ``.Capabilities`` are the request's (the runtime's
+cluster as a sync recorded it, else the engine's defaults,
+:data:`~reconciler.core.templates.DEFAULT_KUBE_VERSION`), and a chart's ``kubeVersion`` is
+checked against a recorded cluster's version as ``helm install`` checks it (not against the
+engine's default: nothing is known of a cluster no sync recorded, and its first sync must be
+able to read the repo). The chart's ``crds/`` files come
 first, as Helm installs them; hooks are kept apart, test hooks dropped (docs/charts.md).
 
 The engine runs in a worker of the renderer sandbox (:mod:`reconciler.render.sandbox`, the job
@@ -28,6 +32,7 @@ from reconciler.core.templates import RenderRequest
 from reconciler.errors import RenderError
 from reconciler.render.documents import is_hook, is_notes, objects_of
 from reconciler.render.sandbox import Sandbox, shared_sandbox
+from reconciler.render.worker import chart_archive as chart_archive  # the caller's name for it
 
 if TYPE_CHECKING:
     import tarfile
@@ -54,7 +59,11 @@ class HelmChartRenderer:
         archive = chart_archive(request.template.files)
         values = json.loads(json.dumps(request.values, default=str))  # YAML dates as strings
         names = (request.release_name, request.namespace)
-        rendered: dict[str, str] = self.sandbox.run("chart", (archive, values, *names), shown)
+        seen = request.capabilities
+        told = (seen.kube_version, list(seen.api_versions), seen.recorded is not None)
+        rendered: dict[str, str] = self.sandbox.run(
+            "chart", (archive, values, *names, *told), shown
+        )
         crds = [f for f in request.template.files if f.startswith("crds/")]
         crd_text = {f: request.template.files[f].decode() for f in crds}
         objects, hooks = [], []
@@ -111,17 +120,3 @@ def _archive_schemas(data: bytes, shown: str, depth: int) -> dict[str, bytes]:
 def _member_bytes(archive: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
     extracted = archive.extractfile(member)
     return extracted.read() if extracted is not None else b""
-
-
-def chart_archive(files: Mapping[str, bytes], top: str = "chart") -> bytes:
-    """The chart's files as the ``.tgz`` Helm loads (one top folder, ``top``), built in memory."""
-    buffer = io.BytesIO()
-    import tarfile  # only when a chart renders (startup time of every command)
-
-    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        for name in sorted(files):
-            data = files[name]
-            info = tarfile.TarInfo(f"{top}/{name}")
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()

@@ -311,3 +311,61 @@ def test_a_daemon_that_may_not_watch_a_kind_everywhere_narrows_or_reports_it_onc
     assert len([m for m in lines if "watched in" in m and "instead" in m]) == 1
     assert not [m for m in lines if "tried again in" in m]  # no watch failing in a loop
     _calls_none_refused(world, identity, mark)  # reviewed first: no list or watch refused
+
+
+#: What the module's ClusterRole grants beyond its own kind: permissions the identity does not
+#: hold, so creating the role needs ``escalate``.
+NOT_HELD = [
+    {"apiGroups": ["storage.k8s.io"], "resources": ["volumeattachments"], "verbs": ["get", "list"]},
+    {"apiGroups": [""], "resources": ["nodes/proxy"], "verbs": ["get"]},
+    {"apiGroups": ["certificates.k8s.io"], "resources": ["signers"], "verbs": ["approve"]},
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleGrantingMore(ModuleWithRbac):
+    """:class:`ModuleWithRbac` whose ClusterRole also grants :data:`NOT_HELD`."""
+
+    def objects(self, version: str) -> list[dict[str, Any]]:
+        documents = ModuleWithRbac.objects(self, version)
+        for document in documents:
+            if document["kind"] == "ClusterRole":
+                document["rules"] = [*document["rules"], *NOT_HELD]
+        return documents
+
+
+def test_an_escalate_refusal_names_every_permission_not_held_on_one_line(
+    world: World, identity: Identity
+) -> None:
+    fleet = world.fleet
+    crd = fleet.module("app").crd
+    module = ModuleGrantingMore(f"app-{fleet.suffix}", crd, ("1.0.0",), default=True)
+    fleet.modules[module.name] = module
+    fleet.channel[module.name] = "1.0.0"
+    fleet.runtime("rt", [{"name": module.name}])
+    documents = _granted(world, identity)
+    role = next(d for d in documents if d["kind"] == "ClusterRole")
+    for rule in role["rules"]:
+        rule["verbs"] = [v for v in rule["verbs"] if v != "escalate"]
+    k8s_client.RbacAuthorizationV1Api(world.kube.api).replace_cluster_role(identity.namespace, role)
+    until(lambda: _check(world, identity)[0] == 1, "check sees escalate gone")
+
+    done = reconciler(
+        "sync", fleet.write(), "--kubeconfig-dir", identity.kubeconfig_dir, env=world.env
+    )
+
+    assert done.exit_code == 1, done.output
+    refused = [line for line in done.output.splitlines() if "not currently held" in line]
+    assert refused, done.output
+    line = refused[0]
+    assert (
+        f'user "{identity.user}" is attempting to grant RBAC permissions not currently held' in line
+    )
+    for shown in (
+        '{APIGroups:["storage.k8s.io"], Resources:["volumeattachments"], Verbs:["get" "list"]}',
+        '{APIGroups:[""], Resources:["nodes/proxy"], Verbs:["get"]}',
+        '{APIGroups:["certificates.k8s.io"], Resources:["signers"], Verbs:["approve"]}',
+    ):
+        assert shown in line, done.output
+    assert "groups=" not in line  # the identity's groups say nothing about what to grant
+    assert "reconciler rbac" in line  # and what to do

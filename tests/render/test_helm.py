@@ -7,6 +7,8 @@ import io
 import json
 import tarfile
 from collections.abc import Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -14,10 +16,16 @@ import yaml
 from click.testing import CliRunner
 
 from reconciler.cli import cli
-from reconciler.core.model import ConfigRepo, ModuleKind, TemplateSource
+from reconciler.core.model import ConfigRepo, ModuleKind, RenderedTemplate, TemplateSource
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
-from reconciler.core.templates import RenderCache, RenderRequest
+from reconciler.core.templates import (
+    DEFAULT_KUBE_VERSION,
+    ENGINE_DEFAULT,
+    Capabilities,
+    RenderCache,
+    RenderRequest,
+)
 from reconciler.errors import RenderError
 from reconciler.render import default_renderer
 from reconciler.render.documents import split_manifest
@@ -289,3 +297,41 @@ def _secret(printed: str, output: str) -> Mapping[str, Any]:
     else:
         objects = [o for o in yaml.safe_load_all(printed) if o]
     return next(o for o in objects if o["kind"] == "Secret")
+
+
+CAPABILITIES_TEMPLATE = (
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: caps\ndata:\n"
+    "  kube: {{ .Capabilities.KubeVersion.Version | quote }}\n"
+    '  gadgets: {{ .Capabilities.APIVersions.Has "example.io/v1/Gadget" | quote }}\n'
+)
+
+
+def _capabilities_request(constraint: str, capabilities: Capabilities) -> RenderRequest:
+    chart = {"apiVersion": "v2", "name": "web", "version": "1.0.0", "kubeVersion": constraint}
+    request = _chart_request(
+        {"Chart.yaml": dump(chart).encode(), "templates/caps.yaml": CAPABILITIES_TEMPLATE.encode()}
+    )
+    return replace(request, capabilities=capabilities)
+
+
+def _shown(rendered: RenderedTemplate) -> dict[str, str]:
+    return next(o["data"] for o in rendered.objects if o["metadata"]["name"] == "caps")
+
+
+def test_a_chart_sees_the_recorded_cluster_and_its_kube_version_is_checked_against_it() -> None:
+    recorded = Capabilities("v1.30.4", ("example.io/v1", "example.io/v1/Gadget"), datetime.now(UTC))
+
+    seen = HelmChartRenderer().render(_capabilities_request(">=1.30.0-0", recorded))
+    with pytest.raises(RenderError) as refused:
+        HelmChartRenderer().render(_capabilities_request(">=1.31.0-0", recorded))
+
+    assert _shown(seen) == {"kube": "v1.30.4", "gadgets": "true"}
+    assert str(refused.value) == (
+        "chart requires kubeVersion: >=1.31.0-0 which is incompatible with Kubernetes v1.30.4"
+    )
+
+
+def test_without_a_recorded_cluster_the_engine_default_renders_and_kube_version_waits() -> None:
+    rendered = HelmChartRenderer().render(_capabilities_request(">=1.99.0-0", ENGINE_DEFAULT))
+
+    assert _shown(rendered) == {"kube": DEFAULT_KUBE_VERSION, "gadgets": "false"}
