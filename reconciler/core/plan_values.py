@@ -190,15 +190,22 @@ class DesiredModule:
     module: Module
     objects: tuple[RenderedObject, ...]
     default_configuration: RenderedObject | None = None
+    #: The chart's Helm hooks to run (core.hooks), kept apart from its objects: never applied
+    #: as objects, never in the inventory.
+    hooks: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
     def of(
-        cls, resolved: ResolvedModule, module: Module, rendered: Sequence[RenderedObject]
+        cls,
+        resolved: ResolvedModule,
+        module: Module,
+        rendered: Sequence[RenderedObject],
+        hooks: Sequence[Mapping[str, Any]] = (),
     ) -> DesiredModule:
         """Split a module's rendered objects into its manifest and its default configuration."""
         default = next((o for o in rendered if o.default_configuration), None)
         objects = tuple(o for o in rendered if not o.default_configuration)
-        return cls(resolved, module, objects, default)
+        return cls(resolved, module, objects, default, tuple(hooks))
 
     @property
     def name(self) -> str:

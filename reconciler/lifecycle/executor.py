@@ -45,6 +45,7 @@ from reconciler.errors import ReconcilerError
 from reconciler.lifecycle.apply import Installer
 from reconciler.lifecycle.enforce import Enforcer
 from reconciler.lifecycle.events import EventRecorder
+from reconciler.lifecycle.hooks import HookLedger
 from reconciler.lifecycle.live_view import LiveView, Planned
 from reconciler.lifecycle.observe import InventoryBranch, Observer
 from reconciler.lifecycle.outcome import ChangeSet, failed_status, upgrade_status
@@ -103,6 +104,7 @@ def desired_modules(
             resolved,
             repo.modules[resolved.name],
             [o for o in rendered if o.module == resolved.name],
+            renderer.hooks(resolved, resolution.runtime.name),
         )
         for resolved in resolution.modules
     ]
@@ -120,8 +122,11 @@ class Lifecycle:
         commit: str = "",
         view: LiveView | None = None,
         events: bool = True,
+        hooks: HookLedger | None = None,
     ) -> None:
         self.cluster = cluster
+        #: The hook runs of this operation (lifecycle.hooks); one of its own when none given.
+        self.hooks = hooks if hooks is not None else HookLedger(commit or "sync")
         self.system_namespace = system_namespace
         self.field_manager = field_manager
         self.commit = commit
@@ -231,6 +236,7 @@ class Lifecycle:
                 enforcer=Enforcer(self.writer, self.recorder, changes),
                 preflight=self.preflight,
                 modules={d.name: d for d in desired},
+                ledger=self.hooks,
             ),
             Remover(self.writer, self.recorder, changes),
         )
