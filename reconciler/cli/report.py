@@ -57,6 +57,7 @@ def plan_text(plan: Plan, *, details: bool = True) -> str:
     lines = [f"runtime {plan.runtime}: {what}{len(plan.modules)} modules, {changed} to change"]
     for module in plan.modules:
         lines.append(f"  {_MODULE_SYMBOLS[module.action]} {module_line(module)}")
+        lines.extend(f"      hook {line}" for line in module.hooks)
         lines.extend(_change_lines(module.changes, details))
     return "\n".join(lines) + "\n"
 

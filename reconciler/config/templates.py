@@ -21,7 +21,7 @@ from typing import Any
 from reconciler.config.raw import RawFile, RawVersion
 from reconciler.config.yamlsafe import Document, parse_yaml
 from reconciler.core.diagnostics import Diagnostic, Pointer
-from reconciler.core.hooks import HOOK_ANNOTATION, hook_problems
+from reconciler.core.hooks import HOOK_ANNOTATION, TEST_PHASES, hook_of, hook_problems
 from reconciler.core.model import (
     LABEL_APP_VERSION,
     ConfigRepo,
@@ -190,6 +190,8 @@ def _hook_problems(module: Module, template: RenderedTemplate) -> Iterator[tuple
     no integer)."""
     if not template.hooks or module.hooks is HookPolicy.SKIP:
         return
+    if module.hooks is HookPolicy.REFUSE and not hooks_text(template):
+        return  # test hooks only: never run, nothing to refuse
     if module.hooks is HookPolicy.REFUSE:
         yield (
             "C9",
@@ -219,9 +221,12 @@ def _is_operator(body: Mapping[str, Any], module: Module) -> bool:
 
 
 def hooks_text(template: RenderedTemplate) -> str:
-    """``Job/x (pre-install,pre-upgrade), ...``: the hooks of a render, sorted."""
+    """``Job/x (pre-install,pre-upgrade), ...``: the hooks of a render, sorted (``helm test``'s
+    aside: never run)."""
     shown = []
     for body in template.hooks:
+        if hook_of(body).phases <= TEST_PHASES:
+            continue
         metadata = body.get("metadata") or {}
         hook = str((metadata.get("annotations") or {}).get(HOOK_ANNOTATION, "")).replace(" ", "")
         shown.append(f"{body.get('kind')}/{metadata.get('name')} ({hook})")

@@ -1,24 +1,25 @@
 """Helm chart hooks as Helm defines them: phases, order and delete policies (pure).
 
 A chart object annotated ``helm.sh/hook`` is a hook, not an object of the module: it is run in
-its phases (``pre-install`` ... ``post-delete``), ordered by ``helm.sh/hook-weight`` (an integer,
-0 when unset), then by kind (the apply order, :data:`~reconciler.core.render.KIND_ORDER`) and
+its phases (``pre-install`` ... ``post-delete``), ordered by ``helm.sh/hook-weight`` (an
+integer, 0 when unset), then by kind (Helm's install order, :data:`HELM_INSTALL_ORDER`) and
 name, and deleted by its ``helm.sh/hook-delete-policy`` (``before-hook-creation`` when none is
 given, as Helm 3 does). ``test`` hooks belong to ``helm test`` and are skipped; the rollback
 phases never come (there is no rollback here); ``crd-install`` is Helm 2's and refused (C9).
-Callers: the chart checks of ``validate`` (config.templates), ``render``, the lifecycle's hook
-runner (lifecycle.hooks). See docs/charts.md, Hooks.
+Callers: the chart checks of ``validate`` (config.templates), ``render``, the plan's hook lines,
+the inventory (the delete hooks it keeps), the lifecycle's hook runner (lifecycle.hooks). See
+docs/charts.md, Hooks.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from reconciler.core.objects import ObjectRef
-from reconciler.core.render import LABEL_HOOK_OF as LABEL_HOOK_OF
-from reconciler.core.render import apply_order_key
+from reconciler.core.plan_values import DesiredModule, LiveModule, ModuleAction, ModulePlan, Plan
 
 HOOK_ANNOTATION = "helm.sh/hook"
 WEIGHT_ANNOTATION = "helm.sh/hook-weight"
@@ -39,6 +40,50 @@ TEST_PHASES = frozenset({"test", "test-success", "test-failure"})
 ROLLBACK_PHASES = frozenset({"pre-rollback", "post-rollback"})
 #: Helm 2's, gone from Helm 3 (CRDs go in ``crds/``): refused by C9.
 HELM2_PHASES = frozenset({"crd-install"})
+
+#: Helm's ``InstallOrder`` (pkg/release/util/kind_sorter.go), by which it sorts a phase's hooks
+#: of one weight; kinds it does not name come after, by name.
+HELM_INSTALL_ORDER = (
+    "PriorityClass",
+    "Namespace",
+    "NetworkPolicy",
+    "ResourceQuota",
+    "LimitRange",
+    "PodSecurityPolicy",
+    "PodDisruptionBudget",
+    "ServiceAccount",
+    "Secret",
+    "SecretList",
+    "ConfigMap",
+    "StorageClass",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "CustomResourceDefinition",
+    "ClusterRole",
+    "ClusterRoleList",
+    "ClusterRoleBinding",
+    "ClusterRoleBindingList",
+    "Role",
+    "RoleList",
+    "RoleBinding",
+    "RoleBindingList",
+    "Service",
+    "DaemonSet",
+    "Pod",
+    "ReplicationController",
+    "ReplicaSet",
+    "Deployment",
+    "HorizontalPodAutoscaler",
+    "StatefulSet",
+    "Job",
+    "CronJob",
+    "IngressClass",
+    "Ingress",
+    "APIService",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+)
+_RANK = {kind: rank for rank, kind in enumerate(HELM_INSTALL_ORDER)}
 
 BEFORE_HOOK_CREATION = "before-hook-creation"
 HOOK_SUCCEEDED = "hook-succeeded"
@@ -72,9 +117,11 @@ class Hook:
         return str(self.body.get("kind")) in ("Job", "Pod")
 
     def sort_key(self) -> tuple[int, int, str, str]:
-        """Weight, then kind (apply order), then name, as Helm orders a phase's hooks."""
-        rank, kind, namespace, name = apply_order_key(self.body)
-        return (self.weight, rank, kind, f"{namespace}/{name}")
+        """Weight, then kind (Helm's install order), then name, as Helm orders a phase's
+        hooks."""
+        kind, ref = str(self.body.get("kind")), self.ref
+        rank = _RANK.get(kind, len(HELM_INSTALL_ORDER))
+        return (self.weight, rank, kind, f"{ref.name}/{ref.namespace}")
 
 
 def _annotations(body: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -142,6 +189,63 @@ def phases_text(bodies: Sequence[Mapping[str, Any]]) -> list[str]:
     if never:
         lines.append(f"never run (test or rollback hooks): {', '.join(never)}")
     return lines
+
+
+def delete_hooks_text(bodies: Iterable[Mapping[str, Any]]) -> str:
+    """The ``pre-delete``/``post-delete`` hooks of ``bodies`` as the inventory keeps them
+    (canonical JSON; empty when none): what the module's removal runs."""
+    kept = [b for b in bodies if hook_of(b).phases & {PRE_DELETE, POST_DELETE}]
+    return json.dumps(kept, sort_keys=True, separators=(",", ":")) if kept else ""
+
+
+def delete_hooks_of(text: str) -> list[Mapping[str, Any]]:
+    """The hooks :func:`delete_hooks_text` kept."""
+    found = json.loads(text) if text else []
+    return [b for b in found if isinstance(b, Mapping)]
+
+
+#: The phases of each kind of run, in order.
+RUN_PHASES = {
+    "install": (PRE_INSTALL, POST_INSTALL),
+    "upgrade": (PRE_UPGRADE, POST_UPGRADE),
+    "delete": (PRE_DELETE, POST_DELETE),
+}
+
+
+def run_kind(entry: ModulePlan) -> str | None:
+    """The hooks a plan entry runs: ``install`` or ``upgrade`` when it changes anything (a new
+    version, new values, a changed render), as ``helm install``/``helm upgrade`` would;
+    ``delete`` for a removal that deletes."""
+    if entry.action is ModuleAction.REMOVE_DELETE:
+        return "delete"
+    if not entry.changes_anything:
+        return None
+    if entry.action is ModuleAction.INSTALL:
+        return "install"
+    if entry.action in (ModuleAction.UPGRADE, ModuleAction.RECONFIGURE):
+        return "upgrade"
+    return None
+
+
+def plan_hooks(
+    plan: Plan, desired: Sequence[DesiredModule], live: Mapping[str, LiveModule]
+) -> Plan:
+    """``plan`` with, on each entry, the hooks carrying it out runs, per phase (``diff``)."""
+    hooks = {d.name: d.hooks for d in desired}
+    entries = []
+    for entry in plan.modules:
+        kind = run_kind(entry)
+        bodies: Sequence[Mapping[str, Any]] = hooks.get(entry.module, ())
+        inventory = live[entry.module].inventory if entry.module in live else None
+        if kind == "delete" and inventory is not None:
+            bodies = delete_hooks_of(inventory.delete_hooks)
+        lines = []
+        for phase in RUN_PHASES[kind] if kind else ():
+            ordered = phase_hooks(bodies, phase)
+            if ordered:
+                lines.append(f"{phase}: {', '.join(_short(h) for h in ordered)}")
+        entries.append(replace(entry, hooks=tuple(lines)) if lines else entry)
+    return replace(plan, modules=tuple(entries))
 
 
 def _short(hook: Hook) -> str:

@@ -123,6 +123,9 @@ class ModulePlan:
     kept: tuple[ObjectRef, ...] = ()
     #: Why objects were kept or released instead of deleted (user data, L8), for people.
     notes: tuple[str, ...] = ()
+    #: The Helm hooks carrying it out runs, per phase in order (``pre-upgrade: Job/x``;
+    #: core.hooks): shown by ``diff``, never objects of the change set.
+    hooks: tuple[str, ...] = ()
 
     @property
     def changes_anything(self) -> bool:
@@ -149,6 +152,7 @@ class ModulePlan:
             "blockingTotal": self.blocking_total,
             "kept": [r.subject for r in self.kept],
             "notes": list(self.notes),
+            **({"hooks": list(self.hooks)} if self.hooks else {}),
         }
 
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from reconciler.cluster.api import Cluster, Settling
 from reconciler.core.enforce import Enforcement
+from reconciler.core.hooks import run_kind
 from reconciler.core.intent import final_inventory, inventory_intent
 from reconciler.core.inventory import Inventory
 from reconciler.core.objects import ObjectRef
@@ -47,7 +48,7 @@ from reconciler.core.plan_values import (
 from reconciler.core.status import ChangeAction, ModuleError, ModuleState, ModuleStatus, Reason
 from reconciler.errors import ConflictError, PermanentError, ReconcilerError
 from reconciler.lifecycle.enforce import Enforcer
-from reconciler.lifecycle.hooks import HookLedger, HookRunner, run_kind
+from reconciler.lifecycle.hooks import HookLedger, HookRunner
 from reconciler.lifecycle.observe import Observer
 from reconciler.lifecycle.outcome import ChangeSet, failed_status, planned_status
 from reconciler.lifecycle.preflight import Preflight

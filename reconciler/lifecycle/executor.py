@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from enum import Enum
 
 from reconciler.cluster.api import Cluster
+from reconciler.core.hooks import plan_hooks
 from reconciler.core.inventory import Inventory
 from reconciler.core.model import FIELD_MANAGER, ConfigRepo
 from reconciler.core.objects import ObjectRef
@@ -156,7 +157,7 @@ class Lifecycle:
         """Observe, plan and (unless ``dry_run``) carry the plan out; ``part`` carries out
         only the modules git wants, or only those it dropped."""
         live, the_plan = self._observed_plan(context, desired)
-        the_plan = self.preflight.replaces(the_plan, desired)
+        the_plan = plan_hooks(self.preflight.replaces(the_plan, desired), desired, live)
         if part is not SyncPart.ALL:
             wanted = {d.name for d in desired}
             kept = tuple(m for m in the_plan.modules if part.keeps(m, wanted))
@@ -223,22 +224,23 @@ class Lifecycle:
         ``dependencies`` (module -> the modules it depends on) holds a removal back while a
         module that depends on it is still being removed."""
         changes = ChangeSet()
+        installer = Installer(
+            self.observer,
+            self.writer,
+            changes,
+            commit=self.commit,
+            enforcer=Enforcer(self.writer, self.recorder, changes),
+            preflight=self.preflight,
+            modules={d.name: d for d in desired},
+            ledger=self.hooks,
+        )
         run = _Pass(
             runtime,
             the_plan,
             {d.name: d for d in desired},
             live,
-            Installer(
-                self.observer,
-                self.writer,
-                changes,
-                commit=self.commit,
-                enforcer=Enforcer(self.writer, self.recorder, changes),
-                preflight=self.preflight,
-                modules={d.name: d for d in desired},
-                ledger=self.hooks,
-            ),
-            Remover(self.writer, self.recorder, changes),
+            installer,
+            Remover(self.writer, self.recorder, changes, installer.hooks),
         )
         statuses = run.carry_out(dependencies or {})
         for entry in the_plan.modules:

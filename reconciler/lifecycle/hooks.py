@@ -32,12 +32,13 @@ from reconciler.core.hooks import (
     BEFORE_HOOK_CREATION,
     HOOK_FAILED,
     HOOK_SUCCEEDED,
+    RUN_PHASES,
     Hook,
     job_result,
     phase_hooks,
 )
 from reconciler.core.objects import ObjectRef
-from reconciler.core.plan_values import ModuleAction, ModulePlan
+from reconciler.core.plan_values import ModulePlan
 from reconciler.core.status import ModuleError, ModuleState, ModuleStatus, Reason
 from reconciler.errors import PermanentError
 from reconciler.lifecycle.observe import Observer
@@ -46,12 +47,6 @@ from reconciler.lifecycle.write import Writer
 #: How long a pass waits for a hook Job it created (or found running) before it leaves the
 #: module Processing and the operation retries (on a cluster that moves on by itself).
 HOOK_WAIT_SECONDS = 10.0
-#: The phases of each kind of run, in order.
-RUN_PHASES = {
-    "install": ("pre-install", "post-install"),
-    "upgrade": ("pre-upgrade", "post-upgrade"),
-    "delete": ("pre-delete", "post-delete"),
-}
 
 
 @dataclass(slots=True)
@@ -94,18 +89,6 @@ class HookLedger:
         """``module``'s ``phase`` finished (kept; saved before its hooks are deleted)."""
         self.runs[module]["done"] = [*self.runs[module]["done"], phase]
         self.persist()
-
-
-def run_kind(entry: ModulePlan) -> str | None:
-    """The hooks a plan entry runs: ``install`` or ``upgrade`` when it changes anything (a new
-    version, new values, a changed render), as ``helm install``/``helm upgrade`` would."""
-    if not entry.changes_anything:
-        return None
-    if entry.action is ModuleAction.INSTALL:
-        return "install"
-    if entry.action in (ModuleAction.UPGRADE, ModuleAction.RECONFIGURE):
-        return "upgrade"
-    return None
 
 
 @dataclass(slots=True)

@@ -331,7 +331,7 @@ class RemoveModules(Step):
     )
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
-        result = context.lifecycle(operation).sync(
+        result = context.lifecycle(operation, self.name).sync(
             context.planning, context.desired, part=SyncPart.REMOVALS
         )
         operation.data = replace(operation.data, removals=result.outcome)
@@ -433,7 +433,9 @@ class DeleteModuleManifests(Step):
     )
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
-        result = context.lifecycle(operation).sync(context.planning, [], part=SyncPart.REMOVALS)
+        result = context.lifecycle(operation, self.name).sync(
+            context.planning, [], part=SyncPart.REMOVALS
+        )
         operation.data = replace(operation.data, removals=result.outcome)
         errors = _module_errors(result.outcome)
         if errors is not None and errors.retry_after is not None:

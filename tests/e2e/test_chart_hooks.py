@@ -40,8 +40,8 @@ def _hook(kind: str, name: str, phases: str, weight: int, policy: str | None = N
         return dump({"apiVersion": "v1", "kind": kind, "metadata": meta, "spec": spec})
     container = {"name": "h", "image": "example/hook:1", "args": ["{{ .Values.greeting }}"]}
     template = {"spec": {"restartPolicy": "Never", "containers": [container]}}
-    spec = {"backoffLimit": 0, "template": template}
-    return dump({"apiVersion": "batch/v1", "kind": kind, "metadata": meta, "spec": spec})
+    job: dict[str, Any] = {"backoffLimit": 0, "template": template}
+    return dump({"apiVersion": "batch/v1", "kind": kind, "metadata": meta, "spec": job})
 
 
 HOOKS = "---\n".join(
@@ -50,6 +50,8 @@ HOOKS = "---\n".join(
         _hook("ConfigMap", "hook-config", "pre-install,pre-upgrade", -5),
         _hook("Job", "post", "post-install", 0, "hook-succeeded"),
         _hook("Pod", "test", "test", 0),
+        _hook("Job", "drain", "pre-delete", 0),
+        _hook("Job", "cleanup", "post-delete", 0),
     )
 )
 
@@ -99,7 +101,7 @@ def _inventory(fleet: KubeFleet) -> dict[str, Any] | None:
     return None if body is None else json.loads(body["data"]["inventory.json"])
 
 
-def test_hooks_run_in_their_phases_and_again_on_upgrade(fleet: KubeFleet) -> None:
+def test_hooks_run_in_their_phases_on_install_upgrade_and_removal(fleet: KubeFleet) -> None:
     fleet.set_modules(_entries({}))
     validated = fleet.reconciler("validate", str(fleet.repo))
     assert validated.exit_code == 0, validated.output
@@ -127,11 +129,22 @@ def test_hooks_run_in_their_phases_and_again_on_upgrade(fleet: KubeFleet) -> Non
         fleet.set_modules(_entries({"greeting": "bonjour"}))
         fleet.sync_until("succeeded", operator=f"{MODULE}-operator")
         assert stand_in.names()[len(installed) :] == [f"{MODULE}-pre"]  # pre-upgrade only
-    again = fleet.cluster.get(_ref(fleet, "Job", "pre"))
-    assert again is not None
-    assert again["metadata"]["annotations"]["reconciler.dev/hook-run"].endswith("/pre-upgrade")
-    container = again["spec"]["template"]["spec"]["containers"][0]
-    assert container["args"] == ["bonjour"]  # created again from the new render
+        again = fleet.cluster.get(_ref(fleet, "Job", "pre"))
+        assert again is not None
+        assert again["metadata"]["annotations"]["reconciler.dev/hook-run"].endswith(
+            "/pre-upgrade"
+        )
+        container = again["spec"]["template"]["spec"]["containers"][0]
+        assert container["args"] == ["bonjour"]  # created again from the new render
+
+        upgraded = len(stand_in.runs)
+        fleet.set_modules([])
+        fleet.sync_until("succeeded")
+        # pre-delete while the release's objects are there, post-delete once they are gone
+        removed = stand_in.runs[upgraded:]
+        assert removed == [(f"{MODULE}-drain", True), (f"{MODULE}-cleanup", False)]
+    assert _inventory(fleet) is None
+    assert fleet.cluster.get(_ref(fleet, "Job", "cleanup")) is not None  # as Helm leaves it
 
 
 def test_a_failing_pre_install_hook_applies_nothing_and_says_why(fleet: KubeFleet) -> None:
