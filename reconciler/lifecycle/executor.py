@@ -157,7 +157,7 @@ class Lifecycle:
         """Observe, plan and (unless ``dry_run``) carry the plan out; ``part`` carries out
         only the modules git wants, or only those it dropped."""
         live, the_plan = self._observed_plan(context, desired)
-        the_plan = plan_hooks(self.preflight.replaces(the_plan, desired), desired, live)
+        the_plan = self.preflight.replaces(the_plan, desired)
         if part is not SyncPart.ALL:
             wanted = {d.name for d in desired}
             kept = tuple(m for m in the_plan.modules if part.keeps(m, wanted))
@@ -178,7 +178,7 @@ class Lifecycle:
         if known is not None and known.answers(self.view.generation, desired, key):
             return known.live, known.plan
         live = self.observe(context.runtime, desired)
-        the_plan = plan(context, desired, live)
+        the_plan = plan_hooks(plan(context, desired, live), desired, live)
         self.view.planned = Planned(self.view.generation, desired, key, live, the_plan)
         return live, the_plan
 
