@@ -288,7 +288,8 @@ class ApplyModules(Step):
     domain = "lifecycle"
     description = (
         "Applies each module in dependency order (CRDs first, then the rest, then its "
-        "default configuration once); upgrades prune from the inventory."
+        "default configuration once); upgrades prune from the inventory; a chart's pre- and "
+        "post-install or upgrade hooks run around its objects (kept as the step's data)."
     )
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:

@@ -5,10 +5,13 @@ ConfigMap hook of a lower weight first); the Job kept by ``before-hook-creation`
 run again by an upgrade, the one marked ``hook-succeeded`` is gone after its phase; a test hook
 never runs; no hook is in the module's inventory. A failing pre-install hook fails the module
 (Error, HookFailed, naming the Job and its condition's message) and nothing of the release is
-applied (docs/charts.md, Hooks)."""
+applied (docs/charts.md, Hooks). The corpus ingress-nginx chart with its admission webhook on
+installs, upgrades and is removed, its certgen Jobs' work done by the stand-in (the Secret made,
+the webhook's caBundle patched)."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,8 +19,9 @@ from typing import Any
 
 import pytest
 
+from reconciler.cluster.kube import k8s_client
 from reconciler.core.objects import ObjectRef
-from tests.support.charts import CHART_TEMPLATES
+from tests.support.charts import CHART_TEMPLATES, corpus_chart_module
 from tests.support.kube_control_plane import ControlPlane
 from tests.support.kube_fleet import KubeFleet, kube_fleet
 from tests.support.kube_jobs import JobStandIn, jobs_finished
@@ -131,9 +135,7 @@ def test_hooks_run_in_their_phases_on_install_upgrade_and_removal(fleet: KubeFle
         assert stand_in.names()[len(installed) :] == [f"{MODULE}-pre"]  # pre-upgrade only
         again = fleet.cluster.get(_ref(fleet, "Job", "pre"))
         assert again is not None
-        assert again["metadata"]["annotations"]["reconciler.dev/hook-run"].endswith(
-            "/pre-upgrade"
-        )
+        assert again["metadata"]["annotations"]["reconciler.dev/hook-run"].endswith("/pre-upgrade")
         container = again["spec"]["template"]["spec"]["containers"][0]
         assert container["args"] == ["bonjour"]  # created again from the new render
 
@@ -162,3 +164,113 @@ def test_a_failing_pre_install_hook_applies_nothing_and_says_why(fleet: KubeFlee
     assert _inventory(fleet) is None
     status = fleet.reconciler("status", "--runtime", fleet.runtime, "-o", "json")
     assert "HookFailed" in status.output, status.output
+
+
+CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nstand-in\n-----END CERTIFICATE-----\n")
+NGINX_OPERATOR = "ingress-nginx-controller"
+
+
+def _create_secret(api_client: Any, namespace: str) -> None:
+    """What ``kube-webhook-certgen create`` does: the webhook's certificate as a Secret."""
+    data = {"ca": CA.decode(), "cert": CA.decode(), "key": base64.b64encode(b"key").decode()}
+    body = {"metadata": {"name": "ingress-nginx-admission"}, "data": data}
+    core = k8s_client.CoreV1Api(api_client)
+    try:
+        core.create_namespaced_secret(namespace, body)
+    except k8s_client.ApiException as error:  # a second run: certgen keeps the Secret
+        if error.status != 409:
+            raise
+
+
+def _patch_webhook(api_client: Any, namespace: str) -> None:
+    """What ``kube-webhook-certgen patch`` does: the Secret's CA as the webhook's caBundle."""
+    secret = k8s_client.CoreV1Api(api_client).read_namespaced_secret(
+        "ingress-nginx-admission", namespace
+    )
+    admission = k8s_client.AdmissionregistrationV1Api(api_client)
+    webhook = admission.read_validating_webhook_configuration("ingress-nginx-admission")
+    patch = [
+        {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": secret.data["ca"]}
+        for i in range(len(webhook.webhooks))
+    ]
+    admission.patch_validating_webhook_configuration("ingress-nginx-admission", patch)
+
+
+def test_ingress_nginx_with_its_admission_webhook_installs_upgrades_and_is_removed(
+    fleet: KubeFleet,
+) -> None:
+    namespace = fleet.namespace
+    files = corpus_chart_module(
+        "ingress-nginx", "ingress-nginx", "1.15.1", namespace=namespace, operator=NGINX_OPERATOR
+    )
+    write_files(fleet.repo, files)
+    entry = {"name": "ingress-nginx", "version": "1.15.1"}
+    fleet.set_modules([{**entry, "values": {}}])
+    actions = {
+        "ingress-nginx-admission-create": _create_secret,
+        "ingress-nginx-admission-patch": _patch_webhook,
+    }
+    stand_in = JobStandIn(fleet.control_plane.kubeconfig, (namespace, NGINX_OPERATOR))
+    stand_in.actions = actions
+    webhook = ObjectRef(
+        "admissionregistration.k8s.io/v1",
+        "ValidatingWebhookConfiguration",
+        "",
+        "ingress-nginx-admission",
+    )
+    try:
+        with jobs_finished(stand_in):
+            try:
+                fleet.sync_until("succeeded", operators=[(namespace, NGINX_OPERATOR)], rounds=8)
+            except AssertionError as error:
+                raise AssertionError(f"{error}\nstand-in: {stand_in.problems}") from error
+            assert stand_in.runs == [
+                ("ingress-nginx-admission-create", False),  # before the controller
+                ("ingress-nginx-admission-patch", True),  # after it
+            ]
+            installed = fleet.cluster.get(webhook)
+            assert installed is not None
+            assert {w["clientConfig"].get("caBundle") for w in installed["webhooks"]} == {
+                CA.decode()
+            }
+            secret = ObjectRef("v1", "Secret", namespace, "ingress-nginx-admission")
+            assert fleet.cluster.get(secret) is not None
+            # hook-succeeded: the certgen RBAC and Jobs are gone once their phase succeeded
+            role = ObjectRef(
+                "rbac.authorization.k8s.io/v1", "ClusterRole", "", "ingress-nginx-admission"
+            )
+            assert fleet.cluster.get(role) is None
+
+            fleet.set_modules([{**entry, "values": {"controller": {"replicaCount": 2}}}])
+            fleet.sync_until("succeeded", operators=[(namespace, NGINX_OPERATOR)])
+            assert stand_in.names()[2:] == [
+                "ingress-nginx-admission-create",  # pre-upgrade
+                "ingress-nginx-admission-patch",  # post-upgrade
+            ]
+            upgraded = fleet.cluster.get(webhook)
+            assert upgraded is not None  # applied again: the caBundle stays (not ours)
+            assert upgraded["webhooks"][0]["clientConfig"].get("caBundle") == CA.decode()
+
+            fleet.set_modules([])
+            fleet.sync_until("succeeded")
+        assert fleet.cluster.get(webhook) is None
+    finally:
+        for ref in _nginx_cluster_objects(fleet):  # what a failed test would leave
+            fleet.cluster.delete(ref)
+
+
+def _nginx_cluster_objects(fleet: KubeFleet) -> list[ObjectRef]:
+    rbac = "rbac.authorization.k8s.io/v1"
+    refs = [ObjectRef("networking.k8s.io/v1", "IngressClass", "", "nginx")]
+    refs.append(
+        ObjectRef(
+            "admissionregistration.k8s.io/v1",
+            "ValidatingWebhookConfiguration",
+            "",
+            "ingress-nginx-admission",
+        )
+    )
+    for name in ("ingress-nginx", "ingress-nginx-admission"):
+        refs += [ObjectRef(rbac, "ClusterRole", "", name)]
+        refs += [ObjectRef(rbac, "ClusterRoleBinding", "", name)]
+    return [r for r in refs if fleet.cluster.get(r) is not None]

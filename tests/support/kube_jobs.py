@@ -5,14 +5,16 @@ runs there, so a Job never completes by itself.
 new one to complete (``SuccessCriteriaMet`` and ``Complete``), or failed (``FailureTarget`` and
 ``Failed``, ``BackoffLimitExceeded`` with the message given) when its name is in ``fail``, as the
 Job controller writes them when its Pods end; it records, for each Job, whether the Deployment
-``watched`` existed when the Job ran (what ran before what). Callers: tests/e2e/test_chart_hooks.py.
+``watched`` existed when the Job ran (what ran before what). ``actions`` do, before a Job of
+their name completes, what its container would have done (ingress-nginx's certgen Jobs: make
+the webhook's Secret, patch its caBundle). Callers: tests/e2e/test_chart_hooks.py.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,11 +26,13 @@ USER_AGENT = "reconciler-tests/job-controller"
 WATCH_SECONDS = 1
 
 
-def finished_status(failure: str | None) -> dict[str, Any]:
+def finished_status(failure: str | None, started: str | None = None) -> dict[str, Any]:
     """The status the Job controller writes when a Job's Pod succeeded (``failure`` None) or
-    failed for good with ``failure`` as its message."""
+    failed for good with ``failure`` as its message; ``started``: the ``startTime`` the
+    controller already set (immutable once set)."""
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    base: dict[str, Any] = {"startTime": now, "active": 0, "ready": 0, "terminating": 0}
+    base: dict[str, Any] = {"startTime": started or now, "active": 0, "ready": 0}
+    base["terminating"] = 0
     if failure is None:
         condition = {"status": "True", "reason": "CompletionsReached", "message": "Reached"}
         return {
@@ -58,6 +62,10 @@ class JobStandIn:
     fail: dict[str, str] = field(default_factory=dict)
     runs: list[tuple[str, bool]] = field(default_factory=list)
     error: BaseException | None = None
+    #: Status patches the server refused (what a test prints when a Job never finished).
+    problems: list[str] = field(default_factory=list)
+    #: Job name -> what its container does (given the client and the Job's namespace).
+    actions: dict[str, Callable[[Any, str], None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         api_client = k8s_config.new_client_from_config(config_file=str(self.kubeconfig))
@@ -98,9 +106,26 @@ class JobStandIn:
         if any(c.get("type") in ("Complete", "Failed") for c in status.get("conditions") or ()):
             return
         self.runs.append((metadata["name"], self._watched_exists()))
-        patch = {"status": finished_status(self.fail.get(metadata["name"]))}
-        with contextlib.suppress(Exception):  # deleted meanwhile
+        failure = self.fail.get(metadata["name"])
+        action = self.actions.get(metadata["name"])
+        try:
+            if action is not None:
+                action(self.batch.api_client, metadata["namespace"])
+        except Exception as error:  # the Job fails, saying why (the test reads it)
+            failure = f"the stand-in's work failed: {error!r}"[:500]
+        name, namespace = metadata["name"], metadata["namespace"]
+        try:
+            live = self.batch.read_namespaced_job_status(name, namespace)
+        except k8s_client.ApiException:
+            return  # deleted meanwhile
+        started = live.status.start_time if live.status is not None else None
+        stamp = started.strftime("%Y-%m-%dT%H:%M:%SZ") if started is not None else None
+        patch = {"status": finished_status(failure, stamp)}
+        try:
             self.batch.patch_namespaced_job_status(metadata["name"], metadata["namespace"], patch)
+        except k8s_client.ApiException as error:  # deleted meanwhile; else the test shows it
+            if error.status != 404:
+                self.problems.append(f"{metadata['name']}: {error.status} {error.body}")
 
     def _watched_exists(self) -> bool:
         namespace, name = self.watched
