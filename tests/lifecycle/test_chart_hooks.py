@@ -95,8 +95,9 @@ def test_a_hook_is_resumed_never_run_twice_and_its_phase_never_again(
     waiting = _pass(cluster, config, ledger)
     assert (waiting.state, waiting.reason) == ("Processing", "WaitingForHook"), waiting
     assert "hook Job/web-system/web-pre (pre-install)" in waiting.message
-    assert cluster.get(OPERATOR) is None and cluster.get(SETTINGS) is None  # nothing yet
-    assert saved and saved[0]["hooks"]["web"] == {"kind": "install", "done": []}
+    assert cluster.get(OPERATOR) is None  # nothing of the release yet
+    assert cluster.get(SETTINGS) is None
+    assert saved[0]["hooks"]["web"] == {"kind": "install", "done": []}
     first = _uid(cluster, PRE)
 
     ledger = _restarted(ledger)  # the daemon restarts while the hook runs
@@ -138,6 +139,8 @@ def test_a_failed_pre_install_hook_fails_the_module_naming_job_and_condition(
         "hook Job/web-system/web-pre (pre-install) failed: Failed=True (BackoffLimitExceeded): "
         "Job has reached the specified backoff limit"
     )
-    assert failed.error is not None and failed.error.permanent
+    assert failed.error is not None
+    assert failed.error.permanent
     assert cluster.get(PRE) is None  # hook-failed: deleted
-    assert cluster.get(OPERATOR) is None and cluster.get(SETTINGS) is None
+    assert cluster.get(OPERATOR) is None
+    assert cluster.get(SETTINGS) is None

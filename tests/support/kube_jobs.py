@@ -64,6 +64,8 @@ class JobStandIn:
     error: BaseException | None = None
     #: Status patches the server refused (what a test prints when a Job never finished).
     problems: list[str] = field(default_factory=list)
+    #: Jobs left running (recorded as run) until :meth:`release` finishes them.
+    held: set[str] = field(default_factory=set)
     #: Job name -> what its container does (given the client and the Job's namespace).
     actions: dict[str, Callable[[Any, str], None]] = field(default_factory=dict)
 
@@ -74,6 +76,7 @@ class JobStandIn:
         self.apps = k8s_client.AppsV1Api(api_client)
         self.stop = threading.Event()
         self.watching = threading.Event()
+        self._held: dict[str, str] = {}
 
     def names(self) -> list[str]:
         """The Jobs run, in order."""
@@ -106,6 +109,18 @@ class JobStandIn:
         if any(c.get("type") in ("Complete", "Failed") for c in status.get("conditions") or ()):
             return
         self.runs.append((metadata["name"], self._watched_exists()))
+        if metadata["name"] in self.held:
+            self._held[metadata["name"]] = metadata["namespace"]
+            return
+        self._complete(metadata)
+
+    def release(self, name: str) -> None:
+        """Finish the held Job ``name`` now (and those of that name to come)."""
+        self.held.discard(name)
+        namespace = self._held.pop(name)
+        self._complete({"name": name, "namespace": namespace})
+
+    def _complete(self, metadata: Mapping[str, Any]) -> None:
         failure = self.fail.get(metadata["name"])
         action = self.actions.get(metadata["name"])
         try:
