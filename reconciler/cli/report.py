@@ -161,6 +161,7 @@ def fleet_text(diff: FleetDiff, *, details: bool = False, style: Style = _plain)
             symbol = _MODULE_SYMBOLS[change.plan.action]
             lines.append(f"  {symbol} {_fleet_module(change)} [{outcome}]")
             lines.extend(f"      because {c.format()}" for c in change.causes)
+            lines.extend(f"      hook {line}" for line in change.plan.hooks)
             if details:
                 lines.extend(_change_lines(change.plan.changes, True))
     return "\n".join(lines) + "\n"

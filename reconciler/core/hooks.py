@@ -234,18 +234,24 @@ def plan_hooks(
     hooks = {d.name: d.hooks for d in desired}
     entries = []
     for entry in plan.modules:
-        kind = run_kind(entry)
         bodies: Sequence[Mapping[str, Any]] = hooks.get(entry.module, ())
         inventory = live[entry.module].inventory if entry.module in live else None
-        if kind == "delete" and inventory is not None:
+        if run_kind(entry) == "delete" and inventory is not None:
             bodies = delete_hooks_of(inventory.delete_hooks)
-        lines = []
-        for phase in RUN_PHASES[kind] if kind else ():
-            ordered = phase_hooks(bodies, phase)
-            if ordered:
-                lines.append(f"{phase}: {', '.join(_short(h) for h in ordered)}")
-        entries.append(replace(entry, hooks=tuple(lines)) if lines else entry)
+        entries.append(entry_hooks(entry, bodies))
     return replace(plan, modules=tuple(entries))
+
+
+def entry_hooks(entry: ModulePlan, bodies: Sequence[Mapping[str, Any]]) -> ModulePlan:
+    """``entry`` with the hooks of ``bodies`` that carrying it out runs (``pre-upgrade: Job/x``
+    per phase, in order; ``diff``, ``diff --base``)."""
+    kind = run_kind(entry)
+    lines = []
+    for phase in RUN_PHASES[kind] if kind else ():
+        ordered = phase_hooks(bodies, phase)
+        if ordered:
+            lines.append(f"{phase}: {', '.join(_short(h) for h in ordered)}")
+    return replace(entry, hooks=tuple(lines)) if lines else entry
 
 
 def _short(hook: Hook) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -206,7 +206,7 @@ def test_ingress_nginx_with_its_admission_webhook_installs_upgrades_and_is_remov
     write_files(fleet.repo, files)
     entry = {"name": "ingress-nginx", "version": "1.15.1"}
     fleet.set_modules([{**entry, "values": {}}])
-    actions = {
+    actions: dict[str, Callable[[Any, str], None]] = {
         "ingress-nginx-admission-create": _create_secret,
         "ingress-nginx-admission-patch": _patch_webhook,
     }
