@@ -72,3 +72,23 @@ def test_render_and_diffs_show_hooks_by_phase_never_as_objects(tmp_path: Path) -
     upgraded = _run("diff", str(repo), "--base", "HEAD~1")
     assert "hook pre-upgrade: Job/web-migrate" in upgraded.output, upgraded.output
     assert "pre-install" not in upgraded.output
+
+
+def test_rbac_grants_what_running_the_hooks_needs(tmp_path: Path) -> None:
+    files = {
+        **chart_module_files("web", templates=TEMPLATES),
+        **channel_file("regular", {"web": "1.0.0"}),
+        **runtime_file("a", "regular", [{"name": "web"}]),
+    }
+    repo = write_files(tmp_path / "repo", files)
+    printed = _run("rbac", str(repo), "--runtime", "a", "--user", "sync")
+    assert printed.exit_code == 0, printed.output
+    rules = [
+        rule
+        for document in yaml.safe_load_all(printed.output)
+        if document and document["kind"] == "ClusterRole"
+        for rule in document["rules"]
+    ]
+    jobs = [r for r in rules if r["apiGroups"] == ["batch"] and "jobs" in r["resources"]]
+    assert jobs, rules  # the chart's only Jobs are hooks: created, read, deleted
+    assert {"get", "create", "patch", "delete"} <= set(jobs[0]["verbs"])
