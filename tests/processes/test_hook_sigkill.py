@@ -7,25 +7,18 @@ during the hook; the test's time limit guards the rest."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from reconciler.operations.model import StepState
-from reconciler.operations.store import SqliteStore
-from tests.support.daemons import GitServer, free_port, reachable
-from tests.support.e2e_harness import Fleet, Kube, until
-from tests.support.e2e_world import World
-from tests.support.fleet_history import git
+from tests.support.e2e_harness import until
+from tests.support.e2e_world import World, world_of
 from tests.support.kube_control_plane import ControlPlane
+from tests.support.kube_daemons import KubeDaemon, served_repo
 from tests.support.kube_jobs import JobStandIn, jobs_finished
 from tests.support.repos import API, dump, write_files
-from tests.support.stopping import steps_of
 
 pytestmark = pytest.mark.kube
 
@@ -49,16 +42,7 @@ _OPERATOR = (
 
 @pytest.fixture
 def world(kube_control_plane: ControlPlane, tmp_path: Path) -> Iterator[World]:
-    kube = Kube(kube_control_plane.kubeconfig)
-    fleet = Fleet(tmp_path / "repo", uuid.uuid4().hex[:6])
-    world = World(kube_control_plane, kube, fleet, tmp_path)
-    try:
-        yield world
-    finally:
-        try:
-            world.cleanup()
-        finally:
-            kube.close()
+    yield from world_of(kube_control_plane, tmp_path)
 
 
 def _chart_module(root: Path, name: str, namespace: str) -> None:
@@ -78,50 +62,6 @@ def _chart_module(root: Path, name: str, namespace: str) -> None:
     )
 
 
-class _Daemon:
-    """``python -m reconciler daemon`` on the test's repository, store and control plane."""
-
-    def __init__(self, world: World, url: str, root: Path, runtime: str) -> None:
-        self.runtime = runtime
-        self.state = root / "state.db"
-        self.log = root / "daemon.log"
-        (root / "site").mkdir(exist_ok=True)
-        (root / "site" / "sitecustomize.py").write_text(LONG_WAIT)
-        self.env = {**os.environ, "PYTHONPATH": str(root / "site")}
-        self.port = free_port()
-        self.command = [
-            sys.executable, "-m", "reconciler", "daemon", "--repo", url, "--branch", "main",
-            "--interval", "1s", "--resync-interval", "1h", "--no-watch", "--workers", "2",
-            "--listen", f"127.0.0.1:{self.port}", "--state", f"sqlite:///{self.state}",
-            "--kubeconfig-dir", str(world.control_plane.kubeconfig_dir),
-            "--cache-dir", str(root / "cache"),
-        ]  # fmt: skip
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                self.command, env=self.env, stdout=log, stderr=subprocess.STDOUT
-            )
-        until(lambda: reachable(f"http://127.0.0.1:{self.port}"), "the daemon answers", 60)
-
-    def step(self, name: str) -> StepState | None:
-        """The state of step ``name`` of the runtime's operation (None: none yet)."""
-        if not self.state.exists():
-            return None
-        store = SqliteStore(self.state)
-        try:
-            operations = store.operations(self.runtime, limit=1)
-        finally:
-            store.close()
-        return steps_of(operations[0]).get(name) if operations else None
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()  # SIGKILL
-            self.process.wait()
-
-
 @pytest.mark.timeout(300)
 def test_a_daemon_killed_during_a_hook_resumes_it_once(world: World, tmp_path: Path) -> None:
     fleet, kube = world.fleet, world.kube
@@ -130,15 +70,8 @@ def test_a_daemon_killed_during_a_hook_resumes_it_once(world: World, tmp_path: P
     runtime = fleet.runtime("rt", [{"name": name}])
     fleet.write()
     _chart_module(fleet.root, name, namespace)
-    (tmp_path / "git").mkdir()
-    git(tmp_path / "git", "init", "-q", "--bare", "remote.git")
-    git(fleet.root, "init", "-q", "-b", "main")
-    git(fleet.root, "add", "-A")
-    git(fleet.root, "commit", "-qm", "a chart with hooks")
-    git(fleet.root, "push", "-q", str(tmp_path / "git" / "remote.git"), "HEAD:main")
-    server = GitServer(tmp_path / "git")
-    server.start()
-    daemon = _Daemon(world, server.url, tmp_path, runtime)
+    server = served_repo(fleet.root, tmp_path, "a chart with hooks")
+    daemon = KubeDaemon(world, server.url, tmp_path, runtime, LONG_WAIT)
     stand_in = JobStandIn(world.control_plane.kubeconfig, (namespace, f"{name}-operator"))
     stand_in.held = {f"{name}-pre"}
     try:
