@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reconciler.core.hooks import (
@@ -106,8 +106,8 @@ class HookRunner:
     ) -> ModuleStatus | None:
         """Run phase ``when`` (0: pre, 1: post) of ``entry``'s module's run of ``kind`` (the
         ledger's when begun earlier in this operation); ``None`` when it is done (or has
-        nothing to run), else the module's status: Processing while a hook runs, Error when
-        one failed."""
+        nothing to run), else the module's status: Processing while a hook runs (Deleting in a
+        removal, so that its step retries), Error when one failed."""
         module = entry.module
         kind = self.ledger.kind(module) or kind
         if kind is None or not hooks:
@@ -120,6 +120,8 @@ class HookRunner:
         run = f"{self.ledger.run}/{phase}"
         for hook in ordered:
             status = self._run_one(entry, hook, phase, run)
+            if status is not None and kind == "delete" and status.state is ModuleState.PROCESSING:
+                return replace(status, state=ModuleState.DELETING)  # the removal retries
             if status is not None:
                 return status
         self.ledger.finish(module, phase)

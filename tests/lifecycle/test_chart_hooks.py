@@ -2,7 +2,8 @@
 kept in the operation's hook ledger, so a pass that runs again (a retry, a restarted daemon that
 reads the ledger back from the store) never creates a hook of its run twice, waits for one still
 running, and never runs a finished phase again, even when ``hook-succeeded`` deleted its Jobs;
-until a pre-install hook completes nothing of the release is written (docs/charts.md, Hooks)."""
+until a pre-install hook completes nothing of the release is written. A removal runs the delete
+hooks the inventory kept, Deleting while they run (docs/charts.md, Hooks)."""
 
 from __future__ import annotations
 
@@ -65,7 +66,8 @@ def _config(make_repo: RepoFactory) -> ConfigRepo:
 
 
 def _pass(cluster: InMemoryCluster, config: ConfigRepo, ledger: HookLedger) -> ModuleStatus:
-    """One pass of the operation's apply step, as a stage retried or resumed runs it."""
+    """One pass of the operation's apply (or remove) step, as a stage retried or resumed runs
+    it."""
     runtime = config.runtimes["a"]
     desired = desired_modules(config, resolve_runtime(config, runtime), Renderer(config))
     lifecycle = Lifecycle(cluster, system_namespace="reconciler-system", hooks=ledger)
@@ -144,3 +146,53 @@ def test_a_failed_pre_install_hook_fails_the_module_naming_job_and_condition(
     assert cluster.get(PRE) is None  # hook-failed: deleted
     assert cluster.get(OPERATOR) is None
     assert cluster.get(SETTINGS) is None
+
+
+DELETE_HOOKS = {
+    "templates/drain.yaml": _JOB.format(name="drain", hook="pre-delete", policy="hook-succeeded"),
+    "templates/cleanup.yaml": _JOB.format(
+        name="cleanup", hook="post-delete", policy="before-hook-creation"
+    ),
+}
+DRAIN = ObjectRef("batch/v1", "Job", NS, "web-drain")
+CLEANUP = ObjectRef("batch/v1", "Job", NS, "web-cleanup")
+INVENTORY = ObjectRef("v1", "ConfigMap", "reconciler-system", "inventory-web")
+
+
+def test_a_removal_runs_the_delete_hooks_its_inventory_kept_and_waits_deleting(
+    make_repo: RepoFactory,
+) -> None:
+    files = {
+        **chart_module_files("web", templates={**CHART_TEMPLATES, **DELETE_HOOKS}),
+        **channel_file("regular", {"web": "1.0.0"}),
+    }
+    listed = load_repo(
+        make_repo({**files, **runtime_file("a", "regular", [{"name": "web"}])}),
+        renderer=default_renderer(),
+    ).repo
+    assert listed is not None
+    cluster = InMemoryCluster()
+    installed = _pass(cluster, listed, HookLedger("op-1"))
+    assert installed.state == "Ready", installed  # no install hooks: nothing waited for
+    assert cluster.get(DRAIN) is None  # delete hooks run only at removal
+    removed = load_repo(
+        make_repo({**files, **runtime_file("a", "regular", [])}), renderer=default_renderer()
+    ).repo
+    assert removed is not None  # git no longer renders the hooks: the inventory kept them
+
+    ledger = HookLedger("op-2")
+    draining = _pass(cluster, removed, ledger)
+    assert (draining.state, draining.reason) == ("Deleting", "WaitingForHook"), draining
+    assert cluster.get(OPERATOR) is not None  # nothing deleted before pre-delete is done
+    cluster.set_status(DRAIN, COMPLETE)
+    ledger = _restarted(ledger)
+    cleaning = _pass(cluster, removed, ledger)
+    assert (cleaning.state, cleaning.reason) == ("Deleting", "WaitingForHook"), cleaning
+    assert cluster.get(OPERATOR) is None
+    assert cluster.get(DRAIN) is None  # hook-succeeded
+    assert cluster.get(INVENTORY) is not None  # kept until post-delete is done
+    cluster.set_status(CLEANUP, COMPLETE)
+    gone = _pass(cluster, removed, _restarted(ledger))  # pre-delete is not run again
+    assert gone.state is None, gone
+    assert cluster.get(INVENTORY) is None
+    assert cluster.get(CLEANUP) is not None  # before-hook-creation: left, as Helm leaves it
