@@ -308,7 +308,8 @@ class _Pass:
         waiting = [
             name
             for name, s in self.statuses.items()
-            if s.reason == Reason.WAITING_FOR_OPERATOR and entries[name].changes_anything
+            if s.reason in (Reason.WAITING_FOR_OPERATOR, Reason.WAITING_FOR_HEALTH_CHECKS)
+            and entries[name].changes_anything
         ]
         if not waiting:
             return
