@@ -17,7 +17,7 @@ from reconciler.operations.model import StepState
 from tests.support.e2e_harness import until
 from tests.support.e2e_world import World, world_of
 from tests.support.kube_control_plane import ControlPlane
-from tests.support.kube_daemons import KubeDaemon, served_repo
+from tests.support.kube_daemons import KubeDaemon, served_repo, shown_and_stopped
 
 #: Run by the child at start (its PYTHONPATH): the wait for operators made an hour long.
 LONG_WAIT = "import reconciler.lifecycle.apply as a\na.READY_WAIT_SECONDS = 3600.0\n"
@@ -39,7 +39,7 @@ def test_sigterm_during_a_wait_for_an_operator_exits_0_at_once_and_a_restart_fin
     fleet.write()
     server = served_repo(fleet.root, tmp_path, "one module")
     daemon = KubeDaemon(world, server.url, tmp_path, runtime, LONG_WAIT)
-    try:
+    with shown_and_stopped(daemon, server):
         process = daemon.start()
         until(
             lambda: (
@@ -57,9 +57,3 @@ def test_sigterm_during_a_wait_for_an_operator_exits_0_at_once_and_a_restart_fin
         kube.make_available(module.namespace, module.operator)
         daemon.start()
         until(lambda: daemon.step("Record_Status") is StepState.DONE, "the operation finished", 120)
-    except BaseException:
-        print(daemon.log.read_text(errors="replace")[-3000:])
-        raise
-    finally:
-        daemon.kill()
-        server.stop()

@@ -16,7 +16,7 @@ from reconciler.operations.model import StepState
 from tests.support.e2e_harness import until
 from tests.support.e2e_world import World, world_of
 from tests.support.kube_control_plane import ControlPlane
-from tests.support.kube_daemons import KubeDaemon, served_repo
+from tests.support.kube_daemons import KubeDaemon, served_repo, shown_and_stopped
 from tests.support.kube_jobs import JobStandIn, jobs_finished
 from tests.support.repos import API, dump, write_files
 
@@ -75,7 +75,7 @@ def test_a_daemon_killed_during_a_hook_resumes_it_once(world: World, tmp_path: P
     stand_in = JobStandIn(world.control_plane.kubeconfig, (namespace, f"{name}-operator"))
     stand_in.held = {f"{name}-pre"}
     try:
-        with jobs_finished(stand_in):
+        with shown_and_stopped(daemon, server), jobs_finished(stand_in):
             daemon.start()
             until(
                 lambda: (
@@ -105,10 +105,5 @@ def test_a_daemon_killed_during_a_hook_resumes_it_once(world: World, tmp_path: P
         assert again["metadata"]["uid"] == uid  # never created twice
         assert stand_in.names() == [f"{name}-pre", f"{name}-post"]  # each hook ran once
         assert (f"{name}-post", True) in stand_in.runs  # after the release's objects
-    except BaseException:
-        print(daemon.log.read_text(errors="replace")[-3000:])
-        raise
     finally:
-        daemon.kill()
-        server.stop()
         kube.delete_namespace(namespace)

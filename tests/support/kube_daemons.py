@@ -6,9 +6,11 @@ tests/processes/test_hook_sigkill.py."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from reconciler.operations.model import StepState
@@ -79,3 +81,17 @@ class KubeDaemon:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+@contextlib.contextmanager
+def shown_and_stopped(daemon: KubeDaemon, server: GitServer) -> Iterator[KubeDaemon]:
+    """While inside: ``daemon``; its log's end printed when the test fails; then it is killed
+    and ``server`` stopped."""
+    try:
+        yield daemon
+    except BaseException:
+        print(daemon.log.read_text(errors="replace")[-3000:])
+        raise
+    finally:
+        daemon.kill()
+        server.stop()
