@@ -311,7 +311,8 @@ def test_status_json_is_one_value_for_the_cli_and_the_daemon(tmp_path: Path) -> 
 
     assert printed.exit_code == 0, printed.output
     # what only a daemon knows: it never beat here, and no watch of its saw drift
-    daemon_only = {"error": "", "owner": "", "drift": []}
+    unwatched: dict[str, list[object]] = {"narrowed": [], "refused": []}
+    daemon_only = {"error": "", "owner": "", "drift": [], "watches": unwatched}
     assert [r | daemon_only for r in json.loads(printed.output)["items"]] == served
     assert served[0] | {"updated": "-"} == {
         "runtime": "rt",
@@ -337,4 +338,5 @@ def test_status_json_is_one_value_for_the_cli_and_the_daemon(tmp_path: Path) -> 
         "error": "",
         "owner": "",
         "drift": [],
+        "watches": {"narrowed": [], "refused": []},
     }

@@ -111,7 +111,7 @@ def test_the_last_blocking_resource_deleted_lets_a_removal_finish(watching: Watc
     waiting = watching.daemon.store.unfinished(runtime)
     assert waiting is not None, watching.daemon.store.operations(runtime=runtime, limit=3)
     assert "users" in waiting.message  # the removal is blocked by the user's resource
-    assert (module.crd.kind, "every") in {k[2:] for k in watching.daemon.watches.open}
+    assert (module.crd.kind, "every") in {k[2:4] for k in watching.daemon.watches.open}
 
     kube.delete_resource(module.crd, module.namespace, "users")
 
