@@ -10,7 +10,7 @@ cluster as a sync recorded it, else the engine's defaults,
 checked against a recorded cluster's version as ``helm install`` checks it (not against the
 engine's default: nothing is known of a cluster no sync recorded, and its first sync must be
 able to read the repo). The chart's ``crds/`` files come
-first, as Helm installs them; hooks are kept apart, test hooks dropped (docs/charts.md).
+first, as Helm installs them; hooks are kept apart (docs/charts.md), from the same render.
 
 The engine runs in a worker of the renderer sandbox (:mod:`reconciler.render.sandbox`, the job
 ``chart`` of :mod:`reconciler.render.worker`), never in the caller's process: a template that
@@ -36,9 +36,6 @@ from reconciler.render.worker import chart_archive as chart_archive  # the calle
 
 if TYPE_CHECKING:
     import tarfile
-
-#: Hook kinds that are never run: ``helm test`` is not part of a sync.
-TEST_HOOKS = frozenset({"test", "test-success", "test-failure"})
 
 
 @dataclass(slots=True)
@@ -66,19 +63,12 @@ class HelmChartRenderer:
         )
         crds = [f for f in request.template.files if f.startswith("crds/")]
         crd_text = {f: request.template.files[f].decode() for f in crds}
-        objects, hooks = [], []
+        objects: list[Mapping[str, Any]] = []
+        hooks: list[Mapping[str, Any]] = []
         for body in (*objects_of(crd_text, shown), *objects_of(rendered, shown)):
-            if not is_hook(body):
-                objects.append(body)
-            elif not _hook_kinds(body) <= TEST_HOOKS:
-                hooks.append(body)
+            (hooks if is_hook(body) else objects).append(body)
         notes = "".join(text for path, text in sorted(rendered.items()) if is_notes(path))
         return RenderedTemplate(tuple(objects), request.key, tuple(hooks), notes)
-
-
-def _hook_kinds(body: Mapping[str, Any]) -> set[str]:
-    annotations = body["metadata"]["annotations"]
-    return {h.strip() for h in str(annotations["helm.sh/hook"]).split(",")}
 
 
 def packed_schemas(files: Mapping[str, bytes]) -> dict[str, bytes]:

@@ -1,7 +1,7 @@
 """The corpus charts as modules on a real API server (the ``kube_control_plane`` fixture):
 cert-manager (CRDs enabled, its post-install hook stated skipped: ``hooks: Skip``) and
-ingress-nginx (its admission hooks switched off by values; the reconciler refuses hooks at validate
-otherwise: tests/render/test_corpus_charts.py), install with ``sync``, upgrade to changed runtime
+ingress-nginx (its admission webhook and hooks switched off by values; with them on:
+tests/e2e/test_chart_hooks.py), install with ``sync``, upgrade to changed runtime
 values, and are removed by the CreateAndDelete rules (L8), the CRDs cert-manager marks
 ``helm.sh/resource-policy: keep`` released, not deleted, as Helm leaves them. A small chart's
 release namespace is created by the sync and left by the module's removal; its Secret written with
