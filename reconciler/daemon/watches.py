@@ -7,19 +7,28 @@ runtime needs it and closed when the last one no longer does (:meth:`Watches.rel
 runtime left this replica or git). An event that matters wakes the runtime
 (:func:`reason_to_wake`): an operator became (un)available, a CRD Established, an object of
 ours deleted, or a field we manage taken by another field manager (its ``managedFields``:
-:mod:`reconciler.core.ownership`). That change, and the deletion of an object git wants by
-anyone but us (our prunes, removals and replacements are noted as they are sent:
-:mod:`reconciler.daemon.own_deletes`), is drift, reported: a log line naming the object, the
-fields and the manager, ``reconciler_drift_total`` by kind, a Warning ``Drift`` Event and
-``/status``. Wakes are debounced: the runtime runs once, one
-debounce interval after its first wake (many events, one reconcile), and a wake during a run
-runs it once more after. Timers (retries, resync) stay as the fallback. A snapshot file's
-cluster (``--snapshot``: a private copy of a file only our own writes change) is never watched:
-nothing there can change but by our runs (a rehearsal costs what ``--no-watch`` costs). A run's
-bookkeeping reads only its own runtime's watches (what it no longer needs, what it needs new),
-whatever the fleet's size. ``spec.watch: false``
-(or ``--no-watch``) turns it all off (pure polling); ``spec.intervals.debounce`` (or
-``--debounce``) is the interval. Caller: :class:`reconciler.daemon.service.Daemon`.
+:mod:`reconciler.core.ownership`), or an object's health changed (kstatus's word for it: a Job
+completed or failed, a custom resource Ready or Stalled; what ``healthChecks`` name). A field
+taken, and the deletion of an object git wants by anyone but us (our prunes, removals and
+replacements are noted as they are sent: :mod:`reconciler.daemon.own_deletes`), is drift,
+reported: a log line naming the object, the fields and the manager, ``reconciler_drift_total``
+by kind, a Warning ``Drift`` Event and ``/status``. Wakes are debounced: the runtime runs once,
+one debounce interval after its first wake (many events, one reconcile), and a wake during a
+run runs it once more after. Timers (retries, resync) stay as the fallback. ``spec.watch:
+false`` (or ``--no-watch``) turns it all off (pure polling); ``spec.intervals.debounce`` (or
+``--debounce``) is the interval. A snapshot file's cluster (``--snapshot``: a private copy of
+a file only our own writes change) is never watched: nothing there changes but by our runs (a
+rehearsal costs what ``--no-watch`` costs). A run's bookkeeping reads only its own runtime's
+watches (what it no longer needs, what it needs new), whatever the fleet's size.
+
+A watch the identity may not open (SelfSubjectAccessReview of ``list`` and ``watch`` before it
+is opened, or a 403 of the server) is narrowed: a namespaced kind whose objects the runtime
+keeps in some namespaces is watched in each of them instead (:data:`ALL` no longer tried for
+it), each one reviewed alike. What still cannot be watched (a cluster-scoped kind, a namespace
+refused too) is refused: logged once (and once again when it works), reported per runtime in
+``/status`` (:meth:`Watches.problems`: the kind, why, the grant that fixes it), never retried
+in a loop; the runtime's next run tries it again once, and the resync covers it meanwhile.
+Caller: :class:`reconciler.daemon.service.Daemon`.
 """
 
 from __future__ import annotations
@@ -27,15 +36,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from reconciler.cluster.api import (
     Cluster,
     EventSink,
     ObjectEvent,
+    Permission,
+    Reviewer,
     Watchable,
     WatchEvent,
     WatchEventType,
@@ -43,6 +53,7 @@ from reconciler.cluster.api import (
 from reconciler.cluster.snapshot import SnapshotFileCluster
 from reconciler.cluster.watch import KindWatch
 from reconciler.core.enforce import CONFIG_FIELD_MANAGER
+from reconciler.core.health import health_of
 from reconciler.core.inventory import LABEL_INVENTORY, inventory_from_configmap
 from reconciler.core.model import (
     FIELD_MANAGER,
@@ -64,8 +75,12 @@ log = logging.getLogger("reconciler.daemon")
 OURS = {LABEL_MANAGED_BY: MANAGED_BY_VALUE}
 #: A watch of our objects only, or of every instance (the kinds that block a removal).
 OWN, EVERY = "ours", "every"
-#: (cluster, apiVersion, kind, OWN or EVERY): what one watch watches.
-Key = tuple[str, str, str, str]
+#: The namespace of a watch of all namespaces.
+ALL = ""
+#: (cluster, apiVersion, kind, OWN or EVERY, namespace or ALL): what one watch watches.
+Key = tuple[str, str, str, str, str]
+#: What a watch needs of the identity.
+WATCH_VERBS = ("list", "watch")
 CRD = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
 #: Our field managers: what they write is never drift.
 OUR_MANAGERS = frozenset({FIELD_MANAGER, CONFIG_FIELD_MANAGER})
@@ -119,6 +134,8 @@ def reason_to_wake(event: WatchEvent, before: Body | None) -> tuple[str, Drift |
         return "availability changed", None
     if _established(before) != _established(body):
         return "CRD established", None
+    if health_of(before) != health_of(body):  # a Job completed, a custom resource Ready ...
+        return "health changed", None
     return None
 
 
@@ -130,6 +147,65 @@ def _identity(ref: ObjectRef) -> tuple[str, str, str, str]:
 def _ours(body: Body) -> bool:
     labels = (body.get("metadata") or {}).get("labels") or {}
     return all(labels.get(k) == v for k, v in OURS.items())
+
+
+@dataclass(frozen=True, slots=True)
+class _Review:
+    """What a review found of one watch: why the identity may not open it (empty: it may,
+    or the cluster cannot tell: its list does), and the resource RBAC names."""
+
+    refused: str = ""
+    resource: str = ""
+
+
+def review_watch(cluster: object, key: Key) -> _Review:
+    """Whether the identity may list and watch the kind of ``key`` where it is watched (one
+    SelfSubjectAccessReview a verb); nothing refused when the cluster cannot review, the kind
+    is not served (yet) or the review fails: the watch's own list tells then."""
+    _, api_version, kind, _, namespace = key
+    if not isinstance(cluster, Reviewer):
+        return _Review()
+    try:
+        info = cast("Cluster", cluster).kind_info(api_version, kind)
+        if info is None:
+            return _Review()
+        asked = [Permission(verb, info.group, info.plural, namespace) for verb in WATCH_VERBS]
+        missing = [p.verb for p in asked if not cluster.can_i(p)]
+    except ReconcilerError:
+        return _Review()
+    resource = f"{info.plural}.{info.group}" if info.group else info.plural
+    if not missing:
+        return _Review(resource=resource)
+    where = f"in namespace {namespace}" if namespace else "in all namespaces"
+    return _Review(f"may not {' or '.join(missing)} {resource} {where}", resource)
+
+
+def grant_fix(resource: str, namespace: str) -> str:
+    """The grant that lets a watch of ``resource`` (in ``namespace``, or all) be opened."""
+    if namespace:
+        return (
+            f"grant list and watch on {resource} in namespace {namespace} (a Role and a "
+            "RoleBinding there) or in all namespaces"
+        )
+    return (
+        f"grant list and watch on {resource} in all namespaces (a ClusterRole and a "
+        "ClusterRoleBinding: `reconciler rbac REPO` prints the role)"
+    )
+
+
+def _what(key: Key) -> str:
+    """``Deployment (apps/v1)``, ``... in NAMESPACE``."""
+    return f"{key[2]} ({key[1]})" + (f" in {key[4]}" if key[4] else "")
+
+
+def _spread(desired: Iterable[ObjectRef]) -> dict[tuple[str, str], set[str]]:
+    """The namespaces the objects of each (apiVersion, kind) of ``desired`` are kept in
+    (none for a cluster-scoped kind)."""
+    spread: dict[tuple[str, str], set[str]] = {}
+    for ref in desired:
+        if ref.namespace:
+            spread.setdefault((ref.api_version, ref.kind), set()).add(ref.namespace)
+    return spread
 
 
 def fetch_blocking_kinds(
@@ -177,6 +253,13 @@ class _Open:
     watch: KindWatch
     thread: threading.Thread | None = None
     needers: set[str] = field(default_factory=set)
+    #: The resource RBAC names (``deployments.apps``; the kind when not known).
+    resource: str = ""
+
+    @property
+    def working(self) -> bool:
+        """Not refused by the identity's permissions."""
+        return not self.watch.refused
 
 
 class Watches:
@@ -194,6 +277,10 @@ class Watches:
         self.open: dict[Key, _Open] = {}
         #: How many watches the last log line counted.
         self._counted = 0
+        #: (cluster, apiVersion, kind, scope) the identity may not watch in all namespaces.
+        self._narrowed: set[tuple[str, str, str, str]] = set()
+        #: The refusal last logged of each watch (logged again only when it changes).
+        self._said: dict[Key, str] = {}
         self._needs: dict[str, set[Key]] = {}
         self._desired: dict[str, set[tuple[str, str, str, str]]] = {}
         self._due: dict[str, float] = {}
@@ -203,8 +290,6 @@ class Watches:
         self._clusters: dict[str, Cluster] = {}
         #: Clusters nothing but our own runs change (snapshot files): never watched.
         self._still: set[str] = set()
-        #: How many open watches each cluster has (the count logged, kept as they open and close).
-        self._per_cluster: Counter[str] = Counter()
         self.wakes = 0
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -240,9 +325,12 @@ class Watches:
             if where not in self._clusters:
                 try:
                     cluster = connect()
-                except ReconcilerError as error:
-                    log.info("no watches on %s: %s", where, error)
+                except ReconcilerError as error:  # logged once while it fails alike
+                    subject, failure = f"watches on {where}", str(error)
+                    level = self.daemon.repeats.level(subject, failure, logging.INFO)
+                    log.log(level, "no watches on %s: %s", where, error)
                     return None
+                self.daemon.repeats.recovered(f"watches on {where}")
                 if isinstance(cluster, SnapshotFileCluster):  # only our writes change it
                     self._still.add(where)
                     return None
@@ -263,22 +351,132 @@ class Watches:
         to one of ``desired`` (the objects git wants there now) by someone else is drift."""
         if not self.enabled or not isinstance(cluster, Watchable):
             return
-        wanted = {(where, api_version, kind, OWN) for api_version, kind in {*kinds, CRD}}
-        wanted |= {(where, api_version, kind, EVERY) for api_version, kind in blocking}
+        desired = list(desired)
+        spread = _spread(desired)
+        bases = {(where, api_version, kind, OWN, ALL) for api_version, kind in {*kinds, CRD}}
+        bases |= {(where, api_version, kind, EVERY, ALL) for api_version, kind in blocking}
+        reviews = self._reviewed(cluster, bases, spread)
         with self._lock:
+            wanted = self._narrow(bases, spread)
             before = self._needs.get(runtime, set())
-            new = [k for k in wanted - before if k not in self.open]
+            retried: dict[Key, set[str]] = {}
+            for key in reviews:  # refused before: tried again, once a run
+                if key in self.open and not self.open[key].working:
+                    closed = self.open.pop(key)
+                    self._end(closed)
+                    retried[key] = closed.needers
+            new = [k for k in wanted if k not in self.open]
+            for key in new:
+                reopened = self._open(key, cluster, reviews.get(key, _Review()))
+                reopened.needers |= retried.get(key, set())
             for key in wanted - before:
-                self._open(key, cluster).needers.add(runtime)
-            opened = [self.open[k] for k in new]
+                self.open[key].needers.add(runtime)
+            opened = [(k, self.open[k]) for k in new]
             self._needs[runtime] = wanted
             self._desired[runtime] = {_identity(ref) for ref in desired}
-            self._close_unneeded(runtime, before - wanted)
-        for one in opened:  # listed before the run's caller goes on: the gap stays small
-            one.watch.prime()
+            self._close_unneeded(runtime, before - wanted, changed=bool(new or retried))
+        for key, one in opened:  # listed before the run's caller goes on: the gap stays small
+            if one.working:
+                one.watch.prime()
+            self._say(key, one)
             with self._lock:
-                if self._running and not one.watch.stop.hung_up():
+                if self._running and one.working and not one.watch.stop.hung_up():
                     self._start_thread(one)
+
+    def _reviewed(
+        self, cluster: Watchable, bases: set[Key], spread: Mapping[tuple[str, str], set[str]]
+    ) -> dict[Key, _Review]:
+        """The review of each watch wanted (:meth:`_narrow`) that is not open and working;
+        a base refused in all namespaces whose kind the runtime keeps in some is narrowed on
+        the way (its watches in those namespaces reviewed too)."""
+        with self._lock:
+            trying = [k for k in self._narrow(bases, spread) if not self._works(k)]
+        reviews = {key: review_watch(cluster, key) for key in trying}
+        narrowing = {
+            key: spread[key[1:3]]
+            for key, review in reviews.items()
+            if review.refused and key[4] == ALL and spread.get(key[1:3])
+        }
+        if not narrowing:
+            return reviews
+        with self._lock:
+            self._narrowed |= {key[:4] for key in narrowing}
+            trying = [k for k in self._narrow(bases, spread) if not self._works(k)]
+        for key, namespaces in sorted(narrowing.items()):
+            log.info(
+                "watch %s on %s: %s; watched in %s instead",
+                _what(key),
+                key[0],
+                reviews[key].refused,
+                ", ".join(sorted(namespaces)),
+            )
+        return reviews | {k: review_watch(cluster, k) for k in trying if k not in reviews}
+
+    def _narrow(self, bases: set[Key], spread: Mapping[tuple[str, str], set[str]]) -> set[Key]:
+        """``bases``, each one the identity may not watch in all namespaces as a watch per
+        namespace where the runtime keeps objects of its kind (when it keeps some)."""
+        keys: set[Key] = set()
+        for base in bases:
+            where, api_version, kind, scope, _ = base
+            namespaces = spread.get((api_version, kind), set())
+            if (where, api_version, kind, scope) in self._narrowed and namespaces:
+                keys |= {(where, api_version, kind, scope, ns) for ns in namespaces}
+            else:
+                keys.add(base)
+        return keys
+
+    def _works(self, key: Key) -> bool:
+        opened = self.open.get(key)
+        return opened is not None and opened.working
+
+    def _say(self, key: Key, opened: _Open) -> None:
+        """Log a watch refused, once per refusal (and once when it works again)."""
+        refused = opened.watch.refused
+        with self._lock:
+            said = self._said.get(key, "")
+            if refused:
+                self._said[key] = refused
+            else:
+                self._said.pop(key, None)
+        if refused and refused != said:
+            fix = grant_fix(opened.resource, key[4])
+            log.warning(
+                "watch %s on %s: not watched: %s; %s (the resync covers it meanwhile)",
+                _what(key),
+                key[0],
+                refused,
+                fix,
+            )
+        elif said and not refused:
+            log.info("watch %s on %s: works again", _what(key), key[0])
+
+    def problems(self, runtime: str) -> dict[str, list[dict[str, Any]]]:
+        """For ``/status``: the kinds ``runtime`` needs watched only in some namespaces
+        (``narrowed``), and those not watched at all (``refused``: why, and the grant that
+        fixes it)."""
+        narrowed: dict[tuple[str, str], set[str]] = {}
+        refused: dict[tuple[str, str, str], dict[str, Any]] = {}
+        with self._lock:
+            for key in sorted(self._needs.get(runtime, ())):
+                _, api_version, kind, _, namespace = key
+                if namespace != ALL:
+                    narrowed.setdefault((api_version, kind), set()).add(namespace)
+                opened = self.open.get(key)
+                if opened is not None and not opened.working:
+                    refused[api_version, kind, namespace] = {
+                        "kind": kind,
+                        "apiVersion": api_version,
+                        "namespace": namespace,
+                        "reason": opened.watch.refused,
+                        "fix": grant_fix(opened.resource, namespace),
+                    }
+        return {
+            "narrowed": [
+                {"kind": kind, "apiVersion": api_version, "namespaces": sorted(namespaces)}
+                for (api_version, kind), namespaces in sorted(narrowed.items())
+            ],
+            "refused": [refused[k] for k in sorted(refused)],
+        }
 
     def release(self, runtime: str) -> None:
         """``runtime`` needs no watch any more (it left this replica, or git)."""
@@ -288,27 +486,29 @@ class Watches:
             self._due.pop(runtime, None)
             self._close_unneeded(runtime, before)
 
-    def _open(self, key: Key, cluster: Watchable) -> _Open:
-        found = self.open.get(key)
-        if found is not None:
-            return found
-        where, api_version, kind, scope = key
+    def _open(self, key: Key, cluster: Watchable, review: _Review) -> _Open:
+        """The watch of ``key`` (refused, not started, when ``review`` says so)."""
+        where, api_version, kind, scope, namespace = key
         watch = KindWatch(
             cluster,
             api_version,
             kind,
             lambda event, before: self._on_event(key, cluster, event, before),
             labels=OURS if scope == OWN else {},
+            namespace=namespace,
+            refused=review.refused,
         )
-        opened = self.open[key] = _Open(watch)
-        self._per_cluster[where] += 1
+        opened = self.open[key] = _Open(watch, resource=review.resource or kind)
         log.debug("watching %s on %s", watch.what, where)
         return opened
 
-    def _close_unneeded(self, runtime: str, dropped: Iterable[Key]) -> None:
+    def _close_unneeded(
+        self, runtime: str, dropped: Iterable[Key], *, changed: bool = False
+    ) -> None:
         """``runtime`` no longer needs the watches ``dropped``: close those no other runtime
-        needs (their streams hung up: their threads end now, joined at :meth:`close`), and
-        count those left open. Only ``runtime``'s own watches are read."""
+        needs (their streams hung up: their threads end now, joined at :meth:`close`), and,
+        when any opened (``changed``) or closed, count those left open. Only ``runtime``'s own
+        watches are read otherwise (a run's bookkeeping does not grow with the fleet)."""
         for key in dropped:
             opened = self.open.get(key)
             if opened is None:
@@ -316,16 +516,21 @@ class Watches:
             opened.needers.discard(runtime)
             if not opened.needers:
                 del self.open[key]
-                self._per_cluster[key[0]] -= 1
-                if not self._per_cluster[key[0]]:
-                    del self._per_cluster[key[0]]
+                self._said.pop(key, None)
                 self._end(opened)
+                changed = True
                 log.debug("no longer watching %s on %s", opened.watch.what, key[0])
-        if len(self.open) != self._counted:  # one line when the count moves, not one a kind
-            clusters = len(self._per_cluster)
-            log.info("watching %d kinds on %d clusters", len(self.open), clusters)
-            self._counted = len(self.open)
-        self.daemon.metrics.watches(len(self.open))
+        if changed:
+            self._count()
+
+    def _count(self) -> None:
+        """Log (when it moved) and show the count of the watches open and working."""
+        working = [key for key, opened in self.open.items() if opened.working]
+        if len(working) != self._counted:  # one line when the count moves, not one a kind
+            clusters = len({key[0] for key in working})
+            log.info("watching %d kinds on %d clusters", len(working), clusters)
+            self._counted = len(working)
+        self.daemon.metrics.watches(len(working))
 
     # -- threads -------------------------------------------------------------------------------
 
@@ -334,7 +539,8 @@ class Watches:
         with self._lock:
             self._running = True
             for opened in self.open.values():
-                self._start_thread(opened)
+                if opened.working:
+                    self._start_thread(opened)
             self._wakes = threading.Thread(target=self._fire_loop, name="wakes", daemon=True)
             self._wakes.start()  # it waits for the lock
 
@@ -357,7 +563,6 @@ class Watches:
             for opened in self.open.values():
                 self._end(opened)
             self.open.clear()
-            self._per_cluster.clear()
             self._needs.clear()
             self._changed.notify_all()
             ending, self._ending = self._ending, []
@@ -371,7 +576,7 @@ class Watches:
         """One step of every watch, its stream ending at once when it has nothing more to
         tell (tests and benches without threads)."""
         with self._lock:
-            watches = [o.watch for o in self.open.values()]
+            watches = [o.watch for o in self.open.values() if o.working]
         for watch in watches:
             watch.stream_seconds = 0
             watch.step()

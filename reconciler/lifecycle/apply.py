@@ -32,6 +32,8 @@ from typing import Any
 
 from reconciler.cluster.api import Cluster, Settling
 from reconciler.core.enforce import Enforcement
+from reconciler.core.health import Health, Judgement
+from reconciler.core.hooks import run_kind
 from reconciler.core.intent import final_inventory, inventory_intent
 from reconciler.core.inventory import Inventory
 from reconciler.core.objects import ObjectRef
@@ -47,6 +49,7 @@ from reconciler.core.plan_values import (
 from reconciler.core.status import ChangeAction, ModuleError, ModuleState, ModuleStatus, Reason
 from reconciler.errors import ConflictError, PermanentError, ReconcilerError
 from reconciler.lifecycle.enforce import Enforcer
+from reconciler.lifecycle.hooks import HookLedger, HookRunner
 from reconciler.lifecycle.observe import Observer
 from reconciler.lifecycle.outcome import ChangeSet, failed_status, planned_status
 from reconciler.lifecycle.preflight import Preflight
@@ -66,6 +69,8 @@ CRD_WAIT_SECONDS = 30.0
 READY_WAIT_SECONDS = 10.0
 #: How long a replace waits for the old object to be gone before it creates the new one.
 REPLACE_WAIT_SECONDS = 30.0
+#: The reasons of a module whose named objects (``healthChecks``) are not all healthy.
+UNHEALTHY = (Reason.WAITING_FOR_HEALTH_CHECKS, Reason.HEALTH_CHECK_FAILED)
 SETTLE_FIRST = 0.05
 SETTLE_MAX = 1.0
 
@@ -102,6 +107,7 @@ class Installer:
         enforcer: Enforcer | None = None,
         preflight: Preflight | None = None,
         modules: Mapping[str, DesiredModule] | None = None,
+        ledger: HookLedger | None = None,
     ) -> None:
         self.observer = observer
         self.writer = writer
@@ -121,6 +127,13 @@ class Installer:
         self._finals: dict[str, Inventory] = {}
         #: Modules whose readiness was last seen Ready in this pass (L2).
         self._ready: set[str] = set()
+        #: Runs the modules' Helm hooks in their phases (lifecycle.hooks).
+        self.hooks = HookRunner(
+            observer,
+            writer,
+            ledger if ledger is not None else HookLedger(commit or "sync"),
+            lambda pending, seconds: settle(observer.cluster, pending, seconds),
+        )
 
     def start_all(
         self,
@@ -137,6 +150,8 @@ class Installer:
             module = by_name.get(entry.module)
             if module is None or module.module.depends_on or entry.action in HELD:
                 continue
+            if module.hooks and (run_kind(entry) or self.hooks.ledger.kind(entry.module)):
+                continue  # its pre- hooks first (install)
             try:
                 begun = self.start(runtime, entry, module, live.get(entry.module, LiveModule()))
             except ReconcilerError as error:
@@ -184,6 +199,9 @@ class Installer:
         """The stages of one module's install, from where :meth:`start_all` left it."""
         started = self._started.pop(entry.module, None)
         if started is None:
+            before = self.hooks.phase(entry, module.hooks, 0, run_kind(entry))
+            if before is not None:
+                return before  # nothing of the version written past a pre- hook not done
             started = self.start(runtime, entry, module, live)
             self.wait_established([module])
         pending = self.observer.unestablished(module)
@@ -205,7 +223,8 @@ class Installer:
         final = self.prune(entry, module, started)
         done = self.enforce(module, final)
         self._note_unchanged(entry, started, live, done)
-        return self.readiness(entry, module)
+        after = self.hooks.phase(entry, module.hooks, 1, run_kind(entry))
+        return after if after is not None else self.readiness(entry, module)
 
     # -- the stages ----------------------------------------------------------------------------
 
@@ -295,7 +314,7 @@ class Installer:
         """Stage 6, L2: every CRD Established and the operator workload available; the
         message also says what enforcement did to the configuration in this pass."""
         status = self._readiness(entry, module)
-        if status.reason in (Reason.WAITING_FOR_OPERATOR, Reason.STALLED):
+        if status.reason in (Reason.WAITING_FOR_OPERATOR, Reason.STALLED, *UNHEALTHY):
             self._ready.discard(entry.module)
         else:
             self._ready.add(entry.module)
@@ -306,6 +325,9 @@ class Installer:
 
     def _readiness(self, entry: ModulePlan, module: DesiredModule) -> ModuleStatus:
         spec = module.module
+        health = self.observer.health(module)
+        if health.health is Health.FAILED:
+            return _health_status(entry, health)
         if not self.observer.operator_available(module):
             stalled = self._stalled(entry, module)
             if stalled is not None:
@@ -319,11 +341,13 @@ class Installer:
                 message,
                 entry.to_version,
             )
+        if health.health is Health.IN_PROGRESS:
+            return _health_status(entry, health)
         reason = Reason.READY if _carried_on(entry) else entry.reason
         message = "; ".join((f"{entry.module} {entry.to_version} is Ready", *entry.notes))
         if entry.kept:
             return ModuleStatus(
-                entry.module, ModuleState.WARNING, "CRDInUse", message, entry.to_version
+                entry.module, ModuleState.WARNING, Reason.CRD_IN_USE, message, entry.to_version
             )
         return ModuleStatus(entry.module, ModuleState.READY, reason, message, entry.to_version)
 
@@ -359,12 +383,20 @@ class Installer:
         )
 
     def wait_available(self, modules: Sequence[DesiredModule]) -> None:
-        """Wait (:data:`READY_WAIT_SECONDS` at most) for the operators of ``modules``."""
+        """Wait (:data:`READY_WAIT_SECONDS` at most) for the operators of ``modules`` and the
+        objects they name in ``healthChecks``."""
         settle(
             self.observer.cluster,
-            lambda: any(not self.observer.operator_available(m) for m in modules),
+            lambda: any(self._unsettled(m) for m in modules),
             READY_WAIT_SECONDS,
         )
+
+    def _unsettled(self, module: DesiredModule) -> bool:
+        """Whether the module's operator, or an object it names in ``healthChecks``, is still
+        on its way."""
+        if not self.observer.operator_available(module):
+            return True
+        return self.observer.health(module).health is Health.IN_PROGRESS
 
     def _apply(
         self,
@@ -403,6 +435,20 @@ class Installer:
         for ref in started.bodies:
             if ref not in changed and ref in live.objects:
                 self.changes.note(entry.module, ref, ChangeAction.UNCHANGED)
+
+
+def _health_status(entry: ModulePlan, health: Judgement) -> ModuleStatus:
+    """The status of a module whose named objects (``healthChecks``) are not all healthy:
+    Error, naming the failed ones (kstatus Failed), else Processing, naming those on their
+    way."""
+    if health.health is Health.FAILED:
+        message = f"{entry.module} {entry.to_version}: health check failed: {health.message}"
+        error = ModuleError(PermanentError, message)
+        state, reason = ModuleState.ERROR, Reason.HEALTH_CHECK_FAILED
+        return ModuleStatus(entry.module, state, reason, message, entry.to_version, error)
+    message = "; ".join((f"waiting for {health.message}", *entry.notes))
+    reason = Reason.WAITING_FOR_HEALTH_CHECKS
+    return ModuleStatus(entry.module, ModuleState.PROCESSING, reason, message, entry.to_version)
 
 
 def _carried_on(entry: ModulePlan) -> bool:

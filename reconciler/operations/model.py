@@ -28,6 +28,7 @@ from reconciler.core.status import (
     PassResult,
     Reason,
     StepFailure,
+    reason_of_state,
     worst_state,
 )
 from reconciler.errors import PermanentError, ReconcilerError
@@ -298,7 +299,7 @@ class RuntimeRecord:
 
     runtime: str
     state: ModuleState
-    reason: str
+    reason: Reason
     message: str
     commit: Head | None
     updated: datetime
@@ -414,9 +415,9 @@ class RuntimeStatus:
         return str(Reason.SUSPENDED) if self.suspended else str(self.current.state)
 
     @property
-    def reason(self) -> str:
+    def reason(self) -> Reason:
         """The reason code shown with :attr:`state`."""
-        return str(Reason.SUSPENDED) if self.suspended else str(self.current.reason)
+        return Reason.SUSPENDED if self.suspended else self.current.reason
 
     @property
     def message(self) -> str:
@@ -495,7 +496,7 @@ def _under_way(record: RuntimeRecord, operation: Operation) -> RuntimeRecord:
             record.access,
         )
     state = worst_state(m.state for m in modules)
-    reason = next((m.reason for m in modules if m.state is state), str(state))
+    reason = next((m.reason for m in modules if m.state is state), reason_of_state(state))
     return RuntimeRecord(
         record.runtime, state, reason, message, operation.commit, updated, modules, record.access
     )

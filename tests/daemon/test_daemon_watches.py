@@ -6,6 +6,7 @@ debounced wakes fired by the tests (no threads)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from reconciler.cluster.api import Permission
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.cluster.snapshot import SnapshotFileCluster, load_snapshot
 from reconciler.core.model import ClusterAccess
@@ -20,6 +22,7 @@ from reconciler.core.objects import ObjectRef
 from reconciler.core.status import ModuleState
 from reconciler.daemon.membership import fenced
 from reconciler.daemon.service import Daemon, DaemonOptions
+from reconciler.daemon.watches import ALL
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
 from tests.support.daemons import WIDGET, Fleet, GitServer, poll_and_reconcile
@@ -186,7 +189,7 @@ def test_the_last_blocking_object_gone_lets_a_removal_finish(watching: Any) -> N
     assert waiting is not None
     assert "Gadget/gadget-system/users" in waiting.message  # the removal is blocked
     daemon.watches.step_all()
-    assert ("example.io/v1", "Gadget", "every") in {k[1:] for k in daemon.watches.open}
+    assert ("example.io/v1", "Gadget", "every") in {k[1:4] for k in daemon.watches.open}
 
     cluster.delete(ObjectRef.of(users))
 
@@ -194,7 +197,7 @@ def test_the_last_blocking_object_gone_lets_a_removal_finish(watching: Any) -> N
     assert daemon.store.unfinished("a") is None
     assert cluster.get(GADGET) is None
     assert daemon.watches.status("a") == []  # the removal's own deletions are no drift
-    assert ("example.io/v1", "Gadget", "every") not in {k[1:] for k in daemon.watches.open}
+    assert ("example.io/v1", "Gadget", "every") not in {k[1:4] for k in daemon.watches.open}
 
 
 def test_a_change_by_another_manager_is_drift_named_by_field(watching: Any) -> None:
@@ -363,11 +366,69 @@ def test_a_run_reads_only_its_own_runtimes_watches(watching: Any) -> None:
     watches.need("y", "shared", cluster, [deployment])
 
     watches.need("x", "shared", cluster, [deployment])  # x no longer needs ConfigMaps
-    assert ("shared", *config, "ours") not in watches.open
+    assert ("shared", *config, "ours", ALL) not in watches.open
     watches.release("y")
-    assert watches.open[("shared", *deployment, "ours")].needers == {"x"}
+    assert watches.open[("shared", *deployment, "ours", ALL)].needers == {"x"}
     watches.release("x")
     assert not any(key[0] == "shared" for key in watches.open)
 
     assert _CountedNeeds.wholes == 0
     assert len(watches.open) == 50 * 2  # each r's Deployments and CRDs
+
+
+def _lines(caplog: pytest.LogCaptureFixture, *words: str) -> list[str]:
+    """The daemon's log lines (INFO and up) that hold every one of ``words``."""
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.INFO and all(w in r.getMessage() for w in words)
+    ]
+
+
+def test_a_kind_the_identity_may_not_watch_everywhere_is_narrowed_or_refused_once(
+    watching: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    daemon, cluster, clock, _ = watching
+    caplog.set_level(logging.DEBUG)
+    # a Role in the widget's namespace only, and no watch of CRDs (a cluster-scoped kind)
+    cluster.only_in = {Permission("watch", "apps", "deployments"): {WIDGET.namespace}}
+    cluster.denied = {Permission("watch", "apiextensions.k8s.io", "customresourcedefinitions")}
+
+    poll_and_reconcile(daemon)
+    daemon.watches.step_all()
+    for _ in range(3):  # its next runs try the refused watches once each, quietly
+        daemon.reconcile_all(wait=True)
+        daemon.watches.step_all()
+
+    on_a = [k for k in daemon.watches.open if k[0] == "context a"]  # runtime a's cluster
+    deployments = {k[4] for k in on_a if k[1:3] == ("apps/v1", "Deployment")}
+    assert deployments == {WIDGET.namespace, GADGET.namespace}  # one watch each, not all
+    watches = next(r for r in daemon.status()["runtimes"] if r["runtime"] == "a")["watches"]
+    assert watches["narrowed"] == [
+        {"kind": "Deployment", "apiVersion": "apps/v1",
+         "namespaces": sorted({WIDGET.namespace, GADGET.namespace})}
+    ]  # fmt: skip
+    refused = {(r["kind"], r["namespace"]): r for r in watches["refused"]}
+    assert set(refused) == {("CustomResourceDefinition", ""), ("Deployment", GADGET.namespace)}
+    crds = refused["CustomResourceDefinition", ""]
+    assert crds["reason"] == (
+        "may not watch customresourcedefinitions.apiextensions.k8s.io in all namespaces"
+    )
+    assert (
+        "grant list and watch on customresourcedefinitions.apiextensions.k8s.io in all"
+        in (crds["fix"])
+    )
+    # one line per refusal and one for the narrowing, whatever the runs since
+    assert len(_lines(caplog, "CustomResourceDefinition", "not watched")) == 1
+    assert len(_lines(caplog, "Deployment", GADGET.namespace, "not watched")) == 1
+    assert len(_lines(caplog, "Deployment", "watched in", "instead")) == 1
+    assert not _lines(caplog, "tried again in")  # no watch failing in a loop
+
+    _available(cluster)  # the narrowed watch tells the widget's operator became available
+    assert _fire_after_debounce(daemon, clock) == ["a"]
+
+    cluster.denied = set()  # the grant made: the next run opens the watch of CRDs
+    daemon.reconcile_all(wait=True)
+    assert len(_lines(caplog, "CustomResourceDefinition", "works again")) == 1
+    watches = next(r for r in daemon.status()["runtimes"] if r["runtime"] == "a")["watches"]
+    assert [r["kind"] for r in watches["refused"]] == ["Deployment"]

@@ -22,7 +22,7 @@ import pytest
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.head import head_text
 from reconciler.core.model import ClusterAccess
-from reconciler.core.rollouts import Member, MemberState, Rollout, RolloutState, Wave
+from reconciler.core.rollouts import HaltReason, Member, MemberState, Rollout, RolloutState, Wave
 from reconciler.daemon.http import HttpServer, serve
 from reconciler.daemon.page import Pages, render_page
 from reconciler.daemon.page_model import FleetQuery, SourceView, fleet_view, refused_problem
@@ -299,7 +299,7 @@ def _put_rollouts(served: Served) -> tuple[Rollout, Rollout]:
             Member("b", 0, MemberState.ERROR, base), Member("a", 1, MemberState.PENDING, base),
             Member("c", 1, MemberState.SKIPPED, base, "suspended"),
         ),
-        healthy_for=timedelta(minutes=10), max_errors=1, reason="FailureThreshold",
+        healthy_for=timedelta(minutes=10), max_errors=1, reason=HaltReason.ERRORS,
         message="1 runtime(s) in Error (threshold 1): b; <b>push a fixing commit</b>",
         updated=now - timedelta(minutes=50),
     )  # fmt: skip
@@ -398,7 +398,7 @@ def test_a_cancel_reason_on_the_rollouts_page_has_its_secrets_masked() -> None:
     canceled = Rollout(
         id="3" * 12, commit="3" * 40, created=_now(), state=RolloutState.CANCELED,
         waves=(Wave("all", "the rest", ("a",)),), members=(Member("a", 0, MemberState.READY, ""),),
-        healthy_for=timedelta(minutes=1), max_errors=1, reason="Canceled",
+        healthy_for=timedelta(minutes=1), max_errors=1, reason=HaltReason.CANCELED,
         message=f"<i>leaked {token}</i>",
     )  # fmt: skip
     view = rollouts_view([canceled], SourceView(), _now())

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from reconciler.core.head import Head
-from reconciler.core.rollouts import Member, MemberState, Rollout, RolloutState, Wave
+from reconciler.core.rollouts import HaltReason, Member, MemberState, Rollout, RolloutState, Wave
 from reconciler.core.status import ModuleState, ModuleStatus, PassResult, Reason, worst_state
 from reconciler.core.unchanged import UnchangedSince
 from reconciler.daemon.page_model import (
@@ -41,14 +41,14 @@ COMMIT = Head("a" * 40)
 def _status(name: str, *modules: ModuleStatus, operation: Operation | None = None) -> RuntimeStatus:
     """``name`` whose last finished operation left ``modules``, seen through ``operation``."""
     state = worst_state(m.state for m in modules)
-    reason = next((m.reason for m in modules if m.state is state), "Ready")
+    reason = next((m.reason for m in modules if m.state is state), Reason.READY)
     updated = NOW - timedelta(minutes=3)
     record = RuntimeRecord(name, state, reason, "msg", COMMIT, updated, modules)
     return RuntimeStatus.of(record, operation)
 
 
 def _module(
-    name: str, state: ModuleState = ModuleState.READY, reason: str = "Ready"
+    name: str, state: ModuleState = ModuleState.READY, reason: Reason = Reason.READY
 ) -> ModuleStatus:
     return ModuleStatus(name, state, reason, f"{name} is {state}", "1.0.0")
 
@@ -76,8 +76,8 @@ def _operation(
 def _fleet() -> list[FleetRuntime]:
     """Seven runtimes: 3 Ready (eu, us, ap), 1 Error, 1 Warning, 1 suspended, 1 never synced."""
     istio, serverless = _module("istio"), _module("serverless")
-    error = _module("istio", ModuleState.ERROR, "Failed")
-    warning = _module("keda", ModuleState.WARNING, "DowngradeNotSupported")
+    error = _module("istio", ModuleState.ERROR, Reason.FAILED)
+    warning = _module("keda", ModuleState.WARNING, Reason.DOWNGRADE_NOT_SUPPORTED)
 
     def synced(name: str, labels: dict[str, str], *modules: ModuleStatus) -> FleetRuntime:
         return FleetRuntime(name, labels, True, status=_status(name, *modules))
@@ -225,7 +225,7 @@ def test_a_runtime_page_has_the_operation_tree_and_what_blocks_a_deletion() -> N
 
 def test_a_runtime_never_synced_and_one_suspended_say_so() -> None:
     fresh = runtime_view(FleetRuntime("new-one", {}, True), [], SourceView(), NOW)
-    record = RuntimeRecord("dev-b", ModuleState.READY, "Ready", "", COMMIT, NOW)
+    record = RuntimeRecord("dev-b", ModuleState.READY, Reason.READY, "", COMMIT, NOW)
     suspended = RuntimeStatus.of(record, None, Suspension("dev-b", NOW, "migrating nodes"))
     paused = runtime_view(FleetRuntime("dev-b", {}, True, status=suspended), [], SourceView(), NOW)
 
@@ -277,7 +277,7 @@ def test_a_commit_refused_for_its_signature_names_each_commit_and_how_to_sign_it
 IN_FORCE = Head("c" * 40)
 
 
-def _waves(state: RolloutState, message: str = "", reason: str = "") -> Rollout:
+def _waves(state: RolloutState, message: str = "", reason: HaltReason | None = None) -> Rollout:
     """Commit c... rolled out in waves dev (dev-a, under way) and prod (prod-eu-1, pending)."""
     return Rollout(
         id="c" * 12, commit=IN_FORCE.text, created=NOW, state=state,
@@ -327,7 +327,7 @@ def test_why_a_runtime_is_held_follows_the_rollout_s_state() -> None:
     assert why(_waves(RolloutState.PAUSED, "waiting for the change window")) == (
         "the rollout is paused: waiting for the change window"
     )
-    halted = _waves(RolloutState.HALTED, "1 runtime(s) in Error: dev-a", "FailureThreshold")
+    halted = _waves(RolloutState.HALTED, "1 runtime(s) in Error: dev-a", HaltReason.ERRORS)
     assert why(halted) == "the rollout halted (FailureThreshold): 1 runtime(s) in Error: dev-a"
     assert why(_waves(RolloutState.CANCELED)) == "the rollout was canceled"
     for done in (RolloutState.COMPLETED, RolloutState.SUPERSEDED):

@@ -21,6 +21,7 @@ import pytest
 
 from tests.support.e2e_harness import TestModule, until
 from tests.support.e2e_world import World
+from tests.support.kube_workloads import finished_job_status, managed_job
 from tests.support.watched_daemon import BOUNDED, Watched, watched_daemon
 
 
@@ -110,7 +111,7 @@ def test_the_last_blocking_resource_deleted_lets_a_removal_finish(watching: Watc
     waiting = watching.daemon.store.unfinished(runtime)
     assert waiting is not None, watching.daemon.store.operations(runtime=runtime, limit=3)
     assert "users" in waiting.message  # the removal is blocked by the user's resource
-    assert (module.crd.kind, "every") in {k[2:] for k in watching.daemon.watches.open}
+    assert (module.crd.kind, "every") in {k[2:4] for k in watching.daemon.watches.open}
 
     kube.delete_resource(module.crd, module.namespace, "users")
 
@@ -131,3 +132,21 @@ def test_with_watching_off_only_a_timer_run_sees_the_operator(polling: Watched) 
     assert polling.state(runtime, module.name) == "Processing"  # nothing woke it
     polling.daemon.reconcile_all(wait=True)  # the retry timer's run
     assert polling.state(runtime, module.name) == "Ready"
+
+
+def test_a_named_job_that_completes_wakes_its_runtime_and_makes_the_module_ready(
+    watching: Watched,
+) -> None:
+    checks = {"1.0.0": [{"kind": "Job", "name": "migrate"}]}
+    runtime, module = _one_module(watching, shipped=(managed_job("migrate"),), health_checks=checks)
+    kube = watching.world.kube
+    watching.first_run()
+    kube.make_available(module.namespace, module.operator)
+    waiting = "WaitingForHealthChecks"
+    until(lambda: watching.module(runtime, module.name).get("reason") == waiting, waiting, BOUNDED)
+    watching.daemon.wait_idle()  # that run ended: only a wake runs the runtime again
+
+    status = {"status": finished_job_status(failed=False)}
+    kube.batch.patch_namespaced_job_status("migrate", module.namespace, status)
+
+    until(lambda: watching.state(runtime, module.name) == "Ready", "Ready after a wake", BOUNDED)

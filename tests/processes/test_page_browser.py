@@ -30,7 +30,7 @@ from click.testing import CliRunner
 
 from reconciler.cli import cli
 from reconciler.cluster.snapshot import load_snapshot, read_generation, save_snapshot
-from reconciler.core.rollouts import Member, MemberState, Rollout, RolloutState, Wave
+from reconciler.core.rollouts import HaltReason, Member, MemberState, Rollout, RolloutState, Wave
 from reconciler.operations.store import SqliteStore
 from tests.support.daemons import free_port, http_get, http_post, until
 from tests.support.fleet_history import git
@@ -237,7 +237,7 @@ def _put_rollouts(store_path: Path, base: str) -> None:
                 Member("prod-us-1", 1, MemberState.PENDING, base),
             ),
             healthy_for=timedelta(minutes=10), max_errors=1,
-            reason="FailureThreshold" if halted else "",
+            reason=HaltReason.ERRORS if halted else None,
             message="1 runtime(s) in Error (threshold 1): prod-eu-1" if halted else "",
         )  # fmt: skip
         assert store.put_rollout(made) is not None
