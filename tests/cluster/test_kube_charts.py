@@ -244,7 +244,7 @@ def test_a_chart_renders_for_the_capabilities_of_the_cluster_it_goes_to(
         # a cluster too old for the chart: refused by its kubeVersion, nothing applied
         _capabilities_chart(fleet, name, group, ">=1.99.0-0")
         refused = fleet.sync()
-        assert refused.exit_code == 2, refused.output  # the runtime's error, no operation done
+        assert refused.exit_code == 1, refused.output  # the operation failed, nothing applied
         assert (
             f"chart requires kubeVersion: >=1.99.0-0 which is incompatible with Kubernetes "
             f"{server}" in refused.output
