@@ -84,6 +84,7 @@ def scope_of(
     removed = [n for n in chosen if n not in config.runtimes]
     if not names:
         removed = sorted(set(known) - set(config.runtimes))
+    only = chosen if names else None  # what a run of some runtimes can delete is theirs alone
     running = fetch_running(
         store,
         config,
@@ -91,14 +92,26 @@ def scope_of(
         system_namespace=config.settings.system_namespace,
         workers=fleet_width(parallel, snapshot),
         release=access.release,
+        only=only,
+        reading=announce_reading,
     )
-    only = chosen if names else None
     deletions = count_deletions(running.modules, config, only, running.crds)
     limits = limits_for(config.settings, store.limits_in_force())
     asked = Limits.of(config.settings)
     verdict = judge(deletions, limits, Allowance.parse(allow), asked)
     verdict = with_unread(verdict, [n for n in running.unread if not names or n in chosen])
     return Scope(config, store, in_git, removed, verdict, access)
+
+
+#: From how many clusters to read the brake says so first (a fleet's read takes seconds).
+ANNOUNCED_FROM = 50
+
+
+def announce_reading(count: int) -> None:
+    """One line on standard error before the brake reads ``count`` clusters, when they are
+    many: the first line of a large run comes at once, not after the read."""
+    if count >= ANNOUNCED_FROM:
+        click.echo(f"deletion brake: reading the inventories of {count} runtimes", err=True)
 
 
 def targets(

@@ -16,7 +16,10 @@ by kind, a Warning ``Drift`` Event and ``/status``. Wakes are debounced: the run
 one debounce interval after its first wake (many events, one reconcile), and a wake during a
 run runs it once more after. Timers (retries, resync) stay as the fallback. ``spec.watch:
 false`` (or ``--no-watch``) turns it all off (pure polling); ``spec.intervals.debounce`` (or
-``--debounce``) is the interval.
+``--debounce``) is the interval. A snapshot file's cluster (``--snapshot``: a private copy of
+a file only our own writes change) is never watched: nothing there changes but by our runs (a
+rehearsal costs what ``--no-watch`` costs). A run's bookkeeping reads only its own runtime's
+watches (what it no longer needs, what it needs new), whatever the fleet's size.
 
 A watch the identity may not open (SelfSubjectAccessReview of ``list`` and ``watch`` before it
 is opened, or a 403 of the server) is narrowed: a namespaced kind whose objects the runtime
@@ -47,6 +50,7 @@ from reconciler.cluster.api import (
     WatchEvent,
     WatchEventType,
 )
+from reconciler.cluster.snapshot import SnapshotFileCluster
 from reconciler.cluster.watch import KindWatch
 from reconciler.core.enforce import CONFIG_FIELD_MANAGER
 from reconciler.core.health import health_of
@@ -284,6 +288,8 @@ class Watches:
         #: The deletions our runs asked for (the runs' clusters note them): no drift.
         self.own_deletes = OwnDeletes()
         self._clusters: dict[str, Cluster] = {}
+        #: Clusters nothing but our own runs change (snapshot files): never watched.
+        self._still: set[str] = set()
         self.wakes = 0
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -314,15 +320,21 @@ class Watches:
         """The client the watches of the cluster ``where`` names use (made once by
         ``connect``); None when it cannot be reached (the run reported why)."""
         with self._lock:
+            if where in self._still:
+                return None
             if where not in self._clusters:
                 try:
-                    self._clusters[where] = connect()
+                    cluster = connect()
                 except ReconcilerError as error:  # logged once while it fails alike
                     subject, failure = f"watches on {where}", str(error)
                     level = self.daemon.repeats.level(subject, failure, logging.INFO)
                     log.log(level, "no watches on %s: %s", where, error)
                     return None
                 self.daemon.repeats.recovered(f"watches on {where}")
+                if isinstance(cluster, SnapshotFileCluster):  # only our writes change it
+                    self._still.add(where)
+                    return None
+                self._clusters[where] = cluster
             return self._clusters[where]
 
     def need(
@@ -346,16 +358,23 @@ class Watches:
         reviews = self._reviewed(cluster, bases, spread)
         with self._lock:
             wanted = self._narrow(bases, spread)
+            before = self._needs.get(runtime, set())
+            retried: dict[Key, set[str]] = {}
             for key in reviews:  # refused before: tried again, once a run
                 if key in self.open and not self.open[key].working:
-                    self._end(self.open.pop(key))
+                    closed = self.open.pop(key)
+                    self._end(closed)
+                    retried[key] = closed.needers
             new = [k for k in wanted if k not in self.open]
             for key in new:
-                self._open(key, cluster, reviews.get(key, _Review()))
+                reopened = self._open(key, cluster, reviews.get(key, _Review()))
+                reopened.needers |= retried.get(key, set())
+            for key in wanted - before:
+                self.open[key].needers.add(runtime)
             opened = [(k, self.open[k]) for k in new]
             self._needs[runtime] = wanted
             self._desired[runtime] = {_identity(ref) for ref in desired}
-            self._close_unneeded()
+            self._close_unneeded(runtime, before - wanted, changed=bool(new or retried))
         for key, one in opened:  # listed before the run's caller goes on: the gap stays small
             if one.working:
                 one.watch.prime()
@@ -462,10 +481,10 @@ class Watches:
     def release(self, runtime: str) -> None:
         """``runtime`` needs no watch any more (it left this replica, or git)."""
         with self._lock:
-            self._needs.pop(runtime, None)
+            before = self._needs.pop(runtime, set())
             self._desired.pop(runtime, None)
             self._due.pop(runtime, None)
-            self._close_unneeded()
+            self._close_unneeded(runtime, before)
 
     def _open(self, key: Key, cluster: Watchable, review: _Review) -> _Open:
         """The watch of ``key`` (refused, not started, when ``review`` says so)."""
@@ -483,17 +502,29 @@ class Watches:
         log.debug("watching %s on %s", watch.what, where)
         return opened
 
-    def _close_unneeded(self) -> None:
-        """Close the watches no runtime needs (their streams hung up: their threads end now,
-        joined at :meth:`close`), and count those left open."""
-        needed = set().union(*self._needs.values()) if self._needs else set()
-        for key in [k for k in self.open if k not in needed]:
-            closed = self.open.pop(key)
-            self._end(closed)
-            log.debug("no longer watching %s on %s", closed.watch.what, key[0])
-        for key, opened in self.open.items():
-            opened.needers = {r for r, keys in self._needs.items() if key in keys}
-        self._said = {k: v for k, v in self._said.items() if k in self.open}
+    def _close_unneeded(
+        self, runtime: str, dropped: Iterable[Key], *, changed: bool = False
+    ) -> None:
+        """``runtime`` no longer needs the watches ``dropped``: close those no other runtime
+        needs (their streams hung up: their threads end now, joined at :meth:`close`), and,
+        when any opened (``changed``) or closed, count those left open. Only ``runtime``'s own
+        watches are read otherwise (a run's bookkeeping does not grow with the fleet)."""
+        for key in dropped:
+            opened = self.open.get(key)
+            if opened is None:
+                continue
+            opened.needers.discard(runtime)
+            if not opened.needers:
+                del self.open[key]
+                self._said.pop(key, None)
+                self._end(opened)
+                changed = True
+                log.debug("no longer watching %s on %s", opened.watch.what, key[0])
+        if changed:
+            self._count()
+
+    def _count(self) -> None:
+        """Log (when it moved) and show the count of the watches open and working."""
         working = [key for key, opened in self.open.items() if opened.working]
         if len(working) != self._counted:  # one line when the count moves, not one a kind
             clusters = len({key[0] for key in working})

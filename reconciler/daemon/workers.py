@@ -243,6 +243,9 @@ def _watch(daemon: Daemon, runtime: str, repo: ConfigRepo, operation: Operation)
         return
     where = declared.cluster.describe()
     cluster = watches.cluster(where, lambda: daemon.connect(declared.cluster, runtime))
+    if cluster is None:  # unreachable, or nothing there changes but by us (a snapshot file)
+        watches.release(runtime)
+        return
     desired = desired_modules(repo, resolve_runtime(repo, declared), Renderer(repo))
     kinds = {
         (str(o.body.get("apiVersion")), str(o.body.get("kind"))) for m in desired for o in m.objects

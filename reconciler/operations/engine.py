@@ -15,8 +15,14 @@
   and recorded; :meth:`Engine.retrigger` starts a new operation for runtimes with skipped work.
 
 Every change of state is saved before the next step runs: a step's start (attempts, lease)
-and its end, with the end of its stage and of the operation after the last one. Callers: the
-operations runner (``reconciler sync`` and the daemon), ``reconciler operations``.
+and its end, with the end of its stage and of the operation after the last one. But for an
+update that has changed nothing so far (a resync finding no drift: most runs of a fleet): once
+it is claimed, its saves wait while the claim's lease has at least half its length to run, and
+its end is saved in one save with every step since (no change: four saves, not two a step).
+The first step that changes anything, waits, fails or is skipped saves all at once, and the
+rest as above. A process that dies in such a stretch leaves the operation claimed at its last
+save: the next run resumes there and runs again what changed nothing. Callers: the operations
+runner (``reconciler sync`` and the daemon), ``reconciler operations``.
 """
 
 from __future__ import annotations
@@ -32,7 +38,8 @@ from importlib.metadata import entry_points
 from reconciler.cluster.api import flush_writes
 from reconciler.core.head import Head
 from reconciler.core.model import DEFAULT_OPERATION_TIMEOUTS, RetryLimits
-from reconciler.core.status import ModuleError, Reason, StepFailure
+from reconciler.core.plan_values import ModuleAction
+from reconciler.core.status import ChangeAction, ModuleError, Reason, StepFailure
 from reconciler.errors import AccessError, FencedError, PermanentError, TransientError
 from reconciler.operations.crash import Crash
 from reconciler.operations.model import (
@@ -99,6 +106,24 @@ def _failed_on(operation: Operation, failure: StepFailure | None) -> None:
     operation, for its runtime's status."""
     if operation.data.failure != failure:
         operation.data = replace(operation.data, failure=failure)
+
+
+#: The states of the steps of an operation that has changed nothing so far.
+_QUIET_STEPS = frozenset({StepState.PENDING, StepState.RUNNING, StepState.DONE})
+
+
+def changed_nothing_yet(operation: Operation) -> bool:
+    """Whether ``operation`` has planned and done nothing but leave every module as it was,
+    with no step waiting, failed or skipped."""
+    data = operation.data
+    passes = (data.applied, data.removals)
+    return (
+        data.failure is None
+        and all(t.state in _QUIET_STEPS for s in operation.stages for t in s.steps)
+        and all(p.action is ModuleAction.UNCHANGED for p in data.plan)
+        and all(c.action is ChangeAction.UNCHANGED for r in passes for c in r.changes)
+        and not any(r.failed() for r in passes)
+    )
 
 
 def plugin_steps() -> list[type[Step]]:
@@ -208,6 +233,9 @@ class Engine:
         self.stopping = stopping
         #: Operation id -> the unexpected exception that failed it in this process (for --debug).
         self.crashes: dict[str, Crash] = {}
+        #: Operation id -> the end of the lease the store holds for it (claimed, in progress):
+        #: the saves of a stretch that changes nothing wait while it lasts (see the docstring).
+        self._leases: dict[str, datetime] = {}
 
     def stages(self, kind: OperationType) -> Stages:
         """The stages an operation of ``kind`` runs."""
@@ -324,6 +352,7 @@ class Engine:
                 self.owner,
                 lease,
             )
+            self._leases[operation.id] = lease
         return holder
 
     def _stage(
@@ -382,8 +411,11 @@ class Engine:
         operation.lease_until = now + timedelta(seconds=LEASE_SECONDS)
         self._save(operation)
         _failed_on(operation, None)
+        pending = operation.state is OperationState.PENDING
         try:
             result = cls().run(operation, context)
+            if pending and operation.state is OperationState.IN_PROGRESS:  # claimed (O3)
+                self._leases[operation.id] = operation.lease_until  # the claim's is later
         except TransientError as error:
             _failed_on(operation, StepFailure.of(record.name, error))
             result = transient_retry(error)
@@ -463,7 +495,24 @@ class Engine:
         if reason is not None:
             raise FencedError(f"operation {operation.id} not saved: {reason}")
         operation.updated = self.clock()
+        if self._waits(operation):
+            return
         self.store.save(operation, self.token)
+        if operation.state is not OperationState.IN_PROGRESS:
+            self._leases.pop(operation.id, None)
+
+    def _waits(self, operation: Operation) -> bool:
+        """Whether this save may wait for the next (see the module docstring): an update
+        claimed under a lease the store holds for at least half its length more, that has
+        changed nothing, nor waited, failed or skipped a step, so far."""
+        held = self._leases.get(operation.id)
+        return (
+            held is not None
+            and operation.type is OperationType.UPDATE
+            and operation.state is OperationState.IN_PROGRESS
+            and self.clock() + timedelta(seconds=LEASE_SECONDS / 2) < held
+            and changed_nothing_yet(operation)
+        )
 
     def retrigger_candidates(self) -> list[Operation]:
         """O5: the latest operation of every runtime that finished with skipped steps."""

@@ -14,7 +14,7 @@ run scope, the daemon's brake.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -49,12 +49,17 @@ def fetch_running(
     system_namespace: str,
     workers: int = 4,
     release: Callable[[str], None] | None = None,
+    only: Collection[str] | None = None,
+    reading: Callable[[int], None] | None = None,
 ) -> Running:
-    """Read the inventories of every runtime in ``repo`` and every one the store knows
-    (``workers`` clusters at a time), merged with what the store knows; ``release`` is called
-    with each runtime's name once its cluster was read."""
+    """Read the inventories of every runtime in ``repo`` and every one the store knows (or
+    of those in ``only``: what a run of some runtimes can delete is theirs alone), ``workers``
+    clusters at a time, merged with what the store knows; ``reading`` is told how many before
+    the first is read, ``release`` each runtime's name once its cluster was read."""
     known = store.deployed()
-    names = sorted(set(repo.runtimes) | set(known))
+    names = sorted(set(repo.runtimes) | set(known) if only is None else set(only))
+    if reading is not None:
+        reading(len(names))
 
     def read(name: str) -> tuple[str, dict[str, Inventory] | str]:
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,6 +20,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from reconciler.cli import cli
+from reconciler.cli.plans import ANNOUNCED_FROM
 from reconciler.cluster.api import ClusterIdentity
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.cluster.snapshot import load_snapshot
@@ -28,6 +30,7 @@ from reconciler.operations.runner import Runner
 from reconciler.operations.store import SqliteStore
 from reconciler.render import default_renderer
 from reconciler.source.loader import load_repo
+from tests.support.fleet_generator import generate_fleet
 
 PROJECT = Path(__file__).resolve().parents[2]
 MANAGED = ("app.kubernetes.io/managed-by", "reconciler")
@@ -241,6 +244,83 @@ def test_a_raised_limit_applies_from_the_sync_after_it(fleet: Synced) -> None:
 
     assert done.exit_code == 0, done.output
     assert sorted(fleet.known()) == ["control-plane", "dev-sandbox"]
+
+
+class _Opened:
+    """The files opened while :attr:`on` (an audit hook: what the process really opened)."""
+
+    on = False
+    paths: list[str] = []  # noqa: RUF012 (one list, the hook's)
+
+    @classmethod
+    def hook(cls, event: str, args: tuple[object, ...]) -> None:
+        if cls.on and event == "open" and isinstance(args[0], str | Path):
+            cls.paths.append(str(args[0]))
+
+
+sys.addaudithook(_Opened.hook)  # hooks stay for the process: this one records only when on
+
+
+def _snapshots_read(fleet: Synced, *args: str) -> tuple[Result, set[str]]:
+    """``sync ARGS`` and the names of the snapshot files it opened."""
+    _Opened.paths.clear()
+    _Opened.on = True
+    try:
+        result = fleet.sync(*args)
+    finally:
+        _Opened.on = False
+    folder = str(fleet.clusters)
+    return result, {Path(p).name for p in _Opened.paths if p.startswith(folder)}
+
+
+def test_a_sync_of_one_runtime_reads_only_its_snapshot(fleet: Synced) -> None:
+    """The brake's count for ``sync --runtime X`` reads X's cluster alone (what that run can
+    delete), never the rest of the fleet's; a sync of the whole fleet reads every one."""
+    done, read = _snapshots_read(fleet, "--runtime", "prod-eu-1")
+
+    assert done.exit_code == 0, done.output
+    assert {n for n in read if n.endswith(".yaml")} == {"prod-eu-1.yaml"}
+    everything, read = _snapshots_read(fleet)
+    assert everything.exit_code == 0, everything.output
+    assert {n for n in read if n.endswith(".yaml")} == set(fleet.snapshots())
+
+
+def test_the_brake_counts_what_the_runtime_synced_can_delete(fleet: Synced) -> None:
+    """With a store that knows nothing, ``sync --runtime X`` is held by what X's inventory
+    says it would delete, and a sync of another runtime is not held by X's."""
+    settings = fleet.repo / "reconciler.yaml"
+    settings.write_text(
+        settings.read_text().replace("maxDeletionsPerSync: 3", "maxDeletionsPerSync: 0")
+    )
+    _without_modules(fleet, ["prod-eu-1"])
+    before = fleet.snapshots()
+    new_store = ("--state", f"sqlite:///{fleet.root / 'new-state.db'}")
+    synced = ("sync", str(fleet.repo), "--snapshot", f"{fleet.clusters}/", *new_store)
+
+    held = fleet.run(*synced, "--runtime", "prod-eu-1")
+
+    assert held.exit_code == 3, held.output
+    assert "module prod-eu-1/serverless" in held.output
+    assert fleet.snapshots() == before
+    other = fleet.run(*synced, "--runtime", "dev-sandbox")
+    assert other.exit_code == 0, other.output
+
+
+def test_a_large_sync_says_first_that_the_brake_reads_the_fleet(tmp_path: Path) -> None:
+    """Before the brake reads a large fleet's clusters (seconds at thousands), its first line
+    says so on standard error; a small fleet's run prints no such line."""
+    generate_fleet(tmp_path / "repo", ANNOUNCED_FROM, modules=2, versions=1)
+    clusters = f"{tmp_path / 'clusters'}/"
+    args = ["sync", str(tmp_path / "repo"), "--snapshot", clusters, "--snapshot-create"]
+
+    planned = CliRunner().invoke(cli, [*args, "--dry-run"], catch_exceptions=False)
+
+    assert planned.exit_code == 0, planned.output
+    first = planned.stderr.splitlines()[0]
+    assert first == f"deletion brake: reading the inventories of {ANNOUNCED_FROM} runtimes"
+    one = CliRunner().invoke(cli, [*args, "--dry-run", "--runtime", "rt-00001"])
+    assert one.exit_code == 0, one.output
+    assert "deletion brake: reading" not in one.stderr
 
 
 def _without_modules(fleet: Synced, names: Sequence[str]) -> None:

@@ -16,11 +16,13 @@ import pytest
 
 from reconciler.cluster.api import Permission
 from reconciler.cluster.memory import InMemoryCluster
+from reconciler.cluster.snapshot import SnapshotFileCluster, load_snapshot
 from reconciler.core.model import ClusterAccess
 from reconciler.core.objects import ObjectRef
 from reconciler.core.status import ModuleState
 from reconciler.daemon.membership import fenced
 from reconciler.daemon.service import Daemon, DaemonOptions
+from reconciler.daemon.watches import ALL
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
 from tests.support.daemons import WIDGET, Fleet, GitServer, poll_and_reconcile
@@ -299,6 +301,79 @@ def test_a_watch_released_by_its_last_runtime_ends_its_thread(watching: Any) -> 
 
     assert threads
     assert [t for t in threads if t is None or t.is_alive()] == []
+
+
+def test_a_snapshot_cluster_opens_no_watch(tmp_path: Path) -> None:
+    """A snapshot file's cluster changes only by our own runs: a watching daemon reconciles
+    it as before but opens no watch on it (and connects to it for watches once, not per run)."""
+    Fleet(tmp_path)  # the commit served
+    server = GitServer(tmp_path)
+    server.start()
+    connections: list[str] = []
+
+    def connect(access: ClusterAccess, name: str) -> SnapshotFileCluster:
+        connections.append(name)
+        return SnapshotFileCluster(tmp_path / f"{name}.yaml")
+
+    source = RemoteSource(server.url, "main", "fleet", tmp_path / "cache")
+    options = DaemonOptions(watch=True, debounce=DEBOUNCE)
+    store = SqliteStore(tmp_path / "state.db")
+    daemon = Daemon(source, store, connect, lambda: datetime.now(UTC), options)
+    try:
+        poll_and_reconcile(daemon)
+        first = len(connections)
+        daemon.reconcile_all(wait=True)
+
+        assert daemon.watches.open == {}
+        assert "reconciler_watches_open 0.0" in daemon.metrics.exposition().decode()
+        assert load_snapshot(tmp_path / "a.yaml").get(WIDGET) is not None  # reconciled
+        again = len(connections) - first  # the runs' own: the watches never connect again
+        assert again == first - len(daemon.fleet())
+    finally:
+        daemon.close()
+        server.stop()
+
+
+class _CountedNeeds(dict[str, Any]):
+    """The watches' needs per runtime, counting every read of the whole (all runtimes')."""
+
+    wholes = 0
+
+    def values(self) -> Any:
+        type(self).wholes += 1
+        return super().values()
+
+    def items(self) -> Any:
+        type(self).wholes += 1
+        return super().items()
+
+    def __iter__(self) -> Any:
+        type(self).wholes += 1
+        return super().__iter__()
+
+
+def test_a_run_reads_only_its_own_runtimes_watches(watching: Any) -> None:
+    """What a run closes or opens is found from its runtime's own watches: with many
+    runtimes watched, a run (and a release) never reads the others'; a watch shared by two
+    runtimes stays open until the last one no longer needs it."""
+    daemon, cluster, _, _ = watching
+    watches = daemon.watches
+    watches._needs = _CountedNeeds()
+    deployment, config = ("apps/v1", "Deployment"), ("v1", "ConfigMap")
+    for n in range(50):
+        watches.need(f"r{n}", f"c{n}", InMemoryCluster(), [deployment])
+    watches.need("x", "shared", cluster, [deployment, config])
+    watches.need("y", "shared", cluster, [deployment])
+
+    watches.need("x", "shared", cluster, [deployment])  # x no longer needs ConfigMaps
+    assert ("shared", *config, "ours", ALL) not in watches.open
+    watches.release("y")
+    assert watches.open[("shared", *deployment, "ours", ALL)].needers == {"x"}
+    watches.release("x")
+    assert not any(key[0] == "shared" for key in watches.open)
+
+    assert _CountedNeeds.wholes == 0
+    assert len(watches.open) == 50 * 2  # each r's Deployments and CRDs
 
 
 def _lines(caplog: pytest.LogCaptureFixture, *words: str) -> list[str]:

@@ -5,16 +5,14 @@ saved with its last step. Only the store boundary is watched: a real SQLite stor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from reconciler.cluster.memory import InMemoryCluster
+from reconciler.core.head import Head
 from reconciler.core.model import ModuleRef
-from reconciler.operations.engine import Engine
+from reconciler.operations.engine import LEASE_SECONDS, Engine
 from reconciler.operations.model import (
-    FenceToken,
     Operation,
     OperationState,
     OperationType,
@@ -24,6 +22,7 @@ from reconciler.operations.model import (
 from reconciler.operations.runner import Runner
 from reconciler.operations.steps import Step, StepContext
 from reconciler.operations.store import SqliteStore
+from tests.support.counting_store import CountingStore
 from tests.support.lifecycle_helpers import repo
 
 
@@ -35,31 +34,6 @@ class Clock:
 
     def __call__(self) -> datetime:
         return self.now
-
-
-@dataclass(frozen=True)
-class Saved:
-    """What one save wrote: the operation's state, each stage's done flag and step states."""
-
-    state: OperationState
-    stages: tuple[tuple[bool, tuple[StepState, ...]], ...]
-
-
-class CountingStore:
-    """A real SQLite store whose saves are counted and recorded as they were written."""
-
-    def __init__(self, store: SqliteStore) -> None:
-        self.store = store
-        self.saved: list[Saved] = []
-
-    def save(self, operation: Operation, fence: FenceToken | None = None) -> None:
-        """Record what is written, then write it."""
-        stages = tuple((s.done, tuple(t.state for t in s.steps)) for s in operation.stages)
-        self.saved.append(Saved(operation.state, stages))
-        self.store.save(operation, fence)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)
 
 
 class SkippedAfterOneTry(Step):
@@ -147,3 +121,93 @@ def test_an_operation_whose_stages_were_all_done_is_saved_succeeded_once(tmp_pat
 
     assert outcome.operation.state is OperationState.SUCCEEDED
     assert [s.state for s in store.saved] == [OperationState.PENDING, OperationState.SUCCEEDED]
+
+
+def _update(
+    store: CountingStore, cluster: InMemoryCluster, clock: Clock, **channel: str
+) -> Operation:
+    """One more run of ``rt`` (an update) on ``cluster``, its channel mapping ``channel``."""
+    limits = {OperationType.UPDATE: timedelta(days=365)}  # a clock that races on
+    engine = Engine(store, clock=clock, plugins=[], limits=limits)
+    regular = {"widget": "1.0.0", "gadget": "1.0.0", **channel}
+    config = repo(ModuleRef("widget"), regular=regular)
+    commit = Head(f"c{len(store.saved)}")
+    runner = Runner(store, engine, config, lambda a, n: cluster, clock, commit)
+    return runner.run(runner.operation_for("rt")).operation
+
+
+def _provisioned(tmp_path: Path) -> tuple[CountingStore, InMemoryCluster, Clock]:
+    clock = Clock()
+    store = CountingStore(SqliteStore(tmp_path / "state.db"))
+    cluster = InMemoryCluster()
+    engine = Engine(store, clock=clock, plugins=[])
+    runner = Runner(store, engine, repo(ModuleRef("widget")), lambda a, n: cluster, clock)
+    assert runner.run(runner.operation_for("rt")).operation.state is OperationState.SUCCEEDED
+    return store, cluster, clock
+
+
+def test_an_update_that_changes_nothing_is_saved_at_its_claim_and_its_end(tmp_path: Path) -> None:
+    """A resync that finds nothing to do is saved when created, when its Starting step
+    starts (the claim follows) and at its end: three saves, not two a step; what the store
+    then shows is the whole operation (every step done, "no change") and a runtime record
+    of this run's time and commit."""
+    store, cluster, clock = _provisioned(tmp_path)
+    store.saved.clear()
+    clock.now += timedelta(minutes=5)
+
+    operation = _update(store, cluster, clock)
+
+    assert operation.state is OperationState.SUCCEEDED, operation.message
+    assert operation.message == "no change"
+    assert [s.state for s in store.saved] == [
+        OperationState.PENDING,
+        OperationState.PENDING,
+        OperationState.SUCCEEDED,
+    ]
+    assert store.store.get(operation.id) == operation
+    record = store.store.runtime("rt")
+    assert record is not None
+    assert (record.updated, record.commit) == (clock.now, operation.commit)
+
+
+def test_an_update_that_changes_something_is_saved_from_its_change_on(tmp_path: Path) -> None:
+    """An upgrade's plan changes a module: from the plan's end on, every step's start and
+    end is saved again (a crash resumes after the last stage recorded)."""
+    store, cluster, clock = _provisioned(tmp_path)
+    store.saved.clear()
+
+    operation = _update(store, cluster, clock, widget="2.0.0")
+
+    assert operation.state is OperationState.SUCCEEDED, operation.message
+    assert operation.message.startswith("1 upgraded")
+    plan_done = [s for s in store.saved if s.stages[1][0]]
+    steps_after_plan = sum(len(stage.steps) for stage in operation.stages[2:])
+    assert len(plan_done) == 2 * steps_after_plan + 1  # the plan's end, then each step twice
+    assert store.store.get(operation.id) == operation
+
+
+def test_an_update_whose_lease_runs_low_saves_as_before(tmp_path: Path) -> None:
+    """Saves wait only while the claim's lease has half its length to run: an update whose
+    steps take longer than that (here each look at the clock, a lease's length) saves each
+    step's start and end (its lease renewed), changing nothing or not."""
+    store, cluster, clock = _provisioned(tmp_path)
+    store.saved.clear()
+    slow = Ticking(clock.now)
+
+    operation = _update(store, cluster, slow)  # type: ignore[arg-type]
+
+    assert operation.state is OperationState.SUCCEEDED, operation.message
+    assert operation.message == "no change"
+    steps = sum(len(stage.steps) for stage in operation.stages)
+    assert len(store.saved) == 1 + 2 * steps
+
+
+class Ticking:
+    """A clock a lease's length later at each look."""
+
+    def __init__(self, start: datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(seconds=LEASE_SECONDS)
+        return self.now

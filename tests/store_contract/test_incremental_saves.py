@@ -17,7 +17,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from reconciler.cluster.memory import InMemoryCluster
+from reconciler.core.head import Head
+from reconciler.core.model import ModuleRef
 from reconciler.errors import LostOwnershipError
+from reconciler.operations.engine import Engine
 from reconciler.operations.model import (
     Operation,
     OperationData,
@@ -26,7 +30,9 @@ from reconciler.operations.model import (
     StepRecord,
     StepState,
 )
+from reconciler.operations.runner import Runner
 from reconciler.operations.store import OperationRows, SavedRows, SqliteStore
+from tests.support.lifecycle_helpers import repo
 from tests.support.store_backends import Backend
 from tests.support.stored_operations import T0, start_step, three_stage_operation
 
@@ -366,3 +372,40 @@ def test_the_same_moment_in_another_zone_is_no_change() -> None:
     operation.stages[0].finished = T0.astimezone(timezone(timedelta(hours=1)))
 
     assert OperationRows.of(operation).changes(before).stages == []
+
+
+# -- a run that changes nothing ------------------------------------------------------------------
+
+
+def test_an_update_that_changes_nothing_writes_its_operation_row_four_times(
+    backend: Backend,
+) -> None:
+    """A resync finding nothing to do writes its operation's row at its creation, its
+    Starting step's start, its claim and its end (not at each step's start and end, 23
+    times), and every step once more at most; a store opened afresh reads it whole, and the
+    runtime's record says when it ran and on which commit."""
+    store = backend.open()
+    cluster = InMemoryCluster()
+    clock = [T0]
+
+    def run(commit: str) -> Operation:
+        engine = Engine(store, clock=lambda: clock[0], plugins=[])
+        config = repo(ModuleRef("widget"))
+        runner = Runner(store, engine, config, lambda a, n: cluster, lambda: clock[0], Head(commit))
+        return runner.run(runner.operation_for("rt")).operation
+
+    assert run("c1").state is OperationState.SUCCEEDED
+    _count_row_writes(backend)
+    clock[0] += timedelta(minutes=5)
+
+    operation = run("c2")
+
+    assert operation.message == "no change"
+    writes = _row_writes(backend)
+    steps = sum(len(stage.steps) for stage in operation.stages)
+    assert writes["operations"] == 4
+    assert writes["steps"] <= 2 * steps + 1  # inserted, then each ended (Starting's start too)
+    assert _stored(backend, operation.id) == operation
+    record = backend.open().runtime("rt")
+    assert record is not None
+    assert (record.updated, record.commit) == (clock[0], Head("c2"))
