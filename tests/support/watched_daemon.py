@@ -83,7 +83,9 @@ def watched_daemon(
         return connect(access, name=name, kubeconfig_dir=folder)
 
     source = RemoteSource(server.url, "main", "", tmp_path / "cache")
-    options = DaemonOptions(workers=2, watch=watch, debounce=DEBOUNCE)
+    # no scheduler renews this replica's heartbeat between the test's ticks: a lease longer than
+    # any test, so that a run slowed by a loaded machine is not fenced (a test of its own)
+    options = DaemonOptions(workers=2, watch=watch, debounce=DEBOUNCE, lease=timedelta(minutes=30))
     store = SqliteStore(tmp_path / "state.db")
     daemon = Daemon(source, store, reach, lambda: datetime.now(UTC), options)
     daemon.watches.start()
