@@ -99,10 +99,13 @@ class Relay:
         except OSError:
             data = b""
         if data:
-            other.setblocking(True)  # a relay of idle watches: a rare short block is fine
-            other.sendall(data)
-            other.setblocking(False)
-            return
+            try:
+                other.setblocking(True)  # a relay of idle watches: a rare short block is fine
+                other.sendall(data)
+                other.setblocking(False)
+                return
+            except OSError:
+                pass
         for one in (sock, other):
             self.selector.unregister(one)
             self.peers.pop(one, None)
