@@ -108,25 +108,29 @@ def _ours(body: Body) -> bool:
 
 
 def fetch_blocking_kinds(
-    cluster: Cluster, namespace: str, runtime: str, modules: Iterable[str]
-) -> set[tuple[str, str]]:
-    """The kinds (apiVersion, kind) whose instances block the removal of ``modules``, from
-    their inventories in ``namespace`` (the kinds served now; none for a kind no longer)."""
-    wanted = set(modules)
+    cluster: Cluster, namespace: str, runtime: str, modules: Iterable[str] | None
+) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """What the removal of ``modules`` (``None``: every module, a deprovision) waits for, from
+    their inventories in ``namespace``: the kinds (apiVersion, kind) of their own objects (a
+    CRD or Namespace the server is still deleting), and the kinds whose instances block them
+    (the kinds served now; none for a kind no longer)."""
+    wanted = None if modules is None else set(modules)
     labels = {LABEL_INVENTORY: "true", LABEL_RUNTIME: runtime}
+    own: set[tuple[str, str]] = set()
     kinds: set[tuple[str, str]] = set()
     for body in cluster.list_objects("v1", "ConfigMap", namespace=namespace, labels=labels):
         try:
             inventory = inventory_from_configmap(body)
         except ValueError:
             continue
-        if inventory.module not in wanted:
+        if wanted is not None and inventory.module not in wanted:
             continue
+        own |= {(ref.api_version, ref.kind) for ref in inventory.objects}
         for group, kind in inventory.managed_kinds:
             info = cluster.kinds_in_group(group, kind)
             if info is not None:
                 kinds.add((info.api_version, kind))
-    return kinds
+    return own, kinds
 
 
 def _available(body: Body) -> bool:
@@ -201,6 +205,8 @@ class Watches:
         self._counted = 0
         self._needs: dict[str, set[Key]] = {}
         self._desired: dict[str, set[tuple[str, str, str, str]]] = {}
+        #: Runtimes whose removals wait for objects of theirs to be gone.
+        self._removing: set[str] = set()
         self._due: dict[str, float] = {}
         self.drifts: dict[str, list[Drift]] = {}
         self._clusters: dict[str, Cluster] = {}
@@ -250,12 +256,17 @@ class Watches:
         kinds: Iterable[tuple[str, str]],
         blocking: Iterable[tuple[str, str]] = (),
         desired: Iterable[ObjectRef] = (),
-    ) -> None:
+        *,
+        removing: bool = False,
+    ) -> bool:
         """``runtime`` (on the cluster ``where`` names) needs ``kinds`` watched (our objects),
         and ``blocking`` (every instance: they hold up a removal), and only those; a change
-        to one of ``desired`` (the objects git wants there now) by someone else is drift."""
+        to one of ``desired`` (the objects git wants there now) by someone else is drift.
+        ``removing``: a removal waits for objects of ours that git no longer wants to be gone
+        (their deletion wakes it). Whether a watch was opened (it lists what is there now: an
+        event before that is not seen)."""
         if not self.enabled or not isinstance(cluster, Watchable):
-            return
+            return False
         wanted = {(where, api_version, kind, OWN) for api_version, kind in {*kinds, CRD}}
         wanted |= {(where, api_version, kind, EVERY) for api_version, kind in blocking}
         with self._lock:
@@ -265,18 +276,23 @@ class Watches:
             opened = [self.open[k] for k in new]
             self._needs[runtime] = wanted
             self._desired[runtime] = {_identity(ref) for ref in desired}
+            self._removing.discard(runtime)
+            if removing:
+                self._removing.add(runtime)
             self._close_unneeded()
         for one in opened:  # listed before the run's caller goes on: the gap stays small
             one.watch.prime()
             with self._lock:
                 if self._running and not one.watch.stop.hung_up():
                     self._start_thread(one)
+        return bool(opened)
 
     def release(self, runtime: str) -> None:
         """``runtime`` needs no watch any more (it left this replica, or git)."""
         with self._lock:
             self._needs.pop(runtime, None)
             self._desired.pop(runtime, None)
+            self._removing.discard(runtime)
             self._due.pop(runtime, None)
             self._close_unneeded()
 
@@ -378,7 +394,10 @@ class Watches:
             return
         reason, drift = why
         if drift is not None and _identity(drift.ref) not in self._desired.get(runtime, ()):
-            return  # not (or no longer) wanted: our own prune, a default configuration (L3)
+            # not (or no longer) wanted: our own prune or removal, a default configuration (L3)
+            if event.type is WatchEventType.DELETED and runtime in self._removing:
+                self.wake(runtime, f"{drift.ref.subject} is gone, a removal waited for it")
+            return
         if drift is not None:
             self._report(runtime, cluster, drift)
         self.wake(runtime, f"{ObjectRef.of(event.body).subject} {reason}")
