@@ -14,6 +14,7 @@ from typing import Any
 from reconciler.cluster.api import Cluster
 from reconciler.cluster.kube import connect
 from reconciler.core.model import ClusterAccess
+from reconciler.core.status import Reason
 from reconciler.daemon.service import Daemon, DaemonOptions
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
@@ -21,9 +22,10 @@ from tests.support.daemons import GitServer
 from tests.support.e2e_harness import until
 from tests.support.e2e_world import World
 from tests.support.fleet_history import git
+from tests.support.stopping import NotedStop
 
 DEBOUNCE = timedelta(seconds=1)
-#: How long a test waits for what a wake does (a run includes the lifecycle's own waits).
+#: How long a test waits for what a wake does (a hang guard: a run never waits within it).
 BOUNDED = 60.0
 
 
@@ -42,10 +44,23 @@ class Watched:
         git(self.work, "push", "-q", str(self.work.parent / "git" / "remote.git"), "HEAD:main")
 
     def first_run(self) -> None:
-        """Poll, run every runtime once, and wait until the watches have listed."""
+        """Poll, run every runtime once, and wait until the watches have listed and no run
+        waits for CRDs (a run never waits for them: it ends "not yet"; watching, a wake runs
+        it again, else a retry timer would: run here)."""
         assert self.daemon.poll()
         self.daemon.wait_idle()
+        until(self._past_crds, "every run past its CRDs", BOUNDED)
         until(self._listed, "the watches listed their kinds", BOUNDED)
+
+    def _past_crds(self) -> bool:
+        if not self.daemon.watches.enabled:
+            self.daemon.reconcile_all(wait=True)  # what a retry timer runs
+        for runtime in self.world.fleet.runtimes:
+            waiting = self.daemon.store.unfinished(runtime)
+            modules = waiting.data.applied.modules if waiting is not None else ()
+            if any(m.reason == Reason.WAITING_FOR_CRD for m in modules):
+                return False
+        return True
 
     def _listed(self) -> bool:
         opened = list(self.daemon.watches.open.values())
@@ -66,10 +81,16 @@ class Watched:
 
 
 def watched_daemon(
-    world: World, tmp_path: Path, *, watch: bool, kubeconfig_dir: Path | None = None
+    world: World,
+    tmp_path: Path,
+    *,
+    watch: bool,
+    kubeconfig_dir: Path | None = None,
+    workers: int = 2,
 ) -> Iterator[Watched]:
-    """A daemon on the test's repo, reaching the cluster with the admin's kubeconfig (or
-    the one in ``kubeconfig_dir``)."""
+    """A daemon on the test's repo with ``workers`` workers, reaching the cluster with the
+    admin's kubeconfig (or the one in ``kubeconfig_dir``); its ``stopping`` event notes each
+    wait on it (:class:`~tests.support.stopping.NotedStop`: a run that paused within a pass)."""
     server = GitServer(tmp_path / "git")
     (tmp_path / "git").mkdir()
     git(tmp_path / "git", "init", "-q", "--bare", "remote.git")
@@ -83,9 +104,10 @@ def watched_daemon(
         return connect(access, name=name, kubeconfig_dir=folder)
 
     source = RemoteSource(server.url, "main", "", tmp_path / "cache")
-    options = DaemonOptions(workers=2, watch=watch, debounce=DEBOUNCE)
+    options = DaemonOptions(workers=workers, watch=watch, debounce=DEBOUNCE)
     store = SqliteStore(tmp_path / "state.db")
     daemon = Daemon(source, store, reach, lambda: datetime.now(UTC), options)
+    daemon.stopping = NotedStop()
     daemon.watches.start()
     watched = Watched(world, daemon, work)
     watched.commit("first")
