@@ -177,6 +177,30 @@ def test_the_last_blocking_object_gone_lets_a_removal_finish(watching: Any) -> N
     assert ("example.io/v1", "Gadget", "every") not in {k[1:] for k in daemon.watches.open}
 
 
+def test_the_last_blocking_object_gone_wakes_a_deprovision(watching: Any) -> None:
+    daemon, cluster, clock, fleet = watching
+    cluster.auto_ready = True
+    poll_and_reconcile(daemon)
+    users = {"apiVersion": "example.io/v1", "kind": "Gadget",
+             "metadata": {"name": "users", "namespace": "gadget-system"}, "spec": {}}  # fmt: skip
+    cluster.apply(users, field_manager="kubectl")
+    fleet.commit("runtime a leaves git", {"fleet/runtimes/a.yaml": None})
+    poll_and_reconcile(daemon)
+    waiting = daemon.store.unfinished("a")
+    assert waiting is not None
+    assert "Gadget/gadget-system/users" in waiting.message  # the deprovision is blocked
+    daemon.watches.step_all()
+    assert ("example.io/v1", "Gadget", "every") in {k[1:] for k in daemon.watches.open}
+
+    cluster.delete(ObjectRef.of(users))
+
+    assert _fire_after_debounce(daemon, clock) == ["a"]
+    assert daemon.store.unfinished("a") is None
+    assert daemon.store.runtime("a") is None  # deprovisioned
+    assert cluster.get(GADGET) is None
+    assert ("example.io/v1", "Gadget", "every") not in {k[1:] for k in daemon.watches.open}
+
+
 def test_a_change_by_another_manager_is_drift_named_by_field(watching: Any) -> None:
     daemon, cluster, clock, _ = watching
     cluster.auto_ready = True
