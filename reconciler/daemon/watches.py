@@ -7,7 +7,10 @@ runtime needs it and closed when the last one no longer does (:meth:`Watches.rel
 runtime left this replica or git). An event that matters wakes the runtime
 (:func:`reason_to_wake`): an operator became (un)available, a CRD Established, an object of
 ours changed by someone else (drift, reported: log line naming the object and field, metric,
-Kubernetes Event, ``/status``) or deleted. Wakes are debounced: the runtime runs once, one
+Kubernetes Event, ``/status``) or deleted, an object a removal waits for gone (a deprovision
+keeps its watches while it waits: the kinds of its inventories' objects and of what blocks
+them). A run never waits within a pass: these wakes are how what it waits for is seen in
+seconds. Wakes are debounced: the runtime runs once, one
 debounce interval after its first wake (many events, one reconcile), and a wake during a run
 runs it once more after. Timers (retries, resync) stay as the fallback. ``spec.watch: false``
 (or ``--no-watch``) turns it all off (pure polling); ``spec.intervals.debounce`` (or
