@@ -10,10 +10,11 @@ help::
      |    +-- SourceError           the config repo cannot be read (missing dir, permissions)
      |    |    +-- UnreadableError  one file of it cannot be read
      |    |    +-- SnapshotError    a recorded cluster (--snapshot) is missing or unreadable
+     |    +-- RenderError           a template (chart, overlay) cannot be rendered or fetched
      |    +-- NotFoundError         a named thing (runtime, module, object) does not exist
      |    +-- InvalidObjectError    the API server refused an object as invalid (422)
- |    |    +-- ImmutableFieldError  a change of a field the server never changes (422)
- |    +-- UnservedKindError     an object's kind is neither served nor defined by a CRD (L14)
+     |    |    +-- ImmutableFieldError  a change of a field the server never changes (422)
+     |    +-- UnservedKindError     an object's kind is neither served nor defined by a CRD (L14)
      |    +-- ForbiddenError        the credentials may not do this (401, 403)
      |    +-- AccessError           no way to reach a cluster (no kubeconfig, bad context)
      |    +-- HeldByBrakeError      the deletion brake holds a sync (S5): allow it explicitly

@@ -145,7 +145,7 @@ COLUMNS = [
 @click.command(epilog=exits.CHECK.describe())
 @repo_argument
 @runtimes_option
-@cluster_options
+@cluster_options()
 @click.option(
     "--parallel",
     type=click.IntRange(min=1, max=64),
@@ -159,14 +159,7 @@ COLUMNS = [
 def check(
     repo: Path,
     runtime_names: Sequence[str],
-    snapshot: str | None,
-    kubeconfig: Path | None,
-    context: str | None,
-    kubeconfig_dir: Path | None,
-    secret_namespace: str,
-    kube_qps: float | None,
-    kube_burst: int | None,
-    kube_timeout: float | None,
+    clusters: ClusterOptions,
     parallel: int,
     channels_dir: Path | None,
     max_file_size: int,
@@ -183,9 +176,6 @@ def check(
     if unknown:
         raise NotFoundError(f"runtime '{unknown[0]}' does not exist in {repo}")
     names = list(runtime_names) or sorted(config.runtimes)
-    clusters = ClusterOptions(
-        kubeconfig_dir, secret_namespace, snapshot, kube_qps, kube_burst, timeout=kube_timeout
-    ).through(kubeconfig, context)
     clusters.check_one_runtime(runtime_names)
     access = Access(clusters, config.settings)
     from concurrent.futures import ThreadPoolExecutor  # only this command (startup time)

@@ -7,7 +7,7 @@ The command line becomes a few frozen values (:class:`GitOptions`, :class:`HttpO
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,18 +20,12 @@ from reconciler.cli.options import (
     GIT_TIMEOUT_ENV,
     ClusterOptions,
     Duration,
+    cluster_options,
     debugging,
     default_state_url,
-    kube_burst_option,
-    kube_qps_option,
-    kube_timeout_option,
-    kubeconfig_dir_option,
     listen_address,
     retention_of,
     retention_options,
-    secret_namespace_option,
-    snapshot_create_option,
-    snapshot_option,
     state_option,
 )
 from reconciler.cli.signing import (
@@ -125,11 +119,7 @@ def _log() -> logging.Logger:
     envvar="RECONCILER_LISTEN",
     help="Address of /healthz, /readyz, /metrics, /status, the status page (/) and /hooks/git.",
 )
-@kubeconfig_dir_option
-@secret_namespace_option
-@kube_qps_option
-@kube_burst_option
-@kube_timeout_option
+@cluster_options(one_cluster=False, create=True)
 @state_option
 @click.option(
     "--workers",
@@ -239,8 +229,6 @@ def _log() -> logging.Logger:
     "https's 443 for the token and ssh's 22 for the key. A remote on any other host, such as "
     "a channelsFrom.git that a commit names, is asked without credentials.",
 )
-@snapshot_option
-@snapshot_create_option
 @click.option(
     "--allow-deletions",
     "allow_commit",
@@ -278,11 +266,7 @@ def daemon(
     interval: float,
     resync_interval: float,
     listen: tuple[str, int],
-    kubeconfig_dir: Path | None,
-    secret_namespace: str,
-    kube_qps: float | None,
-    kube_burst: int | None,
-    kube_timeout: float | None,
+    clusters: ClusterOptions,
     state_url: str,
     workers: int,
     member: str,
@@ -300,8 +284,6 @@ def daemon(
     ssh_key_file: Path | None,
     credential_hosts: tuple[CredentialHost, ...],
     allow_commit: str,
-    snapshot: str | None,
-    snapshot_create: bool,
     log_format: str,
     git_timeout: float,
     keep_operations: int,
@@ -325,11 +307,11 @@ def daemon(
     from reconciler.daemon.logs import setup_logging
 
     check_local_repo(repo_url)
-    trusted_keys = with_secret(trusted_keys, secret_namespace, trusted_keys_secret)
+    trusted_keys = with_secret(trusted_keys, clusters.secret_namespace, trusted_keys_secret)
     if trusted_keys.every_commit and not trusted_keys.configured:
         raise click.UsageError("--verify-every-commit needs trusted keys (--trusted-*)")
     setup_logging(log_format)
-    state_url = state_url_for(ctx, state_url, snapshot)  # a rehearsal keeps its own store
+    state_url = state_url_for(ctx, state_url, clusters.snapshot)  # a rehearsal keeps its own store
     run_daemon(
         GitOptions(
             repo_url,
@@ -363,16 +345,7 @@ def daemon(
             given_duration(ctx, "debounce", debounce),
             trusted_keys if trusted_keys.configured else None,
         ),
-        ClusterOptions(
-            kubeconfig_dir,
-            secret_namespace,
-            snapshot,
-            kube_qps,
-            kube_burst,
-            cache_dir,
-            snapshot_create,
-            timeout=kube_timeout,
-        ),
+        replace(clusters, cache_dir=cache_dir),
         state_url,
         NotifyOptions(
             notification_secrets_dir,
@@ -564,14 +537,15 @@ def _check_keys(trusted_keys: TrustedKeys | None) -> None:
 def _check_store(store: StateStore) -> None:
     """A damaged SQLite store stops the daemon before it starts (one line naming the file and
     what to do), instead of failing at its first read of a damaged page."""
-    from reconciler.operations.store import SqliteStore
+    from reconciler.operations.store import check_store
 
-    if isinstance(store, SqliteStore):
-        try:
-            store.check()
-        except BaseException:
-            store.close()
-            raise
+    try:
+        check_store(store)
+    except BaseException:
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
+        raise
 
 
 def _serve(the_daemon: Daemon, http: HttpOptions) -> HttpServer:

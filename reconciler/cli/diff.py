@@ -24,17 +24,11 @@ from reconciler.cli.options import (
     RunRequest,
     allow_option,
     channels_option,
-    kube_burst_option,
-    kube_qps_option,
-    kube_timeout_option,
-    kubeconfig_dir_option,
-    kubeconfig_options,
+    cluster_options,
     max_size_option,
     parallel_option,
     repo_argument,
     runtimes_option,
-    secret_namespace_option,
-    snapshot_option,
     state_option,
 )
 from reconciler.cli.output import document, document_text, is_document, output_option
@@ -84,13 +78,7 @@ if TYPE_CHECKING:
     help="With --base/--base-path: plan against each runtime's live cluster instead of "
     "assuming the base revision is what runs (running versions, blocking objects).",
 )
-@snapshot_option
-@kubeconfig_options
-@kubeconfig_dir_option
-@secret_namespace_option
-@kube_qps_option
-@kube_burst_option
-@kube_timeout_option
+@cluster_options()
 @output_option(
     "text",
     "json",
@@ -137,14 +125,7 @@ def diff(
     head_rev: str | None,
     base_path: Path | None,
     live: bool,
-    snapshot: str | None,
-    kubeconfig: Path | None,
-    context: str | None,
-    kubeconfig_dir: Path | None,
-    secret_namespace: str,
-    kube_qps: float | None,
-    kube_burst: int | None,
-    kube_timeout: float | None,
+    clusters: ClusterOptions,
     output_format: str,
     details: bool | None,
     color: str,
@@ -175,9 +156,6 @@ def diff(
     """
     when = now.replace(tzinfo=UTC) if now else datetime.now(UTC)
     source = RepoInput(repo, channels_dir, max_file_size)
-    clusters = ClusterOptions(
-        kubeconfig_dir, secret_namespace, snapshot, kube_qps, kube_burst, timeout=kube_timeout
-    ).through(kubeconfig, context)
     clusters.check_one_runtime(runtime_names)
     if verify and base_rev is None and base_path is None:
         raise click.UsageError("--verify needs --base or --base-path (it checks git commits)")
@@ -186,12 +164,12 @@ def diff(
         if verify and not _signed(request, trusted_keys):
             sys.exit(exits.USAGE)
         view = FleetView(output_format, bool(details), "never" if no_color else color, timings)
-        sys.exit(fleet_diff(request, view, source, clusters if live or snapshot else None))
+        sys.exit(fleet_diff(request, view, source, clusters if live or clusters.snapshot else None))
     if output_format == "markdown":
         raise click.UsageError("-o markdown needs --base or --base-path")
     from reconciler.cli.clusters import state_url_for
 
-    store_url = state_url_for(ctx, state_url, snapshot)
+    store_url = state_url_for(ctx, state_url, clusters.snapshot)
     run = RunRequest(source, clusters, store_url, runtime_names, allow_deletions)
     sys.exit(live_diff(run, when, output_format, details is not False, parallel))
 

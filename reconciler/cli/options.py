@@ -7,11 +7,12 @@ options say so that no function below a click callback takes a long parameter li
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
@@ -68,10 +69,6 @@ class ClusterOptions:
     #: ``--context``: the kubeconfig context of every runtime's cluster, over ``spec.cluster``
     #: (None: with ``--kubeconfig``, the file's current context).
     context: str | None = None
-
-    def through(self, kubeconfig: Path | None, context: str | None) -> ClusterOptions:
-        """These options with ``--kubeconfig`` and ``--context``."""
-        return replace(self, kubeconfig=kubeconfig, context=context)
 
     def check_one_runtime(self, runtime_names: Sequence[str]) -> None:
         """``--kubeconfig`` and ``--context`` point one runtime at one cluster: refused (a
@@ -249,11 +246,6 @@ context_option = click.option(
 )
 
 
-def kubeconfig_options(command: F) -> F:
-    """``--kubeconfig`` and ``--context``: one cluster for every runtime, as kubectl's flags."""
-    return kubeconfig_option(context_option(command))
-
-
 secret_namespace_option = click.option(
     "--secret-namespace",
     default="reconciler-system",
@@ -275,22 +267,44 @@ parallel_option = click.option(
 )
 
 
-def cluster_options(command: F) -> F:
-    """How a command reaches clusters: ``--snapshot``, ``--kubeconfig``, ``--context``,
-    ``--kubeconfig-dir``, ``--secret-namespace``, ``--kube-qps``, ``--kube-burst``,
-    ``--kube-timeout`` (see :class:`ClusterOptions`)."""
-    for option in (
-        kube_timeout_option,
-        kube_burst_option,
-        kube_qps_option,
-        secret_namespace_option,
-        kubeconfig_dir_option,
-        context_option,
-        kubeconfig_option,
-        snapshot_option,
-    ):
-        command = option(command)
-    return command
+def cluster_options(*, one_cluster: bool = True, create: bool = False) -> Callable[[F], F]:
+    """How a command reaches clusters, as one ``clusters`` parameter (a :class:`ClusterOptions`)
+    built from ``--snapshot``, ``--kubeconfig-dir``, ``--secret-namespace``, ``--kube-qps``,
+    ``--kube-burst``, ``--kube-timeout``; with ``one_cluster``, ``--kubeconfig`` and
+    ``--context`` too (kubectl's one cluster for every runtime); with ``create``,
+    ``--snapshot-create``."""
+    options = [kube_timeout_option, kube_burst_option, kube_qps_option, secret_namespace_option]
+    options += [kubeconfig_dir_option]
+    options += [context_option, kubeconfig_option] if one_cluster else []
+    options += [snapshot_create_option] if create else []
+
+    def decorate(command: F) -> F:
+        @functools.wraps(command)
+        def taking_clusters(*args: Any, **kwargs: Any) -> Any:
+            return command(*args, clusters=_clusters_of(kwargs), **kwargs)
+
+        decorated: Any = taking_clusters
+        for option in [*options, snapshot_option]:
+            decorated = option(decorated)
+        return cast(F, decorated)
+
+    return decorate
+
+
+def _clusters_of(given: dict[str, Any]) -> ClusterOptions:
+    """The :class:`ClusterOptions` of :func:`cluster_options`' parameters, taken out of
+    ``given`` (a click callback's keyword arguments)."""
+    return ClusterOptions(
+        given.pop("kubeconfig_dir"),
+        given.pop("secret_namespace"),
+        given.pop("snapshot"),
+        given.pop("kube_qps"),
+        given.pop("kube_burst"),
+        snapshot_create=given.pop("snapshot_create", False),
+        timeout=given.pop("kube_timeout"),
+        kubeconfig=given.pop("kubeconfig", None),
+        context=given.pop("context", None),
+    )
 
 
 def complete_runtime(
@@ -360,13 +374,6 @@ allow_option = click.option(
     metavar="COUNT|RUNTIME",
     help="Let this run delete over the deletion brake: up to COUNT runtimes, modules and CRDs, "
     "or those of the RUNTIMEs named (repeat for several).",
-)
-format_option = click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
 )
 
 

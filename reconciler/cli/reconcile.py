@@ -31,7 +31,6 @@ from reconciler.cli.options import (
     debugging,
     max_size_option,
     repo_argument,
-    snapshot_create_option,
     state_option,
 )
 from reconciler.cli.output import output_option
@@ -68,8 +67,7 @@ pause: Callable[[float], None] = time.sleep
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     help="With --daemon: the daemon's webhook secret.",
 )
-@cluster_options
-@snapshot_create_option
+@cluster_options(create=True)
 @state_option
 @allow_option
 @channels_option
@@ -84,15 +82,7 @@ def reconcile(
     timeout: float,
     daemon_url: str | None,
     secret_file: Path | None,
-    snapshot: str | None,
-    snapshot_create: bool,
-    kubeconfig: Path | None,
-    context: str | None,
-    kubeconfig_dir: Path | None,
-    secret_namespace: str,
-    kube_qps: float | None,
-    kube_burst: int | None,
-    kube_timeout: float | None,
+    clusters: ClusterOptions,
     state_url: str,
     allow_deletions: Sequence[str],
     channels_dir: Path | None,
@@ -107,18 +97,7 @@ def reconcile(
     from reconciler.cli.sync import SyncOptions, run_sync
 
     source = RepoInput(repo, channels_dir, max_file_size)
-    clusters = ClusterOptions(
-        kubeconfig_dir,
-        secret_namespace,
-        snapshot,
-        kube_qps,
-        kube_burst,
-        snapshot_create=snapshot_create,
-        timeout=kube_timeout,
-        kubeconfig=kubeconfig,
-        context=context,
-    )
-    store_url = state_url_for(ctx, state_url, snapshot)
+    store_url = state_url_for(ctx, state_url, clusters.snapshot)
     run = RunRequest(source, clusters, store_url, (runtime,), allow_deletions)
     waited = timeout if wait else 0.0
     options = SyncOptions(waited, False, output_format, debugging(ctx), 1, must_finish=wait)

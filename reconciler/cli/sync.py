@@ -21,19 +21,12 @@ from reconciler.cli.options import (
     RunRequest,
     allow_option,
     channels_option,
+    cluster_options,
     debugging,
-    kube_burst_option,
-    kube_qps_option,
-    kube_timeout_option,
-    kubeconfig_dir_option,
-    kubeconfig_options,
     max_size_option,
     parallel_option,
     repo_argument,
     runtimes_option,
-    secret_namespace_option,
-    snapshot_create_option,
-    snapshot_option,
     state_option,
 )
 from reconciler.cli.output import echo_document, is_document, output_option
@@ -57,14 +50,7 @@ if TYPE_CHECKING:
 @repo_argument
 @runtimes_option
 @click.option("--dry-run", is_flag=True, help="Plan and print; no operation, nothing changed.")
-@snapshot_option
-@snapshot_create_option
-@kubeconfig_options
-@kubeconfig_dir_option
-@secret_namespace_option
-@kube_qps_option
-@kube_burst_option
-@kube_timeout_option
+@cluster_options(create=True)
 @state_option
 @click.option(
     "--wait",
@@ -110,15 +96,7 @@ def sync(
     repo: Path,
     runtime_names: Sequence[str],
     dry_run: bool,
-    snapshot: str | None,
-    snapshot_create: bool,
-    kubeconfig: Path | None,
-    context: str | None,
-    kubeconfig_dir: Path | None,
-    secret_namespace: str,
-    kube_qps: float | None,
-    kube_burst: int | None,
-    kube_timeout: float | None,
+    clusters: ClusterOptions,
     state_url: str,
     wait: float,
     daemon_url: str | None,
@@ -146,19 +124,8 @@ def sync(
     from reconciler.cli.clusters import state_url_for
 
     source = RepoInput(repo, channels_dir, max_file_size)
-    clusters = ClusterOptions(
-        kubeconfig_dir,
-        secret_namespace,
-        snapshot,
-        kube_qps,
-        kube_burst,
-        snapshot_create=snapshot_create,
-        timeout=kube_timeout,
-        kubeconfig=kubeconfig,
-        context=context,
-    )
     clusters.check_one_runtime(runtime_names)
-    store_url = state_url_for(ctx, state_url, snapshot)
+    store_url = state_url_for(ctx, state_url, clusters.snapshot)
     run = RunRequest(source, clusters, store_url, runtime_names, allow_deletions)
     if dry_run:
         sys.exit(dry_run_sync(run, output_format, parallel))

@@ -40,7 +40,7 @@ Branches = list[tuple["Inventory", dict["ObjectRef", "Body | None"]]]
 @click.argument("runtime", shell_complete=complete_runtime)
 @repo_argument
 @click.option("--module", "modules", multiple=True, help="Only this module (repeat for several).")
-@cluster_options
+@cluster_options()
 @state_option
 @channels_option
 @max_size_option
@@ -51,14 +51,7 @@ def tree(
     runtime: str,
     repo: Path,
     modules: Sequence[str],
-    snapshot: str | None,
-    kubeconfig: Path | None,
-    context: str | None,
-    kubeconfig_dir: Path | None,
-    secret_namespace: str,
-    kube_qps: float | None,
-    kube_burst: int | None,
-    kube_timeout: float | None,
+    clusters: ClusterOptions,
     state_url: str,
     channels_dir: Path | None,
     max_file_size: int,
@@ -73,14 +66,13 @@ def tree(
     from reconciler.lifecycle.executor import Lifecycle
 
     config = load_valid_repo(RepoInput(repo, channels_dir, max_file_size))
-    clusters = ClusterOptions(
-        kubeconfig_dir, secret_namespace, snapshot, kube_qps, kube_burst, timeout=kube_timeout
-    ).through(kubeconfig, context)
     access = Access(clusters, config.settings)
     if runtime in config.runtimes:
         cluster = access.connect(config.runtimes[runtime].cluster, runtime)
     else:
-        recorded = _recorded(state_url_for(ctx, state_url, snapshot), runtime, config.runtimes)
+        recorded = _recorded(
+            state_url_for(ctx, state_url, clusters.snapshot), runtime, config.runtimes
+        )
         cluster = access.connect(recorded, runtime)
     lifecycle = Lifecycle(cluster, system_namespace=config.settings.system_namespace)
     branches = [

@@ -7,7 +7,8 @@ from another thread by shutting its response's socket down (the reading thread, 
 socket's read, sees the end of the stream at once): the client's own ``Watch.stop()`` takes
 effect at the next event only, minutes away on a quiet kind. With
 :mod:`reconciler.cluster.kube` and :mod:`reconciler.cluster.kube_errors`, the only modules that
-import ``kubernetes``. Caller: the daemon's watches (:mod:`reconciler.cluster.watch`).
+import ``kubernetes``. Caller: :class:`reconciler.cluster.kube.KubeCluster`, whose watches the
+daemon's informers open.
 """
 
 from __future__ import annotations

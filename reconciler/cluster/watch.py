@@ -101,8 +101,6 @@ class Stop:
 class WatchCounts:
     """What a watch did, for metrics and the bench."""
 
-    lists: int = 0
-    streams: int = 0
     events: int = 0
     expired: int = 0
     errors: int = 0
@@ -189,7 +187,6 @@ class KindWatch:
             self.error = str(error)
 
     def _stream(self) -> None:
-        self.counts.streams += 1
         events = self.cluster.watch(
             self.api_version,
             self.kind,
@@ -217,7 +214,6 @@ class KindWatch:
 
     def _relist(self) -> None:
         """List the kind; after the first list, pass on what changed since the cache."""
-        self.counts.lists += 1
         listing = self.cluster.list_for_watch(self.api_version, self.kind, labels=self.labels)
         fresh = {_key(item): item for item in listing.items}
         news = [] if not self._listed else _differences(self.cache, fresh)

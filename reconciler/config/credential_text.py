@@ -71,20 +71,6 @@ _BOOLEANS = frozenset({"true", "false"})
 _BASE64 = re.compile(r"[A-Za-z0-9+/\r\n]++={0,2}+[\r\n]*+")
 _SHORTEST_BASE64 = 24
 
-#: Every pattern of this module, for the test that none can backtrack.
-PATTERNS: tuple[re.Pattern[str], ...] = (
-    _KUBECONFIG_KIND,
-    _KUBECONFIG_USERS,
-    _JSON_KUBECONFIG_KIND,
-    _JSON_KUBECONFIG_USERS,
-    _HTPASSWD,
-    _ASSIGNMENT,
-    _FLAG,
-    _JSON_PAIR,
-    _LINE_PAIR,
-    _BASE64,
-)
-
 
 def _nothing() -> None:
     """A check that never stops a scan."""

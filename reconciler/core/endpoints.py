@@ -29,11 +29,6 @@ class EndpointType(StrEnum):
     GITHUB = "github"
     GITLAB = "gitlab"
 
-    @property
-    def commit_status(self) -> bool:
-        """Whether the endpoint is a git host's commit status API."""
-        return self in (EndpointType.GITHUB, EndpointType.GITLAB)
-
 
 #: The API each commit status endpoint talks to when it names no ``url``.
 DEFAULT_API = {

@@ -16,7 +16,6 @@ from typing import Any
 
 from reconciler.core.endpoints import NotificationSettings
 
-API_VERSION = "reconciler.dev/v1alpha1"
 #: The version of the documents commands print (``-o json|yaml``, ``/status``):
 #: schemas/output/output.schema.json, docs/json-output.md.
 OUTPUT_API_VERSION = "reconciler.dev/v1"

@@ -6,8 +6,8 @@ commits still apply; a commit whose channels were never seen waits (PENDING, a
 :class:`~reconciler.errors.TransientError`), never refused for it. A commit another replica
 accepted names its channels commit (the head is pinned): it is read as is, never asked anew.
 
-Caller: :class:`reconciler.daemon.service.Daemon` (its poll) and
-:class:`reconciler.daemon.commits.CommitGate` (reading a commit).
+Caller: :class:`reconciler.daemon.service.Daemon` (its poll, and the commit gate reading a
+commit through it).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ leaving the repo), parses it with :mod:`reconciler.config.yamlsafe` and hands th
 :func:`reconciler.config.validate.validate_repo`. Paths in diagnostics are shown as the user reaches
 them
 from the current directory (``sample-repo/runtimes/prod-eu-1.yaml``). Callers: the CLI, tests and
-the benchmark, and the git source (a revision's tree, see :mod:`reconciler.source.git`).
+the benchmark, on a folder or on a git revision's tree.
 """
 
 from __future__ import annotations

@@ -43,8 +43,7 @@ from reconciler.core.signatures import (
 from reconciler.errors import ReconcilerError, SourceError, TransientError
 from reconciler.source.trust import TrustedKeys as TrustedKeys  # named here too, as it was
 
-#: File names of a trusted-keys folder: SSH allowed signers, and OpenPGP public keys.
-SSH_SIGNERS_NAMES = ("allowed_signers", "*.allowed_signers")
+#: File name endings of the OpenPGP public keys of a trusted-keys folder.
 OPENPGP_SUFFIXES = (".asc", ".gpg", ".pgp")
 #: How long a key problem makes a commit wait before it is verified again.
 KEY_RETRY_SECONDS = 60.0

@@ -3,7 +3,7 @@
 Paths are POSIX paths relative to the tree's root (the config repo's folder); they may climb out
 of it with ``..`` (channels kept beside the repo) when the tree can serve that. ``identity`` names
 a file's content (a git blob id) so that a file unchanged between two revisions is parsed once.
-Callers: the loader; implementations: :class:`reconciler.source.folder.FolderTree` and
+Callers: the loader. Implementations: :class:`reconciler.source.folder.FolderTree` and
 :class:`reconciler.source.git.GitTree`; :class:`SubTree` shows a folder of either as a tree
 of its own.
 """

@@ -139,10 +139,36 @@ def _imported_roots(path: Path) -> set[str]:
 
 
 def test_only_the_adapters_import_their_libraries() -> None:
-    assert {"kubernetes", "sqlite3", "psycopg"} <= set(SOLE_IMPORTERS)
+    assert {"kubernetes", "sqlite3", "psycopg", "subprocess", "urllib3"} <= set(SOLE_IMPORTERS)
     missing = [f for files in SOLE_IMPORTERS.values() for f in files if not (ROOT / f).exists()]
     assert not missing, f"protected contracts name modules that do not exist: {missing}"
     for path in sorted((ROOT / "reconciler").rglob("*.py")):
         relative = path.relative_to(ROOT).as_posix()
         for library in _imported_roots(path) & set(SOLE_IMPORTERS):
             assert relative in SOLE_IMPORTERS[library], f"{relative} imports {library}"
+
+
+DIALECTS = ("reconciler.operations.store.sqlite", "reconciler.operations.store.postgres")
+_SQLITE_CLASS = "reconciler.operations.store.SqliteStore"
+
+
+def _imported_names(path: Path) -> set[str]:
+    """The dotted names ``path`` imports (``from a import b``: ``a`` and ``a.b``)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def test_only_the_store_package_opens_a_dialect() -> None:
+    assert set(DIALECTS) <= set(SOLE_IMPORTERS)
+    store = ROOT / "reconciler" / "operations" / "store"
+    for path in sorted((ROOT / "reconciler").rglob("*.py")):
+        if path.parent == store:
+            continue
+        names = _imported_names(path)
+        names = {n for n in names if n.startswith(DIALECTS)} | (names & {_SQLITE_CLASS})
+        assert not names, f"{path.relative_to(ROOT)} opens a dialect: {names}"

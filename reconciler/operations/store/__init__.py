@@ -30,6 +30,7 @@ from reconciler.operations.store.contract import (
     next_beat,
 )
 from reconciler.operations.store.opening import (
+    check_store,
     open_existing_store,
     open_store,
     open_store_to_read,
@@ -49,6 +50,7 @@ __all__ = [
     "SavedRows",
     "SqliteStore",
     "StateStore",
+    "check_store",
     "load_status",
     "load_statuses",
     "may_replace",

@@ -44,3 +44,11 @@ def open_store_to_read(url: str) -> StateStore:
     (nor its folder) and plans as a new store would."""
     found = open_existing_store(url)
     return found if found is not None else SqliteStore(Path(":memory:"))
+
+
+def check_store(store: StateStore) -> None:
+    """Read the whole store once where its file can be damaged (SQLite's ``quick_check``), so
+    that a daemon refuses a damaged store at its start; a PostgreSQL server checks its own pages.
+    """
+    if isinstance(store, SqliteStore):
+        store.check()
