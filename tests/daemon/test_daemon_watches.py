@@ -158,7 +158,8 @@ EVERY_GADGET = ("example.io/v1", "Gadget", "every")
 def _blocked_by_users(watching: Any, change: str, files: dict[str, str | None]) -> Daemon:
     """Runtime a reconciled, a user's Gadget made, then ``files`` committed (``change``): the
     removal that follows is blocked by the Gadget, whose every instance is watched."""
-    daemon, cluster, _, fleet = watching
+    daemon: Daemon = watching[0]
+    cluster, fleet = watching[1], watching[3]
     cluster.auto_ready = True
     poll_and_reconcile(daemon)
     metadata = {"name": USERS.name, "namespace": USERS.namespace}
