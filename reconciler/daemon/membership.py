@@ -321,7 +321,7 @@ def fenced(
     cluster: Cluster, check: Callable[[], str | None], stopping: Stop | None = None
 ) -> FencedCluster:
     """``cluster`` with its writes fenced by ``check``, waiting as it waits: a cluster that
-    settles by itself stays one (so the lifecycle still waits for CRDs within a pass), its
+    settles by itself stays one (so a replace still waits a little for the old object), its
     waits ended at once by ``stopping`` (the daemon's shutdown)."""
     if isinstance(cluster, Settling):
         return SettlingFencedCluster(cluster, check, stopping)
