@@ -16,6 +16,7 @@ from reconciler.cluster.kube import connect
 from reconciler.core.model import ClusterAccess
 from reconciler.core.status import Reason
 from reconciler.daemon.service import Daemon, DaemonOptions
+from reconciler.operations.model import Operation
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
 from tests.support.daemons import GitServer
@@ -46,21 +47,24 @@ class Watched:
     def first_run(self) -> None:
         """Poll, run every runtime once, and wait until the watches have listed and no run
         waits for CRDs (a run never waits for them: it ends "not yet"; watching, a wake runs
-        it again, else a retry timer would: run here)."""
+        it again, else a retry timer would: run here, as for a step retrying on a transient
+        error, such as the 429 of a new kind whose storage is initializing)."""
         assert self.daemon.poll()
         self.daemon.wait_idle()
         until(self._past_crds, "every run past its CRDs", BOUNDED)
         until(self._listed, "the watches listed their kinds", BOUNDED)
 
     def _past_crds(self) -> bool:
-        if not self.daemon.watches.enabled:
+        waiting = self._unfinished()
+        if not self.daemon.watches.enabled or any(o.data.failure for o in waiting):
             self.daemon.reconcile_all(wait=True)  # what a retry timer runs
-        for runtime in self.world.fleet.runtimes:
-            waiting = self.daemon.store.unfinished(runtime)
-            modules = waiting.data.applied.modules if waiting is not None else ()
-            if any(m.reason == Reason.WAITING_FOR_CRD for m in modules):
-                return False
-        return True
+            waiting = self._unfinished()
+        modules = [m for o in waiting for m in o.data.applied.modules]
+        return not any(m.reason == Reason.WAITING_FOR_CRD for m in modules)
+
+    def _unfinished(self) -> list[Operation]:
+        found = map(self.daemon.store.unfinished, self.world.fleet.runtimes)
+        return [o for o in found if o is not None]
 
     def _listed(self) -> bool:
         opened = list(self.daemon.watches.open.values())
