@@ -46,12 +46,12 @@ NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 COMMIT = Head("0123456789abcdef0123456789abcdef01234567")
 
 
-def _state(index: int) -> tuple[ModuleState, str]:
+def _state(index: int) -> tuple[ModuleState, Reason]:
     if index % 100 == 1:
-        return ModuleState.ERROR, str(Reason.FAILED)
+        return ModuleState.ERROR, Reason.FAILED
     if index % 100 == 2:
-        return ModuleState.DELETING, str(Reason.WAITING_FOR_RESOURCES)
-    return ModuleState.READY, str(Reason.READY)
+        return ModuleState.DELETING, Reason.WAITING_FOR_RESOURCES
+    return ModuleState.READY, Reason.READY
 
 
 def _fill(store: SqliteStore, repo_runtimes: dict[str, list[tuple[str, str]]]) -> None:

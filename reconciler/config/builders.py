@@ -10,7 +10,7 @@ required field present, every type right) and add no check of their own.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -26,6 +26,7 @@ from reconciler.core.model import (
     ChannelsFrom,
     ClientRate,
     ClusterAccess,
+    HealthCheck,
     HookPolicy,
     MaintenanceWindow,
     ManagedKind,
@@ -140,8 +141,7 @@ def module_from(
     spec = data["spec"]
     metadata = spec.get("versions", {})
     with_metadata = {
-        name: _with_downtime(v, bool(metadata.get(name, {}).get("requiresDowntime", False)))
-        for name, v in versions.items()
+        name: _with_metadata(v, metadata.get(name, {})) for name, v in versions.items()
     }
     return Module(
         name=data["metadata"]["name"],
@@ -161,10 +161,23 @@ def module_from(
     )
 
 
-def _with_downtime(version: ModuleVersion, requires_downtime: bool) -> ModuleVersion:
-    if not requires_downtime:
+def health_checks_from(declared: Iterable[Mapping[str, Any]]) -> tuple[HealthCheck, ...]:
+    """Typed ``healthChecks`` of a version from their valid entries."""
+    return tuple(
+        HealthCheck(c["kind"], c["name"], c.get("namespace"), c.get("group")) for c in declared
+    )
+
+
+def _with_metadata(version: ModuleVersion, metadata: Mapping[str, Any]) -> ModuleVersion:
+    """A version with what ``spec.versions.<version>`` says of it."""
+    checks = health_checks_from(metadata.get("healthChecks", ()))
+    if not metadata.get("requiresDowntime", False) and not checks:
         return version
-    return replace(version, requires_downtime=True)
+    return replace(
+        version,
+        requires_downtime=bool(metadata.get("requiresDowntime", False)),
+        health_checks=checks,
+    )
 
 
 def runtime_from(data: Mapping[str, Any], source: str) -> Runtime:

@@ -7,11 +7,11 @@ or source), the operator a module names (C2) and the dependencies between module
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.config.builders import module_from
+from reconciler.config.builders import health_checks_from, module_from
 from reconciler.config.credentials import find_inline_credentials
 from reconciler.config.document_checks import DocumentChecks
 from reconciler.config.file_credentials import Scan, credential_scans
@@ -28,7 +28,14 @@ from reconciler.config.templates import (
 )
 from reconciler.config.yamlsafe import Document
 from reconciler.core.diagnostics import Diagnostic, Pointer, did_you_mean
-from reconciler.core.model import LABEL_APP_VERSION, Module, ModuleKind, ModuleVersion
+from reconciler.core.health import Identity, check_matches
+from reconciler.core.model import (
+    LABEL_APP_VERSION,
+    HealthCheck,
+    Module,
+    ModuleKind,
+    ModuleVersion,
+)
 from reconciler.core.preflight import RECREATE_ANNOTATION, asks_recreate
 from reconciler.core.versions import is_version
 
@@ -158,6 +165,26 @@ class ModuleChecks:
                     document, version, metadata["kind"], versions[version].kind
                 )
                 self.docs.diagnostics.extend([problem] if problem is not None else [])
+            if version in versions and metadata.get("healthChecks"):
+                self.health_checks(document, version, versions[version])
+
+    def health_checks(self, document: Document, version: str, content: ModuleVersion) -> None:
+        """Each of a manifest version's ``healthChecks`` names exactly one object of its
+        manifest or its default configuration (a templated version's objects are rendered
+        per runtime: a check that names none there fails the module at its sync)."""
+        if content.kind.templated or not content.objects:
+            return
+        namespace = str(document.data["spec"]["namespace"])
+        bodies = [*content.objects, *filter(None, [content.default_configuration])]
+        identities = [_identity(body, namespace) for body in bodies]
+        declared = document.data["spec"]["versions"][version]["healthChecks"]
+        for index, check in enumerate(health_checks_from(declared)):
+            found = check_matches(check, identities)
+            if len(found) == 1:
+                continue
+            pointer: Pointer = ("spec", "versions", version, "healthChecks", index)
+            message = _health_check_problem(check, version, found, identities)
+            self.docs.diagnostics.append(document.diagnostic("C2", message, pointer))
 
     def operators(self, module: Module, raw: RawModule, document: Document) -> None:
         by_version = {v.name: v for v in raw.versions}
@@ -209,6 +236,33 @@ def _is_operator(obj: Mapping[str, Any], module: Module) -> bool:
         obj.get("kind") == module.operator_kind
         and str(obj.get("apiVersion", "")).startswith("apps/")
         and obj.get("metadata", {}).get("name") == module.operator_name
+    )
+
+
+def _identity(body: Mapping[str, Any], namespace: str) -> Identity:
+    """An object of a manifest as a health check names it (in the module's namespace when
+    it names none)."""
+    metadata = body.get("metadata") or {}
+    group = str(body.get("apiVersion") or "").rpartition("/")[0]
+    where = str(metadata.get("namespace") or namespace)
+    return group, str(body.get("kind")), where, str(metadata.get("name"))
+
+
+def _health_check_problem(
+    check: HealthCheck, version: str, found: Sequence[Identity], identities: Sequence[Identity]
+) -> str:
+    """Why ``check`` does not name exactly one object of ``version`` (``found``)."""
+    if found:
+        subjects = ", ".join("/".join(p for p in (k, ns, n) if p) for _, k, ns, n in found)
+        return (
+            f"health check {check.subject} names {len(found)} objects of version {version} "
+            f"({subjects}): give its namespace or group"
+        )
+    names = [name for _, kind, _, name in identities if kind == check.kind]
+    hint = did_you_mean(check.name, names) if names else ""
+    return (
+        f"health check {check.subject} names no object of version {version} (its manifest "
+        f"or default configuration)" + hint
     )
 
 

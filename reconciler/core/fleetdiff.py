@@ -35,6 +35,7 @@ from reconciler.core.plan_values import (
     ModulePlan,
     ObjectAction,
 )
+from reconciler.core.reasons import Reason
 from reconciler.core.render import Renderer, removal_order
 from reconciler.core.resolve import Resolution, ResolvedModule, resolve_runtime
 from reconciler.core.serverform import server_form
@@ -311,7 +312,7 @@ class FleetDiffer:
         elif same and old is not None:  # only enforced fields change
             desired = self._desired_module(new, runtime.name)
             the_plan = ModulePlan(
-                new.name, ModuleAction.UNCHANGED, "UpToDate", "", old.version, new.version
+                new.name, ModuleAction.UNCHANGED, Reason.UP_TO_DATE, "", old.version, new.version
             )
         else:
             desired = self._desired_module(new, runtime.name)

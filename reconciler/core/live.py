@@ -3,7 +3,8 @@
 - :func:`workload_available`: a Deployment, StatefulSet or DaemonSet has caught up with its
   spec and is available (L2, an operator's readiness).
 - :func:`live_state`: one word for an object's live state, as ``reconciler tree`` shows it.
-- :func:`stall`: why an object will not get ready by itself (kstatus's Failed), if it will not.
+- :func:`stall`: why an object will not get ready by itself (kstatus's Failed), if it will not;
+  :func:`condition_text`: a status condition as one line.
 - :func:`running_version`: L5, the version label of the live operator workload;
   :func:`judged_version`: L15, the version L5 compares with (the one last Ready).
 - :func:`labelled_ours`: an object carries our labels for a runtime and module.
@@ -71,9 +72,16 @@ def stall(body: Mapping[str, Any]) -> str | None:
             or (kind_of == "Stalled" and state == "True")
         )
         if stalled:
-            message = " ".join(str(condition.get("message") or "").split())
-            return f"{kind_of}={state} ({reason or 'no reason'}): {message or 'no message'}"
+            return condition_text(condition)
     return None
+
+
+def condition_text(condition: Mapping[str, Any]) -> str:
+    """``Type=Status (Reason): message`` of a status condition, its message on one line."""
+    kind_of, state = condition.get("type"), condition.get("status")
+    reason = str(condition.get("reason") or "")
+    message = " ".join(str(condition.get("message") or "").split())
+    return f"{kind_of}={state} ({reason or 'no reason'}): {message or 'no message'}"
 
 
 def live_state(body: Mapping[str, Any] | None) -> str:

@@ -211,6 +211,23 @@ class TemplateSource:
 
 
 @dataclass(frozen=True, slots=True)
+class HealthCheck:
+    """``spec.versions.<version>.healthChecks[]``: an object of the version (its manifest or
+    its default configuration) whose health counts toward the module's readiness, as Flux's
+    ``healthChecks``; ``namespace`` and ``group`` narrow the match when given."""
+
+    kind: str
+    name: str
+    namespace: str | None = None
+    group: str | None = None
+
+    @property
+    def subject(self) -> str:
+        """``Job/ns/name`` (``Job/name`` without a namespace), as the check names it."""
+        return "/".join(p for p in (self.kind, self.namespace, self.name) if p)
+
+
+@dataclass(frozen=True, slots=True)
 class ModuleVersion:
     """One version folder of a module: its manifest objects and default configuration, or
     the template (a chart, an overlay, a fetched source) its objects are rendered from."""
@@ -221,6 +238,8 @@ class ModuleVersion:
     requires_downtime: bool = False
     kind: ModuleKind = ModuleKind.MANIFEST
     template: TemplateSource | None = None
+    #: ``healthChecks``: objects whose health counts toward readiness besides the operator.
+    health_checks: tuple[HealthCheck, ...] = ()
 
 
 class HookPolicy(StrEnum):

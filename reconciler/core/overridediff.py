@@ -18,6 +18,7 @@ from reconciler.core.model import Channel, Runtime
 from reconciler.core.objects import ObjectRef
 from reconciler.core.overrides import ConfigOverride, EnforcedField
 from reconciler.core.plan_values import ModuleAction, ModulePlan, ObjectAction, ObjectChange
+from reconciler.core.reasons import Reason
 
 
 def override_fields(
@@ -63,7 +64,7 @@ def reconfigured(plan: ModulePlan, ref: ObjectRef, fields: tuple[FieldChange, ..
         else ()
     )
     action = plan.action if plan.action is not ModuleAction.UNCHANGED else ModuleAction.RECONFIGURE
-    reason = plan.reason if plan.action is not ModuleAction.UNCHANGED else "ConfigChanged"
+    reason = plan.reason if plan.action is not ModuleAction.UNCHANGED else Reason.CONFIG_CHANGED
     message = f"{len(fields)} enforced field(s) of {ref.subject} change"
     return replace(
         plan,

@@ -104,7 +104,13 @@ def plan_module(
     version = desired.resolved.version
     running = live.running_version
     base = ModulePlan(
-        desired.name, ModuleAction.UNCHANGED, "", "", running, version, desired.strategy
+        desired.name,
+        ModuleAction.UNCHANGED,
+        Reason.UP_TO_DATE,
+        "",
+        running,
+        version,
+        desired.strategy,
     )
     running_key = parse_running_version(running) if running is not None else None
     if running is not None and running_key is None:
@@ -190,7 +196,7 @@ def _classify(
     running: str | None,
     upgrade: bool,
     changes: tuple[ObjectChange, ...],
-) -> tuple[ModuleAction, str, str]:
+) -> tuple[ModuleAction, Reason, str]:
     version = desired.resolved.version
     if running is None:
         return ModuleAction.INSTALL, Reason.INSTALL, f"install {desired.name} {version}"
@@ -387,7 +393,7 @@ def plan_removal(live: LiveModule, *, shipped: Mapping[ObjectRef, str] | None = 
     base = ModulePlan(
         inventory.module,
         ModuleAction.UNCHANGED,
-        "",
+        Reason.UP_TO_DATE,
         "",
         inventory.version,
         None,

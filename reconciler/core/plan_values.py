@@ -20,6 +20,7 @@ from reconciler.core.fielddiff import FieldChange
 from reconciler.core.inventory import Inventory
 from reconciler.core.model import ConfigRepo, MaintenanceWindow, Module, Strategy
 from reconciler.core.objects import Body, ObjectRef, crd_kind
+from reconciler.core.reasons import Reason
 from reconciler.core.render import RenderedObject
 from reconciler.core.resolve import ResolvedModule
 
@@ -86,7 +87,7 @@ class PlannedModule:
 
     module: str
     action: ModuleAction
-    reason: str
+    reason: Reason
     from_version: str | None = None
     to_version: str | None = None
 
@@ -107,7 +108,7 @@ class ModulePlan:
 
     module: str
     action: ModuleAction
-    reason: str
+    reason: Reason
     message: str
     from_version: str | None = None
     to_version: str | None = None

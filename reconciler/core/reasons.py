@@ -41,6 +41,8 @@ class Reason(StrEnum):
     WAITING_FOR_RESOURCES = "WaitingForResources"
     #: A removed module is deleted.
     REMOVED = "Removed"
+    #: Only enforced fields of the default configuration change (``diff --base``).
+    CONFIG_CHANGED = "ConfigChanged"
 
     # -- a module's pass (lifecycle) -------------------------------------------------------------
     #: The module's workloads are ready.
@@ -67,6 +69,17 @@ class Reason(StrEnum):
     #: past its progress deadline, a CRD whose names are not accepted; the message names the
     #: condition, its reason and message. A later pass that finds it recovered clears it.
     STALLED = "Stalled"
+    #: A CRD an upgrade dropped is kept while custom resources of it remain (L8): the module
+    #: is Ready but warns, naming them.
+    CRD_IN_USE = "CRDInUse"
+
+    #: Operator available; an object the version names in ``healthChecks`` is not healthy
+    #: yet (a Job running, a custom resource not Ready): the message names it and why.
+    WAITING_FOR_HEALTH_CHECKS = "WaitingForHealthChecks"
+    #: An object the version names in ``healthChecks`` failed (kstatus: Failed): a Job's
+    #: ``Failed=True``, ``Stalled=True``; the message names the condition, its reason and
+    #: message. A later pass that finds it healthy clears it.
+    HEALTH_CHECK_FAILED = "HealthCheckFailed"
 
     # -- a runtime -------------------------------------------------------------------------------
     #: Its first operation is under way.
@@ -95,3 +108,12 @@ class Reason(StrEnum):
     STEP_FAILED = "StepFailed"
     #: Any other transient error a step retries on (a conflict, a kind not served yet).
     STEP_RETRYING = "StepRetrying"
+
+
+def parse_reason(text: object, default: Reason) -> Reason:
+    """The reason whose code is ``text``, as the state store keeps it; ``default`` for none, or
+    for a code this version does not know (written by a newer one, read by an older one)."""
+    try:
+        return Reason(str(text))
+    except ValueError:
+        return default

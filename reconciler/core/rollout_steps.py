@@ -113,7 +113,7 @@ def _halt(rollout: Rollout, failing: list[str], now: datetime) -> tuple[Rollout,
     halted = replace(
         rollout,
         state=RolloutState.HALTED,
-        reason=str(HaltReason.ERRORS),
+        reason=HaltReason.ERRORS,
         message=message,
         updated=now,
     )
@@ -190,7 +190,7 @@ def cancel(rollout: Rollout, now: datetime, why: str) -> Rollout:
     return replace(
         rollout,
         state=RolloutState.CANCELED,
-        reason=str(HaltReason.CANCELED),
+        reason=HaltReason.CANCELED,
         message=why or "canceled",
         healthy_since=None,
         updated=now,
@@ -208,7 +208,7 @@ def supersede(rollout: Rollout, by: str, now: datetime) -> Rollout:
     return replace(
         rollout,
         state=RolloutState.SUPERSEDED,
-        reason=str(HaltReason.SUPERSEDED),
+        reason=HaltReason.SUPERSEDED,
         message=f"superseded by the rollout of {by[:12]}",
         healthy_since=None,
         updated=now,

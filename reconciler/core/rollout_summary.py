@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from reconciler.core.rollouts import MemberState, Rollout, RolloutState
+from reconciler.core.rollouts import HaltReason, MemberState, Rollout, RolloutState
 
 #: The states of a released runtime (one that takes the rollout's commit).
 _RELEASED = tuple(s.value for s in MemberState if s.released)
@@ -55,7 +55,7 @@ class RolloutSummary:
     wave: int = 0
     wave_started: datetime | None = None
     healthy_since: datetime | None = None
-    reason: str = ""
+    reason: HaltReason | None = None
     message: str = ""
     updated: datetime | None = None
     version: int = 0

@@ -124,7 +124,7 @@ class Rollout:
     wave_started: datetime | None = None
     #: Since when every runtime of the wave under way is Ready (None: not all of them now).
     healthy_since: datetime | None = None
-    reason: str = ""
+    reason: HaltReason | None = None
     message: str = ""
     updated: datetime | None = None
     version: int = 0

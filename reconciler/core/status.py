@@ -55,6 +55,23 @@ class ModuleState(StrEnum):
 _SEVERITY = {state: rank for rank, state in enumerate(ModuleState)}
 
 
+#: The reason a state stands for where none was recorded (a runtime without modules) or the
+#: stored one is a code of a newer version.
+_REASON_OF_STATE = {
+    ModuleState.UNMANAGED: Reason.STRATEGY_IGNORE,
+    ModuleState.READY: Reason.READY,
+    ModuleState.PROCESSING: Reason.UPDATING,
+    ModuleState.DELETING: Reason.DEPROVISIONING,
+    ModuleState.WARNING: Reason.RETRYING,
+    ModuleState.ERROR: Reason.FAILED,
+}
+
+
+def reason_of_state(state: ModuleState | None) -> Reason:
+    """The reason ``state`` stands for when no other is known (None: a module that is gone)."""
+    return Reason.REMOVED if state is None else _REASON_OF_STATE[state]
+
+
 def worst_state(states: Iterable[ModuleState | None]) -> ModuleState:
     """The worst of ``states`` (``None``, a module that is gone, counts for nothing); Ready
     when there is none."""
@@ -118,7 +135,7 @@ class ModuleStatus:
 
     module: str
     state: ModuleState | None
-    reason: str
+    reason: Reason
     message: str
     version: str | None = None
     error: ModuleError | None = None

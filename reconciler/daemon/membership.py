@@ -216,13 +216,25 @@ class Membership:
             log.warning("member %s: could not leave: %s", self.name, error)
 
 
+#: How a delete is sent: given the object and the request (which says whether there was
+#: something to delete), it sends the request (the daemon notes its own deletions around it).
+AroundDelete = Callable[[ObjectRef, Callable[[], bool]], bool]
+
+
 class FencedCluster:
     """A cluster whose writes first ask :meth:`Membership.fenced`, right before each request is
-    passed on (reads go through); a snapshot file's save asks under the file's lock."""
+    passed on (reads go through); a snapshot file's save asks under the file's lock. Deletes
+    go through ``around_delete`` when given."""
 
-    def __init__(self, cluster: Cluster, fenced: Callable[[], str | None]) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        fenced: Callable[[], str | None],
+        around_delete: AroundDelete | None = None,
+    ) -> None:
         self.cluster = cluster
         self._fenced = fenced
+        self._around_delete = around_delete
 
     @property
     def identity(self) -> ClusterIdentity:
@@ -268,9 +280,13 @@ class FencedCluster:
         return self.cluster.patch(ref, merge_patch)
 
     def delete(self, ref: ObjectRef, *, propagation: str = "Background") -> bool:
-        """See :meth:`Cluster.delete`: fenced."""
+        """See :meth:`Cluster.delete`: fenced, through ``around_delete`` when given."""
         self._check()
-        return self.cluster.delete(ref, propagation=propagation)
+
+        def ask() -> bool:
+            return self.cluster.delete(ref, propagation=propagation)
+
+        return ask() if self._around_delete is None else self._around_delete(ref, ask)
 
     def kind_info(self, api_version: str, kind: str) -> KindInfo | None:
         """See :meth:`Cluster.kind_info`."""
@@ -306,9 +322,13 @@ class SettlingFencedCluster(FencedCluster):
     :class:`~reconciler.cluster.api.Settling`), and end at once when the daemon stops."""
 
     def __init__(
-        self, cluster: Cluster, fenced: Callable[[], str | None], stopping: Stop | None = None
+        self,
+        cluster: Cluster,
+        fenced: Callable[[], str | None],
+        stopping: Stop | None = None,
+        around_delete: AroundDelete | None = None,
     ) -> None:
-        super().__init__(cluster, fenced)
+        super().__init__(cluster, fenced, around_delete)
         self._stopping = stopping
 
     def pause(self, seconds: float, stop: Stop | None = None) -> bool:
@@ -318,11 +338,15 @@ class SettlingFencedCluster(FencedCluster):
 
 
 def fenced(
-    cluster: Cluster, check: Callable[[], str | None], stopping: Stop | None = None
+    cluster: Cluster,
+    check: Callable[[], str | None],
+    stopping: Stop | None = None,
+    around_delete: AroundDelete | None = None,
 ) -> FencedCluster:
     """``cluster`` with its writes fenced by ``check``, waiting as it waits: a cluster that
     settles by itself stays one (so a replace still waits a little for the old object), its
-    waits ended at once by ``stopping`` (the daemon's shutdown)."""
+    waits ended at once by ``stopping`` (the daemon's shutdown); its deletes sent through
+    ``around_delete`` when given."""
     if isinstance(cluster, Settling):
-        return SettlingFencedCluster(cluster, check, stopping)
-    return FencedCluster(cluster, check)
+        return SettlingFencedCluster(cluster, check, stopping, around_delete)
+    return FencedCluster(cluster, check, around_delete)

@@ -46,6 +46,7 @@ from reconciler.daemon.page_model import (
 from reconciler.daemon.page_rollouts import ROLLOUTS_SHOWN, rollouts_view
 from reconciler.daemon.page_runtime import OPERATIONS_SHOWN, runtime_view
 from reconciler.errors import NotFoundError, TransientError
+from reconciler.operations.model import RuntimeStatus
 from reconciler.operations.rollouts import find_rollout
 from reconciler.operations.store import load_status, load_statuses
 
@@ -215,10 +216,27 @@ def load_fleet(daemon: Daemon) -> list[FleetRuntime]:
     statuses = {s.current.runtime: s for s in load_statuses(daemon.store, git_suspended=in_git)}
     names = sorted(set(declared) | set(statuses))
     owners = daemon.membership.owners(names)
+    rollout = daemon.store.latest_rollout()
     return [
-        FleetRuntime.of(name, declared.get(name), statuses.get(name), owners.get(name, ""))
+        FleetRuntime.of(
+            name,
+            declared.get(name),
+            statuses.get(name),
+            owners.get(name, ""),
+            in_sync=_in_sync(daemon, name, statuses.get(name)),
+            rollout=rollout,
+        )
         for name in names
     ]
+
+
+def _in_sync(daemon: Daemon, name: str, status: RuntimeStatus | None) -> bool:
+    """Whether ``name``'s record, made at an older commit, is in sync at the commit in force
+    (the commits since changed nothing of it)."""
+    if status is None:
+        return False
+    synced, in_force = head_text(status.current.commit), head_text(daemon.state.commit)
+    return daemon.state.unchanged.in_sync(name, synced, in_force)
 
 
 def load_runtime(daemon: Daemon, name: str) -> FleetRuntime | None:
@@ -232,7 +250,10 @@ def load_runtime(daemon: Daemon, name: str) -> FleetRuntime | None:
     if spec is None and status is None:
         return None
     owners = daemon.membership.owners(daemon.fleet())
-    return FleetRuntime.of(name, spec, status, owners.get(name, ""))
+    return FleetRuntime.of(
+        name, spec, status, owners.get(name, ""),
+        in_sync=_in_sync(daemon, name, status), rollout=daemon.store.latest_rollout(),
+    )  # fmt: skip
 
 
 def load_source(daemon: Daemon) -> SourceView:

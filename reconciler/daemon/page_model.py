@@ -23,6 +23,7 @@ from datetime import datetime
 
 from reconciler.core.head import Head, head_text
 from reconciler.core.model import Runtime
+from reconciler.core.rollouts import MemberState, Rollout, RolloutState
 from reconciler.core.selectors import SelectorError, parse_label_selector
 from reconciler.core.status import NOT_SYNCED, ModuleState, Reason
 from reconciler.operations.model import RuntimeStatus
@@ -104,16 +105,49 @@ class FleetRuntime:
     status: RuntimeStatus | None = None
     #: The replica that owns it ("" when none is live).
     owner: str = ""
+    #: Whether the commit in force wants of it what the commit of its record wanted (the
+    #: commits since changed nothing of it: :mod:`reconciler.core.unchanged`).
+    in_sync: bool = False
+    #: The rollout that holds it back, and why (``None``: none does).
+    hold: RolloutHold | None = None
 
     @classmethod
     def of(
-        cls, name: str, spec: Runtime | None, status: RuntimeStatus | None, owner: str
+        cls,
+        name: str,
+        spec: Runtime | None,
+        status: RuntimeStatus | None,
+        owner: str,
+        *,
+        in_sync: bool = False,
+        rollout: Rollout | None = None,
     ) -> FleetRuntime:
         """Runtime ``name`` as the commit in force declares it (``spec``; ``None``: it left
-        git) and the store recorded it (``status``; ``None``: never synced)."""
+        git), the store recorded it (``status``; ``None``: never synced) and the newest
+        ``rollout`` holds it back or not."""
+        hold = rollout_hold(rollout, name)
         if spec is None:
-            return cls(name, status=status, owner=owner)
-        return cls(name, spec.labels, True, spec.suspend, spec.channel, spec.source, status, owner)
+            return cls(name, status=status, owner=owner, in_sync=in_sync, hold=hold)
+        return cls(
+            name, spec.labels, True, spec.suspend, spec.channel, spec.source, status, owner,
+            in_sync, hold,
+        )  # fmt: skip
+
+    def commit_shown(self, in_force: str) -> tuple[str, str]:
+        """The commit its Commit column shows, and a word on it: the commit in force when it
+        is in sync there (the commits since its last operation changed nothing of it), else
+        the commit of its record (held back by a rollout, or not reconciled yet)."""
+        if self.status is None:
+            return "-", ""
+        synced = head_text(self.status.current.commit)
+        if self.hold is not None:
+            return short_commit(synced), f"held back by rollout {self.hold.rollout}"
+        if self.in_sync and synced != in_force:
+            return short_commit(in_force), (
+                f"in sync: the commits since {short_commit(synced)}, where it was last "
+                "reconciled, change nothing of it"
+            )
+        return short_commit(synced), ""
 
     @property
     def state(self) -> str:
@@ -129,6 +163,66 @@ class FleetRuntime:
         if self.status is None:
             return ()
         return tuple(m.module for m in self.status.current.modules if m.state is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutHold:
+    """A runtime a rollout holds back: it keeps its previous commit (``base``) until its wave
+    starts. ``wave`` is its wave's name, ``position`` ``2 of 3``; ``why`` says what the wave
+    waits for (the wave under way, a pause, a halt, a cancel, a suspension)."""
+
+    rollout: str
+    commit: str
+    base: str
+    wave: str
+    position: str
+    why: str
+
+    @property
+    def mark(self) -> str:
+        """``held: wave prod (3 of 3)``, the fleet table's mark."""
+        return f"held: wave {self.wave} ({self.position})"
+
+    @property
+    def text(self) -> str:
+        """The whole sentence, for the runtime's page and the fleet table's message."""
+        return (
+            f"held back by rollout {self.rollout} of commit {self.commit} in wave {self.wave} "
+            f"({self.position}), keeping commit {self.base}: {self.why}"
+        )
+
+
+def rollout_hold(rollout: Rollout | None, runtime: str) -> RolloutHold | None:
+    """How the newest ``rollout`` holds ``runtime`` back (``None``: it does not: no rollout
+    gates, the commit does not change the runtime, or its wave has started)."""
+    if rollout is None or not rollout.state.gates:
+        return None
+    member = rollout.member(runtime)
+    if member is None or member.state.released:
+        return None
+    waves = rollout.waves
+    wave = waves[member.wave].name if member.wave < len(waves) else str(member.wave + 1)
+    position = f"{member.wave + 1} of {len(waves)}"
+    return RolloutHold(
+        rollout.id, rollout.shown, short_commit(member.base), wave, position,
+        _why_held(rollout, member.state, member.note),
+    )  # fmt: skip
+
+
+def _why_held(rollout: Rollout, state: MemberState, note: str) -> str:
+    """What a held runtime's wave waits for."""
+    said = f": {rollout.message}" if rollout.message else ""
+    if state is MemberState.SKIPPED:
+        return f"skipped, {note}" if note else "skipped: it is suspended"
+    if rollout.state is RolloutState.PAUSED:
+        return f"the rollout is paused{said}"
+    if rollout.state is RolloutState.HALTED:
+        return f"the rollout halted ({rollout.reason}){said}"
+    if rollout.state is RolloutState.CANCELED:
+        return f"the rollout was canceled{said}"
+    under_way = rollout.waves[rollout.wave].name if rollout.wave < len(rollout.waves) else "-"
+    count = len(rollout.waves)
+    return f"its wave starts once wave {under_way} ({rollout.wave + 1} of {count}) stays healthy"
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +369,10 @@ class FleetRow:
     commit: str
     age: str
     owner: str
+    #: A word on the commit shown (in sync at the commit in force, held back by a rollout).
+    commit_note: str = ""
+    #: The rollout that holds it back (``None``: none does).
+    hold: RolloutHold | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,7 +431,7 @@ def fleet_view(
         total=len(runtimes),
         counts=counts,
         matched=len(kept),
-        rows=tuple(_fleet_row(runtime, now) for runtime in shown),
+        rows=tuple(_fleet_row(runtime, now, source.commit) for runtime in shown),
         pages=pages,
         query=query,
         error=error,
@@ -374,7 +472,7 @@ def _pages(matched: int, query: FleetQuery) -> Pages:
     return Pages(page, pages, min(first, matched), min(page * query.per_page, matched))
 
 
-def _fleet_row(runtime: FleetRuntime, now: datetime) -> FleetRow:
+def _fleet_row(runtime: FleetRuntime, now: datetime, in_force: str) -> FleetRow:
     labels = tuple(f"{key}={value}" for key, value in sorted(runtime.labels.items()))
     status = runtime.status
     if status is None:
@@ -382,7 +480,7 @@ def _fleet_row(runtime: FleetRuntime, now: datetime) -> FleetRow:
         return FleetRow(
             runtime.name, runtime.state, "", message, (), labels, "-", "-", runtime.owner
         )
-    current = status.current
+    commit, note = runtime.commit_shown(in_force)
     return FleetRow(
         runtime.name,
         status.state,
@@ -390,7 +488,9 @@ def _fleet_row(runtime: FleetRuntime, now: datetime) -> FleetRow:
         status.message,
         runtime.modules,
         labels,
-        short_commit(head_text(current.commit)),
-        age_text(now, current.updated),
+        commit,
+        age_text(now, status.current.updated),
         runtime.owner,
+        note,
+        runtime.hold,
     )

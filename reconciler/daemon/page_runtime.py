@@ -15,7 +15,13 @@ from datetime import datetime
 
 from reconciler.core.head import head_text
 from reconciler.core.status import ModuleState
-from reconciler.daemon.page_model import FleetRuntime, SourceView, short_commit, time_text
+from reconciler.daemon.page_model import (
+    FleetRuntime,
+    RolloutHold,
+    SourceView,
+    short_commit,
+    time_text,
+)
 from reconciler.operations.model import Operation, StepRecord
 from reconciler.operations.report import STEP_MARKS
 
@@ -110,6 +116,10 @@ class RuntimeView:
     last_finished: tuple[str, str, str] | None
     daemon: SourceView
     generated: str
+    #: A word on the commit shown (in sync at the commit in force, held back by a rollout).
+    commit_note: str = ""
+    #: The rollout that holds it back, its wave and why (``None``: none does).
+    hold: RolloutHold | None = None
 
 
 def runtime_view(
@@ -144,6 +154,7 @@ def runtime_view(
         Blocked(m.module, m.message) for m in current.modules if m.state is ModuleState.DELETING
     )
     last = status.last
+    commit, note = runtime.commit_shown(source.commit)
     return RuntimeView(
         name=runtime.name,
         state=status.state,
@@ -154,7 +165,7 @@ def runtime_view(
         owner=runtime.owner,
         in_git=runtime.in_git,
         source=runtime.source,
-        commit=short_commit(head_text(current.commit)),
+        commit=commit,
         updated=time_text(current.updated),
         access=current.access.describe(),
         modules=modules,
@@ -163,6 +174,8 @@ def runtime_view(
         last_finished=(str(last.state), str(last.reason), last.message) if last else None,
         daemon=source,
         generated=time_text(now),
+        commit_note=note,
+        hold=runtime.hold,
     )
 
 

@@ -76,4 +76,4 @@ class RolloutMetrics:
                     self._runtimes.labels(rollout.id, state).set(count)
                 self._progress.labels(rollout.id).set(rollout.progress)
                 if rollout.state in (RolloutState.HALTED, RolloutState.CANCELED):
-                    self._halted.labels(rollout.id, rollout.reason).set(1)
+                    self._halted.labels(rollout.id, str(rollout.reason or "")).set(1)

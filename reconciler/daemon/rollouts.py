@@ -345,7 +345,7 @@ class Rollouts:
                         "rollout": rollout.id,
                         "wave": wave,
                         "state": str(rollout.state),
-                        "reason": rollout.reason,
+                        "reason": str(rollout.reason or ""),
                     },
                 )
             )

@@ -43,6 +43,7 @@ from reconciler.core.model import ConfigRepo, Settings
 from reconciler.core.notifications import NoNotifier, Notifier
 from reconciler.core.redaction import mask
 from reconciler.core.templates import TemplateRenderer
+from reconciler.core.unchanged import UnchangedSince
 from reconciler.daemon.channels import Channels
 from reconciler.daemon.commits import CommitGate
 from reconciler.daemon.logs import cause, failure_level, shown, source_failure
@@ -119,6 +120,9 @@ class SourceState:
     #: taken up again (a revert) only when this replica's own git moved to it.
     seen: Head | None = None
     pending_since: datetime | None = None
+    #: The commits each runtime's desired state stayed the same through (the status page shows
+    #: a runtime the newer ones did not change in sync at the commit in force).
+    unchanged: UnchangedSince = field(default_factory=UnchangedSince)
 
 
 @dataclass(slots=True)
@@ -365,6 +369,11 @@ class Daemon:
             return
         # only the runtimes this commit changes; drift elsewhere is the resync's job
         changed = FleetDiffer(previous, repo, self.clock()).diff()
+        if before is not None and head is not None:
+            names = {runtime.runtime for runtime in changed.runtimes}
+            self.state.unchanged = self.state.unchanged.advance(
+                before.text, head.text, repo.runtimes, names
+            )
         for runtime in changed.runtimes:
             self.submit(runtime.runtime, newer_commit=True)
 

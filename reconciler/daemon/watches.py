@@ -6,14 +6,19 @@ objects we apply, labelled ours) and CRDs; each (cluster, kind) is watched once
 runtime needs it and closed when the last one no longer does (:meth:`Watches.release`: the
 runtime left this replica or git). An event that matters wakes the runtime
 (:func:`reason_to_wake`): an operator became (un)available, a CRD Established, an object of
-ours changed by someone else (drift, reported: log line naming the object and field, metric,
-Kubernetes Event, ``/status``) or deleted, an object a removal waits for gone (a deprovision
-keeps its watches while it waits: the kinds of its inventories' objects and of what blocks
-them). A run never waits within a pass: these wakes are how what it waits for is seen in
-seconds. Wakes are debounced: the runtime runs once, one
-debounce interval after its first wake (many events, one reconcile), and a wake during a run
-runs it once more after. Timers (retries, resync) stay as the fallback. ``spec.watch: false``
-(or ``--no-watch``) turns it all off (pure polling); ``spec.intervals.debounce`` (or
+ours deleted, or a field we manage taken by another field manager (its ``managedFields``:
+:mod:`reconciler.core.ownership`), or an object's health changed (kstatus's word for it: a Job
+completed or failed, a custom resource Ready or Stalled; what ``healthChecks`` name). A field
+taken, and the deletion of an object git wants by anyone but us (our prunes, removals and
+replacements are noted as they are sent: :mod:`reconciler.daemon.own_deletes`), is drift,
+reported: a log line naming the object, the fields and the manager, ``reconciler_drift_total``
+by kind, a Warning ``Drift`` Event and ``/status``. An object a removal waits for gone wakes
+it too (a deprovision keeps its watches while it waits: the kinds of its inventories' objects
+and of what blocks them); a run never waits within a pass, these wakes are how what it waits
+for is seen in seconds. Wakes are debounced: the runtime runs once,
+one debounce interval after its first wake (many events, one reconcile), and a wake during a
+run runs it once more after. Timers (retries, resync) stay as the fallback. ``spec.watch:
+false`` (or ``--no-watch``) turns it all off (pure polling); ``spec.intervals.debounce`` (or
 ``--debounce``) is the interval. Caller: :class:`reconciler.daemon.service.Daemon`.
 """
 
@@ -24,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from reconciler.cluster.api import (
     Cluster,
@@ -35,6 +40,8 @@ from reconciler.cluster.api import (
     WatchEventType,
 )
 from reconciler.cluster.watch import KindWatch
+from reconciler.core.enforce import CONFIG_FIELD_MANAGER
+from reconciler.core.health import health_of
 from reconciler.core.inventory import LABEL_INVENTORY, inventory_from_configmap
 from reconciler.core.model import (
     FIELD_MANAGER,
@@ -44,6 +51,8 @@ from reconciler.core.model import (
     Settings,
 )
 from reconciler.core.objects import Body, ObjectRef
+from reconciler.core.ownership import taken_fields
+from reconciler.daemon.own_deletes import OwnDeletes
 from reconciler.errors import ReconcilerError
 
 if TYPE_CHECKING:
@@ -57,30 +66,43 @@ OWN, EVERY = "ours", "every"
 #: (cluster, apiVersion, kind, OWN or EVERY): what one watch watches.
 Key = tuple[str, str, str, str]
 CRD = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
-#: Fields that change without anyone changing what we applied.
-_NOT_DRIFT = frozenset({"status", "metadata"})
+#: Our field managers: what they write is never drift.
+OUR_MANAGERS = frozenset({FIELD_MANAGER, CONFIG_FIELD_MANAGER})
+#: Fields named in one drift's line (the others counted).
+SHOWN_FIELDS = 3
 #: Drifts kept per runtime for ``/status``.
 KEPT_DRIFTS = 10
 
 
 @dataclass(frozen=True, slots=True)
 class Drift:
-    """An object of ours changed or deleted by someone else."""
+    """An object of ours changed (fields we manage taken by another manager) or deleted by
+    someone else."""
 
     ref: ObjectRef
     field: str
     by: str
 
     def describe(self) -> str:
-        """``Deployment/ns/name: spec.replicas changed by kubectl-edit``."""
+        """``Deployment/ns/name: spec.replicas changed by kubectl``."""
         if self.field == "deleted":
             return f"{self.ref.subject} deleted"
         return f"{self.ref.subject}: {self.field} changed by {self.by}"
 
+    @classmethod
+    def of_fields(cls, ref: ObjectRef, taken: Mapping[str, list[str]]) -> Drift:
+        """The drift of the fields ``taken`` (field: the managers that own it now)."""
+        names = list(taken)[:SHOWN_FIELDS]
+        more = len(taken) - len(names)
+        fields = ", ".join(names) + (f" and {more} more" if more else "")
+        by = sorted({m for managers in taken.values() for m in managers})
+        return cls(ref, fields, ", ".join(by))
+
 
 def reason_to_wake(event: WatchEvent, before: Body | None) -> tuple[str, Drift | None] | None:
-    """Why ``event`` wakes its runtime (and the drift it is), or None when it does not
-    matter: our own writes, status noise, bookmarks."""
+    """Why ``event`` wakes its runtime (and the drift it may be: a deletion is, unless we
+    asked for it), or None when it does not matter: our own writes, status noise, a change by
+    another manager of fields we do not manage, bookmarks."""
     body = event.body
     ref = ObjectRef.of(body)
     if event.type is WatchEventType.BOOKMARK:
@@ -89,14 +111,15 @@ def reason_to_wake(event: WatchEvent, before: Body | None) -> tuple[str, Drift |
         return "deleted", Drift(ref, "deleted", "")
     if before is None:
         return None  # created: by us (a run is under way) or noticed by the next resync
+    taken = taken_fields(before, body, OUR_MANAGERS)  # first: a scale changes availability too
+    if taken:
+        return "changed", Drift.of_fields(ref, taken)
     if _available(before) != _available(body):
         return "availability changed", None
     if _established(before) != _established(body):
         return "CRD established", None
-    if _generation(before) != _generation(body):
-        others = sorted(writers(before, body) - {FIELD_MANAGER})
-        if others:
-            return "changed", Drift(ref, first_difference(before, body), ", ".join(others))
+    if health_of(before) != health_of(body):  # a Job completed, a custom resource Ready ...
+        return "health changed", None
     return None
 
 
@@ -152,36 +175,6 @@ def _established(body: Body) -> bool:
     return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
-def _generation(body: Body) -> Any:
-    return (body.get("metadata") or {}).get("generation")
-
-
-def writers(before: Body, after: Body) -> set[str]:
-    """The field managers whose ``managedFields`` entry is new or changed from ``before`` to
-    ``after``: who wrote the change (its time, or the fields it owns, moved)."""
-
-    def entries(body: Body) -> dict[tuple[str, str], Any]:
-        found = (body.get("metadata") or {}).get("managedFields") or []
-        return {(str(e.get("manager")), str(e.get("operation"))): e for e in found}
-
-    old, new = entries(before), entries(after)
-    return {manager for (manager, op), entry in new.items() if old.get((manager, op)) != entry}
-
-
-def first_difference(before: Any, after: Any, path: str = "") -> str:
-    """The first field (dotted path) where ``after`` differs from ``before``, outside status
-    and metadata."""
-    if isinstance(before, Mapping) and isinstance(after, Mapping):
-        for key in sorted(set(before) | set(after)):
-            if not path and key in _NOT_DRIFT:
-                continue
-            if before.get(key) != after.get(key):
-                return first_difference(
-                    before.get(key), after.get(key), f"{path}.{key}".lstrip(".")
-                )
-    return path or "spec"
-
-
 @dataclass(slots=True)
 class _Open:
     """One (cluster, kind) watched, and the runtimes that need it."""
@@ -208,10 +201,10 @@ class Watches:
         self._counted = 0
         self._needs: dict[str, set[Key]] = {}
         self._desired: dict[str, set[tuple[str, str, str, str]]] = {}
-        #: Runtimes whose removals wait for objects of theirs to be gone.
-        self._removing: set[str] = set()
         self._due: dict[str, float] = {}
         self.drifts: dict[str, list[Drift]] = {}
+        #: The deletions our runs asked for (the runs' clusters note them): no drift.
+        self.own_deletes = OwnDeletes()
         self._clusters: dict[str, Cluster] = {}
         self.wakes = 0
         self._lock = threading.RLock()
@@ -259,14 +252,11 @@ class Watches:
         kinds: Iterable[tuple[str, str]],
         blocking: Iterable[tuple[str, str]] = (),
         desired: Iterable[ObjectRef] = (),
-        *,
-        removing: bool = False,
     ) -> bool:
         """``runtime`` (on the cluster ``where`` names) needs ``kinds`` watched (our objects),
         and ``blocking`` (every instance: they hold up a removal), and only those; a change
         to one of ``desired`` (the objects git wants there now) by someone else is drift.
-        ``removing``: a removal waits for objects of ours that git no longer wants to be gone
-        (their deletion wakes it). Whether a watch was opened (it lists what is there now: an
+        Whether a watch was opened (it lists what is there now: an
         event before that is not seen)."""
         if not self.enabled or not isinstance(cluster, Watchable):
             return False
@@ -279,9 +269,6 @@ class Watches:
             opened = [self.open[k] for k in new]
             self._needs[runtime] = wanted
             self._desired[runtime] = {_identity(ref) for ref in desired}
-            self._removing.discard(runtime)
-            if removing:
-                self._removing.add(runtime)
             self._close_unneeded()
         for one in opened:  # listed before the run's caller goes on: the gap stays small
             one.watch.prime()
@@ -295,7 +282,6 @@ class Watches:
         with self._lock:
             self._needs.pop(runtime, None)
             self._desired.pop(runtime, None)
-            self._removing.discard(runtime)
             self._due.pop(runtime, None)
             self._close_unneeded()
 
@@ -387,6 +373,9 @@ class Watches:
         if key[3] == EVERY:
             self._on_blocking(key, event)
             return
+        if event.type is WatchEventType.ADDED:
+            self.own_deletes.created(key[0], event.body)
+        ours = event.type is WatchEventType.DELETED and self.own_deletes.ours(key[0], event.body)
         runtime = str(
             ((event.body.get("metadata") or {}).get("labels") or {}).get(LABEL_RUNTIME) or ""
         )
@@ -396,11 +385,10 @@ class Watches:
         if why is None:
             return
         reason, drift = why
-        if drift is not None and _identity(drift.ref) not in self._desired.get(runtime, ()):
-            # not (or no longer) wanted: our own prune or removal, a default configuration (L3)
-            if event.type is WatchEventType.DELETED and runtime in self._removing:
-                self.wake(runtime, f"{drift.ref.subject} is gone, a removal waited for it")
-            return
+        if ours or (
+            drift is not None and _identity(drift.ref) not in self._desired.get(runtime, ())
+        ):
+            drift = None  # our own deletion; not (or no longer) wanted: a default configuration
         if drift is not None:
             self._report(runtime, cluster, drift)
         self.wake(runtime, f"{ObjectRef.of(event.body).subject} {reason}")

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from reconciler.cluster.api import Cluster
+from reconciler.core.health import named_refs
 from reconciler.core.model import ClusterAccess, ConfigRepo
 from reconciler.core.objects import ObjectRef
 from reconciler.core.plan_values import DesiredModule
@@ -181,7 +182,8 @@ def run_runtime(daemon: Daemon, runtime: str) -> Operation | None:
 
     def fenced_connect(access: ClusterAccess, name: str) -> Cluster:
         cluster = daemon.connect(access, name)
-        return fenced(cluster, lambda: membership.fenced(epoch), daemon.stopping)
+        ours = daemon.watches.own_deletes.around(access.describe())  # no drift (watches)
+        return fenced(cluster, lambda: membership.fenced(epoch), daemon.stopping, ours)
 
     runner = Runner(daemon.store, engine, repo, fenced_connect, daemon.clock, commit)
     outcome = runner.run(runner.operation_for(runtime))
@@ -242,6 +244,7 @@ def _watch(
     kinds = {
         (str(o.body.get("apiVersion")), str(o.body.get("kind"))) for m in desired for o in m.objects
     }
+    kinds |= {(r.api_version, r.kind) for m in desired for r in named_refs(m)}  # healthChecks
     deleting = [
         m.module for m in operation.data.removals.modules if m.state is ModuleState.DELETING
     ]
@@ -256,8 +259,7 @@ def _watch(
         except ReconcilerError as error:  # the timers retry the removal as before
             log.info("runtime %s: no watch on what blocks its removals: %s", runtime, error)
     refs = [ObjectRef.of(o.body) for m in desired for o in m.objects]
-    removing = bool(deleting) or leaving
-    opened = watches.need(runtime, where, cluster, kinds, blocking, refs, removing=removing)
+    opened = watches.need(runtime, where, cluster, kinds, blocking, refs)
     if opened and crds:
         watches.wake(runtime, "watching the CRDs it waits for")
 

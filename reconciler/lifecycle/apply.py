@@ -39,6 +39,7 @@ from typing import Any
 
 from reconciler.cluster.api import Cluster, Settling
 from reconciler.core.enforce import Enforcement
+from reconciler.core.health import Health, Judgement
 from reconciler.core.intent import final_inventory, inventory_intent
 from reconciler.core.inventory import Inventory
 from reconciler.core.objects import ObjectRef
@@ -69,6 +70,8 @@ HELD = (
 )
 #: How long a replace waits for the old object to be gone before it creates the new one.
 REPLACE_WAIT_SECONDS = 30.0
+#: The reasons of a module whose named objects (``healthChecks``) are not all healthy.
+UNHEALTHY = (Reason.WAITING_FOR_HEALTH_CHECKS, Reason.HEALTH_CHECK_FAILED)
 SETTLE_FIRST = 0.05
 SETTLE_MAX = 1.0
 
@@ -285,7 +288,7 @@ class Installer:
         """Stage 6, L2: every CRD Established and the operator workload available; the
         message also says what enforcement did to the configuration in this pass."""
         status = self._readiness(entry, module)
-        if status.reason in (Reason.WAITING_FOR_OPERATOR, Reason.STALLED):
+        if status.reason in (Reason.WAITING_FOR_OPERATOR, Reason.STALLED, *UNHEALTHY):
             self._ready.discard(entry.module)
         else:
             self._ready.add(entry.module)
@@ -296,6 +299,9 @@ class Installer:
 
     def _readiness(self, entry: ModulePlan, module: DesiredModule) -> ModuleStatus:
         spec = module.module
+        health = self.observer.health(module)
+        if health.health is Health.FAILED:
+            return _health_status(entry, health)
         if not self.observer.operator_available(module):
             stalled = self._stalled(entry, module)
             if stalled is not None:
@@ -309,11 +315,13 @@ class Installer:
                 message,
                 entry.to_version,
             )
+        if health.health is Health.IN_PROGRESS:
+            return _health_status(entry, health)
         reason = Reason.READY if _carried_on(entry) else entry.reason
         message = "; ".join((f"{entry.module} {entry.to_version} is Ready", *entry.notes))
         if entry.kept:
             return ModuleStatus(
-                entry.module, ModuleState.WARNING, "CRDInUse", message, entry.to_version
+                entry.module, ModuleState.WARNING, Reason.CRD_IN_USE, message, entry.to_version
             )
         return ModuleStatus(entry.module, ModuleState.READY, reason, message, entry.to_version)
 
@@ -385,6 +393,20 @@ class Installer:
         for ref in started.bodies:
             if ref not in changed and ref in live.objects:
                 self.changes.note(entry.module, ref, ChangeAction.UNCHANGED)
+
+
+def _health_status(entry: ModulePlan, health: Judgement) -> ModuleStatus:
+    """The status of a module whose named objects (``healthChecks``) are not all healthy:
+    Error, naming the failed ones (kstatus Failed), else Processing, naming those on their
+    way."""
+    if health.health is Health.FAILED:
+        message = f"{entry.module} {entry.to_version}: health check failed: {health.message}"
+        error = ModuleError(PermanentError, message)
+        state, reason = ModuleState.ERROR, Reason.HEALTH_CHECK_FAILED
+        return ModuleStatus(entry.module, state, reason, message, entry.to_version, error)
+    message = "; ".join((f"waiting for {health.message}", *entry.notes))
+    reason = Reason.WAITING_FOR_HEALTH_CHECKS
+    return ModuleStatus(entry.module, ModuleState.PROCESSING, reason, message, entry.to_version)
 
 
 def _carried_on(entry: ModulePlan) -> bool:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from reconciler.cluster.api import Cluster
 from reconciler.core.enforce import enforcing
+from reconciler.core.health import Health, Judgement, judge, named_objects, overall
 from reconciler.core.intent import rebuilt_inventory, recorded_refs
 from reconciler.core.inventory import LABEL_INVENTORY, Inventory, inventory_from_configmap
 from reconciler.core.live import (
@@ -313,6 +314,22 @@ class Observer:
         if live is None or not workload_available(live):
             live = self.read(operator, fresh=True)
         return live is not None and workload_available(live)
+
+    def health(self, module: DesiredModule) -> Judgement:
+        """What the objects the module's version names in ``healthChecks`` say, as one
+        judgement (:func:`~reconciler.core.health.overall`): each read from the view, asked of
+        the server again when it is not healthy there; a check naming no object: Failed."""
+        judged: list[tuple[str, Judgement]] = []
+        for check, refs in named_objects(module).items():
+            if not refs:
+                missing = f"names no object of version {module.resolved.version}"
+                judged.append((check.subject, Judgement(Health.FAILED, missing)))
+            for ref in refs:
+                found = judge(self.read(ref))
+                if found.health is not Health.CURRENT:
+                    found = judge(self.read(ref, fresh=True))
+                judged.append((f"{ref.kind} {ref.name}", found))
+        return overall(judged)
 
     def stalls(self, module: DesiredModule) -> list[str]:
         """What of the module will not get ready by itself (:func:`~reconciler.core.live.stall`):

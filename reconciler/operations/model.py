@@ -28,6 +28,7 @@ from reconciler.core.status import (
     PassResult,
     Reason,
     StepFailure,
+    reason_of_state,
     worst_state,
 )
 from reconciler.errors import PermanentError, ReconcilerError
@@ -141,11 +142,6 @@ class OperationData:
         """Whether a module is in Error."""
         return any(m.state is ModuleState.ERROR for m in self.modules)
 
-    @property
-    def changed_nothing(self) -> bool:
-        """Whether the plan left every module as it was (a resync that found no drift)."""
-        return bool(self.plan) and all(p.action is ModuleAction.UNCHANGED for p in self.plan)
-
     def compacted(self) -> OperationData:
         """This data without the objects a pass left unchanged (every object of every module
         on a resync that found no drift: most of a finished operation's record, and of no
@@ -156,16 +152,19 @@ class OperationData:
 
     def outcome_text(self) -> str:
         """What the operation did to the modules, for its message: ``1 upgraded, 3
-        unchanged``, :data:`NO_CHANGE`; a deprovision counts the modules removed."""
-        if self.changed_nothing:
-            return NO_CHANGE
-        counts: dict[str, int] = {}
-        for planned in self.plan:
-            done = _DONE[planned.action]
-            counts[done] = counts.get(done, 0) + 1
+        unchanged``, :data:`NO_CHANGE`; a deprovision counts the modules removed. Told from
+        each module's state at the end, not from the plan made before a wait: a removal held
+        by users' resources that went on once they were gone is ``removed``."""
         if not self.plan:
             gone = [m for m in self.removals.modules if not m.state]
             return f"{len(gone)} removed" if gone else NO_CHANGE
+        final = {m.module: m for m in self.modules}
+        counts: dict[str, int] = {}
+        for planned in self.plan:
+            done = _done(planned, final.get(planned.module))
+            counts[done] = counts.get(done, 0) + 1
+        if set(counts) == {_DONE[ModuleAction.UNCHANGED]}:
+            return NO_CHANGE
         order = list(dict.fromkeys(_DONE.values()))
         return ", ".join(f"{counts[done]} {done}" for done in order if done in counts)
 
@@ -206,6 +205,35 @@ _DONE = {
     ModuleAction.BLOCKED_DELETION: "held",
     ModuleAction.DEFERRED_WINDOW: "held",
 }
+
+#: The reasons of a module left as it was on purpose (the plan's held actions, seen at the end).
+_HELD_REASONS = frozenset(
+    {
+        Reason.DOWNGRADE_NOT_SUPPORTED,
+        Reason.UNKNOWN_RUNNING_VERSION,
+        Reason.WAITING_FOR_MAINTENANCE_WINDOW,
+        Reason.WAITING_FOR_RESOURCES,
+    }
+)
+
+
+def _done(planned: PlannedModule, final: ModuleStatus | None) -> str:
+    """What the operation did to the module ``planned`` was made for, by its state at the end
+    (``final``; ``None``: not reported): gone is ``removed``, released by strategy Ignore is
+    ``released``, still held is ``held``; a module the plan held that the last pass carried
+    to the target version (a maintenance window that opened during a wait) is ``upgraded``."""
+    if final is None:
+        return _DONE[planned.action]
+    if final.state is None:
+        return _DONE[ModuleAction.REMOVE_DELETE]
+    if final.state is ModuleState.UNMANAGED:
+        return _DONE[ModuleAction.REMOVE_IGNORE]
+    if final.reason in _HELD_REASONS:
+        return "held"
+    done = _DONE[planned.action]
+    if done == "held" and planned.to_version and final.version == planned.to_version:
+        return _DONE[ModuleAction.UPGRADE]
+    return done
 
 
 @dataclass(slots=True)
@@ -271,7 +299,7 @@ class RuntimeRecord:
 
     runtime: str
     state: ModuleState
-    reason: str
+    reason: Reason
     message: str
     commit: Head | None
     updated: datetime
@@ -387,9 +415,9 @@ class RuntimeStatus:
         return str(Reason.SUSPENDED) if self.suspended else str(self.current.state)
 
     @property
-    def reason(self) -> str:
+    def reason(self) -> Reason:
         """The reason code shown with :attr:`state`."""
-        return str(Reason.SUSPENDED) if self.suspended else str(self.current.reason)
+        return Reason.SUSPENDED if self.suspended else self.current.reason
 
     @property
     def message(self) -> str:
@@ -468,7 +496,7 @@ def _under_way(record: RuntimeRecord, operation: Operation) -> RuntimeRecord:
             record.access,
         )
     state = worst_state(m.state for m in modules)
-    reason = next((m.reason for m in modules if m.state is state), str(state))
+    reason = next((m.reason for m in modules if m.state is state), reason_of_state(state))
     return RuntimeRecord(
         record.runtime, state, reason, message, operation.commit, updated, modules, record.access
     )

@@ -132,7 +132,7 @@ def _summary_document(rollout: RolloutSummary) -> dict[str, Any]:
         "waves": waves,
         "healthyFor": int(rollout.healthy_for.total_seconds()),
         "haltAfterErrors": rollout.max_errors,
-        "reason": rollout.reason,
+        "reason": str(rollout.reason or ""),
         "message": rollout.message,
         "created": rollout.created.isoformat(),
         "updated": rollout.updated.isoformat() if rollout.updated else None,

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from reconciler.cli import cli
 from reconciler.cli.output import Column, table_lines
+from reconciler.core.reasons import Reason
 from reconciler.core.status import ModuleState, ModuleStatus
 from reconciler.operations.model import RuntimeRecord
 from reconciler.operations.store import SqliteStore
@@ -67,12 +68,12 @@ def test_status_has_a_header_and_wide_columns(tmp_path: Path) -> None:
 def test_a_reader_that_goes_away_stops_the_command_quietly(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "state.db")
     modules = tuple(
-        ModuleStatus(f"m{i}", ModuleState.READY, "Install", "ok", "1.0.0") for i in range(5)
+        ModuleStatus(f"m{i}", ModuleState.READY, Reason.INSTALL, "ok", "1.0.0") for i in range(5)
     )
     for index in range(1000):  # far more than a pipe holds
         store.put_runtime(
             RuntimeRecord(
-                f"rt-{index:04d}", ModuleState.READY, "Install", "5 modules", None, T0, modules
+                f"rt-{index:04d}", ModuleState.READY, Reason.INSTALL, "5 modules", None, T0, modules
             )
         )
     store.close()

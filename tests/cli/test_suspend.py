@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from reconciler.cli import cli
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ModuleRef
+from reconciler.core.reasons import Reason
 from reconciler.core.status import ModuleState
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import OperationState, RuntimeRecord
@@ -90,7 +91,7 @@ def test_a_runtime_that_is_neither_in_the_store_nor_in_the_repo_is_refused(
     goes on syncing."""
     db = tmp_path / "state.db"
     store = SqliteStore(db)
-    store.put_runtime(RuntimeRecord("rt-one", ModuleState.READY, "Ready", "", None, Clock()()))
+    store.put_runtime(RuntimeRecord("rt-one", ModuleState.READY, Reason.READY, "", None, Clock()()))
     state = ("--state", f"sqlite:///{db}", str(tmp_path))
 
     for command in (("suspend", "rt-on"), ("resume", "rt-on"), ("status", "--runtime", "rt-on")):

@@ -5,7 +5,9 @@ otherwise: tests/render/test_corpus_charts.py), install with ``sync``, upgrade t
 values, and are removed by the CreateAndDelete rules (L8), the CRDs cert-manager marks
 ``helm.sh/resource-policy: keep`` released, not deleted, as Helm leaves them. A small chart's
 release namespace is created by the sync and left by the module's removal; its Secret written with
-``stringData`` is no drift (docs/charts.md)."""
+``stringData`` is no drift (docs/charts.md). A small chart's objects marked
+``helm.sh/resource-policy: keep`` stay, released and reported kept, when a version stops rendering
+them and when the module is removed; an unmarked one the version drops is pruned."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from reconciler.core.inventory import inventory_ref
 from reconciler.core.objects import ObjectRef
 from tests.support.charts import (
     CHART_TEMPLATES,
@@ -195,3 +198,84 @@ def test_a_charts_namespace_is_created_and_its_string_data_secret_is_no_drift(
         assert fleet.cluster.get(namespace) is not None  # never ours: left by the removal
     finally:
         _quietly_delete(fleet, namespace)
+
+
+KEPT_TEMPLATES = {
+    **CHART_TEMPLATES,
+    # while .Values.cache: a ConfigMap Helm keeps, and one it does not; always: one it keeps
+    "templates/cache.yaml": (
+        "{{- if .Values.cache }}\n"
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cache\n"
+        '  annotations:\n    helm.sh/resource-policy: keep\ndata: {warm: "yes"}\n'
+        "---\n"
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-scratch\n"
+        'data: {warm: "no"}\n'
+        "{{- end }}\n"
+    ),
+    "templates/state.yaml": (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-state\n"
+        '  annotations:\n    helm.sh/resource-policy: keep\ndata: {users: "3"}\n'
+    ),
+}
+
+
+def _released(fleet: KubeFleet, ref: ObjectRef) -> bool:
+    """Whether ``ref`` is on the server without our labels and version annotation."""
+    body = fleet.cluster.get(ref)
+    assert body is not None, f"{ref.subject} was deleted"
+    labels = body["metadata"].get("labels") or {}
+    annotations = body["metadata"].get("annotations") or {}
+    return "reconciler.dev/module" not in labels and (
+        "reconciler.dev/module-version" not in annotations
+    )
+
+
+def test_a_chart_object_helm_keeps_stays_when_a_version_drops_it_and_when_the_module_goes(
+    fleet: KubeFleet,
+) -> None:
+    name = f"keep-{fleet.suffix}"
+    namespace = f"{name}-system"
+    defaults = {"greeting": "hello", "size": "small", "replicas": 1}
+    files = {
+        **chart_module_files(name, defaults={**defaults, "cache": True}, templates=KEPT_TEMPLATES),
+        **chart_module_files(
+            name, "2.0.0", defaults={**defaults, "cache": False}, templates=KEPT_TEMPLATES
+        ),
+    }
+    write_files(fleet.repo, files)
+    cache, scratch, state = (
+        ObjectRef("v1", "ConfigMap", namespace, f"{name}-{part}")
+        for part in ("cache", "scratch", "state")
+    )
+    operator = f"{name}-operator"
+    try:
+        fleet.set_modules([{"name": name, "version": "1.0.0"}])
+        fleet.sync_until("succeeded", operators=[(namespace, operator)])
+        assert fleet.cluster.get(cache) is not None
+        assert fleet.cluster.get(scratch) is not None
+
+        fleet.set_modules([{"name": name, "version": "2.0.0"}])  # no cache any more
+        upgraded = fleet.sync()  # the pass that drops it says so, whatever the operator does
+        assert f"{cache.subject} is kept (helm.sh/resource-policy: keep)" in upgraded.output, (
+            upgraded.output
+        )
+        fleet.sync_until("succeeded", operators=[(namespace, operator)])
+        assert _released(fleet, cache)  # as `helm upgrade` leaves it
+        until(lambda: fleet.cluster.get(scratch) is None)  # pruned: nothing keeps it
+        inventory = fleet.cluster.get(inventory_ref(fleet.system_namespace, name))
+        assert inventory is not None
+        assert f"{name}-cache" not in str(inventory["data"])  # no longer ours
+        assert f"{name}-state" in str(inventory["data"])
+
+        fleet.set_modules([])
+        removed = fleet.sync_until("succeeded")
+        assert f"{state.subject} is kept (helm.sh/resource-policy: keep)" in removed.output
+        until(
+            lambda: (
+                fleet.cluster.get(ObjectRef("apps/v1", "Deployment", namespace, operator)) is None
+            )
+        )
+        assert _released(fleet, state)  # as `helm uninstall` leaves it
+        assert _released(fleet, cache)
+    finally:
+        _quietly_delete(fleet, ObjectRef("v1", "Namespace", "", namespace))

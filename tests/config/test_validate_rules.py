@@ -324,3 +324,71 @@ def test_a_module_with_a_schema_error_still_shows_its_dependency_cycle(tmp_path:
     rules = {(d.path.rsplit("/", 3)[-2], d.rule) for d in load_repo(repo).diagnostics}
 
     assert {("cyc-a", "C1"), ("cyc-a", "C5")} <= rules
+
+
+# -- healthChecks: objects of the version whose health counts (spec.versions.<v>.healthChecks) --
+
+JOB = "---\napiVersion: batch/v1\nkind: Job\nmetadata: {name: migrate}\n"
+DEFAULT = "apiVersion: alpha.example.io/v1\nkind: Alpha\nmetadata: {name: default}\n"
+
+
+def _with_checks(tmp_path: Path, checks: str, manifest: str = MANIFEST + JOB) -> list[str]:
+    module = MODULE + f"  versions:\n    1.0.0:\n      healthChecks: {checks}\n"
+    files = {
+        "modules/alpha/module.yaml": module,
+        "modules/alpha/1.0.0/manifest.yaml": manifest,
+        "modules/alpha/1.0.0/default.yaml": DEFAULT,
+    }
+    return _errors(_write_repo(tmp_path, files))
+
+
+def test_health_checks_name_objects_of_the_manifest_or_the_default_configuration(
+    tmp_path: Path,
+) -> None:
+    checks = "[{kind: Job, name: migrate, group: batch}, {kind: Alpha, name: default}]"
+
+    assert _with_checks(tmp_path, checks) == []
+    validation = load_repo(tmp_path)
+    assert validation.repo is not None
+    named = validation.repo.modules["alpha"].versions["1.0.0"].health_checks
+    assert [(c.kind, c.name, c.group) for c in named] == [
+        ("Job", "migrate", "batch"),
+        ("Alpha", "default", None),
+    ]
+
+
+def test_a_health_check_naming_no_object_of_the_version_is_refused(tmp_path: Path) -> None:
+    errors = _with_checks(tmp_path, "[{kind: Job, name: migrat}]")
+
+    assert errors == [
+        "modules/alpha/module.yaml:9 C2 health check Job/migrat names no object of version "
+        "1.0.0 (its manifest or default configuration); did you mean 'migrate'?"
+    ]
+
+
+def test_a_health_check_naming_two_objects_asks_for_their_namespace(tmp_path: Path) -> None:
+    other = JOB.replace("{name: migrate}", "{name: migrate, namespace: other}")
+
+    errors = _with_checks(tmp_path, "[{kind: Job, name: migrate}]", MANIFEST + JOB + other)
+
+    assert errors == [
+        "modules/alpha/module.yaml:9 C2 health check Job/migrate names 2 objects of version "
+        "1.0.0 (Job/example-system/migrate, Job/other/migrate): give its namespace or group"
+    ]
+    named = "[{kind: Job, name: migrate, namespace: other}]"
+    assert _with_checks(tmp_path, named, MANIFEST + JOB + other) == []
+
+
+@pytest.mark.parametrize(
+    ("checks", "message"),
+    [
+        ("[{kind: Job}]", "missing required field 'name'"),
+        ("[{kind: Job, name: migrate, apiVersion: batch/v1}]", "unknown field 'apiVersion'"),
+        ("[Job/migrate]", "must be a mapping, not a string"),
+        ("{kind: Job, name: migrate}", "must be a list, not a mapping"),
+    ],
+)
+def test_a_health_check_of_an_unsupported_shape_is_refused(
+    tmp_path: Path, checks: str, message: str
+) -> None:
+    assert _with_checks(tmp_path, checks) == [f"modules/alpha/module.yaml:9 C1 {message}"]

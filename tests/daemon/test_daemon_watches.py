@@ -17,6 +17,7 @@ from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ClusterAccess
 from reconciler.core.objects import ObjectRef
 from reconciler.core.status import ModuleState
+from reconciler.daemon.membership import fenced
 from reconciler.daemon.service import Daemon, DaemonOptions
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
@@ -149,6 +150,24 @@ def test_a_deleted_managed_deployment_is_reported_and_recreated(watching: Any) -
     assert daemon.watches.status("a") == [f"{WIDGET.subject} deleted"]
     assert any(e["reason"] == "Drift" for e in cluster.events.values())
     assert "reconciler_drift_total" in daemon.metrics.exposition().decode()
+
+
+def test_a_deletion_the_daemon_sent_itself_wakes_but_is_no_drift(watching: Any) -> None:
+    daemon, cluster, clock, _ = watching
+    cluster.auto_ready = True
+    poll_and_reconcile(daemon)
+    daemon.watches.step_all()
+    where = next(k[0] for k, o in daemon.watches.open.items() if o.watch.cluster is cluster)
+    ours = fenced(cluster, lambda: None, around_delete=daemon.watches.own_deletes.around(where))
+
+    assert ours.delete(WIDGET)  # as a run's prune or replacement sends it
+
+    assert _fire_after_debounce(daemon, clock) == ["a"]
+    assert daemon.watches.status("a") == []
+    assert not any(e["reason"] == "Drift" for e in cluster.events.values())
+    cluster.delete(WIDGET)  # re-created by the wake; now someone else deletes it
+    assert _fire_after_debounce(daemon, clock) == ["a"]
+    assert daemon.watches.status("a") == [f"{WIDGET.subject} deleted"]
 
 
 USERS = ObjectRef("example.io/v1", "Gadget", "gadget-system", "users")

@@ -10,6 +10,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from reconciler import __version__
+from reconciler.core.reasons import Reason
 from reconciler.core.status import ModuleState, ModuleStatus
 from reconciler.daemon.metrics import Metrics
 from reconciler.operations.model import RuntimeRecord, RuntimeStatus
@@ -24,10 +25,14 @@ def _fleet(metrics: Metrics, runtimes: int) -> None:
     states = list(ModuleState)
     for index in range(runtimes):
         modules = tuple(
-            ModuleStatus(name, states[(index + position) % len(states)], "Install", "", "1.0.0")
+            ModuleStatus(
+                name, states[(index + position) % len(states)], Reason.INSTALL, "", "1.0.0"
+            )
             for position, name in enumerate(MODULES)
         )
-        record = RuntimeRecord(f"rt-{index:05d}", ModuleState.READY, "", "", None, NOW, modules)
+        record = RuntimeRecord(
+            f"rt-{index:05d}", ModuleState.READY, Reason.READY, "", None, NOW, modules
+        )
         metrics.runtime_status(RuntimeStatus(record))
 
 
@@ -102,9 +107,11 @@ def test_promtool_accepts_a_live_daemons_metrics(start: Serve) -> None:  # noqa:
 
 def test_metrics_keep_one_series_per_runtime_and_count_modules_by_state() -> None:
     metrics = Metrics()
-    widget = ModuleStatus("widget", ModuleState.PROCESSING, "WaitingForOperator", "")
-    gadget = ModuleStatus("gadget", ModuleState.READY, "Ready", "")
-    record = RuntimeRecord("rt", ModuleState.PROCESSING, "", "", None, NOW, (widget, gadget))
+    widget = ModuleStatus("widget", ModuleState.PROCESSING, Reason.WAITING_FOR_OPERATOR, "")
+    gadget = ModuleStatus("gadget", ModuleState.READY, Reason.READY, "")
+    record = RuntimeRecord(
+        "rt", ModuleState.PROCESSING, Reason.WAITING_FOR_OPERATOR, "", None, NOW, (widget, gadget)
+    )
     other = replace(record, runtime="two", modules=(gadget,), state=ModuleState.READY)
 
     metrics.runtime_status(RuntimeStatus(record))

@@ -22,7 +22,7 @@ import pytest
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.head import head_text
 from reconciler.core.model import ClusterAccess
-from reconciler.core.rollouts import Member, MemberState, Rollout, RolloutState, Wave
+from reconciler.core.rollouts import HaltReason, Member, MemberState, Rollout, RolloutState, Wave
 from reconciler.daemon.http import HttpServer, serve
 from reconciler.daemon.page import Pages, render_page
 from reconciler.daemon.page_model import FleetQuery, SourceView, fleet_view, refused_problem
@@ -299,7 +299,7 @@ def _put_rollouts(served: Served) -> tuple[Rollout, Rollout]:
             Member("b", 0, MemberState.ERROR, base), Member("a", 1, MemberState.PENDING, base),
             Member("c", 1, MemberState.SKIPPED, base, "suspended"),
         ),
-        healthy_for=timedelta(minutes=10), max_errors=1, reason="FailureThreshold",
+        healthy_for=timedelta(minutes=10), max_errors=1, reason=HaltReason.ERRORS,
         message="1 runtime(s) in Error (threshold 1): b; <b>push a fixing commit</b>",
         updated=now - timedelta(minutes=50),
     )  # fmt: skip
@@ -398,7 +398,7 @@ def test_a_cancel_reason_on_the_rollouts_page_has_its_secrets_masked() -> None:
     canceled = Rollout(
         id="3" * 12, commit="3" * 40, created=_now(), state=RolloutState.CANCELED,
         waves=(Wave("all", "the rest", ("a",)),), members=(Member("a", 0, MemberState.READY, ""),),
-        healthy_for=timedelta(minutes=1), max_errors=1, reason="Canceled",
+        healthy_for=timedelta(minutes=1), max_errors=1, reason=HaltReason.CANCELED,
         message=f"<i>leaked {token}</i>",
     )  # fmt: skip
     view = rollouts_view([canceled], SourceView(), _now())
@@ -408,3 +408,57 @@ def test_a_cancel_reason_on_the_rollouts_page_has_its_secrets_masked() -> None:
     assert token not in page
     assert "&lt;i&gt;leaked ***&lt;/i&gt;" in page
     assert "How to act on it" not in page  # a canceled rollout takes no command
+
+
+def _commit_cell(page: str, runtime: str) -> str:
+    """The Commit cell of ``runtime``'s row of the fleet table."""
+    row = page.split(f'<a href="/runtimes/{runtime}">{runtime}</a></th>')[1].split("</tr>")[0]
+    return row.split('<td data-label="Commit">')[1].split("</td>")[0]
+
+
+def test_a_runtime_a_newer_commit_does_not_change_shows_the_commit_in_force(
+    served: Served,
+) -> None:
+    before = head_text(served.daemon.state.commit)
+    served.fleet.commit(
+        "c gets gadget",
+        {"fleet/runtimes/c.yaml": runtime_yaml("c", "fast", "[{name: widget}, {name: gadget}]")},
+    )
+    assert served.daemon.poll()  # reconciles c alone: the commit changes nothing of a and b
+    served.daemon.wait_idle()
+    in_force = head_text(served.daemon.state.commit)
+
+    fleet = served.page("/")
+    page = served.page("/runtimes/a")
+
+    record = served.daemon.store.runtime("a")
+    assert record is not None
+    assert head_text(record.commit) == before  # not reconciled again: nothing changed for it
+    for runtime in ("a", "b"):
+        cell = _commit_cell(fleet, runtime)
+        assert f">{in_force[:8]}</code>" in cell
+        assert '<span class="in-sync">in sync</span>' in cell
+    assert _commit_cell(fleet, "c") == f"<code>{in_force[:8]}</code>"  # reconciled there
+    assert f"<code>{in_force[:8]}</code>" in page
+    assert f"(in sync: the commits since {before[:8]}, where it was last reconciled" in page
+
+
+def test_runtimes_a_rollout_holds_back_are_marked_on_the_fleet_and_their_page(
+    served: Served,
+) -> None:
+    _, running = _put_rollouts(served)
+
+    fleet = served.page("/")
+    page = served.page("/runtimes/b")
+
+    link = f'<a class="held" href="/rollouts?id={running.id}"'
+    for runtime in ("b", "c"):
+        row = fleet.split(f'<a href="/runtimes/{runtime}">{runtime}</a></th>')[1].split("</tr>")[0]
+        assert link in row
+        assert ">held: wave rest (2 of 2)</a>" in row
+        assert "its wave starts once wave first (1 of 2) stays healthy" in row
+    row_a = fleet.split('<a href="/runtimes/a">a</a></th>')[1].split("</tr>")[0]
+    assert 'class="held"' not in row_a  # its wave is under way
+    assert "<dt>Rollout</dt>" in page
+    assert f'<a href="/rollouts?id={running.id}">held: wave rest (2 of 2)</a>' in page
+    assert f"held back by rollout {running.id} of commit {running.id}" in page

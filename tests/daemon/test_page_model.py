@@ -7,7 +7,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from reconciler.core.head import Head
+from reconciler.core.rollouts import HaltReason, Member, MemberState, Rollout, RolloutState, Wave
 from reconciler.core.status import ModuleState, ModuleStatus, PassResult, Reason, worst_state
+from reconciler.core.unchanged import UnchangedSince
 from reconciler.daemon.page_model import (
     MAX_PER_PAGE,
     FleetQuery,
@@ -16,6 +18,7 @@ from reconciler.daemon.page_model import (
     fleet_view,
     held_problem,
     refused_problem,
+    rollout_hold,
 )
 from reconciler.daemon.page_runtime import runtime_view
 from reconciler.operations.model import (
@@ -38,14 +41,14 @@ COMMIT = Head("a" * 40)
 def _status(name: str, *modules: ModuleStatus, operation: Operation | None = None) -> RuntimeStatus:
     """``name`` whose last finished operation left ``modules``, seen through ``operation``."""
     state = worst_state(m.state for m in modules)
-    reason = next((m.reason for m in modules if m.state is state), "Ready")
+    reason = next((m.reason for m in modules if m.state is state), Reason.READY)
     updated = NOW - timedelta(minutes=3)
     record = RuntimeRecord(name, state, reason, "msg", COMMIT, updated, modules)
     return RuntimeStatus.of(record, operation)
 
 
 def _module(
-    name: str, state: ModuleState = ModuleState.READY, reason: str = "Ready"
+    name: str, state: ModuleState = ModuleState.READY, reason: Reason = Reason.READY
 ) -> ModuleStatus:
     return ModuleStatus(name, state, reason, f"{name} is {state}", "1.0.0")
 
@@ -73,8 +76,8 @@ def _operation(
 def _fleet() -> list[FleetRuntime]:
     """Seven runtimes: 3 Ready (eu, us, ap), 1 Error, 1 Warning, 1 suspended, 1 never synced."""
     istio, serverless = _module("istio"), _module("serverless")
-    error = _module("istio", ModuleState.ERROR, "Failed")
-    warning = _module("keda", ModuleState.WARNING, "DowngradeNotSupported")
+    error = _module("istio", ModuleState.ERROR, Reason.FAILED)
+    warning = _module("keda", ModuleState.WARNING, Reason.DOWNGRADE_NOT_SUPPORTED)
 
     def synced(name: str, labels: dict[str, str], *modules: ModuleStatus) -> FleetRuntime:
         return FleetRuntime(name, labels, True, status=_status(name, *modules))
@@ -222,7 +225,7 @@ def test_a_runtime_page_has_the_operation_tree_and_what_blocks_a_deletion() -> N
 
 def test_a_runtime_never_synced_and_one_suspended_say_so() -> None:
     fresh = runtime_view(FleetRuntime("new-one", {}, True), [], SourceView(), NOW)
-    record = RuntimeRecord("dev-b", ModuleState.READY, "Ready", "", COMMIT, NOW)
+    record = RuntimeRecord("dev-b", ModuleState.READY, Reason.READY, "", COMMIT, NOW)
     suspended = RuntimeStatus.of(record, None, Suspension("dev-b", NOW, "migrating nodes"))
     paused = runtime_view(FleetRuntime("dev-b", {}, True, status=suspended), [], SourceView(), NOW)
 
@@ -267,3 +270,91 @@ def test_a_commit_refused_for_its_signature_names_each_commit_and_how_to_sign_it
     )
     assert refused.how.startswith("Push a new commit signed by a trusted key")
     assert "--trusted-ssh-signers" in refused.how
+
+
+# -- the commit a runtime is at, and the rollout that holds it back ------------------------------
+
+IN_FORCE = Head("c" * 40)
+
+
+def _waves(state: RolloutState, message: str = "", reason: HaltReason | None = None) -> Rollout:
+    """Commit c... rolled out in waves dev (dev-a, under way) and prod (prod-eu-1, pending)."""
+    return Rollout(
+        id="c" * 12, commit=IN_FORCE.text, created=NOW, state=state,
+        waves=(Wave("dev", "tier=dev", ("dev-a",)), Wave("prod", "tier=prod", ("prod-eu-1",))),
+        members=(
+            Member("dev-a", 0, MemberState.PROGRESSING, COMMIT.text),
+            Member("prod-eu-1", 1, MemberState.PENDING, COMMIT.text),
+        ),
+        healthy_for=timedelta(minutes=10), max_errors=1, reason=reason, message=message,
+    )  # fmt: skip
+
+
+def _at(name: str, rollout: Rollout | None = None, *, in_sync: bool = False) -> FleetRuntime:
+    """``name``, Ready, last reconciled at COMMIT."""
+    return FleetRuntime.of(
+        name, None, _status(name, _module("istio")), "", in_sync=in_sync, rollout=rollout
+    )
+
+
+def test_a_runtime_a_rollout_holds_back_shows_its_wave_and_why_on_both_pages() -> None:
+    source = SourceView(commit=IN_FORCE.text)
+    held = _at("prod-eu-1", _waves(RolloutState.PROGRESSING))
+    released = _at("dev-a", _waves(RolloutState.PROGRESSING))
+
+    rows = {r.name: r for r in fleet_view([held, released], FleetQuery(), source, NOW).rows}
+    page = runtime_view(held, [], source, NOW)
+
+    assert rows["dev-a"].hold is None
+    hold = rows["prod-eu-1"].hold
+    assert hold is not None
+    assert hold == page.hold
+    assert hold.mark == "held: wave prod (2 of 2)"
+    assert hold.text == (
+        f"held back by rollout {'c' * 12} of commit {'c' * 12} in wave prod (2 of 2), keeping "
+        f"commit {'a' * 8}: its wave starts once wave dev (1 of 2) stays healthy"
+    )
+    assert (rows["prod-eu-1"].commit, page.commit) == ("a" * 8, "a" * 8)  # the commit it keeps
+    assert rows["prod-eu-1"].commit_note == f"held back by rollout {'c' * 12}"
+
+
+def test_why_a_runtime_is_held_follows_the_rollout_s_state() -> None:
+    def why(rollout: Rollout) -> str:
+        hold = rollout_hold(rollout, "prod-eu-1")
+        assert hold is not None
+        return hold.why
+
+    assert why(_waves(RolloutState.PAUSED, "waiting for the change window")) == (
+        "the rollout is paused: waiting for the change window"
+    )
+    halted = _waves(RolloutState.HALTED, "1 runtime(s) in Error: dev-a", HaltReason.ERRORS)
+    assert why(halted) == "the rollout halted (FailureThreshold): 1 runtime(s) in Error: dev-a"
+    assert why(_waves(RolloutState.CANCELED)) == "the rollout was canceled"
+    for done in (RolloutState.COMPLETED, RolloutState.SUPERSEDED):
+        assert rollout_hold(_waves(done), "prod-eu-1") is None  # it gates no more
+    assert rollout_hold(_waves(RolloutState.PAUSED), "not-in-it") is None
+
+
+def test_a_runtime_the_newer_commits_did_not_change_is_in_sync_at_the_commit_in_force() -> None:
+    middle = Head("b" * 40)
+    unchanged = (
+        UnchangedSince()
+        .advance(COMMIT.text, middle.text, ["prod-eu-1", "dev-a"], {"dev-a"})
+        .advance(middle.text, IN_FORCE.text, ["prod-eu-1", "dev-a"], set())
+    )
+    source = SourceView(commit=IN_FORCE.text)
+
+    def shown(name: str) -> tuple[str, str]:
+        runtime = _at(name, in_sync=unchanged.in_sync(name, COMMIT.text, IN_FORCE.text))
+        row = fleet_view([runtime], FleetQuery(), source, NOW).rows[0]
+        page = runtime_view(runtime, [], source, NOW)
+        assert (page.commit, page.commit_note) == (row.commit, row.commit_note)
+        return row.commit, row.commit_note
+
+    assert shown("prod-eu-1") == (
+        "c" * 8,
+        f"in sync: the commits since {'a' * 8}, where it was last reconciled, change nothing of it",
+    )
+    assert shown("dev-a") == ("a" * 8, "")  # b... changed it: not reconciled there yet
+    assert unchanged.in_sync("dev-a", middle.text, IN_FORCE.text)
+    assert not UnchangedSince().in_sync("prod-eu-1", COMMIT.text, IN_FORCE.text)  # unknown

@@ -21,6 +21,7 @@ import pytest
 
 from tests.support.e2e_harness import TestModule, until
 from tests.support.e2e_world import World
+from tests.support.kube_workloads import finished_job_status, managed_job
 from tests.support.stopping import NotedStop
 from tests.support.watched_daemon import BOUNDED, Watched, watched_daemon
 
@@ -219,3 +220,21 @@ def test_a_deprovision_is_woken_by_the_last_blocking_resource_deleted(
     assert kube.crd(module.crd.name) is None
     watching.daemon.wait_idle()
     assert (module.crd.kind, "every") not in {k[2:] for k in watching.daemon.watches.open}
+
+
+def test_a_named_job_that_completes_wakes_its_runtime_and_makes_the_module_ready(
+    watching: Watched,
+) -> None:
+    checks = {"1.0.0": [{"kind": "Job", "name": "migrate"}]}
+    runtime, module = _one_module(watching, shipped=(managed_job("migrate"),), health_checks=checks)
+    kube = watching.world.kube
+    watching.first_run()
+    kube.make_available(module.namespace, module.operator)
+    waiting = "WaitingForHealthChecks"
+    until(lambda: watching.module(runtime, module.name).get("reason") == waiting, waiting, BOUNDED)
+    watching.daemon.wait_idle()  # that run ended: only a wake runs the runtime again
+
+    status = {"status": finished_job_status(failed=False)}
+    kube.batch.patch_namespaced_job_status("migrate", module.namespace, status)
+
+    until(lambda: watching.state(runtime, module.name) == "Ready", "Ready after a wake", BOUNDED)

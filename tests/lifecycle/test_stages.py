@@ -11,6 +11,7 @@ import pytest
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ModuleRef
 from reconciler.core.plan_values import Context, ModuleAction, ModulePlan
+from reconciler.core.reasons import Reason
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.status import ChangeAction, ChangeSetEntry
@@ -48,7 +49,7 @@ def test_an_upgrade_applies_everything_before_it_prunes() -> None:
 
 
 def _entry(module: str) -> ModulePlan:
-    return ModulePlan(module, ModuleAction.INSTALL, "Install", "")
+    return ModulePlan(module, ModuleAction.INSTALL, Reason.INSTALL, "")
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import cli
+from reconciler.core.reasons import Reason
 from reconciler.core.status import ModuleState
 from reconciler.operations.model import RuntimeRecord
 from reconciler.operations.store import SqliteStore
@@ -54,7 +55,9 @@ def test_a_state_store_that_may_not_be_written_is_one_line_naming_it(
     stands in for a read-only file or disk.)"""
     path = tmp_path / "state.db"
     store = SqliteStore(path)
-    store.put_runtime(RuntimeRecord("rt", ModuleState.READY, "Ready", "", None, datetime.now(UTC)))
+    store.put_runtime(
+        RuntimeRecord("rt", ModuleState.READY, Reason.READY, "", None, datetime.now(UTC))
+    )
     store.close()
     opened = SqliteStore.__init__
 

@@ -19,7 +19,14 @@ from reconciler.core.head import Head
 from reconciler.core.model import ConfigRepo, ModuleRef
 from reconciler.core.objects import ObjectRef
 from reconciler.core.plan_values import ModuleAction, PlannedModule
-from reconciler.core.status import ChangeAction, ModuleError, ModuleState, ModuleStatus
+from reconciler.core.reasons import Reason
+from reconciler.core.status import (
+    ChangeAction,
+    ModuleError,
+    ModuleState,
+    ModuleStatus,
+    PassResult,
+)
 from reconciler.errors import (
     ConflictError,
     ForbiddenError,
@@ -29,6 +36,7 @@ from reconciler.errors import (
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import (
     Operation,
+    OperationData,
     OperationState,
     OperationType,
     RuntimeRecord,
@@ -130,7 +138,7 @@ def test_an_upgrade_records_what_it_did_to_each_object(store: SqliteStore) -> No
         ("ConfigMap", "widget-extra"): ChangeAction.PRUNED,
     }  # the default configuration, created once (L3), is not read again: not in the set
     assert operation.data.plan == (
-        PlannedModule("widget", ModuleAction.UPGRADE, "Upgrade", "1.0.0", "2.0.0"),
+        PlannedModule("widget", ModuleAction.UPGRADE, Reason.UPGRADE, "1.0.0", "2.0.0"),
     )
     stored = store.get(operation.id)
     assert stored is not None
@@ -186,7 +194,9 @@ def test_rows_written_before_errors_were_kept_read_back_typed(
     assert stored is not None
     data = stored.data
     assert data.access == repo().runtimes["rt"].cluster
-    assert data.plan == (PlannedModule("widget", ModuleAction.INSTALL, "Install", None, "1.0.0"),)
+    assert data.plan == (
+        PlannedModule("widget", ModuleAction.INSTALL, Reason.INSTALL, None, "1.0.0"),
+    )
     (widget,) = data.applied.modules
     assert widget.error == ModuleError(TransientError, "the server is busy")
     assert data.removals.modules[0].state is None
@@ -209,10 +219,10 @@ def test_a_store_keeps_the_head_as_text_and_reads_it_back(store: SqliteStore) ->
 
 def test_the_runtime_state_is_its_worst_module_s() -> None:
     statuses = {
-        "a": ModuleStatus("a", ModuleState.READY, "Ready", ""),
-        "b": ModuleStatus("b", ModuleState.WARNING, "DowngradeNotSupported", ""),
-        "c": ModuleStatus("c", ModuleState.DELETING, "WaitingForResources", ""),
-        "d": ModuleStatus("d", None, "Removed", ""),
+        "a": ModuleStatus("a", ModuleState.READY, Reason.READY, ""),
+        "b": ModuleStatus("b", ModuleState.WARNING, Reason.DOWNGRADE_NOT_SUPPORTED, ""),
+        "c": ModuleStatus("c", ModuleState.DELETING, Reason.WAITING_FOR_RESOURCES, ""),
+        "d": ModuleStatus("d", None, Reason.REMOVED, ""),
     }
     operation = Operation("1", "rt", OperationType.UPDATE, OperationState.IN_PROGRESS, NOW, NOW, [])
     operation.data = replace(
@@ -229,3 +239,63 @@ def test_the_runtime_state_is_its_worst_module_s() -> None:
         "3 modules",
     )
     assert [m.module for m in record.modules] == ["a", "b", "c"]
+
+
+# -- the message says what happened, not what was planned before a wait ------------------------
+
+
+def test_a_removal_held_by_users_resources_then_done_says_removed_not_held(
+    store: SqliteStore,
+) -> None:
+    cluster, clock = InMemoryCluster(), Clock()
+    runner = runner_on(store, repo(ModuleRef("widget")), cluster, clock)
+    runner.run(runner.operation_for("rt"))
+    users = {
+        "apiVersion": "example.io/v1",
+        "kind": "Widget",
+        "metadata": {"name": "mine", "namespace": "widget-system"},
+    }
+    cluster.apply(users, field_manager="kubectl")
+    runner = runner_on(store, repo(), cluster, clock)
+    waiting = runner.run(runner.operation_for("rt"))
+    assert waiting.operation.data.plan[0].action is ModuleAction.BLOCKED_DELETION
+    assert waiting.retry_at is not None
+    cluster.delete(ObjectRef.of(users))
+    clock.now = waiting.retry_at
+
+    operation = runner.run(waiting.operation).operation
+
+    assert operation.state is OperationState.SUCCEEDED
+    assert operation.message == "1 removed"  # the plan said "held": the outcome is what counts
+    stored = store.get(operation.id)
+    assert stored is not None
+    assert stored.message == "1 removed"
+
+
+def test_each_module_s_word_comes_from_its_state_at_the_end() -> None:
+    def outcome(planned: PlannedModule, final: ModuleStatus) -> str:
+        data = OperationData(plan=(planned,), applied=PassResult((final,)))
+        return data.outcome_text()
+
+    deferred = PlannedModule(
+        "widget",
+        ModuleAction.DEFERRED_WINDOW,
+        Reason.WAITING_FOR_MAINTENANCE_WINDOW,
+        "1.0.0",
+        "2.0.0",
+    )
+    opened = ModuleStatus("widget", ModuleState.READY, Reason.READY, "", "2.0.0")
+    still = ModuleStatus(
+        "widget", ModuleState.READY, Reason.WAITING_FOR_MAINTENANCE_WINDOW, "", "1.0.0"
+    )
+    assert outcome(deferred, opened) == "1 upgraded"  # the window opened during a wait
+    assert outcome(deferred, still) == "1 held"
+    released = ModuleStatus("widget", ModuleState.UNMANAGED, Reason.STRATEGY_IGNORE, "", "1.0.0")
+    assert outcome(
+        PlannedModule("widget", ModuleAction.REMOVE_IGNORE, Reason.STRATEGY_IGNORE), released
+    ) == ("1 released")
+    same = ModuleStatus("widget", ModuleState.READY, Reason.READY, "", "1.0.0")
+    assert (
+        outcome(PlannedModule("widget", ModuleAction.UNCHANGED, Reason.UP_TO_DATE), same)
+        == "no change"
+    )

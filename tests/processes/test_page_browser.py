@@ -30,7 +30,7 @@ from click.testing import CliRunner
 
 from reconciler.cli import cli
 from reconciler.cluster.snapshot import load_snapshot, read_generation, save_snapshot
-from reconciler.core.rollouts import Member, MemberState, Rollout, RolloutState, Wave
+from reconciler.core.rollouts import HaltReason, Member, MemberState, Rollout, RolloutState, Wave
 from reconciler.operations.store import SqliteStore
 from tests.support.daemons import free_port, http_get, http_post, until
 from tests.support.fleet_history import git
@@ -237,7 +237,7 @@ def _put_rollouts(store_path: Path, base: str) -> None:
                 Member("prod-us-1", 1, MemberState.PENDING, base),
             ),
             healthy_for=timedelta(minutes=10), max_errors=1,
-            reason="FailureThreshold" if halted else "",
+            reason=HaltReason.ERRORS if halted else None,
             message="1 runtime(s) in Error (threshold 1): prod-eu-1" if halted else "",
         )  # fmt: skip
         assert store.put_rollout(made) is not None
@@ -246,7 +246,8 @@ def _put_rollouts(store_path: Path, base: str) -> None:
 
 def _check_rollouts(page: Any) -> None:
     """From the navigation to ``/rollouts``: both rollouts, newest first, the halt reason, the
-    command lines, and a runtime's link."""
+    command lines, and a runtime's link to its page, which shows the paused rollout holding it
+    back."""
     page.get_by_role("link", name="Rollouts").click()
     page.wait_for_url("**/rollouts")
     headings = page.locator("section.rollout h2").all_inner_texts()
@@ -256,6 +257,9 @@ def _check_rollouts(page: Any) -> None:
     assert f"reconciler rollout cancel {'1' * 12}" in halted
     page.locator("section.rollout").first.get_by_role("link", name="prod-us-1").click()
     page.wait_for_url("**/runtimes/prod-us-1")
+    held = page.locator("dd.held").inner_text()  # the paused rollout holds it back
+    assert held.startswith("held: wave rest (2 of 2): held back by rollout " + "2" * 12)
+    assert held.endswith("the rollout is paused")
 
 
 def _check_widths(page: Any, base: str, shots: Path) -> None:

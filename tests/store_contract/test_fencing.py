@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from reconciler.cluster.api import ClusterIdentity
+from reconciler.core.reasons import Reason
 from reconciler.core.status import ModuleState
 from reconciler.errors import FencedError, LostOwnershipError
 from reconciler.operations.model import (
@@ -45,7 +46,7 @@ def _fence(store: StateStore, name: str) -> None:
 
 
 def _record(runtime: str = "rt", message: str = "ok") -> RuntimeRecord:
-    return RuntimeRecord(runtime, ModuleState.READY, "Install", message, None, T0)
+    return RuntimeRecord(runtime, ModuleState.READY, Reason.INSTALL, message, None, T0)
 
 
 def test_a_live_members_token_writes(backend: Backend) -> None:

@@ -18,6 +18,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from reconciler.cli import cli
 from reconciler.core.head import Head
+from reconciler.core.reasons import Reason
 from reconciler.core.redaction import mask_url_password, url_passwords
 from reconciler.core.status import ModuleState
 from reconciler.errors import StoreError, TransientError
@@ -28,7 +29,7 @@ from tests.support.store_backends import PostgresBackend, with_schema
 
 SECRET = "s3cr%40t-Pw"  # percent-encoded "s3cr@t-Pw"
 RECORD = RuntimeRecord(
-    "rt", ModuleState.READY, "Ready", "ok", Head("c1"), datetime(2026, 1, 2, tzinfo=UTC)
+    "rt", ModuleState.READY, Reason.READY, "ok", Head("c1"), datetime(2026, 1, 2, tzinfo=UTC)
 )
 
 

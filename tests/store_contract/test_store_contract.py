@@ -24,6 +24,7 @@ from reconciler.core.head import Head
 from reconciler.core.model import ClusterAccess, ModuleRef
 from reconciler.core.objects import ObjectRef
 from reconciler.core.plan_values import ModuleAction, PlannedModule
+from reconciler.core.reasons import Reason
 from reconciler.core.status import (
     ChangeAction,
     ChangeSetEntry,
@@ -133,7 +134,7 @@ def _full_data() -> OperationData:
     failed = ModuleStatus(
         "serverless",
         ModuleState.ERROR,
-        "Retrying",
+        Reason.RETRYING,
         "throttled ✓",
         "1.2.0",
         ModuleError(ThrottledError, "too many requests", 42.0),
@@ -143,9 +144,9 @@ def _full_data() -> OperationData:
     )
     return OperationData(
         access=ClusterAccess(kubeconfig_secret="rt-kubeconfig"),
-        plan=(PlannedModule("serverless", ModuleAction.UPGRADE, "Upgrade", "1.1.0", "1.2.0"),),
+        plan=(PlannedModule("serverless", ModuleAction.UPGRADE, Reason.UPGRADE, "1.1.0", "1.2.0"),),
         applied=PassResult((failed,), (change,)),
-        removals=PassResult((ModuleStatus("istio", None, "Removed", "gone", "1.0.0"),)),
+        removals=PassResult((ModuleStatus("istio", None, Reason.REMOVED, "gone", "1.0.0"),)),
         blocking="Serverless/kyma-system/mine ü",
         inventories_left=("istio",),
     )
@@ -413,11 +414,11 @@ def test_racing_claims_on_two_connections_let_exactly_one_win(backend: Backend) 
 
 def _runtime(name: str, access: str = "", state: str = "Ready") -> RuntimeRecord:
     error = ModuleError(ThrottledError, "slow down", 3.0) if state == "Error" else None
-    modules = (ModuleStatus("widget", ModuleState(state), "Ready", "", "1.0.0", error),)
+    modules = (ModuleStatus("widget", ModuleState(state), Reason.READY, "", "1.0.0", error),)
     return RuntimeRecord(
         name,
         ModuleState(state),
-        "Ready",
+        Reason.READY,
         "all ready",
         Head("c1"),
         T0,
@@ -431,10 +432,10 @@ def test_deployed_modules_are_read_as_the_records_say(backend: Backend) -> None:
     (not the ones gone, nor the ones left unmanaged), with their versions."""
     store = backend.open()
     modules = (
-        ModuleStatus("widget", ModuleState.READY, "Ready", "", "1.0.0"),
-        ModuleStatus("gadget", ModuleState.ERROR, "Retrying", "", None),
-        ModuleStatus("mesh", ModuleState.UNMANAGED, "Unmanaged", "", "2.0.0"),
-        ModuleStatus("istio", None, "Removed", "gone", "1.0.0"),
+        ModuleStatus("widget", ModuleState.READY, Reason.READY, "", "1.0.0"),
+        ModuleStatus("gadget", ModuleState.ERROR, Reason.RETRYING, "", None),
+        ModuleStatus("mesh", ModuleState.UNMANAGED, Reason.STRATEGY_IGNORE, "", "2.0.0"),
+        ModuleStatus("istio", None, Reason.REMOVED, "gone", "1.0.0"),
     )
     store.put_runtime(replace(_runtime("beta"), modules=modules))
     store.put_runtime(_runtime("alpha", state="Error"))

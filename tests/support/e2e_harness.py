@@ -292,6 +292,8 @@ class TestModule:
     shipped: tuple[dict[str, Any], ...] = ()
     #: More objects versions below 2.0.0 ship and 2.0.0 drops (as the settings ConfigMap).
     dropped: tuple[dict[str, Any], ...] = ()
+    #: ``healthChecks`` by version (``spec.versions.<version>.healthChecks``).
+    health_checks: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
 
     @property
     def namespace(self) -> str:
@@ -341,8 +343,13 @@ class TestModule:
         }
         if self.depends_on:
             spec["dependsOn"] = list(self.depends_on)
-        if self.requires_downtime:
-            spec["versions"] = {v: {"requiresDowntime": True} for v in self.requires_downtime}
+        versions: dict[str, dict[str, Any]] = {
+            v: {"requiresDowntime": True} for v in self.requires_downtime
+        }
+        for version, checks in self.health_checks.items():
+            versions.setdefault(version, {})["healthChecks"] = [dict(c) for c in checks]
+        if versions:
+            spec["versions"] = versions
         module = {
             "apiVersion": API,
             "kind": "Module",

@@ -8,6 +8,9 @@ once would; the envtest way, for measurements that need modules to become Ready.
 carry the user agent :data:`USER_AGENT`, so that counts of the reconciler's own calls in the
 audit log can leave them out. Callers: tests/cluster/test_kube_economy.py,
 bench/api_economy_bench.py, bench/kubectl_compare_bench.py.
+
+:func:`managed_job` and :func:`finished_job_status`: a Job no controller of the test control
+plane runs, and the status the Job controller would write once it finished (tests/e2e).
 """
 
 from __future__ import annotations
@@ -44,6 +47,48 @@ def available_status(body: dict[str, Any]) -> dict[str, Any] | None:
         "updatedReplicas": replicas,
         "conditions": [  # what kubectl wait --for=condition=Available reads
             {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}
+        ],
+    }
+
+
+#: A Job the built-in Job controller leaves alone (``spec.managedBy``): a test finishes it.
+JOB_MANAGED_BY = "reconciler.dev/e2e-tests"
+JOB_STARTED = "2026-01-01T00:00:00Z"
+
+
+def managed_job(name: str) -> dict[str, Any]:
+    """A Job no controller of the test control plane acts on (``spec.managedBy``): its status
+    is what the test writes (:func:`finished_job_status`)."""
+    container = {"name": "migrate", "image": "example.invalid/migrate:1"}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "managedBy": JOB_MANAGED_BY,
+            "backoffLimit": 0,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
+        },
+    }
+
+
+def finished_job_status(*, failed: bool) -> dict[str, Any]:
+    """What the Job controller writes when the Job's Pod succeeded, or failed past its backoff
+    limit (with the condition the API server requires before a terminal one)."""
+    if failed:
+        reason, message = "BackoffLimitExceeded", "Job has reached the specified backoff limit"
+        conditions = [("FailureTarget", reason, message), ("Failed", reason, message)]
+        counts: dict[str, Any] = {"failed": 1}
+    else:
+        reason, message = "CompletionsReached", "Reached expected number of succeeded pods"
+        conditions = [("SuccessCriteriaMet", reason, message), ("Complete", reason, message)]
+        counts = {"succeeded": 1, "completionTime": JOB_STARTED}
+    return {
+        "startTime": JOB_STARTED,
+        **counts,
+        "conditions": [
+            {"type": kind, "status": "True", "reason": why, "message": text}
+            for kind, why, text in conditions
         ],
     }
 

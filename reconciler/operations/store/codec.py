@@ -17,6 +17,7 @@ from typing import Any
 from reconciler.core.model import ClusterAccess
 from reconciler.core.objects import ObjectRef
 from reconciler.core.plan_values import ModuleAction, PlannedModule
+from reconciler.core.reasons import parse_reason
 from reconciler.core.status import (
     ChangeAction,
     ChangeSetEntry,
@@ -26,6 +27,7 @@ from reconciler.core.status import (
     PassResult,
     Reason,
     StepFailure,
+    reason_of_state,
 )
 from reconciler.errors import PermanentError
 from reconciler.operations.model import Operation, OperationData
@@ -171,10 +173,7 @@ def _failure_from_json(document: object) -> StepFailure | None:
         return StepFailure("", Reason.STEP_FAILED, decode_error(document))
     if not isinstance(document, dict):
         return None
-    try:
-        reason = Reason(str(document.get("reason")))
-    except ValueError:
-        reason = Reason.STEP_FAILED  # a code of a newer version, read by an older one
+    reason = parse_reason(document.get("reason"), Reason.STEP_FAILED)
     return StepFailure(str(document.get("step", "")), reason, decode_error(document))
 
 
@@ -182,7 +181,7 @@ def _planned_from_json(entry: dict[str, Any]) -> PlannedModule:
     return PlannedModule(
         entry["module"],
         ModuleAction(entry["action"]),
-        entry["reason"],
+        parse_reason(entry["reason"], Reason.UP_TO_DATE),
         entry.get("fromVersion", entry.get("from")),
         entry.get("toVersion", entry.get("to")),
     )
@@ -235,7 +234,7 @@ def _status_from_json(document: dict[str, Any]) -> ModuleStatus:
     return ModuleStatus(
         document["module"],
         state,
-        document.get("reason") or "",
+        parse_reason(document.get("reason"), reason_of_state(state)),
         document.get("message") or "",
         document.get("version"),
         kept,

@@ -14,7 +14,8 @@ from typing import Any
 from reconciler.cluster.api import ClusterIdentity
 from reconciler.core.brake import Limits
 from reconciler.core.head import Head, head_text
-from reconciler.core.status import ModuleState
+from reconciler.core.reasons import parse_reason
+from reconciler.core.status import ModuleState, reason_of_state
 from reconciler.errors import LostOwnershipError
 from reconciler.operations.model import (
     CommitRecord,
@@ -116,7 +117,7 @@ class RecordTables(SqlBase):
         return RuntimeRecord(
             row["runtime"],
             ModuleState(row["state"]),
-            row["reason"],
+            parse_reason(row["reason"], reason_of_state(ModuleState(row["state"]))),
             row["message"],
             Head.parse(row["commit_id"]),
             self.read_stored_time(row["updated"]),

@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.core.rollout_summary import RolloutSummary, WaveSummary, summarize, wave_states
-from reconciler.core.rollouts import Member, MemberState, Rollout, RolloutState, Wave
+from reconciler.core.rollouts import HaltReason, Member, MemberState, Rollout, RolloutState, Wave
 from reconciler.errors import LostOwnershipError
 from reconciler.operations.model import FenceToken
 from reconciler.operations.store.base import FENCE_GUARD, SqlBase, fence_values, fenced
@@ -191,7 +191,7 @@ def _progress_json(rollout: Rollout | RolloutSummary) -> dict[str, Any]:
         "wave": rollout.wave,
         "waveStarted": _time(rollout.wave_started),
         "healthySince": _time(rollout.healthy_since),
-        "reason": rollout.reason,
+        "reason": str(rollout.reason or ""),
         "message": rollout.message,
     }
 
@@ -204,7 +204,7 @@ def _progress(data: dict[str, Any]) -> dict[str, Any]:
         "wave": int(data["wave"]),
         "wave_started": _read(data["waveStarted"]),
         "healthy_since": _read(data["healthySince"]),
-        "reason": data["reason"],
+        "reason": HaltReason(data["reason"]) if data["reason"] else None,
         "message": data["message"],
     }
 
