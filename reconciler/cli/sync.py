@@ -330,7 +330,8 @@ def _run_with_wait(
     runner: Runner, operation: Operation, wait: float, stop: threading.Event
 ) -> Operation:
     """Run ``operation``; while it waits, run it again (a pass never waits: the command
-    polls, every 50 ms doubled up to 1 s, or sooner when the operation asks) for ``wait``
+    polls, every 50 ms doubled up to 1 s, or sooner when the operation asks; after a
+    transient error, when it asks: a 429's ``Retry-After``) for ``wait``
     seconds at most, and at least as long as it waits for what the server finishes by itself
     (:func:`~reconciler.operations.settling.settle_seconds`: CRDs to be Established, what a
     removal deleted to be gone); until ``stop`` is set (Ctrl-C)."""
@@ -343,7 +344,8 @@ def _run_with_wait(
     while outcome.retry_at is not None:
         budget = max(budget, settle_seconds(outcome.operation.data))
         asked = max((outcome.retry_at - now()).total_seconds(), 0)
-        delay = min(poll, asked)
+        failed = outcome.operation.data.failure is not None  # an error's delay is kept to
+        delay = asked if failed else min(poll, asked)
         if time.monotonic() + delay > started + budget or stop.wait(delay):
             break
         outcome = runner.run(outcome.operation)

@@ -256,15 +256,16 @@ class Watches:
         """``runtime`` (on the cluster ``where`` names) needs ``kinds`` watched (our objects),
         and ``blocking`` (every instance: they hold up a removal), and only those; a change
         to one of ``desired`` (the objects git wants there now) by someone else is drift.
-        Whether a watch was opened (it lists what is there now: an
-        event before that is not seen)."""
+        Whether ``runtime`` needs a watch it did not before (opened now, or another runtime's:
+        an event on it before this call was not passed to ``runtime``)."""
         if not self.enabled or not isinstance(cluster, Watchable):
             return False
         wanted = {(where, api_version, kind, OWN) for api_version, kind in {*kinds, CRD}}
         wanted |= {(where, api_version, kind, EVERY) for api_version, kind in blocking}
         with self._lock:
-            new = [k for k in wanted - self._needs.get(runtime, set()) if k not in self.open]
-            for key in wanted - self._needs.get(runtime, set()):
+            added = wanted - self._needs.get(runtime, set())
+            new = [k for k in added if k not in self.open]
+            for key in added:
                 self._open(key, cluster).needers.add(runtime)
             opened = [self.open[k] for k in new]
             self._needs[runtime] = wanted
@@ -275,7 +276,7 @@ class Watches:
             with self._lock:
                 if self._running and not one.watch.stop.hung_up():
                     self._start_thread(one)
-        return bool(opened)
+        return bool(added)
 
     def release(self, runtime: str) -> None:
         """``runtime`` needs no watch any more (it left this replica, or git)."""

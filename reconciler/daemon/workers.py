@@ -221,8 +221,8 @@ def _watch(
 ) -> None:
     """The kinds ``runtime``'s modules use, watched on its cluster, and what its removals wait
     for (a deprovision's: until it finished). A run that waits for CRDs (``crds``: the
-    server establishes them in a moment, likely before a watch opened now lists them) is
-    woken once when a watch was opened: its event may have come before."""
+    server establishes them in a moment, likely during the run) is woken once when it needs a
+    watch it did not before: the event may have come before it was passed to the runtime."""
     watches = daemon.watches
     declared = repo.runtimes.get(runtime)
     leaving = declared is None or operation.type is OperationType.DEPROVISION

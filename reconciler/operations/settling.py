@@ -7,8 +7,9 @@ step as "not yet", and the operation is run again later (the daemon: woken by th
 satisfies it, or a bounded retry). ``sync`` has no watches: it runs a waiting operation again
 itself, and without ``--wait`` only for what the server finishes by itself, as long as a pass
 once waited for it: a CRD it applied to be Established (:data:`CRD_WAIT_SECONDS`, so that one
-sync still applies a module's custom resources after their CRDs), CRDs and Namespaces a removal
-deleted to be gone (:data:`TERMINATION_WAIT_SECONDS`). An operator's readiness is not among
+sync still applies a module's custom resources after their CRDs; also a server's 429, as the
+storage of a kind just established initializes, at the time it asks), CRDs and Namespaces a
+removal deleted to be gone (:data:`TERMINATION_WAIT_SECONDS`). An operator's readiness is not among
 them (its Pods take their time: ``--wait`` waits for it). Callers: ``reconciler sync``, the
 deprovision's ``Delete_Module_Manifests`` step.
 """
@@ -31,6 +32,8 @@ def settle_seconds(data: OperationData) -> float:
     whose last run left ``data``: 0 when it waits for nothing the server finishes by itself."""
     if any(m.reason == Reason.WAITING_FOR_CRD for m in data.applied.modules):
         return CRD_WAIT_SECONDS
+    if data.failure is not None and data.failure.reason is Reason.THROTTLED:
+        return CRD_WAIT_SECONDS  # a 429: a new kind's storage initializing right after its CRD
     if terminating(data):
         return TERMINATION_WAIT_SECONDS
     return 0.0
