@@ -248,7 +248,11 @@ def _desired_bodies(config: ConfigRepo, name: str) -> list[dict[str, Any]]:
     from reconciler.core.resolve import resolve_runtime
 
     resolution = resolve_runtime(config, config.runtimes[name])
-    return [dict(rendered.body) for rendered in Renderer(config).render(resolution)]
+    renderer = Renderer(config)
+    bodies = [dict(rendered.body) for rendered in renderer.render(resolution)]
+    for resolved in resolution.modules:  # hooks are created, read and deleted as objects are
+        bodies.extend(dict(hook) for hook in renderer.hooks(resolved, name))
+    return bodies
 
 
 def _managed_kinds(

@@ -15,7 +15,7 @@ import click
 
 from reconciler.cli.options import ClusterOptions, user_cache_dir
 from reconciler.cluster.api import Cluster
-from reconciler.cluster.snapshot import SnapshotFileCluster
+from reconciler.cluster.snapshot import SnapshotFileCluster, check_runtime_of
 from reconciler.core.diagnostics import did_you_mean
 from reconciler.core.model import ClusterAccess, Settings
 from reconciler.errors import SnapshotError
@@ -53,11 +53,12 @@ class Access:
         ``settings`` (else :attr:`settings`) give the client rate where no flag does."""
         if self.options.snapshot is not None:
             path = snapshot_file(self.options.snapshot, name)
-            if not self.reuse_snapshots:
-                return SnapshotFileCluster(path)
-            cluster = self._snapshots.get(path)
+            cluster = self._snapshots.get(path) if self.reuse_snapshots else None
             if cluster is None:
-                cluster = self._snapshots[path] = SnapshotFileCluster(path)
+                cluster = SnapshotFileCluster(path)
+                check_runtime_of(cluster, path, name)
+                if self.reuse_snapshots:
+                    self._snapshots[path] = cluster
             return cluster
         from reconciler.cluster.kube import connect  # the client is imported only when needed
         from reconciler.cluster.kube_client import RequestTimeout

@@ -244,6 +244,7 @@ def _log() -> logging.Logger:
     default="text",
     show_default=True,
     envvar="RECONCILER_LOG_FORMAT",
+    help="One line per event: text, or one JSON object per line (for log shippers).",
 )
 @click.option(
     "--git-timeout",

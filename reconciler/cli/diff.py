@@ -160,7 +160,7 @@ def diff(
     if verify and base_rev is None and base_path is None:
         raise click.UsageError("--verify needs --base or --base-path (it checks git commits)")
     if base_rev is not None or base_path is not None:
-        request = FleetRequest(repo, base_rev, head_rev, base_path, runtime_names, when)
+        request = FleetRequest(repo, base_rev, head_rev, base_path, runtime_names, when, state_url)
         if verify and not _signed(request, trusted_keys):
             sys.exit(exits.USAGE)
         view = FleetView(output_format, bool(details), "never" if no_color else color, timings)
@@ -190,7 +190,7 @@ def live_diff(
     from reconciler.cli.plans import PlanView, open_scope, show_plans
     from reconciler.cli.report import plans_json
 
-    scope = open_scope(run, parallel, to_change=False)
+    scope = open_scope(run, parallel, to_change=False, document=is_document(output_format))
     view = PlanView(
         output_format,
         details,
@@ -211,6 +211,8 @@ class FleetRequest:
     base_path: Path | None
     runtimes: Sequence[str]
     now: datetime
+    #: The store whose recorded capabilities the charts of both sides render with.
+    state_url: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,10 +230,12 @@ def fleet_diff(
 ) -> int:
     """Print the fleet diff between the two sides; the exit status of ``diff --base``. With
     ``clusters`` (``--live``/``--snapshot``), plans against what each cluster runs."""
+    from reconciler.cli.capabilities import RecordedCapabilities, say_capabilities
     from reconciler.cli.loading import read_options, schema_checker
     from reconciler.review.fleet import Review, Side  # only for fleet diffs
 
-    review = Review(read_options(source), checker=schema_checker())
+    recorded = RecordedCapabilities(request.state_url)
+    review = Review(read_options(source), checker=schema_checker(), capabilities=recorded)
     try:
         if request.base_path is not None:
             base_side = Side(request.repo, folder=request.base_path)
@@ -241,6 +245,8 @@ def fleet_diff(
     except ConfigError as error:
         exits.exit_status_of(error)
         return exits.USAGE
+    if not is_document(view.output_format):
+        say_capabilities(head[0], recorded, request.runtimes)
     live = None if clusters is None else _observe(review, head[0], clusters)
     fleet = _only(review.compare(base, head, request.now, live), request.runtimes)
     with review.timings.phase("render"):

@@ -9,6 +9,7 @@ a git repository.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from reconciler.config.schema import SchemaChecker
 from reconciler.config.validate import Validation
 from reconciler.core.durations import parse_duration
 from reconciler.core.model import ConfigRepo
+from reconciler.core.templates import Capabilities, RenderCache
 from reconciler.errors import ConfigError
 from reconciler.render import default_renderer
 from reconciler.source.loader import ReadOptions, channels_repository, load_repo
@@ -35,17 +37,33 @@ def read_options(source: RepoInput) -> ReadOptions:
     return ReadOptions(max_file_size=source.max_file_size, channels_dir=source.channels_dir)
 
 
-def load_validation(source: RepoInput) -> Validation:
-    """Read and validate the repo (fetching ``channelsFrom.git`` first when it names one)."""
+def load_validation(
+    source: RepoInput,
+    capabilities: Mapping[str, Capabilities] | None = None,
+    render_cache: RenderCache | None = None,
+) -> Validation:
+    """Read and validate the repo (fetching ``channelsFrom.git`` first when it names one), its
+    charts rendered for each runtime's recorded ``capabilities`` (else the engine's)."""
     options = read_options(source)
     if source.channels_dir is None and source.repo.is_dir():
         options = _with_git_channels(source.repo, options)
-    return load_repo(source.repo, options, schema_checker(), renderer=default_renderer())
+    return load_repo(
+        source.repo,
+        options,
+        schema_checker(),
+        renderer=default_renderer(),
+        render_cache=render_cache,
+        capabilities=capabilities,
+    )
 
 
-def load_valid_repo(source: RepoInput) -> ConfigRepo:
+def load_valid_repo(
+    source: RepoInput,
+    capabilities: Mapping[str, Capabilities] | None = None,
+    render_cache: RenderCache | None = None,
+) -> ConfigRepo:
     """The valid repo; :class:`ConfigError` (exit 1) with every diagnostic otherwise."""
-    validation = load_validation(source)
+    validation = load_validation(source, capabilities, render_cache)
     if validation.repo is None:
         raise ConfigError(validation.diagnostics)
     return validation.repo

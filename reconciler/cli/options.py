@@ -18,6 +18,7 @@ import click
 
 from reconciler.core.durations import parse_duration
 from reconciler.core.model import ClientRate, Settings
+from reconciler.errors import UnreadableError
 
 if TYPE_CHECKING:  # completion's types, imported only when a shell asks
     from click.shell_completion import CompletionItem
@@ -353,6 +354,29 @@ def _warn_password_in_argv(ctx: click.Context, param: click.Parameter, url: str)
             err=True,
         )
     return url
+
+
+def state_given(ctx: click.Context) -> bool:
+    """Whether ``--state`` was named (on the command line or in ``RECONCILER_STATE``) rather
+    than left at its default: a named store that does not exist is a mistake (a typo, a
+    relative path read from another folder), the default one not yet created is a first day."""
+    source = ctx.get_parameter_source("state_url")
+    return source in (
+        click.core.ParameterSource.COMMANDLINE,
+        click.core.ParameterSource.ENVIRONMENT,
+    )
+
+
+def missing_store_error(state_url: str) -> UnreadableError:
+    """The one line for a named SQLite store that does not exist: its path as given and, when
+    relative, as read from the current folder."""
+    path = state_url.removeprefix("sqlite:///")
+    found = Path(os.path.expanduser(path))
+    where = "" if found.is_absolute() else f" (read from {Path.cwd()}: {found.absolute()})"
+    return UnreadableError(
+        f"no state store at {path}{where}: name the store a sync wrote (--state or "
+        "RECONCILER_STATE), or run reconciler sync to create it"
+    )
 
 
 state_option = click.option(

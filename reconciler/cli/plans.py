@@ -38,6 +38,7 @@ from reconciler.core.model import ConfigRepo
 from reconciler.core.plan_values import Context
 from reconciler.errors import NotFoundError, ReconcilerError
 from reconciler.lifecycle.executor import Lifecycle, SyncResult, sync_runtime
+from reconciler.operations.capabilities import ChartRendering
 from reconciler.operations.runner import recorded_access
 from reconciler.operations.running import fetch_running
 from reconciler.operations.store import StateStore, open_store, open_store_to_read
@@ -54,6 +55,8 @@ class Scope:
     verdict: Verdict
     #: How the run reaches the runtimes' clusters.
     access: Access
+    #: How a sync renders a runtime's charts again for what its cluster serves (none: offline).
+    charts: ChartRendering | None = None
 
     @property
     def runtimes(self) -> list[str]:
@@ -262,11 +265,29 @@ def _plan_one(scope: Scope, access: Access, name: str, now: datetime) -> SyncRes
     return replace(result, plan=replace(result.plan, deprovision=True))
 
 
-def open_scope(request: RunRequest, parallel: int = 1, *, to_change: bool = True) -> Scope:
+def open_scope(
+    request: RunRequest, parallel: int = 1, *, to_change: bool = True, document: bool = False
+) -> Scope:
     """Load the valid repo and the state store a run names, and decide its scope. A run that
     changes nothing (``to_change`` False: ``diff``, ``sync --dry-run``) creates no store: where
-    none exists it plans with an empty one in memory."""
-    config = load_valid_repo(request.source)
+    none exists it plans with an empty one in memory. The charts render with the capabilities
+    the store recorded, said on stderr unless the output is a ``document`` (JSON, YAML) or a
+    sync on clusters renders for what each one serves."""
+    from reconciler.cli.capabilities import RecordedCapabilities, say_capabilities
+    from reconciler.core.templates import RenderCache
+    from reconciler.render import default_renderer
+
+    recorded = RecordedCapabilities(request.state_url)
+    cache = RenderCache()
+    config = load_valid_repo(request.source, recorded, cache)
     access = Access(request.clusters, config.settings)  # a mistyped --snapshot stops here
     store = open_store(request.state_url) if to_change else open_store_to_read(request.state_url)
-    return scope_of(config, request.runtime_names, access, store, request.allow_deletions, parallel)
+    scope = scope_of(
+        config, request.runtime_names, access, store, request.allow_deletions, parallel
+    )
+    offline = request.clusters.snapshot is not None
+    if (offline or not to_change) and not document:
+        say_capabilities(config, recorded, scope.targets)
+    if offline:
+        return scope
+    return replace(scope, charts=ChartRendering(default_renderer(), cache, recorded))

@@ -148,7 +148,7 @@ def render_stream(
             f"# module {resolved.name} {resolved.version}: {resolved.origin()}, "
             f"{resolved.reason()}, strategy {resolved.strategy}\n"
         )
-        chunks.extend(_skipped_hooks(config, resolution.runtime.name, resolved.name))
+        chunks.extend(_hook_comments(config, resolution.runtime.name, resolved.name))
         single = Resolution(resolution.runtime, (resolved,))
         for rendered in renderer.render(single):
             chunks.append("---\n")
@@ -157,14 +157,19 @@ def render_stream(
     return "".join(chunks)
 
 
-def _skipped_hooks(config: ConfigRepo, runtime: str, module: str) -> list[str]:
-    """``# hooks skipped (spec.hooks: Skip): Job/x (post-install)`` for a chart that has any."""
+def _hook_comments(config: ConfigRepo, runtime: str, module: str) -> list[str]:
+    """A chart's hooks, never objects of the stream: ``# hook pre-install: Job/x, ...`` per
+    phase they run in (in order), or ``# hooks skipped (spec.hooks: Skip), never run: ...``."""
     from reconciler.config.templates import hooks_text
+    from reconciler.core.hooks import phases_text
+    from reconciler.core.model import HookPolicy
 
     rendered = config.rendered.get((runtime, module))
     if rendered is None or not rendered.hooks:
         return []
-    return [f"# hooks skipped (spec.hooks: Skip), never run: {hooks_text(rendered)}\n"]
+    if config.modules[module].hooks is HookPolicy.SKIP:
+        return [f"# hooks skipped (spec.hooks: Skip), never run: {hooks_text(rendered)}\n"]
+    return [f"# hook {line}\n" for line in phases_text(rendered.hooks)]
 
 
 def _enforced_comments(rendered: RenderedObject) -> list[str]:

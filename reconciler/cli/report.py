@@ -57,6 +57,7 @@ def plan_text(plan: Plan, *, details: bool = True) -> str:
     lines = [f"runtime {plan.runtime}: {what}{len(plan.modules)} modules, {changed} to change"]
     for module in plan.modules:
         lines.append(f"  {_MODULE_SYMBOLS[module.action]} {module_line(module)}")
+        lines.extend(f"      hook {line}" for line in module.hooks)
         lines.extend(_change_lines(module.changes, details))
     return "\n".join(lines) + "\n"
 
@@ -160,6 +161,7 @@ def fleet_text(diff: FleetDiff, *, details: bool = False, style: Style = _plain)
             symbol = _MODULE_SYMBOLS[change.plan.action]
             lines.append(f"  {symbol} {_fleet_module(change)} [{outcome}]")
             lines.extend(f"      because {c.format()}" for c in change.causes)
+            lines.extend(f"      hook {line}" for line in change.plan.hooks)
             if details:
                 lines.extend(_change_lines(change.plan.changes, True))
     return "\n".join(lines) + "\n"

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import click
 
 from reconciler.cli import exits
-from reconciler.cli.options import state_option
+from reconciler.cli.options import missing_store_error, state_given, state_option
 from reconciler.cli.output import (
     Column,
     echo_document,
@@ -19,12 +19,17 @@ from reconciler.cli.output import (
 
 
 @click.command(epilog=exits.RECORDS.describe())
+@click.pass_context
 @click.option("--runtime", "runtime_names", multiple=True, help="Only these runtimes.")
 @state_option
 @output_option("text", "wide", "json", "yaml")
 @no_headers_option
 def status(
-    runtime_names: Sequence[str], state_url: str, output_format: str, no_headers: bool
+    ctx: click.Context,
+    runtime_names: Sequence[str],
+    state_url: str,
+    output_format: str,
+    no_headers: bool,
 ) -> None:
     """Each runtime's and module's state, reason, version, last commit and age, as its newest
     operation (finished or not) shows it; under a runtime, each of its modules."""
@@ -33,6 +38,8 @@ def status(
     from reconciler.operations.store import load_statuses, open_existing_store
 
     store = open_existing_store(state_url)  # a read: never creates a store
+    if store is None and state_given(ctx):
+        raise missing_store_error(state_url)
     if runtime_names:
         from reconciler.cli.names import check_runtime
         from reconciler.core.redaction import mask_url_password

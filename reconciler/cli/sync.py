@@ -139,7 +139,7 @@ def dry_run_sync(run: RunRequest, output_format: str, parallel: int = 1) -> int:
     from reconciler.cli.plans import PlanView, open_scope, show_plans
     from reconciler.cli.report import results_json
 
-    scope = open_scope(run, parallel, to_change=False)
+    scope = open_scope(run, parallel, to_change=False, document=is_document(output_format))
     view = PlanView(output_format, True, results_json, "SyncPlan")
     planned = show_plans(scope, scope.access, now(), view, parallel)
     return planned.exit_status(changes=exits.OK)
@@ -166,7 +166,7 @@ def run_sync(run: RunRequest, options: SyncOptions) -> int:
     from reconciler.cli.plans import open_scope, record_limits, report_brake
     from reconciler.cli.workers import fleet_width
 
-    scope = open_scope(run, options.parallel)
+    scope = open_scope(run, options.parallel, document=is_document(options.output_format))
     if scope.verdict.held:
         raise HeldByBrakeError(scope.verdict.message)
     report_brake(scope.verdict)
@@ -295,7 +295,13 @@ def _runner(scope: Scope, access: Access, allow_access_change: bool) -> Runner:
         retry_limits=config.settings.retry_limits,
     )
     return Runner(
-        scope.store, engine, config, access.connect, now, allow_access_change=allow_access_change
+        scope.store,
+        engine,
+        config,
+        access.connect,
+        now,
+        allow_access_change=allow_access_change,
+        charts=scope.charts,
     )
 
 

@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from reconciler.cli import exits
-from reconciler.cli.options import RepoInput, channels_option, max_size_option, repo_argument
+from reconciler.cli.options import (
+    RepoInput,
+    channels_option,
+    max_size_option,
+    repo_argument,
+    state_option,
+)
 from reconciler.cli.output import echo_document, is_document, output_option
 from reconciler.cli.signing import (
     need_keys,
@@ -38,6 +44,7 @@ if TYPE_CHECKING:
 )
 @verify_option
 @trusted_keys_options(every_commit=False)
+@state_option
 def validate(
     repo: Path,
     channels_dir: Path | None,
@@ -45,6 +52,7 @@ def validate(
     output_format: str,
     verify: bool,
     trusted_keys: TrustedKeys,
+    state_url: str,
 ) -> None:
     """Check a config repo against every rule and list every error in one pass.
 
@@ -52,13 +60,19 @@ def validate(
     a surprising way (y as true, 0777 as 511; docs/yaml.md) are warnings, PATH:LINE:COL: warning
     RULE MESSAGE, and do not change the exit status. REPO defaults to the current directory.
     With --verify, the commit checked out must also be signed by a trusted key, and REPO hold
-    no uncommitted change.
+    no uncommitted change. Charts render with the .Capabilities the last sync recorded of each
+    runtime's cluster in the state store (--state), else the engine's defaults: a line on stderr
+    says which.
     """
+    from reconciler.cli.capabilities import RecordedCapabilities, say_capabilities
     from reconciler.cli.loading import load_validation
 
     if verify:
         need_keys(trusted_keys)
-    validation = load_validation(RepoInput(repo, channels_dir, max_file_size))
+    recorded = RecordedCapabilities(state_url)
+    validation = load_validation(RepoInput(repo, channels_dir, max_file_size), recorded)
+    if validation.repo is not None and not is_document(output_format):
+        say_capabilities(validation.repo, recorded)
     verdict = verify_checkout(repo, trusted_keys) if verify else None
     if is_document(output_format):
         document = _validation_json(repo, validation)

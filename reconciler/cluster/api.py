@@ -277,8 +277,9 @@ class Cluster(Protocol):
     def kinds_in_group(self, group: str, kind: str) -> KindInfo | None:
         """Discovery by group and kind, whatever the served version (the preferred one)."""
 
-    def served_kinds(self) -> list[KindInfo]:
-        """Discovery: every kind the server serves that can be listed (preferred versions)."""
+    def served_kinds(self, *, fresh: bool = False) -> list[KindInfo]:
+        """Discovery: every kind the server serves that can be listed (preferred versions);
+        ``fresh``: asked of the server now, not from a cache of an earlier run."""
 
 
 class WatchEventType(StrEnum):
@@ -330,10 +331,15 @@ class Watchable(Protocol):
     """A cluster whose kinds can be watched (the real API server and the in-memory one)."""
 
     def list_for_watch(
-        self, api_version: str, kind: str, *, labels: Mapping[str, str] | None = None
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        labels: Mapping[str, str] | None = None,
+        namespace: str | None = None,
     ) -> Listing:
-        """Objects of a kind in all namespaces matching every label given, and the list's
-        resourceVersion."""
+        """Objects of a kind in all namespaces (or in ``namespace``) matching every label
+        given, and the list's resourceVersion."""
 
     def watch(
         self,
@@ -344,10 +350,12 @@ class Watchable(Protocol):
         labels: Mapping[str, str] | None = None,
         timeout_seconds: float = 60.0,
         hangup: Hangup | None = None,
+        namespace: str | None = None,
     ) -> Iterator[WatchEvent]:
         """The events of a kind after ``resource_version``, in order, with bookmarks, in all
-        namespaces, matching every label given; the stream ends after ``timeout_seconds``
-        (or when the connection drops), or at once, without an error, once ``hangup`` is
-        told to end it (whole events only: the last one told is the last one read in full).
-        :class:`~reconciler.errors.ExpiredError` when the server no longer keeps
-        ``resource_version`` (410 Gone): list again."""
+        namespaces (or in ``namespace``), matching every label given; the stream ends after
+        ``timeout_seconds`` (or when the connection drops), or at once, without an error, once
+        ``hangup`` is told to end it (whole events only: the last one told is the last one
+        read in full). :class:`~reconciler.errors.ForbiddenError` when the identity may not
+        list or watch the kind there (403); :class:`~reconciler.errors.ExpiredError` when the
+        server no longer keeps ``resource_version`` (410 Gone): list again."""

@@ -351,8 +351,10 @@ class KubeCluster(KubeWatches):
         resource = self._find(group=group, kind=kind)
         return _info(resource) if resource is not None else None
 
-    def served_kinds(self) -> list[KindInfo]:
+    def served_kinds(self, *, fresh: bool = False) -> list[KindInfo]:
         """See :meth:`reconciler.cluster.api.Cluster.served_kinds`."""
+        if fresh:
+            self._refresh_discovery()
         with translated(f"{self.name}: discovery", self._server):
             found = self._dynamic.resources.search()
         kinds: dict[tuple[str, str], KindInfo] = {}

@@ -8,12 +8,15 @@ retry otherwise), and a connection failure or a request that timed out a ServerE
 server (never its credentials), the cause found in the exception chain, and what to check.
 Messages carry the status and the server's reason, bounded, never a body or a header: a long
 reason (a value dumped whole) keeps each cause's field and its end, so ``field is immutable``
-shows, and such a refusal is an :class:`~reconciler.errors.ImmutableFieldError`.
+shows, and such a refusal is an :class:`~reconciler.errors.ImmutableFieldError`. A refusal
+to create a role granting what the identity does not hold (``escalate``, ``bind``) keeps every
+permission the server names, on one line, and says which verb lets the identity grant them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import ssl
 from collections.abc import Iterator
@@ -152,13 +155,23 @@ _HINTS = {
 }
 
 
+#: The hint of a refusal to grant what the identity does not hold (:data:`NOT_HELD`).
+_ESCALATE_HINT = (
+    "the identity may grant only what it holds: give it escalate on clusterroles and roles and "
+    "bind on clusterrolebindings and rolebindings, as the role `reconciler rbac REPO` prints "
+    "does, or these permissions themselves"
+)
+
+
 def _api_error(what: str, error: Any) -> ReconcilerError:
     status = int(getattr(error, "status", 0) or 0)
     reason = _server_message(error)
     message = f"{what}: {status} {reason}".strip()
     if status == 404 and not _is_status(error):
         return StaleDiscoveryError(f"{what}: kind not served (404 {reason})")
-    if status in _HINTS:
+    if status == 403 and NOT_HELD in reason:
+        message += f" ({_ESCALATE_HINT})"
+    elif status in _HINTS:
         message += f" ({_HINTS[status]})"
     kind = _BY_STATUS.get(status)
     if kind is InvalidObjectError and is_immutable(reason):
@@ -208,9 +221,33 @@ def _server_message(error: Any) -> str:
         causes = list((status.get("details") or {}).get("causes") or [])
     except (ValueError, TypeError, AttributeError):
         text, causes = str(getattr(error, "reason", "")), []
+    if NOT_HELD in text:
+        return _not_held(text)
     if len(text) > MESSAGE_SHOWN and causes:
         text = _with_causes(text, causes)
-    return elided(text, MESSAGE_SHOWN)
+    return elided(" ".join(text.split()), MESSAGE_SHOWN)
+
+
+#: What the server says when a role or binding would grant what the identity does not hold,
+#: followed by one line per permission (``{APIGroups:["apps"], Resources:[...], Verbs:[...]}``).
+NOT_HELD = "is attempting to grant RBAC permissions not currently held:"
+#: How many of those permissions a message names (then ``and N more``).
+PERMISSIONS_SHOWN = 8
+_GROUPS = re.compile(r" \(groups=\[[^\]]*\]\)")
+
+
+def _not_held(text: str) -> str:
+    """The refusal ``text`` on one line: the subject and the user (without their groups), then
+    each permission not held (:data:`PERMISSIONS_SHOWN` at most), then anything the server
+    added after them."""
+    head, _, rest = text.partition(NOT_HELD)
+    lines = [" ".join(line.split()) for line in rest.splitlines()]
+    rules = [line for line in lines if line.startswith("{")]
+    after = " ".join(line for line in lines if line and not line.startswith("{"))
+    shown = "; ".join(elided(rule, CAUSE_SHOWN) for rule in rules[:PERMISSIONS_SHOWN])
+    more = f" (and {len(rules) - PERMISSIONS_SHOWN} more)" if len(rules) > PERMISSIONS_SHOWN else ""
+    tail = f" {elided(after, CAUSE_SHOWN)}" if after else ""
+    return f"{_GROUPS.sub('', head.strip())} {NOT_HELD} {shown}{more}{tail}"
 
 
 def _with_causes(text: str, causes: list[Any]) -> str:

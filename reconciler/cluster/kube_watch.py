@@ -33,8 +33,10 @@ def stream_events(
     resource_version: str,
     timeout: float,
     hangup: Hangup | None = None,
+    namespace: str | None = None,
 ) -> Iterator[WatchEvent]:
-    """The events of ``resource`` after ``resource_version`` (label ``selector``), with
+    """The events of ``resource`` after ``resource_version`` (label ``selector``; in
+    ``namespace``, or all), with
     bookmarks, until the server ends the request after ``timeout`` seconds, or ``hangup``
     ends it; the client's own retry after a 410 is off (a timeout is given), so a 410 is
     raised to the caller. Events are read as plain JSON (no model objects made of them)."""
@@ -43,6 +45,7 @@ def stream_events(
     try:
         for event in watcher.stream(
             opened.request(resource.get),
+            namespace=namespace,
             label_selector=selector,
             resource_version=resource_version or None,
             serialize=False,
@@ -114,10 +117,15 @@ class KubeWatches:
         raise NotImplementedError
 
     def list_for_watch(
-        self, api_version: str, kind: str, *, labels: Mapping[str, str] | None = None
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        labels: Mapping[str, str] | None = None,
+        namespace: str | None = None,
     ) -> Listing:
         """See :meth:`reconciler.cluster.api.Watchable.list_for_watch`."""
-        return self._list(api_version, kind, None, labels)
+        return self._list(api_version, kind, namespace, labels)
 
     def watch(
         self,
@@ -128,10 +136,11 @@ class KubeWatches:
         labels: Mapping[str, str] | None = None,
         timeout_seconds: float = 60.0,
         hangup: Hangup | None = None,
+        namespace: str | None = None,
     ) -> Iterator[WatchEvent]:
         """See :meth:`reconciler.cluster.api.Watchable.watch`."""
         resource = self._resource(api_version, kind)
-        with self._request(f"watch {kind}"):
+        with self._request(f"watch {kind}" + (f" in {namespace}" if namespace else "")):
             yield from stream_events(
-                resource, selector_of(labels), resource_version, timeout_seconds, hangup
+                resource, selector_of(labels), resource_version, timeout_seconds, hangup, namespace
             )

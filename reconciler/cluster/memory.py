@@ -199,6 +199,7 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         self.user = "system:serviceaccount:reconciler-system:reconciler"
         self.version = "v1.31.0"
         self.denied: set[Permission] = set()
+        self.only_in: dict[Permission, set[str]] = {}
         #: Events recorded (core/v1 bodies, as the real server stores them), by name.
         self.events: dict[str, Body] = {}
         #: Every change, for watches (:mod:`reconciler.cluster.memory_watch`).
@@ -224,6 +225,7 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
         """See :meth:`reconciler.cluster.api.Cluster.list_objects`."""
         self._enter("list", None)
         info = self._served(api_version, kind)
+        self._refuse_unless_allowed("list", info, namespace)
         found = []
         for (group, kind_, ns, _), stored in sorted(self._objects.items()):
             if (group, kind_) != (info.group, info.kind):
@@ -323,8 +325,8 @@ class InMemoryCluster(MemoryWatches, MemoryReviewer):
             return None
         return info if info.version == version else replace(info, version=version)
 
-    def served_kinds(self) -> list[KindInfo]:
-        """See :meth:`reconciler.cluster.api.Cluster.served_kinds`."""
+    def served_kinds(self, *, fresh: bool = False) -> list[KindInfo]:
+        """See :meth:`reconciler.cluster.api.Cluster.served_kinds` (always as it is now)."""
         self._enter("discovery", None)
         return sorted(self._kinds.values(), key=lambda k: (k.group, k.kind))
 

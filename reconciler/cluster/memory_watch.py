@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from reconciler.cluster.api import Hangup, KindInfo, Listing, WatchEvent, WatchEventType
@@ -140,6 +140,8 @@ class MemoryWatches:
 
     journal: Journal
     _resource_version: int
+    #: The reviewer's refusal of what the identity may not do (memory_review).
+    _refuse_unless_allowed: Callable[[str, KindInfo, str | None], None]
 
     def list_objects(
         self,
@@ -158,10 +160,15 @@ class MemoryWatches:
         raise NotImplementedError
 
     def list_for_watch(
-        self, api_version: str, kind: str, *, labels: Mapping[str, str] | None = None
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        labels: Mapping[str, str] | None = None,
+        namespace: str | None = None,
     ) -> Listing:
         """See :meth:`reconciler.cluster.api.Watchable.list_for_watch`."""
-        items = self.list_objects(api_version, kind, labels=labels)
+        items = self.list_objects(api_version, kind, labels=labels, namespace=namespace)
         return Listing(items, str(self._resource_version))
 
     def watch(
@@ -173,16 +180,20 @@ class MemoryWatches:
         labels: Mapping[str, str] | None = None,
         timeout_seconds: float = 60.0,
         hangup: Hangup | None = None,
+        namespace: str | None = None,
     ) -> Iterator[WatchEvent]:
         """See :meth:`reconciler.cluster.api.Watchable.watch`: the journal's events, then a
         bookmark; a fault injected for ``watch`` is raised before any event (a dropped
-        connection)."""
+        connection), a 403 when the identity may not watch the kind there."""
         self._enter("watch", None)
         info = self._served(api_version, kind)
+        self._refuse_unless_allowed("watch", info, namespace)
         start = int(resource_version or 0)
         found, newest = self.journal.events_after(
             start, info.group, info.kind, labels or {}, timeout=timeout_seconds, hangup=hangup
         )
+        if namespace is not None:
+            found = [e for e in found if ObjectRef.of(e.body).namespace == namespace]
         at = [WatchEvent(e.type, at_version(e.body, api_version)) for e in found]
         return iter([*at, bookmark(newest)])
 

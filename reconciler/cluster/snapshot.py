@@ -30,6 +30,8 @@ import yaml
 
 from reconciler.cluster.api import ClusterIdentity
 from reconciler.cluster.memory import InMemoryCluster
+from reconciler.core.inventory import LABEL_INVENTORY
+from reconciler.core.model import LABEL_RUNTIME
 from reconciler.errors import AccessError, ConflictError, ReconcilerError, SnapshotError
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -197,6 +199,24 @@ def _checked(item: object) -> Mapping[str, Any]:
         if metadata.get(field) is not None and not isinstance(metadata[field], Mapping):
             raise ValueError(f"{kind} {name}: metadata.{field} is {_kind_of(metadata[field])}")
     return item
+
+
+def check_runtime_of(cluster: InMemoryCluster, path: Path, runtime: str) -> None:
+    """Refuse (:class:`SnapshotError`) the snapshot ``path`` for ``runtime`` when its inventories
+    name only other runtimes: it records another runtime's cluster (a runtime is one cluster,
+    and a module's inventory has one name per cluster), so planning against it would take that
+    runtime's modules for this one's, and a sync would write into its recording."""
+    inventories = cluster.list_objects("v1", "ConfigMap", labels={LABEL_INVENTORY: "true"})
+    owners = {
+        ((i.get("metadata") or {}).get("labels") or {}).get(LABEL_RUNTIME) for i in inventories
+    }
+    named = sorted(str(owner) for owner in owners if owner)
+    if not named or runtime in named:
+        return
+    raise SnapshotError(
+        f"{path}: a snapshot of runtime {', '.join(named)} (its inventories name it), not of "
+        f"{runtime}: give {runtime}'s own file, or the folder of one <runtime>.yaml each"
+    )
 
 
 def _kind_of(value: object) -> str:

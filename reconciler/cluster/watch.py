@@ -7,8 +7,11 @@ between them. A 410 Gone (the server no longer keeps that resourceVersion) lists
 what changed since the cache was last told is passed on as events made from the difference
 (added, changed: a new resourceVersion, deleted: gone from the list), so a relist loses no
 change either. Any other error waits (:class:`Backoff`: 0.5 s doubled up to 30 s) and tries
-again. The first list fills the cache without events: only changes after it are news. Waiting
-goes through a seam (``wait``), so that tests drive :meth:`KindWatch.step` without sleeping.
+again, but a 403 (:class:`~reconciler.errors.ForbiddenError`: the identity may not list or
+watch the kind there) stops the watch: :attr:`KindWatch.refused` says why, and its owner
+decides (no retry would help before a grant). The first list fills the cache without events:
+only changes after it are news. Waiting goes through a seam (``wait``), so that tests drive
+:meth:`KindWatch.step` without sleeping.
 :meth:`KindWatch.close`, from any thread, hangs the stream under way up (:class:`Stop`, the
 :class:`~reconciler.cluster.api.Hangup` of its streams) and ends a backoff's wait: the watch's
 thread returns at once, not when the stream's timeout (minutes) ends it.
@@ -24,7 +27,7 @@ from dataclasses import dataclass, field
 
 from reconciler.cluster.api import Watchable, WatchEvent, WatchEventType
 from reconciler.core.objects import Body
-from reconciler.errors import ExpiredError, ReconcilerError
+from reconciler.errors import ExpiredError, ForbiddenError, InternalError, ReconcilerError
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +119,8 @@ class KindWatch:
     kind: str
     on_event: OnEvent
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: The namespace watched ("" for all).
+    namespace: str = ""
     stream_seconds: float = STREAM_SECONDS
     wait: Callable[[float], bool] | None = None
     stop: Stop = field(default_factory=Stop)
@@ -127,12 +132,15 @@ class KindWatch:
     cache: dict[tuple[str, str], Body] = field(default_factory=dict)
     #: The last error, as one line (empty after a success).
     error: str = ""
+    #: Why the server refused the list or watch (403; empty while it does not): stopped.
+    refused: str = ""
     _listed: bool = False
 
     @property
     def what(self) -> str:
-        """``Deployment (apps/v1)``."""
-        return f"{self.kind} ({self.api_version})"
+        """``Deployment (apps/v1)``, ``Deployment (apps/v1) in NAMESPACE``."""
+        where = f" in {self.namespace}" if self.namespace else ""
+        return f"{self.kind} ({self.api_version}){where}"
 
     def run(self) -> None:
         """Steps until closed."""
@@ -161,30 +169,46 @@ class KindWatch:
             )
             self.resource_version = ""
             return True
-        except ReconcilerError as error:
-            if self.stop.hung_up():
-                return False  # a list under way when closed
+        except ForbiddenError as error:
+            if not self.refused:  # the grant taken away while watching: once
+                log.warning("watch %s: refused, stopped: %s", self.what, error)
             self.counts.errors += 1
-            delay = self.backoff.delay()
-            # once per change of state: the same failure again is not news
-            say = log.warning if str(error) != self.error else log.debug
-            say("watch %s: %s (tried again in %gs, and so on)", self.what, error, delay)
-            self.error = str(error)
-            return not (self.wait or self.stop.wait)(delay)
+            self.error = self.refused = str(error)
+            return False
+        except ReconcilerError as error:
+            return self._failed(error)
+        except Exception as error:  # a bug (in an event's handler): one line, tried again
+            return self._failed(InternalError.of(error))
         if self.error:
             log.info("watch %s: works again", self.what)
         self.backoff.reset()
-        self.error = ""
+        self.error = self.refused = ""
         return True
+
+    def _failed(self, error: ReconcilerError) -> bool:
+        """Wait (backing off) after ``error``; whether to go on."""
+        if self.stop.hung_up():
+            return False  # a list under way when closed
+        self.counts.errors += 1
+        delay = self.backoff.delay()
+        # once per change of state: the same failure again is not news
+        say = log.warning if str(error) != self.error else log.debug
+        say("watch %s: %s (tried again in %gs, and so on)", self.what, error, delay)
+        self.error = str(error)
+        return not (self.wait or self.stop.wait)(delay)
 
     def prime(self) -> None:
         """The first list now, in the caller's thread (without a backoff: after a failure,
-        :meth:`step` lists), so that a change from now on is an event."""
+        :meth:`step` lists), so that a change from now on is an event; a 403 sets
+        :attr:`refused` (the caller says it)."""
         try:
             self._relist()
+            self.error = self.refused = ""
         except ReconcilerError as error:
             self.counts.errors += 1
             self.error = str(error)
+            if isinstance(error, ForbiddenError):
+                self.refused = self.error
 
     def _stream(self) -> None:
         events = self.cluster.watch(
@@ -194,6 +218,7 @@ class KindWatch:
             labels=self.labels,
             timeout_seconds=self.stream_seconds,
             hangup=self.stop,
+            namespace=self.namespace or None,
         )
         for event in events:
             self._take(event)
@@ -214,7 +239,9 @@ class KindWatch:
 
     def _relist(self) -> None:
         """List the kind; after the first list, pass on what changed since the cache."""
-        listing = self.cluster.list_for_watch(self.api_version, self.kind, labels=self.labels)
+        listing = self.cluster.list_for_watch(
+            self.api_version, self.kind, labels=self.labels, namespace=self.namespace or None
+        )
         fresh = {_key(item): item for item in listing.items}
         news = [] if not self._listed else _differences(self.cache, fresh)
         self.cache, self._listed = fresh, True

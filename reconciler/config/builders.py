@@ -156,7 +156,7 @@ def module_from(
         ),
         description=spec.get("description", ""),
         source=source,
-        hooks=HookPolicy(spec.get("hooks", HookPolicy.REFUSE)),
+        hooks=HookPolicy(spec.get("hooks", HookPolicy.RUN)),
         recreate_on_immutable=bool(spec.get("recreateOnImmutable", False)),
     )
 

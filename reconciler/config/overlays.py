@@ -175,7 +175,7 @@ def _problem(value: str, folder: str, files: Mapping[str, bytes], *, resource: b
     first, slash, _ = value.partition("/")
     if slash and "." in first.strip(".") and not first.endswith(_FILE_ENDINGS):  # github.com/o/r
         return f"{shown} is a remote resource: builds are offline (keep it in the version folder)"
-    return None
+    return f"{shown} is neither a file nor a folder of the version folder"
 
 
 def _message(pointer: Pointer, problem: str) -> str:

@@ -6,9 +6,10 @@ A version folder's kind is decided by the one file it holds (docs/charts.md): ``
 when given, must agree (C4). Values come from the version's ``values.yaml``, a channel's
 ``spec.values`` and a runtime's module entry (``valuesFrom`` a file of the repo, then
 ``values``): each must be a mapping, and a ``valuesFrom`` file one mapping document inside the
-repo, scanned for credentials like every other file (C6). Helm hooks are not run: a chart whose
-render for a runtime has any is refused (C9, naming the chart, the hooks and their objects), so a
-hook is never applied as an ordinary object (docs/charts.md). Callers: the validator.
+repo, scanned for credentials like every other file (C6). Helm hooks run in their phases
+(core.hooks); a hook that cannot be run as Helm runs it (Helm 2's ``crd-install``), or any hook
+of a module stating ``spec.hooks: Refuse``, is a C9 error naming the chart and the hook
+(docs/charts.md). Callers: the validator.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from reconciler.config.raw import RawFile, RawVersion
 from reconciler.config.yamlsafe import Document, parse_yaml
 from reconciler.core.diagnostics import Diagnostic, Pointer
+from reconciler.core.hooks import HOOK_ANNOTATION, TEST_PHASES, hook_of, hook_problems
 from reconciler.core.model import (
     LABEL_APP_VERSION,
     ConfigRepo,
@@ -131,10 +133,6 @@ def entry_values(
     return merge_values(from_file or {}, inline or {})
 
 
-#: The annotation that makes an object a Helm hook, and the one naming its delete policy.
-HOOK_ANNOTATION = "helm.sh/hook"
-
-
 def render_problems(
     repo: ConfigRepo, rendered: Mapping[tuple[str, str], RenderedTemplate]
 ) -> list[Diagnostic]:
@@ -162,15 +160,7 @@ def render_problems(
 def _problems_of_render(
     module: Module, version: str, template: RenderedTemplate
 ) -> Iterator[tuple[str, str]]:
-    if template.hooks and module.hooks is HookPolicy.REFUSE:
-        yield (
-            "C9",
-            (
-                f"has Helm hooks, which the reconciler does not run: {hooks_text(template)}; "
-                "switch them off by the chart's values, or state spec.hooks: Skip in its "
-                "module.yaml (docs/charts.md, Hooks)"
-            ),
-        )
+    yield from _hook_problems(module, template)
     operators = [o for o in template.objects if _is_operator(o, module)]
     if not operators:
         yield (
@@ -194,6 +184,36 @@ def _problems_of_render(
             )
 
 
+def _hook_problems(module: Module, template: RenderedTemplate) -> Iterator[tuple[str, str]]:
+    """C9: hooks refused by ``spec.hooks: Refuse``; with ``Run``, what cannot be run as Helm
+    runs it (a Helm 2 ``crd-install`` hook, an unknown phase or delete policy, a weight that is
+    no integer)."""
+    if not template.hooks or module.hooks is HookPolicy.SKIP:
+        return
+    if module.hooks is HookPolicy.REFUSE and not hooks_text(template):
+        return  # test hooks only: never run, nothing to refuse
+    if module.hooks is HookPolicy.REFUSE:
+        yield (
+            "C9",
+            (
+                f"has Helm hooks, refused by spec.hooks: Refuse: {hooks_text(template)}; "
+                "switch them off by the chart's values, or state spec.hooks: Run or Skip in its "
+                "module.yaml (docs/charts.md, Hooks)"
+            ),
+        )
+        return
+    for body in template.hooks:
+        metadata = body.get("metadata") or {}
+        for problem in hook_problems(body):
+            yield (
+                "C9",
+                (
+                    f"has a hook that cannot be run, {body.get('kind')}/{metadata.get('name')}: "
+                    f"{problem} (docs/charts.md, Hooks)"
+                ),
+            )
+
+
 def _is_operator(body: Mapping[str, Any], module: Module) -> bool:
     metadata = body.get("metadata") or {}
     kind, name = body.get("kind"), metadata.get("name")
@@ -201,9 +221,12 @@ def _is_operator(body: Mapping[str, Any], module: Module) -> bool:
 
 
 def hooks_text(template: RenderedTemplate) -> str:
-    """``Job/x (pre-install,pre-upgrade), ...``: the hooks of a render, sorted."""
+    """``Job/x (pre-install,pre-upgrade), ...``: the hooks of a render, sorted (``helm test``'s
+    aside: never run)."""
     shown = []
     for body in template.hooks:
+        if hook_of(body).phases <= TEST_PHASES:
+            continue
         metadata = body.get("metadata") or {}
         hook = str((metadata.get("annotations") or {}).get(HOOK_ANNOTATION, "")).replace(" ", "")
         shown.append(f"{body.get('kind')}/{metadata.get('name')} ({hook})")

@@ -34,7 +34,7 @@ from reconciler.config.yamlsafe import Document
 from reconciler.core.diagnostics import Diagnostic, sort_diagnostics
 from reconciler.core.model import ConfigRepo, Settings
 from reconciler.core.resolve import RESOLUTIONS
-from reconciler.core.templates import RenderCache, TemplateRenderer, render_repo
+from reconciler.core.templates import Capabilities, RenderCache, TemplateRenderer, render_repo
 from reconciler.errors import OverBudgetError
 
 
@@ -63,18 +63,21 @@ def validate_repo(
     memo: CheckMemo | None = None,
     renderer: TemplateRenderer | None = None,
     render_cache: RenderCache | None = None,
+    capabilities: Mapping[str, Capabilities] | None = None,
 ) -> Validation:
     """Check ``raw`` against every config rule; see the module docstring. With a ``budget``,
     checking a file past its time is a C6 diagnostic for it, past the commit's time the only
     diagnostic. A ``memo`` shared by several validations checks a document they share once.
     With a ``renderer``, every templated module a runtime gets is rendered (through
-    ``render_cache``) into :attr:`ConfigRepo.rendered`; a render that fails is a C9 error.
+    ``render_cache``) into :attr:`ConfigRepo.rendered`, for each runtime's cluster's
+    ``capabilities`` (else the engine's defaults); a render that fails is a C9 error.
     Without one, they are left unrendered (the core refuses to use them; core.templates)."""
     try:
         config = _validate(raw, checker, budget, memo or CheckMemo())
         if renderer is None or config.repo is None:
             return config
-        return _rendered(config, config.repo, renderer, render_cache or RenderCache())
+        cache = render_cache or RenderCache()
+        return _rendered(config, config.repo, renderer, cache, capabilities or {})
     except OverBudgetError as over:  # the commit's time is up: nothing else is worth saying
         return Validation(None, (budget_diagnostic(over, ".", 1, 1),), _count_files(raw))
 
@@ -119,10 +122,14 @@ def _validate(
 
 
 def _rendered(
-    validation: Validation, repo: ConfigRepo, renderer: TemplateRenderer, cache: RenderCache
+    validation: Validation,
+    repo: ConfigRepo,
+    renderer: TemplateRenderer,
+    cache: RenderCache,
+    capabilities: Mapping[str, Capabilities],
 ) -> Validation:
     """``validation`` with the templated modules of its repo rendered, or their C9 errors."""
-    rendered, failures = render_repo(repo, renderer, cache)
+    rendered, failures = render_repo(repo, renderer, cache, capabilities)
     refused = render_problems(repo, rendered)
     if not failures and not refused:
         config = replace(repo, rendered=rendered)

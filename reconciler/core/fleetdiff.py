@@ -21,6 +21,7 @@ from typing import Any
 
 from reconciler.core.fielddiff import FieldChange
 from reconciler.core.fleetcauses import Cause, desired_causes, removed_causes
+from reconciler.core.hooks import entry_hooks
 from reconciler.core.inventory import Inventory
 from reconciler.core.model import ConfigRepo, Runtime, Strategy
 from reconciler.core.objects import ObjectRef
@@ -319,6 +320,7 @@ class FleetDiffer:
             the_plan = self._cached_plan(context, desired, old, new)
             if old is not None and _renders_alike(the_plan, fields):
                 return None  # another render, the same objects (a value no template reads)
+        the_plan = entry_hooks(the_plan, desired.hooks)
         if fields and live is None and desired.default_configuration is not None:  # else planned
             ref = ObjectRef.of(desired.default_configuration.body)
             the_plan = reconfigured(the_plan, ref, fields)
@@ -415,11 +417,13 @@ class FleetDiffer:
         """``resolved`` as ``sync`` applies it to ``resolution``'s runtime: the runtime's label
         and the enforced configuration on its objects (compared with a live cluster)."""
         rendered = self._head_renderer.render(resolution, (resolved.name,))
-        return DesiredModule.of(resolved, self.head.modules[resolved.name], rendered)
+        hooks = self._head_renderer.hooks(resolved, resolution.runtime.name)
+        return DesiredModule.of(resolved, self.head.modules[resolved.name], rendered, hooks)
 
     def _desired_module(self, resolved: ResolvedModule, runtime: str) -> DesiredModule:
         prepared = self._head_renderer.prepare(resolved, runtime)
-        return DesiredModule.of(resolved, self.head.modules[resolved.name], prepared)
+        hooks = self._head_renderer.hooks(resolved, runtime)
+        return DesiredModule.of(resolved, self.head.modules[resolved.name], prepared, hooks)
 
     def _assumed(self, old: ResolvedModule | None, runtime: str) -> LiveModule | None:
         """What runs when the base revision is deployed: its objects and inventory (once per

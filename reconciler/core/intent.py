@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from reconciler.core.hooks import delete_hooks_text
 from reconciler.core.inventory import NEVER_READY, Inventory
 from reconciler.core.live import labelled_ours
 from reconciler.core.model import ANNOTATION_MODULE_VERSION, Strategy
@@ -92,6 +93,7 @@ def inventory_intent(
         current.commit if current else commit,
         current.enforced if current else (),
         ready_before(module.resolved.version, current, running),
+        delete_hooks_text(module.hooks),
     )
     if current is not None and fresh != current:
         fresh = replace(fresh, commit=commit or current.commit)

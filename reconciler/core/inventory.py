@@ -53,6 +53,10 @@ class Inventory:
     #: did; ``None`` when not recorded (an inventory written before L15, or rebuilt from
     #: labels): ``version`` is then taken as what runs, as it always was.
     ready_version: str | None = None
+    #: The chart's ``pre-delete``/``post-delete`` hooks (canonical JSON of their bodies; empty:
+    #: none): the module's removal runs them when git no longer renders them, as Helm keeps a
+    #: release's hooks in its record (core.hooks).
+    delete_hooks: str = ""
 
     @property
     def upgrading(self) -> bool:
@@ -74,6 +78,7 @@ class Inventory:
             "commit": self.commit,
             **({"enforcedFields": list(self.enforced)} if self.enforced else {}),
             **({"readyVersion": self.ready_version} if self.ready_version is not None else {}),
+            **({"deleteHooks": json.loads(self.delete_hooks)} if self.delete_hooks else {}),
         }
         return {
             "apiVersion": "v1",
@@ -138,6 +143,9 @@ def inventory_from_configmap(body: Mapping[str, Any]) -> Inventory:
             commit=str(data.get("commit") or ""),
             enforced=tuple(str(p) for p in data.get("enforcedFields") or ()),
             ready_version=_ready_version(data),
+            delete_hooks=json.dumps(data["deleteHooks"], sort_keys=True)
+            if data.get("deleteHooks")
+            else "",
         )
     except (KeyError, TypeError, json.JSONDecodeError) as error:
         name = (body.get("metadata") or {}).get("name") or "?"

@@ -243,8 +243,9 @@ class ModuleVersion:
 
 
 class HookPolicy(StrEnum):
-    """What a chart's Helm hooks get (``spec.hooks``; docs/charts.md): never run, either way."""
+    """What a chart's Helm hooks get (``spec.hooks``; docs/charts.md, Hooks)."""
 
+    RUN = "Run"  # run in their phases, as Helm runs them (the default)
     REFUSE = "Refuse"  # validate refuses a chart that renders hooks (C9)
     SKIP = "Skip"  # stated skipped: neither run nor applied, listed by render
 
@@ -263,7 +264,7 @@ class Module:
     managed_resources: tuple[ManagedKind, ...] = ()
     description: str = ""
     source: str = ""
-    hooks: HookPolicy = HookPolicy.REFUSE
+    hooks: HookPolicy = HookPolicy.RUN
     #: ``spec.recreateOnImmutable``: every object (but the kinds never recreated) is replaced
     #: when the server refuses its change as immutable (:mod:`reconciler.core.preflight`).
     recreate_on_immutable: bool = False

@@ -124,6 +124,9 @@ class ModulePlan:
     kept: tuple[ObjectRef, ...] = ()
     #: Why objects were kept or released instead of deleted (user data, L8), for people.
     notes: tuple[str, ...] = ()
+    #: The Helm hooks carrying it out runs, per phase in order (``pre-upgrade: Job/x``;
+    #: core.hooks): shown by ``diff``, never objects of the change set.
+    hooks: tuple[str, ...] = ()
 
     @property
     def changes_anything(self) -> bool:
@@ -150,6 +153,7 @@ class ModulePlan:
             "blockingTotal": self.blocking_total,
             "kept": [r.subject for r in self.kept],
             "notes": list(self.notes),
+            **({"hooks": list(self.hooks)} if self.hooks else {}),
         }
 
 
@@ -191,15 +195,22 @@ class DesiredModule:
     module: Module
     objects: tuple[RenderedObject, ...]
     default_configuration: RenderedObject | None = None
+    #: The chart's Helm hooks to run (core.hooks), kept apart from its objects: never applied
+    #: as objects, never in the inventory.
+    hooks: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
     def of(
-        cls, resolved: ResolvedModule, module: Module, rendered: Sequence[RenderedObject]
+        cls,
+        resolved: ResolvedModule,
+        module: Module,
+        rendered: Sequence[RenderedObject],
+        hooks: Sequence[Mapping[str, Any]] = (),
     ) -> DesiredModule:
         """Split a module's rendered objects into its manifest and its default configuration."""
         default = next((o for o in rendered if o.default_configuration), None)
         objects = tuple(o for o in rendered if not o.default_configuration)
-        return cls(resolved, module, objects, default)
+        return cls(resolved, module, objects, default, tuple(hooks))
 
     @property
     def name(self) -> str:

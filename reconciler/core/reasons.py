@@ -53,6 +53,10 @@ class Reason(StrEnum):
     WAITING_FOR_DEPENDENCY = "WaitingForDependency"
     #: Waits for its CRDs to be established.
     WAITING_FOR_CRD = "WaitingForCRD"
+    #: Waits for a Helm hook (a Job) of its install, upgrade or removal to complete.
+    WAITING_FOR_HOOK = "WaitingForHook"
+    #: A Helm hook of its install, upgrade or removal failed (its Job's condition named).
+    HOOK_FAILED = "HookFailed"
     #: A removal waits for the modules that depend on it.
     WAITING_FOR_DEPENDENTS = "WaitingForDependents"
     #: A transient error: the pass is retried.

@@ -25,6 +25,7 @@ from reconciler.core.model import (
     LABEL_RUNTIME,
     MANAGED_BY_VALUE,
     ConfigRepo,
+    HookPolicy,
     Module,
 )
 from reconciler.core.objects import ObjectRef
@@ -36,6 +37,10 @@ from reconciler.core.overrides import (
 )
 from reconciler.core.resolve import Resolution, ResolvedModule
 from reconciler.errors import RenderError
+
+#: The label that ties a Helm hook object to its module (never ``managed-by``: a hook is no
+#: object of the module, so never adopted into an inventory nor pruned; core.hooks).
+LABEL_HOOK_OF = "reconciler.dev/hook-of"
 
 #: Apply order of built-in kinds; unknown kinds (custom resources) come after all of them.
 KIND_ORDER: tuple[str, ...] = (
@@ -208,6 +213,25 @@ class Renderer:
             )
         body = apply_override(body, override)
         return RenderedObject(rendered.module, rendered.version, body, True, override)
+
+    def hooks(self, resolved: ResolvedModule, runtime: str) -> tuple[Mapping[str, Any], ...]:
+        """The Helm hooks of ``resolved``'s chart render for ``runtime`` (the same render as its
+        objects), each in the module's namespace when it names none and labelled with its
+        module (``reconciler.dev/hook-of``, never ours: no inventory holds a hook); none when
+        the module skips or refuses them (``spec.hooks``) or its version is no chart."""
+        module = self.repo.modules[resolved.name]
+        template = self.repo.rendered.get((runtime, resolved.name))
+        if template is None or module.hooks is not HookPolicy.RUN:
+            return ()
+        prepared = []
+        for source in template.hooks:
+            body = copy.deepcopy(dict(source))
+            metadata = body.setdefault("metadata", {})
+            if not self._cluster_scoped(body) and not metadata.get("namespace"):
+                metadata["namespace"] = module.namespace
+            metadata["labels"] = {**(metadata.get("labels") or {}), LABEL_HOOK_OF: module.name}
+            prepared.append(body)
+        return tuple(prepared)
 
     def _cluster_scoped(self, body: Mapping[str, Any]) -> bool:
         kind = str(body.get("kind", ""))

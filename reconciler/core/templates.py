@@ -9,6 +9,11 @@ chart's own defaults (applied by the engine), the version's ``values.yaml``, the
 then ``values``). Mappings merge key by key; anything else replaces; ``null`` removes a default
 (as Helm does).
 
+A chart sees the runtime's cluster as ``.Capabilities`` (:class:`Capabilities`): its Kubernetes
+version and the API versions it serves, as the last sync recorded them (a sync re-renders with
+what its cluster says now: ``reconciler.operations.capabilities``); a runtime none was recorded
+for gets the engine's defaults.
+
 Renders are cached by content (:class:`RenderCache`): the template's digest, a hash of the
 merged values, the capabilities the engine is told, the release name and namespace. So a fleet
 of 1,000 runtimes using one chart with 3 distinct value sets renders 3 times. Callers: the
@@ -22,12 +27,14 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 from reconciler.core.model import (
     Channel,
     ConfigRepo,
     Module,
+    ModuleKind,
     ModuleVersion,
     RenderedTemplate,
     Runtime,
@@ -43,6 +50,44 @@ DEFAULT_KUBE_VERSION = "v1.36.0"
 
 
 @dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a chart sees as ``.Capabilities`` of the cluster it is rendered for: the Kubernetes
+    version (``.Capabilities.KubeVersion``) and the API versions served (``group/version`` and
+    ``group/version/Kind``, as Helm lists them from discovery), with when a sync recorded them
+    (``None``: the engine's defaults, nothing recorded)."""
+
+    kube_version: str = DEFAULT_KUBE_VERSION
+    api_versions: tuple[str, ...] = ()
+    recorded: datetime | None = None
+
+    @property
+    def part_of_key(self) -> str:
+        """What of these capabilities changes a render: the versions, and whether they were
+        recorded of a cluster (a chart's ``kubeVersion`` is checked only then), not when."""
+        seen = "recorded" if self.recorded is not None else "default"
+        return "\0".join((seen, self.kube_version, *self.api_versions))
+
+    def same_as(self, other: Capabilities | None) -> bool:
+        """Whether ``other`` renders as these do."""
+        return other is not None and other.part_of_key == self.part_of_key
+
+    def describe(self) -> str:
+        """``Kubernetes v1.31.0 and 52 API versions, recorded at the last sync (...)``, or the
+        engine default."""
+        if self.recorded is None:
+            return f"the engine default (Kubernetes {self.kube_version})"
+        when = self.recorded.strftime("%Y-%m-%d %H:%M UTC")
+        return (
+            f"its cluster's (Kubernetes {self.kube_version}, {len(self.api_versions)} API "
+            f"versions, recorded by the sync of {when})"
+        )
+
+
+#: What a runtime no sync recorded anything for renders with.
+ENGINE_DEFAULT = Capabilities()
+
+
+@dataclass(frozen=True, slots=True)
 class RenderRequest:
     """One render: a template, the merged values, and what the engine is told of the release.
 
@@ -55,7 +100,7 @@ class RenderRequest:
     values: Mapping[str, Any]
     release_name: str
     namespace: str
-    kube_version: str = DEFAULT_KUBE_VERSION
+    capabilities: Capabilities = ENGINE_DEFAULT
 
     @property
     def key(self) -> str:
@@ -63,7 +108,7 @@ class RenderRequest:
         parts = (
             self.template.digest,
             values_hash(self.values),
-            self.kube_version,
+            self.capabilities.part_of_key,
             self.release_name,
             self.namespace,
         )
@@ -145,36 +190,85 @@ def runtime_values(
 
 
 def render_request(
-    repo: ConfigRepo, runtime: Runtime, module: Module, version: str
+    repo: ConfigRepo,
+    runtime: Runtime,
+    module: Module,
+    version: str,
+    capabilities: Capabilities = ENGINE_DEFAULT,
 ) -> RenderRequest:
-    """What rendering ``version`` of ``module`` for ``runtime`` asks of the engine."""
+    """What rendering ``version`` of ``module`` for ``runtime`` (whose cluster has
+    ``capabilities``) asks of the engine."""
     content = module.versions[version]
     assert content.template is not None
     channel = repo.channels.get(module_channel(runtime, module.name))
     values = runtime_values(runtime, module.name, content, channel)
     return RenderRequest(
-        module.name, version, content.template, values, module.name, module.namespace
+        module.name,
+        version,
+        content.template,
+        values,
+        module.name,
+        module.namespace,
+        capabilities,
     )
 
 
 def render_repo(
-    repo: ConfigRepo, renderer: TemplateRenderer, cache: RenderCache | None = None
+    repo: ConfigRepo,
+    renderer: TemplateRenderer,
+    cache: RenderCache | None = None,
+    capabilities: Mapping[str, Capabilities] | None = None,
 ) -> tuple[dict[tuple[str, str], RenderedTemplate], list[RenderFailure]]:
-    """Every templated module of every runtime of ``repo``, rendered (through ``cache``)."""
+    """Every templated module of every runtime of ``repo``, rendered (through ``cache``) with
+    each runtime's ``capabilities`` (else the engine's defaults)."""
     cache = cache if cache is not None else RenderCache()
     rendered: dict[tuple[str, str], RenderedTemplate] = {}
     failures: list[RenderFailure] = []
     for runtime in repo.runtimes.values():
-        for resolved in resolve_runtime(repo, runtime).modules:
-            module = repo.modules[resolved.name]
-            if module.versions[resolved.version].template is None:
-                continue
-            request = render_request(repo, runtime, module, resolved.version)
-            try:
-                rendered[(runtime.name, module.name)] = cache.render(renderer, request)
-            except RenderError as error:
-                failure = RenderFailure(
-                    runtime.name, module.name, resolved.version, str(error), error.path
-                )
-                failures.append(failure)
+        if not any(
+            repo.modules[m.name].versions[m.version].template is not None
+            for m in resolve_runtime(repo, runtime).modules
+        ):
+            continue  # nothing to render: the capabilities (maybe read lazily) not asked
+        known = capabilities if capabilities is not None else {}
+        done, failed = render_runtime(
+            repo, runtime, renderer, cache, known.get(runtime.name, ENGINE_DEFAULT)
+        )
+        rendered.update(((runtime.name, name), template) for name, template in done.items())
+        failures.extend(failed)
     return rendered, failures
+
+
+def render_runtime(
+    repo: ConfigRepo,
+    runtime: Runtime,
+    renderer: TemplateRenderer,
+    cache: RenderCache,
+    capabilities: Capabilities = ENGINE_DEFAULT,
+) -> tuple[dict[str, RenderedTemplate], list[RenderFailure]]:
+    """The templated modules ``runtime`` gets, by module, rendered for a cluster of
+    ``capabilities``, and those that failed."""
+    rendered: dict[str, RenderedTemplate] = {}
+    failures: list[RenderFailure] = []
+    for resolved in resolve_runtime(repo, runtime).modules:
+        module = repo.modules[resolved.name]
+        if module.versions[resolved.version].template is None:
+            continue
+        request = render_request(repo, runtime, module, resolved.version, capabilities)
+        try:
+            rendered[module.name] = cache.render(renderer, request)
+        except RenderError as error:
+            failure = RenderFailure(
+                runtime.name, module.name, resolved.version, str(error), error.path
+            )
+            failures.append(failure)
+    return rendered, failures
+
+
+def gets_a_chart(repo: ConfigRepo, runtime: str) -> bool:
+    """Whether ``runtime`` gets a chart (whose render depends on its cluster's capabilities)."""
+    resolution = resolve_runtime(repo, repo.runtimes[runtime])
+    return any(
+        repo.modules[m.name].versions[m.version].kind is ModuleKind.CHART
+        for m in resolution.modules
+    )

@@ -296,9 +296,9 @@ class FencedCluster:
         """See :meth:`Cluster.kinds_in_group`."""
         return self.cluster.kinds_in_group(group, kind)
 
-    def served_kinds(self) -> list[KindInfo]:
+    def served_kinds(self, *, fresh: bool = False) -> list[KindInfo]:
         """See :meth:`Cluster.served_kinds`."""
-        return self.cluster.served_kinds()
+        return self.cluster.served_kinds(fresh=fresh)
 
     def flush(self) -> None:
         """See :meth:`Buffered.flush`: a snapshot file is saved only if the fence still holds

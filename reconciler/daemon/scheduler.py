@@ -49,15 +49,24 @@ def guarded(
     traceback (unless ``--debug``), never an exception left to the scheduler."""
 
     def run(*args: object) -> None:
+        repeats = daemon.repeats  # the same failure at each run of the job: logged once
         try:
             job(*args)
         except TransientError as error:
             kind = type(error).__name__
-            log.warning("%s: %s (%s, transient: retried %s)", name, error, kind, retry())
+            level = repeats.level(name, str(error), logging.WARNING)
+            log.log(level, "%s: %s (%s, transient: retried %s)", name, error, kind, retry())
         except ReconcilerError as error:
-            log.error("%s: %s (%s)", name, error, cause(error))
+            log.log(
+                repeats.level(name, str(error), logging.ERROR),
+                "%s: %s (%s)",
+                name,
+                error,
+                cause(error),
+            )
         except Exception as error:
-            log.error(
+            log.log(
+                repeats.level(name, f"{type(error).__name__}: {error}", logging.ERROR),
                 "%s: internal error: %s: %s (at %s)",
                 name,
                 type(error).__name__,
@@ -65,6 +74,9 @@ def guarded(
                 place_of(error),
                 exc_info=error if daemon.options.debug else None,
             )
+        else:
+            if repeats.recovered(name):
+                log.info("%s works again", name)
 
     return run
 

@@ -42,11 +42,11 @@ from reconciler.core.head import Head
 from reconciler.core.model import ConfigRepo, Settings
 from reconciler.core.notifications import NoNotifier, Notifier
 from reconciler.core.redaction import mask
-from reconciler.core.templates import TemplateRenderer
+from reconciler.core.templates import RenderCache, TemplateRenderer
 from reconciler.core.unchanged import UnchangedSince
 from reconciler.daemon.channels import Channels
 from reconciler.daemon.commits import CommitGate
-from reconciler.daemon.logs import cause, failure_level, shown, source_failure
+from reconciler.daemon.logs import Repeats, cause, failure_level, shown, source_failure
 from reconciler.daemon.membership import DEFAULT_LEASE, Membership
 from reconciler.daemon.metrics import Metrics
 from reconciler.daemon.rollouts import Rollouts
@@ -187,7 +187,12 @@ class Daemon:
         self.notifier: Notifier = NoNotifier()
         #: Renders the chart modules of each commit read (core.templates).
         self.renderer: TemplateRenderer = default_renderer()
+        #: The charts of each run rendered again for what its cluster serves (a cache across
+        #: runs: an unchanged cluster renders nothing twice; operations.capabilities).
+        self.chart_renders = RenderCache()
         self.state = SourceState()
+        #: The failure last logged of each subject: a repeated one is logged once.
+        self.repeats = Repeats()
         #: Set first by :meth:`close`: waits within a run end at once, no new run or step starts.
         self.stopping = threading.Event()
         self.scheduler: BackgroundScheduler | None = None
@@ -269,7 +274,7 @@ class Daemon:
             self.state.error = str(error)
             kept = shown(self.state.commit)
             log.log(
-                failure_level(error),
+                self.repeats.level("source", str(error), failure_level(error)),
                 "source %s, keeping commit %s: %s",
                 source_failure(error),
                 kept,
@@ -278,6 +283,8 @@ class Daemon:
             self.metrics.poll(ok=False)
             self.follow(in_force)
             return False
+        if self.repeats.recovered("source"):
+            log.info("source works again")
         self.state.error = ""
         self.state.last_success = now
         self.metrics.poll(ok=True, now=now)

@@ -2,8 +2,9 @@
 waiting commit and why), the channels source, this replica and its fellow members, and every
 runtime with its modules, state and reason (as ``reconciler status --format json`` shows it),
 plus what only this process knows: the error of its last reconcile of each runtime and the
-runtime's owner, how the notifications go, and the newest rollouts with their waves,
-progress and halt reason. Masked whole on its way out (S4).
+runtime's owner, the kinds its watches could not open everywhere (narrowed to some namespaces,
+or refused: why and the grant that fixes it), how the notifications go, and the newest
+rollouts with their waves, progress and halt reason. Masked whole on its way out (S4).
 
 Caller: :meth:`reconciler.daemon.service.Daemon.status`.
 """
@@ -78,6 +79,7 @@ def _runtimes(daemon: Daemon) -> list[dict[str, Any]]:
             status.to_json()
             | {"error": str(error) if error is not None else "", "owner": owners.get(runtime, "")}
             | {"drift": daemon.watches.status(runtime)}
+            | {"watches": daemon.watches.problems(runtime)}
         )
     return documents
 

@@ -19,7 +19,16 @@ for is seen in seconds. Wakes are debounced: the runtime runs once,
 one debounce interval after its first wake (many events, one reconcile), and a wake during a
 run runs it once more after. Timers (retries, resync) stay as the fallback. ``spec.watch:
 false`` (or ``--no-watch``) turns it all off (pure polling); ``spec.intervals.debounce`` (or
-``--debounce``) is the interval. Caller: :class:`reconciler.daemon.service.Daemon`.
+``--debounce``) is the interval.
+
+A watch the identity may not open (SelfSubjectAccessReview of ``list`` and ``watch`` before it
+is opened, or a 403 of the server) is narrowed: a namespaced kind whose objects the runtime
+keeps in some namespaces is watched in each of them instead (:data:`ALL` no longer tried for
+it), each one reviewed alike. What still cannot be watched (a cluster-scoped kind, a namespace
+refused too) is refused: logged once (and once again when it works), reported per runtime in
+``/status`` (:meth:`Watches.problems`: the kind, why, the grant that fixes it), never retried
+in a loop; the runtime's next run tries it again once, and the resync covers it meanwhile.
+Caller: :class:`reconciler.daemon.service.Daemon`.
 """
 
 from __future__ import annotations
@@ -29,12 +38,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from reconciler.cluster.api import (
     Cluster,
     EventSink,
     ObjectEvent,
+    Permission,
+    Reviewer,
     Watchable,
     WatchEvent,
     WatchEventType,
@@ -63,8 +74,12 @@ log = logging.getLogger("reconciler.daemon")
 OURS = {LABEL_MANAGED_BY: MANAGED_BY_VALUE}
 #: A watch of our objects only, or of every instance (the kinds that block a removal).
 OWN, EVERY = "ours", "every"
-#: (cluster, apiVersion, kind, OWN or EVERY): what one watch watches.
-Key = tuple[str, str, str, str]
+#: The namespace of a watch of all namespaces.
+ALL = ""
+#: (cluster, apiVersion, kind, OWN or EVERY, namespace or ALL): what one watch watches.
+Key = tuple[str, str, str, str, str]
+#: What a watch needs of the identity.
+WATCH_VERBS = ("list", "watch")
 CRD = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
 #: Our field managers: what they write is never drift.
 OUR_MANAGERS = frozenset({FIELD_MANAGER, CONFIG_FIELD_MANAGER})
@@ -133,6 +148,65 @@ def _ours(body: Body) -> bool:
     return all(labels.get(k) == v for k, v in OURS.items())
 
 
+@dataclass(frozen=True, slots=True)
+class _Review:
+    """What a review found of one watch: why the identity may not open it (empty: it may,
+    or the cluster cannot tell: its list does), and the resource RBAC names."""
+
+    refused: str = ""
+    resource: str = ""
+
+
+def review_watch(cluster: object, key: Key) -> _Review:
+    """Whether the identity may list and watch the kind of ``key`` where it is watched (one
+    SelfSubjectAccessReview a verb); nothing refused when the cluster cannot review, the kind
+    is not served (yet) or the review fails: the watch's own list tells then."""
+    _, api_version, kind, _, namespace = key
+    if not isinstance(cluster, Reviewer):
+        return _Review()
+    try:
+        info = cast("Cluster", cluster).kind_info(api_version, kind)
+        if info is None:
+            return _Review()
+        asked = [Permission(verb, info.group, info.plural, namespace) for verb in WATCH_VERBS]
+        missing = [p.verb for p in asked if not cluster.can_i(p)]
+    except ReconcilerError:
+        return _Review()
+    resource = f"{info.plural}.{info.group}" if info.group else info.plural
+    if not missing:
+        return _Review(resource=resource)
+    where = f"in namespace {namespace}" if namespace else "in all namespaces"
+    return _Review(f"may not {' or '.join(missing)} {resource} {where}", resource)
+
+
+def grant_fix(resource: str, namespace: str) -> str:
+    """The grant that lets a watch of ``resource`` (in ``namespace``, or all) be opened."""
+    if namespace:
+        return (
+            f"grant list and watch on {resource} in namespace {namespace} (a Role and a "
+            "RoleBinding there) or in all namespaces"
+        )
+    return (
+        f"grant list and watch on {resource} in all namespaces (a ClusterRole and a "
+        "ClusterRoleBinding: `reconciler rbac REPO` prints the role)"
+    )
+
+
+def _what(key: Key) -> str:
+    """``Deployment (apps/v1)``, ``... in NAMESPACE``."""
+    return f"{key[2]} ({key[1]})" + (f" in {key[4]}" if key[4] else "")
+
+
+def _spread(desired: Iterable[ObjectRef]) -> dict[tuple[str, str], set[str]]:
+    """The namespaces the objects of each (apiVersion, kind) of ``desired`` are kept in
+    (none for a cluster-scoped kind)."""
+    spread: dict[tuple[str, str], set[str]] = {}
+    for ref in desired:
+        if ref.namespace:
+            spread.setdefault((ref.api_version, ref.kind), set()).add(ref.namespace)
+    return spread
+
+
 def fetch_blocking_kinds(
     cluster: Cluster, namespace: str, runtime: str, modules: Iterable[str] | None
 ) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
@@ -182,6 +256,13 @@ class _Open:
     watch: KindWatch
     thread: threading.Thread | None = None
     needers: set[str] = field(default_factory=set)
+    #: The resource RBAC names (``deployments.apps``; the kind when not known).
+    resource: str = ""
+
+    @property
+    def working(self) -> bool:
+        """Not refused by the identity's permissions."""
+        return not self.watch.refused
 
 
 class Watches:
@@ -199,6 +280,10 @@ class Watches:
         self.open: dict[Key, _Open] = {}
         #: How many watches the last log line counted.
         self._counted = 0
+        #: (cluster, apiVersion, kind, scope) the identity may not watch in all namespaces.
+        self._narrowed: set[tuple[str, str, str, str]] = set()
+        #: The refusal last logged of each watch (logged again only when it changes).
+        self._said: dict[Key, str] = {}
         self._needs: dict[str, set[Key]] = {}
         self._desired: dict[str, set[tuple[str, str, str, str]]] = {}
         self._due: dict[str, float] = {}
@@ -239,9 +324,12 @@ class Watches:
             if where not in self._clusters:
                 try:
                     self._clusters[where] = connect()
-                except ReconcilerError as error:
-                    log.info("no watches on %s: %s", where, error)
+                except ReconcilerError as error:  # logged once while it fails alike
+                    subject, failure = f"watches on {where}", str(error)
+                    level = self.daemon.repeats.level(subject, failure, logging.INFO)
+                    log.log(level, "no watches on %s: %s", where, error)
                     return None
+                self.daemon.repeats.recovered(f"watches on {where}")
             return self._clusters[where]
 
     def need(
@@ -260,23 +348,127 @@ class Watches:
         an event on it before this call was not passed to ``runtime``)."""
         if not self.enabled or not isinstance(cluster, Watchable):
             return False
-        wanted = {(where, api_version, kind, OWN) for api_version, kind in {*kinds, CRD}}
-        wanted |= {(where, api_version, kind, EVERY) for api_version, kind in blocking}
+        desired = list(desired)
+        spread = _spread(desired)
+        bases = {(where, api_version, kind, OWN, ALL) for api_version, kind in {*kinds, CRD}}
+        bases |= {(where, api_version, kind, EVERY, ALL) for api_version, kind in blocking}
+        reviews = self._reviewed(cluster, bases, spread)
         with self._lock:
+            wanted = self._narrow(bases, spread)
             added = wanted - self._needs.get(runtime, set())
-            new = [k for k in added if k not in self.open]
-            for key in added:
-                self._open(key, cluster).needers.add(runtime)
-            opened = [self.open[k] for k in new]
+            for key in reviews:  # refused before: tried again, once a run
+                if key in self.open and not self.open[key].working:
+                    self._end(self.open.pop(key))
+            new = [k for k in wanted if k not in self.open]
+            for key in new:
+                self._open(key, cluster, reviews.get(key, _Review()))
+            opened = [(k, self.open[k]) for k in new]
             self._needs[runtime] = wanted
             self._desired[runtime] = {_identity(ref) for ref in desired}
             self._close_unneeded()
-        for one in opened:  # listed before the run's caller goes on: the gap stays small
-            one.watch.prime()
+        for key, one in opened:  # listed before the run's caller goes on: the gap stays small
+            if one.working:
+                one.watch.prime()
+            self._say(key, one)
             with self._lock:
-                if self._running and not one.watch.stop.hung_up():
+                if self._running and one.working and not one.watch.stop.hung_up():
                     self._start_thread(one)
         return bool(added)
+
+    def _reviewed(
+        self, cluster: Watchable, bases: set[Key], spread: Mapping[tuple[str, str], set[str]]
+    ) -> dict[Key, _Review]:
+        """The review of each watch wanted (:meth:`_narrow`) that is not open and working;
+        a base refused in all namespaces whose kind the runtime keeps in some is narrowed on
+        the way (its watches in those namespaces reviewed too)."""
+        with self._lock:
+            trying = [k for k in self._narrow(bases, spread) if not self._works(k)]
+        reviews = {key: review_watch(cluster, key) for key in trying}
+        narrowing = {
+            key: spread[key[1:3]]
+            for key, review in reviews.items()
+            if review.refused and key[4] == ALL and spread.get(key[1:3])
+        }
+        if not narrowing:
+            return reviews
+        with self._lock:
+            self._narrowed |= {key[:4] for key in narrowing}
+            trying = [k for k in self._narrow(bases, spread) if not self._works(k)]
+        for key, namespaces in sorted(narrowing.items()):
+            log.info(
+                "watch %s on %s: %s; watched in %s instead",
+                _what(key),
+                key[0],
+                reviews[key].refused,
+                ", ".join(sorted(namespaces)),
+            )
+        return reviews | {k: review_watch(cluster, k) for k in trying if k not in reviews}
+
+    def _narrow(self, bases: set[Key], spread: Mapping[tuple[str, str], set[str]]) -> set[Key]:
+        """``bases``, each one the identity may not watch in all namespaces as a watch per
+        namespace where the runtime keeps objects of its kind (when it keeps some)."""
+        keys: set[Key] = set()
+        for base in bases:
+            where, api_version, kind, scope, _ = base
+            namespaces = spread.get((api_version, kind), set())
+            if (where, api_version, kind, scope) in self._narrowed and namespaces:
+                keys |= {(where, api_version, kind, scope, ns) for ns in namespaces}
+            else:
+                keys.add(base)
+        return keys
+
+    def _works(self, key: Key) -> bool:
+        opened = self.open.get(key)
+        return opened is not None and opened.working
+
+    def _say(self, key: Key, opened: _Open) -> None:
+        """Log a watch refused, once per refusal (and once when it works again)."""
+        refused = opened.watch.refused
+        with self._lock:
+            said = self._said.get(key, "")
+            if refused:
+                self._said[key] = refused
+            else:
+                self._said.pop(key, None)
+        if refused and refused != said:
+            fix = grant_fix(opened.resource, key[4])
+            log.warning(
+                "watch %s on %s: not watched: %s; %s (the resync covers it meanwhile)",
+                _what(key),
+                key[0],
+                refused,
+                fix,
+            )
+        elif said and not refused:
+            log.info("watch %s on %s: works again", _what(key), key[0])
+
+    def problems(self, runtime: str) -> dict[str, list[dict[str, Any]]]:
+        """For ``/status``: the kinds ``runtime`` needs watched only in some namespaces
+        (``narrowed``), and those not watched at all (``refused``: why, and the grant that
+        fixes it)."""
+        narrowed: dict[tuple[str, str], set[str]] = {}
+        refused: dict[tuple[str, str, str], dict[str, Any]] = {}
+        with self._lock:
+            for key in sorted(self._needs.get(runtime, ())):
+                _, api_version, kind, _, namespace = key
+                if namespace != ALL:
+                    narrowed.setdefault((api_version, kind), set()).add(namespace)
+                opened = self.open.get(key)
+                if opened is not None and not opened.working:
+                    refused[api_version, kind, namespace] = {
+                        "kind": kind,
+                        "apiVersion": api_version,
+                        "namespace": namespace,
+                        "reason": opened.watch.refused,
+                        "fix": grant_fix(opened.resource, namespace),
+                    }
+        return {
+            "narrowed": [
+                {"kind": kind, "apiVersion": api_version, "namespaces": sorted(namespaces)}
+                for (api_version, kind), namespaces in sorted(narrowed.items())
+            ],
+            "refused": [refused[k] for k in sorted(refused)],
+        }
 
     def release(self, runtime: str) -> None:
         """``runtime`` needs no watch any more (it left this replica, or git)."""
@@ -286,19 +478,19 @@ class Watches:
             self._due.pop(runtime, None)
             self._close_unneeded()
 
-    def _open(self, key: Key, cluster: Watchable) -> _Open:
-        found = self.open.get(key)
-        if found is not None:
-            return found
-        where, api_version, kind, scope = key
+    def _open(self, key: Key, cluster: Watchable, review: _Review) -> _Open:
+        """The watch of ``key`` (refused, not started, when ``review`` says so)."""
+        where, api_version, kind, scope, namespace = key
         watch = KindWatch(
             cluster,
             api_version,
             kind,
             lambda event, before: self._on_event(key, cluster, event, before),
             labels=OURS if scope == OWN else {},
+            namespace=namespace,
+            refused=review.refused,
         )
-        opened = self.open[key] = _Open(watch)
+        opened = self.open[key] = _Open(watch, resource=review.resource or kind)
         log.debug("watching %s on %s", watch.what, where)
         return opened
 
@@ -312,11 +504,13 @@ class Watches:
             log.debug("no longer watching %s on %s", closed.watch.what, key[0])
         for key, opened in self.open.items():
             opened.needers = {r for r, keys in self._needs.items() if key in keys}
-        if len(self.open) != self._counted:  # one line when the count moves, not one a kind
-            clusters = len({key[0] for key in self.open})
-            log.info("watching %d kinds on %d clusters", len(self.open), clusters)
-            self._counted = len(self.open)
-        self.daemon.metrics.watches(len(self.open))
+        self._said = {k: v for k, v in self._said.items() if k in self.open}
+        working = [key for key, opened in self.open.items() if opened.working]
+        if len(working) != self._counted:  # one line when the count moves, not one a kind
+            clusters = len({key[0] for key in working})
+            log.info("watching %d kinds on %d clusters", len(working), clusters)
+            self._counted = len(working)
+        self.daemon.metrics.watches(len(working))
 
     # -- threads -------------------------------------------------------------------------------
 
@@ -325,7 +519,8 @@ class Watches:
         with self._lock:
             self._running = True
             for opened in self.open.values():
-                self._start_thread(opened)
+                if opened.working:
+                    self._start_thread(opened)
             self._wakes = threading.Thread(target=self._fire_loop, name="wakes", daemon=True)
             self._wakes.start()  # it waits for the lock
 
@@ -361,7 +556,7 @@ class Watches:
         """One step of every watch, its stream ending at once when it has nothing more to
         tell (tests and benches without threads)."""
         with self._lock:
-            watches = [o.watch for o in self.open.values()]
+            watches = [o.watch for o in self.open.values() if o.working]
         for watch in watches:
             watch.stream_seconds = 0
             watch.step()

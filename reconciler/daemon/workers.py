@@ -33,6 +33,7 @@ from reconciler.daemon.scheduler import retry
 from reconciler.daemon.watches import fetch_blocking_kinds
 from reconciler.errors import InternalError, ReconcilerError, TransientError
 from reconciler.lifecycle.executor import desired_modules
+from reconciler.operations.capabilities import ChartRendering
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import (
     Operation,
@@ -139,10 +140,11 @@ class Workers:
         except ReconcilerError:  # the store failed too (it is down): the line without the id
             operation = None
         extra = {"runtime": runtime, "operation": operation.id if operation else ""}
+        level = daemon.repeats.level(f"runtime {runtime}", str(error), logging.ERROR)
         if raised is error:
-            log.error("runtime %s: %s (%s)", runtime, error, cause(error), extra=extra)
+            log.log(level, "runtime %s: %s (%s)", runtime, error, cause(error), extra=extra)
         else:
-            log.error("runtime %s: %s", runtime, error, extra=extra)
+            log.log(level, "runtime %s: %s", runtime, error, extra=extra)
         if isinstance(error, TransientError):  # retried as it asked, not at the next resync
             retry(daemon, runtime, daemon.clock() + timedelta(seconds=error.retry_after))
 
@@ -185,13 +187,13 @@ def run_runtime(daemon: Daemon, runtime: str) -> Operation | None:
         ours = daemon.watches.own_deletes.around(access.describe())  # no drift (watches)
         return fenced(cluster, lambda: membership.fenced(epoch), daemon.stopping, ours)
 
-    runner = Runner(daemon.store, engine, repo, fenced_connect, daemon.clock, commit)
+    charts = ChartRendering(daemon.renderer, daemon.chart_renders)
+    runner = Runner(daemon.store, engine, repo, fenced_connect, daemon.clock, commit, charts=charts)
     outcome = runner.run(runner.operation_for(runtime))
     operation = outcome.operation
     extra = {"runtime": runtime, "operation": operation.id}
-    shown = f"{operation.type} {operation.id} {state_text(operation)}"
-    log.info("runtime %s: %s", runtime, shown, extra=extra)
-    _log_module_errors(runtime, operation, extra)
+    _log_run(daemon, runtime, operation, engine, extra)
+    _log_module_errors(daemon, runtime, operation, extra)
     _measure(daemon, runtime, repo, operation, engine)
     try:
         crds = _waits_for_crds(outcome.retry_at, operation)
@@ -203,17 +205,35 @@ def run_runtime(daemon: Daemon, runtime: str) -> Operation | None:
         retry(daemon, runtime, outcome.retry_at)
     elif operation.state is OperationState.FAILED:
         crash = engine.crashes.get(operation.id)
-        log.error(
-            "runtime %s: operation %s failed: %s",
-            runtime,
-            operation.id,
-            operation.message,
-            extra=extra,
-            exc_info=crash.error if crash is not None and daemon.options.debug else None,
-        )
         if crash is not None:  # a bug inside a step: shown like one outside
             daemon.workers.errors[runtime] = InternalError(crash.describe(), type(crash.error))
     return operation
+
+
+def _log_run(
+    daemon: Daemon, runtime: str, operation: Operation, engine: Engine, extra: dict[str, str]
+) -> None:
+    """The run's one line: failed (ERROR) or waiting (INFO) once per change of state (each
+    retry is another operation: the same state again, at DEBUG), done (INFO, saying it
+    recovered after a failure)."""
+    shown = f"{operation.type} {operation.id} {state_text(operation)}"
+    subject = f"runtime {runtime}"
+    if operation.state is OperationState.SUCCEEDED:
+        again = "recovered: " if daemon.repeats.recovered(subject) else ""
+        log.info("runtime %s: %s%s", runtime, again, shown, extra=extra)
+        return
+    failed = operation.state is OperationState.FAILED
+    state = state_text(operation)  # without the type: a failed provision's retry is an update
+    level = logging.ERROR if failed else logging.INFO
+    crash = engine.crashes.get(operation.id)
+    log.log(
+        daemon.repeats.level(subject, state, level, failure=failed),
+        "runtime %s: %s",
+        runtime,
+        shown,
+        extra=extra,
+        exc_info=crash.error if failed and crash is not None and daemon.options.debug else None,
+    )
 
 
 def _watch(
@@ -289,17 +309,24 @@ def _measure(
         daemon.metrics.reconcile_failed(runtime, failure.error.cause.__name__)
 
 
-def _log_module_errors(runtime: str, operation: Operation, extra: dict[str, str]) -> None:
-    """Each module in Error, with its error's type, permanence and asked delay."""
+def _log_module_errors(
+    daemon: Daemon, runtime: str, operation: Operation, extra: dict[str, str]
+) -> None:
+    """Each module in Error, with its error's type, permanence and asked delay (once per
+    change: the same error at the next run at DEBUG)."""
     for module in operation.data.modules:
-        if module.error is not None:
+        subject = f"runtime {runtime} module {module.module}"
+        if module.error is None:
+            daemon.repeats.recovered(subject)
+        else:
             level = logging.ERROR if module.error.permanent else logging.WARNING
+            state = f"{module.error.describe()}: {module.error.message}"
             log.log(
-                level,
+                daemon.repeats.level(subject, state, level),
                 "runtime %s: module %s: %s: %s",
                 runtime,
                 module.module,
                 module.error.describe(),
                 module.error.message,
-                extra=extra,
+                extra={**extra, "module_name": module.module},
             )

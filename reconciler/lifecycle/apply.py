@@ -40,6 +40,7 @@ from typing import Any
 from reconciler.cluster.api import Cluster, Settling
 from reconciler.core.enforce import Enforcement
 from reconciler.core.health import Health, Judgement
+from reconciler.core.hooks import run_kind
 from reconciler.core.intent import final_inventory, inventory_intent
 from reconciler.core.inventory import Inventory
 from reconciler.core.objects import ObjectRef
@@ -55,6 +56,7 @@ from reconciler.core.plan_values import (
 from reconciler.core.status import ChangeAction, ModuleError, ModuleState, ModuleStatus, Reason
 from reconciler.errors import ConflictError, PermanentError, ReconcilerError
 from reconciler.lifecycle.enforce import Enforcer
+from reconciler.lifecycle.hooks import HookLedger, HookRunner
 from reconciler.lifecycle.observe import Observer
 from reconciler.lifecycle.outcome import ChangeSet, failed_status, planned_status
 from reconciler.lifecycle.preflight import Preflight
@@ -108,6 +110,7 @@ class Installer:
         enforcer: Enforcer | None = None,
         preflight: Preflight | None = None,
         modules: Mapping[str, DesiredModule] | None = None,
+        ledger: HookLedger | None = None,
     ) -> None:
         self.observer = observer
         self.writer = writer
@@ -127,6 +130,13 @@ class Installer:
         self._finals: dict[str, Inventory] = {}
         #: Modules whose readiness was last seen Ready in this pass (L2).
         self._ready: set[str] = set()
+        #: Runs the modules' Helm hooks in their phases (lifecycle.hooks).
+        self.hooks = HookRunner(
+            observer,
+            writer,
+            ledger if ledger is not None else HookLedger(commit or "sync"),
+            lambda pending, seconds: settle(observer.cluster, pending, seconds),
+        )
 
     def start_all(
         self,
@@ -142,6 +152,8 @@ class Installer:
             module = by_name.get(entry.module)
             if module is None or module.module.depends_on or entry.action in HELD:
                 continue
+            if module.hooks and (run_kind(entry) or self.hooks.ledger.kind(entry.module)):
+                continue  # its pre- hooks first (install)
             try:
                 begun = self.start(runtime, entry, module, live.get(entry.module, LiveModule()))
             except ReconcilerError as error:
@@ -186,6 +198,9 @@ class Installer:
         """The stages of one module's install, from where :meth:`start_all` left it."""
         started = self._started.pop(entry.module, None)
         if started is None:
+            before = self.hooks.phase(entry, module.hooks, 0, run_kind(entry))
+            if before is not None:
+                return before  # nothing of the version written past a pre- hook not done
             started = self.start(runtime, entry, module, live)
         pending = self.observer.unestablished(module)
         if pending:
@@ -206,7 +221,8 @@ class Installer:
         final = self.prune(entry, module, started)
         done = self.enforce(module, final)
         self._note_unchanged(entry, started, live, done)
-        return self.readiness(entry, module)
+        after = self.hooks.phase(entry, module.hooks, 1, run_kind(entry))
+        return after if after is not None else self.readiness(entry, module)
 
     # -- the stages ----------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from enum import Enum
 
 from reconciler.cluster.api import Cluster
+from reconciler.core.hooks import plan_hooks
 from reconciler.core.inventory import Inventory
 from reconciler.core.model import FIELD_MANAGER, ConfigRepo
 from reconciler.core.objects import ObjectRef
@@ -45,6 +46,7 @@ from reconciler.errors import ReconcilerError
 from reconciler.lifecycle.apply import Installer
 from reconciler.lifecycle.enforce import Enforcer
 from reconciler.lifecycle.events import EventRecorder
+from reconciler.lifecycle.hooks import HookLedger
 from reconciler.lifecycle.live_view import LiveView, Planned
 from reconciler.lifecycle.observe import InventoryBranch, Observer
 from reconciler.lifecycle.outcome import ChangeSet, failed_status, upgrade_status
@@ -103,6 +105,7 @@ def desired_modules(
             resolved,
             repo.modules[resolved.name],
             [o for o in rendered if o.module == resolved.name],
+            renderer.hooks(resolved, resolution.runtime.name),
         )
         for resolved in resolution.modules
     ]
@@ -120,8 +123,11 @@ class Lifecycle:
         commit: str = "",
         view: LiveView | None = None,
         events: bool = True,
+        hooks: HookLedger | None = None,
     ) -> None:
         self.cluster = cluster
+        #: The hook runs of this operation (lifecycle.hooks); one of its own when none given.
+        self.hooks = hooks if hooks is not None else HookLedger(commit or "sync")
         self.system_namespace = system_namespace
         self.field_manager = field_manager
         self.commit = commit
@@ -172,7 +178,7 @@ class Lifecycle:
         if known is not None and known.answers(self.view.generation, desired, key):
             return known.live, known.plan
         live = self.observe(context.runtime, desired)
-        the_plan = plan(context, desired, live)
+        the_plan = plan_hooks(plan(context, desired, live), desired, live)
         self.view.planned = Planned(self.view.generation, desired, key, live, the_plan)
         return live, the_plan
 
@@ -218,21 +224,23 @@ class Lifecycle:
         ``dependencies`` (module -> the modules it depends on) holds a removal back while a
         module that depends on it is still being removed."""
         changes = ChangeSet()
+        installer = Installer(
+            self.observer,
+            self.writer,
+            changes,
+            commit=self.commit,
+            enforcer=Enforcer(self.writer, self.recorder, changes),
+            preflight=self.preflight,
+            modules={d.name: d for d in desired},
+            ledger=self.hooks,
+        )
         run = _Pass(
             runtime,
             the_plan,
             {d.name: d for d in desired},
             live,
-            Installer(
-                self.observer,
-                self.writer,
-                changes,
-                commit=self.commit,
-                enforcer=Enforcer(self.writer, self.recorder, changes),
-                preflight=self.preflight,
-                modules={d.name: d for d in desired},
-            ),
-            Remover(self.writer, self.recorder, changes),
+            installer,
+            Remover(self.writer, self.recorder, changes, installer.hooks),
         )
         statuses = run.carry_out(dependencies or {})
         for entry in the_plan.modules:

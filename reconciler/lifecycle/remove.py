@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
+from reconciler.core.hooks import delete_hooks_of
 from reconciler.core.inventory import Inventory
 from reconciler.core.live import finalizers_holding
 from reconciler.core.objects import ObjectRef
@@ -33,6 +35,7 @@ from reconciler.core.plan_values import (
 )
 from reconciler.core.status import ChangeAction, ModuleState, ModuleStatus, Reason
 from reconciler.lifecycle.events import EventRecorder
+from reconciler.lifecycle.hooks import HookRunner
 from reconciler.lifecycle.outcome import ChangeSet, planned_status
 from reconciler.lifecycle.write import Writer
 
@@ -43,10 +46,18 @@ EMPTIED_FIRST = frozenset({"CustomResourceDefinition", "Namespace"})
 class Remover:
     """Carries out the removals of one pass (see the module docstring)."""
 
-    def __init__(self, writer: Writer, events: EventRecorder, changes: ChangeSet) -> None:
+    def __init__(
+        self,
+        writer: Writer,
+        events: EventRecorder,
+        changes: ChangeSet,
+        hooks: HookRunner | None = None,
+    ) -> None:
         self.writer = writer
         self.events = events
         self.changes = changes
+        #: Runs the pre-delete and post-delete hooks the inventory kept (none: not run).
+        self.hooks = hooks
 
     def remove(self, entry: ModulePlan, live: LiveModule) -> ModuleStatus:
         """Carry out a removal; the module's status (``None`` state: gone)."""
@@ -56,6 +67,10 @@ class Remover:
         assert inventory is not None
         if entry.action is ModuleAction.BLOCKED_DELETION:
             return self._blocked(entry, inventory)
+        hooks = delete_hooks_of(inventory.delete_hooks)
+        before = self._hooks(entry, hooks, 0)
+        if before is not None:
+            return before  # nothing deleted past a pre-delete hook not done
         defaults = [c for c in entry.changes if c.default_configuration]
         self._delete(entry, defaults)
         held = self._left([c.ref for c in defaults])
@@ -66,9 +81,20 @@ class Remover:
         held = self._left([c.ref for c in rest if _lingers(c, live)])
         if held:  # a CRD or Namespace whose content is held, an object with finalizers
             return self._held(entry, inventory.version, held, running=False)
+        after = self._hooks(entry, hooks, 1)
+        if after is not None:
+            return after  # the inventory (and the hooks it keeps) stays until they are done
         self.writer.delete_inventory(entry.module)
         message = "; ".join((entry.message, *entry.notes))
         return ModuleStatus(entry.module, None, entry.reason, message, inventory.version)
+
+    def _hooks(
+        self, entry: ModulePlan, hooks: Sequence[Mapping[str, Any]], when: int
+    ) -> ModuleStatus | None:
+        """Phase ``when`` (0: pre-delete, 1: post-delete) of the module's delete hooks."""
+        if self.hooks is None or not hooks:
+            return None
+        return self.hooks.phase(entry, hooks, when, "delete")
 
     def _blocked(self, entry: ModulePlan, inventory: Inventory) -> ModuleStatus:
         """L8, L13: the default configuration deleted, a Warning on each object that holds the

@@ -165,6 +165,10 @@ class RunOutcome:
     retry_at: datetime | None = None
 
 
+#: The states of a step that will not run again in this operation.
+_ENDED = frozenset({StepState.DONE, StepState.SKIPPED})
+
+
 class Engine:
     """Creates and runs operations against a store."""
 
@@ -254,7 +258,10 @@ class Engine:
         for stage in operation.stages:
             if stage.done:
                 continue
-            context = context_for()
+            try:
+                context = context_for()
+            except (PermanentError, TransientError) as error:  # e.g. a chart that does not render
+                return self._unprepared(operation, stage, error)
             outcome = self._stage(operation, stage, steps.get(stage.name, []), context)
             if outcome is not None:
                 return outcome
@@ -262,6 +269,25 @@ class Engine:
             self._succeed(operation)
             self._save(operation)
         return RunOutcome(operation)
+
+    def _unprepared(
+        self, operation: Operation, stage: StageRecord, error: PermanentError | TransientError
+    ) -> RunOutcome:
+        """What the stage's steps need could not be made (the desired objects: a chart the
+        cluster's version does not meet): the stage's next step fails with ``error``, or waits
+        for a transient one, as if it had raised it."""
+        waiting = [r for r in stage.steps if r.state not in _ENDED] or stage.steps
+        if not waiting:  # a stage of no step needs no context: not reached
+            raise error
+        record = waiting[0]
+        record.attempts += 1
+        record.started = record.first_started = record.first_started or self.clock()
+        _failed_on(operation, StepFailure.of(record.name, error))
+        if isinstance(error, TransientError):
+            record.message = f"retrying: {error}"
+            return self._wait(operation, stage, record, error.retry_after)
+        record.finished, record.message = self.clock(), str(error)
+        return self._fail(operation, record, f"step {record.name} failed: {error}")
 
     def _succeed(self, operation: Operation) -> None:
         """The operation succeeded; its message says what it did to the modules (``1

@@ -16,16 +16,18 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 
-from reconciler.cluster.api import Cluster
+from reconciler.cluster.api import AccessKind, Cluster
 from reconciler.core.head import Head
 from reconciler.core.model import ClusterAccess, ConfigRepo
 from reconciler.core.plan_values import Context, DesiredModule, ModuleAction
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.status import ModuleState, Reason
-from reconciler.errors import NotFoundError
+from reconciler.core.templates import ENGINE_DEFAULT, Capabilities, gets_a_chart
+from reconciler.errors import NotFoundError, ReconcilerError
 from reconciler.lifecycle.executor import desired_modules
 from reconciler.lifecycle.live_view import LiveView
+from reconciler.operations.capabilities import ChartRendering, fetch_capabilities
 from reconciler.operations.engine import LEASE_SECONDS, Engine, RunOutcome
 from reconciler.operations.model import (
     Operation,
@@ -53,6 +55,7 @@ class Runner:
         commit: Head | None = None,
         *,
         allow_access_change: bool = False,
+        charts: ChartRendering | None = None,
     ) -> None:
         self.store = store
         self.allow_access_change = allow_access_change
@@ -62,6 +65,8 @@ class Runner:
         self.clock = clock
         self.commit = commit
         self._renderer = Renderer(repo)
+        #: Renders a runtime's charts again for what its cluster says (none: as read).
+        self.charts = charts
         #: Operations this runner created (the others it returned were resumed).
         self._created: set[str] = set()
 
@@ -169,7 +174,29 @@ class Runner:
         if self._leaving(operation):
             return []
         resolution = resolve_runtime(self.repo, self.repo.runtimes[operation.runtime])
-        return desired_modules(self.repo, resolution, self._renderer)
+        if self.charts is None or not gets_a_chart(self.repo, operation.runtime):
+            return desired_modules(self.repo, resolution, self._renderer)
+        seen = self._capabilities(operation)
+        repo = self.charts.for_cluster(self.repo, operation.runtime, seen)
+        renderer = self._renderer if repo is self.repo else Renderer(repo)
+        return desired_modules(repo, resolution, renderer)
+
+    def _capabilities(self, operation: Operation) -> Capabilities:
+        """What the runtime's cluster serves now, recorded when it changed; what was recorded
+        (else the engine's defaults) for a snapshot, and when the cluster cannot be reached
+        (its steps say why)."""
+        runtime = operation.runtime
+        recorded = self.store.capabilities().get(runtime)
+        try:
+            cluster = self.connect(operation.data.access or ClusterAccess(), runtime)
+            if cluster.identity.kind is AccessKind.SNAPSHOT:  # a recording has no version
+                return recorded or ENGINE_DEFAULT
+            seen = fetch_capabilities(cluster, self.clock())
+        except ReconcilerError:
+            return recorded or ENGINE_DEFAULT
+        if not seen.same_as(recorded):
+            self.store.record_capabilities(runtime, seen)
+        return seen
 
     def _context(
         self, operation: Operation, view: LiveView, desired: list[DesiredModule]

@@ -25,6 +25,7 @@ from reconciler.core.plan_values import Context, DesiredModule
 from reconciler.core.status import ModuleState, ModuleStatus, PassResult, Reason
 from reconciler.errors import PermanentError, TransientError
 from reconciler.lifecycle.executor import Lifecycle, SyncPart
+from reconciler.lifecycle.hooks import HookLedger
 from reconciler.lifecycle.live_view import LiveView
 from reconciler.operations.model import (
     FenceToken,
@@ -70,8 +71,10 @@ class StepContext:
     #: epoch; none for ``reconciler sync``).
     fence: FenceToken | None = None
 
-    def lifecycle(self, operation: Operation) -> Lifecycle:
-        """The lifecycle executor on this stage's cluster."""
+    def lifecycle(self, operation: Operation, step: str = "") -> Lifecycle:
+        """The lifecycle executor on this stage's cluster; ``step``: the step whose kept data
+        holds the operation's Helm hook runs (lifecycle.hooks), saved with the operation as
+        soon as a hook phase starts or ends."""
         if self.cluster is None:
             raise PermanentError("no cluster in this stage: Resolve_Kubeconfig must run first")
         return Lifecycle(
@@ -80,7 +83,18 @@ class StepContext:
             commit=head_text(operation.commit),
             view=self.view,
             events=self.repo.settings.kubernetes_events if self.repo is not None else True,
+            hooks=self.hook_ledger(operation, step) if step else None,
         )
+
+    def hook_ledger(self, operation: Operation, step: str) -> HookLedger:
+        """The hook runs ``step`` kept in ``operation``, saved with it at every change."""
+
+        def persist() -> None:
+            operation.data = operation.data.keeping(step, ledger.data())
+            self.store.save(operation, self.fence)
+
+        ledger = HookLedger.of(operation.data.kept_by(step), operation.id, persist)
+        return ledger
 
 
 class Step:
@@ -275,11 +289,12 @@ class ApplyModules(Step):
     domain = "lifecycle"
     description = (
         "Applies each module in dependency order (CRDs first, then the rest, then its "
-        "default configuration once); upgrades prune from the inventory."
+        "default configuration once); upgrades prune from the inventory; a chart's pre- and "
+        "post-install or upgrade hooks run around its objects (kept as the step's data)."
     )
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
-        result = context.lifecycle(operation).sync(
+        result = context.lifecycle(operation, self.name).sync(
             context.planning, context.desired, part=SyncPart.DESIRED
         )
         operation.data = replace(operation.data, applied=result.outcome)
@@ -318,7 +333,7 @@ class RemoveModules(Step):
     )
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
-        result = context.lifecycle(operation).sync(
+        result = context.lifecycle(operation, self.name).sync(
             context.planning, context.desired, part=SyncPart.REMOVALS
         )
         operation.data = replace(operation.data, removals=result.outcome)
@@ -421,7 +436,9 @@ class DeleteModuleManifests(Step):
     )
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
-        result = context.lifecycle(operation).sync(context.planning, [], part=SyncPart.REMOVALS)
+        result = context.lifecycle(operation, self.name).sync(
+            context.planning, [], part=SyncPart.REMOVALS
+        )
         operation.data = replace(operation.data, removals=result.outcome)
         errors = _module_errors(result.outcome)
         if errors is not None and errors.retry_after is not None:

@@ -4,9 +4,13 @@ The engine is Helm v4's Go SDK behind a C ABI, through the ``helm-python-sdk`` p
 its import is ``helm_python``), used through this one module only. A chart is handed over as an
 in-memory archive of its files (nothing is written to disk), rendered as ``helm template``
 renders it: no cluster is contacted, ``lookup`` returns nothing, the release is named after the
-module and lives in the module's namespace, ``.Capabilities`` are the engine's defaults
-(:data:`~reconciler.core.templates.DEFAULT_KUBE_VERSION`). The chart's ``crds/`` files come
-first, as Helm installs them; hooks are kept apart, test hooks dropped (docs/charts.md).
+module and lives in the module's namespace, ``.Capabilities`` are the request's (the runtime's
+cluster as a sync recorded it, else the engine's defaults,
+:data:`~reconciler.core.templates.DEFAULT_KUBE_VERSION`), and a chart's ``kubeVersion`` is
+checked against a recorded cluster's version as ``helm install`` checks it (not against the
+engine's default: nothing is known of a cluster no sync recorded, and its first sync must be
+able to read the repo). The chart's ``crds/`` files come
+first, as Helm installs them; hooks are kept apart (docs/charts.md), from the same render.
 
 The engine runs in a worker of the renderer sandbox (:mod:`reconciler.render.sandbox`, the job
 ``chart`` of :mod:`reconciler.render.worker`), never in the caller's process: a template that
@@ -28,12 +32,10 @@ from reconciler.core.templates import RenderRequest
 from reconciler.errors import RenderError
 from reconciler.render.documents import is_hook, is_notes, objects_of
 from reconciler.render.sandbox import Sandbox, shared_sandbox
+from reconciler.render.worker import chart_archive as chart_archive  # the caller's name for it
 
 if TYPE_CHECKING:
     import tarfile
-
-#: Hook kinds that are never run: ``helm test`` is not part of a sync.
-TEST_HOOKS = frozenset({"test", "test-success", "test-failure"})
 
 
 @dataclass(slots=True)
@@ -54,22 +56,19 @@ class HelmChartRenderer:
         archive = chart_archive(request.template.files)
         values = json.loads(json.dumps(request.values, default=str))  # YAML dates as strings
         names = (request.release_name, request.namespace)
-        rendered: dict[str, str] = self.sandbox.run("chart", (archive, values, *names), shown)
+        seen = request.capabilities
+        told = (seen.kube_version, list(seen.api_versions), seen.recorded is not None)
+        rendered: dict[str, str] = self.sandbox.run(
+            "chart", (archive, values, *names, *told), shown
+        )
         crds = [f for f in request.template.files if f.startswith("crds/")]
         crd_text = {f: request.template.files[f].decode() for f in crds}
-        objects, hooks = [], []
+        objects: list[Mapping[str, Any]] = []
+        hooks: list[Mapping[str, Any]] = []
         for body in (*objects_of(crd_text, shown), *objects_of(rendered, shown)):
-            if not is_hook(body):
-                objects.append(body)
-            elif not _hook_kinds(body) <= TEST_HOOKS:
-                hooks.append(body)
+            (hooks if is_hook(body) else objects).append(body)
         notes = "".join(text for path, text in sorted(rendered.items()) if is_notes(path))
         return RenderedTemplate(tuple(objects), request.key, tuple(hooks), notes)
-
-
-def _hook_kinds(body: Mapping[str, Any]) -> set[str]:
-    annotations = body["metadata"]["annotations"]
-    return {h.strip() for h in str(annotations["helm.sh/hook"]).split(",")}
 
 
 def packed_schemas(files: Mapping[str, bytes]) -> dict[str, bytes]:
@@ -111,17 +110,3 @@ def _archive_schemas(data: bytes, shown: str, depth: int) -> dict[str, bytes]:
 def _member_bytes(archive: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
     extracted = archive.extractfile(member)
     return extracted.read() if extracted is not None else b""
-
-
-def chart_archive(files: Mapping[str, bytes], top: str = "chart") -> bytes:
-    """The chart's files as the ``.tgz`` Helm loads (one top folder, ``top``), built in memory."""
-    buffer = io.BytesIO()
-    import tarfile  # only when a chart renders (startup time of every command)
-
-    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        for name in sorted(files):
-            data = files[name]
-            info = tarfile.TarInfo(f"{top}/{name}")
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()

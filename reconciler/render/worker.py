@@ -86,17 +86,80 @@ def answer_of(job: Callable[..., Any], args: tuple[Any, ...]) -> bytes:
 
 
 def render_chart(
-    archive: bytes, values: dict[str, Any], name: str, namespace: str
+    archive: bytes,
+    values: dict[str, Any],
+    name: str,
+    namespace: str,
+    kube_version: str,
+    api_versions: list[str],
+    check_kube_version: bool,
 ) -> dict[str, str]:
-    """The chart ``archive`` rendered by Helm's engine (the caller places an error at the
-    chart)."""
+    """The chart ``archive`` rendered by Helm's engine for a cluster of ``kube_version`` serving
+    ``api_versions`` (besides the engine's own); with ``check_kube_version``, a chart whose
+    ``kubeVersion`` that version does not meet is refused, in ``helm install``'s words (the
+    caller places an error at the chart)."""
     import helm_python  # the engine (85 MB): loaded by the first chart job
 
+    options = {"name": name, "namespace": namespace, "is_install": True}
+    options |= {"kube_version": kube_version, "api_versions": api_versions}
     try:
         with helm_python.Chart.load_archive(archive) as chart:
-            return chart.render(values, name=name, namespace=namespace, is_install=True)
+            wanted = str(chart.metadata.get("kubeVersion") or "")
+            if check_kube_version and wanted and not _meets(helm_python, wanted, kube_version):
+                raise RenderError(
+                    f"chart requires kubeVersion: {wanted} which is incompatible with "
+                    f"Kubernetes {kube_version}"
+                )
+            return _render(helm_python, chart, values, options)
     except helm_python.HelmError as error:
         raise RenderError(_one_line(str(error))) from None
+
+
+def _render(
+    helm_python: Any, chart: Any, values: dict[str, Any], options: dict[str, Any]
+) -> dict[str, str]:
+    """``chart`` rendered with every option Helm's template action takes (the package's
+    ``Chart.render`` passes only some: its native call, with the same arguments)."""
+    from helm_python import _native
+
+    text = _native.call_string("helm_render", chart._raw(), json.dumps(values), json.dumps(options))
+    rendered: dict[str, str] = json.loads(text)
+    return rendered
+
+
+#: A chart that says whether its ``kubeVersion`` admits the engine's ``.Capabilities``: Helm's
+#: own check (``IsCompatibleRange``) is ``semverCompare`` of the same two strings.
+_CHECK_TEMPLATE = b"{{ semverCompare .Chart.KubeVersion .Capabilities.KubeVersion.Version }}"
+
+
+def _meets(helm_python: Any, constraint: str, kube_version: str) -> bool:
+    """Whether Kubernetes ``kube_version`` meets the ``kubeVersion`` ``constraint``."""
+    chart = {"apiVersion": "v2", "name": "kube-version", "version": "0.0.0"}
+    files = {
+        "Chart.yaml": json.dumps({**chart, "kubeVersion": constraint}).encode(),
+        "templates/check.txt": _CHECK_TEMPLATE,
+    }
+    options = {"name": "check", "kube_version": kube_version}
+    try:
+        with helm_python.Chart.load_archive(chart_archive(files)) as check:
+            return "true" in _render(helm_python, check, {}, options).values()
+    except helm_python.HelmError:
+        return False  # a constraint semver cannot read admits nothing, as in Helm
+
+
+def chart_archive(files: Mapping[str, bytes], top: str = "chart") -> bytes:
+    """The chart's files as the ``.tgz`` Helm loads (one top folder, ``top``), built in memory."""
+    import io
+    import tarfile
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for name in sorted(files):
+            data = files[name]
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
 
 
 def build_overlay(files: Mapping[str, bytes], kubectl: str) -> tuple[int, str, str, str]:

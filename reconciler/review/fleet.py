@@ -11,7 +11,7 @@ plan) for ``--timings`` and the benchmark. Callers: ``reconciler diff --base``, 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,7 +27,7 @@ from reconciler.core.model import ConfigRepo
 from reconciler.core.plan_values import LiveModule
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
-from reconciler.core.templates import RenderCache, TemplateRenderer
+from reconciler.core.templates import Capabilities, RenderCache, TemplateRenderer
 from reconciler.errors import ConfigError
 from reconciler.render import default_renderer
 from reconciler.source.git import open_revision
@@ -94,6 +94,8 @@ class Review:
     #: renders once per distinct values (core.templates).
     renderer: TemplateRenderer = field(default_factory=default_renderer)
     renders: RenderCache = field(default_factory=RenderCache)
+    #: What the last syncs recorded of each runtime's cluster: both sides' charts render for it.
+    capabilities: Mapping[str, Capabilities] = field(default_factory=dict)
     checker: SchemaChecker = field(default_factory=lambda: SchemaChecker(load_schemas()))
 
     def load(self, side: Side, what: str) -> tuple[ConfigRepo, str]:
@@ -137,7 +139,12 @@ class Review:
         """The valid repo of a side read, and its label; :class:`ConfigError` names the side."""
         with self.timings.phase("validate"):
             validation = validate_repo(
-                raw, self.checker, memo=self.memo, renderer=self.renderer, render_cache=self.renders
+                raw,
+                self.checker,
+                memo=self.memo,
+                renderer=self.renderer,
+                render_cache=self.renders,
+                capabilities=self.capabilities,
             )
         if validation.repo is None:
             raise ConfigError(validation.diagnostics, side=f"{what} ({opened.label})")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from reconciler.config.yamlsafe import parse_yaml
 from reconciler.core.diagnostics import Diagnostic
 from reconciler.core.model import ChannelsFrom
 from reconciler.core.redaction import mask
-from reconciler.core.templates import RenderCache, TemplateRenderer
+from reconciler.core.templates import Capabilities, RenderCache, TemplateRenderer
 from reconciler.errors import OverBudgetError, SourceError, UnreadableError
 from reconciler.source.folder import FolderTree
 from reconciler.source.plugins import load_plugin_step_names
@@ -83,11 +83,13 @@ def load_repo(
     cache: ParseCache | None = None,
     renderer: TemplateRenderer | None = None,
     render_cache: RenderCache | None = None,
+    capabilities: Mapping[str, Capabilities] | None = None,
 ) -> Validation:
     """Read and validate the config repo at ``path``. Raises :class:`SourceError` when the repo
     cannot be read at all (missing folder); every problem *in* it is a diagnostic instead.
     ``renderer`` (injected by the caller: ``reconciler.render.default_renderer()``) renders
-    the templated modules the runtimes get, through ``render_cache`` (core.templates)."""
+    the templated modules the runtimes get, through ``render_cache``, for each runtime's
+    cluster's ``capabilities`` (core.templates)."""
     options = options or ReadOptions()
     budget = options.time_budget()
     raw = read_repo(path, options, tree=tree, cache=cache, budget=budget)
@@ -97,6 +99,7 @@ def load_repo(
         budget=budget,
         renderer=renderer,
         render_cache=render_cache,
+        capabilities=capabilities,
     )
 
 

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import cli
+from reconciler.operations.store import SqliteStore
 
 SAMPLE = str(Path(__file__).resolve().parents[2] / "sample-repo")
 
@@ -27,8 +28,7 @@ def places(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     a_file = root / "a-file.yaml"
     a_file.write_text("kind: Runtime\n")
     store = root / "store.db"
-    runner = CliRunner()
-    assert runner.invoke(cli, ["status", "--state", f"sqlite:///{store}"]).exit_code == 0
+    SqliteStore(store).close()  # an empty store, as a first sync leaves it
     return {
         "not_sqlite": str(not_sqlite),
         "empty": str(empty),
@@ -78,6 +78,7 @@ CASES: list[tuple[str, str]] = [
     ("status --state sqlite:///{not_sqlite}", "not-sqlite.db"),
     ("sync {sample} --state sqlite:////proc/nonexistent/state.db", "/proc/nonexistent"),
     ("status --state {store} --format xml", "--format"),
+    ("status --state sqlite:////nonexistent/state.db", "/nonexistent/state.db"),
     ("operations show c --state {store}", "'c'"),
     ("operations show % --state {store}", "'%'"),
     ("operations show _ --state {store}", "'_'"),

@@ -251,3 +251,37 @@ def test_read_only_commands_create_no_state_store(fleet: Path, tmp_path: Path) -
     assert "+ istio            install 1.0.0 [Install]" in planned[2].stdout
     assert list((tmp_path / "clusters").iterdir()) == []
     assert not (tmp_path / "new").exists()
+
+
+def test_a_snapshot_of_another_runtime_is_refused_naming_the_file_and_its_runtime(
+    fleet: Path,
+) -> None:
+    clusters = Path(_clusters(fleet))
+    assert (
+        _run("sync", str(fleet), "--runtime", "prod-eu-1", "--snapshot", f"{clusters}/").exit_code
+        == 0
+    )
+    recorded = clusters / "prod-eu-1.yaml"
+    shutil.copy(recorded, clusters / "prod-us-1.yaml")  # a file copied under another name
+
+    for snapshot in (str(recorded), f"{clusters}/"):
+        for command in (["diff"], ["sync"]):
+            result = _run(*command, str(fleet), "--runtime", "prod-us-1", "--snapshot", snapshot)
+
+            # diff refuses (2); sync fails the step that connects (1), as for an unreadable file
+            assert result.exit_code == (2 if command == ["diff"] else 1), result.output
+            shown = str(
+                clusters / "prod-eu-1.yaml"
+                if snapshot == str(recorded)
+                else clusters / "prod-us-1.yaml"
+            )
+            assert (
+                f"{shown}: a snapshot of runtime prod-eu-1 (its inventories name it), not of "
+                "prod-us-1" in result.output
+            )
+    assert "prod-us-1" not in (clusters / "prod-us-1.yaml").read_text()  # nothing written
+
+    assert (
+        _run("diff", str(fleet), "--runtime", "prod-eu-1", "--snapshot", str(recorded)).exit_code
+        == 0
+    )

@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import cli
@@ -170,11 +171,60 @@ def test_reading_commands_never_create_a_store(tmp_path: Path) -> None:
     listed = CliRunner().invoke(cli, ["operations", "list", "--state", url])
     shown = CliRunner().invoke(cli, ["operations", "show", "abc", "--state", url])
 
-    assert (status.exit_code, listed.exit_code, shown.exit_code) == (0, 0, 2)
-    assert "no runtime recorded yet" in status.output
+    assert (status.exit_code, listed.exit_code, shown.exit_code) == (2, 0, 2)
     assert "no operation with id (prefix) 'abc'" in shown.output
     assert not db.exists()
     assert not db.parent.exists()
+
+
+def test_status_of_a_named_store_that_does_not_exist_names_its_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "nowhere" / "state.db"
+
+    given = CliRunner().invoke(cli, ["status", "--state", f"sqlite:///{db}"])
+    monkeypatch.setenv("RECONCILER_STATE", f"sqlite:///{db}")
+    from_env = CliRunner().invoke(cli, ["status"])
+
+    for result in (given, from_env):
+        assert result.exit_code == 2
+        assert result.output.splitlines() == [
+            f"error: no state store at {db}: name the store a sync wrote (--state or "
+            "RECONCILER_STATE), or run reconciler sync to create it"
+        ]
+    assert not db.parent.exists()
+
+
+def test_the_readmes_relative_store_from_another_folder_names_where_it_was_looked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "fleet" / "clusters").mkdir(parents=True)
+    SqliteStore(tmp_path / "fleet" / "clusters" / "reconciler-state.db").close()
+    monkeypatch.setenv("RECONCILER_STATE", "sqlite:///clusters/reconciler-state.db")
+    monkeypatch.chdir(tmp_path / "fleet")
+    assert CliRunner().invoke(cli, ["status"]).exit_code == 0
+
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["status"])
+
+    assert result.exit_code == 2
+    assert (
+        f"no state store at clusters/reconciler-state.db (read from {tmp_path}: "
+        f"{tmp_path / 'clusters' / 'reconciler-state.db'})" in result.output
+    )
+
+
+def test_status_of_the_default_store_not_yet_created_says_nothing_is_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RECONCILER_STATE")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+    result = CliRunner().invoke(cli, ["status"])
+
+    assert result.exit_code == 0
+    assert "no runtime recorded yet" in result.output
+    assert not (tmp_path / "state").exists()
 
 
 # -- status that never lies ------------------------------------------------------------------------
@@ -311,7 +361,8 @@ def test_status_json_is_one_value_for_the_cli_and_the_daemon(tmp_path: Path) -> 
 
     assert printed.exit_code == 0, printed.output
     # what only a daemon knows: it never beat here, and no watch of its saw drift
-    daemon_only = {"error": "", "owner": "", "drift": []}
+    unwatched: dict[str, list[object]] = {"narrowed": [], "refused": []}
+    daemon_only = {"error": "", "owner": "", "drift": [], "watches": unwatched}
     assert [r | daemon_only for r in json.loads(printed.output)["items"]] == served
     assert served[0] | {"updated": "-"} == {
         "runtime": "rt",
@@ -337,4 +388,5 @@ def test_status_json_is_one_value_for_the_cli_and_the_daemon(tmp_path: Path) -> 
         "error": "",
         "owner": "",
         "drift": [],
+        "watches": {"narrowed": [], "refused": []},
     }

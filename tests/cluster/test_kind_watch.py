@@ -1,6 +1,7 @@
 """One kind watched (KindWatch) on the in-memory cluster: a bookmark moves the resourceVersion
 on, a failed stream backs off (0.5 s doubled, reset by a success) through the wait seam, the
-first list tells nothing, and a watch told to stop during a backoff stops."""
+first list tells nothing, a watch told to stop during a backoff stops, a 403 stops it at once
+(said once), and a bug in its handler is one failure line, backed off."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import logging
 
 import pytest
 
-from reconciler.cluster.api import WatchEventType
+from reconciler.cluster.api import Permission, WatchEventType
 from reconciler.cluster.memory import Fault, InMemoryCluster
 from reconciler.cluster.watch import Backoff, KindWatch
 from reconciler.errors import ServerError
@@ -104,3 +105,47 @@ def test_a_failure_is_logged_once_per_change_of_state(caplog: pytest.LogCaptureF
         "watch ConfigMap (v1): forbidden now (tried again in 4s, and so on)",
         "watch ConfigMap (v1): works again",
     ]
+
+
+def test_a_watch_refused_by_rbac_stops_at_once_and_says_it_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cluster = InMemoryCluster()
+    waits: list[float] = []
+    watch = _watched(cluster, [], waits)
+    watch.step()  # listed while allowed
+    cluster.denied = {Permission("watch", "", "configmaps")}  # the grant taken away
+
+    assert watch.step() is False  # stopped: no retry would help before a grant
+    assert waits == []
+    assert 'cannot watch resource "configmaps"' in watch.refused
+    (said,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert said.startswith("watch ConfigMap (v1): refused, stopped: watch ConfigMap: 403")
+
+
+def test_a_bug_in_the_handler_is_one_failure_line_and_backs_off(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cluster = InMemoryCluster()
+    cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}},
+                  field_manager="t")  # fmt: skip
+    waits: list[float] = []
+
+    def broken(_event: object, _before: object) -> None:
+        raise KeyError("metadata")
+
+    def wait(seconds: float) -> bool:
+        waits.append(seconds)
+        return False  # go on
+
+    watch = KindWatch(cluster, "v1", "ConfigMap", broken, stream_seconds=0, wait=wait)
+    watch.step()
+    cluster.apply(_configmap("a"), field_manager="t")
+
+    assert watch.step() is True  # the thread lives on (the wait seam said go on)
+    assert waits == [0.5]
+    (said,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert said == (
+        "watch ConfigMap (v1): internal error: KeyError: 'metadata' (tried again in 0.5s, "
+        "and so on)"
+    )

@@ -1,7 +1,7 @@
 """The corpus charts as modules on a real API server (the ``kube_control_plane`` fixture):
 cert-manager (CRDs enabled, its post-install hook stated skipped: ``hooks: Skip``) and
-ingress-nginx (its admission hooks switched off by values; the reconciler refuses hooks at validate
-otherwise: tests/render/test_corpus_charts.py), install with ``sync``, upgrade to changed runtime
+ingress-nginx (its admission webhook and hooks switched off by values; with them on:
+tests/e2e/test_chart_hooks.py), install with ``sync``, upgrade to changed runtime
 values, and are removed by the CreateAndDelete rules (L8), the CRDs cert-manager marks
 ``helm.sh/resource-policy: keep`` released, not deleted, as Helm leaves them. A small chart's
 release namespace is created by the sync and left by the module's removal; its Secret written with
@@ -198,6 +198,88 @@ def test_a_charts_namespace_is_created_and_its_string_data_secret_is_no_drift(
         assert fleet.cluster.get(namespace) is not None  # never ours: left by the removal
     finally:
         _quietly_delete(fleet, namespace)
+
+
+def _capabilities_chart(fleet: KubeFleet, name: str, group: str, kube_version: str) -> None:
+    """A chart module whose ConfigMap shows what ``.Capabilities`` said, with a ``kubeVersion``
+    constraint."""
+    shown = (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-capabilities\n"
+        "data:\n  kube: {{ .Capabilities.KubeVersion.Version | quote }}\n"
+        f'  gadgets: {{{{ .Capabilities.APIVersions.Has "{group}/v1" | quote }}}}\n'
+        f'  gadgetKind: {{{{ .Capabilities.APIVersions.Has "{group}/v1/Gadget" | quote }}}}\n'
+    )
+    files = chart_module_files(name, templates={**CHART_TEMPLATES, "templates/caps.yaml": shown})
+    chart = f"modules/{name}/1.0.0/chart/Chart.yaml"
+    files[chart] += f'kubeVersion: "{kube_version}"\n'
+    write_files(fleet.repo, files)
+
+
+def _gadget_crd(group: str) -> dict[str, Any]:
+    schema = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"gadgets.{group}"},
+        "spec": {
+            "group": group,
+            "names": {"kind": "Gadget", "plural": "gadgets", "singular": "gadget"},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": True, "storage": True, "schema": schema}],
+        },
+    }
+
+
+def test_a_chart_renders_for_the_capabilities_of_the_cluster_it_goes_to(
+    fleet: KubeFleet,
+) -> None:
+    name, group = f"caps-{fleet.suffix}", f"caps{fleet.suffix}.example.io"
+    crd = _gadget_crd(group)
+    fleet.cluster.apply(crd, field_manager="kubectl")  # a CRD of the cluster, not the chart's
+    namespace = f"{name}-system"
+    settings = ObjectRef("v1", "ConfigMap", namespace, f"{name}-capabilities")
+    server = fleet.cluster.server_version()
+    fleet.set_modules([{"name": name, "version": "1.0.0"}])
+    try:
+        # a cluster too old for the chart: refused by its kubeVersion, nothing applied
+        _capabilities_chart(fleet, name, group, ">=1.99.0-0")
+        refused = fleet.sync()
+        assert refused.exit_code == 1, refused.output  # the operation failed, nothing applied
+        assert (
+            f"chart requires kubeVersion: >=1.99.0-0 which is incompatible with Kubernetes "
+            f"{server}" in refused.output
+        )
+        assert fleet.cluster.get(settings) is None
+        # offline, validate judges by what that sync recorded
+        validated = fleet.reconciler("validate", str(fleet.repo))
+        assert validated.exit_code == 1
+        assert f"incompatible with Kubernetes {server}" in validated.output
+
+        # one it meets: rendered for it, the CRD it serves seen by .Capabilities.APIVersions
+        _capabilities_chart(fleet, name, group, ">=1.20.0-0")
+        fleet.sync_until("succeeded", operators=[(namespace, f"{name}-operator")])
+        shown = fleet.cluster.get(settings)
+        assert shown is not None
+        assert shown["data"] == {"kube": server, "gadgets": "true", "gadgetKind": "true"}
+        validated = fleet.reconciler("validate", str(fleet.repo))  # and says which it used
+        assert validated.exit_code == 0, validated.output
+        said = f"chart .Capabilities: {fleet.runtime}: as the last sync recorded their clusters"
+        assert f"{said} (Kubernetes {server}, " in validated.output
+
+        # the CRD gone from the cluster: the next sync renders the other branch
+        fleet.cluster.delete(ObjectRef.of(crd))
+        until(lambda: _gadgets_served(fleet, group) is False)
+        fleet.sync_until("succeeded", operators=[(namespace, f"{name}-operator")])
+        shown = fleet.cluster.get(settings)
+        assert shown is not None
+        assert shown["data"]["gadgets"] == "false"
+    finally:
+        _quietly_delete(fleet, ObjectRef.of(crd))
+        _quietly_delete(fleet, ObjectRef("v1", "Namespace", "", namespace))
+
+
+def _gadgets_served(fleet: KubeFleet, group: str) -> bool:
+    return any(k.group == group for k in fleet.cluster.served_kinds())
 
 
 KEPT_TEMPLATES = {

@@ -118,6 +118,33 @@ def test_a_short_refusal_is_kept_whole_and_is_no_immutable_error() -> None:
     assert str(raised.value).endswith('Job.batch "x" is invalid: spec.selector: Required value')
 
 
+def test_an_escalate_refusal_keeps_every_permission_on_one_line_and_says_what_grants_them() -> None:
+    # the real API server's text (tests/e2e/test_least_privilege.py gets it from one), ten rules
+    rules = [
+        f'{{APIGroups:["g{i}.example.io"], Resources:["things{i}"], Verbs:["get" "list"]}}'
+        for i in range(10)
+    ]
+    message = (
+        'clusterroles.rbac.authorization.k8s.io "op" is forbidden: user '
+        '"system:serviceaccount:ns:reconciler" (groups=["system:serviceaccounts" '
+        '"system:serviceaccounts:ns" "system:authenticated"]) is attempting to grant RBAC '
+        "permissions not currently held:\n" + "\n".join(rules)
+    )
+
+    with pytest.raises(ForbiddenError) as raised, translated("apply ClusterRole/op"):
+        raise _dynamic_error(403, message, details={})
+
+    text = str(raised.value)
+    assert "\n" not in text
+    assert text.startswith(
+        'apply ClusterRole/op: 403 clusterroles.rbac.authorization.k8s.io "op" is forbidden: '
+        'user "system:serviceaccount:ns:reconciler" is attempting to grant RBAC permissions not '
+        f"currently held: {rules[0]}; {rules[1]}; "
+    )
+    assert f"{rules[7]} (and 2 more) (the identity may grant only what it holds: give it " in text
+    assert rules[8] not in text
+
+
 def test_network_failures_are_transient() -> None:
     with pytest.raises(ServerError, match="cannot reach the API server"), translated("get x"):
         raise MaxRetryError(pool=None, url="https://10.0.0.1", reason=None)  # type: ignore[arg-type]

@@ -174,9 +174,14 @@ class _Forgetting:
         self.forgotten = int(cluster.list_for_watch("v1", "Namespace").resource_version)
 
     def list_for_watch(
-        self, api_version: str, kind: str, *, labels: Mapping[str, str] | None = None
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        labels: Mapping[str, str] | None = None,
+        namespace: str | None = None,
     ) -> Listing:
-        return self.cluster.list_for_watch(api_version, kind, labels=labels)
+        return self.cluster.list_for_watch(api_version, kind, labels=labels, namespace=namespace)
 
     def watch(
         self,
@@ -187,6 +192,7 @@ class _Forgetting:
         labels: Mapping[str, str] | None = None,
         timeout_seconds: float = 60.0,
         hangup: Hangup | None = None,
+        namespace: str | None = None,
     ) -> Iterator[WatchEvent]:
         if int(resource_version) < self.forgotten:
             raise ExpiredError(f"too old resource version: {resource_version}")
@@ -197,6 +203,7 @@ class _Forgetting:
             labels=labels,
             timeout_seconds=timeout_seconds,
             hangup=hangup,
+            namespace=namespace,
         )
 
 

@@ -6,6 +6,7 @@ debounced wakes fired by the tests (no threads)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from reconciler.cluster.api import Permission
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ClusterAccess
 from reconciler.core.objects import ObjectRef
@@ -190,7 +192,7 @@ def _blocked_by_users(watching: Any, change: str, files: dict[str, str | None]) 
     assert waiting is not None
     assert USERS.subject in waiting.message  # blocked
     daemon.watches.step_all()
-    assert EVERY_GADGET in {k[1:] for k in daemon.watches.open}
+    assert EVERY_GADGET in {k[1:4] for k in daemon.watches.open}
     return daemon
 
 
@@ -205,7 +207,7 @@ def test_the_last_blocking_object_gone_lets_a_removal_finish(watching: Any) -> N
     assert daemon.store.unfinished("a") is None
     assert cluster.get(GADGET) is None
     assert daemon.watches.status("a") == []  # the removal's own deletions are no drift
-    assert EVERY_GADGET not in {k[1:] for k in daemon.watches.open}
+    assert EVERY_GADGET not in {k[1:4] for k in daemon.watches.open}
 
 
 def test_the_last_blocking_object_gone_wakes_a_deprovision(watching: Any) -> None:
@@ -218,7 +220,7 @@ def test_the_last_blocking_object_gone_wakes_a_deprovision(watching: Any) -> Non
     assert daemon.store.unfinished("a") is None
     assert daemon.store.runtime("a") is None  # deprovisioned
     assert cluster.get(GADGET) is None
-    assert EVERY_GADGET not in {k[1:] for k in daemon.watches.open}
+    assert EVERY_GADGET not in {k[1:4] for k in daemon.watches.open}
 
 
 def test_a_change_by_another_manager_is_drift_named_by_field(watching: Any) -> None:
@@ -322,3 +324,61 @@ def test_a_watch_released_by_its_last_runtime_ends_its_thread(watching: Any) -> 
 
     assert threads
     assert [t for t in threads if t is None or t.is_alive()] == []
+
+
+def _lines(caplog: pytest.LogCaptureFixture, *words: str) -> list[str]:
+    """The daemon's log lines (INFO and up) that hold every one of ``words``."""
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.INFO and all(w in r.getMessage() for w in words)
+    ]
+
+
+def test_a_kind_the_identity_may_not_watch_everywhere_is_narrowed_or_refused_once(
+    watching: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    daemon, cluster, clock, _ = watching
+    caplog.set_level(logging.DEBUG)
+    # a Role in the widget's namespace only, and no watch of CRDs (a cluster-scoped kind)
+    cluster.only_in = {Permission("watch", "apps", "deployments"): {WIDGET.namespace}}
+    cluster.denied = {Permission("watch", "apiextensions.k8s.io", "customresourcedefinitions")}
+
+    poll_and_reconcile(daemon)
+    daemon.watches.step_all()
+    for _ in range(3):  # its next runs try the refused watches once each, quietly
+        daemon.reconcile_all(wait=True)
+        daemon.watches.step_all()
+
+    on_a = [k for k in daemon.watches.open if k[0] == "context a"]  # runtime a's cluster
+    deployments = {k[4] for k in on_a if k[1:3] == ("apps/v1", "Deployment")}
+    assert deployments == {WIDGET.namespace, GADGET.namespace}  # one watch each, not all
+    watches = next(r for r in daemon.status()["runtimes"] if r["runtime"] == "a")["watches"]
+    assert watches["narrowed"] == [
+        {"kind": "Deployment", "apiVersion": "apps/v1",
+         "namespaces": sorted({WIDGET.namespace, GADGET.namespace})}
+    ]  # fmt: skip
+    refused = {(r["kind"], r["namespace"]): r for r in watches["refused"]}
+    assert set(refused) == {("CustomResourceDefinition", ""), ("Deployment", GADGET.namespace)}
+    crds = refused["CustomResourceDefinition", ""]
+    assert crds["reason"] == (
+        "may not watch customresourcedefinitions.apiextensions.k8s.io in all namespaces"
+    )
+    assert (
+        "grant list and watch on customresourcedefinitions.apiextensions.k8s.io in all"
+        in (crds["fix"])
+    )
+    # one line per refusal and one for the narrowing, whatever the runs since
+    assert len(_lines(caplog, "CustomResourceDefinition", "not watched")) == 1
+    assert len(_lines(caplog, "Deployment", GADGET.namespace, "not watched")) == 1
+    assert len(_lines(caplog, "Deployment", "watched in", "instead")) == 1
+    assert not _lines(caplog, "tried again in")  # no watch failing in a loop
+
+    _available(cluster)  # the narrowed watch tells the widget's operator became available
+    assert _fire_after_debounce(daemon, clock) == ["a"]
+
+    cluster.denied = set()  # the grant made: the next run opens the watch of CRDs
+    daemon.reconcile_all(wait=True)
+    assert len(_lines(caplog, "CustomResourceDefinition", "works again")) == 1
+    watches = next(r for r in daemon.status()["runtimes"] if r["runtime"] == "a")["watches"]
+    assert [r["kind"] for r in watches["refused"]] == ["Deployment"]

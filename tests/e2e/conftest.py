@@ -5,26 +5,15 @@ folder for all of the test's commands), and the cleanup of every namespace and C
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.e2e_harness import Fleet, Kube
-from tests.support.e2e_world import World
+from tests.support.e2e_world import World, world_of
 from tests.support.kube_control_plane import ControlPlane
 
 
 @pytest.fixture
 def world(kube_control_plane: ControlPlane, tmp_path: Path) -> Iterator[World]:
-    suffix = uuid.uuid4().hex[:6]
-    kube = Kube(kube_control_plane.kubeconfig)
-    world = World(kube_control_plane, kube, Fleet(tmp_path / "repo", suffix), tmp_path)
-    try:
-        yield world
-    finally:
-        try:
-            world.cleanup()
-        finally:
-            kube.close()
+    yield from world_of(kube_control_plane, tmp_path)

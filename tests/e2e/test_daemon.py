@@ -163,6 +163,12 @@ class DaemonProcess:
         return self.log.read_text(errors="replace")[-3000:]
 
 
+def _logged(log: Path) -> list[dict[str, Any]]:
+    """The daemon's log so far, its whole lines each parsed as one JSON document."""
+    text = log.read_text()
+    return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
+
+
 @pytest.fixture
 def plugins(tmp_path: Path) -> Path:
     target = tmp_path / "plugins"
@@ -242,6 +248,11 @@ def test_the_daemon_converges_refuses_holds_survives_an_outage_and_a_sigkill(
             assert not daemon.status()["source"]["error"]
             assert kube.deployment(svc.namespace, svc.operator) is not None
             assert kube.deployment(aux.namespace, aux.operator) is not None
+            # the outage (a failed poll each second) logged once, then once when over; every
+            # line of the log is one JSON document (--log-format json)
+            messages = [document["message"] for document in _logged(daemon.log)]
+            assert len([m for m in messages if "keeping commit" in m]) == 1, messages
+            assert "source works again" in messages
 
             # O7, O2: an upgrade held in the middle by a plugin step; the daemon is killed there.
             fleet.runtimes[runtime]["modules"] = [{"name": svc.name}, {"name": aux.name}]

@@ -19,10 +19,9 @@ from reconciler.daemon.service import Daemon, DaemonOptions
 from reconciler.operations.model import OperationState, StepState
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
-from tests.support.daemons import GitServer
 from tests.support.e2e_harness import until
 from tests.support.e2e_world import World
-from tests.support.fleet_history import git
+from tests.support.kube_daemons import served_repo
 from tests.support.stopping import steps_of
 
 
@@ -44,14 +43,7 @@ def test_close_while_an_operation_waits_for_an_operator_and_a_restart_finishes_i
     fleet.channel[module.name] = "1.0.0"
     runtime = fleet.runtime("rt", [{"name": module.name}])
     fleet.write()
-    (tmp_path / "git").mkdir()
-    git(tmp_path / "git", "init", "-q", "--bare", "remote.git")
-    git(fleet.root, "init", "-q", "-b", "main")
-    git(fleet.root, "add", "-A")
-    git(fleet.root, "commit", "-qm", "one module")
-    git(fleet.root, "push", "-q", str(tmp_path / "git" / "remote.git"), "HEAD:main")
-    server = GitServer(tmp_path / "git")
-    server.start()
+    server = served_repo(fleet.root, tmp_path, "one module")
     try:
         daemon = _daemon(world, server.url, tmp_path)
         assert daemon.poll()

@@ -7,6 +7,7 @@ taken away names it and fails."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -235,3 +236,136 @@ def test_a_daemon_with_only_the_printed_role_watches_installs_and_removes_with_n
         ("watch", "deployments"),
         ("list", module.crd.plural),
     } <= verbs
+
+
+def _without_watch(documents: list[dict[str, Any]], resources: set[str]) -> None:
+    """The printed ClusterRole's ``watch`` of ``resources`` taken away (lists kept)."""
+    role = next(d for d in documents if d["kind"] == "ClusterRole")
+    rules = []
+    for rule in role["rules"]:
+        kept = [r for r in rule["resources"] if r not in resources]
+        taken = [r for r in rule["resources"] if r in resources]
+        if kept:
+            rules.append(rule | {"resources": kept})
+        if taken:
+            verbs = [v for v in rule["verbs"] if v != "watch"]
+            rules.append(rule | {"resources": taken, "verbs": verbs})
+    role["rules"] = rules
+
+
+def test_a_daemon_that_may_not_watch_a_kind_everywhere_narrows_or_reports_it_once(
+    world: World, identity: Identity, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    kube = world.kube
+    runtime, module = _module_with_rbac(world)
+    repo = world.fleet.write()
+    account = f"{identity.namespace}/reconciler"
+    printed = reconciler("rbac", repo, "--name", identity.namespace, "--service-account", account)
+    documents = [d for d in yaml.safe_load_all(printed.stdout) if d]
+    # no watch of Deployments in all namespaces (a Role in the module's namespace instead),
+    # none of CRDs at all (a cluster-scoped kind: nothing to narrow it to)
+    _without_watch(documents, {"deployments", "customresourcedefinitions"})
+    grant = {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list", "watch"]}
+    role = {
+        "apiVersion": f"{RBAC}/v1",
+        "kind": "Role",
+        "metadata": {"name": "watcher", "namespace": module.namespace},
+        "rules": [grant],
+    }
+    binding = {
+        "apiVersion": f"{RBAC}/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "watcher", "namespace": module.namespace},
+        "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": "watcher"},
+        "subjects": [
+            {"kind": "ServiceAccount", "name": "reconciler", "namespace": identity.namespace}
+        ],
+    }
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": module.namespace}}
+    _apply(world, [*documents, namespace, role, binding])
+    crds = "missing watch customresourcedefinitions.apiextensions.k8s.io"
+    until(lambda: crds in _check(world, identity)[1], "check names the watch not granted")
+    assert "watch deployments.apps" in _check(world, identity)[1]
+    mark = world.control_plane.audit_mark()
+    caplog.set_level(logging.INFO)
+
+    daemon = watched_daemon(world, tmp_path, watch=True, kubeconfig_dir=identity.kubeconfig_dir)
+    watching = next(daemon)
+    try:
+        watching.first_run()
+        kube.make_available(module.namespace, module.operator)  # told by the narrowed watch
+        until(lambda: watching.state(runtime, module.name) == "Ready", "Ready after a wake")
+        watching.daemon.reconcile_all(wait=True)  # one more run: nothing logged again
+        status = next(r for r in watching.daemon.status()["runtimes"] if r["runtime"] == runtime)
+    finally:
+        next(daemon, None)
+
+    assert status["watches"]["narrowed"] == [
+        {"kind": "Deployment", "apiVersion": "apps/v1", "namespaces": [module.namespace]}
+    ]
+    refused = status["watches"]["refused"]
+    assert [(r["kind"], r["namespace"]) for r in refused] == [("CustomResourceDefinition", "")]
+    assert "customresourcedefinitions.apiextensions.k8s.io in all namespaces" in refused[0]["fix"]
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("reconciler")]
+    assert len([m for m in lines if "CustomResourceDefinition" in m and "not watched" in m]) == 1
+    assert len([m for m in lines if "watched in" in m and "instead" in m]) == 1
+    assert not [m for m in lines if "tried again in" in m]  # no watch failing in a loop
+    _calls_none_refused(world, identity, mark)  # reviewed first: no list or watch refused
+
+
+#: What the module's ClusterRole grants beyond its own kind: permissions the identity does not
+#: hold, so creating the role needs ``escalate``.
+NOT_HELD = [
+    {"apiGroups": ["storage.k8s.io"], "resources": ["volumeattachments"], "verbs": ["get", "list"]},
+    {"apiGroups": [""], "resources": ["nodes/proxy"], "verbs": ["get"]},
+    {"apiGroups": ["certificates.k8s.io"], "resources": ["signers"], "verbs": ["approve"]},
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleGrantingMore(ModuleWithRbac):
+    """:class:`ModuleWithRbac` whose ClusterRole also grants :data:`NOT_HELD`."""
+
+    def objects(self, version: str) -> list[dict[str, Any]]:
+        documents = ModuleWithRbac.objects(self, version)
+        for document in documents:
+            if document["kind"] == "ClusterRole":
+                document["rules"] = [*document["rules"], *NOT_HELD]
+        return documents
+
+
+def test_an_escalate_refusal_names_every_permission_not_held_on_one_line(
+    world: World, identity: Identity
+) -> None:
+    fleet = world.fleet
+    crd = fleet.module("app").crd
+    module = ModuleGrantingMore(f"app-{fleet.suffix}", crd, ("1.0.0",), default=True)
+    fleet.modules[module.name] = module
+    fleet.channel[module.name] = "1.0.0"
+    fleet.runtime("rt", [{"name": module.name}])
+    documents = _granted(world, identity)
+    role = next(d for d in documents if d["kind"] == "ClusterRole")
+    for rule in role["rules"]:
+        rule["verbs"] = [v for v in rule["verbs"] if v != "escalate"]
+    k8s_client.RbacAuthorizationV1Api(world.kube.api).replace_cluster_role(identity.namespace, role)
+    until(lambda: _check(world, identity)[0] == 1, "check sees escalate gone")
+
+    done = reconciler(
+        "sync", fleet.write(), "--kubeconfig-dir", identity.kubeconfig_dir, env=world.env
+    )
+
+    assert done.exit_code == 1, done.output
+    refused = [line for line in done.output.splitlines() if "not currently held" in line]
+    assert refused, done.output
+    line = refused[0]
+    assert (
+        f'user "{identity.user}" is attempting to grant RBAC permissions not currently held' in line
+    )
+    for shown in (
+        '{APIGroups:["storage.k8s.io"], Resources:["volumeattachments"], Verbs:["get" "list"]}',
+        '{APIGroups:[""], Resources:["nodes/proxy"], Verbs:["get"]}',
+        '{APIGroups:["certificates.k8s.io"], Resources:["signers"], Verbs:["approve"]}',
+    ):
+        assert shown in line, done.output
+    assert "groups=" not in line  # the identity's groups say nothing about what to grant
+    assert "reconciler rbac" in line  # and what to do

@@ -118,7 +118,7 @@ def test_the_last_blocking_resource_deleted_lets_a_removal_finish(watching: Watc
     waiting = watching.daemon.store.unfinished(runtime)
     assert waiting is not None, watching.daemon.store.operations(runtime=runtime, limit=3)
     assert "users" in waiting.message  # the removal is blocked by the user's resource
-    assert (module.crd.kind, "every") in {k[2:] for k in watching.daemon.watches.open}
+    assert (module.crd.kind, "every") in {k[2:4] for k in watching.daemon.watches.open}
 
     kube.delete_resource(module.crd, module.namespace, "users")
 
@@ -207,7 +207,7 @@ def test_a_deprovision_is_woken_by_the_last_blocking_resource_deleted(
 
     until(blocked, "the deprovision waits for the user's resource", BOUNDED)
     until(watching._listed, "the blocking kind listed", BOUNDED)
-    assert (module.crd.kind, "every") in {k[2:] for k in watching.daemon.watches.open}
+    assert (module.crd.kind, "every") in {k[2:4] for k in watching.daemon.watches.open}
 
     kube.delete_resource(module.crd, module.namespace, "users")
 
@@ -219,7 +219,7 @@ def test_a_deprovision_is_woken_by_the_last_blocking_resource_deleted(
     assert kube.deployment(module.namespace, module.operator) is None
     assert kube.crd(module.crd.name) is None
     watching.daemon.wait_idle()
-    assert (module.crd.kind, "every") not in {k[2:] for k in watching.daemon.watches.open}
+    assert (module.crd.kind, "every") not in {k[2:4] for k in watching.daemon.watches.open}
 
 
 def test_a_named_job_that_completes_wakes_its_runtime_and_makes_the_module_ready(

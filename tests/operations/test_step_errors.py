@@ -13,7 +13,13 @@ import pytest
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ModuleRef
 from reconciler.core.status import ModuleError
-from reconciler.errors import ForbiddenError, PermanentError, ReconcilerError, ThrottledError
+from reconciler.errors import (
+    ForbiddenError,
+    PermanentError,
+    ReconcilerError,
+    RenderError,
+    ThrottledError,
+)
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import (
     OperationState,
@@ -86,3 +92,42 @@ def test_an_error_given_as_text_by_an_older_plugin_is_a_permanent_error() -> Non
 
     assert isinstance(result.error, PermanentError)
     assert (str(result.error), result.recorded) == (str(text), str(text))
+
+
+def _unprepared(error: ReconcilerError) -> StepContext:
+    raise error
+
+
+@pytest.mark.parametrize(
+    ("error", "step_state"),
+    [
+        (RenderError("chart requires kubeVersion: >=1.99.0-0"), "failed"),
+        (ThrottledError("429 Too Many Requests", 7.0), "retrying"),
+    ],
+)
+def test_a_stage_whose_context_cannot_be_made_fails_or_waits_at_its_next_step(
+    tmp_path: Path, error: ReconcilerError, step_state: str
+) -> None:
+    store = SqliteStore(tmp_path / "state.db")
+    engine = Engine(store, clock=_clock, plugins=[])
+    cluster = InMemoryCluster()
+    runner = Runner(store, engine, repo(ModuleRef("widget")), lambda a, n: cluster, _clock)
+
+    outcome = engine.run(runner.operation_for("rt"), lambda: _unprepared(error))
+
+    stored = store.get(outcome.operation.id)
+    assert stored is not None
+    failed = isinstance(error, PermanentError)
+    assert (stored.state is OperationState.FAILED) == failed
+    first = stored.stages[0].steps[0]
+    assert (str(first.state), first.attempts) == (step_state, 1)
+    failure = stored.data.failure
+    assert failure is not None
+    assert (failure.step, failure.error.message) == (first.name, str(error))
+    if failed:
+        assert stored.message == f"step {first.name} failed: {error}"
+        record = store.runtime("rt")
+        assert record is not None
+        assert record.state.value == "Error"
+    else:
+        assert outcome.retry_at is not None

@@ -1,7 +1,7 @@
 """A real ``reconciler daemon`` process on a PostgreSQL server of its own that is stopped and
 started again mid-run: every store error inside the scheduler's jobs is one log line (transient:
-with when it is tried again), never a traceback and never ``internal error``; the daemon is ready
-again once the server is back.
+with when it is tried again), once per outage and one more when it is over, never a traceback
+and never ``internal error``; the daemon is ready again once the server is back.
 
 The server is this test's own (initdb in a temporary folder, ``pg_ctl stop`` and ``start``), so
 stopping it disturbs no other test; it needs PostgreSQL's server programs (as
@@ -124,14 +124,19 @@ def test_store_errors_in_the_jobs_are_one_line_each_and_the_daemon_recovers(
     def failed(job: str) -> int:
         return sum(": " + job + ": " in line for line in logged().splitlines())
 
+    def recovered(job: str) -> int:  # a failure is logged once, then once when over
+        return sum(": " + job + " works again" in line for line in logged().splitlines())
+
     try:
         until(lambda: _ready(base), seconds=60)
         for _ in range(2):  # two short outages
             before = (failed("poll"), failed("heartbeat"))
             postgres.stop()
             until(functools.partial(_both_more, failed, before), seconds=60)
+            over = (recovered("poll"), recovered("heartbeat"))
             postgres.start()
             until(lambda: _ready(base), seconds=60)
+            until(functools.partial(_both_more, recovered, over), seconds=60)
     finally:
         process.terminate()
         process.wait(timeout=60)

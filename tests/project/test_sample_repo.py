@@ -6,12 +6,15 @@ realistic: every feature of the config format appears at least once.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner, Result
 
+from reconciler.cli import cli
 from reconciler.core.model import LABEL_APP_VERSION, ConfigRepo, Module, ModuleKind, Strategy
 from reconciler.core.resolve import resolve_runtime
 from reconciler.render import default_renderer
@@ -104,3 +107,40 @@ def test_the_chart_module_renders_per_runtime() -> None:
     assert any(ref.values_from for ref in refs)
     assert any(ref.values for ref in refs)
     assert any(c.values for c in repo.channels.values())
+
+
+def test_the_downgrade_scenario_reads_downgrade_not_supported(tmp_path: Path) -> None:
+    """The README's downgrade scenario, done as written on snapshot clusters: the commit is
+    valid, `diff` shows the downgrade blocked and `sync` leaves the module running its version,
+    `Warning`, `DowngradeNotSupported` (L5)."""
+    scenario = next(
+        line
+        for line in (ROOT / "sample-repo" / "README.md").read_text().split("\n- ")
+        if "DowngradeNotSupported" in line
+    )
+    assert scenario.startswith("Pin `api-gateway` to `version: 1.0.0` on dev-sandbox")
+    for folder in ("sample-repo", "channels"):
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    fleet, clusters = str(tmp_path / "sample-repo"), f"{tmp_path / 'clusters'}/"
+    where = ["--runtime", "dev-sandbox", "--snapshot", clusters]
+    assert _run("sync", fleet, *where, "--snapshot-create").exit_code == 0
+    runtime = tmp_path / "sample-repo" / "runtimes" / "dev-sandbox.yaml"
+    edited = runtime.read_text().replace(
+        "    - name: api-gateway\n", "    - name: api-gateway\n      version: 1.0.0\n"
+    )
+    runtime.write_text(edited)
+
+    assert _run("validate", fleet).exit_code == 0
+    planned = _run("diff", fleet, *where)
+    synced = _run("sync", fleet, *where)
+
+    assert "api-gateway      blocked-downgrade 1.2.0 -> 1.0.0 [DowngradeNotSupported]" in (
+        planned.output
+    )
+    assert synced.exit_code == 0, synced.output
+    assert "api-gateway      Warning    1.2.0    DowngradeNotSupported: " in synced.output
+    assert " C8 " not in planned.output + synced.output
+
+
+def _run(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))

@@ -1,5 +1,6 @@
 """The real charts of the corpus (cert-manager, ingress-nginx) read as modules, offline: their
-hooks refused by name with default values, accepted once the values switch them off, and
+hooks valid and listed by phase with default values (refused by name with spec.hooks: Refuse),
+gone once the values switch them off, and
 cert-manager's own values.schema.json checking a runtime's values at the line that set them.
 On the real API server: tests/cluster/test_kube_charts.py."""
 
@@ -10,6 +11,7 @@ from typing import Any
 from reconciler.cli.render import render_stream
 from reconciler.config.templates import hooks_text
 from reconciler.config.validate import Validation
+from reconciler.core.hooks import phases_text
 from reconciler.core.model import ConfigRepo
 from reconciler.core.resolve import resolve_runtime
 from reconciler.render import default_renderer
@@ -53,20 +55,30 @@ def _load(
     return load_repo(make_repo(tree), renderer=default_renderer())
 
 
-def test_default_values_are_refused_naming_each_chart_and_hook(make_repo: RepoFactory) -> None:
+def test_default_values_are_valid_and_their_hooks_run_by_phase(make_repo: RepoFactory) -> None:
     validation = _load(make_repo, {"crds": {"enabled": True}}, None)
+    repo = validation.repo
+    assert repo is not None, [d.format() for d in validation.diagnostics]
+    cert, nginx = repo.rendered[("edge", "cert-manager")], repo.rendered[("edge", "ingress-nginx")]
+    assert "Job/cert-manager-startupapicheck (post-install)" in hooks_text(cert)
+    phases = dict(line.split(": ", 1) for line in phases_text(nginx.hooks))
+    # one weight: by Helm's kind order, so the ServiceAccount and RBAC before the Job
+    assert phases["pre-install"].endswith("Job/ingress-nginx-admission-create")
+    assert phases["post-install"].endswith("Job/ingress-nginx-admission-patch")
+    assert "Job/ingress-nginx-admission-create" in phases["pre-upgrade"]
+    assert "pre-delete" not in phases
+
+
+def test_hooks_stated_refused_are_refused_naming_each_chart_and_hook(
+    make_repo: RepoFactory,
+) -> None:
+    validation = _load(make_repo, {"crds": {"enabled": True}}, INGRESS_NGINX, cert_hooks="Refuse")
     assert validation.repo is None
-    errors = {e.path.split("/modules/")[-1]: e for e in validation.diagnostics}
-    assert set(errors) == {
-        "cert-manager/0.0.0/chart/Chart.yaml",
-        "ingress-nginx/1.15.1/chart/Chart.yaml",
-    }
-    assert all(e.rule == "C9" for e in errors.values())
-    cert = errors["cert-manager/0.0.0/chart/Chart.yaml"].message
-    assert "Job/cert-manager-startupapicheck (post-install)" in cert
-    nginx = errors["ingress-nginx/1.15.1/chart/Chart.yaml"].message
-    assert "Job/ingress-nginx-admission-create (pre-install,pre-upgrade)" in nginx
-    assert "Job/ingress-nginx-admission-patch (post-install,post-upgrade)" in nginx
+    (error,) = validation.diagnostics
+    assert error.rule == "C9"
+    assert error.path.endswith("cert-manager/0.0.0/chart/Chart.yaml")
+    assert "Job/cert-manager-startupapicheck (post-install)" in error.message
+    assert "refused by spec.hooks: Refuse" in error.message
 
 
 def test_with_hooks_switched_off_both_render_as_plain_objects(make_repo: RepoFactory) -> None:

@@ -7,6 +7,8 @@ import io
 import json
 import tarfile
 from collections.abc import Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -14,10 +16,17 @@ import yaml
 from click.testing import CliRunner
 
 from reconciler.cli import cli
-from reconciler.core.model import ConfigRepo, ModuleKind, TemplateSource
+from reconciler.core.hooks import runnable
+from reconciler.core.model import ConfigRepo, ModuleKind, RenderedTemplate, TemplateSource
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
-from reconciler.core.templates import RenderCache, RenderRequest
+from reconciler.core.templates import (
+    DEFAULT_KUBE_VERSION,
+    ENGINE_DEFAULT,
+    Capabilities,
+    RenderCache,
+    RenderRequest,
+)
 from reconciler.errors import RenderError
 from reconciler.render import default_renderer
 from reconciler.render.documents import split_manifest
@@ -98,15 +107,52 @@ _JOB = (
 )
 
 
-def test_test_hooks_are_dropped(make_repo: RepoFactory) -> None:
+def test_test_hooks_are_kept_apart_and_never_run(make_repo: RepoFactory) -> None:
     hooks = {"modules/web/1.0.0/chart/templates/test.yaml": _JOB.format(name="t", hook="test")}
     repo = _repo(make_repo, hooks=hooks)
     rendered = repo.rendered[("plain", "web")]
-    assert rendered.hooks == ()
+    assert [h["metadata"]["name"] for h in rendered.hooks] == ["t"]  # listed by render
+    assert runnable(rendered.hooks) == []  # never run: helm test is not part of a sync
     assert "Job" not in {o["kind"] for o in rendered.objects}
 
 
-def test_a_chart_with_hooks_is_refused_naming_chart_hook_and_object(
+def test_a_chart_with_hooks_is_valid_and_its_hooks_come_from_the_same_render(
+    make_repo: RepoFactory,
+) -> None:
+    hooks = {
+        "modules/web/1.0.0/chart/templates/pre.yaml": _JOB.format(
+            name="migrate", hook="pre-install,pre-upgrade"
+        )
+    }
+    repo = _repo(make_repo, hooks=hooks)
+    renderer = Renderer(repo)
+    resolution = resolve_runtime(repo, repo.runtimes["plain"])
+    (resolved,) = resolution.modules
+    (hook,) = renderer.hooks(resolved, "plain")
+    assert hook["metadata"]["namespace"] == "web-system"  # the release namespace
+    assert hook["metadata"]["labels"] == {"reconciler.dev/hook-of": "web"}  # never ours
+    assert "Job" not in {o.body["kind"] for o in renderer.render(resolution)}
+
+
+def test_a_helm_2_crd_install_hook_is_refused_in_one_line(make_repo: RepoFactory) -> None:
+    hooks = {
+        "modules/web/1.0.0/chart/templates/crd.yaml": _JOB.format(name="old", hook="crd-install")
+    }
+    tree = {
+        **chart_module_files("web"),
+        **hooks,
+        **channel_file("regular", {"web": "1.0.0"}),
+        **runtime_file("a", "regular", [{"name": "web"}]),
+    }
+    validation = load_repo(make_repo(tree), renderer=default_renderer())
+    assert validation.repo is None
+    (error,) = validation.diagnostics
+    assert error.rule == "C9"
+    assert "Job/old: 'crd-install' is a Helm 2 hook" in error.message
+    assert "\n" not in error.message
+
+
+def test_a_chart_with_hooks_is_refused_by_spec_hooks_refuse_naming_chart_hook_and_object(
     make_repo: RepoFactory,
 ) -> None:
     hooks = {
@@ -122,12 +168,15 @@ def test_a_chart_with_hooks_is_refused_naming_chart_hook_and_object(
         **runtime_file("a", "regular", [{"name": "web"}]),
         **runtime_file("b", "regular", [{"name": "web"}]),
     }
+    module = yaml.safe_load(tree["modules/web/module.yaml"])
+    module["spec"]["hooks"] = "Refuse"
+    tree["modules/web/module.yaml"] = dump(module)
     validation = load_repo(make_repo(tree), renderer=default_renderer())
     assert validation.repo is None  # never applied as an ordinary object
     (error,) = validation.diagnostics
     assert error.rule == "C9"
     assert error.path.endswith("modules/web/1.0.0/chart/Chart.yaml")
-    assert "module web 1.0.0 has Helm hooks" in error.message
+    assert "module web 1.0.0 has Helm hooks, refused by spec.hooks: Refuse" in error.message
     assert "Job/migrate (pre-install,pre-upgrade)" in error.message
     assert "Job/t" not in error.message
     assert "[runtime a and 1 more]" in error.message
@@ -289,3 +338,41 @@ def _secret(printed: str, output: str) -> Mapping[str, Any]:
     else:
         objects = [o for o in yaml.safe_load_all(printed) if o]
     return next(o for o in objects if o["kind"] == "Secret")
+
+
+CAPABILITIES_TEMPLATE = (
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: caps\ndata:\n"
+    "  kube: {{ .Capabilities.KubeVersion.Version | quote }}\n"
+    '  gadgets: {{ .Capabilities.APIVersions.Has "example.io/v1/Gadget" | quote }}\n'
+)
+
+
+def _capabilities_request(constraint: str, capabilities: Capabilities) -> RenderRequest:
+    chart = {"apiVersion": "v2", "name": "web", "version": "1.0.0", "kubeVersion": constraint}
+    request = _chart_request(
+        {"Chart.yaml": dump(chart).encode(), "templates/caps.yaml": CAPABILITIES_TEMPLATE.encode()}
+    )
+    return replace(request, capabilities=capabilities)
+
+
+def _shown(rendered: RenderedTemplate) -> dict[str, str]:
+    return next(o["data"] for o in rendered.objects if o["metadata"]["name"] == "caps")
+
+
+def test_a_chart_sees_the_recorded_cluster_and_its_kube_version_is_checked_against_it() -> None:
+    recorded = Capabilities("v1.30.4", ("example.io/v1", "example.io/v1/Gadget"), datetime.now(UTC))
+
+    seen = HelmChartRenderer().render(_capabilities_request(">=1.30.0-0", recorded))
+    with pytest.raises(RenderError) as refused:
+        HelmChartRenderer().render(_capabilities_request(">=1.31.0-0", recorded))
+
+    assert _shown(seen) == {"kube": "v1.30.4", "gadgets": "true"}
+    assert str(refused.value) == (
+        "chart requires kubeVersion: >=1.31.0-0 which is incompatible with Kubernetes v1.30.4"
+    )
+
+
+def test_without_a_recorded_cluster_the_engine_default_renders_and_kube_version_waits() -> None:
+    rendered = HelmChartRenderer().render(_capabilities_request(">=1.99.0-0", ENGINE_DEFAULT))
+
+    assert _shown(rendered) == {"kube": DEFAULT_KUBE_VERSION, "gadgets": "false"}

@@ -55,7 +55,7 @@ def test_an_overlay_over_its_base_is_built_as_kustomize_builds_it(make_repo: Rep
 
 
 def test_a_build_error_is_one_line_at_the_version_folder(make_repo: RepoFactory) -> None:
-    validation = _load(make_repo, {"resources": ["base", "missing.yaml"]})
+    validation = _load(make_repo, {"resources": ["base"], "patches": [{"path": "missing.yaml"}]})
     (error,) = validation.diagnostics
     assert error.rule == "C9"
     assert error.path.endswith("modules/board/1.0.0/kustomization.yaml")
@@ -75,6 +75,18 @@ def test_a_remote_resource_is_refused_before_any_build(make_repo: RepoFactory) -
     assert error.path.endswith("modules/board/1.0.0/kustomization.yaml")
     assert "'github.com/example/deploy//base?ref=v1' is a remote resource" in error.message
     assert "not found" not in error.message
+
+
+@pytest.mark.parametrize("missing", ["extra.yaml", "configs/more.yaml", "folder"])
+def test_a_local_resource_that_does_not_exist_is_named_as_missing(
+    make_repo: RepoFactory, missing: str
+) -> None:
+    validation = _load(make_repo, {"resources": ["base", missing]})
+
+    (error,) = validation.diagnostics
+    assert (error.line, error.pointer) == (3, "/resources/1")
+    assert f"'{missing}' is neither a file nor a folder of the version folder" in error.message
+    assert "remote" not in error.message
 
 
 def test_overlays_are_built_once_per_content(make_repo: RepoFactory) -> None:

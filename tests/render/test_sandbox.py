@@ -157,7 +157,10 @@ def test_a_render_worker_has_no_network_and_a_pull_worker_has() -> None:
     for network, same in ((False, False), (True, True)):
         sandbox = Sandbox(network=network)
         try:
-            assert sandbox.run("chart", (archive, {}, "x", "x-system"), "chart") == {}
+            assert (
+                sandbox.run("chart", (archive, {}, "x", "x-system", "v1.36.0", [], False), "chart")
+                == {}
+            )
             (pid,) = sandbox.idle_workers()
             assert (os.readlink(f"/proc/{pid}/ns/net") == mine) is same
         finally:

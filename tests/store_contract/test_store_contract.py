@@ -33,6 +33,7 @@ from reconciler.core.status import (
     ModuleStatus,
     PassResult,
 )
+from reconciler.core.templates import Capabilities
 from reconciler.errors import NotFoundError, SourceError, ThrottledError
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import (
@@ -823,3 +824,18 @@ def test_prune_merges_runs_of_no_change_then_keeps_the_newest_and_young_failures
     saved = _finished("g", "rt", 6, ok, NO_CHANGE)  # a pruned neighbour never breaks a save
     store.save(saved)
     assert store.get("g") == saved
+
+
+def test_a_clusters_capabilities_are_kept_and_replaced(backend: Backend) -> None:
+    store = backend.open()
+    seen = Capabilities("v1.31.2", ("apps/v1", "apps/v1/Deployment", "v1", "v1/Pod"), T0)
+
+    store.record_capabilities("rt", seen)
+    store.record_capabilities("other", replace(seen, kube_version="v1.30.0"))
+    newer = Capabilities("v1.32.0", ("v1", "v1/Pod"), T0 + timedelta(hours=1))
+    store.record_capabilities("rt", newer)
+
+    assert backend.open().capabilities() == {
+        "other": replace(seen, kube_version="v1.30.0"),
+        "rt": newer,
+    }

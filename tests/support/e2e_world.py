@@ -1,10 +1,13 @@
 """The world of one end-to-end test (:class:`World`): the session's real control plane, the
 test's own kubectl, a config repo whose names carry a suffix of the test's own, a discovery cache
 as a user's machine keeps it, the command line on them, and the cleanup of every namespace and CRD
-it made. The fixture that makes it is ``world`` in ``tests/e2e/conftest.py``."""
+it made. :func:`world_of` makes it (the fixture ``world`` in ``tests/e2e/conftest.py``, and the
+process tests on the real server)."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,3 +79,17 @@ class World:
             self.kube.delete_namespace(module.namespace)
             self.kube.delete_crd(module.crd.name)
         self.kube.delete_namespace(self.fleet.system_namespace)
+
+
+def world_of(control_plane: ControlPlane, root: Path) -> Iterator[World]:
+    """A :class:`World` of a suffix of its own in ``root``, cleaned up after (its kubectl
+    closed)."""
+    kube = Kube(control_plane.kubeconfig)
+    world = World(control_plane, kube, Fleet(root / "repo", uuid.uuid4().hex[:6]), root)
+    try:
+        yield world
+    finally:
+        try:
+            world.cleanup()
+        finally:
+            kube.close()

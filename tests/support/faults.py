@@ -118,9 +118,9 @@ class FaultyCluster:
         """See :meth:`reconciler.cluster.api.Cluster.kinds_in_group`."""
         return self._call("discovery", kind, lambda: self.inner.kinds_in_group(group, kind))
 
-    def served_kinds(self) -> list[KindInfo]:
+    def served_kinds(self, *, fresh: bool = False) -> list[KindInfo]:
         """See :meth:`reconciler.cluster.api.Cluster.served_kinds`."""
-        return self._call("discovery", "", self.inner.served_kinds)
+        return self._call("discovery", "", lambda: self.inner.served_kinds(fresh=fresh))
 
     # -- internals ---------------------------------------------------------------------------
 

@@ -68,7 +68,7 @@ class Watched:
 
     def _listed(self) -> bool:
         opened = list(self.daemon.watches.open.values())
-        return all(o.watch.resource_version for o in opened)
+        return all(o.watch.resource_version for o in opened if o.working)
 
     def module(self, runtime: str, name: str) -> dict[str, Any]:
         status = self.daemon.status()

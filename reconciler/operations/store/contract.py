@@ -15,6 +15,7 @@ from reconciler.core.head import Head
 from reconciler.core.outbox import Outbox
 from reconciler.core.rollout_summary import RolloutSummary
 from reconciler.core.rollouts import Rollout
+from reconciler.core.templates import Capabilities
 from reconciler.operations.model import (
     CommitRecord,
     CommitVerdict,
@@ -145,6 +146,13 @@ class StateStore(Outbox, Protocol):
 
     def suspensions(self) -> dict[str, Suspension]:
         """Every suspended runtime's suspension, by runtime."""
+
+    def record_capabilities(self, runtime: str, capabilities: Capabilities) -> None:
+        """What ``runtime``'s cluster told its last sync (its version and API versions, with
+        :attr:`Capabilities.recorded`), replacing what was recorded before."""
+
+    def capabilities(self) -> dict[str, Capabilities]:
+        """The capabilities recorded of every runtime's cluster, by runtime."""
 
     def heartbeat(self, name: str, now: datetime, lease: timedelta) -> Member:
         """Member ``name`` is alive at ``now``: a new member, or one whose last heartbeat is

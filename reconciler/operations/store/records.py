@@ -8,6 +8,7 @@ the replicas' clocks said.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,6 +17,7 @@ from reconciler.core.brake import Limits
 from reconciler.core.head import Head, head_text
 from reconciler.core.reasons import parse_reason
 from reconciler.core.status import ModuleState, reason_of_state
+from reconciler.core.templates import Capabilities
 from reconciler.errors import LostOwnershipError
 from reconciler.operations.model import (
     CommitRecord,
@@ -236,6 +238,36 @@ class RecordTables(SqlBase):
         rows = self.query("SELECT * FROM suspensions ORDER BY runtime")
         return {
             r["runtime"]: Suspension(r["runtime"], self.read_stored_time(r["since"]), r["reason"])
+            for r in rows
+        }
+
+    # -- the clusters' capabilities -----------------------------------------------------------
+
+    def record_capabilities(self, runtime: str, capabilities: Capabilities) -> None:
+        """See :class:`StateStore`."""
+        with self.transaction() as statements:
+            statements.run(
+                "INSERT INTO capabilities (runtime, kube_version, api_versions, recorded) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (runtime) DO UPDATE SET "
+                "kube_version = excluded.kube_version, api_versions = excluded.api_versions, "
+                "recorded = excluded.recorded",
+                (
+                    runtime,
+                    capabilities.kube_version,
+                    json.dumps(list(capabilities.api_versions)),
+                    self.time(capabilities.recorded),
+                ),
+            )
+
+    def capabilities(self) -> dict[str, Capabilities]:
+        """See :class:`StateStore`."""
+        rows = self.query("SELECT * FROM capabilities ORDER BY runtime")
+        return {
+            r["runtime"]: Capabilities(
+                r["kube_version"],
+                tuple(str(v) for v in json.loads(r["api_versions"])),
+                self.read_stored_time(r["recorded"]),
+            )
             for r in rows
         }
 

@@ -184,6 +184,17 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX notifications_by_state ON notifications (state)",
         ),
     ),
+    Migration(
+        10,
+        (
+            """CREATE TABLE capabilities (
+        runtime TEXT PRIMARY KEY,
+        kube_version TEXT NOT NULL,
+        api_versions TEXT NOT NULL,
+        recorded $time NOT NULL
+    )""",
+        ),
+    ),
 )
 
 #: The version the migrations lead to.
