@@ -32,6 +32,10 @@ from reconciler.cli.options import (
 from reconciler.cli.output import echo_document, is_document, output_option
 from reconciler.errors import HeldByBrakeError, ReconcilerError
 
+#: How soon ``sync`` runs a waiting operation again first, and at most (doubled in between).
+POLL_FIRST = 0.05
+POLL_MAX = 1.0
+
 if TYPE_CHECKING:
     from reconciler.cli.clusters import Access
     from reconciler.cli.plans import Scope
@@ -53,8 +57,10 @@ if TYPE_CHECKING:
     type=click.FloatRange(min=0),
     default=0,
     show_default=True,
-    help="Seconds to keep retrying operations that wait (modules not Ready yet, deletions "
-    "blocked); 0 returns at once and the next sync resumes them.",
+    help="Seconds to keep running operations that wait (modules not Ready yet, deletions "
+    "blocked) again; 0 returns once they wait for nothing but their operators or users' "
+    "objects (CRDs being Established and deletions the server finishes are waited for, "
+    "30 s and 10 s at most), and the next sync resumes them.",
 )
 @click.option(
     "--daemon",
@@ -329,17 +335,27 @@ def _sync_runtime(runner: Runner, name: str, wait: float, stop: threading.Event)
 def _run_with_wait(
     runner: Runner, operation: Operation, wait: float, stop: threading.Event
 ) -> Operation:
-    """Run ``operation``; while it waits, run it again when it asked, for ``wait`` seconds at
-    most (or until ``stop`` is set: Ctrl-C)."""
+    """Run ``operation``; while it waits, run it again (a pass never waits: the command
+    polls, every 50 ms doubled up to 1 s, or sooner when the operation asks; after a
+    transient error, when it asks: a 429's ``Retry-After``) for ``wait``
+    seconds at most, and at least as long as it waits for what the server finishes by itself
+    (:func:`~reconciler.operations.settling.settle_seconds`: CRDs to be Established, what a
+    removal deleted to be gone); until ``stop`` is set (Ctrl-C)."""
     from reconciler.cli.clusters import now
+    from reconciler.operations.settling import settle_seconds
 
-    deadline = time.monotonic() + wait
+    started = time.monotonic()
     outcome = runner.run(operation)
+    budget, poll = wait, POLL_FIRST
     while outcome.retry_at is not None:
-        delay = max((outcome.retry_at - now()).total_seconds(), 0)
-        if time.monotonic() + delay > deadline or stop.wait(delay):
+        budget = max(budget, settle_seconds(outcome.operation.data))
+        asked = max((outcome.retry_at - now()).total_seconds(), 0)
+        failed = outcome.operation.data.failure is not None  # an error's delay is kept to
+        delay = asked if failed else min(poll, asked)
+        if time.monotonic() + delay > started + budget or stop.wait(delay):
             break
         outcome = runner.run(outcome.operation)
+        poll = min(poll * 2, POLL_MAX)
     return outcome.operation
 
 

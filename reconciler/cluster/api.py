@@ -208,8 +208,10 @@ class Stop(Protocol):
 @runtime_checkable
 class Settling(Protocol):
     """A cluster whose objects move on by themselves (a real API server: its controllers
-    establish CRDs, Pods start): the lifecycle may wait a little for them within a pass, and
-    pauses through it. The in-memory cluster changes only when asked, so it has no pause."""
+    establish CRDs, Pods start, deleted objects go): a replace waits a little within a pass
+    for the old object to go, and pauses through it (nothing else waits within a pass: what is
+    not ready yet is asked again by a later one). The in-memory cluster changes only when
+    asked, so it has no pause."""
 
     def pause(self, seconds: float, stop: Stop | None = None) -> bool:
         """Wait ``seconds`` before asking the server again, or less when ``stop`` is set

@@ -53,7 +53,7 @@ from reconciler.cluster.kube_errors import StaleDiscoveryError, translated
 from reconciler.cluster.kube_watch import KubeWatches, selector_of
 from reconciler.cluster.ratelimit import Buckets, ClientRate, TokenBucket
 from reconciler.core.model import ClusterAccess
-from reconciler.core.objects import Body, ObjectRef
+from reconciler.core.objects import Body, ObjectRef, crd_kind, is_established
 from reconciler.core.redaction import mask
 from reconciler.errors import (
     AccessError,
@@ -231,7 +231,22 @@ class KubeCluster(KubeWatches):
             )
         except NotFoundError:
             return None
-        return _as_dict(found)
+        body = _as_dict(found)
+        if ref.kind == "CustomResourceDefinition":
+            self._seen_crds([body])
+        return body
+
+    def _seen_crds(self, crds: list[Body]) -> None:
+        """Forget what :meth:`_find` last took as not served when one of ``crds`` is
+        Established and serves a kind it lacked: discovery answers it now (a run that waits for
+        a CRD no longer waits :data:`MISS_SECONDS` more once the server established it)."""
+        if self._served is None:
+            return
+        for crd in crds:
+            group, kind = crd_kind(crd)
+            if is_established(crd) and ("group", group, kind) not in self._served:
+                self._discovered, self._served = False, None
+                return
 
     def list_objects(
         self,
@@ -259,6 +274,8 @@ class KubeCluster(KubeWatches):
         for item in items:  # list items carry neither apiVersion nor kind
             item.setdefault("apiVersion", api_version)
             item.setdefault("kind", kind)
+        if kind == "CustomResourceDefinition":
+            self._seen_crds(items)
         return Listing(items, str((found.get("metadata") or {}).get("resourceVersion") or ""))
 
     def apply(

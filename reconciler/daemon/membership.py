@@ -344,7 +344,7 @@ def fenced(
     around_delete: AroundDelete | None = None,
 ) -> FencedCluster:
     """``cluster`` with its writes fenced by ``check``, waiting as it waits: a cluster that
-    settles by itself stays one (so the lifecycle still waits for CRDs within a pass), its
+    settles by itself stays one (so a replace still waits a little for the old object), its
     waits ended at once by ``stopping`` (the daemon's shutdown); its deletes sent through
     ``around_delete`` when given."""
     if isinstance(cluster, Settling):

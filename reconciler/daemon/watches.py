@@ -12,7 +12,10 @@ completed or failed, a custom resource Ready or Stalled; what ``healthChecks`` n
 taken, and the deletion of an object git wants by anyone but us (our prunes, removals and
 replacements are noted as they are sent: :mod:`reconciler.daemon.own_deletes`), is drift,
 reported: a log line naming the object, the fields and the manager, ``reconciler_drift_total``
-by kind, a Warning ``Drift`` Event and ``/status``. Wakes are debounced: the runtime runs once,
+by kind, a Warning ``Drift`` Event and ``/status``. An object a removal waits for gone wakes
+it too (a deprovision keeps its watches while it waits: the kinds of its inventories' objects
+and of what blocks them); a run never waits within a pass, these wakes are how what it waits
+for is seen in seconds. Wakes are debounced: the runtime runs once,
 one debounce interval after its first wake (many events, one reconcile), and a wake during a
 run runs it once more after. Timers (retries, resync) stay as the fallback. ``spec.watch:
 false`` (or ``--no-watch``) turns it all off (pure polling); ``spec.intervals.debounce`` (or
@@ -209,25 +212,29 @@ def _spread(desired: Iterable[ObjectRef]) -> dict[tuple[str, str], set[str]]:
 
 
 def fetch_blocking_kinds(
-    cluster: Cluster, namespace: str, runtime: str, modules: Iterable[str]
-) -> set[tuple[str, str]]:
-    """The kinds (apiVersion, kind) whose instances block the removal of ``modules``, from
-    their inventories in ``namespace`` (the kinds served now; none for a kind no longer)."""
-    wanted = set(modules)
+    cluster: Cluster, namespace: str, runtime: str, modules: Iterable[str] | None
+) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """What the removal of ``modules`` (``None``: every module, a deprovision) waits for, from
+    their inventories in ``namespace``: the kinds (apiVersion, kind) of their own objects (a
+    CRD or Namespace the server is still deleting), and the kinds whose instances block them
+    (the kinds served now; none for a kind no longer)."""
+    wanted = None if modules is None else set(modules)
     labels = {LABEL_INVENTORY: "true", LABEL_RUNTIME: runtime}
+    own: set[tuple[str, str]] = set()
     kinds: set[tuple[str, str]] = set()
     for body in cluster.list_objects("v1", "ConfigMap", namespace=namespace, labels=labels):
         try:
             inventory = inventory_from_configmap(body)
         except ValueError:
             continue
-        if inventory.module not in wanted:
+        if wanted is not None and inventory.module not in wanted:
             continue
+        own |= {(ref.api_version, ref.kind) for ref in inventory.objects}
         for group, kind in inventory.managed_kinds:
             info = cluster.kinds_in_group(group, kind)
             if info is not None:
                 kinds.add((info.api_version, kind))
-    return kinds
+    return own, kinds
 
 
 def _available(body: Body) -> bool:
@@ -345,12 +352,14 @@ class Watches:
         kinds: Iterable[tuple[str, str]],
         blocking: Iterable[tuple[str, str]] = (),
         desired: Iterable[ObjectRef] = (),
-    ) -> None:
+    ) -> bool:
         """``runtime`` (on the cluster ``where`` names) needs ``kinds`` watched (our objects),
         and ``blocking`` (every instance: they hold up a removal), and only those; a change
-        to one of ``desired`` (the objects git wants there now) by someone else is drift."""
+        to one of ``desired`` (the objects git wants there now) by someone else is drift.
+        Whether ``runtime`` needs a watch it did not before (opened now, or another runtime's:
+        an event on it before this call was not passed to ``runtime``)."""
         if not self.enabled or not isinstance(cluster, Watchable):
-            return
+            return False
         desired = list(desired)
         spread = _spread(desired)
         bases = {(where, api_version, kind, OWN, ALL) for api_version, kind in {*kinds, CRD}}
@@ -359,6 +368,7 @@ class Watches:
         with self._lock:
             wanted = self._narrow(bases, spread)
             before = self._needs.get(runtime, set())
+            added = wanted - before
             retried: dict[Key, set[str]] = {}
             for key in reviews:  # refused before: tried again, once a run
                 if key in self.open and not self.open[key].working:
@@ -382,6 +392,7 @@ class Watches:
             with self._lock:
                 if self._running and one.working and not one.watch.stop.hung_up():
                     self._start_thread(one)
+        return bool(added)
 
     def _reviewed(
         self, cluster: Watchable, bases: set[Key], spread: Mapping[tuple[str, str], set[str]]

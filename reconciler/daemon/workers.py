@@ -15,17 +15,18 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from reconciler.cluster.api import Cluster
 from reconciler.core.health import named_refs
 from reconciler.core.model import ClusterAccess, ConfigRepo
 from reconciler.core.objects import ObjectRef
+from reconciler.core.plan_values import DesiredModule
 from reconciler.core.redaction import mask
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
-from reconciler.core.status import ModuleState
+from reconciler.core.status import ModuleState, Reason
 from reconciler.daemon.logs import cause
 from reconciler.daemon.membership import fenced
 from reconciler.daemon.scheduler import retry
@@ -195,7 +196,8 @@ def run_runtime(daemon: Daemon, runtime: str) -> Operation | None:
     _log_module_errors(daemon, runtime, operation, extra)
     _measure(daemon, runtime, repo, operation, engine)
     try:
-        _watch(daemon, runtime, repo, operation)
+        crds = _waits_for_crds(outcome.retry_at, operation)
+        _watch(daemon, runtime, repo, operation, crds=crds)
     except Exception as error:  # watches only hasten: the run's outcome stands without them
         shown = mask(str(error))
         log.warning("runtime %s: not watched: %s: %s", runtime, type(error).__name__, shown)
@@ -234,19 +236,32 @@ def _log_run(
     )
 
 
-def _watch(daemon: Daemon, runtime: str, repo: ConfigRepo, operation: Operation) -> None:
-    """The kinds ``runtime``'s modules use, watched on its cluster (none once it left git)."""
+def _watch(
+    daemon: Daemon, runtime: str, repo: ConfigRepo, operation: Operation, *, crds: bool
+) -> None:
+    """The kinds ``runtime``'s modules use, watched on its cluster, and what its removals wait
+    for (a deprovision's: until it finished). A run that waits for CRDs (``crds``: the
+    server establishes them in a moment, likely during the run) is woken once when it needs a
+    watch it did not before: the event may have come before it was passed to the runtime."""
     watches = daemon.watches
     declared = repo.runtimes.get(runtime)
-    if not watches.enabled or declared is None or operation.type is OperationType.DEPROVISION:
+    leaving = declared is None or operation.type is OperationType.DEPROVISION
+    unfinished = operation.state not in (OperationState.SUCCEEDED, OperationState.FAILED)
+    if not watches.enabled or (leaving and not unfinished):
         watches.release(runtime)
         return
-    where = declared.cluster.describe()
-    cluster = watches.cluster(where, lambda: daemon.connect(declared.cluster, runtime))
+    access = declared.cluster if declared is not None and not leaving else operation.data.access
+    if access is None:
+        watches.release(runtime)
+        return
+    where = access.describe()
+    cluster = watches.cluster(where, lambda: daemon.connect(access, runtime))
     if cluster is None:  # unreachable, or nothing there changes but by us (a snapshot file)
         watches.release(runtime)
         return
-    desired = desired_modules(repo, resolve_runtime(repo, declared), Renderer(repo))
+    desired: list[DesiredModule] = []
+    if declared is not None and not leaving:
+        desired = desired_modules(repo, resolve_runtime(repo, declared), Renderer(repo))
     kinds = {
         (str(o.body.get("apiVersion")), str(o.body.get("kind"))) for m in desired for o in m.objects
     }
@@ -255,14 +270,25 @@ def _watch(daemon: Daemon, runtime: str, repo: ConfigRepo, operation: Operation)
         m.module for m in operation.data.removals.modules if m.state is ModuleState.DELETING
     ]
     blocking: set[tuple[str, str]] = set()
-    if deleting and cluster is not None:
+    if (deleting or leaving) and cluster is not None:
         try:
             namespace = repo.settings.system_namespace
-            blocking = fetch_blocking_kinds(cluster, namespace, runtime, deleting)
+            own, blocking = fetch_blocking_kinds(
+                cluster, namespace, runtime, None if leaving else deleting
+            )
+            kinds |= own
         except ReconcilerError as error:  # the timers retry the removal as before
             log.info("runtime %s: no watch on what blocks its removals: %s", runtime, error)
     refs = [ObjectRef.of(o.body) for m in desired for o in m.objects]
-    watches.need(runtime, where, cluster, kinds, blocking, refs)
+    opened = watches.need(runtime, where, cluster, kinds, blocking, refs)
+    if opened and crds:
+        watches.wake(runtime, "watching the CRDs it waits for")
+
+
+def _waits_for_crds(retry_at: datetime | None, operation: Operation) -> bool:
+    """Whether the run ended waiting, with a module waiting for its CRDs."""
+    modules = operation.data.applied.modules
+    return retry_at is not None and any(m.reason == Reason.WAITING_FOR_CRD for m in modules)
 
 
 def _measure(

@@ -6,22 +6,29 @@
    every kind served or defined by a CRD, what the server can judge dry-run; a refusal fails
    the module with nothing written), the inventory's intent written before any object (a crash
    never loses track of one), then the module's CRDs and Namespaces applied;
-2. :meth:`~Installer.wait_established` - a wait for those CRDs to be Established, then
-   :meth:`~Installer.dry_run_rest`: what the server could judge only now dry-run;
+2. the module's CRDs Established (asked, never waited for: a pass that finds one not
+   Established yet ends the module as Processing, ``WaitingForCRD``, and the next pass, woken
+   by the CRD's event in the daemon, goes on), then :meth:`~Installer.dry_run_rest`: what the
+   server could judge only now dry-run;
 3. :meth:`~Installer.apply_rest` - the module's other objects applied, in plan order (a
    replace: deleted, gone, created again);
 4. :meth:`~Installer.create_default_configuration` - created once, after the objects (L3);
 5. :meth:`~Installer.prune` - what the new version dropped, deleted or released;
-6. :meth:`~Installer.readiness` - L2: every CRD Established and the operator available;
+6. :meth:`~Installer.readiness` - L2: every CRD Established and the operator available (asked
+   once: not available yet is Processing, ``WaitingForOperator``, for a later pass);
 7. :meth:`~Installer.finish` - at the end of the pass, once readiness is known: the final
    inventory written, with the version the module became Ready at (L15: the running version
    the no-downgrade rule judges by, so that an upgrade that never becomes Ready rolls back).
 
 Stage 1 of every module that depends on no other runs for all of them before any module's
-next stage (:meth:`~Installer.start_all`), so one wait covers all their CRDs. A module held
-back (a downgrade, an unknown version, a closed window) or waiting for a dependency to be
-Ready is not started. Waiting only happens on a cluster that moves on by itself
-(:class:`~reconciler.cluster.api.Settling`).
+next stage (:meth:`~Installer.start_all`), so their CRDs are on their way together. A module
+held back (a downgrade, an unknown version, a closed window) or waiting for a dependency to be
+Ready is not started. A pass never waits for the cluster (seed 004, idea 5: no waiting inside
+the reconciliation loop): what is not there yet ends the module's pass as Processing with a
+reason naming it, and the operation's step asks to be run again (woken by the event that
+satisfies it, or by a bounded retry). Only a replace waits a little for the old object to go
+(:func:`settle`, on a cluster that moves on by itself:
+:class:`~reconciler.cluster.api.Settling`).
 """
 
 from __future__ import annotations
@@ -63,10 +70,6 @@ HELD = (
     ModuleAction.BLOCKED_UNKNOWN_VERSION,
     ModuleAction.DEFERRED_WINDOW,
 )
-#: How long a pass waits for the CRDs it applied to be Established (on a real server).
-CRD_WAIT_SECONDS = 30.0
-#: How long a pass waits for the operators of the modules it changed to be available.
-READY_WAIT_SECONDS = 10.0
 #: How long a replace waits for the old object to be gone before it creates the new one.
 REPLACE_WAIT_SECONDS = 30.0
 #: The reasons of a module whose named objects (``healthChecks``) are not all healthy.
@@ -142,10 +145,9 @@ class Installer:
         by_name: Mapping[str, DesiredModule],
         live: Mapping[str, LiveModule],
     ) -> dict[str, ModuleStatus]:
-        """Stage 1 of every install that depends on no other module, then one wait for all
-        their CRDs; the modules that failed in it, with their Error status."""
+        """Stage 1 of every install that depends on no other module; the modules that failed
+        in it, with their Error status."""
         failed: dict[str, ModuleStatus] = {}
-        started: list[DesiredModule] = []
         for entry in the_plan.modules:
             module = by_name.get(entry.module)
             if module is None or module.module.depends_on or entry.action in HELD:
@@ -158,9 +160,6 @@ class Installer:
                 failed[entry.module] = failed_status(entry, error)
                 continue
             self._started[entry.module] = begun
-            if begun.first:
-                started.append(module)
-        self.wait_established(started)
         return failed
 
     def desired(
@@ -203,7 +202,6 @@ class Installer:
             if before is not None:
                 return before  # nothing of the version written past a pre- hook not done
             started = self.start(runtime, entry, module, live)
-            self.wait_established([module])
         pending = self.observer.unestablished(module)
         if pending:
             stalled = self._stalled(entry, module)
@@ -250,14 +248,6 @@ class Installer:
         first = tuple(c for c in entry.changes if c.ref in bodies and c.ref.kind in FIRST_KINDS)
         self._apply(entry.module, bodies, first)
         return Started(intent, bodies, first, unchecked)
-
-    def wait_established(self, modules: Sequence[DesiredModule]) -> None:
-        """Stage 2: wait (:data:`CRD_WAIT_SECONDS` at most) for the CRDs of ``modules``."""
-        settle(
-            self.observer.cluster,
-            lambda: any(self.observer.unestablished(m) for m in modules),
-            CRD_WAIT_SECONDS,
-        )
 
     def dry_run_rest(self, module: DesiredModule, started: Started) -> None:
         """Stage 2b (L14): what the server could not judge before stage 1 (kinds of the CRDs
@@ -381,22 +371,6 @@ class Installer:
             entry.to_version,
             ModuleError(PermanentError, message),
         )
-
-    def wait_available(self, modules: Sequence[DesiredModule]) -> None:
-        """Wait (:data:`READY_WAIT_SECONDS` at most) for the operators of ``modules`` and the
-        objects they name in ``healthChecks``."""
-        settle(
-            self.observer.cluster,
-            lambda: any(self._unsettled(m) for m in modules),
-            READY_WAIT_SECONDS,
-        )
-
-    def _unsettled(self, module: DesiredModule) -> bool:
-        """Whether the module's operator, or an object it names in ``healthChecks``, is still
-        on its way."""
-        if not self.observer.operator_available(module):
-            return True
-        return self.observer.health(module).health is Health.IN_PROGRESS
 
     def _apply(
         self,

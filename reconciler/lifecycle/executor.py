@@ -40,7 +40,7 @@ from reconciler.core.render import Renderer
 from reconciler.core.resolve import Resolution, resolve_runtime
 from reconciler.core.status import ModuleState as ModuleState
 from reconciler.core.status import ModuleStatus as ModuleStatus
-from reconciler.core.status import PassResult, Reason
+from reconciler.core.status import PassResult
 from reconciler.core.windows import in_window
 from reconciler.errors import ReconcilerError
 from reconciler.lifecycle.apply import Installer
@@ -262,12 +262,12 @@ class _Pass:
     statuses: dict[str, ModuleStatus] = field(default_factory=dict)
 
     def carry_out(self, dependencies: Mapping[str, tuple[str, ...]]) -> dict[str, ModuleStatus]:
-        """Every module of the plan in order, then the readiness of those that waited."""
+        """Every module of the plan in order (what is not ready yet is left for a later
+        pass: this one never waits), then each desired module's final inventory."""
         failed = self.installer.start_all(self.runtime, self.plan, self.by_name, self.live)
         for entry in self.plan.modules:
             status = failed.get(entry.module) or self.module(entry, dependencies)
             self.statuses[entry.module] = status
-        self.settle_ready()
         for entry in self.plan.modules:
             self.finish(entry)
             self.statuses[entry.module] = upgrade_status(entry, self.statuses[entry.module])
@@ -299,26 +299,6 @@ class _Pass:
             return self.remover.remove(entry, module_live)
         except ReconcilerError as error:
             return failed_status(entry, error)
-
-    def settle_ready(self) -> None:
-        """Modules this pass changed that wait for their operator: wait a little for them
-        and take their readiness again; then install the modules that waited for those, once
-        (their own readiness is for the next pass)."""
-        entries = {e.module: e for e in self.plan.modules}
-        waiting = [
-            name
-            for name, s in self.statuses.items()
-            if s.reason in (Reason.WAITING_FOR_OPERATOR, Reason.WAITING_FOR_HEALTH_CHECKS)
-            and entries[name].changes_anything
-        ]
-        if not waiting:
-            return
-        self.installer.wait_available([self.by_name[n] for n in waiting])
-        for name in waiting:
-            self.statuses[name] = self.installer.readiness(entries[name], self.by_name[name])
-        for entry in self.plan.modules:
-            if self.statuses[entry.module].reason == Reason.WAITING_FOR_DEPENDENCY:
-                self.statuses[entry.module] = self.module(entry, {})
 
 
 def sync_runtime(

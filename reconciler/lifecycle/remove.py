@@ -9,7 +9,8 @@ removal is blocked: the Deleting state, a Warning Event on each blocking object,
 configuration (deleted first) taken out of the inventory unless finalizers hold it. Gone means
 gone (L13): what the removal deleted and the server still shows (a CRD or Namespace whose
 content is held, an object with finalizers) keeps the module Deleting, naming it and its
-finalizers, and the inventory in place, until a later pass finds it gone. A module waits for
+finalizers, and the inventory in place, until a later pass finds it gone (never waited for
+within the pass: the daemon is woken by its deletion, ``sync`` asks again). A module waits for
 the modules removed with it that depend on it (:func:`dependents_left`).
 """
 
@@ -33,17 +34,13 @@ from reconciler.core.plan_values import (
     ObjectChange,
 )
 from reconciler.core.status import ChangeAction, ModuleState, ModuleStatus, Reason
-from reconciler.lifecycle.apply import settle
 from reconciler.lifecycle.events import EventRecorder
 from reconciler.lifecycle.hooks import HookRunner
 from reconciler.lifecycle.outcome import ChangeSet, planned_status
 from reconciler.lifecycle.write import Writer
 
-#: How long a removal waits for what it deleted and the server finishes later (a CRD whose
-#: instances go first, a Namespace emptied by its controller) before it reports Deleting.
-TERMINATION_WAIT_SECONDS = 10.0
 #: Kinds the server deletes only once their content is gone.
-_EMPTIED_FIRST = frozenset({"CustomResourceDefinition", "Namespace"})
+EMPTIED_FIRST = frozenset({"CustomResourceDefinition", "Namespace"})
 
 
 class Remover:
@@ -76,12 +73,12 @@ class Remover:
             return before  # nothing deleted past a pre-delete hook not done
         defaults = [c for c in entry.changes if c.default_configuration]
         self._delete(entry, defaults)
-        held = self._left([c.ref for c in defaults], live, wait=False)
+        held = self._left([c.ref for c in defaults])
         if held:  # a finalizer came after the plan: its operator stays to remove it (L13)
             return self._held(entry, inventory.version, held, running=True)
         rest = [c for c in entry.changes if not c.default_configuration]
         self._delete(entry, rest)
-        held = self._left([c.ref for c in rest if _lingers(c, live)], live, wait=True)
+        held = self._left([c.ref for c in rest if _lingers(c, live)])
         if held:  # a CRD or Namespace whose content is held, an object with finalizers
             return self._held(entry, inventory.version, held, running=False)
         after = self._hooks(entry, hooks, 1)
@@ -117,19 +114,10 @@ class Remover:
             done = self.writer.delete_or_release(change, ChangeAction.DELETED)
             self.changes.note(entry.module, change.ref, done)
 
-    def _left(
-        self, refs: Sequence[ObjectRef], live: LiveModule, *, wait: bool
-    ) -> dict[ObjectRef, tuple[str, ...]]:
-        """Those of the deleted ``refs`` the server still shows (asked again), with the
-        finalizers that hold them; with ``wait``, after waiting a little
-        (:data:`TERMINATION_WAIT_SECONDS` at most) for those the server finishes by itself."""
+    def _left(self, refs: Sequence[ObjectRef]) -> dict[ObjectRef, tuple[str, ...]]:
+        """Those of the deleted ``refs`` the server still shows (asked again, not waited
+        for), with the finalizers that hold them."""
         read = self.writer.observer.read
-        if wait and refs:
-            settle(
-                self.writer.cluster,
-                lambda: any(read(r, fresh=True) is not None for r in refs),
-                TERMINATION_WAIT_SECONDS,
-            )
         left = {}
         for ref in refs:
             body = read(ref, fresh=True)
@@ -202,4 +190,4 @@ def _lingers(change: ObjectChange, live: LiveModule) -> bool:
     if change.action is not ObjectAction.DELETE:
         return False
     body = live.objects.get(change.ref) or {}
-    return change.ref.kind in _EMPTIED_FIRST or bool((body.get("metadata") or {}).get("finalizers"))
+    return change.ref.kind in EMPTIED_FIRST or bool((body.get("metadata") or {}).get("finalizers"))

@@ -35,6 +35,7 @@ from reconciler.operations.model import (
     RuntimeRecord,
     StepResult,
 )
+from reconciler.operations.settling import TERMINATION_WAIT_SECONDS, terminating
 from reconciler.operations.store import StateStore
 
 RETRY_PROCESSING = 10.0
@@ -429,8 +430,9 @@ class DeleteModuleManifests(Step):
     domain = "lifecycle"
     description = (
         "Deletes each module's objects in reverse apply order, CRDs last, for modules "
-        "nothing blocks any more; releases Ignore modules; a transient failure runs the "
-        "stage again."
+        "nothing blocks any more; releases Ignore modules; asks again (never waits) for "
+        "CRDs and Namespaces the server is still deleting, 10 seconds at most; a transient "
+        "failure runs the stage again."
     )
 
     def run(self, operation: Operation, context: StepContext) -> StepResult:
@@ -442,9 +444,35 @@ class DeleteModuleManifests(Step):
         if errors is not None and errors.retry_after is not None:
             return errors  # a transient failure: the stage runs again
         left = [s.module for s in result.modules if s.state in _LEFT]
+        going = self._terminating(operation)
+        remaining = _remaining(operation, self.name, context.now(), TERMINATION_WAIT_SECONDS)
+        if going and remaining > 0:  # the server is still deleting them: not yet
+            return StepResult(
+                f"waiting for the server to delete what {', '.join(going)} left",
+                retry_after=min(remaining, RETRY_PROCESSING),
+            )
         if left:
             return StepResult(f"not deleted, left for a new deprovision: {', '.join(left)}")
         return StepResult(f"{len(result.modules)} modules deleted or released")
+
+    def _terminating(self, operation: Operation) -> list[str]:
+        """The modules still Deleting whose CRDs or Namespaces a pass of this step deleted
+        (this one, or an earlier one: kept in the step's data)."""
+        data = operation.data
+        deleting = {m.module for m in data.removals.modules if m.state is ModuleState.DELETING}
+        before = data.kept_by(self.name).get("terminating") or []
+        going = sorted(deleting & {*before, *terminating(data)})
+        if going != before:
+            operation.data = data.keeping(self.name, {"terminating": going})
+        return going
+
+
+def _remaining(operation: Operation, step: str, now: datetime, seconds: float) -> float:
+    """Seconds left of ``seconds`` since ``step`` of ``operation`` first started."""
+    first = next(
+        (t.first_started for s in operation.stages for t in s.steps if t.name == step), None
+    )
+    return seconds if first is None else seconds - (now - first).total_seconds()
 
 
 class DeleteInventory(Step):

@@ -93,12 +93,14 @@ def test_a_cold_install_writes_once_per_object_and_a_no_change_sync_only_lists(
     _, again = fleet.sync()
 
     print(f"\ncold install of {objects} objects: {cold.text()}\nno change: {again.text()}")
-    assert "succeeded" in output, output  # to Ready in one sync: CRDs waited for within it
+    assert "succeeded" in output, output  # to Ready in one sync: it runs again for CRDs
     assert output.count(" Ready ") == MODULES, output
     # Each object once; per module its inventory twice (the intent before any object, then
-    # with the default configuration recorded as created, which L3 needs) and one Event; the
+    # with the default configuration recorded as created, which L3 needs), a third time when
+    # the module became Ready in a later run of the sync than the one that applied it (a pass
+    # never waits: L15 records the version it became Ready at then), and one Event; the
     # system namespace once. Was 271 applies and 210 Events.
-    assert cold.writes <= objects + 3 * MODULES + 1, cold.text()
+    assert cold.writes <= objects + 4 * MODULES + 1, cold.text()
     assert cold.events == MODULES, cold.text()
     # L14: what the plan writes is dry-run first, once per object; nothing when nothing changes
     assert cold.dry_runs <= objects, cold.text()

@@ -1,26 +1,26 @@
-"""Stopping the daemon while runs wait within a pass (for an operator to become available):
-``close()`` wakes them at once (the daemon's ``stopping`` event ends their pause), each run ends
-as after its full wait, no further step starts, and the operation stays resumable (its step
-pending or retrying, never failed because of the stop); a daemon started again on the same
-store finishes it. The wait for readiness is set to an hour and the test's time limit is a
-minute: a close that sat out any of it would fail by the limit, not by a clock reading. The
+"""Stopping the daemon while runs are under way (a server slow to answer whether an operator
+is available) and one is queued: ``close()`` returns once the steps under way end, no further
+step starts, the queued run is dropped, and each operation stays resumable (its step pending or
+retrying, never failed because of the stop); a daemon started again on the same store finishes
+it. A pass never waits for the cluster (its runs end "not yet" and are run again later), so the
+slow answer is the server's: it comes once the daemon stops (the test's time limit is a minute,
+the answer would take an hour otherwise: a close that waited for it fails by the limit). The
 same on the real API server: tests/e2e/test_daemon_stopping.py; ``SIGTERM`` to the process:
 tests/processes/test_daemon_stopping.py."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from reconciler.cluster.api import Stop
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ClusterAccess
-from reconciler.core.objects import ObjectRef
+from reconciler.core.objects import Body, ObjectRef
 from reconciler.daemon.service import Daemon, DaemonOptions
-from reconciler.lifecycle import apply
 from reconciler.operations.model import OperationState, StepState
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
@@ -32,22 +32,24 @@ IN_PROGRESS, PENDING = OperationState.IN_PROGRESS, OperationState.PENDING
 AN_HOUR = 3600.0
 
 
-class _SettlingCluster(InMemoryCluster):
-    """An in-memory cluster that waits as a real server's adapter does: its operators never
-    become available by themselves, and its pause ends early only when ``stop`` is set."""
+class _SlowCluster(InMemoryCluster):
+    """An in-memory cluster whose operators never become available by themselves, and whose
+    answer to a read of a Deployment takes an hour, or until ``stop`` is set (the daemon
+    stops): a run is under way in a step when the daemon stops."""
 
-    def __init__(self) -> None:
+    def __init__(self, stop: threading.Event) -> None:
         super().__init__(auto_ready=False)
+        self.stop = stop
 
-    def pause(self, seconds: float, stop: Stop | None = None) -> bool:
-        assert stop is not None, "a daemon's run pauses on its stopping event"
-        return not stop.wait(seconds)
+    def get(self, ref: ObjectRef) -> Body | None:
+        if ref.kind == "Deployment":
+            self.stop.wait(AN_HOUR)
+        return super().get(ref)
 
 
 @pytest.fixture
-def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """The URL of the fleet's repository, served; an hour's wait for operators."""
-    monkeypatch.setattr(apply, "READY_WAIT_SECONDS", AN_HOUR)
+def served(tmp_path: Path) -> Iterator[str]:
+    """The URL of the fleet's repository, served."""
     Fleet(tmp_path)
     server = GitServer(tmp_path)
     server.start()
@@ -57,14 +59,18 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         server.stop()
 
 
-def _daemon(root: Path, url: str, clusters: dict[str, InMemoryCluster]) -> Daemon:
+def _daemon(
+    root: Path, url: str, clusters: dict[str, InMemoryCluster], stop: threading.Event
+) -> Daemon:
     def connect(access: ClusterAccess, name: str) -> InMemoryCluster:
-        return clusters.setdefault(name, _SettlingCluster())
+        return clusters.setdefault(name, _SlowCluster(stop))
 
     source = RemoteSource(url, "main", "fleet", root / "cache")
     store = SqliteStore(root / "state.db")
     options = DaemonOptions(workers=2)  # a and b run, c waits in the queue
-    return Daemon(source, store, connect, lambda: datetime.now(UTC), options)
+    daemon = Daemon(source, store, connect, lambda: datetime.now(UTC), options)
+    daemon.stopping = stop
+    return daemon
 
 
 def _make_available(cluster: InMemoryCluster) -> None:
@@ -84,12 +90,12 @@ def test_close_wakes_runs_waiting_for_operators_and_a_restart_finishes_them(
     served: str, tmp_path: Path
 ) -> None:
     clusters: dict[str, InMemoryCluster] = {}
-    daemon = _daemon(tmp_path, served, clusters)
-    stop = daemon.stopping = NotedStop()
+    stop = NotedStop()
+    daemon = _daemon(tmp_path, served, clusters, stop)
 
-    assert daemon.poll()  # every runtime submitted; each waits for its operators
+    assert daemon.poll()  # every runtime submitted; a and b ask whether operators are up
     stop.waiting.wait(30)
-    assert stop.waiting.is_set(), "a run waits for its operators"
+    assert stop.waiting.is_set(), "a run waits for the server's answer"
     daemon.close()  # returns within the test's limit, not after an hour
 
     # the queued run was dropped (no operation made) and no run starts now; each operation
@@ -111,7 +117,7 @@ def test_close_wakes_runs_waiting_for_operators_and_a_restart_finishes_them(
     for cluster in clusters.values():  # the operators come up meanwhile
         cluster.auto_ready = True
         _make_available(cluster)
-    again = _daemon(tmp_path, served, clusters)
+    again = _daemon(tmp_path, served, clusters, threading.Event())
     try:
         again.poll()
         until(lambda: _all_succeeded(again), 30)
@@ -126,14 +132,14 @@ def _all_succeeded(daemon: Daemon) -> bool:
 
 @pytest.mark.timeout(60)
 def test_a_run_queued_before_the_stop_does_not_start_after_it(served: str, tmp_path: Path) -> None:
-    """The pool's threads, freed by the runs the stop woke, take no queued run (before
+    """The pool's threads, freed by the runs the stop let go on, take no queued run (before
     ``close()`` shuts the pool down): none makes an operation while the daemon stops."""
-    daemon = _daemon(tmp_path, served, {})
-    stop = daemon.stopping = NotedStop()
+    stop = NotedStop()
+    daemon = _daemon(tmp_path, served, {}, stop)
     try:
-        assert daemon.poll()  # a and b wait for their operators, c waits in the queue
+        assert daemon.poll()  # a and b wait for the server's answer, c waits in the queue
         stop.waiting.wait(30)
-        assert stop.waiting.is_set(), "a run waits for its operators"
+        assert stop.waiting.is_set(), "a run waits for the server's answer"
         daemon.stopping.set()
         daemon.wait_idle()  # a and b end; a thread free for c, which must not run
 

@@ -174,30 +174,55 @@ def test_a_deletion_the_daemon_sent_itself_wakes_but_is_no_drift(watching: Any) 
     assert daemon.watches.status("a") == [f"{WIDGET.subject} deleted"]
 
 
-def test_the_last_blocking_object_gone_lets_a_removal_finish(watching: Any) -> None:
-    daemon, cluster, clock, fleet = watching
+USERS = ObjectRef("example.io/v1", "Gadget", "gadget-system", "users")
+EVERY_GADGET = ("example.io/v1", "Gadget", "every")
+
+
+def _blocked_by_users(watching: Any, change: str, files: dict[str, str | None]) -> Daemon:
+    """Runtime a reconciled, a user's Gadget made, then ``files`` committed (``change``): the
+    removal that follows is blocked by the Gadget, whose every instance is watched."""
+    daemon: Daemon = watching[0]
+    cluster, fleet = watching[1], watching[3]
     cluster.auto_ready = True
     poll_and_reconcile(daemon)
-    users = {"apiVersion": "example.io/v1", "kind": "Gadget",
-             "metadata": {"name": "users", "namespace": "gadget-system"}, "spec": {}}  # fmt: skip
+    metadata = {"name": USERS.name, "namespace": USERS.namespace}
+    users = {"apiVersion": USERS.api_version, "kind": USERS.kind, "metadata": metadata, "spec": {}}
     cluster.apply(users, field_manager="kubectl")
-    fleet.commit(
-        "drop gadget", {"fleet/runtimes/a.yaml": runtime_yaml("a", "regular", "[{name: widget}]")}
-    )
+    fleet.commit(change, files)
     poll_and_reconcile(daemon)
     waiting = daemon.store.unfinished("a")
     assert waiting is not None
-    assert "Gadget/gadget-system/users" in waiting.message  # the removal is blocked
+    assert USERS.subject in waiting.message  # blocked
     daemon.watches.step_all()
-    assert ("example.io/v1", "Gadget", "every") in {k[1:4] for k in daemon.watches.open}
+    assert EVERY_GADGET in {k[1:4] for k in daemon.watches.open}
+    return daemon
 
-    cluster.delete(ObjectRef.of(users))
+
+def test_the_last_blocking_object_gone_lets_a_removal_finish(watching: Any) -> None:
+    _, cluster, clock, _ = watching
+    widget_only = runtime_yaml("a", "regular", "[{name: widget}]")
+    daemon = _blocked_by_users(watching, "drop gadget", {"fleet/runtimes/a.yaml": widget_only})
+
+    cluster.delete(USERS)
 
     assert _fire_after_debounce(daemon, clock) == ["a"]
     assert daemon.store.unfinished("a") is None
     assert cluster.get(GADGET) is None
     assert daemon.watches.status("a") == []  # the removal's own deletions are no drift
-    assert ("example.io/v1", "Gadget", "every") not in {k[1:4] for k in daemon.watches.open}
+    assert EVERY_GADGET not in {k[1:4] for k in daemon.watches.open}
+
+
+def test_the_last_blocking_object_gone_wakes_a_deprovision(watching: Any) -> None:
+    _, cluster, clock, _ = watching
+    daemon = _blocked_by_users(watching, "runtime a leaves git", {"fleet/runtimes/a.yaml": None})
+
+    cluster.delete(USERS)
+
+    assert _fire_after_debounce(daemon, clock) == ["a"]
+    assert daemon.store.unfinished("a") is None
+    assert daemon.store.runtime("a") is None  # deprovisioned
+    assert cluster.get(GADGET) is None
+    assert EVERY_GADGET not in {k[1:4] for k in daemon.watches.open}
 
 
 def test_a_change_by_another_manager_is_drift_named_by_field(watching: Any) -> None:

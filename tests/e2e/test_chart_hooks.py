@@ -7,7 +7,8 @@ never runs; no hook is in the module's inventory. A failing pre-install hook fai
 (Error, HookFailed, naming the Job and its condition's message) and nothing of the release is
 applied (docs/charts.md, Hooks). The corpus ingress-nginx chart with its admission webhook on
 installs, upgrades and is removed, its certgen Jobs' work done by the stand-in (the Secret made,
-the webhook's caBundle patched)."""
+the webhook's caBundle patched). The corpus cert-manager chart runs its startupapicheck
+post-install hook once, after the release's objects, and the hook is never in the inventory."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from reconciler.cluster.kube import k8s_client
 from reconciler.core.objects import ObjectRef
@@ -274,3 +276,57 @@ def _nginx_cluster_objects(fleet: KubeFleet) -> list[ObjectRef]:
         refs += [ObjectRef(rbac, "ClusterRole", "", name)]
         refs += [ObjectRef(rbac, "ClusterRoleBinding", "", name)]
     return [r for r in refs if fleet.cluster.get(r) is not None]
+
+
+CERT_MANAGER_OPERATOR = "cert-manager"
+STARTUP_CHECK = "cert-manager-startupapicheck"
+
+
+def test_cert_manager_runs_its_startupapicheck_post_install_hook(fleet: KubeFleet) -> None:
+    files = corpus_chart_module(
+        "cert-manager",
+        "cert-manager",
+        "0.0.0",
+        namespace=fleet.namespace,
+        operator=CERT_MANAGER_OPERATOR,
+        values={"crds": {"enabled": True}},  # its hooks run: the default
+    )
+    write_files(fleet.repo, files)
+    fleet.set_modules([{"name": "cert-manager", "version": "0.0.0", "values": {}}])
+    stand_in = JobStandIn(fleet.control_plane.kubeconfig, (fleet.namespace, CERT_MANAGER_OPERATOR))
+    job = ObjectRef("batch/v1", "Job", fleet.namespace, STARTUP_CHECK)
+    operators = [(fleet.namespace, CERT_MANAGER_OPERATOR)]
+    try:
+        with jobs_finished(stand_in):
+            try:
+                fleet.sync_until("succeeded", operators=operators, rounds=8)
+            except AssertionError as error:
+                raise AssertionError(f"{error}\nstand-in: {stand_in.problems}") from error
+            # post-install: once the release's objects are applied, the operator among them
+            assert stand_in.runs == [(STARTUP_CHECK, True)]
+            ref = ObjectRef("v1", "ConfigMap", fleet.system_namespace, "inventory-cert-manager")
+            inventory = fleet.cluster.get(ref)
+            assert inventory is not None
+            assert STARTUP_CHECK not in json.dumps(inventory["data"])  # a hook: never ours
+            # hook-succeeded: the Job and its RBAC are gone once the phase succeeded
+            assert fleet.cluster.get(job) is None
+
+            fleet.set_modules([])
+            fleet.sync_until("succeeded")
+        assert stand_in.names() == [STARTUP_CHECK]  # run once: no delete hook in this chart
+    finally:
+        for ref in _cert_manager_cluster_objects(fleet, files):
+            fleet.cluster.delete(ref)
+
+
+def _cert_manager_cluster_objects(
+    fleet: KubeFleet, files: dict[str, str | bytes]
+) -> list[ObjectRef]:
+    """The chart's cluster-wide objects left: its CRDs (kept by ``helm.sh/resource-policy``),
+    and what a failed test would leave (read from the chart's render)."""
+    write_files(fleet.repo, files)
+    fleet.set_modules([{"name": "cert-manager", "version": "0.0.0", "values": {}}])
+    shown = fleet.reconciler("render", str(fleet.repo), "--runtime", fleet.runtime)
+    bodies = [d for d in yaml.safe_load_all(shown.output) if d] if shown.exit_code == 0 else []
+    refs = [ObjectRef.of(b) for b in bodies if not b.get("metadata", {}).get("namespace")]
+    return [r for r in refs if r.kind != "Namespace" and fleet.cluster.get(r) is not None]

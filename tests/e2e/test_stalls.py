@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.support.e2e_harness import until
 from tests.support.e2e_world import World
 
 
@@ -89,4 +90,12 @@ def test_a_crd_whose_kind_is_taken_in_its_group_is_an_error_until_it_is_free(
     finally:
         kube.crds.delete_custom_resource_definition(theirs["metadata"]["name"])
 
-    world.install(app, runtime)  # the kind is free: the CRD is accepted, the module Ready
+    # the kind is free: once the server accepts the CRD's names (a pass never waits for it,
+    # and a sync before that still finds it stalled), the module is Ready
+    until(lambda: _names_accepted(kube.crd(app.crd.name)), "the names accepted", 60)
+    world.install(app, runtime)
+
+
+def _names_accepted(crd: dict[str, Any] | None) -> bool:
+    conditions = ((crd or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "NamesAccepted" and c.get("status") == "True" for c in conditions)

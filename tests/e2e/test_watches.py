@@ -22,12 +22,18 @@ import pytest
 from tests.support.e2e_harness import TestModule, until
 from tests.support.e2e_world import World
 from tests.support.kube_workloads import finished_job_status, managed_job
+from tests.support.stopping import NotedStop
 from tests.support.watched_daemon import BOUNDED, Watched, watched_daemon
 
 
 @pytest.fixture
 def watching(world: World, tmp_path: Path) -> Iterator[Watched]:
     yield from watched_daemon(world, tmp_path, watch=True)
+
+
+@pytest.fixture
+def one_worker(world: World, tmp_path: Path) -> Iterator[Watched]:
+    yield from watched_daemon(world, tmp_path, watch=True, workers=1)
 
 
 @pytest.fixture
@@ -53,6 +59,7 @@ def test_an_operator_that_becomes_available_makes_its_module_ready(watching: Wat
 
     until(lambda: watching.state(runtime, module.name) == "Ready", "Ready after a wake", BOUNDED)
     assert watching.daemon.watches.wakes >= 1
+    assert _paused(watching) == 0  # the run gave its worker back: it never waited for it
 
 
 def test_a_dependent_module_starts_once_its_dependency_is_ready(watching: Watched) -> None:
@@ -132,6 +139,87 @@ def test_with_watching_off_only_a_timer_run_sees_the_operator(polling: Watched) 
     assert polling.state(runtime, module.name) == "Processing"  # nothing woke it
     polling.daemon.reconcile_all(wait=True)  # the retry timer's run
     assert polling.state(runtime, module.name) == "Ready"
+
+
+def _paused(watched: Watched) -> int:
+    """How many times a run paused within a pass (on the daemon's stopping event)."""
+    stop = watched.daemon.stopping
+    assert isinstance(stop, NotedStop)
+    return stop.waits
+
+
+def test_one_worker_is_not_held_while_a_runtime_waits_for_its_operator(
+    one_worker: Watched,
+) -> None:
+    fleet, kube = one_worker.world.fleet, one_worker.world.kube
+    slow, fast = fleet.module("slow"), fleet.module("fast")
+    fleet.channel.update({slow.name: "1.0.0", fast.name: "1.0.0"})
+    waiting = fleet.runtime("waits", [{"name": slow.name}])
+    other = fleet.runtime("other", [{"name": fast.name}])
+    one_worker.commit("two runtimes")
+    one_worker.first_run()
+
+    until(lambda: kube.deployment(fast.namespace, fast.operator) is not None, "applied", BOUNDED)
+    kube.make_available(fast.namespace, fast.operator)  # never the slow one's, meanwhile
+
+    until(lambda: one_worker.state(other, fast.name) == "Ready", "the other Ready", BOUNDED)
+    assert one_worker.module(waiting, slow.name)["reason"] == "WaitingForOperator"
+    assert _paused(one_worker) == 0  # no run held the one worker while waiting
+    kube.make_available(slow.namespace, slow.operator)
+    until(lambda: one_worker.state(waiting, slow.name) == "Ready", "woken, Ready", BOUNDED)
+
+
+def test_a_run_never_pauses_for_crds_and_the_rest_follows_them(watching: Watched) -> None:
+    runtime, module = _one_module(watching, default=True)
+    kube = watching.world.kube
+    watching.first_run()  # its CRDs applied; not Established yet: the run ends "not yet"
+
+    until(  # no timer runs in this daemon: the same run, or one a wake ran, applied it
+        lambda: kube.resource(module.crd, module.namespace, "default") is not None,
+        "the default configuration applied after its CRD",
+        BOUNDED,
+    )
+    assert kube.deployment(module.namespace, module.operator) is not None
+    assert _paused(watching) == 0
+    kube.make_available(module.namespace, module.operator)
+    until(lambda: watching.state(runtime, module.name) == "Ready", "Ready", BOUNDED)
+
+
+def test_a_deprovision_is_woken_by_the_last_blocking_resource_deleted(
+    watching: Watched,
+) -> None:
+    runtime, module = _one_module(watching)
+    kube, fleet = watching.world.kube, watching.world.fleet
+    fleet.runtime("stays", [])  # not every runtime leaves at once (the deletion brake)
+    watching.commit("a runtime that stays")
+    watching.first_run()
+    kube.make_available(module.namespace, module.operator)
+    until(lambda: watching.state(runtime, module.name) == "Ready", "Ready", BOUNDED)
+    kube.create_resource(module.crd, module.namespace, module.crd.instance("users"))
+    del fleet.runtimes[runtime]
+    watching.commit("the runtime leaves git")
+    watching.daemon.poll()
+    watching.daemon.wait_idle()
+
+    def blocked() -> bool:
+        waiting = watching.daemon.store.unfinished(runtime)
+        return waiting is not None and "users" in waiting.message
+
+    until(blocked, "the deprovision waits for the user's resource", BOUNDED)
+    until(watching._listed, "the blocking kind listed", BOUNDED)
+    assert (module.crd.kind, "every") in {k[2:4] for k in watching.daemon.watches.open}
+
+    kube.delete_resource(module.crd, module.namespace, "users")
+
+    until(  # no timer runs here: the wakes (the resource, then the CRD gone) finish it
+        lambda: watching.daemon.store.runtime(runtime) is None,
+        "the deprovision finished after a wake",
+        BOUNDED,
+    )
+    assert kube.deployment(module.namespace, module.operator) is None
+    assert kube.crd(module.crd.name) is None
+    watching.daemon.wait_idle()
+    assert (module.crd.kind, "every") not in {k[2:4] for k in watching.daemon.watches.open}
 
 
 def test_a_named_job_that_completes_wakes_its_runtime_and_makes_the_module_ready(

@@ -295,7 +295,11 @@ def test_crds_must_be_established_before_the_rest() -> None:
 
     assert _status(result, "widget") == (ModuleState.PROCESSING, "WaitingForCRD")
     assert cluster.get(CRD) is not None
-    assert cluster.get(DEPLOYMENT) is None
+    assert cluster.get(DEPLOYMENT) is None  # the pass ended "not yet": no wait, no CR
+    cluster.establish(CRD)
+    again = sync(cluster, repo(ModuleRef("widget")))  # the next pass goes on from there
+    assert _status(again, "widget")[0] is ModuleState.READY
+    assert cluster.get(DEPLOYMENT) is not None
 
 
 def test_upgrade_needing_downtime_waits_for_the_window(cluster: InMemoryCluster) -> None:

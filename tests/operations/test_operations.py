@@ -187,6 +187,56 @@ def test_deprovision_skips_a_step_past_its_own_limit_then_fails_naming_what_is_l
     assert runner.engine.retrigger() == []
 
 
+WIDGETS = ObjectRef("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "widgets.example.io")
+
+
+def _deprovision_with_a_held_crd(store: SqliteStore) -> tuple[Runner, InMemoryCluster, Clock]:
+    """Runtime ``rt`` provisioned with widget, its CRD held by a finalizer of someone else's,
+    then gone from git: the runner that deprovisions it."""
+    cluster, clock = InMemoryCluster(), Clock()
+    config = repo(ModuleRef("widget"))
+    setup = _runner(store, config, cluster, clock)
+    setup.run(setup.operation_for("rt"))
+    held = {
+        "apiVersion": WIDGETS.api_version,
+        "kind": WIDGETS.kind,
+        "metadata": {"name": WIDGETS.name, "finalizers": ["x/y"]},
+    }
+    cluster.apply(held, field_manager="kubectl")
+    return _runner(store, replace(config, runtimes={}), cluster, clock), cluster, clock
+
+
+def test_a_deprovision_asks_again_for_a_crd_the_server_still_deletes(store: SqliteStore) -> None:
+    runner, cluster, clock = _deprovision_with_a_held_crd(store)
+
+    waiting = runner.run(runner.operation_for("rt"))  # never waits within the pass
+
+    assert waiting.retry_at == clock.now + timedelta(seconds=10)
+    step = waiting.operation.stage("modules").steps[1]
+    assert (step.name, step.state) == ("Delete_Module_Manifests", StepState.RETRYING)
+    assert step.message == "waiting for the server to delete what widget left"
+    cluster.patch(WIDGETS, {"metadata": {"finalizers": None}})  # its deletion finishes
+    clock.advance(1)  # woken (the daemon) or asked again (sync) before the retry
+    done = runner.run(waiting.operation).operation
+    assert done.state is OperationState.SUCCEEDED
+    assert store.runtimes() == []
+    assert cluster.get(WIDGETS) is None
+
+
+def test_a_crd_still_deleted_after_10_s_is_left_for_a_new_deprovision(store: SqliteStore) -> None:
+    runner, _, clock = _deprovision_with_a_held_crd(store)
+
+    outcome = runner.run(runner.operation_for("rt"))
+    while outcome.retry_at is not None:
+        clock.now = outcome.retry_at
+        outcome = runner.run(outcome.operation)
+
+    assert clock.now == outcome.operation.created + timedelta(seconds=10)  # asked up to 10 s
+    assert outcome.operation.state is OperationState.FAILED
+    assert "left in the cluster: widget" in outcome.operation.message
+    assert "finalizers x/y" in outcome.operation.message
+
+
 def test_optional_steps_can_be_switched_off_and_plugins_are_checked() -> None:
     class Optional(Step):
         name = "Optional_Check"

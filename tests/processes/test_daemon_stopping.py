@@ -1,9 +1,8 @@
-"""``reconciler daemon`` as a real process on the real API server, sent SIGTERM while its run
-waits for an operator that never becomes available (no kubelet): it exits 0 at once, and a
-daemon started again finishes the operation once the operator is available. The child's wait
-for operators is set to an hour (a ``sitecustomize`` on its PYTHONPATH changes the constant);
-the test's time limit guards the exit: a daemon that sat out the wait fails by the limit, not by
-a clock reading."""
+"""``reconciler daemon`` as a real process on the real API server, sent SIGTERM while its
+operation waits for an operator that never becomes available (no kubelet; a run never waits for
+it: it ends "not yet", to be run again): it exits 0 at once, the operation resumable, and a
+daemon started again finishes the operation once the operator is available. The test's time
+limit guards the exit."""
 
 from __future__ import annotations
 
@@ -19,9 +18,6 @@ from tests.support.e2e_world import World, world_of
 from tests.support.kube_control_plane import ControlPlane
 from tests.support.kube_daemons import KubeDaemon, served_repo, shown_and_stopped
 
-#: Run by the child at start (its PYTHONPATH): the wait for operators made an hour long.
-LONG_WAIT = "import reconciler.lifecycle.apply as a\na.READY_WAIT_SECONDS = 3600.0\n"
-
 
 @pytest.fixture
 def world(kube_control_plane: ControlPlane, tmp_path: Path) -> Iterator[World]:
@@ -29,7 +25,7 @@ def world(kube_control_plane: ControlPlane, tmp_path: Path) -> Iterator[World]:
 
 
 @pytest.mark.timeout(240)
-def test_sigterm_during_a_wait_for_an_operator_exits_0_at_once_and_a_restart_finishes(
+def test_sigterm_while_waiting_for_an_operator_exits_0_at_once_and_a_restart_finishes(
     world: World, tmp_path: Path
 ) -> None:
     fleet, kube = world.fleet, world.kube
@@ -38,20 +34,20 @@ def test_sigterm_during_a_wait_for_an_operator_exits_0_at_once_and_a_restart_fin
     runtime = fleet.runtime("rt", [{"name": module.name}])
     fleet.write()
     server = served_repo(fleet.root, tmp_path, "one module")
-    daemon = KubeDaemon(world, server.url, tmp_path, runtime, LONG_WAIT)
+    daemon = KubeDaemon(world, server.url, tmp_path, runtime, "")
     with shown_and_stopped(daemon, server):
         process = daemon.start()
         until(
             lambda: (
                 kube.deployment(module.namespace, module.operator) is not None
-                and daemon.step("Apply_Modules") is StepState.RUNNING
+                and daemon.step("Check_Modules_Ready") is StepState.RETRYING
             ),
-            "the run waits for its operator",
+            "the operation waits for its operator",
             120,
         )
         process.send_signal(signal.SIGTERM)
-        assert process.wait() == 0  # within the test's limit, not after the hour's wait
-        assert daemon.step("Apply_Modules") is StepState.DONE  # the pass ended whole
+        assert process.wait() == 0  # within the test's limit
+        assert daemon.step("Apply_Modules") in (StepState.DONE, StepState.PENDING)  # none failed
         assert daemon.step("Check_Modules_Ready") in (StepState.PENDING, StepState.RETRYING)
 
         kube.make_available(module.namespace, module.operator)

@@ -14,16 +14,19 @@ from typing import Any
 from reconciler.cluster.api import Cluster
 from reconciler.cluster.kube import connect
 from reconciler.core.model import ClusterAccess
+from reconciler.core.status import Reason
 from reconciler.daemon.service import Daemon, DaemonOptions
+from reconciler.operations.model import Operation
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
 from tests.support.daemons import GitServer
 from tests.support.e2e_harness import until
 from tests.support.e2e_world import World
 from tests.support.fleet_history import git
+from tests.support.stopping import NotedStop
 
 DEBOUNCE = timedelta(seconds=1)
-#: How long a test waits for what a wake does (a run includes the lifecycle's own waits).
+#: How long a test waits for what a wake does (a hang guard: a run never waits within it).
 BOUNDED = 60.0
 
 
@@ -42,10 +45,26 @@ class Watched:
         git(self.work, "push", "-q", str(self.work.parent / "git" / "remote.git"), "HEAD:main")
 
     def first_run(self) -> None:
-        """Poll, run every runtime once, and wait until the watches have listed."""
+        """Poll, run every runtime once, and wait until the watches have listed and no run
+        waits for CRDs (a run never waits for them: it ends "not yet"; watching, a wake runs
+        it again, else a retry timer would: run here, as for a step retrying on a transient
+        error, such as the 429 of a new kind whose storage is initializing)."""
         assert self.daemon.poll()
         self.daemon.wait_idle()
+        until(self._past_crds, "every run past its CRDs", BOUNDED)
         until(self._listed, "the watches listed their kinds", BOUNDED)
+
+    def _past_crds(self) -> bool:
+        waiting = self._unfinished()
+        if not self.daemon.watches.enabled or any(o.data.failure for o in waiting):
+            self.daemon.reconcile_all(wait=True)  # what a retry timer runs
+            waiting = self._unfinished()
+        modules = [m for o in waiting for m in o.data.applied.modules]
+        return not any(m.reason == Reason.WAITING_FOR_CRD for m in modules)
+
+    def _unfinished(self) -> list[Operation]:
+        found = map(self.daemon.store.unfinished, self.world.fleet.runtimes)
+        return [o for o in found if o is not None]
 
     def _listed(self) -> bool:
         opened = list(self.daemon.watches.open.values())
@@ -66,10 +85,16 @@ class Watched:
 
 
 def watched_daemon(
-    world: World, tmp_path: Path, *, watch: bool, kubeconfig_dir: Path | None = None
+    world: World,
+    tmp_path: Path,
+    *,
+    watch: bool,
+    kubeconfig_dir: Path | None = None,
+    workers: int = 2,
 ) -> Iterator[Watched]:
-    """A daemon on the test's repo, reaching the cluster with the admin's kubeconfig (or
-    the one in ``kubeconfig_dir``)."""
+    """A daemon on the test's repo with ``workers`` workers, reaching the cluster with the
+    admin's kubeconfig (or the one in ``kubeconfig_dir``); its ``stopping`` event notes each
+    wait on it (:class:`~tests.support.stopping.NotedStop`: a run that paused within a pass)."""
     server = GitServer(tmp_path / "git")
     (tmp_path / "git").mkdir()
     git(tmp_path / "git", "init", "-q", "--bare", "remote.git")
@@ -85,9 +110,11 @@ def watched_daemon(
     source = RemoteSource(server.url, "main", "", tmp_path / "cache")
     # no scheduler renews this replica's heartbeat between the test's ticks: a lease longer than
     # any test, so that a run slowed by a loaded machine is not fenced (a test of its own)
-    options = DaemonOptions(workers=2, watch=watch, debounce=DEBOUNCE, lease=timedelta(minutes=30))
+    lease = timedelta(minutes=30)
+    options = DaemonOptions(workers=workers, watch=watch, debounce=DEBOUNCE, lease=lease)
     store = SqliteStore(tmp_path / "state.db")
     daemon = Daemon(source, store, reach, lambda: datetime.now(UTC), options)
+    daemon.stopping = NotedStop()
     daemon.watches.start()
     watched = Watched(world, daemon, work)
     watched.commit("first")
