@@ -27,11 +27,12 @@ from reconciler.core.model import (
 )
 from reconciler.core.objects import ObjectRef
 from reconciler.core.status import ChangeAction
-from reconciler.lifecycle.executor import SyncResult, sync_runtime
+from reconciler.lifecycle.executor import SyncResult
 from tests.support.contract_targets import Target
 from tests.support.crds import namespaced_crd
 from tests.support.kube_control_plane import ControlPlane
 from tests.support.kube_workloads import deployments_made_available
+from tests.support.lifecycle_helpers import settled_sync
 
 NOW = datetime(2026, 11, 18, 12, 0, tzinfo=UTC)
 
@@ -84,7 +85,7 @@ class Fleet:
         )
 
     def sync(self, config: dict[str, Any] | None) -> SyncResult:
-        return sync_runtime(self.target.cluster, self.repo(config), "rt", now=NOW)
+        return settled_sync(self.target.cluster, self.repo(config), now=NOW)
 
     def spec(self) -> dict[str, Any]:
         body = self.target.cluster.get(self.cr)

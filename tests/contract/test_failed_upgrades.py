@@ -30,11 +30,11 @@ from reconciler.core.model import (
 from reconciler.core.objects import ObjectRef
 from reconciler.core.reasons import Reason
 from reconciler.core.status import ModuleState, ModuleStatus
-from reconciler.lifecycle.executor import sync_runtime
 from tests.support.contract_targets import Target
 from tests.support.faults import FaultyCluster
 from tests.support.kube_control_plane import ControlPlane
 from tests.support.kube_workloads import deployments_made_available
+from tests.support.lifecycle_helpers import settled_sync
 
 NOW = datetime(2026, 11, 18, 12, 0, tzinfo=UTC)
 VERSIONS = ("1.0.0", "2.0.0")
@@ -93,7 +93,7 @@ class Fleet:
 
     def sync(self, version: str, cluster: Cluster | None = None) -> ModuleStatus:
         on = cluster or self.target.cluster
-        result = sync_runtime(on, self.repo(version), "rt", now=NOW)
+        result = settled_sync(on, self.repo(version), now=NOW)
         return next(s for s in result.modules if s.module == "app")
 
     def label(self) -> str:

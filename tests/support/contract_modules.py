@@ -21,8 +21,9 @@ from reconciler.core.model import (
     Settings,
 )
 from reconciler.core.objects import Body, ObjectRef
-from reconciler.lifecycle.executor import SyncResult, sync_runtime
+from reconciler.lifecycle.executor import SyncResult
 from tests.support.contract_targets import Target
+from tests.support.lifecycle_helpers import settled_sync
 
 NOW = datetime(2026, 11, 18, 12, 0, tzinfo=UTC)
 OPERATOR = "widget-operator"
@@ -82,7 +83,7 @@ class WidgetFleet:
         )
 
     def sync(self, version: str | None, objects: Sequence[Body] = ()) -> SyncResult:
-        return sync_runtime(self.target.cluster, self.repo(version, objects), "rt", now=NOW)
+        return settled_sync(self.target.cluster, self.repo(version, objects), now=NOW)
 
     def get(self, ref: ObjectRef) -> Body | None:
         return self.target.cluster.get(ref)

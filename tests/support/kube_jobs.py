@@ -108,6 +108,8 @@ class JobStandIn:
         status = body.get("status") or {}
         if any(c.get("type") in ("Complete", "Failed") for c in status.get("conditions") or ()):
             return
+        if self.watched[0] and metadata["namespace"] != self.watched[0]:
+            return  # another test's Job (no kubelet finishes it): not this test's to run
         self.runs.append((metadata["name"], self._watched_exists()))
         if metadata["name"] in self.held:
             self._held[metadata["name"]] = metadata["namespace"]

@@ -7,9 +7,12 @@ on `widget`. Both have a default configuration CR of their own kind.
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from reconciler.cluster.api import Cluster
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import (
     Channel,
@@ -22,6 +25,7 @@ from reconciler.core.model import (
     Runtime,
     Settings,
 )
+from reconciler.core.reasons import Reason
 from reconciler.lifecycle.executor import SyncResult, sync_runtime
 
 NOW = datetime(2026, 11, 18, 12, 0, tzinfo=UTC)  # a Wednesday
@@ -112,3 +116,27 @@ def repo(
 
 def sync(cluster: InMemoryCluster, config: ConfigRepo, now: datetime = NOW) -> SyncResult:
     return sync_runtime(cluster, config, "rt", now=now, commit="c0ffee")
+
+
+#: What a pass ends "not yet" for that the server (with a test's stand-ins) finishes by itself,
+#: and how long :func:`settled_sync` runs the pass again for it (a pass once waited as long).
+SETTLING_SECONDS = {Reason.WAITING_FOR_CRD: 30.0, Reason.WAITING_FOR_OPERATOR: 10.0}
+
+
+def settled_sync(
+    cluster: Cluster, config: ConfigRepo, runtime: str = "rt", now: datetime = NOW
+) -> SyncResult:
+    """:func:`sync_runtime` run again while a module waits for what the server finishes by
+    itself (its CRDs Established, its operator available), as ``sync`` does: a pass never
+    waits. The first pass's plan, every pass's changes, the last one's statuses (a module still
+    waiting after its bound included). On the in-memory cluster the first pass is the last."""
+    started = time.monotonic()
+    first = result = sync_runtime(cluster, config, runtime, now=now)
+    changes = list(first.outcome.changes)
+    while True:
+        waits = [SETTLING_SECONDS.get(m.reason, 0.0) for m in result.modules]
+        if time.monotonic() - started >= max(waits, default=0.0):
+            outcome = replace(result.outcome, changes=tuple(changes))
+            return replace(result, plan=first.plan, outcome=outcome)
+        result = sync_runtime(cluster, config, runtime, now=now)
+        changes += result.outcome.changes
