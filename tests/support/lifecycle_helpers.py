@@ -26,6 +26,7 @@ from reconciler.core.model import (
     Settings,
 )
 from reconciler.core.reasons import Reason
+from reconciler.core.status import ChangeAction
 from reconciler.lifecycle.executor import SyncResult, sync_runtime
 
 NOW = datetime(2026, 11, 18, 12, 0, tzinfo=UTC)  # a Wednesday
@@ -128,8 +129,9 @@ def settled_sync(
 ) -> SyncResult:
     """:func:`sync_runtime` run again while a module waits for what the server finishes by
     itself (its CRDs Established, its operator available), as ``sync`` does: a pass never
-    waits. The first pass's plan, every pass's changes, the last one's statuses (a module still
-    waiting after its bound included). On the in-memory cluster the first pass is the last."""
+    waits. The first pass's plan and changes with what a later pass changed, the last one's
+    statuses (a module still waiting after its bound included). On the in-memory cluster the
+    first pass is the last."""
     started = time.monotonic()
     first = result = sync_runtime(cluster, config, runtime, now=now)
     changes = list(first.outcome.changes)
@@ -139,4 +141,4 @@ def settled_sync(
             outcome = replace(result.outcome, changes=tuple(changes))
             return replace(result, plan=first.plan, outcome=outcome)
         result = sync_runtime(cluster, config, runtime, now=now)
-        changes += result.outcome.changes
+        changes += [c for c in result.outcome.changes if c.action is not ChangeAction.UNCHANGED]
