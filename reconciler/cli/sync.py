@@ -346,9 +346,9 @@ def _run_with_wait(
 
     started = time.monotonic()
     outcome = runner.run(operation)
-    budget, poll = wait, POLL_FIRST
+    poll = POLL_FIRST
     while outcome.retry_at is not None:
-        budget = max(budget, settle_seconds(outcome.operation.data))
+        budget = max(wait, settle_seconds(outcome.operation.data))  # what it waits for now
         asked = max((outcome.retry_at - now()).total_seconds(), 0)
         failed = outcome.operation.data.failure is not None  # an error's delay is kept to
         delay = asked if failed else min(poll, asked)

@@ -238,13 +238,13 @@ class KubeCluster(KubeWatches):
 
     def _seen_crds(self, crds: list[Body]) -> None:
         """Forget what :meth:`_find` last took as not served when one of ``crds`` is
-        Established and serves a kind it lacked: discovery answers it now (a run that waits for
-        a CRD no longer waits :data:`MISS_SECONDS` more once the server established it)."""
+        Established and serves a kind (or a version of it) it lacked: discovery answers it now
+        (a run that waits for a CRD no longer waits :data:`MISS_SECONDS` more once the server
+        established it)."""
         if self._served is None:
             return
         for crd in crds:
-            group, kind = crd_kind(crd)
-            if is_established(crd) and ("group", group, kind) not in self._served:
+            if is_established(crd) and not _known_served(crd, self._served):
                 self._discovered, self._served = False, None
                 return
 
@@ -398,6 +398,17 @@ class KubeCluster(KubeWatches):
         self._served = {k for r in every for k in _resource_keys(r)}
         self._served_at = time.monotonic()
         return None
+
+
+def _known_served(crd: Body, served: set[tuple[str, str, str]]) -> bool:
+    """Whether ``served`` (discovery's last answer) has ``crd``'s kind in every version the CRD
+    serves: one an upgrade adds (L12) is missing there until discovery is asked again."""
+    group, kind = crd_kind(crd)
+    versions = [v for v in (crd.get("spec") or {}).get("versions") or [] if v.get("served")]
+    keys = {("group", group, kind)} | {
+        ("version", f"{group}/{v.get('name')}", kind) for v in versions
+    }
+    return keys <= served
 
 
 def _kinds_of_objects(resources: list[Any]) -> list[Any]:
