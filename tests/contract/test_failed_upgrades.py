@@ -49,6 +49,9 @@ class Fleet:
         self.job = job
         self.namespace = target.namespace("app")
         self.system = target.namespace("system")
+        #: Why the last sync's first pass planned what it did for ``app`` (a pass never waits:
+        #: the statuses are the last pass's, once the operator is available again).
+        self.planned: Reason | None = None
         for name in (self.namespace, self.system):
             target.created.append(ObjectRef("v1", "Namespace", "", name))
 
@@ -94,6 +97,8 @@ class Fleet:
     def sync(self, version: str, cluster: Cluster | None = None) -> ModuleStatus:
         on = cluster or self.target.cluster
         result = settled_sync(on, self.repo(version), now=NOW)
+        planned = result.plan.module("app")
+        self.planned = planned.reason if planned is not None else None
         return next(s for s in result.modules if s.module == "app")
 
     def label(self) -> str:
@@ -142,7 +147,7 @@ def test_an_upgrade_the_server_fails_half_way_is_rolled_back(
 
     back = fleet.sync("1.0.0")
 
-    assert (back.state, back.reason) == (ModuleState.READY, Reason.ROLLBACK)
+    assert (back.state, fleet.planned) == (ModuleState.READY, Reason.ROLLBACK)
     fleet.assert_1_0_0_whole()
 
 
