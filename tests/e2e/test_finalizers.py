@@ -130,10 +130,18 @@ def test_a_deprovision_waits_for_the_default_configuration_its_finalizer_holds(
         assert kube.crd(app.crd.name) is not None
 
         _release(world, app)
-        finished = world.sync("--allow-deletions", runtime)
 
-        assert finished.exit_code == 0, finished.output
-        last = world.reconciler_json("operations", "list", "--runtime", runtime)["items"][0]
+        def latest() -> dict[str, Any]:
+            items = world.reconciler_json("operations", "list", "--runtime", runtime)["items"]
+            return dict(items[0])
+
+        def succeeded() -> bool:  # (each sync bounded while the server deletes the CRDs)
+            ran = world.sync("--allow-deletions", runtime)
+            assert ran.exit_code == 0, ran.output
+            return bool(latest()["state"] == "succeeded")
+
+        until(succeeded, "the deprovision succeeds")
+        last = latest()
         assert (last["type"], last["state"]) == ("deprovision", "succeeded")
         assert kube.deployment(app.namespace, app.operator) is None
         until(lambda: kube.crd(app.crd.name) is None, f"CRD {app.crd.name} gone")
