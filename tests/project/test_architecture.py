@@ -13,6 +13,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+from tests.support.python_imports import imported_names
+
 ROOT = Path(__file__).parents[2]
 
 
@@ -152,23 +154,12 @@ DIALECTS = ("reconciler.operations.store.sqlite", "reconciler.operations.store.p
 _SQLITE_CLASS = "reconciler.operations.store.SqliteStore"
 
 
-def _imported_names(path: Path) -> set[str]:
-    """The dotted names ``path`` imports (``from a import b``: ``a`` and ``a.b``)."""
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
-    return names
-
-
 def test_only_the_store_package_opens_a_dialect() -> None:
     assert set(DIALECTS) <= set(SOLE_IMPORTERS)
     store = ROOT / "reconciler" / "operations" / "store"
     for path in sorted((ROOT / "reconciler").rglob("*.py")):
         if path.parent == store:
             continue
-        names = _imported_names(path)
+        names = imported_names(path)
         names = {n for n in names if n.startswith(DIALECTS)} | (names & {_SQLITE_CLASS})
         assert not names, f"{path.relative_to(ROOT)} opens a dialect: {names}"

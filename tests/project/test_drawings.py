@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from reconciler import errors
+from tests.support.python_imports import imported_names
 
 ROOT = Path(__file__).parents[2]
 PACKAGE = ROOT / "reconciler"
@@ -124,17 +125,6 @@ def _dotted(path: Path) -> str:
     return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
 
 
-def _imports_of(path: Path) -> set[str]:
-    """Every dotted name ``path`` imports (``from a import b`` gives ``a`` and ``a.b``)."""
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
-    return names
-
-
 def _named_callers(docstring: str) -> list[str]:
     """The modules and classes a "Callers:" clause names."""
     flat = " ".join(docstring.split())
@@ -149,7 +139,7 @@ def _wrong_callers(modules: dict[str, Path]) -> list[str]:
             caller = reference
             while caller and caller not in modules:
                 caller = caller.rpartition(".")[0]
-            imported = _imports_of(modules[caller]) if caller else set()
+            imported = imported_names(modules[caller]) if caller else set()
             if not any(i == name or i.startswith(f"{name}.") for i in imported):
                 wrong.append(f"{name}: {reference} does not import it")
     return wrong
