@@ -14,7 +14,15 @@ from typing import Any
 
 from click.testing import Result
 
-from tests.support.e2e_harness import Fleet, Kube, TestModule, json_of, modules_of, reconciler
+from tests.support.e2e_harness import (
+    Fleet,
+    Kube,
+    TestModule,
+    json_of,
+    modules_of,
+    reconciler,
+    until,
+)
 from tests.support.kube_control_plane import ControlPlane
 
 
@@ -52,6 +60,18 @@ class World:
             if self.status(runtime).get(module.name, {}).get("state") == "Ready":
                 return
         raise AssertionError(f"{module.name} not Ready after 5 syncs: {self.status(runtime)}")
+
+    def sync_until_removed(self, runtime: str) -> None:
+        """``sync --allow-deletions RUNTIME`` until no module of ``runtime`` has a state left:
+        each sync bounds its wait for the server to delete CRDs (10 s), which a loaded server
+        can take longer to do; every sync must exit 0."""
+
+        def removed() -> bool:
+            ran = self.sync("--allow-deletions", runtime)
+            assert ran.exit_code == 0, ran.output
+            return all(m["state"] is None for m in self.status(runtime).values())
+
+        until(removed, f"the modules of {runtime} removed")
 
     def reconciler_json(self, *args: str) -> dict[str, Any]:
         """``reconciler ARGS -o json`` on the test's state store: the document it printed."""
