@@ -12,27 +12,19 @@ from __future__ import annotations
 
 import argparse
 import time
-from types import SimpleNamespace
-from typing import Any
 
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import Settings
+from reconciler.daemon.logs import Repeats
+from reconciler.daemon.metrics import Metrics
 from reconciler.daemon.watches import Watches
 
 KINDS = [("v1", f"Kind{k}") for k in range(10)]
 
 
-def _daemon() -> Any:
-    """What :class:`Watches` reads of its daemon: the options, the repo's settings, a metric."""
-    metrics = SimpleNamespace(watches=lambda _open: None)
-    options = SimpleNamespace(watch=True, debounce=None)
-    return SimpleNamespace(options=options, state=SimpleNamespace(repo=None), metrics=metrics)
-
-
 def per_run_ms(clusters: int, runs: int) -> float:
     """Mean CPU ms of one steady-state ``need`` with ``clusters`` runtimes watched."""
-    watches = Watches(_daemon())
-    watches._settings = lambda: Settings()  # type: ignore[method-assign]
+    watches = Watches(Settings, Metrics(), Repeats(), lambda _runtime: None, watch=True)
     cluster = InMemoryCluster()
     for n in range(clusters):
         watches.need(f"rt-{n}", f"cluster-{n}", cluster, KINDS)

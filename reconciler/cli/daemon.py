@@ -489,7 +489,11 @@ def run_daemon(
         return repo.settings if repo is not None else None
 
     connect = access.following(settings_in_force)  # the client rate of the commit in force
-    the_daemon = Daemon(source, store, connect, now, options, make_source=second_source)
+    # pulled sources (docs/sources.md) beside the fetched commits, unless the environment says
+    renderer = default_renderer(source_cache=cache.with_name("sources"))
+    the_daemon = Daemon(
+        source, store, connect, now, options, make_source=second_source, renderer=renderer
+    )
     notifier = notifier_for(the_daemon, notify or NotifyOptions(), clusters)
     the_daemon.notifier = notifier
     # installed before any thread works or the port answers: SIGTERM never ends it by default
@@ -497,8 +501,6 @@ def run_daemon(
     stop.install()
     try:
         notifier.start()  # what a stop or a crash left in the outbox goes out now
-        # pulled sources (docs/sources.md) beside the fetched commits, unless the environment says
-        the_daemon.renderer = default_renderer(source_cache=cache.with_name("sources"))
         server = _serve(the_daemon, http)
         scheduler = start_scheduler(the_daemon)
     except BaseException:

@@ -6,6 +6,9 @@ commits still apply; a commit whose channels were never seen waits (PENDING, a
 :class:`~reconciler.errors.TransientError`), never refused for it. A commit another replica
 accepted names its channels commit (the head is pinned): it is read as is, never asked anew.
 
+:class:`Channels` takes the config source's path, how commits are read, how a second source is
+made, and a clock. :class:`Source` is the protocol of a source of commits.
+
 Caller: :class:`reconciler.daemon.service.Daemon` (its poll, and the commit gate reading a
 commit through it).
 """
@@ -13,9 +16,10 @@ commit through it).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from reconciler.core.head import Head
 from reconciler.daemon.logs import failure_level, source_failure
@@ -23,13 +27,30 @@ from reconciler.errors import ReconcilerError, TransientError
 from reconciler.source.git import Revision, redact
 from reconciler.source.loader import ChannelsRepository, ReadOptions, channels_repository
 
-if TYPE_CHECKING:
-    from reconciler.daemon.service import Daemon, Source
-
 log = logging.getLogger("reconciler.daemon")
 
 #: A channels source: its url, ref and path in that repository.
 ChannelsKey = tuple[str, str, str]
+
+
+class Source(Protocol):
+    """Where commits come from (:class:`reconciler.source.git.RemoteSource`)."""
+
+    path: str
+
+    @property
+    def shown(self) -> str:
+        """The source's URL without credentials."""
+
+    def check(self) -> str:
+        """The commit the followed ref points to now."""
+
+    def revision(self, commit: str) -> Revision:
+        """The tree of ``commit``."""
+
+
+#: Makes the source of a channels repository from its url, ref and path.
+MakeSource = Callable[[str, str, str], Source]
 
 
 @dataclass(slots=True)
@@ -44,10 +65,21 @@ class ChannelsState:
 
 
 class Channels:
-    """The channels source of the commit in force, made by the daemon's ``make_source``."""
+    """The channels source of the commit in force, made by ``make_source``."""
 
-    def __init__(self, daemon: Daemon) -> None:
-        self.daemon = daemon
+    def __init__(
+        self,
+        path: str,
+        read: ReadOptions,
+        make_source: MakeSource,
+        clock: Callable[[], datetime],
+    ) -> None:
+        #: The config source's path in its repository (where ``channelsFrom`` is read).
+        self.path = path
+        #: How a commit is read, before its channels are added.
+        self.read = read
+        self.make_source = make_source
+        self.clock = clock
         self.source: Source | None = None
         self.key: ChannelsKey | None = None
         self.state = ChannelsState()
@@ -59,13 +91,12 @@ class Channels:
         repository's commit, and the head then names both commits. A remote git may not fetch
         is never asked (validation refuses the commit with its place). ``pinned``: the head's
         channels commit is the one (a commit another replica accepted), never asked anew."""
-        daemon = self.daemon
         config, seen = head.config, head.channels
-        wanted = channels_repository(daemon.source.path or ".", revision.tree)
+        wanted = channels_repository(self.path or ".", revision.tree)
         if wanted is None:
             self.source = None
             self.state.error = ""
-            return daemon.options.read, Head(config)
+            return self.read, Head(config)
         same = self.source is not None and self.key == _key(wanted)
         channels = self._source_for(wanted)
         commit = seen if (same or pinned) and seen else self.commit_now(channels)
@@ -80,14 +111,14 @@ class Channels:
             self.state.error = str(error)
             raise
         label = f"{channels.shown}@{commit[:12]}"
-        options = replace(daemon.options.read, channels_tree=tree, channels_label=label)
+        options = replace(self.read, channels_tree=tree, channels_label=label)
         return options, Head(config, commit)
 
     def _source_for(self, wanted: ChannelsRepository) -> Source:
         key = _key(wanted)
         if self.source is None or self.key != key:
             try:
-                self.source = self.daemon.make_source(wanted.url, wanted.ref, wanted.sub_path)
+                self.source = self.make_source(wanted.url, wanted.ref, wanted.sub_path)
             except ReconcilerError as error:
                 self.state.error = str(error)
                 raise
@@ -113,7 +144,7 @@ class Channels:
             )
             return known
         self.state.error = ""
-        self.state.last_success = self.daemon.clock()
+        self.state.last_success = self.clock()
         self.state.seen[key] = commit
         return commit
 

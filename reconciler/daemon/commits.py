@@ -46,12 +46,7 @@ from reconciler.core.notifications import Notification
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.signatures import SignatureVerdict
 from reconciler.daemon.logs import cause, shown
-from reconciler.daemon.signing import (
-    unverified_notification,
-    unverified_status,
-    verify_channels,
-    verify_head,
-)
+from reconciler.daemon.signing import unverified_notification, unverified_status
 from reconciler.daemon.verdicts import (
     Allowed,
     Detail,
@@ -141,11 +136,11 @@ class CommitGate:
         daemon = self.daemon
         try:
             revision = daemon.source.revision(head.config)
-            unverified = verify_head(daemon, revision, head, in_force)
+            unverified = daemon.signing.verify_head(revision, head, in_force)
             if unverified is not None:
                 return self._refuse_unverified(head, unverified)
             options, head = daemon.channels_repo.read_options(revision, head)
-            channels_unverified = verify_channels(daemon, head, in_force)
+            channels_unverified = daemon.signing.verify_channels(head, in_force)
             if channels_unverified is not None:
                 return self._refuse_unverified(head, *channels_unverified)
             validation = load_repo(

@@ -54,7 +54,6 @@ from reconciler.core.model import is_runtime_name
 from reconciler.daemon.http_rollouts import rollout_command, rollouts_answer
 from reconciler.daemon.http_server import MAX_BODY, HttpLimits, HttpServer, json_bytes, shown
 from reconciler.daemon.page import HTML, HTML_HEADERS, ROLLOUTS, Pages, is_page, wants_html
-from reconciler.daemon.scheduler import guarded, poll_now
 from reconciler.daemon.service import Daemon
 from reconciler.operations.model import Suspension
 
@@ -210,7 +209,7 @@ class Endpoints:
         }
         if not verify_webhook(self.secret, headers, body):
             return Response.failure(403, "missing or wrong signature")
-        poll_now(self.daemon)
+        self.daemon.ticks.poll_now()
         return Response.of_json(202, {"accepted": True})
 
     def _authorize(self, environ: Mapping[str, Any]) -> Response | None:
@@ -313,9 +312,10 @@ def sync_now(daemon: Daemon, runtime: str | None = None) -> None:
             daemon.submit(runtime, newer_commit=True)
 
     job = "sync" if runtime is None else f"sync-{runtime}"
-    safe = guarded(daemon, f"POST /sync ({runtime or 'every runtime'})", run, _next_poll(daemon))
-    if daemon.scheduler is not None:
-        daemon.scheduler.add_job(safe, id=job, replace_existing=True)
+    ticks = daemon.ticks
+    safe = ticks.guarded(f"POST /sync ({runtime or 'every runtime'})", run, _next_poll(daemon))
+    if ticks.scheduler is not None:
+        ticks.scheduler.add_job(safe, id=job, replace_existing=True)
     else:
         threading.Thread(target=safe, name="sync", daemon=True).start()
 

@@ -7,7 +7,7 @@ does not keep (a run of no-change operations merged into its newest, the newest 
 runtime, failures for D days), at start and every :data:`PRUNE_EVERY`, and the notifications
 the outbox delivered or gave up. Several replicas pruning one store at once is harmless: each
 removes what is still there. Caller:
-:func:`reconciler.daemon.scheduler.schedule_jobs`.
+:meth:`reconciler.daemon.scheduler.Ticks.schedule`.
 """
 
 from __future__ import annotations

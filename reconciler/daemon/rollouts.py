@@ -28,8 +28,12 @@ its compare-and-set on the version would match; the refusal is logged once per e
 others carry on. A person's command carries no token: it is read and written again at once
 (compare-and-set alone), whichever replica relays it, and a lapsed lease does not make it stale.
 
-Every moment (scheduled, wave started, wave healthy, halted, completed, canceled) goes to
-``daemon.notifier`` once, from the replica whose save made it.
+Every moment (scheduled, wave started, wave healthy, halted, completed, canceled) goes to the
+notifier once, from the replica whose save made it.
+
+:class:`Rollouts` takes the store, this replica's membership, a clock, the metrics, the notifier,
+a ``rerun`` callable (a runtime reconciled once more) and how a commit accepted before is read
+(``load``, under the source's ``lock``); nothing else of the daemon.
 
 Caller: :class:`reconciler.daemon.service.Daemon`.
 """
@@ -39,12 +43,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from datetime import datetime
 
 from reconciler.core.fleetdiff import FleetDiffer
 from reconciler.core.head import Head, head_text
 from reconciler.core.model import ConfigRepo
-from reconciler.core.notifications import Notification, NotificationKind
+from reconciler.core.notifications import Notification, NotificationKind, Notifier
 from reconciler.core.rollout_steps import Health, Moment, advance, supersede
 from reconciler.core.rollouts import (
     Rollout,
@@ -57,13 +62,12 @@ from reconciler.core.rollouts import (
     start_rollout,
 )
 from reconciler.core.status import Reason
+from reconciler.daemon.membership import Membership
+from reconciler.daemon.metrics import Metrics
 from reconciler.errors import FencedError, ReconcilerError, TransientError
 from reconciler.operations.model import FenceToken
 from reconciler.operations.rollouts import RolloutCommand, command_rollout
-from reconciler.operations.store import load_statuses
-
-if TYPE_CHECKING:
-    from reconciler.daemon.service import Daemon
+from reconciler.operations.store import StateStore, load_statuses
 
 #: A module whose upgrade waits for the runtime's maintenance window (L10).
 WAITING_FOR_WINDOW = str(Reason.WAITING_FOR_MAINTENANCE_WINDOW)
@@ -76,8 +80,31 @@ _KEPT_REPOS = 4
 class Rollouts:
     """The rollouts of one daemon (see the module docstring)."""
 
-    def __init__(self, daemon: Daemon) -> None:
-        self.daemon = daemon
+    def __init__(
+        self,
+        store: StateStore,
+        membership: Membership,
+        clock: Callable[[], datetime],
+        metrics: Metrics,
+        notifier: Notifier,
+        rerun: Callable[[str], object],
+        *,
+        load: Callable[[Head], ConfigRepo],
+        lock: threading.Lock,
+    ) -> None:
+        self.store = store
+        #: This replica among the members: its lease token goes with each write.
+        self.membership = membership
+        self.clock = clock
+        self.metrics = metrics
+        #: Who is told of each moment.
+        self.notifier = notifier
+        #: Reconcile a runtime, once more after the run under way (a member released).
+        self.rerun = rerun
+        #: Reads a commit accepted before (a base a held-back runtime keeps), under ``lock``:
+        #: the git source is read by one thread at a time.
+        self.load = load
+        self.source_lock = lock
         self._repos: OrderedDict[str, ConfigRepo] = OrderedDict()
         self._lock = threading.Lock()
         #: The newest rollout as this replica last read or wrote it (None: none, or not read).
@@ -104,7 +131,7 @@ class Rollouts:
 
     def refresh(self) -> Rollout | None:
         """The newest rollout, read from the store now."""
-        self.newest, self._read = self.daemon.store.latest_rollout(), True
+        self.newest, self._read = self.store.latest_rollout(), True
         return self.newest
 
     def desired(
@@ -124,10 +151,10 @@ class Rollouts:
         if kept is not None:
             return kept
         try:
-            with self.daemon.source_lock:  # the git source is read by one thread at a time
+            with self.source_lock:  # the git source is read by one thread at a time
                 with self._lock:
                     kept = self._repos.get(head.text)
-                repo = kept if kept is not None else self.daemon.load_commit(head)
+                repo = kept if kept is not None else self.load(head)
         except ReconcilerError as error:
             raise TransientError(
                 f"runtime {runtime} is held back by a rollout on commit {head.shown}, "
@@ -160,7 +187,7 @@ class Rollouts:
         if policy is None or before is None:
             self._supersede(latest, head, token)  # no waves any more: every runtime takes it
             return
-        now = self.daemon.clock()
+        now = self.clock()
         changed = {r.runtime for r in FleetDiffer(previous, repo, now).diff().runtimes}
         names = sorted(
             name
@@ -168,7 +195,7 @@ class Rollouts:
             if name in repo.runtimes
         )
         suspended = frozenset(n for n in names if repo.runtimes[n].suspend) | frozenset(
-            self.daemon.store.suspensions()
+            self.store.suspensions()
         ).intersection(names)
         bases = bases_after(latest, before.text, names)
         made = start_rollout(
@@ -206,7 +233,7 @@ class Rollouts:
         gating nothing from now on: this replica's next reconciles take ``head``)."""
         if latest is None or latest.state not in (RolloutState.PROGRESSING, RolloutState.PAUSED):
             return
-        saved = self._put(supersede(latest, head.text, self.daemon.clock()), token)
+        saved = self._put(supersede(latest, head.text, self.clock()), token)
         if saved is None:
             self.refresh()
             return
@@ -219,7 +246,7 @@ class Rollouts:
     def token(self) -> FenceToken:
         """The lease token this replica's rollout writes carry (beating first when due), taken
         before the rollout is read; :class:`FencedError` when it may not write now."""
-        membership = self.daemon.membership
+        membership = self.membership
         member = membership.fresh()
         if member is None:
             raise FencedError("not a member: the state store did not take its heartbeat")
@@ -233,10 +260,10 @@ class Rollouts:
         saved rollout, or ``None`` when another writer came first or the write was refused
         (logged once per epoch)."""
         try:
-            reason = self.daemon.membership.fenced(token.epoch)
+            reason = self.membership.fenced(token.epoch)
             if reason is not None:
                 raise FencedError(reason)
-            return self.daemon.store.put_rollout(rollout, token)
+            return self.store.put_rollout(rollout, token)
         except FencedError as error:
             self._refused_now(rollout, error, token)
             return None
@@ -245,7 +272,7 @@ class Rollouts:
         self, rollout: Rollout | None, error: FencedError, token: FenceToken | None = None
     ) -> None:
         """Log a refused write once per lapsed epoch (the next heartbeat begins a new one)."""
-        member = self.daemon.membership.member
+        member = self.membership.member
         key = (token,) if token is not None else (member.epoch if member is not None else 0, "")
         if key == self._refused:
             return
@@ -274,7 +301,7 @@ class Rollouts:
         self._submit_released(before, rollout)
         if rollout.state is RolloutState.PROGRESSING:
             health = self._health(rollout)
-            moved, moments = advance(rollout, health, self.daemon.clock())
+            moved, moments = advance(rollout, health, self.clock())
             if moved is not rollout:
                 saved = self._put(moved, token)
                 if saved is not None:
@@ -283,7 +310,7 @@ class Rollouts:
                     self._submit_released(rollout, saved)
                 else:
                     self.refresh()
-        self.daemon.metrics.rollouts(self.daemon.store.rollout_summaries(limit=5))
+        self.metrics.rollouts(self.store.rollout_summaries(limit=5))
         return self.newest
 
     def _health(self, rollout: Rollout) -> dict[str, Health]:
@@ -296,15 +323,13 @@ class Rollouts:
                 head_text(status.current.commit),
                 deferred=any(m.reason == WAITING_FOR_WINDOW for m in status.current.modules),
             )
-            for status in load_statuses(self.daemon.store, released)
+            for status in load_statuses(self.store, released)
         }
 
     def command(self, rollout_id: str, command: RolloutCommand, why: str = "") -> Rollout:
         """A person's command (through the daemon); the rollout after it."""
         before = self.current()
-        saved, moments = command_rollout(
-            self.daemon.store, rollout_id, command, self.daemon.clock(), why
-        )
+        saved, moments = command_rollout(self.store, rollout_id, command, self.clock(), why)
         if command is RolloutCommand.CANCEL:
             summary = f"rollout {saved.id} canceled: {saved.message}"
             moments = [*moments, Moment(NotificationKind.ROLLOUT_CANCELED, saved.wave, summary)]
@@ -313,7 +338,7 @@ class Rollouts:
         latest = self.refresh()
         if latest is not None and latest.id == saved.id and before is not None:
             self._submit_released(before if before.id == saved.id else None, latest)
-        self.daemon.metrics.rollouts(self.daemon.store.rollout_summaries(limit=5))
+        self.metrics.rollouts(self.store.rollout_summaries(limit=5))
         return saved
 
     def _submit_released(self, before: Rollout | None, after: Rollout) -> None:
@@ -327,14 +352,14 @@ class Rollouts:
         for member in after.members:
             earlier = was.member(member.runtime)
             if member.state.released and (earlier is None or not earlier.state.released):
-                self.daemon.submit(member.runtime, newer_commit=True)
+                self.rerun(member.runtime)
 
     def tell(self, rollout: Rollout, moments: list[Moment]) -> None:
         """Hand ``moments`` of ``rollout`` to the notifier."""
-        now = self.daemon.clock()
+        now = self.clock()
         for moment in moments:
             wave = rollout.waves[moment.wave].name
-            self.daemon.notifier.notify(
+            self.notifier.notify(
                 Notification(
                     kind=moment.kind,
                     commit=rollout.commit,

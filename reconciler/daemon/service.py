@@ -21,6 +21,10 @@ module:
 - :mod:`reconciler.daemon.scheduler` puts the ticks on apscheduler; :mod:`reconciler.daemon.status`
   builds ``/status``; ``reconciler.daemon.http`` serves the endpoints.
 
+:class:`Daemon` wires its parts and owns the source's lock: each part takes the collaborators it
+uses (the store, the membership, a clock, the metrics, the notifier, the daemon's ``submit`` or
+``reconcile`` as a callable) and none of them knows the daemon.
+
 Callers: ``reconciler daemon``, tests, bench.
 """
 
@@ -33,7 +37,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from functools import partial
+from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
 
@@ -44,30 +49,26 @@ from reconciler.core.notifications import NoNotifier, Notifier
 from reconciler.core.redaction import mask
 from reconciler.core.templates import RenderCache, TemplateRenderer
 from reconciler.core.unchanged import UnchangedSince
-from reconciler.daemon.channels import Channels
+from reconciler.daemon.channels import Channels, MakeSource, Source
 from reconciler.daemon.commits import CommitGate
 from reconciler.daemon.logs import Repeats, cause, failure_level, shown, source_failure
 from reconciler.daemon.membership import DEFAULT_LEASE, Membership
 from reconciler.daemon.metrics import Metrics
+from reconciler.daemon.pruning import Pruning
 from reconciler.daemon.rollouts import Rollouts
-from reconciler.daemon.scheduler import (
-    guarded,
-    poll_now,
-    reschedule,
-    schedule_jobs,
-    start_scheduler,
-)
-from reconciler.daemon.status import status_document
+from reconciler.daemon.scheduler import Intervals, Jobs, Ticks
+from reconciler.daemon.signing import Signing
+from reconciler.daemon.status import Status
 from reconciler.daemon.verdicts import Held, Refusal, Waiting
 from reconciler.daemon.watches import Watches
-from reconciler.daemon.workers import Workers, run_runtime
+from reconciler.daemon.workers import Runs, Workers
 from reconciler.errors import ReconcilerError, SourceError, TransientError
+from reconciler.operations.capabilities import ChartRendering
 from reconciler.operations.engine import this_owner
 from reconciler.operations.model import CommitRecord, CommitVerdict, Operation, Retention
 from reconciler.operations.runner import Connect
 from reconciler.operations.store import StateStore
 from reconciler.render import default_renderer
-from reconciler.source.git import Revision
 from reconciler.source.loader import ReadOptions, load_repo
 from reconciler.source.signatures import TrustedKeys
 
@@ -77,29 +78,10 @@ __all__ = [
     "Intervals",
     "Source",
     "SourceState",
-    "guarded",
-    "poll_now",
-    "schedule_jobs",
     "start_scheduler",
 ]
 
 log = logging.getLogger("reconciler.daemon")
-
-
-class Source(Protocol):
-    """Where commits come from (:class:`reconciler.source.git.RemoteSource`)."""
-
-    path: str
-
-    @property
-    def shown(self) -> str:
-        """The source's URL without credentials."""
-
-    def check(self) -> str:
-        """The commit the followed ref points to now."""
-
-    def revision(self, commit: str) -> Revision:
-        """The tree of ``commit``."""
 
 
 @dataclass(slots=True)
@@ -152,18 +134,10 @@ class DaemonOptions:
     trusted_keys: TrustedKeys | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Intervals:
-    """How often the daemon polls its source and resyncs every runtime."""
-
-    poll: timedelta
-    resync: timedelta
-
-
 class Daemon:
-    """See the module docstring. Its wiring (``source``, ``store``, ``connect``,
-    ``make_source``) may be replaced after it is made (tests interleave a store): its parts
-    read it from here at each use."""
+    """See the module docstring. Its parts are given their collaborators when it is made; the
+    commit gate reads the daemon's ``source``, ``store`` and ``connect`` at each use (tests
+    interleave a store there)."""
 
     def __init__(
         self,
@@ -173,20 +147,22 @@ class Daemon:
         clock: Callable[[], datetime],
         options: DaemonOptions | None = None,
         metrics: Metrics | None = None,
-        make_source: Callable[[str, str, str], Source] | None = None,
+        make_source: MakeSource | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        renderer: TemplateRenderer | None = None,
+        stopping: threading.Event | None = None,
     ) -> None:
         self.source = source
         self.make_source = make_source or _no_second_source
         self.store = store
         self.connect = connect
         self.clock = clock
-        self.options = options or DaemonOptions()
+        self.options = options = options or DaemonOptions()
         self.metrics = metrics or Metrics()
         #: Who is told about rollouts and refused or held commits (none until configured).
-        self.notifier: Notifier = NoNotifier()
+        self._notifier: Notifier = NoNotifier()
         #: Renders the chart modules of each commit read (core.templates).
-        self.renderer: TemplateRenderer = default_renderer()
+        self.renderer: TemplateRenderer = renderer or default_renderer()
         #: The charts of each run rendered again for what its cluster serves (a cache across
         #: runs: an unchanged cluster renders nothing twice; operations.capabilities).
         self.chart_renders = RenderCache()
@@ -194,28 +170,117 @@ class Daemon:
         #: The failure last logged of each subject: a repeated one is logged once.
         self.repeats = Repeats()
         #: Set first by :meth:`close`: waits within a run end at once, no new run or step starts.
-        self.stopping = threading.Event()
-        self.scheduler: BackgroundScheduler | None = None
-        #: The intervals the scheduler's jobs run at (:func:`schedule_jobs`).
-        self.scheduled: Intervals | None = None
-        self.channels_repo = Channels(self)
-        self.gate = CommitGate(self)
-        self.rollouts = Rollouts(self)
-        self.workers = Workers(self, self.options.workers)
-        #: Event-driven reconciliation: watches on the owned runtimes' clusters.
-        self.watches = Watches(self, monotonic=monotonic)
+        self.stopping = stopping or threading.Event()
         #: The runtimes this replica owned at its last heartbeat.
         self._owned: set[str] = set()
         self._owned_lock = threading.Lock()
         self._poll_lock = threading.Lock()
         #: This replica among those sharing the store: who owns which runtime, fencing.
         self.membership = Membership(
+            store, options.member or this_owner(), clock, lease=options.lease, monotonic=monotonic
+        )
+        self._wire(source, store, connect, clock, monotonic)
+
+    def _wire(
+        self,
+        source: Source,
+        store: StateStore,
+        connect: Connect,
+        clock: Callable[[], datetime],
+        monotonic: Callable[[], float],
+    ) -> None:
+        """Make the parts, each with the collaborators it uses. The pool runs
+        :meth:`reconcile`, and the parts that reconcile a runtime once more call
+        :meth:`submit`: the daemon's own ticks, which reach the pool and the runs made here."""
+        options, metrics, repeats = self.options, self.metrics, self.repeats
+        membership, stopping, debug = self.membership, self.stopping, options.debug
+        rerun = partial(self.submit, newer_commit=True)
+        self.channels_repo = Channels(source.path, options.read, self.make_source, clock)
+        channels = self.channels_repo
+        self.signing = Signing(options.trusted_keys, source.revision, lambda: channels.source)
+        self.gate = CommitGate(self)
+        self.rollouts = Rollouts(
             store,
-            self.options.member or this_owner(),
+            membership,
             clock,
-            lease=self.options.lease,
+            metrics,
+            self._notifier,
+            rerun,
+            load=self.load_commit,
+            lock=self._poll_lock,
+        )
+        #: Event-driven reconciliation: watches on the owned runtimes' clusters.
+        self.watches = Watches(
+            self._settings,
+            metrics,
+            repeats,
+            rerun,
+            watch=options.watch,
+            debounce=options.debounce,
             monotonic=monotonic,
         )
+        self.pruning = Pruning(store, options.retention, clock)
+        jobs = Jobs(
+            poll=self.poll,
+            resync=self.reconcile_all,
+            heartbeat=self.heartbeat,
+            rollouts=self.rollouts.tick,
+            prune=self.pruning.tick,
+            submit=self.submit,
+        )
+        #: The ticks on a scheduler (none until started: tests drive them).
+        self.ticks = Ticks(jobs, lambda: self.intervals, options.lease, clock, repeats, debug=debug)
+        self.workers = Workers(
+            self.reconcile,
+            options.workers,
+            store=store,
+            clock=clock,
+            metrics=metrics,
+            repeats=repeats,
+            retry=self.ticks.retry,
+            stopping=stopping,
+            debug=debug,
+        )
+        self.runs = Runs(
+            store,
+            membership,
+            clock,
+            connect,
+            metrics,
+            repeats,
+            in_force=self._followed,
+            fleet=self.fleet,
+            desired=self.rollouts.desired,
+            watches=self.watches,
+            charts=ChartRendering(self.renderer, self.chart_renders),
+            retry=self.ticks.retry,
+            errors=self.workers.errors,
+            stopping=stopping,
+            debug=debug,
+        )
+        self.report = Status(
+            store,
+            membership,
+            clock,
+            source=source,
+            state=lambda: self.state,
+            ready=lambda: self.ready,
+            channels=self.channels_repo,
+            errors=self.workers.errors,
+            watches=self.watches,
+            notifier=self._notifier,
+        )
+
+    @property
+    def notifier(self) -> Notifier:
+        """Who is told about rollouts and refused or held commits (none until configured)."""
+        return self._notifier
+
+    @notifier.setter
+    def notifier(self, notifier: Notifier) -> None:
+        """Set once, before the daemon runs (the command line's delivery is made from the
+        daemon's store and membership): handed to the parts that tell or report it."""
+        self._notifier = self.rollouts.notifier = self.report.notifier = notifier
 
     @property
     def source_lock(self) -> threading.Lock:
@@ -240,11 +305,21 @@ class Daemon:
         fenced = member is not None and self.membership.fenced(member.epoch) is not None
         return self.state.repo is not None and not fenced
 
+    def _settings(self) -> Settings:
+        """The settings of the commit in force (their defaults before one is loaded)."""
+        repo = self.state.repo
+        return repo.settings if repo is not None else Settings()
+
+    def _followed(self) -> tuple[ConfigRepo | None, Head | None]:
+        """The repo and commit in force here, after taking up the store's (a run's)."""
+        self.follow_store()
+        return self.state.repo, self.state.commit
+
     @property
     def intervals(self) -> Intervals:
         """The intervals in force: the command line's when given, else ``spec.intervals`` of
         the commit in force (its defaults before one is loaded)."""
-        settings = self.state.repo.settings if self.state.repo is not None else Settings()
+        settings = self._settings()
         return Intervals(
             self.options.poll_interval or settings.poll_interval,
             self.options.resync_interval or settings.resync_interval,
@@ -357,7 +432,7 @@ class Daemon:
         self.state.commit, self.state.repo = head, repo
         self.rollouts.remember(head, repo)
         self.update_lag(head)
-        reschedule(self)
+        self.ticks.reschedule()
 
     def _submit_changed(self, previous: ConfigRepo | None, before: Head | None = None) -> None:
         """Reconcile the runtimes the commit in force changes from ``previous`` (of commit
@@ -441,11 +516,11 @@ class Daemon:
 
     def reconcile(self, runtime: str) -> Operation | None:
         """Run (or resume) ``runtime``'s operation once; schedule a retry if it waits."""
-        return run_runtime(self, runtime)
+        return self.runs.run(runtime)
 
     def status(self) -> dict[str, Any]:
         """``/status``: the source, and every runtime and module with state and reason."""
-        return status_document(self)
+        return self.report.document()
 
     def close(self) -> None:
         """Stop: a run waiting within a pass (for CRDs or operators) stops waiting and a
@@ -463,3 +538,10 @@ def _no_second_source(url: str, ref: str, path: str) -> Source:
     raise TransientError(
         f"channels come from {mask(url)}, but this daemon cannot fetch a second source"
     )
+
+
+def start_scheduler(daemon: Daemon) -> BackgroundScheduler:
+    """The daemon's ticks on a background scheduler, started, and its watches' threads."""
+    scheduler = daemon.ticks.start()
+    daemon.watches.start()
+    return scheduler

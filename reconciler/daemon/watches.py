@@ -31,6 +31,10 @@ it), each one reviewed alike. What still cannot be watched (a cluster-scoped kin
 refused too) is refused: logged once (and once again when it works), reported per runtime in
 ``/status`` (:meth:`Watches.problems`: the kind, why, the grant that fixes it), never retried
 in a loop; the runtime's next run tries it again once, and the resync covers it meanwhile.
+Watches take the settings in force (``spec.watch``, ``spec.intervals.debounce``) and the
+command line's, the metrics, the log's repeats and a ``rerun`` callable (a runtime reconciled once
+more); nothing else of the daemon.
+
 Caller: :class:`reconciler.daemon.service.Daemon`.
 """
 
@@ -41,7 +45,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from datetime import timedelta
+from typing import Any, cast
 
 from reconciler.cluster.api import (
     Cluster,
@@ -67,11 +72,10 @@ from reconciler.core.model import (
 )
 from reconciler.core.objects import Body, ObjectRef
 from reconciler.core.ownership import taken_fields
+from reconciler.daemon.logs import Repeats
+from reconciler.daemon.metrics import Metrics
 from reconciler.daemon.own_deletes import OwnDeletes
 from reconciler.errors import ReconcilerError
-
-if TYPE_CHECKING:
-    from reconciler.daemon.service import Daemon
 
 log = logging.getLogger("reconciler.daemon")
 
@@ -275,11 +279,25 @@ class Watches:
 
     def __init__(
         self,
-        daemon: Daemon,
+        settings: Callable[[], Settings],
+        metrics: Metrics,
+        repeats: Repeats,
+        rerun: Callable[[str], object],
         *,
+        watch: bool | None = None,
+        debounce: timedelta | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.daemon = daemon
+        #: The settings of the commit in force (their defaults before one).
+        self.settings = settings
+        self.metrics = metrics
+        #: The failure last logged of each subject (a cluster's watches fail alike once).
+        self.repeats = repeats
+        #: Reconcile a runtime, once more after the run under way (a woken runtime).
+        self.rerun = rerun
+        #: ``--watch/--no-watch`` and ``--debounce`` when given (None: the settings say).
+        self.watch_given = watch
+        self.debounce_given = debounce
         self.monotonic = monotonic
         self.open: dict[Key, _Open] = {}
         #: How many watches the last log line counted.
@@ -308,18 +326,17 @@ class Watches:
     @property
     def enabled(self) -> bool:
         """Whether to watch: ``--watch/--no-watch`` when given, else ``spec.watch``."""
-        given = self.daemon.options.watch
+        given = self.watch_given
         return given if given is not None else self._settings().watch
 
     @property
     def debounce(self) -> float:
         """Seconds: ``--debounce`` when given, else ``spec.intervals.debounce``."""
-        given = self.daemon.options.debounce
+        given = self.debounce_given
         return (given or self._settings().debounce).total_seconds()
 
     def _settings(self) -> Settings:
-        repo = self.daemon.state.repo
-        return repo.settings if repo is not None else Settings()
+        return self.settings()
 
     # -- what is watched -----------------------------------------------------------------------
 
@@ -334,10 +351,10 @@ class Watches:
                     cluster = connect()
                 except ReconcilerError as error:  # logged once while it fails alike
                     subject, failure = f"watches on {where}", str(error)
-                    level = self.daemon.repeats.level(subject, failure, logging.INFO)
+                    level = self.repeats.level(subject, failure, logging.INFO)
                     log.log(level, "no watches on %s: %s", where, error)
                     return None
-                self.daemon.repeats.recovered(f"watches on {where}")
+                self.repeats.recovered(f"watches on {where}")
                 if isinstance(cluster, SnapshotFileCluster):  # only our writes change it
                     self._still.add(where)
                     return None
@@ -541,7 +558,7 @@ class Watches:
             clusters = len({key[0] for key in working})
             log.info("watching %d kinds on %d clusters", len(working), clusters)
             self._counted = len(working)
-        self.daemon.metrics.watches(len(working))
+        self.metrics.watches(len(working))
 
     # -- threads -------------------------------------------------------------------------------
 
@@ -635,7 +652,7 @@ class Watches:
 
     def _report(self, runtime: str, cluster: object, drift: Drift) -> None:
         log.warning("runtime %s: drift: %s", runtime, drift.describe(), extra={"runtime": runtime})
-        self.daemon.metrics.drift(runtime, drift.ref.kind)
+        self.metrics.drift(runtime, drift.ref.kind)
         with self._lock:
             kept = self.drifts.setdefault(runtime, [])
             kept[:] = [*kept, drift][-KEPT_DRIFTS:]
@@ -660,8 +677,8 @@ class Watches:
                 del self._due[runtime]
         for runtime in due:
             self.wakes += 1
-            self.daemon.metrics.woken()
-            self.daemon.submit(runtime, newer_commit=True)  # once more when it runs now
+            self.metrics.woken()
+            self.rerun(runtime)  # once more when it runs now
         return due
 
     def _fire_loop(self) -> None:

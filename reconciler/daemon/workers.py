@@ -7,6 +7,11 @@ retried at the time it asked for. A run's failure is kept per runtime as a
 :class:`~reconciler.errors.ReconcilerError` (a bug as an
 :class:`~reconciler.errors.InternalError`) for ``/status``; the log names its cause.
 
+:class:`Workers` takes the ``run`` it puts on the pool (one runtime's run), the store's
+ledger, a clock, the metrics, the log's repeats, the scheduler's ``retry`` and the daemon's stop;
+:class:`Runs` (the run) takes the commit in force, the fleet, this replica's membership, the
+rollouts' gate, the watches, the clusters and the chart renderer; neither knows the daemon.
+
 Caller: :class:`reconciler.daemon.service.Daemon`.
 """
 
@@ -14,11 +19,12 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from reconciler.cluster.api import Cluster
+from reconciler.core.head import Head
 from reconciler.core.health import named_refs
 from reconciler.core.model import ClusterAccess, ConfigRepo
 from reconciler.core.objects import ObjectRef
@@ -27,10 +33,10 @@ from reconciler.core.redaction import mask
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.status import ModuleState, Reason
-from reconciler.daemon.logs import cause
-from reconciler.daemon.membership import fenced
-from reconciler.daemon.scheduler import retry
-from reconciler.daemon.watches import fetch_blocking_kinds
+from reconciler.daemon.logs import Repeats, cause
+from reconciler.daemon.membership import Membership, fenced
+from reconciler.daemon.metrics import Metrics
+from reconciler.daemon.watches import Watches, fetch_blocking_kinds
 from reconciler.errors import InternalError, ReconcilerError, TransientError
 from reconciler.lifecycle.executor import desired_modules
 from reconciler.operations.capabilities import ChartRendering
@@ -42,21 +48,47 @@ from reconciler.operations.model import (
     operation_limits,
 )
 from reconciler.operations.report import state_text
-from reconciler.operations.runner import Runner
-from reconciler.operations.store import load_status
-
-if TYPE_CHECKING:
-    from reconciler.daemon.service import Daemon
+from reconciler.operations.runner import Connect, Runner
+from reconciler.operations.store import StateStore, load_status
 
 log = logging.getLogger("reconciler.daemon")
+
+#: Schedules a runtime's run again at a time (the scheduler's; nothing without one).
+Retry = Callable[[str, datetime], None]
+#: The repo and commit a runtime is reconciled on, of the commit in force (the rollouts' gate).
+Desired = Callable[[str, ConfigRepo, Head | None], tuple[ConfigRepo, Head | None]]
 
 
 class Workers:
     """The pool of one daemon: which runtime runs, which runs again, and each one's last
     error."""
 
-    def __init__(self, daemon: Daemon, workers: int) -> None:
-        self.daemon = daemon
+    def __init__(
+        self,
+        run: Callable[[str], Operation | None],
+        workers: int,
+        *,
+        store: StateStore,
+        clock: Callable[[], datetime],
+        metrics: Metrics,
+        repeats: Repeats,
+        retry: Retry,
+        stopping: threading.Event,
+        debug: bool = False,
+    ) -> None:
+        #: One runtime's run (:meth:`Runs.run`).
+        self.run = run
+        #: Where a failed run's unfinished operation is looked up (its id in the log line).
+        self.store = store
+        self.clock = clock
+        self.metrics = metrics
+        #: The failure last logged of each runtime: a repeated one is logged once.
+        self.repeats = repeats
+        self.retry = retry
+        #: Set when the daemon stops: no run starts from then on.
+        self.stopping = stopping
+        #: Log the traceback of an internal error (``--debug``).
+        self.debug = debug
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reconcile")
         self._running: dict[str, Future[None]] = {}
         self._again: set[str] = set()
@@ -69,7 +101,7 @@ class Workers:
         ``newer_commit`` that run is followed by one more (it may have started on the commit
         before)."""
         with self._lock:
-            if self.daemon.stopping.is_set():
+            if self.stopping.is_set():
                 return _not_started(runtime)
             running = self._running.get(runtime)
             if running is not None:
@@ -99,21 +131,20 @@ class Workers:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def _run(self, runtime: str) -> None:
-        daemon = self.daemon
-        started = daemon.clock()
+        started = self.clock()
         try:
-            if daemon.stopping.is_set():  # queued before the stop: the next start runs it
+            if self.stopping.is_set():  # queued before the stop: the next start runs it
                 log.info("runtime %s: not started, stopping", runtime)
                 return
             self.errors.pop(runtime, None)
-            operation = daemon.reconcile(runtime)
+            operation = self.run(runtime)
             if operation is not None:
-                daemon.metrics.operation(operation, daemon.clock() - started)
+                self.metrics.operation(operation, self.clock() - started)
         except ReconcilerError as error:
             self._failed(runtime, error, error)
         except Exception as error:
             self._failed(runtime, error, InternalError.of(error))
-            if daemon.options.debug:
+            if self.debug:
                 log.error("runtime %s: traceback", runtime, exc_info=error)
         finally:
             with self._lock:
@@ -123,7 +154,7 @@ class Workers:
                     self._resubmit(runtime)
 
     def _resubmit(self, runtime: str) -> None:
-        if self.daemon.stopping.is_set():  # the next start reconciles it
+        if self.stopping.is_set():  # the next start reconciles it
             log.info("runtime %s: not run again, stopping", runtime)
             return
         try:
@@ -132,21 +163,20 @@ class Workers:
             log.info("runtime %s: not run again, stopping", runtime)
 
     def _failed(self, runtime: str, raised: BaseException, error: ReconcilerError) -> None:
-        daemon = self.daemon
         self.errors[runtime] = error
-        daemon.metrics.reconcile_failed(runtime, type(raised).__name__)
+        self.metrics.reconcile_failed(runtime, type(raised).__name__)
         try:
-            operation = daemon.store.unfinished(runtime)
+            operation = self.store.unfinished(runtime)
         except ReconcilerError:  # the store failed too (it is down): the line without the id
             operation = None
         extra = {"runtime": runtime, "operation": operation.id if operation else ""}
-        level = daemon.repeats.level(f"runtime {runtime}", str(error), logging.ERROR)
+        level = self.repeats.level(f"runtime {runtime}", str(error), logging.ERROR)
         if raised is error:
             log.log(level, "runtime %s: %s (%s)", runtime, error, cause(error), extra=extra)
         else:
             log.log(level, "runtime %s: %s", runtime, error, extra=extra)
         if isinstance(error, TransientError):  # retried as it asked, not at the next resync
-            retry(daemon, runtime, daemon.clock() + timedelta(seconds=error.retry_after))
+            self.retry(runtime, self.clock() + timedelta(seconds=error.retry_after))
 
 
 def _not_started(runtime: str) -> Future[None]:
@@ -157,61 +187,114 @@ def _not_started(runtime: str) -> Future[None]:
     return stopped
 
 
-def run_runtime(daemon: Daemon, runtime: str) -> Operation | None:
-    """Run (or resume) ``runtime``'s operation once on the commit in force, if this replica
-    owns it; schedule a retry if it waits. None: not this replica's (or no member yet)."""
-    daemon.follow_store()  # the commit in force for every replica, not only this one's git
-    repo = daemon.state.repo
-    membership = daemon.membership
-    member = membership.fresh()
-    if repo is None or member is None or runtime not in membership.mine(daemon.fleet()):
-        return None  # another replica's (or none while the store cannot be reached)
-    # a runtime whose rollout wave has not started keeps its previous commit
-    repo, commit = daemon.rollouts.desired(runtime, repo, daemon.state.commit)
-    epoch = member.epoch
-    engine = Engine(
-        daemon.store,
-        clock=daemon.clock,
-        disabled=frozenset(repo.settings.disabled_steps),
-        limits=operation_limits(repo.settings),
-        retry_limits=repo.settings.retry_limits,
-        owner=membership.name,
-        alive=membership.alive,
-        fence=lambda: membership.fenced(epoch),
-        token=membership.token(epoch),
-        stopping=daemon.stopping.is_set,
-    )
+class Runs:
+    """One runtime's run on the commit in force (:meth:`run`), as the pool runs it."""
 
-    def fenced_connect(access: ClusterAccess, name: str) -> Cluster:
-        cluster = daemon.connect(access, name)
-        ours = daemon.watches.own_deletes.around(access.describe())  # no drift (watches)
-        return fenced(cluster, lambda: membership.fenced(epoch), daemon.stopping, ours)
+    def __init__(
+        self,
+        store: StateStore,
+        membership: Membership,
+        clock: Callable[[], datetime],
+        connect: Connect,
+        metrics: Metrics,
+        repeats: Repeats,
+        *,
+        in_force: Callable[[], tuple[ConfigRepo | None, Head | None]],
+        fleet: Callable[[], list[str]],
+        desired: Desired,
+        watches: Watches,
+        charts: ChartRendering,
+        retry: Retry,
+        errors: dict[str, ReconcilerError],
+        stopping: threading.Event,
+        debug: bool = False,
+    ) -> None:
+        self.store = store
+        #: This replica among the members: who owns which runtime, and its fence.
+        self.membership = membership
+        self.clock = clock
+        self.connect = connect
+        self.metrics = metrics
+        #: The failure last logged of each runtime and module: a repeated one is logged once.
+        self.repeats = repeats
+        #: The commit in force and its repo, after taking up the store's (another replica may
+        #: have moved it).
+        self.in_force = in_force
+        #: The runtimes in git and those the store knows that git dropped.
+        self.fleet = fleet
+        self.desired = desired
+        self.watches = watches
+        #: The charts of each run rendered again for what its cluster serves.
+        self.charts = charts
+        self.retry = retry
+        #: The error of each runtime's last run (the pool's): a crash inside a step is one.
+        self.errors = errors
+        #: Set when the daemon stops: a run's waits end and no step starts.
+        self.stopping = stopping
+        #: Log the traceback of an internal error (``--debug``).
+        self.debug = debug
 
-    charts = ChartRendering(daemon.renderer, daemon.chart_renders)
-    runner = Runner(daemon.store, engine, repo, fenced_connect, daemon.clock, commit, charts=charts)
-    outcome = runner.run(runner.operation_for(runtime))
-    operation = outcome.operation
-    extra = {"runtime": runtime, "operation": operation.id}
-    _log_run(daemon, runtime, operation, engine, extra)
-    _log_module_errors(daemon, runtime, operation, extra)
-    _measure(daemon, runtime, repo, operation, engine)
-    try:
-        crds = _waits_for_crds(outcome.retry_at, operation)
-        _watch(daemon, runtime, repo, operation, crds=crds)
-    except Exception as error:  # watches only hasten: the run's outcome stands without them
-        shown = mask(str(error))
-        log.warning("runtime %s: not watched: %s: %s", runtime, type(error).__name__, shown)
-    if outcome.retry_at is not None:
-        retry(daemon, runtime, outcome.retry_at)
-    elif operation.state is OperationState.FAILED:
-        crash = engine.crashes.get(operation.id)
-        if crash is not None:  # a bug inside a step: shown like one outside
-            daemon.workers.errors[runtime] = InternalError(crash.describe(), type(crash.error))
-    return operation
+    def run(self, runtime: str) -> Operation | None:
+        """Run (or resume) ``runtime``'s operation once on the commit in force, if this replica
+        owns it; schedule a retry if it waits. None: not this replica's (or no member yet)."""
+        repo, commit = self.in_force()  # every replica's commit, not only this one's git's
+        membership = self.membership
+        member = membership.fresh()
+        if repo is None or member is None or runtime not in membership.mine(self.fleet()):
+            return None  # another replica's (or none while the store cannot be reached)
+        # a runtime whose rollout wave has not started keeps its previous commit
+        repo, commit = self.desired(runtime, repo, commit)
+        epoch = member.epoch
+        stopping = self.stopping
+        engine = Engine(
+            self.store,
+            clock=self.clock,
+            disabled=frozenset(repo.settings.disabled_steps),
+            limits=operation_limits(repo.settings),
+            retry_limits=repo.settings.retry_limits,
+            owner=membership.name,
+            alive=membership.alive,
+            fence=lambda: membership.fenced(epoch),
+            token=membership.token(epoch),
+            stopping=stopping.is_set,
+        )
+
+        def fenced_connect(access: ClusterAccess, name: str) -> Cluster:
+            cluster = self.connect(access, name)
+            ours = self.watches.own_deletes.around(access.describe())  # no drift (watches)
+            return fenced(cluster, lambda: membership.fenced(epoch), stopping, ours)
+
+        runner = Runner(
+            self.store, engine, repo, fenced_connect, self.clock, commit, charts=self.charts
+        )
+        outcome = runner.run(runner.operation_for(runtime))
+        operation = outcome.operation
+        extra = {"runtime": runtime, "operation": operation.id}
+        _log_run(self.repeats, self.debug, runtime, operation, engine, extra)
+        _log_module_errors(self.repeats, runtime, operation, extra)
+        _measure(self.store, self.metrics, runtime, repo, operation, engine)
+        try:
+            crds = _waits_for_crds(outcome.retry_at, operation)
+            _watch(self.watches, self.connect, runtime, repo, operation, crds=crds)
+        except Exception as error:  # watches only hasten: the run's outcome stands without them
+            shown = mask(str(error))
+            log.warning("runtime %s: not watched: %s: %s", runtime, type(error).__name__, shown)
+        if outcome.retry_at is not None:
+            self.retry(runtime, outcome.retry_at)
+        elif operation.state is OperationState.FAILED:
+            crash = engine.crashes.get(operation.id)
+            if crash is not None:  # a bug inside a step: shown like one outside
+                self.errors[runtime] = InternalError(crash.describe(), type(crash.error))
+        return operation
 
 
 def _log_run(
-    daemon: Daemon, runtime: str, operation: Operation, engine: Engine, extra: dict[str, str]
+    repeats: Repeats,
+    debug: bool,
+    runtime: str,
+    operation: Operation,
+    engine: Engine,
+    extra: dict[str, str],
 ) -> None:
     """The run's one line: failed (ERROR) or waiting (INFO) once per change of state (each
     retry is another operation: the same state again, at DEBUG), done (INFO, saying it
@@ -219,7 +302,7 @@ def _log_run(
     shown = f"{operation.type} {operation.id} {state_text(operation)}"
     subject = f"runtime {runtime}"
     if operation.state is OperationState.SUCCEEDED:
-        again = "recovered: " if daemon.repeats.recovered(subject) else ""
+        again = "recovered: " if repeats.recovered(subject) else ""
         log.info("runtime %s: %s%s", runtime, again, shown, extra=extra)
         return
     failed = operation.state is OperationState.FAILED
@@ -227,23 +310,28 @@ def _log_run(
     level = logging.ERROR if failed else logging.INFO
     crash = engine.crashes.get(operation.id)
     log.log(
-        daemon.repeats.level(subject, state, level, failure=failed),
+        repeats.level(subject, state, level, failure=failed),
         "runtime %s: %s",
         runtime,
         shown,
         extra=extra,
-        exc_info=crash.error if failed and crash is not None and daemon.options.debug else None,
+        exc_info=crash.error if failed and crash is not None and debug else None,
     )
 
 
 def _watch(
-    daemon: Daemon, runtime: str, repo: ConfigRepo, operation: Operation, *, crds: bool
+    watches: Watches,
+    connect: Connect,
+    runtime: str,
+    repo: ConfigRepo,
+    operation: Operation,
+    *,
+    crds: bool,
 ) -> None:
     """The kinds ``runtime``'s modules use, watched on its cluster, and what its removals wait
     for (a deprovision's: until it finished). A run that waits for CRDs (``crds``: the
     server establishes them in a moment, likely during the run) is woken once when it needs a
     watch it did not before: the event may have come before it was passed to the runtime."""
-    watches = daemon.watches
     declared = repo.runtimes.get(runtime)
     leaving = declared is None or operation.type is OperationType.DEPROVISION
     unfinished = operation.state not in (OperationState.SUCCEEDED, OperationState.FAILED)
@@ -255,7 +343,7 @@ def _watch(
         watches.release(runtime)
         return
     where = access.describe()
-    cluster = watches.cluster(where, lambda: daemon.connect(access, runtime))
+    cluster = watches.cluster(where, lambda: connect(access, runtime))
     if cluster is None:  # unreachable, or nothing there changes but by us (a snapshot file)
         watches.release(runtime)
         return
@@ -292,38 +380,43 @@ def _waits_for_crds(retry_at: datetime | None, operation: Operation) -> bool:
 
 
 def _measure(
-    daemon: Daemon, runtime: str, repo: ConfigRepo, operation: Operation, engine: Engine
+    store: StateStore,
+    metrics: Metrics,
+    runtime: str,
+    repo: ConfigRepo,
+    operation: Operation,
+    engine: Engine,
 ) -> None:
     """The runtime's state in the metrics, by the rule of ``reconciler status``; a run that
     ended on an error (a failed operation, a step retrying) counted by its type."""
     declared = repo.runtimes.get(runtime)
     in_git = declared.suspend if declared is not None else None
-    status = load_status(daemon.store, runtime, git_suspended=in_git)
+    status = load_status(store, runtime, git_suspended=in_git)
     if status is None:
-        daemon.metrics.forget_runtime(runtime)
+        metrics.forget_runtime(runtime)
     else:
-        daemon.metrics.runtime_status(status)
+        metrics.runtime_status(status)
     crash, failure = engine.crashes.get(operation.id), operation.data.failure
     if crash is not None:
-        daemon.metrics.reconcile_failed(runtime, crash.type)
+        metrics.reconcile_failed(runtime, crash.type)
     elif failure is not None:
-        daemon.metrics.reconcile_failed(runtime, failure.error.cause.__name__)
+        metrics.reconcile_failed(runtime, failure.error.cause.__name__)
 
 
 def _log_module_errors(
-    daemon: Daemon, runtime: str, operation: Operation, extra: dict[str, str]
+    repeats: Repeats, runtime: str, operation: Operation, extra: dict[str, str]
 ) -> None:
     """Each module in Error, with its error's type, permanence and asked delay (once per
     change: the same error at the next run at DEBUG)."""
     for module in operation.data.modules:
         subject = f"runtime {runtime} module {module.module}"
         if module.error is None:
-            daemon.repeats.recovered(subject)
+            repeats.recovered(subject)
         else:
             level = logging.ERROR if module.error.permanent else logging.WARNING
             state = f"{module.error.describe()}: {module.error.message}"
             log.log(
-                daemon.repeats.level(subject, state, level),
+                repeats.level(subject, state, level),
                 "runtime %s: module %s: %s: %s",
                 runtime,
                 module.module,

@@ -213,7 +213,7 @@ def test_scheduler_and_webhook(setup: Any) -> None:
         )
         until(lambda: running_version(clusters["a"], WIDGET) == "2.0.0", seconds=10)  # one interval
 
-        daemon.scheduler.reschedule_job("poll", trigger="interval", seconds=3600)
+        daemon.ticks.scheduler.reschedule_job("poll", trigger="interval", seconds=3600)
         fleet.commit(
             "mesh",
             {

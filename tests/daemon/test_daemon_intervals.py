@@ -15,7 +15,7 @@ from apscheduler.schedulers.background import BackgroundScheduler  # type: ignor
 from reconciler.cli.daemon import daemon, given_duration
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ClusterAccess
-from reconciler.daemon.service import Daemon, DaemonOptions, Intervals, schedule_jobs
+from reconciler.daemon.service import Daemon, DaemonOptions, Intervals
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
 from tests.support.daemons import SETTINGS_SPEC, Fleet, GitServer
@@ -44,7 +44,7 @@ class World:
         store = SqliteStore(self.root / "state.db")
         started = Daemon(source, store, connect, lambda: datetime.now(UTC), options)
         scheduler = BackgroundScheduler()
-        schedule_jobs(started, scheduler)
+        started.ticks.schedule(scheduler)
         scheduler.start(paused=True)  # its jobs never run: the test polls
         self.daemons.append(started)
         return started
@@ -58,15 +58,16 @@ def world(tmp_path: Path) -> Iterator[World]:
         yield made
     finally:
         for started in made.daemons:
-            if started.scheduler is not None:
-                started.scheduler.shutdown(wait=False)
+            if started.ticks.scheduler is not None:
+                started.ticks.scheduler.shutdown(wait=False)
             started.close()
         made.server.stop()
 
 
 def _jobs(daemon: Daemon) -> tuple[timedelta, timedelta]:
-    assert daemon.scheduler is not None
-    poll, resync = daemon.scheduler.get_job("poll"), daemon.scheduler.get_job("resync")
+    scheduler = daemon.ticks.scheduler
+    assert scheduler is not None
+    poll, resync = scheduler.get_job("poll"), scheduler.get_job("resync")
     return poll.trigger.interval, resync.trigger.interval
 
 

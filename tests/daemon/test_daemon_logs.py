@@ -18,7 +18,6 @@ import pytest
 from reconciler.cluster.memory import Fault, InMemoryCluster
 from reconciler.core.model import ModuleRef
 from reconciler.daemon.logs import setup_logging
-from reconciler.daemon.scheduler import guarded
 from reconciler.daemon.service import Daemon
 from reconciler.errors import PermanentError, StoreError
 from reconciler.operations.store import SqliteStore
@@ -120,7 +119,7 @@ def test_a_job_failing_alike_at_each_run_is_logged_once_then_works_again(
     caplog.set_level(logging.DEBUG)
     daemon = Daemon(UnusedSource(), SqliteStore(tmp_path / "state.db"), None, Clock())  # type: ignore[arg-type]
     failures = [StoreError("database is locked")] * 3
-    job = guarded(daemon, "heartbeat", lambda: _raise_first(failures), lambda: "in 5s")
+    job = daemon.ticks.guarded("heartbeat", lambda: _raise_first(failures), lambda: "in 5s")
     try:
         for _ in range(4):  # three failures alike, then a success
             job()

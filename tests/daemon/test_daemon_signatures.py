@@ -23,6 +23,7 @@ from reconciler.cli import cli
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ClusterAccess
 from reconciler.core.notifications import Notification, NotificationKind
+from reconciler.daemon.channels import MakeSource
 from reconciler.daemon.service import Daemon, DaemonOptions
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
@@ -94,7 +95,7 @@ class Setup:
     told: Told
     daemons: list[Daemon] = field(default_factory=list)
 
-    def daemon(self, trusted: TrustedKeys) -> Daemon:
+    def daemon(self, trusted: TrustedKeys, make_source: MakeSource | None = None) -> Daemon:
         def connect(access: ClusterAccess, name: str) -> InMemoryCluster:
             return self.clusters.setdefault(name, InMemoryCluster())
 
@@ -103,7 +104,12 @@ class Setup:
         )
         options = DaemonOptions(trusted_keys=trusted)
         made = Daemon(
-            source, SqliteStore(self.root / "state.db"), connect, lambda: datetime.now(UTC), options
+            source,
+            SqliteStore(self.root / "state.db"),
+            connect,
+            lambda: datetime.now(UTC),
+            options,
+            make_source=make_source,
         )
         made.notifier = self.told
         self.daemons.append(made)
@@ -377,9 +383,9 @@ def test_the_channels_repository_commits_are_verified_too(keys: Keys, setup: Set
         )
         fleet.commit("channels apart", bob, {"fleet/reconciler.yaml": settings, "channels": None})
         signers = _signers(root / "signers", alice, bob)
-        daemon = setup.daemon(TrustedKeys(ssh_signers=(signers,), every_commit=True))
-        daemon.make_source = lambda url, ref, path: RemoteSource(
-            url, ref, path, root / "channels-cache"
+        daemon = setup.daemon(
+            TrustedKeys(ssh_signers=(signers,), every_commit=True),
+            lambda url, ref, path: RemoteSource(url, ref, path, root / "channels-cache"),
         )
         assert poll_and_reconcile(daemon)
         good = daemon.state.commit

@@ -68,9 +68,7 @@ def _daemon(
     source = RemoteSource(url, "main", "fleet", root / "cache")
     store = SqliteStore(root / "state.db")
     options = DaemonOptions(workers=2)  # a and b run, c waits in the queue
-    daemon = Daemon(source, store, connect, lambda: datetime.now(UTC), options)
-    daemon.stopping = stop
-    return daemon
+    return Daemon(source, store, connect, lambda: datetime.now(UTC), options, stopping=stop)
 
 
 def _make_available(cluster: InMemoryCluster) -> None:

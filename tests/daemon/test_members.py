@@ -87,7 +87,14 @@ def test_a_member_that_leaves_hands_its_runtimes_over_at_once(world: World) -> N
 
 
 def test_a_member_whose_heartbeat_lapsed_mid_run_writes_nothing(world: World) -> None:
-    one = world.replica("replica-a")
+    pausing = threading.Event()
+
+    def paused(access: ClusterAccess, name: str) -> FencedCluster | InMemoryCluster:
+        if pausing.is_set():
+            one.ticks += LEASE.total_seconds()  # the process was stopped here, past its lease
+        return world.connect(access, name)
+
+    one = world.replica("replica-a", connect=paused)
     one.daemon.membership.beat()
     one.daemon.poll()
     one.daemon.wait_idle()
@@ -98,11 +105,7 @@ def test_a_member_whose_heartbeat_lapsed_mid_run_writes_nothing(world: World) ->
     cluster = world.clusters["c"]
     writes = cluster.writes
 
-    def paused(access: ClusterAccess, name: str) -> FencedCluster | InMemoryCluster:
-        one.ticks += LEASE.total_seconds()  # the process was stopped here, past its lease
-        return world.connect(access, name)
-
-    one.daemon.connect = paused
+    pausing.set()
     one.daemon.poll()
     one.daemon.wait_idle()
 

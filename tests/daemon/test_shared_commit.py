@@ -268,10 +268,10 @@ def test_a_replica_takes_up_the_channels_commit_in_force_not_the_newest(world: W
         f"spec: {{channelsFrom: {{git: '{url}', ref: main, subPath: channels}}}}\n"
     )
     world.fleet.commit("channels apart", {"fleet/reconciler.yaml": settings, "channels": None})
-    one, two = world.replica("replica-a"), world.replica("replica-b")
-    for replica in (one, two):
-        name = replica.daemon.membership.name
-        replica.daemon.make_source = channels_source_in(world.root / f"channels-{name}")
+    one, two = (
+        world.replica(name, make_source=channels_source_in(world.root / f"channels-{name}"))
+        for name in ("replica-a", "replica-b")
+    )
     assert one.daemon.poll()
     in_force = one.daemon.state.commit
     assert in_force is not None

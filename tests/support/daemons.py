@@ -146,8 +146,8 @@ def served(tmp_path: Path) -> Iterator[ServedDaemon]:
     try:
         yield ServedDaemon(fleet, server, daemon, clusters)
     finally:
-        if daemon.scheduler is not None:
-            daemon.scheduler.shutdown(wait=True)
+        if daemon.ticks.scheduler is not None:
+            daemon.ticks.scheduler.shutdown(wait=True)
         daemon.close()
         server.stop()
 
@@ -216,8 +216,13 @@ class Clocked:
         self.now = T0
         self.clusters: dict[str, InMemoryCluster] = {}
         source = RemoteSource(server.url, "main", "fleet", root / "cache")
-        self.daemon = Daemon(source, SqliteStore(root / "state.db"), self.connect, lambda: self.now)
-        self.daemon.make_source = channels_source_in(root / "channels-cache")
+        self.daemon = Daemon(
+            source,
+            SqliteStore(root / "state.db"),
+            self.connect,
+            lambda: self.now,
+            make_source=channels_source_in(root / "channels-cache"),
+        )
 
     def connect(self, access: ClusterAccess, name: str) -> InMemoryCluster:
         return self.clusters.setdefault(name, InMemoryCluster())

@@ -17,7 +17,9 @@ import pytest
 
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ClusterAccess
+from reconciler.daemon.channels import MakeSource
 from reconciler.daemon.service import Daemon, DaemonOptions
+from reconciler.operations.runner import Connect
 from reconciler.operations.store import SqliteStore, StateStore
 from reconciler.source.git import RemoteSource
 from tests.support.daemons import T0, Fleet, GitServer
@@ -29,7 +31,14 @@ LEASE = timedelta(seconds=30)
 class Replica:
     """A daemon with its own clocks."""
 
-    def __init__(self, world: World, name: str) -> None:
+    def __init__(
+        self,
+        world: World,
+        name: str,
+        *,
+        connect: Connect | None = None,
+        make_source: MakeSource | None = None,
+    ) -> None:
         self.now = T0
         self.ticks = 0.0
         self.world = world
@@ -38,9 +47,10 @@ class Replica:
         self.daemon = Daemon(
             source,
             SqliteStore(world.root / "state.db"),
-            world.connect,
+            connect or world.connect,
             lambda: self.now,
             options,
+            make_source=make_source,
             monotonic=lambda: self.ticks,
         )
 
@@ -66,8 +76,12 @@ class World:
         self.on_connect.append(name)
         return self.clusters.setdefault(name, InMemoryCluster())
 
-    def replica(self, name: str) -> Replica:
-        made = Replica(self, name)
+    def replica(
+        self, name: str, *, connect: Connect | None = None, make_source: MakeSource | None = None
+    ) -> Replica:
+        """A replica named ``name`` (its own clusters' ``connect`` and channels source when
+        given)."""
+        made = Replica(self, name, connect=connect, make_source=make_source)
         self.replicas.append(made)
         return made
 
