@@ -163,3 +163,16 @@ def test_only_the_store_package_opens_a_dialect() -> None:
         names = imported_names(path)
         names = {n for n in names if n.startswith(DIALECTS)} | (names & {_SQLITE_CLASS})
         assert not names, f"{path.relative_to(ROOT)} opens a dialect: {names}"
+
+
+def test_the_daemons_parts_are_layered_under_the_daemon_that_wires_them() -> None:
+    """Each part of the daemon takes its collaborators, none the Daemon (issue 42): a layers
+    contract over every module of ``reconciler.daemon`` (a new one must be placed), and no
+    contract ignores a part's import of the service but the commit gate's, until it goes too."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = config["tool"]["importlinter"]["contracts"]
+    daemon = next(c for c in contracts if c.get("containers") == ["reconciler.daemon"])
+    assert daemon["type"] == "layers"
+    assert daemon["exhaustive"] is True
+    ignored = {line for c in contracts for line in c.get("ignore_imports", [])}
+    assert ignored <= {"reconciler.daemon.commits -> reconciler.daemon.service"}
