@@ -45,6 +45,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
+from typing import Protocol
 
 from reconciler.core.fleetdiff import FleetDiffer
 from reconciler.core.head import Head, head_text
@@ -67,12 +68,19 @@ from reconciler.daemon.metrics import Metrics
 from reconciler.errors import FencedError, ReconcilerError, TransientError
 from reconciler.operations.model import FenceToken
 from reconciler.operations.rollouts import RolloutCommand, command_rollout
-from reconciler.operations.store import StateStore, load_statuses
+from reconciler.operations.store import RolloutRecords, StatusReader, load_statuses
 
 #: A module whose upgrade waits for the runtime's maintenance window (L10).
 WAITING_FOR_WINDOW = str(Reason.WAITING_FOR_MAINTENANCE_WINDOW)
 
 log = logging.getLogger("reconciler.daemon")
+
+
+class RolloutStore(RolloutRecords, StatusReader, Protocol):
+    """What the rollouts read and write: the rollouts, and the runtimes' statuses (their
+    members' health, and which are suspended)."""
+
+
 #: Commits whose repo is kept in memory for runtimes held back on them.
 _KEPT_REPOS = 4
 
@@ -82,7 +90,7 @@ class Rollouts:
 
     def __init__(
         self,
-        store: StateStore,
+        store: RolloutStore,
         membership: Membership,
         clock: Callable[[], datetime],
         metrics: Metrics,

@@ -179,19 +179,13 @@ class Daemon:
         self.membership = Membership(
             store, options.member or this_owner(), clock, lease=options.lease, monotonic=monotonic
         )
-        self._wire(source, store, connect, clock, monotonic)
+        self._wire(monotonic)
 
-    def _wire(
-        self,
-        source: Source,
-        store: StateStore,
-        connect: Connect,
-        clock: Callable[[], datetime],
-        monotonic: Callable[[], float],
-    ) -> None:
-        """Make the parts, each with the collaborators it uses. The pool runs
-        :meth:`reconcile`, and the parts that reconcile a runtime once more call
-        :meth:`submit`: the daemon's own ticks, which reach the pool and the runs made here."""
+    def _wire(self, monotonic: Callable[[], float]) -> None:
+        """Make the parts, each with the collaborators it uses (the store's role it uses among
+        them). The pool runs :meth:`reconcile`, and the parts that reconcile a runtime once
+        more call :meth:`submit`: the pool and the runs are made after the parts they use."""
+        source, store, connect, clock = self.source, self.store, self.connect, self.clock
         options, metrics, repeats = self.options, self.metrics, self.repeats
         membership, stopping, debug = self.membership, self.stopping, options.debug
         rerun = partial(self.submit, newer_commit=True)

@@ -30,7 +30,12 @@ from reconciler.daemon.watches import Watches
 from reconciler.errors import ReconcilerError
 from reconciler.notify.delivery import Delivery
 from reconciler.operations.rollouts import rollout_document
-from reconciler.operations.store import StateStore, load_statuses
+from reconciler.operations.store import MemberLeases, RolloutRecords, StatusReader, load_statuses
+
+
+class StatusStore(StatusReader, RolloutRecords, MemberLeases, Protocol):
+    """What ``/status`` reads of the store: the runtimes' statuses, the newest rollouts and
+    the members."""
 
 
 class SourceView(Protocol):
@@ -75,7 +80,7 @@ class Status:
 
     def __init__(
         self,
-        store: StateStore,
+        store: StatusStore,
         membership: Membership,
         clock: Callable[[], datetime],
         *,

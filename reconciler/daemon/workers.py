@@ -49,7 +49,7 @@ from reconciler.operations.model import (
 )
 from reconciler.operations.report import state_text
 from reconciler.operations.runner import Connect, Runner
-from reconciler.operations.store import StateStore, load_status
+from reconciler.operations.store import OperationLedger, StatusReader, SyncLedger, load_status
 
 log = logging.getLogger("reconciler.daemon")
 
@@ -68,7 +68,7 @@ class Workers:
         run: Callable[[str], Operation | None],
         workers: int,
         *,
-        store: StateStore,
+        store: OperationLedger,
         clock: Callable[[], datetime],
         metrics: Metrics,
         repeats: Repeats,
@@ -192,7 +192,7 @@ class Runs:
 
     def __init__(
         self,
-        store: StateStore,
+        store: SyncLedger,
         membership: Membership,
         clock: Callable[[], datetime],
         connect: Connect,
@@ -380,7 +380,7 @@ def _waits_for_crds(retry_at: datetime | None, operation: Operation) -> bool:
 
 
 def _measure(
-    store: StateStore,
+    store: StatusReader,
     metrics: Metrics,
     runtime: str,
     repo: ConfigRepo,
