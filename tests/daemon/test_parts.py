@@ -33,10 +33,12 @@ from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
 from reconciler.source.loader import ReadOptions, load_repo
 from tests.support.fleet_history import (
+    CANARY_SETTINGS,
     channel_yaml,
     default_yaml,
     manifest_yaml,
     module_yaml,
+    tiered_runtime_yaml,
     write_tree,
 )
 
@@ -91,7 +93,7 @@ def _pool(store: SqliteStore, runs: Runs, retries: list[tuple[str, datetime]]) -
 def test_the_pool_runs_a_runtime_once_at_a_time_and_once_more_for_a_newer_commit(
     store: SqliteStore,
 ) -> None:
-    runs, retries = Runs(), []  # type: ignore[var-annotated]
+    runs, retries = Runs(), list[tuple[str, datetime]]()
     pool = _pool(store, runs, retries)
     try:
         first = pool.submit("slow")
@@ -107,7 +109,7 @@ def test_the_pool_runs_a_runtime_once_at_a_time_and_once_more_for_a_newer_commit
 
 
 def test_the_pool_keeps_a_failed_runs_error_and_asks_for_its_retry(store: SqliteStore) -> None:
-    runs, retries = Runs(), []  # type: ignore[var-annotated]
+    runs, retries = Runs(), list[tuple[str, datetime]]()
     pool = _pool(store, runs, retries)
     try:
         pool.submit("flaky").result()
@@ -119,7 +121,7 @@ def test_the_pool_keeps_a_failed_runs_error_and_asks_for_its_retry(store: Sqlite
 
 
 def test_a_stopping_pool_starts_no_run(store: SqliteStore) -> None:
-    runs, retries = Runs(), []  # type: ignore[var-annotated]
+    runs, retries = Runs(), list[tuple[str, datetime]]()
     pool = _pool(store, runs, retries)
     pool.stopping.set()
     try:
@@ -131,37 +133,16 @@ def test_a_stopping_pool_starts_no_run(store: SqliteStore) -> None:
 
 # -- the rollouts -----------------------------------------------------------------------------
 
-SETTINGS = """\
-apiVersion: reconciler.dev/v1alpha1
-kind: Settings
-metadata: {name: fleet}
-spec:
-  channelsFrom: {path: ../channels}
-  rollout:
-    waves:
-      - {name: canary, selector: tier=dev}
-      - {name: everyone}
-    healthyFor: 30m
-"""
-
-
-def _runtime(name: str, tier: str) -> str:
-    return (
-        "apiVersion: reconciler.dev/v1alpha1\nkind: Runtime\n"
-        f"metadata: {{name: {name}, labels: {{tier: {tier}}}}}\nspec:\n  channel: regular\n"
-        f"  cluster: {{context: {name}}}\n  modules: [{{name: widget}}]\n"
-    )
-
 
 def _repo(root: Path, widget: str) -> ConfigRepo:
     """A fleet of three runtimes (``dev`` the canary) on widget ``widget``, read from files."""
     files: dict[str, str | None] = {
-        "fleet/reconciler.yaml": SETTINGS,
+        "fleet/reconciler.yaml": CANARY_SETTINGS,
         "fleet/modules/widget/module.yaml": module_yaml("widget"),
         "channels/regular.yaml": channel_yaml("regular", {"widget": widget}),
-        "fleet/runtimes/dev.yaml": _runtime("dev", "dev"),
-        "fleet/runtimes/prod-1.yaml": _runtime("prod-1", "prod"),
-        "fleet/runtimes/prod-2.yaml": _runtime("prod-2", "prod"),
+        "fleet/runtimes/dev.yaml": tiered_runtime_yaml("dev", "dev"),
+        "fleet/runtimes/prod-1.yaml": tiered_runtime_yaml("prod-1", "prod"),
+        "fleet/runtimes/prod-2.yaml": tiered_runtime_yaml("prod-2", "prod"),
     }
     for version in ("1.0.0", "2.0.0"):
         files[f"fleet/modules/widget/{version}/manifest.yaml"] = manifest_yaml("widget", version)

@@ -25,38 +25,23 @@ from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
 from tests.support.daemons import GitServer
 from tests.support.fleet_history import (
+    CANARY_SETTINGS,
     channel_yaml,
     default_yaml,
     git,
     manifest_yaml,
     module_yaml,
+    tiered_runtime_yaml,
     write_tree,
 )
 
 LEASE = timedelta(seconds=30)
 T0 = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
-SETTINGS = """\
-apiVersion: reconciler.dev/v1alpha1
-kind: Settings
-metadata: {name: fleet}
-spec:
-  channelsFrom: {path: ../channels}
-  rollout:
-    waves:
-      - {name: canary, selector: tier=dev}
-      - {name: everyone}
-    healthyFor: 30m
-"""
 REFUSED = "not written by this replica"
 
 
 def _runtime(index: int) -> str:
-    tier = "dev" if index < 2 else "prod"
-    return (
-        "apiVersion: reconciler.dev/v1alpha1\nkind: Runtime\n"
-        f"metadata: {{name: rt-{index}, labels: {{tier: {tier}}}}}\nspec:\n  channel: regular\n"
-        f"  cluster: {{context: rt-{index}}}\n  modules: [{{name: widget}}]\n"
-    )
+    return tiered_runtime_yaml(f"rt-{index}", "dev" if index < 2 else "prod")
 
 
 class Replica:
@@ -100,7 +85,7 @@ class World:
         self.work.mkdir()
         git(root, "init", "-q", "--bare", str(root / "remote.git"))
         files: dict[str, str | None] = {
-            "fleet/reconciler.yaml": SETTINGS,
+            "fleet/reconciler.yaml": CANARY_SETTINGS,
             "fleet/modules/widget/module.yaml": module_yaml("widget"),
         }
         for version in ("1.0.0", "2.0.0"):

@@ -65,6 +65,31 @@ def channel_yaml(name: str, modules: dict[str, str]) -> str:
     )
 
 
+#: Settings whose rollouts go in two waves: the canary (``tier=dev``), then everyone.
+CANARY_SETTINGS = """\
+apiVersion: reconciler.dev/v1alpha1
+kind: Settings
+metadata: {name: fleet}
+spec:
+  channelsFrom: {path: ../channels}
+  rollout:
+    waves:
+      - {name: canary, selector: tier=dev}
+      - {name: everyone}
+    healthyFor: 30m
+"""
+
+
+def tiered_runtime_yaml(name: str, tier: str) -> str:
+    """A runtime labelled ``tier`` (``dev``: in the canary of :data:`CANARY_SETTINGS`) on the
+    ``regular`` channel, with the module ``widget``."""
+    return (
+        "apiVersion: reconciler.dev/v1alpha1\nkind: Runtime\n"
+        f"metadata: {{name: {name}, labels: {{tier: {tier}}}}}\nspec:\n  channel: regular\n"
+        f"  cluster: {{context: {name}}}\n  modules: [{{name: widget}}]\n"
+    )
+
+
 def runtime_yaml(name: str, channel: str, modules: str, extra: str = "") -> str:
     return (
         "apiVersion: reconciler.dev/v1alpha1\nkind: Runtime\n"
