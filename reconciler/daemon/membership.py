@@ -49,7 +49,7 @@ from reconciler.core.sharding import assign
 from reconciler.errors import FencedError, ReconcilerError
 from reconciler.operations.engine import owner_alive
 from reconciler.operations.model import FenceToken, Member
-from reconciler.operations.store import StateStore
+from reconciler.operations.store import MemberLeases
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class Membership:
 
     def __init__(
         self,
-        store: StateStore,
+        store: MemberLeases,
         name: str,
         clock: Callable[[], datetime],
         *,
