@@ -1,6 +1,6 @@
-"""Each caller of the state store takes the role it uses (issue 42, point 4): only the composition
-roots that open a store and wire everything annotate a parameter or a field as the whole
-``StateStore``; everyone else names a role protocol of ``reconciler.operations.store.contract``
+"""Each caller of the state store takes the role it uses: only the composition roots that open
+a store and wire everything annotate a parameter or a field as the whole ``StateStore``; every
+other caller names a role protocol of ``reconciler.operations.store.contract``
 (``OperationLedger``, ``RuntimeRecords``, ``CommitVerdicts``, ...)."""
 
 from __future__ import annotations
