@@ -19,7 +19,7 @@
   - to the state store: every write of a reconcile carries a
     :class:`~reconciler.operations.model.FenceToken` (member, epoch) that the store checks in
     the statement that writes. A member that finds another's lease lapsed **fences** it in the
-    store (:meth:`StateStore.fence`) before it takes its runtimes over, so whatever the paused
+    store (:meth:`MemberLeases.fence`) before it takes its runtimes over, so whatever the paused
     one checked before its pause, its writes after the takeover are refused
     (:class:`~reconciler.errors.LostOwnershipError`); it comes back in a new epoch.
 """
