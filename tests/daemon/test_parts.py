@@ -1,4 +1,4 @@
-"""The daemon's parts built on their own, each from the collaborators it takes (issue 42): the
+"""The daemon's parts built on their own, each from the collaborators it takes: the
 worker pool with a ``run`` callable, the rollouts with a real SQLite store and membership, and
 ``/status`` with a store, a watches part and a source state; no daemon, no git server, no thread
 but the pool's.

@@ -166,7 +166,7 @@ def test_only_the_store_package_opens_a_dialect() -> None:
 
 
 def test_the_daemons_parts_are_layered_under_the_daemon_that_wires_them() -> None:
-    """Each part of the daemon takes its collaborators, none the Daemon (issue 42): a layers
+    """Each part of the daemon takes its collaborators, none the Daemon: a layers
     contract over every module of ``reconciler.daemon`` (a new one must be placed), and no
     contract ignores a part's import of the service but the commit gate's, until it goes too."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
