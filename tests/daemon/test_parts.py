@@ -1,7 +1,7 @@
 """The daemon's parts built on their own, each from the collaborators it takes: the
-worker pool with a ``run`` callable, the rollouts with a real SQLite store and membership, and
-``/status`` with a store, a watches part and a source state; no daemon, no git server, no thread
-but the pool's.
+worker pool with a ``run`` callable, the rollouts with a real SQLite store and membership,
+``/status`` with a store, a watches part and a source state, and the ticks with their jobs on a
+paused scheduler; no daemon, no git server, no thread but the pool's and the scheduler's.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
 
 from reconciler.core.head import Head
 from reconciler.core.model import ConfigRepo, Settings
@@ -24,6 +25,7 @@ from reconciler.daemon.logs import Repeats
 from reconciler.daemon.membership import Membership
 from reconciler.daemon.metrics import Metrics
 from reconciler.daemon.rollouts import Rollouts
+from reconciler.daemon.scheduler import Intervals, Jobs, Ticks
 from reconciler.daemon.status import Status
 from reconciler.daemon.watches import Watches
 from reconciler.daemon.workers import Workers
@@ -290,3 +292,45 @@ def test_status_reports_the_source_members_and_runtimes_from_its_collaborators(
     assert runtime["drift"] == []
     assert runtime["watches"] == {"narrowed": [], "refused": []}
     assert (document["notifications"], document["rollouts"]) == (None, [])
+
+
+# -- the ticks --------------------------------------------------------------------------------
+
+
+def test_the_ticks_schedule_the_jobs_they_are_given_at_the_intervals_in_force() -> None:
+    ran: list[str] = []
+    jobs = Jobs(
+        poll=lambda: ran.append("poll"),
+        resync=lambda: ran.append("resync"),
+        heartbeat=lambda: ran.append("heartbeat"),
+        rollouts=lambda: ran.append("rollouts"),
+        prune=lambda: ran.append("prune"),
+        submit=ran.append,
+    )
+    intervals = Intervals(timedelta(seconds=30), timedelta(minutes=5))
+    ticks = Ticks(jobs, lambda: intervals, timedelta(seconds=60), lambda: T0, Repeats())
+    ticks.retry("a", T0)  # no scheduler yet: the tests drive the ticks
+    scheduler = BackgroundScheduler()
+    ticks.schedule(scheduler)
+    scheduler.start(paused=True)
+    try:
+        ticks.retry("a", T0 + timedelta(minutes=1))
+        every = {job.id: job.trigger for job in scheduler.get_jobs()}
+        intervals = Intervals(timedelta(minutes=2), timedelta(hours=1))  # a commit moved them
+        ticks.reschedule()
+        moved = {job.id: job.trigger for job in scheduler.get_jobs()}
+    finally:
+        scheduler.shutdown(wait=False)
+
+    assert sorted(every) == ["heartbeat", "poll", "prune", "resync", "retry:a", "rollouts"]
+    assert (every["poll"].interval, every["resync"].interval) == (
+        timedelta(seconds=30),
+        timedelta(minutes=5),
+    )
+    assert every["heartbeat"].interval == timedelta(seconds=20)  # a third of the lease
+    assert (moved["poll"].interval, moved["resync"].interval) == (
+        timedelta(minutes=2),
+        timedelta(hours=1),
+    )
+    assert ticks.scheduled == intervals
+    assert ran == []  # paused: nothing ran
