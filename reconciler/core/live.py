@@ -13,7 +13,8 @@
 - :func:`finalizers_holding` and :func:`held_text`: an object being deleted, and what holds it
   (L13: a removal waits until it is gone).
 
-Callers: the lifecycle's reads and stages (``reconciler.lifecycle``), ``reconciler tree``.
+Callers: the lifecycle's reads and stages (``reconciler.lifecycle``), the planner (S1), the
+daemon's watches (what wakes a runtime), ``reconciler tree``.
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ one of them) raise :class:`RolloutCommandError` when they do not apply, in a lin
 why. They are written here once for ``reconciler rollout`` (on the store, through the daemon's
 port) and the status page's command lines.
 
-Callers: the daemon's rollout job, ``reconciler rollout`` (through the daemon or on the store).
+Callers: the daemon's rollout job and its rollouts page, ``reconciler rollout`` (through the
+daemon or on the store).
 """
 
 from __future__ import annotations

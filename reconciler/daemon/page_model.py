@@ -477,7 +477,7 @@ def _fleet_row(runtime: FleetRuntime, now: datetime, in_force: str) -> FleetRow:
     commit, note = runtime.commit_shown(in_force)
     return FleetRow(
         runtime.name,
-        status.state,
+        runtime.state,
         status.reason,
         status.message,
         runtime.modules,
