@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from reconciler.core.head import Head
     from reconciler.core.model import ConfigRepo
     from reconciler.operations.model import Operation, RuntimeStatus
-    from reconciler.operations.store import StateStore
+    from reconciler.operations.store import StateStore, StatusReader
 
 RUNTIME_STATES = frozenset(SHOWN_STATES)
 MODULE_STATES = frozenset((*(state.value for state in ModuleState), "Removed"))
@@ -109,7 +109,7 @@ class RuntimeItem:
         }
 
 
-def runtime_items(store: StateStore | None, config: ConfigRepo | None) -> list[RuntimeItem]:
+def runtime_items(store: StatusReader | None, config: ConfigRepo | None) -> list[RuntimeItem]:
     """Every runtime the store recorded or git declares, by name."""
     from reconciler.operations.store import load_statuses
 
