@@ -28,7 +28,7 @@ from reconciler.core.head import Head
 from reconciler.core.health import named_refs
 from reconciler.core.model import ClusterAccess, ConfigRepo
 from reconciler.core.objects import ObjectRef
-from reconciler.core.plan_values import DesiredModule
+from reconciler.core.plan_values import DesiredModule, desired_modules
 from reconciler.core.redaction import mask
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
@@ -38,7 +38,6 @@ from reconciler.daemon.membership import Membership, fenced
 from reconciler.daemon.metrics import Metrics
 from reconciler.daemon.watches import Watches, fetch_blocking_kinds
 from reconciler.errors import InternalError, ReconcilerError, TransientError
-from reconciler.lifecycle.executor import desired_modules
 from reconciler.operations.capabilities import ChartRendering
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import (

@@ -46,6 +46,8 @@ from tests.support.fleet_history import (
 
 T0 = datetime(2026, 12, 8, 1, 0, tzinfo=UTC)
 OLD, NEW = Head("1" * 40), Head("2" * 40)
+#: The runtimes the new commit changes (widget 1.0.0 to 2.0.0): all three.
+CHANGED = ("dev", "prod-1", "prod-2")
 
 
 @pytest.fixture
@@ -207,7 +209,7 @@ def test_rollouts_start_waves_and_hold_the_later_waves_on_the_commit_before(
 ) -> None:
     rollouts = fleet.rollouts()
 
-    rollouts.begin(fleet.old, OLD, fleet.new, NEW)
+    rollouts.begin(fleet.old, OLD, fleet.new, NEW, CHANGED)
 
     saved = fleet.store.latest_rollout()
     assert saved is not None
@@ -225,7 +227,7 @@ def test_rollouts_start_waves_and_hold_the_later_waves_on_the_commit_before(
 def test_a_replica_reads_the_base_a_held_back_runtime_keeps_and_never_lets_it_through(
     fleet: Fleet,
 ) -> None:
-    fleet.rollouts().begin(fleet.old, OLD, fleet.new, NEW)
+    fleet.rollouts().begin(fleet.old, OLD, fleet.new, NEW, CHANGED)
     restarted, unreadable = fleet.rollouts(), fleet.rollouts(readable=False)
 
     assert restarted.desired("prod-2", fleet.new, NEW) == (fleet.old, OLD)
