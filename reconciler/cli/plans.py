@@ -21,7 +21,7 @@ from reconciler.cli.clusters import Access, is_folder
 from reconciler.cli.loading import load_valid_repo
 from reconciler.cli.options import RunRequest
 from reconciler.cli.output import echo_document, is_document
-from reconciler.cli.progress import Progress
+from reconciler.cli.progress import ANNOUNCED_FROM, Progress
 from reconciler.cli.report import plan_text
 from reconciler.cli.workers import RampUp, fleet_width
 from reconciler.core.brake import Allowance, Limits, Verdict
@@ -87,10 +87,6 @@ def scope_of(
         reading=announce_reading,
     )
     return Scope(config, store, in_git, removed, verdict, access)
-
-
-#: From how many clusters to read the brake says so first (a fleet's read takes seconds).
-ANNOUNCED_FROM = 50
 
 
 def announce_reading(count: int) -> None:
