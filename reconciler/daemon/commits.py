@@ -20,13 +20,13 @@ The details a verdict carries are the typed values of :mod:`reconciler.daemon.ve
 turned into JSON only at the store's edge (:func:`~reconciler.daemon.verdicts.encode`, and
 :func:`~reconciler.daemon.verdicts.detail_of` back).
 
-The gate takes what it uses and nothing else: a ledger (the store's verdicts on commits), a
-reader (:class:`CommitReader`: the source, signatures, channels and validation), a brake (the
-deletion brake's verdict, :func:`reconciler.operations.running.fetch_verdict`), a clock, the
-metrics, a notifier, the members (who reads a commit), and the ``taken`` callable the daemon
-hears a commit put in force by; it changes the daemon's :class:`SourceState` only through its
-named transitions. Caller: :class:`reconciler.daemon.service.Daemon` (its poll, under its
-lock).
+The gate takes what it uses and nothing else: a ledger (the store's verdicts on commits, its
+:class:`~reconciler.operations.store.CommitVerdicts` role), a reader (:class:`CommitReader`: the
+source, signatures, channels and validation), a brake (the deletion brake's verdict,
+:func:`reconciler.operations.running.fetch_verdict`), a clock, the metrics, a notifier, the
+members (who reads a commit), and the ``taken`` callable the daemon hears a commit put in force
+by; it changes the daemon's :class:`SourceState` only through its named transitions. Caller:
+:class:`reconciler.daemon.service.Daemon` (its poll, under its lock).
 """
 
 from __future__ import annotations
@@ -66,6 +66,7 @@ from reconciler.errors import PermanentError, ReconcilerError, TransientError
 from reconciler.operations.engine import owner_alive
 from reconciler.operations.model import CommitRecord, CommitVerdict
 from reconciler.operations.running import Judged, Running
+from reconciler.operations.store import CommitVerdicts
 
 log = logging.getLogger("reconciler.daemon")
 
@@ -73,22 +74,6 @@ log = logging.getLogger("reconciler.daemon")
 MAX_READ_ATTEMPTS = 2
 
 _UNDECIDED = (None, CommitVerdict.READING, CommitVerdict.PENDING)
-
-
-class CommitLedger(Protocol):
-    """The verdicts on commits, kept in the state store (shared by the replicas)."""
-
-    def decide_commit(self, record: CommitRecord) -> CommitRecord:
-        """Record a verdict other than ACCEPTED; the one that stands."""
-
-    def accept_commit(self, record: CommitRecord, expected: Head | None) -> CommitRecord | None:
-        """Put ``record``'s commit in force if ``expected`` still is; the one in force after."""
-
-    def commit(self, commit: Head) -> CommitRecord | None:
-        """The verdict on ``commit``, if one was recorded."""
-
-    def last_accepted(self) -> CommitRecord | None:
-        """The commit in force."""
 
 
 class CommitReader(Protocol):
@@ -130,7 +115,7 @@ class GateParts:
     """What the gate uses besides its state (see the module docstring); the daemon may
     replace ``ledger`` and ``notifier`` after it is made (tests interleave a store)."""
 
-    ledger: CommitLedger
+    ledger: CommitVerdicts
     reader: CommitReader
     brake: Brake
     clock: Callable[[], datetime]

@@ -6,8 +6,8 @@ waits, is refused, held or accepted, and a commit is followed (put in force here
 is read-only to everyone else (``/status``, the status page, the metrics), so a reader never
 sees a half-made verdict written by hand elsewhere.
 
-Callers: :mod:`reconciler.daemon.commits` (writes), :mod:`reconciler.daemon.service`,
-:mod:`reconciler.daemon.status` and the status page (read).
+Callers: :mod:`reconciler.daemon.commits` (writes) and :mod:`reconciler.daemon.service` (its
+wiring; ``/status``, the status page and the metrics read it there).
 """
 
 from __future__ import annotations

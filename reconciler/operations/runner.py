@@ -37,7 +37,7 @@ from reconciler.operations.model import (
     RuntimeRecord,
 )
 from reconciler.operations.steps import StepContext
-from reconciler.operations.store import StateStore
+from reconciler.operations.store import OperationLedger, StateStore
 
 Connect = Callable[[ClusterAccess, str], Cluster]
 
@@ -224,7 +224,7 @@ class Runner:
         )
 
 
-def recorded_access(store: StateStore, runtime: str) -> ClusterAccess:
+def recorded_access(store: OperationLedger, runtime: str) -> ClusterAccess:
     """How the last operation of ``runtime`` reached its cluster (a runtime that left git)."""
     for operation in store.operations(runtime=runtime, limit=20):
         if operation.data.access is not None:
