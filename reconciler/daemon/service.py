@@ -3,10 +3,13 @@
 :class:`Daemon` holds the wiring and the ticks tests call directly; each job lives in its own
 module:
 
-- :meth:`Daemon.poll` asks the source whether the ref moved (one ``ls-remote`` per poll for the
-  whole fleet) and hands a new commit to the verdict protocol (:mod:`reconciler.daemon.commits`:
-  refused, held by the deletion brake, waiting, or accepted; typed details in
-  :mod:`reconciler.daemon.verdicts`). An unreachable remote changes nothing (S3). Replicas
+- :meth:`Daemon.poll` holds the source's lock while the commit-verdict gate
+  (:mod:`reconciler.daemon.commits`, built here from its parts: the store's verdicts, the
+  commit reader of :mod:`reconciler.daemon.reading`, the deletion brake) asks the source whether
+  the ref moved (one ``ls-remote`` per poll for the whole fleet) and judges a new commit:
+  refused, held by the deletion brake, waiting, or accepted (typed details in
+  :mod:`reconciler.daemon.verdicts`; the daemon's :mod:`~reconciler.daemon.source_state`
+  changed only through its transitions). An unreachable remote changes nothing (S3). Replicas
   sharing the store move the commit in force by compare-and-set; each takes up the store's
   commit in force at each poll, before it judges anything, and before each reconcile. The
   config repo is asked first and a channels repository (``channelsFrom.git``,
