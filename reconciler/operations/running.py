@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from reconciler.core.brake import (
     Allowance,
@@ -40,17 +39,12 @@ from reconciler.core.model import ClusterAccess, ConfigRepo
 from reconciler.core.resolve import resolve_runtime
 from reconciler.lifecycle.executor import Lifecycle
 from reconciler.operations.runner import Connect, recorded_access
-from reconciler.operations.store import OperationLedger, RuntimeRecords
+from reconciler.operations.store import OperationLedger, RunLedger
 
 #: Runtime -> module -> version.
 Modules = dict[str, dict[str, str]]
 #: Runtime -> module -> the names of the CRDs its inventory lists.
 Crds = dict[str, dict[str, frozenset[str]]]
-
-
-class RunningRecords(RuntimeRecords, OperationLedger, Protocol):
-    """What the brake reads of the state store: the modules each runtime runs, and the access
-    a runtime that left git was last synced through."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +59,7 @@ class Running:
 
 
 def fetch_running(
-    store: RunningRecords,
+    store: RunLedger,
     repo: ConfigRepo,
     connect: Connect,
     *,
@@ -125,7 +119,7 @@ def _crds(inventory: Inventory) -> frozenset[str]:
     )
 
 
-def _access(store: RunningRecords, repo: ConfigRepo, name: str) -> ClusterAccess:
+def _access(store: OperationLedger, repo: ConfigRepo, name: str) -> ClusterAccess:
     if name in repo.runtimes:
         return repo.runtimes[name].cluster
     return recorded_access(store, name)
@@ -148,7 +142,7 @@ class Judged:
 
 
 def fetch_verdict(
-    store: RunningRecords,
+    store: RunLedger,
     connect: Connect,
     judged: Judged,
     *,

@@ -1,10 +1,12 @@
 """The state store's contract: one protocol per role (:class:`OperationLedger`,
 :class:`RuntimeRecords`, :class:`CommitVerdicts`, :class:`BrakeLimits`, :class:`Suspensions`,
 :class:`CapabilityRecords`, :class:`MemberLeases`, :class:`RolloutRecords`,
-:class:`NotificationOutbox`), each caller taking the one it uses, :class:`StateStore` composed of
-them all for the composition roots that wire everything, and the rules every store applies the
-same way (which verdict on a commit may replace which, a member's
-next epoch), with the reads of runtime statuses built on the interface. Pure: no I/O.
+:class:`NotificationOutbox`) and the few a caller needs together (:class:`StatusReader`,
+:class:`RunLedger`, :class:`SyncLedger`, :class:`Prunable`), each caller taking the one it
+uses; :class:`StateStore`, composed of them all, for the composition roots that wire
+everything; and the rules every store applies the same way (which verdict on a commit may
+replace which, a member's next epoch), with the reads of runtime statuses built on the roles.
+Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -234,6 +236,21 @@ class NotificationOutbox(Outbox, Protocol):
 class StatusReader(RuntimeRecords, Suspensions, OperationLedger, Protocol):
     """What a runtime's status is read from (:func:`load_statuses`, :func:`load_status`): its
     record, its suspension and its unfinished operation."""
+
+
+class RunLedger(OperationLedger, RuntimeRecords, Protocol):
+    """What running an operation writes (:class:`~reconciler.operations.engine.Engine`, its
+    steps): the operation, claimed and saved, and the record it leaves of its runtime."""
+
+
+class SyncLedger(RunLedger, Suspensions, CapabilityRecords, Protocol):
+    """What the runner of a repo's operations reads and writes
+    (:class:`~reconciler.operations.runner.Runner`): its :class:`RunLedger`, which runtimes
+    are suspended, and what their clusters served last."""
+
+
+class Prunable(OperationLedger, NotificationOutbox, Protocol):
+    """What the daemon's pruning job trims: finished operations and sent notifications."""
 
 
 class StateStore(
