@@ -7,7 +7,7 @@ commits still apply; a commit whose channels were never seen waits (PENDING, a
 accepted names its channels commit (the head is pinned): it is read as is, never asked anew.
 
 :class:`Channels` takes the config source's path, how commits are read, how a second source is
-made, and a clock. :class:`Source` is the protocol of a source of commits.
+made (:data:`MakeSource`), and a clock.
 
 Caller: :class:`reconciler.daemon.service.Daemon` (its poll, and the commit gate reading a
 commit through it).
@@ -19,10 +19,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from reconciler.core.head import Head
 from reconciler.daemon.logs import failure_level, source_failure
+from reconciler.daemon.reading import Source
 from reconciler.errors import ReconcilerError, TransientError
 from reconciler.source.git import Revision, redact
 from reconciler.source.loader import ChannelsRepository, ReadOptions, channels_repository
@@ -31,22 +32,6 @@ log = logging.getLogger("reconciler.daemon")
 
 #: A channels source: its url, ref and path in that repository.
 ChannelsKey = tuple[str, str, str]
-
-
-class Source(Protocol):
-    """Where commits come from (:class:`reconciler.source.git.RemoteSource`)."""
-
-    path: str
-
-    @property
-    def shown(self) -> str:
-        """The source's URL without credentials."""
-
-    def check(self) -> str:
-        """The commit the followed ref points to now."""
-
-    def revision(self, commit: str) -> Revision:
-        """The tree of ``commit``."""
 
 
 #: Makes the source of a channels repository from its url, ref and path.

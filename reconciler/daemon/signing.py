@@ -25,7 +25,7 @@ from datetime import datetime
 from reconciler.core.head import Head
 from reconciler.core.notifications import Notification
 from reconciler.core.signatures import SignatureVerdict
-from reconciler.daemon.channels import Source
+from reconciler.daemon.reading import Source
 from reconciler.daemon.verdicts import Refusal, refused_notification
 from reconciler.errors import SourceError, TransientError
 from reconciler.operations.model import CommitRecord

@@ -23,8 +23,9 @@ from reconciler.core.head import Head, head_text
 from reconciler.core.model import OUTPUT_API_VERSION, ConfigRepo
 from reconciler.core.notifications import Notifier
 from reconciler.core.redaction import mask_all
-from reconciler.daemon.channels import Channels, Source
+from reconciler.daemon.channels import Channels
 from reconciler.daemon.membership import Membership
+from reconciler.daemon.reading import Source
 from reconciler.daemon.verdicts import Held, Refusal, Waiting
 from reconciler.daemon.watches import Watches
 from reconciler.errors import ReconcilerError
