@@ -296,36 +296,38 @@ def test_a_change_right_after_the_run_is_an_event(watching: Any) -> None:
 
 
 @pytest.mark.timeout(60)  # a stream not hung up would wait for its timeout (minutes)
-def test_closing_the_watches_ends_their_threads_at_once(watching: Any) -> None:
-    """Every watch's stream is hung up, and :meth:`Watches.close` returns once its thread
-    (blocked in a stream with nothing to tell) has ended: no thread is left behind."""
+def test_closing_the_watches_ends_their_tasks_at_once(watching: Any) -> None:
+    """Every watch is a task of the one event loop, none a thread of its own (issue 43); its
+    stream is hung up, and :meth:`Watches.close` returns once its task (blocked in a stream
+    with nothing to tell) has ended: none is left behind."""
     daemon, _, _, _ = watching
     poll_and_reconcile(daemon)
     daemon.watches.start()
-    threads = [o.thread for o in daemon.watches.open.values()]
+    opened = list(daemon.watches.open.values())
 
     daemon.watches.close()
 
-    assert threads
-    assert [t for t in threads if t is None or t.is_alive()] == []
+    assert opened
+    assert [o.thread for o in opened] == [None] * len(opened)
+    assert [o.task is not None and o.task.done() for o in opened] == [True] * len(opened)
 
 
 @pytest.mark.timeout(60)
-def test_a_watch_released_by_its_last_runtime_ends_its_thread(watching: Any) -> None:
+def test_a_watch_released_by_its_last_runtime_ends_its_task(watching: Any) -> None:
     """Runtimes that leave this replica close the watches only they needed: their streams
-    are hung up at once (the threads are joined when the watches close)."""
+    are hung up at once (their tasks waited for when the watches close)."""
     daemon, _, _, _ = watching
     poll_and_reconcile(daemon)
     daemon.watches.start()
-    threads = [o.thread for o in daemon.watches.open.values()]
+    tasks = [o.task for o in daemon.watches.open.values()]
 
     for runtime in daemon.fleet():
         daemon.watches.release(runtime)
     assert daemon.watches.open == {}
     daemon.watches.close()
 
-    assert threads
-    assert [t for t in threads if t is None or t.is_alive()] == []
+    assert tasks
+    assert [t is not None and t.done() for t in tasks] == [True] * len(tasks)
 
 
 def test_a_snapshot_cluster_opens_no_watch(tmp_path: Path) -> None:
