@@ -130,8 +130,10 @@ class KindWatch:
     counts: WatchCounts = field(default_factory=WatchCounts)
     #: The resourceVersion the next stream starts from ("" before the first list).
     resource_version: str = ""
-    #: The objects seen, by (namespace, name), as the last event told them.
+    #: The objects seen, by (namespace, name), as the last event told them (what ``keep``
+    #: keeps of each: by default the whole body).
     cache: dict[tuple[str, str], Body] = field(default_factory=dict)
+    keep: Callable[[Body], Body] = field(default=lambda body: body)
     #: The last error, as one line (empty after a success).
     error: str = ""
     #: Why the server refused the list or watch (403; empty while it does not): stopped.
@@ -306,7 +308,7 @@ class KindWatch:
         if event.type is WatchEventType.DELETED:
             self.cache.pop(key, None)
         else:
-            self.cache[key] = event.body
+            self.cache[key] = self.keep(event.body)
         self.on_event(event, previous)
 
     def _relist(self) -> None:
@@ -316,7 +318,8 @@ class KindWatch:
         )
         fresh = {_key(item): item for item in listing.items}
         news = [] if not self._listed else _differences(self.cache, fresh)
-        self.cache, self._listed = fresh, True
+        self.cache = {key: self.keep(item) for key, item in fresh.items()}
+        self._listed = True
         self.resource_version = listing.resource_version
         for event, previous in news:
             self.counts.events += 1

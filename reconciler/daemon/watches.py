@@ -71,7 +71,7 @@ from reconciler.core.model import (
     Settings,
 )
 from reconciler.core.objects import Body, ObjectRef
-from reconciler.core.ownership import taken_fields
+from reconciler.core.ownership import kept_entries, taken_fields
 from reconciler.daemon.own_deletes import OwnDeletes
 from reconciler.errors import ReconcilerError
 
@@ -145,6 +145,39 @@ def reason_to_wake(event: WatchEvent, before: Body | None) -> tuple[str, Drift |
     if health_of(before) != health_of(body):  # a Job completed, a custom resource Ready ...
         return "health changed", None
     return None
+
+
+#: The metadata the wake rules read of an object's state before a change.
+KEPT_METADATA = (
+    "name",
+    "namespace",
+    "labels",
+    "resourceVersion",
+    "generation",
+    "deletionTimestamp",
+)
+
+
+def kept_for_wakes(body: Body) -> Body:
+    """What a watch's cache keeps of ``body`` (issue 43): what :func:`reason_to_wake` and the
+    blocking removals read of the state before a change (its identity, labels, generation,
+    ``spec.replicas``, status, our managedFields entries and the others' keys), not the whole
+    body (no template, data, annotations, or a CRD's schema)."""
+    metadata = body.get("metadata") or {}
+    kept: dict[str, Any] = {k: metadata[k] for k in KEPT_METADATA if k in metadata}
+    if "managedFields" in metadata:
+        kept["managedFields"] = kept_entries(body, OUR_MANAGERS)
+    spec = body.get("spec") or {}
+    trimmed: dict[str, Any] = {
+        "apiVersion": body.get("apiVersion"),
+        "kind": body.get("kind"),
+        "metadata": kept,
+    }
+    if "replicas" in spec:
+        trimmed["spec"] = {"replicas": spec["replicas"]}
+    if "status" in body:
+        trimmed["status"] = body["status"]
+    return trimmed
 
 
 def _identity(ref: ObjectRef) -> tuple[str, str, str, str]:
@@ -516,6 +549,7 @@ class Watches:
             labels=OURS if scope == OWN else {},
             namespace=namespace,
             refused=review.refused,
+            keep=kept_for_wakes,
         )
         opened = self.open[key] = _Open(watch, resource=review.resource or kind)
         log.debug("watching %s on %s", watch.what, where)

@@ -22,7 +22,7 @@ from reconciler.core.objects import ObjectRef
 from reconciler.core.status import ModuleState
 from reconciler.daemon.membership import fenced
 from reconciler.daemon.service import Daemon, DaemonOptions
-from reconciler.daemon.watches import ALL
+from reconciler.daemon.watches import ALL, OUR_MANAGERS
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
 from tests.support.daemons import WIDGET, Fleet, GitServer, poll_and_reconcile
@@ -125,6 +125,28 @@ def test_one_watch_per_cluster_and_kind_opened_after_a_run(watching: Any) -> Non
     shown = f"reconciler_watches_open {float(len(daemon.watches.open))}"
     assert shown in daemon.metrics.exposition().decode()
     daemon.watches.step_all()  # the first list of each
+
+
+def test_a_watch_cache_keeps_only_what_the_wake_rules_read(watching: Any) -> None:
+    """Issue 43: the caches keep no whole bodies (no template, no annotations) and only our
+    own managedFields entries whole (the others' as keys); a drift is still named by field
+    (test_a_change_by_another_manager_is_drift_named_by_field)."""
+    daemon, cluster, _, _ = watching
+    cluster.auto_ready = True
+    poll_and_reconcile(daemon)
+    daemon.watches.step_all()
+
+    cached = [b for o in daemon.watches.open.values() for b in o.watch.cache.values()]
+    deployments = [b for b in cached if b["kind"] == "Deployment"]
+    entries = [e for b in cached for e in b["metadata"].get("managedFields", [])]
+
+    assert deployments
+    assert [set(b.get("spec", {})) <= {"replicas"} for b in deployments] == [True] * len(
+        deployments
+    )
+    assert all("annotations" not in b["metadata"] for b in cached)
+    assert entries
+    assert all("fieldsV1" not in e for e in entries if e["manager"] not in OUR_MANAGERS)
 
 
 def test_an_operator_that_becomes_available_wakes_its_runtime_once(watching: Any) -> None:
