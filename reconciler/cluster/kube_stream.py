@@ -121,7 +121,8 @@ def _event_of(line: str) -> WatchEvent | None:
     body = event.get("object")
     if event.get("type") == "ERROR":
         status = body if isinstance(body, dict) else {}
-        raise _refused(int(status.get("code") or 500), str(status.get("reason") or ""), line)
+        code, reason = int(status.get("code") or 500), str(status.get("reason") or "")
+        raise _refused(code, reason, json.dumps(status))
     if event.get("type") not in PASSED or not isinstance(body, dict):
         return None
     return WatchEvent(WatchEventType(event["type"]), body)

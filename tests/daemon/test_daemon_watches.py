@@ -129,24 +129,32 @@ def test_one_watch_per_cluster_and_kind_opened_after_a_run(watching: Any) -> Non
 
 def test_a_watch_cache_keeps_only_what_the_wake_rules_read(watching: Any) -> None:
     """Issue 43: the caches keep no whole bodies (no template, no annotations) and only our
-    own managedFields entries whole (the others' as keys); a drift is still named by field
-    (test_a_change_by_another_manager_is_drift_named_by_field)."""
-    daemon, cluster, _, _ = watching
+    own managedFields entries whole (the others' as keys); the drift of a field taken by
+    another manager is still named from what they keep."""
+    daemon, cluster, clock, _ = watching
     cluster.auto_ready = True
     poll_and_reconcile(daemon)
     daemon.watches.step_all()
+    scaled = {"apiVersion": "apps/v1", "kind": "Deployment",
+              "metadata": {"name": WIDGET.name, "namespace": WIDGET.namespace,
+                           "annotations": {"note": "x" * 1000}},
+              "spec": {"replicas": 3}}  # fmt: skip
+    cluster.apply(scaled, field_manager="kubectl-edit", force=True)
+    assert _fire_after_debounce(daemon, clock) == ["a"]
 
     cached = [b for o in daemon.watches.open.values() for b in o.watch.cache.values()]
     deployments = [b for b in cached if b["kind"] == "Deployment"]
     entries = [e for b in cached for e in b["metadata"].get("managedFields", [])]
+    theirs = [e for e in entries if e["manager"] not in OUR_MANAGERS]
 
     assert deployments
-    assert [set(b.get("spec", {})) <= {"replicas"} for b in deployments] == [True] * len(
-        deployments
-    )
+    assert [set(b.get("spec", {})) for b in deployments] == [{"replicas"}] * len(deployments)
     assert all("annotations" not in b["metadata"] for b in cached)
-    assert entries
-    assert all("fieldsV1" not in e for e in entries if e["manager"] not in OUR_MANAGERS)
+    assert [e["manager"] for e in theirs] == ["kubectl-edit"]
+    assert "fieldsV1" not in theirs[0]
+    assert daemon.watches.status("a") == [
+        f"{WIDGET.subject}: spec.replicas changed by kubectl-edit"
+    ]
 
 
 def test_an_operator_that_becomes_available_wakes_its_runtime_once(watching: Any) -> None:
