@@ -21,7 +21,8 @@ from typing import Any
 from kubernetes import watch as _k8s_watch
 
 from reconciler.cluster.api import Hangup, Listing, WatchEvent, WatchEventType
-from reconciler.cluster.kube_stream import HttpStreams
+from reconciler.cluster.kube_stream import HttpStreams, NoHttp2Error
+from reconciler.cluster.watch_loop import events_of_thread
 
 k8s_watch: Any = _k8s_watch
 #: The event types passed on (``ERROR``, a 410 Gone among them, is raised by the client).
@@ -163,7 +164,8 @@ class KubeWatches:
         namespace: str | None = None,
     ) -> AsyncGenerator[WatchEvent, None]:
         """See :meth:`reconciler.cluster.api.StreamWatchable.watch_async`: over the cluster's
-        HTTP/2 connection (:mod:`reconciler.cluster.kube_stream`)."""
+        HTTP/2 connection (:mod:`reconciler.cluster.kube_stream`); a server without HTTP/2 is
+        read as :meth:`watch` reads it, on a thread of the stream's own."""
         resource = self._resource(api_version, kind)  # discovered by the list before it
         if self._streams is None:
             self._streams = HttpStreams(self._api_client())
@@ -172,7 +174,25 @@ class KubeWatches:
         if selector:
             query["labelSelector"] = selector
         what = f"watch {kind}" + (f" in {namespace}" if namespace else "")
-        async for event in self._streams.events(
-            resource.path(namespace=namespace), query, timeout_seconds, what
-        ):
-            yield event
+        try:
+            async for event in self._streams.events(
+                resource.path(namespace=namespace), query, timeout_seconds, what
+            ):
+                yield event
+            return
+        except NoHttp2Error:
+            pass
+        threaded = events_of_thread(
+            lambda stop: self.watch(
+                api_version,
+                kind,
+                resource_version=resource_version,
+                labels=labels,
+                timeout_seconds=timeout_seconds,
+                hangup=stop,
+                namespace=namespace,
+            )
+        )
+        async with contextlib.aclosing(threaded):
+            async for event in threaded:
+                yield event

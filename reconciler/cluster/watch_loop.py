@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
+from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar
+
+from reconciler.cluster.watch import Stop
 
 _T = TypeVar("_T")
 
@@ -39,6 +41,36 @@ class WatchLoop:
                 )
                 thread.start()
             return self._loop
+
+
+async def events_of_thread(
+    stream: Callable[[Stop], Iterator[_T]],
+) -> AsyncGenerator[_T, None]:
+    """The items of ``stream`` (a blocking iterator, given the :class:`Stop` that ends it),
+    read on a thread of its own, for a task of the loop; closing this ends it."""
+    loop, queue = asyncio.get_running_loop(), asyncio.Queue[tuple[bool, Any]]()
+    stop = Stop()
+
+    def read() -> None:
+        try:
+            for item in stream(stop):
+                loop.call_soon_threadsafe(queue.put_nowait, (True, item))
+        except BaseException as error:  # handed to the task, raised there
+            loop.call_soon_threadsafe(queue.put_nowait, (False, error))
+            return
+        loop.call_soon_threadsafe(queue.put_nowait, (False, None))
+
+    threading.Thread(target=read, name="watch", daemon=True).start()
+    try:
+        while True:
+            more, item = await queue.get()
+            if not more:
+                if item is not None:
+                    raise item
+                return
+            yield item
+    finally:
+        stop.set()
 
 
 #: The process's loop.

@@ -1,15 +1,13 @@
 """The real server's watch streams in the event loop (cluster/kube_stream.py, issue 43): many
 streams of one cluster share one HTTP/2 connection (counted in /proc, on the real API server),
 and what a server answers is translated once: a 410 ``ERROR`` event is ExpiredError, a 403
-answer ForbiddenError, a refused connection a ServerError naming the cause (a real HTTP server
-on 127.0.0.1 that answers so)."""
+event ForbiddenError, a refused connection a ServerError naming the cause, a server without
+HTTP/2 said so (its streams are then read on threads: test_watch_loop)."""
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -17,7 +15,9 @@ import pytest
 
 from reconciler.cluster.api import WatchEvent, WatchEventType
 from reconciler.cluster.kube import KubeCluster, k8s_client, k8s_config
-from reconciler.cluster.kube_stream import HttpStreams
+from reconciler.cluster.kube_errors import translated
+from reconciler.cluster.kube_stream import HttpStreams, NoHttp2Error, event_of_line
+from reconciler.cluster.watch import KindWatch
 from reconciler.cluster.watch_loop import WATCH_LOOP
 from reconciler.errors import ExpiredError, ForbiddenError, ServerError
 from tests.support.contract_targets import wait_until
@@ -33,28 +33,7 @@ REFUSED = (
 )
 
 
-class _Answers(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        refused = "forbidden" in self.path
-        self.send_response(403 if refused else 200)
-        self.send_header("Content-Type", "application/json")
-        body = REFUSED if refused else GONE
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def server() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Answers)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+KINDS = [("v1", "ConfigMap"), ("v1", "Secret"), ("v1", "Service"), ("apps/v1", "Deployment")]
 
 
 def _streams(host: str) -> HttpStreams:
@@ -70,22 +49,22 @@ def _read(streams: HttpStreams, path: str) -> list[WatchEvent]:
     return WATCH_LOOP.start(read()).result()
 
 
-def test_a_410_event_is_expired_and_a_403_answer_forbidden(server: str) -> None:
-    streams = _streams(server)
+def test_a_410_error_event_is_expired_and_a_403_one_forbidden() -> None:
+    with pytest.raises(ExpiredError, match="410 too old resource version"), translated("watch"):
+        event_of_line(GONE)
+    with pytest.raises(ForbiddenError, match="403 configmaps is forbidden"), translated("watch"):
+        event_of_line(b'{"type":"ERROR","object":' + REFUSED + b"}")
+    assert event_of_line(b"  ") is None
 
-    with pytest.raises(ExpiredError, match="410 too old resource version"):
-        _read(streams, "/api/v1/configmaps")
-    with pytest.raises(ForbiddenError, match="403 configmaps is forbidden"):
-        _read(streams, "/api/v1/forbidden")
 
-
-def test_a_refused_connection_is_a_server_error_naming_the_cause(server: str) -> None:
-    port = urlsplit(server).port
-    streams = _streams("http://127.0.0.1:1")
-    assert port != 1
-
+def test_a_refused_connection_is_a_server_error_naming_the_cause() -> None:
     with pytest.raises(ServerError, match="connection refused"):
-        _read(streams, "/api/v1/configmaps")
+        _read(_streams("https://127.0.0.1:1"), "/api/v1/configmaps")
+
+
+def test_a_server_without_http2_is_said_so() -> None:
+    with pytest.raises(NoHttp2Error):
+        _read(_streams("http://127.0.0.1:1"), "/api/v1/configmaps")
 
 
 def _connections_to(port: int) -> int:
@@ -115,8 +94,7 @@ def test_many_watch_streams_of_a_cluster_share_one_http2_connection(
     api_client = k8s_config.new_client_from_config(config_file=str(kube_control_plane.kubeconfig))
     cluster = KubeCluster(api_client, name="streams")
     port = urlsplit(api_client.configuration.host).port
-    kinds = [("v1", "ConfigMap"), ("v1", "Secret"), ("v1", "Service"), ("apps/v1", "Deployment")]
-    starts = {kind: cluster.list_for_watch(*kind).resource_version for kind in kinds}
+    starts = {kind: cluster.list_for_watch(*kind).resource_version for kind in KINDS}
     before = _connections_to(port)
     opened: list[str] = []
 
@@ -128,10 +106,48 @@ def test_many_watch_streams_of_a_cluster_share_one_http2_connection(
         async for event in events:
             assert event.type in WatchEventType
 
-    tasks = [WATCH_LOOP.start(watch(*kind)) for kind in kinds]
-    wait_until(lambda: len(opened) == len(kinds) and _connections_to(port) > before)
+    tasks = [WATCH_LOOP.start(watch(*kind)) for kind in KINDS]
+    wait_until(lambda: len(opened) == len(KINDS) and _connections_to(port) > before)
     during = _connections_to(port)
     for task in tasks:
         task.cancel()
 
     assert during - before == 1  # one connection for the four streams (HTTP/1.1: four)
+
+
+@pytest.mark.kube
+@pytest.mark.timeout(300)
+def test_each_stream_of_a_connection_is_told_its_event_while_the_others_wait(
+    kube_control_plane: ControlPlane,
+) -> None:
+    """One reader per connection hands each stream its frames: a change is told while the
+    other streams (quiet kinds) wait on the same connection (a reader per stream taking turns
+    on the socket left it queued until the next frame came, seconds to minutes later)."""
+    api_client = k8s_config.new_client_from_config(config_file=str(kube_control_plane.kubeconfig))
+    cluster, writer = KubeCluster(api_client, name="streams"), KubeCluster(api_client)
+    writer.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "told"}},
+                 field_manager="test")  # fmt: skip
+    told: dict[str, threading.Event] = {}
+
+    def tell(event: WatchEvent, _before: object) -> None:
+        told[event.body["metadata"]["name"]].set()
+
+    watches = [
+        KindWatch(cluster, api_version, kind, tell, labels={"told": "yes"})
+        for api_version, kind in KINDS
+    ]
+    for watch in watches:
+        watch.prime()
+    tasks = [WATCH_LOOP.start(watch.run_async()) for watch in watches]
+
+    for index, kind in enumerate(["ConfigMap", "Secret", "ConfigMap", "Secret", "ConfigMap"]):
+        name = f"{kind.lower()}-{index}"
+        told[name] = threading.Event()
+        writer.apply({"apiVersion": "v1", "kind": kind, "metadata": {
+            "name": name, "namespace": "told", "labels": {"told": "yes"}}},
+            field_manager="test")  # fmt: skip
+        assert told[name].wait(60), f"{name} was not told"
+
+    for watch, task in zip(watches, tasks, strict=True):
+        watch.close()
+        task.result()
