@@ -1,4 +1,4 @@
-"""The one event loop that reads every watch stream of the process (issue 43): an asyncio loop
+"""The one event loop that reads every watch stream of the process: an asyncio loop
 on a thread of its own, started at its first use, where each watch is a task
 (:meth:`reconciler.cluster.watch.KindWatch.run_async`) and not a thread; the real API server's
 streams share one HTTP/2 connection per server (:mod:`reconciler.cluster.kube_stream`), as

@@ -159,7 +159,7 @@ KEPT_METADATA = (
 
 
 def kept_for_wakes(body: Body) -> Body:
-    """What a watch's cache keeps of ``body`` (issue 43): what :func:`reason_to_wake` and the
+    """What a watch's cache keeps of ``body``: what :func:`reason_to_wake` and the
     blocking removals read of the state before a change (its identity, labels, generation,
     ``spec.replicas``, status, our managedFields entries and the others' keys), not the whole
     body (no template, data, annotations, or a CRD's schema)."""

@@ -1,4 +1,4 @@
-"""The real server's watch streams in the event loop (cluster/kube_stream.py, issue 43): many
+"""The real server's watch streams in the event loop (cluster/kube_stream.py): many
 streams of one cluster share one HTTP/2 connection (counted in /proc, on the real API server),
 and what a server answers is translated once: a 410 ``ERROR`` event is ExpiredError, a 403
 event ForbiddenError, a refused connection a ServerError naming the cause, a server without
@@ -6,9 +6,7 @@ HTTP/2 said so (its streams are then read on threads: test_watch_loop)."""
 
 from __future__ import annotations
 
-import os
 import threading
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -22,6 +20,7 @@ from reconciler.cluster.watch_loop import WATCH_LOOP
 from reconciler.errors import ExpiredError, ForbiddenError, ServerError
 from tests.support.contract_targets import wait_until
 from tests.support.kube_control_plane import ControlPlane
+from tests.support.proc_sockets import fetch_connections
 
 GONE = (
     b'{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure",'
@@ -69,21 +68,7 @@ def test_a_server_without_http2_is_said_so() -> None:
 
 def _connections_to(port: int) -> int:
     """This process's established TCP connections to ``port``."""
-    inodes = set()
-    for fd in Path("/proc/self/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    connected = 0
-    for table in ("tcp", "tcp6"):
-        for line in Path(f"/proc/self/net/{table}").read_text().splitlines()[1:]:
-            parts = line.split()
-            remote = int(parts[2].rsplit(":", 1)[1], 16)
-            connected += parts[3] == "01" and remote == port and parts[9] in inodes
-    return connected
+    return fetch_connections("self", port)[1]
 
 
 @pytest.mark.kube

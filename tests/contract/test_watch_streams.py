@@ -1,4 +1,4 @@
-"""The watch contract in the event loop (issue 43: many watches, one thread): a stream read
+"""The watch contract in the event loop (many watches, one thread): a stream read
 there (``StreamWatchable.watch_async``: over HTTP/2 on the real server) tells the events in
 order and only for the labels asked, resumes from its last resourceVersion, a 403 refuses it; a
 watch run as a task (``KindWatch.step_async``/``run_async``) relists after a 410 without losing a
@@ -8,13 +8,11 @@ at its timeout). Runs on the in-memory cluster and on the real API server."""
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import pytest
 
 from reconciler.cluster.api import (
-    Listing,
     Permission,
     StreamWatchable,
     WatchEvent,
@@ -24,9 +22,9 @@ from reconciler.cluster.memory import Fault, InMemoryCluster
 from reconciler.cluster.watch import KindWatch
 from reconciler.cluster.watch_loop import WATCH_LOOP
 from reconciler.core.objects import ObjectRef
-from reconciler.errors import ExpiredError, ForbiddenError, ServerError
-from tests.contract.test_watch_access import _as_watcher_in
+from reconciler.errors import ForbiddenError, ServerError
 from tests.support.contract_targets import MANAGER, Target, apply_namespace, wait_until
+from tests.support.watch_targets import as_watcher_in, forgetful_streams
 
 OURS = {"app.kubernetes.io/managed-by": "reconciler-watch-streams"}
 #: A stream's timeout far beyond the test's (pytest-timeout) guard: only a hangup ends it.
@@ -98,7 +96,7 @@ def test_a_stream_in_the_loop_is_refused_where_the_identity_may_not_watch(
     target: Target, request: pytest.FixtureRequest
 ) -> None:
     granted = apply_namespace(target, "granted")
-    watcher = _as_watcher_in(target, request, granted)
+    watcher = as_watcher_in(target, request, granted)
     wait_until(lambda: watcher.can_i(Permission("watch", "", "configmaps", granted)))
     listing = watcher.list_for_watch("v1", "ConfigMap", labels=OURS, namespace=granted)
 
@@ -128,7 +126,7 @@ def test_a_watch_in_the_loop_relists_after_410_and_loses_no_change(target: Targe
     cluster.apply(_configmap(namespace, "changed", v="2"), field_manager=MANAGER)
     cluster.delete(ObjectRef("v1", "ConfigMap", namespace, "deleted"))
     cluster.apply(_configmap(namespace, "added"), field_manager=MANAGER)
-    watch.cluster = _forgetful(target)  # the server forgot those changes' events
+    watch.cluster = forgetful_streams(target)  # the server forgot those changes' events
 
     assert WATCH_LOOP.start(watch.step_async()).result()  # 410 Gone
     assert WATCH_LOOP.start(watch.step_async()).result()  # the relist
@@ -189,54 +187,3 @@ def test_a_watch_in_the_loop_closed_from_another_thread_ends_at_once(target: Tar
 
     assert watch.counts.errors == 0  # a hangup is no error
     assert watch.error == ""
-
-
-class _Forgetting:
-    """A real API server whose history is compacted up to now (see test_watch_contract's
-    twin): answers 410 for the resourceVersions before now, in the loop."""
-
-    def __init__(self, cluster: StreamWatchable) -> None:
-        self.cluster = cluster
-        self.forgotten = int(cluster.list_for_watch("v1", "Namespace").resource_version)
-
-    def list_for_watch(
-        self,
-        api_version: str,
-        kind: str,
-        *,
-        labels: Mapping[str, str] | None = None,
-        namespace: str | None = None,
-    ) -> Listing:
-        return self.cluster.list_for_watch(api_version, kind, labels=labels, namespace=namespace)
-
-    def watch(self, *args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("read in the loop only")
-
-    async def watch_async(
-        self,
-        api_version: str,
-        kind: str,
-        *,
-        resource_version: str,
-        labels: Mapping[str, str] | None = None,
-        timeout_seconds: float = 60.0,
-        namespace: str | None = None,
-    ) -> AsyncGenerator[WatchEvent, None]:
-        if int(resource_version) < self.forgotten:
-            raise ExpiredError(f"too old resource version: {resource_version}")
-        async for event in self.cluster.watch_async(
-            api_version,
-            kind,
-            resource_version=resource_version,
-            labels=labels,
-            timeout_seconds=timeout_seconds,
-            namespace=namespace,
-        ):
-            yield event
-
-
-def _forgetful(target: Target) -> StreamWatchable:
-    if isinstance(target.cluster, InMemoryCluster):
-        target.cluster.expire_history()
-        return target.cluster
-    return _Forgetting(_streams(target))

@@ -128,7 +128,7 @@ def test_one_watch_per_cluster_and_kind_opened_after_a_run(watching: Any) -> Non
 
 
 def test_a_watch_cache_keeps_only_what_the_wake_rules_read(watching: Any) -> None:
-    """Issue 43: the caches keep no whole bodies (no template, no annotations) and only our
+    """The caches keep no whole bodies (no template, no annotations) and only our
     own managedFields entries whole (the others' as keys); the drift of a field taken by
     another manager is still named from what they keep."""
     daemon, cluster, clock, _ = watching
@@ -327,7 +327,7 @@ def test_a_change_right_after_the_run_is_an_event(watching: Any) -> None:
 
 @pytest.mark.timeout(60)  # a stream not hung up would wait for its timeout (minutes)
 def test_closing_the_watches_ends_their_tasks_at_once(watching: Any) -> None:
-    """Every watch is a task of the one event loop, none a thread of its own (issue 43); its
+    """Every watch is a task of the one event loop, none a thread of its own; its
     stream is hung up, and :meth:`Watches.close` returns once its task (blocked in a stream
     with nothing to tell) has ended: none is left behind."""
     daemon, _, _, _ = watching
