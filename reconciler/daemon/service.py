@@ -365,8 +365,6 @@ class Daemon:
         repo, head = self.state.repo, self.state.commit
         if repo is None or repo is previous:
             return
-        if previous is not None and head is not None:
-            self.rollouts.begin(previous, before, repo, head)
         if previous is None:
             owned = self.targets()
             with self._owned_lock:  # the next heartbeat takes none of these for newly owned
@@ -374,10 +372,13 @@ class Daemon:
             for name in owned:
                 self.submit(name, newer_commit=True)
             return
-        # only the runtimes this commit changes; drift elsewhere is the resync's job
+        # only the runtimes this commit changes (one fleet diff, its rollout's too); drift
+        # elsewhere is the resync's job
         changed = FleetDiffer(previous, repo, self.clock()).diff()
+        names = {runtime.runtime for runtime in changed.runtimes}
+        if head is not None:
+            self.rollouts.begin(previous, before, repo, head, names)
         if before is not None and head is not None:
-            names = {runtime.runtime for runtime in changed.runtimes}
             self.state.unchanged = self.state.unchanged.advance(
                 before.text, head.text, repo.runtimes, names
             )

@@ -19,13 +19,12 @@ from datetime import datetime
 from reconciler.cluster.api import AccessKind, Cluster
 from reconciler.core.head import Head
 from reconciler.core.model import ClusterAccess, ConfigRepo
-from reconciler.core.plan_values import Context, DesiredModule, ModuleAction
+from reconciler.core.plan_values import Context, DesiredModule, ModuleAction, desired_modules
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.status import ModuleState, Reason
 from reconciler.core.templates import ENGINE_DEFAULT, Capabilities, gets_a_chart
 from reconciler.errors import NotFoundError, ReconcilerError
-from reconciler.lifecycle.executor import desired_modules
 from reconciler.lifecycle.live_view import LiveView
 from reconciler.operations.capabilities import ChartRendering, fetch_capabilities
 from reconciler.operations.engine import LEASE_SECONDS, Engine, RunOutcome
@@ -37,7 +36,7 @@ from reconciler.operations.model import (
     RuntimeRecord,
 )
 from reconciler.operations.steps import StepContext
-from reconciler.operations.store import StateStore
+from reconciler.operations.store import OperationLedger, RuntimeRecords, SyncLedger
 
 Connect = Callable[[ClusterAccess, str], Cluster]
 
@@ -47,7 +46,7 @@ class Runner:
 
     def __init__(
         self,
-        store: StateStore,
+        store: SyncLedger,
         engine: Engine,
         repo: ConfigRepo,
         connect: Connect,
@@ -224,7 +223,7 @@ class Runner:
         )
 
 
-def recorded_access(store: StateStore, runtime: str) -> ClusterAccess:
+def recorded_access(store: OperationLedger, runtime: str) -> ClusterAccess:
     """How the last operation of ``runtime`` reached its cluster (a runtime that left git)."""
     for operation in store.operations(runtime=runtime, limit=20):
         if operation.data.access is not None:
@@ -232,7 +231,7 @@ def recorded_access(store: StateStore, runtime: str) -> ClusterAccess:
     raise NotFoundError(f"runtime {runtime}: no record of how to reach its cluster")
 
 
-def deployed(store: StateStore) -> dict[str, dict[str, str]]:
+def deployed(store: RuntimeRecords) -> dict[str, dict[str, str]]:
     """Runtime -> module -> version, as the store knows them (what the brake counts from)."""
     return store.deployed()
 
