@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from reconciler.core.head import Head
     from reconciler.core.model import ConfigRepo
     from reconciler.operations.model import Operation, RuntimeStatus
-    from reconciler.operations.store import StateStore
+    from reconciler.operations.store import StateStore, StatusReader
 
 #: The state of a suspended runtime (spec.suspend or reconciler suspend); never a module's.
 SUSPENDED = Reason.SUSPENDED.value
@@ -110,7 +110,7 @@ class RuntimeItem:
         }
 
 
-def runtime_items(store: StateStore | None, config: ConfigRepo | None) -> list[RuntimeItem]:
+def runtime_items(store: StatusReader | None, config: ConfigRepo | None) -> list[RuntimeItem]:
     """Every runtime the store recorded or git declares, by name."""
     from reconciler.operations.store import load_statuses
 

@@ -97,31 +97,33 @@ class ChartValuesChecker:
     ) -> None:
         """Values of ``runtime``'s entry or channel for a version that takes none: a plain
         manifest or a Kustomize overlay."""
-        what = "a Kustomize overlay" if kind is ModuleKind.KUSTOMIZE else "a manifest"
-        message = f"{module} {version} is {what}, not a chart: these values are not used"
         index = next((i for i, m in enumerate(runtime.modules) if m.name == module), None)
+        given: list[tuple[Document, Pointer, bool]] = []
         document = self.documents.runtimes.get(runtime.name)
         if index is not None and document is not None:
             ref = runtime.modules[index]
-            for name, given in (("values", ref.values), ("valuesFrom", ref.values_from)):
-                if given is not None:
-                    at: Pointer = ("spec", "modules", index, name)
-                    self._add(document.diagnostic(RULE, message, at), runtime.name, self._unused)
+            for name, value in (("values", ref.values), ("valuesFrom", ref.values_from)):
+                if value is not None:
+                    given.append((document, ("spec", "modules", index, name), False))
         channel_name = module_channel(runtime, module)
         channel = repo.channels.get(channel_name)
         channel_document = self.documents.channels.get(channel_name)
         if channel is not None and channel.values.get(module) and channel_document is not None:
-            at = ("spec", "values", module)
-            diagnostic = channel_document.diagnostic(RULE, message, at, key=True)
-            self._add(diagnostic, runtime.name, self._unused)
+            given.append((channel_document, ("spec", "values", module), True))
+        if not given:  # the common case: nothing to say, nothing built
+            return
+        what = "a Kustomize overlay" if kind is ModuleKind.KUSTOMIZE else "a manifest"
+        message = f"{module} {version} is {what}, not a chart: these values are not used"
+        for where, at, key in given:
+            self._add(where.diagnostic(RULE, message, at, key=key), runtime.name, self._unused)
 
     def check_runtime(self, repo: ConfigRepo, runtime: Runtime) -> None:
         """Check the values of every chart with a schema that ``runtime`` gets."""
-        unused = _gives_values(runtime) or any(c.values for c in repo.channels.values())
+        valued = _valued_modules(repo, runtime)
         for resolved in resolve_runtime(repo, runtime).modules:
             content = repo.modules[resolved.name].versions[resolved.version]
             if content.kind in (ModuleKind.MANIFEST, ModuleKind.KUSTOMIZE):
-                if unused:
+                if resolved.name in valued:
                     self.note_unused(repo, runtime, resolved.name, resolved.version, content.kind)
             elif content.kind is ModuleKind.CHART and content.template is not None:
                 self.check_chart(repo, runtime, resolved.name, content)
@@ -379,6 +381,13 @@ def _has_charts(repo: ConfigRepo) -> bool:
         for module in repo.modules.values()
         for version in module.versions.values()
     )
+
+
+def _valued_modules(repo: ConfigRepo, runtime: Runtime) -> set[str]:
+    """The modules given values for ``runtime``: by its entries, or by a channel (any: an
+    entry may take its module from another channel than the runtime's)."""
+    named = {r.name for r in runtime.modules if r.values is not None or r.values_from is not None}
+    return named.union(*(c.values for c in repo.channels.values() if c.values))
 
 
 def _gives_values(runtime: Runtime) -> bool:

@@ -142,10 +142,13 @@ def render_problems(
     version (C4: L5 reads the running version from it, so every later sync would see another
     version than the one installed, held as a downgrade or upgraded every time)."""
     found: dict[tuple[str, str, str, str], list[str]] = {}
+    judged: dict[tuple[str, str, int], list[tuple[str, str]]] = {}  # one render, many runtimes
     for (runtime, name), template in sorted(rendered.items()):
-        module = repo.modules[name]
         version = _rendered_version(repo, runtime, name)
-        for rule, text in _problems_of_render(module, version, template):
+        key = (name, version, id(template))
+        if key not in judged:
+            judged[key] = list(_problems_of_render(repo.modules[name], version, template))
+        for rule, text in judged[key]:
             found.setdefault((name, version, rule, text), []).append(runtime)
     problems = []
     for (name, version, rule, text), runtimes in found.items():

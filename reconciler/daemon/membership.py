@@ -19,7 +19,7 @@
   - to the state store: every write of a reconcile carries a
     :class:`~reconciler.operations.model.FenceToken` (member, epoch) that the store checks in
     the statement that writes. A member that finds another's lease lapsed **fences** it in the
-    store (:meth:`StateStore.fence`) before it takes its runtimes over, so whatever the paused
+    store (:meth:`MemberLeases.fence`) before it takes its runtimes over, so whatever the paused
     one checked before its pause, its writes after the takeover are refused
     (:class:`~reconciler.errors.LostOwnershipError`); it comes back in a new epoch.
 """
@@ -49,7 +49,7 @@ from reconciler.core.sharding import assign
 from reconciler.errors import FencedError, ReconcilerError
 from reconciler.operations.engine import owner_alive
 from reconciler.operations.model import FenceToken, Member
-from reconciler.operations.store import StateStore
+from reconciler.operations.store import MemberLeases
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class Membership:
 
     def __init__(
         self,
-        store: StateStore,
+        store: MemberLeases,
         name: str,
         clock: Callable[[], datetime],
         *,

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 from reconciler.errors import ReconcilerError
 from reconciler.operations.model import Retention
-from reconciler.operations.store import StateStore
+from reconciler.operations.store import Prunable
 
 log = logging.getLogger("reconciler.daemon")
 
@@ -31,7 +31,7 @@ PRUNE_EVERY = timedelta(hours=1)
 class Pruning:
     """The pruning job of one daemon: :meth:`tick` is what the scheduler runs."""
 
-    store: StateStore
+    store: Prunable
     retention: Retention
     clock: Callable[[], datetime]
 

@@ -62,7 +62,7 @@ from reconciler.operations.steps import (
     skip_limit,
     transient_retry,
 )
-from reconciler.operations.store import StateStore
+from reconciler.operations.store import RunLedger
 from reconciler.source.plugins import ENTRY_POINT_GROUP
 
 DEFAULT_LIMITS = {OperationType(kind): limit for kind, limit in DEFAULT_OPERATION_TIMEOUTS.items()}
@@ -199,7 +199,7 @@ class Engine:
 
     def __init__(
         self,
-        store: StateStore,
+        store: RunLedger,
         *,
         clock: Callable[[], datetime],
         plugins: list[type[Step]] | None = None,

@@ -23,7 +23,7 @@ from reconciler.core.rollout_steps import Moment, cancel, pause, promote, resume
 from reconciler.core.rollout_summary import RolloutSummary, summarize
 from reconciler.core.rollouts import MemberState, Rollout
 from reconciler.errors import NotFoundError, TransientError
-from reconciler.operations.store import StateStore
+from reconciler.operations.store import RolloutRecords
 
 #: Tries of a command against writers that keep coming first.
 _TRIES = 5
@@ -38,7 +38,7 @@ class RolloutCommand(StrEnum):
     PROMOTE = "promote"
 
 
-def find_rollout(store: StateStore, rollout_id: str) -> Rollout:
+def find_rollout(store: RolloutRecords, rollout_id: str) -> Rollout:
     """The rollout ``rollout_id`` names (a unique prefix); :class:`NotFoundError` without."""
     found = store.rollout(rollout_id) if rollout_id else None
     if found is None:
@@ -50,7 +50,7 @@ def find_rollout(store: StateStore, rollout_id: str) -> Rollout:
 
 
 def command_rollout(
-    store: StateStore, rollout_id: str, command: RolloutCommand, now: datetime, why: str = ""
+    store: RolloutRecords, rollout_id: str, command: RolloutCommand, now: datetime, why: str = ""
 ) -> tuple[Rollout, list[Moment]]:
     """Apply ``command`` to the rollout and save it; the rollout saved and its moments.
     :class:`~reconciler.core.rollout_steps.RolloutCommandError` when it does not apply. A

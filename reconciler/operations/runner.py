@@ -37,7 +37,7 @@ from reconciler.operations.model import (
     RuntimeRecord,
 )
 from reconciler.operations.steps import StepContext
-from reconciler.operations.store import StateStore
+from reconciler.operations.store import OperationLedger, RuntimeRecords, SyncLedger
 
 Connect = Callable[[ClusterAccess, str], Cluster]
 
@@ -47,7 +47,7 @@ class Runner:
 
     def __init__(
         self,
-        store: StateStore,
+        store: SyncLedger,
         engine: Engine,
         repo: ConfigRepo,
         connect: Connect,
@@ -224,7 +224,7 @@ class Runner:
         )
 
 
-def recorded_access(store: StateStore, runtime: str) -> ClusterAccess:
+def recorded_access(store: OperationLedger, runtime: str) -> ClusterAccess:
     """How the last operation of ``runtime`` reached its cluster (a runtime that left git)."""
     for operation in store.operations(runtime=runtime, limit=20):
         if operation.data.access is not None:
@@ -232,7 +232,7 @@ def recorded_access(store: StateStore, runtime: str) -> ClusterAccess:
     raise NotFoundError(f"runtime {runtime}: no record of how to reach its cluster")
 
 
-def deployed(store: StateStore) -> dict[str, dict[str, str]]:
+def deployed(store: RuntimeRecords) -> dict[str, dict[str, str]]:
     """Runtime -> module -> version, as the store knows them (what the brake counts from)."""
     return store.deployed()
 

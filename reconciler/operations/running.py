@@ -22,7 +22,7 @@ from reconciler.core.inventory import Inventory
 from reconciler.core.model import ClusterAccess, ConfigRepo
 from reconciler.lifecycle.executor import Lifecycle
 from reconciler.operations.runner import Connect, recorded_access
-from reconciler.operations.store import StateStore
+from reconciler.operations.store import OperationLedger, RunLedger
 
 #: Runtime -> module -> version.
 Modules = dict[str, dict[str, str]]
@@ -42,7 +42,7 @@ class Running:
 
 
 def fetch_running(
-    store: StateStore,
+    store: RunLedger,
     repo: ConfigRepo,
     connect: Connect,
     *,
@@ -98,7 +98,7 @@ def _crds(inventory: Inventory) -> frozenset[str]:
     )
 
 
-def _access(store: StateStore, repo: ConfigRepo, name: str) -> ClusterAccess:
+def _access(store: OperationLedger, repo: ConfigRepo, name: str) -> ClusterAccess:
     if name in repo.runtimes:
         return repo.runtimes[name].cluster
     return recorded_access(store, name)

@@ -36,7 +36,7 @@ from reconciler.operations.model import (
     StepResult,
 )
 from reconciler.operations.settling import TERMINATION_WAIT_SECONDS, terminating
-from reconciler.operations.store import StateStore
+from reconciler.operations.store import RunLedger
 
 RETRY_PROCESSING = 10.0
 RETRY_DELETING = 30.0
@@ -49,7 +49,7 @@ class StepContext:
     """What steps of one stage share: inputs from git and the clock, and the cluster once
     ``Resolve_Kubeconfig`` opened it. Rebuilt for every stage, never stored."""
 
-    store: StateStore
+    store: RunLedger
     now: Callable[[], datetime]
     owner: str
     lease_seconds: float

@@ -4,8 +4,9 @@ notifications outbox.
 
 The rooms of the package:
 
-- :mod:`.contract`: :class:`StateStore`, the interface every caller uses, and the rules every
-  store applies alike;
+- :mod:`.contract`: the role protocols (:class:`OperationLedger`, :class:`RuntimeRecords`,
+  :class:`CommitVerdicts`, ...), each caller taking the one it uses, :class:`StateStore`
+  composed of them all, and the rules every store applies alike;
 - :mod:`.opening`: :func:`open_store` and its kin, which store a ``--state`` URL names;
 - :mod:`.codec`: the JSON of typed values (operation data, module statuses, errors, verdict
   details), at the store's edge only;
@@ -23,7 +24,20 @@ Nothing secret is stored (S4). Callers: the engine, the runner, the CLI, the dae
 from reconciler.operations.store.contract import (
     ALLOWED_DELETIONS,
     LIMITS_SCOPE,
+    BrakeLimits,
+    CapabilityRecords,
+    CommitVerdicts,
+    MemberLeases,
+    NotificationOutbox,
+    OperationLedger,
+    Prunable,
+    RolloutRecords,
+    RunLedger,
+    RuntimeRecords,
     StateStore,
+    StatusReader,
+    Suspensions,
+    SyncLedger,
     load_status,
     load_statuses,
     may_replace,
@@ -45,11 +59,24 @@ __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "TABLES",
+    "BrakeLimits",
+    "CapabilityRecords",
+    "CommitVerdicts",
+    "MemberLeases",
+    "NotificationOutbox",
+    "OperationLedger",
     "OperationRows",
+    "Prunable",
+    "RolloutRecords",
     "RowChanges",
+    "RunLedger",
+    "RuntimeRecords",
     "SavedRows",
     "SqliteStore",
     "StateStore",
+    "StatusReader",
+    "Suspensions",
+    "SyncLedger",
     "check_store",
     "load_status",
     "load_statuses",

@@ -1,6 +1,12 @@
-"""The state store's contract: :class:`StateStore`, the interface every caller uses, and the
-rules every store applies the same way (which verdict on a commit may replace which, a member's
-next epoch), with the reads of runtime statuses built on the interface. Pure: no I/O.
+"""The state store's contract: one protocol per role (:class:`OperationLedger`,
+:class:`RuntimeRecords`, :class:`CommitVerdicts`, :class:`BrakeLimits`, :class:`Suspensions`,
+:class:`CapabilityRecords`, :class:`MemberLeases`, :class:`RolloutRecords`,
+:class:`NotificationOutbox`) and the few a caller needs together (:class:`StatusReader`,
+:class:`RunLedger`, :class:`SyncLedger`, :class:`Prunable`), each caller taking the one it
+uses; :class:`StateStore`, composed of them all, for the composition roots that wire
+everything; and the rules every store applies the same way (which verdict on a commit may
+replace which, a member's next epoch), with the reads of runtime statuses built on the roles.
+Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -34,9 +40,9 @@ ALLOWED_DELETIONS = "allowedDeletions"
 LIMITS_SCOPE = "sync"
 
 
-class StateStore(Outbox, Protocol):
-    """Where operations and runtime states live, and the notifications outbox
-    (:class:`~reconciler.core.outbox.Outbox`)."""
+class OperationLedger(Protocol):
+    """The ledger of operations, with their stages and steps: who claims which (an owner and
+    its lease), what they did, and which finished ones are kept (:class:`Retention`)."""
 
     def save(self, operation: Operation, fence: FenceToken | None = None) -> None:
         """Insert or update an operation with its stages and steps, unless the stored one was
@@ -69,6 +75,24 @@ class StateStore(Outbox, Protocol):
         operation of the same runtime; returns that holder's description, else ``None``.
         :class:`~reconciler.errors.LostOwnershipError` when ``fence`` no longer holds."""
 
+    def prune(
+        self,
+        retention: Retention,
+        now: datetime,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Remove the finished operations ``retention`` does not keep at ``now``, with their
+        stages and steps; how many. ``progress`` is told how many so far, now and then (a big
+        store is pruned in several transactions)."""
+
+    def prunable(self, retention: Retention, now: datetime) -> dict[str, int]:
+        """What :meth:`prune` would remove at ``now``: runtime -> operations, by runtime name
+        (runtimes with none left out); nothing is removed."""
+
+
+class RuntimeRecords(Protocol):
+    """Each runtime's last known state (:class:`RuntimeRecord`) and where it was synced."""
+
     def put_runtime(self, record: RuntimeRecord, fence: FenceToken | None = None) -> None:
         """Record a runtime's last known state (under ``fence``, as :meth:`save`)."""
 
@@ -94,6 +118,11 @@ class StateStore(Outbox, Protocol):
         """Remember where ``runtime`` was synced (see :attr:`RuntimeRecord.access`; under
         ``fence``, as :meth:`save`)."""
 
+
+class CommitVerdicts(Protocol):
+    """The verdicts on commits and the one in force, decided one at a time
+    (:func:`may_replace`)."""
+
     def decide_commit(self, record: CommitRecord) -> CommitRecord:
         """Record a verdict on a commit other than ACCEPTED (READING, PENDING, REFUSED, HELD)
         unless one that may not be replaced stands (:func:`may_replace`); the record that
@@ -116,6 +145,10 @@ class StateStore(Outbox, Protocol):
         :meth:`accept_commit`, one decision at a time, so the last one written is the one its
         compare-and-set left in force."""
 
+
+class BrakeLimits(Protocol):
+    """The deletion brake's limits recorded by the last ``reconciler sync`` of the whole fleet."""
+
     def limits_in_force(self) -> Limits | None:
         """The deletion brake's limits recorded by the last ``reconciler sync`` of the whole
         fleet that went ahead (:meth:`record_limits`); ``None`` before one."""
@@ -124,19 +157,9 @@ class StateStore(Outbox, Protocol):
         """Record the limits of a repo a sync of the whole fleet carried out: the next sync is
         judged by the stricter of these and its own (:func:`reconciler.core.brake.limits_for`)."""
 
-    def prune(
-        self,
-        retention: Retention,
-        now: datetime,
-        progress: Callable[[int], None] | None = None,
-    ) -> int:
-        """Remove the finished operations ``retention`` does not keep at ``now``, with their
-        stages and steps; how many. ``progress`` is told how many so far, now and then (a big
-        store is pruned in several transactions)."""
 
-    def prunable(self, retention: Retention, now: datetime) -> dict[str, int]:
-        """What :meth:`prune` would remove at ``now``: runtime -> operations, by runtime name
-        (runtimes with none left out); nothing is removed."""
+class Suspensions(Protocol):
+    """The suspended runtimes (``reconciler suspend``/``resume``)."""
 
     def suspend(self, suspension: Suspension) -> None:
         """Suspend a runtime (again: the reason and time are replaced)."""
@@ -147,12 +170,20 @@ class StateStore(Outbox, Protocol):
     def suspensions(self) -> dict[str, Suspension]:
         """Every suspended runtime's suspension, by runtime."""
 
+
+class CapabilityRecords(Protocol):
+    """What each runtime's cluster told its last sync (:class:`Capabilities`)."""
+
     def record_capabilities(self, runtime: str, capabilities: Capabilities) -> None:
         """What ``runtime``'s cluster told its last sync (its version and API versions, with
         :attr:`Capabilities.recorded`), replacing what was recorded before."""
 
     def capabilities(self) -> dict[str, Capabilities]:
         """The capabilities recorded of every runtime's cluster, by runtime."""
+
+
+class MemberLeases(Protocol):
+    """The daemon's members: their heartbeats, epochs and fences (:func:`next_beat`)."""
 
     def heartbeat(self, name: str, now: datetime, lease: timedelta) -> Member:
         """Member ``name`` is alive at ``now``: a new member, or one whose last heartbeat is
@@ -169,6 +200,10 @@ class StateStore(Outbox, Protocol):
 
     def leave(self, name: str) -> None:
         """Member ``name`` stops (its runtimes go to the others at once)."""
+
+
+class RolloutRecords(Protocol):
+    """The rollouts, each written over the version it was read at."""
 
     def put_rollout(self, rollout: Rollout, fence: FenceToken | None = None) -> Rollout | None:
         """Insert ``rollout`` (version 0: unless one of its id exists) or write it over the
@@ -190,12 +225,53 @@ class StateStore(Outbox, Protocol):
     def latest_rollout(self) -> Rollout | None:
         """The newest rollout (the one that gates), if any."""
 
+
+class NotificationOutbox(Outbox, Protocol):
+    """The notifications outbox (:class:`~reconciler.core.outbox.Outbox`) and its pruning."""
+
     def prune_notifications(self, now: datetime) -> int:
         """Remove the outbox's notifications delivered or given up before ``now``; how many."""
 
 
+class StatusReader(RuntimeRecords, Suspensions, OperationLedger, Protocol):
+    """What a runtime's status is read from (:func:`load_statuses`, :func:`load_status`): its
+    record, its suspension and its unfinished operation."""
+
+
+class RunLedger(OperationLedger, RuntimeRecords, Protocol):
+    """What running an operation writes (:class:`~reconciler.operations.engine.Engine`, its
+    steps): the operation, claimed and saved, and the record it leaves of its runtime."""
+
+
+class SyncLedger(RunLedger, Suspensions, CapabilityRecords, Protocol):
+    """What the runner of a repo's operations reads and writes
+    (:class:`~reconciler.operations.runner.Runner`): its :class:`RunLedger`, which runtimes
+    are suspended, and what their clusters served last."""
+
+
+class Prunable(OperationLedger, NotificationOutbox, Protocol):
+    """What the daemon's pruning job trims: finished operations and sent notifications."""
+
+
+class StateStore(
+    OperationLedger,
+    RuntimeRecords,
+    CommitVerdicts,
+    BrakeLimits,
+    Suspensions,
+    CapabilityRecords,
+    MemberLeases,
+    RolloutRecords,
+    NotificationOutbox,
+    Protocol,
+):
+    """Where operations and runtime states live, and the notifications outbox: every role at
+    once. Only a composition root (the CLI's store opening, the daemon's wiring) holds one;
+    every other caller takes the role it uses."""
+
+
 def load_statuses(
-    store: StateStore,
+    store: StatusReader,
     runtimes: Sequence[str] = (),
     *,
     git_suspended: Mapping[str, bool] | None = None,
@@ -221,7 +297,7 @@ def load_statuses(
 
 
 def load_status(
-    store: StateStore, runtime: str, *, git_suspended: bool | None = None
+    store: StatusReader, runtime: str, *, git_suspended: bool | None = None
 ) -> RuntimeStatus | None:
     """One runtime's status now, as :func:`load_statuses` (``None``: the store has none)."""
     record = store.runtime(runtime)

@@ -161,7 +161,8 @@ class Save:
 
 
 class OperationTables(SqlBase):
-    """The operations part of :class:`~reconciler.operations.store.contract.StateStore`."""
+    """:class:`~reconciler.operations.store.contract.OperationLedger`, the operations part of
+    :class:`~reconciler.operations.store.contract.StateStore`."""
 
     def save(self, operation: Operation, fence: FenceToken | None = None) -> None:
         """See :class:`StateStore`: only the rows that changed since this store last wrote or

@@ -30,7 +30,8 @@ _WAITING_ROWS = (
 
 
 class OutboxTables(SqlBase):
-    """The outbox part of :class:`~reconciler.operations.store.contract.StateStore` (see
+    """:class:`~reconciler.operations.store.contract.NotificationOutbox`, the outbox part of
+    :class:`~reconciler.operations.store.contract.StateStore` (see
     :class:`~reconciler.core.outbox.Outbox`)."""
 
     def add_notifications(self, items: Sequence[Outgoing], now: datetime) -> None:

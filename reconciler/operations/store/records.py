@@ -56,8 +56,10 @@ _UPSERT_RUNTIME = (
 
 
 class RecordTables(SqlBase):
-    """The runtimes, commits, limits, suspensions and members part of
-    :class:`~reconciler.operations.store.contract.StateStore`."""
+    """The runtimes, commits, limits, suspensions, capabilities and members part of
+    :class:`~reconciler.operations.store.contract.StateStore`: its roles
+    :class:`~reconciler.operations.store.contract.RuntimeRecords`, ``CommitVerdicts``,
+    ``BrakeLimits``, ``Suspensions``, ``CapabilityRecords`` and ``MemberLeases``."""
 
     # -- runtimes --------------------------------------------------------------------------------
 

@@ -51,7 +51,8 @@ _UPDATE = (
 
 
 class RolloutTables(SqlBase):
-    """The rollouts part of :class:`~reconciler.operations.store.contract.StateStore`."""
+    """:class:`~reconciler.operations.store.contract.RolloutRecords`, the rollouts part of
+    :class:`~reconciler.operations.store.contract.StateStore`."""
 
     def put_rollout(self, rollout: Rollout, fence: FenceToken | None = None) -> Rollout | None:
         """See :class:`StateStore`: a write that wrote nothing is told apart, in the same
