@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.support.coverage_floors import FLOORS, PACKAGE, TOP_LEVEL, Figure, below_floors
 
 ROOT = Path(__file__).resolve().parents[2]
-HEADER = "| package | lines | branches | covered (lines and branches) | floor |"
+HEADER = "| package | statements | branches | covered (statements and branches) | floor |"
 
 
 def _table_rows(readme: str) -> dict[str, str]:

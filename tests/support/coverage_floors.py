@@ -3,8 +3,8 @@ the floors CI holds ``core``, ``config``, ``lifecycle`` and ``operations`` at.
 
 ``.ci/coverage`` runs this after the tests: it prints the table of the README's development
 section (one row per package, ``operations.store`` apart from ``operations``) and exits 1 with
-one line per package below its floor. The figure is coverage's own: covered lines and branches
-over lines and branches (``[tool.coverage]`` in pyproject.toml measures branches).
+one line per package below its floor. The figure is coverage's own: covered statements and
+branches over statements and branches (``[tool.coverage]`` in pyproject.toml measures branches).
 
 Usage: ``python -m tests.support.coverage_floors [REPORT]`` (default
 ``build/coverage/coverage.json``, which ``coverage json`` writes).
@@ -40,7 +40,7 @@ FLOORS: dict[str, float] = {
 
 @dataclass(frozen=True, slots=True)
 class Figure:
-    """The measured lines and branches of one package."""
+    """The measured statements and branches of one package."""
 
     package: str
     statements: int
@@ -50,7 +50,7 @@ class Figure:
 
     @property
     def percent(self) -> float:
-        """Covered lines and branches over lines and branches, as coverage reports them."""
+        """Covered statements and branches over statements and branches, as coverage has it."""
         total = self.statements + self.branches
         return 100.0 * (self.covered_lines + self.covered_branches) / total if total else 100.0
 
@@ -87,17 +87,17 @@ def below_floors(figures: Iterable[Figure], floors: Mapping[str, float]) -> list
         elif round(percent, 1) < floor:
             folder = package.replace(".", "/")
             failures.append(
-                f"{package}: {percent:.1f} % of lines and branches covered, under its floor of "
-                f"{floor:.0f} % (coverage report -m --include='reconciler/{folder}/*' lists "
-                "what no test runs)"
+                f"{package}: {percent:.1f} % of statements and branches covered, under its "
+                f"floor of {floor:.0f} % (coverage report -m --include='reconciler/{folder}/*' "
+                "lists what no test runs)"
             )
     return failures
 
 
 def table(figures: Iterable[Figure], floors: Mapping[str, float]) -> str:
-    """The README's table: a package per row, its lines, branches and figure, and its floor."""
+    """The README's table: a package per row, its statements, branches and figure, its floor."""
     lines = [
-        "| package | lines | branches | covered (lines and branches) | floor |",
+        "| package | statements | branches | covered (statements and branches) | floor |",
         "|---|---:|---:|---:|---:|",
     ]
     for figure in figures:
