@@ -31,10 +31,10 @@ DEFAULT_REPORT = Path("build/coverage/coverage.json")
 #: The floors (percent) under which CI fails: each a point or two below the package's figure when
 #: it was set (the README's development section says why these four).
 FLOORS: dict[str, float] = {
-    "core": 87.0,
-    "config": 90.0,
+    "core": 94.0,
+    "config": 91.0,
     "lifecycle": 93.0,
-    "operations": 85.0,
+    "operations": 95.0,
 }
 
 
