@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     _fill(store, runtimes)
     _rollouts(store, sorted(runtimes))
     daemon = Daemon(UnusedSource(), store, _no_cluster, lambda: NOW)
-    daemon.state.commit, daemon.state.repo = COMMIT, repo
+    daemon.state.follow(COMMIT, repo)
     app = Endpoints(daemon, None, False, 1 << 20)
     first = sorted(runtimes)[0]
     loaded = load_fleet(daemon)

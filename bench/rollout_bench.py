@@ -30,8 +30,9 @@ from bench.fleet_setup import (  # noqa: E402
     start_bench_daemon,
 )
 from reconciler.core.model import RolloutPolicy, WavePolicy  # noqa: E402
+from reconciler.core.rollout_steps import RolloutCommand  # noqa: E402
 from reconciler.core.rollouts import start_rollout  # noqa: E402
-from reconciler.operations.rollouts import RolloutCommand, command_rollout  # noqa: E402
+from reconciler.operations.rollouts import command_rollout  # noqa: E402
 
 POLICY = RolloutPolicy(
     (WavePolicy("canary", percent=2), WavePolicy("early", percent=10), WavePolicy("rest")),

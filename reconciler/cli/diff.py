@@ -32,6 +32,7 @@ from reconciler.cli.options import (
     state_option,
 )
 from reconciler.cli.output import document, document_text, is_document, output_option
+from reconciler.cli.progress import announce_repo
 from reconciler.cli.signing import (
     need_keys,
     print_verdict,
@@ -167,6 +168,7 @@ def diff(
         sys.exit(fleet_diff(request, view, source, clusters if live or clusters.snapshot else None))
     if output_format == "markdown":
         raise click.UsageError("-o markdown needs --base or --base-path")
+    announce_repo(repo, sys.stderr)
     from reconciler.cli.clusters import state_url_for
 
     store_url = state_url_for(ctx, state_url, clusters.snapshot)

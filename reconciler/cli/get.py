@@ -35,7 +35,8 @@ from reconciler.core.selectors import (
     parse_label_selector,
     parse_state_selector,
 )
-from reconciler.core.status import NOT_SYNCED, ModuleState, Reason
+from reconciler.core.status import RUNTIME_STATES as SHOWN_STATES
+from reconciler.core.status import ModuleState
 
 if TYPE_CHECKING:
     from reconciler.core.head import Head
@@ -43,10 +44,8 @@ if TYPE_CHECKING:
     from reconciler.operations.model import Operation, RuntimeStatus
     from reconciler.operations.store import StateStore, StatusReader
 
-#: The state of a suspended runtime (spec.suspend or reconciler suspend); never a module's.
-SUSPENDED = Reason.SUSPENDED.value
-RUNTIME_STATES = frozenset((*(state.value for state in ModuleState), NOT_SYNCED, SUSPENDED))
-MODULE_STATES = RUNTIME_STATES - {NOT_SYNCED, SUSPENDED} | {"Removed"}
+RUNTIME_STATES = frozenset(SHOWN_STATES)
+MODULE_STATES = frozenset((*(state.value for state in ModuleState), "Removed"))
 OPERATION_STATES = frozenset(("pending", "in progress", "succeeded", "failed"))
 
 
@@ -84,11 +83,11 @@ class RuntimeItem:
 
     @property
     def state(self) -> str:
-        """Its state now (:meth:`RuntimeStatus.of`'s rule), ``NotSynced`` before its first
-        operation (``Suspended`` then too, when git suspends it)."""
-        if self.status is not None:
-            return self.status.state
-        return SUSPENDED if self.suspended else NOT_SYNCED
+        """Its state now (:meth:`RuntimeStatus.state_of`), ``NotSynced`` before its first
+        operation (``Suspended`` then, when git suspends it)."""
+        from reconciler.operations.model import RuntimeStatus
+
+        return RuntimeStatus.state_of(self.status, suspended_in_git=bool(self.suspended))
 
     @property
     def modules(self) -> tuple[str, ...]:

@@ -21,18 +21,10 @@ from reconciler.cli.clusters import Access, is_folder
 from reconciler.cli.loading import load_valid_repo
 from reconciler.cli.options import RunRequest
 from reconciler.cli.output import echo_document, is_document
-from reconciler.cli.progress import Progress
+from reconciler.cli.progress import ANNOUNCED_FROM, Progress
 from reconciler.cli.report import plan_text
 from reconciler.cli.workers import RampUp, fleet_width
-from reconciler.core.brake import (
-    Allowance,
-    Limits,
-    Verdict,
-    count_deletions,
-    judge,
-    limits_for,
-    with_unread,
-)
+from reconciler.core.brake import Allowance, Limits, Verdict
 from reconciler.core.diagnostics import did_you_mean
 from reconciler.core.model import ConfigRepo
 from reconciler.core.plan_values import Context
@@ -40,7 +32,7 @@ from reconciler.errors import NotFoundError, ReconcilerError
 from reconciler.lifecycle.executor import Lifecycle, SyncResult, sync_runtime
 from reconciler.operations.capabilities import ChartRendering
 from reconciler.operations.runner import recorded_access
-from reconciler.operations.running import fetch_running
+from reconciler.operations.running import Judged, fetch_verdict
 from reconciler.operations.store import StateStore, open_store, open_store_to_read
 
 
@@ -85,26 +77,16 @@ def scope_of(
     if not names:
         removed = sorted(set(known) - set(config.runtimes))
     only = chosen if names else None  # what a run of some runtimes can delete is theirs alone
-    running = fetch_running(
+    judged = Judged(config, Allowance.parse(allow), store.limits_in_force(), only=only)
+    verdict, _ = fetch_verdict(
         store,
-        config,
         access.connect,
-        system_namespace=config.settings.system_namespace,
+        judged,
         workers=fleet_width(parallel, snapshot),
         release=access.release,
-        only=only,
         reading=announce_reading,
     )
-    deletions = count_deletions(running.modules, config, only, running.crds)
-    limits = limits_for(config.settings, store.limits_in_force())
-    asked = Limits.of(config.settings)
-    verdict = judge(deletions, limits, Allowance.parse(allow), asked)
-    verdict = with_unread(verdict, [n for n in running.unread if not names or n in chosen])
     return Scope(config, store, in_git, removed, verdict, access)
-
-
-#: From how many clusters to read the brake says so first (a fleet's read takes seconds).
-ANNOUNCED_FROM = 50
 
 
 def announce_reading(count: int) -> None:

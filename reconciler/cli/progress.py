@@ -5,14 +5,36 @@ failed / waiting of the total, the rate and the time left; output printed meanwh
 runtime's result, as it finishes) goes above it. Elsewhere (CI logs, a pipe): a plain progress
 line every ``every`` seconds, and none for work shorter than that. Either way the last line is
 the summary. The clock is given (tests pass a fake one); standard library only.
+
+Before a large run reads its repo, :func:`announce_repo` says so at once (the imports, reading
+and validating thousands of runtimes take seconds).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TextIO
+
+#: From how many runtimes a run says first what it reads: the repo, and the clusters the
+#: deletion brake reads (:func:`reconciler.cli.plans.announce_reading`).
+ANNOUNCED_FROM = 50
+
+
+def announce_repo(repo: Path, out: TextIO) -> None:
+    """One line on ``out`` before a repo of many runtimes is read and validated, said before
+    the command imports what reads it: the first line of a large run comes at once. The count
+    is one listing of ``runtimes/`` (validation reads the files after)."""
+    try:
+        with os.scandir(repo / "runtimes") as entries:
+            count = sum(1 for entry in entries if entry.name.endswith(".yaml"))
+    except OSError:
+        return  # not a folder of runtimes: validation says what is wrong
+    if count >= ANNOUNCED_FROM:
+        print(f"reading and validating the {count} runtimes of {repo}", file=out, flush=True)
 
 
 @dataclass(slots=True)

@@ -34,6 +34,7 @@ from reconciler.cli.options import (
     state_option,
 )
 from reconciler.cli.output import output_option
+from reconciler.cli.progress import announce_repo
 
 #: Waits between two looks at the daemon's ``/status`` (tests replace it).
 pause: Callable[[float], None] = time.sleep
@@ -93,6 +94,7 @@ def reconcile(
     else here, as sync --runtime RUNTIME. With --wait, until its operation has finished."""
     if daemon_url is not None:
         sys.exit(through_daemon(daemon_url, secret_file, runtime, timeout if wait else None))
+    announce_repo(repo, sys.stderr)
     from reconciler.cli.clusters import state_url_for
     from reconciler.cli.sync import SyncOptions, run_sync
 

@@ -19,6 +19,7 @@ from reconciler.cli import exits
 from reconciler.cli.options import state_option
 from reconciler.cli.output import output_option
 from reconciler.core.model import OUTPUT_API_VERSION
+from reconciler.core.rollout_steps import RolloutCommand, command_reason
 
 _daemon = click.option(
     "--daemon",
@@ -87,7 +88,7 @@ def show(rollout_id: str, state_url: str, daemon_url: str | None, output_format:
         )
 
 
-def _command(name: str, help_text: str) -> click.Command:
+def _command(command: RolloutCommand, help_text: str) -> click.Command:
     @click.argument("rollout_id", metavar="ROLLOUT")
     @state_option
     @_daemon
@@ -99,37 +100,35 @@ def _command(name: str, help_text: str) -> click.Command:
         secret_file: Path | None,
         reason: str = "",
     ) -> None:
-        saved = _apply(name, rollout_id, state_url, daemon_url, secret_file, reason)
+        saved = _apply(command, rollout_id, state_url, daemon_url, secret_file, reason)
         wave = saved["wave"]
         click.echo(f"rollout {saved['id']}: {saved['state']}, wave {wave}")
 
-    if name == "cancel":
+    if command.keeps_reason:
         run = click.option("--reason", default="", help="Why, kept with the rollout.")(run)
-    return click.command(name, help=help_text, epilog=exits.RECORDS.describe())(run)
+    return click.command(str(command), help=help_text, epilog=exits.RECORDS.describe())(run)
 
 
 def _apply(
-    name: str,
+    command: RolloutCommand,
     rollout_id: str,
     state_url: str,
     daemon_url: str | None,
     secret_file: Path | None,
     reason: str,
 ) -> dict[str, Any]:
-    reason = " ".join(reason.split())[:500]
+    reason = command_reason(reason)
     if daemon_url is not None:
         from reconciler.cli.daemon_client import post
 
-        query = {"id": rollout_id, "command": name, "reason": reason}
+        query = {"id": rollout_id, "command": str(command), "reason": reason}
         answer = post(daemon_url, "/rollout", secret_file, query)
         return answer.document
     from reconciler.cli.clusters import now
-    from reconciler.operations.rollouts import RolloutCommand, command_rollout, rollout_document
+    from reconciler.operations.rollouts import command_rollout, rollout_document
     from reconciler.operations.store import open_store
 
-    saved, _ = command_rollout(
-        open_store(state_url), rollout_id, RolloutCommand(name), now(), reason
-    )
+    saved, _ = command_rollout(open_store(state_url), rollout_id, command, now(), reason)
     return rollout_document(saved)
 
 
@@ -153,10 +152,13 @@ def _json(kind: str, body: dict[str, Any]) -> str:
     return json.dumps({"apiVersion": OUTPUT_API_VERSION, "kind": kind, **body}, indent=2)
 
 
-for _name, _help in (
-    ("pause", "Start no further wave of ROLLOUT until `reconciler rollout resume`."),
-    ("resume", "Go on with a paused ROLLOUT (a halted one does not resume: push a fix)."),
-    ("cancel", "End ROLLOUT: upgraded runtimes stay, the others keep their commit."),
-    ("promote", "Start ROLLOUT's next wave now, without waiting for the healthy time."),
-):
-    rollout.add_command(_command(_name, _help))
+_HELP = {
+    RolloutCommand.PAUSE: "Start no further wave of ROLLOUT until `reconciler rollout resume`.",
+    RolloutCommand.RESUME: (
+        "Go on with a paused ROLLOUT (a halted one does not resume: push a fix)."
+    ),
+    RolloutCommand.CANCEL: "End ROLLOUT: upgraded runtimes stay, the others keep their commit.",
+    RolloutCommand.PROMOTE: "Start ROLLOUT's next wave now, without waiting for the healthy time.",
+}
+for _command_name in RolloutCommand:
+    rollout.add_command(_command(_command_name, _HELP[_command_name]))

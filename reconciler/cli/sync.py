@@ -30,6 +30,7 @@ from reconciler.cli.options import (
     state_option,
 )
 from reconciler.cli.output import echo_document, is_document, output_option
+from reconciler.cli.progress import Progress, announce_repo
 from reconciler.errors import HeldByBrakeError, ReconcilerError
 
 #: How soon ``sync`` runs a waiting operation again first, and at most (doubled in between).
@@ -39,7 +40,6 @@ POLL_MAX = 1.0
 if TYPE_CHECKING:
     from reconciler.cli.clusters import Access
     from reconciler.cli.plans import Scope
-    from reconciler.cli.progress import Progress
     from reconciler.cli.workers import RampUp
     from reconciler.operations.crash import Crash
     from reconciler.operations.model import Operation
@@ -121,6 +121,7 @@ def sync(
 
         request_sync(daemon_url, secret_file)
         return
+    announce_repo(repo, sys.stderr)
     from reconciler.cli.clusters import state_url_for
 
     source = RepoInput(repo, channels_dir, max_file_size)
@@ -203,8 +204,6 @@ def _report_unfinished(operations: Sequence[Operation], waited: float) -> bool:
 
 
 def _progress(total: int) -> Progress:
-    from reconciler.cli.progress import Progress
-
     return Progress(total, sys.stderr, time.monotonic, terminal=sys.stderr.isatty())
 
 

@@ -355,8 +355,7 @@ class KubeCluster(KubeWatches):
         """See :meth:`reconciler.cluster.api.Cluster.served_kinds`."""
         if fresh:
             self._refresh_discovery()
-        with translated(f"{self.name}: discovery", self._server):
-            found = self._dynamic.resources.search()
+        found = self._search()
         kinds: dict[tuple[str, str], KindInfo] = {}
         for resource in _kinds_of_objects(found):
             if "list" not in (resource.verbs or []):
@@ -385,19 +384,35 @@ class KubeCluster(KubeWatches):
         if self._served is not None and key not in self._served:
             return None  # not served at the last refresh, and no CRD changed since
         for attempt in range(2):
-            with translated(f"{self.name}: discovery", self._server):
-                found = self._dynamic.resources.search(**query)  # refreshes once on a miss
-            top = _kinds_of_objects(found)
+            top = _kinds_of_objects(self._search(**query))  # the client refreshes once on a miss
             if top:
                 return _preferred(top)
             if attempt == 0 and not self._discovered:
                 self._dynamic.resources.invalidate_cache()
                 self._discovered = True
-        with translated(f"{self.name}: discovery", self._server):
-            every = _kinds_of_objects(self._dynamic.resources.search())
+        try:
+            every = _kinds_of_objects(self._search())
+        except UnknownKindError:
+            return None  # a group version listed and not served (yet): no list kept, ask again
         self._served = {k for r in every for k in _resource_keys(r)}
         self._served_at = time.monotonic()
         return None
+
+    def _search(self, **query: str) -> list[Any]:
+        """Discovery's resources for ``query``. A group version the cached list names but its
+        server answers 404 for (a CRD just created, or just deleted: the server adds and drops
+        its endpoints a moment after) is looked up again on a fresh list; still 404, the kind
+        queried is not served, for now (a search of everything raises: it would miss every
+        kind)."""
+        for fresh in (False, True):
+            try:
+                with translated(f"{self.name}: discovery", self._server):
+                    return list(self._dynamic.resources.search(**query))
+            except UnknownKindError:
+                if fresh and not query:
+                    raise
+                self._dynamic.resources.invalidate_cache()
+        return []
 
 
 def _known_served(crd: Body, served: set[tuple[str, str, str]]) -> bool:

@@ -27,7 +27,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from reconciler.core.model import ConfigRepo, Settings, keep_mark
+from reconciler.core.model import ClusterAccess, ConfigRepo, Settings, keep_mark
 from reconciler.core.objects import ObjectRef
 from reconciler.core.preflight import recreated_on_immutable
 from reconciler.core.resolve import resolve_runtime
@@ -163,6 +163,38 @@ def shipped_by(repo: ConfigRepo) -> dict[str, dict[str, set[str]]]:
         }
         for name, runtime in repo.runtimes.items()
     }
+
+
+def changed_by(current: ConfigRepo, repo: ConfigRepo) -> set[str]:
+    """The runtimes whose sync under ``repo`` may delete what it would not under ``current``
+    (the commit in force): those added or removed, moved to another cluster, or given other
+    modules, versions or CRDs. Any other runtime's sync deletes the same under both, so a
+    commit's brake reads the clusters of these alone (the others count from the state store
+    and the commit in force)."""
+    names = set(repo.runtimes) ^ set(current.runtimes)
+    for name in set(repo.runtimes) & set(current.runtimes):
+        if _wanted(current, name) != _wanted(repo, name):
+            names.add(name)
+    return names
+
+
+#: A module's version, the CRDs it ships to a runtime, and those of them not marked to be kept.
+_Shipped = tuple[str, frozenset[str], frozenset[str]]
+
+
+def _wanted(repo: ConfigRepo, name: str) -> tuple[ClusterAccess, dict[str, _Shipped]]:
+    """What ``repo`` wants of runtime ``name`` as far as deleting goes: its cluster, and each
+    module's version with the CRDs it ships there."""
+    runtime = repo.runtimes[name]
+    modules = {
+        m.name: (
+            m.version,
+            frozenset(shipped_crds(repo, name, m.name, m.version)),
+            frozenset(shipped_crds(repo, name, m.name, m.version, kept=False)),
+        )
+        for m in resolve_runtime(repo, runtime).modules
+    }
+    return runtime.cluster, modules
 
 
 def _manifest(repo: ConfigRepo, module: str, version: str) -> Sequence[Mapping[str, Any]]:

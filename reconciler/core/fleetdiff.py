@@ -35,6 +35,8 @@ from reconciler.core.plan_values import (
     ModuleAction,
     ModulePlan,
     ObjectAction,
+    desired_modules,
+    prepared_module,
 )
 from reconciler.core.reasons import Reason
 from reconciler.core.render import Renderer, removal_order
@@ -416,14 +418,11 @@ class FleetDiffer:
     def _stamped_module(self, resolution: Resolution, resolved: ResolvedModule) -> DesiredModule:
         """``resolved`` as ``sync`` applies it to ``resolution``'s runtime: the runtime's label
         and the enforced configuration on its objects (compared with a live cluster)."""
-        rendered = self._head_renderer.render(resolution, (resolved.name,))
-        hooks = self._head_renderer.hooks(resolved, resolution.runtime.name)
-        return DesiredModule.of(resolved, self.head.modules[resolved.name], rendered, hooks)
+        (desired,) = desired_modules(self.head, resolution, self._head_renderer, (resolved.name,))
+        return desired
 
     def _desired_module(self, resolved: ResolvedModule, runtime: str) -> DesiredModule:
-        prepared = self._head_renderer.prepare(resolved, runtime)
-        hooks = self._head_renderer.hooks(resolved, runtime)
-        return DesiredModule.of(resolved, self.head.modules[resolved.name], prepared, hooks)
+        return prepared_module(self._head_renderer, resolved, runtime)
 
     def _assumed(self, old: ResolvedModule | None, runtime: str) -> LiveModule | None:
         """What runs when the base revision is deployed: its objects and inventory (once per
@@ -437,8 +436,8 @@ class FleetDiffer:
         return known
 
     def _assume(self, old: ResolvedModule, runtime: str) -> LiveModule:
-        prepared = self._base_renderer.prepare(old, runtime)
-        base = DesiredModule.of(old, self.base.modules[old.name], prepared)
+        base = prepared_module(self._base_renderer, old, runtime, hooks=False)
+        prepared = self._base_renderer.prepare(old, runtime)  # base's objects (kept prepared)
         objects = {ObjectRef.of(o.body): server_form(o.body) for o in prepared}  # as stored
         manifest = tuple(ObjectRef.of(o.body) for o in base.objects)
         default = base.default_configuration

@@ -7,12 +7,14 @@
   :func:`condition_text`: a status condition as one line.
 - :func:`running_version`: L5, the version label of the live operator workload;
   :func:`judged_version`: L15, the version L5 compares with (the one last Ready).
-- :func:`labelled_ours`: an object carries our labels for a runtime and module.
+- :func:`labelled_ours`: S1, an object carries our labels (for a runtime and module, when
+  named): the one spelling of that test.
 - :func:`ours_or_generated`: an object a Namespace may hold and still be ours to delete.
 - :func:`finalizers_holding` and :func:`held_text`: an object being deleted, and what holds it
   (L13: a removal waits until it is gone).
 
-Callers: the lifecycle's reads and stages (``reconciler.lifecycle``), ``reconciler tree``.
+Callers: the lifecycle's reads and stages (``reconciler.lifecycle``), the planner (S1), the
+daemon's watches (what wakes a runtime), ``reconciler tree``.
 """
 
 from __future__ import annotations
@@ -148,13 +150,19 @@ def _names(label: str, versions: tuple[str, ...]) -> bool:
     return parsed is not None and any(parsed == parse_running_version(v) for v in versions)
 
 
-def labelled_ours(body: Mapping[str, Any] | None, runtime: str, module: str) -> bool:
-    """Whether ``body`` exists and carries our labels for ``runtime`` and ``module``."""
+def labelled_ours(
+    body: Mapping[str, Any] | None, runtime: str | None = None, module: str | None = None
+) -> bool:
+    """S1: whether ``body`` exists and carries our labels: ``managed-by`` ours and, when they
+    are named, ``runtime``'s and ``module``'s (``None``: any runtime, any module; a copied
+    label on another object does not count, nor an object another module took over). The
+    one spelling of the test: the planner's deletes and releases, the lifecycle's reads, the
+    daemon's watches."""
     labels = ((body or {}).get("metadata") or {}).get("labels") or {}
     return (
         labels.get(LABEL_MANAGED_BY) == MANAGED_BY_VALUE
-        and labels.get(LABEL_RUNTIME) == runtime
-        and labels.get(LABEL_MODULE) == module
+        and (runtime is None or labels.get(LABEL_RUNTIME) == runtime)
+        and (module is None or labels.get(LABEL_MODULE) == module)
     )
 
 
@@ -173,8 +181,7 @@ def ours_or_generated(body: Mapping[str, Any]) -> bool:
     """Objects a Namespace may hold and still be ours to delete: ours, owned by another object
     (garbage-collected with it), or made by Kubernetes in every Namespace."""
     metadata = body.get("metadata") or {}
-    labels = metadata.get("labels") or {}
-    if labels.get(LABEL_MANAGED_BY) == MANAGED_BY_VALUE or metadata.get("ownerReferences"):
+    if labelled_ours(body) or metadata.get("ownerReferences"):
         return True
     return (str(body.get("kind")), str(metadata.get("name"))) in GENERATED
 

@@ -28,14 +28,13 @@ from reconciler.core.fielddiff import (
     removed_owned_fields,
 )
 from reconciler.core.inventory import Inventory
-from reconciler.core.live import finalizers_holding, held_text
+from reconciler.core.live import finalizers_holding, held_text, labelled_ours
 from reconciler.core.model import (
     ANNOTATION_MODULE_VERSION,
     FIELD_MANAGER,
     LABEL_MANAGED_BY,
     LABEL_MODULE,
     LABEL_RUNTIME,
-    MANAGED_BY_VALUE,
     Strategy,
     keep_mark,
 )
@@ -370,17 +369,9 @@ def _kept_notes(changes: Sequence[ObjectChange], live: LiveModule) -> tuple[str,
 
 def _ours(body: Body | None, inventory: Inventory) -> bool:
     """S1: only objects that still carry our labels, of this runtime and module, are ever
-    deleted or released (absent ones need nothing; a copied label on another object does not
-    count, nor an object another module took over). A runtime-less inventory is the fleet
+    deleted or released (absent ones need nothing). A runtime-less inventory is the fleet
     diff's assumption of what a base revision runs on any runtime."""
-    if body is None:
-        return False
-    labels = (body.get("metadata") or {}).get("labels") or {}
-    return bool(
-        labels.get(LABEL_MANAGED_BY) == MANAGED_BY_VALUE
-        and labels.get(LABEL_MODULE) == inventory.module
-        and (not inventory.runtime or labels.get(LABEL_RUNTIME) == inventory.runtime)
-    )
+    return labelled_ours(body, inventory.runtime or None, inventory.module)
 
 
 def plan_removal(live: LiveModule, *, shipped: Mapping[ObjectRef, str] | None = None) -> ModulePlan:

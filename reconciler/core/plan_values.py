@@ -5,12 +5,14 @@ vocabulary with a reason code, and the :class:`ObjectChange` list it implies. Th
 (:mod:`reconciler.core.plan`) reads a :class:`DesiredModule` (what git wants), a
 :class:`LiveModule` (what the cluster shows, with its inventory and the :class:`Occupants` of
 its namespaces) and a :class:`Context` (the runtime, the time, its maintenance window). All are
-frozen: printable, serialisable, comparable.
+frozen: printable, serialisable, comparable. :func:`desired_modules` and
+:func:`prepared_module` are the one way a :class:`DesiredModule` is built from a renderer (for a
+sync, the fleet diff, the daemon's watches, ``diff --live``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -21,8 +23,8 @@ from reconciler.core.inventory import Inventory
 from reconciler.core.model import ConfigRepo, MaintenanceWindow, Module, Strategy
 from reconciler.core.objects import Body, ObjectRef, crd_kind
 from reconciler.core.reasons import Reason
-from reconciler.core.render import RenderedObject
-from reconciler.core.resolve import ResolvedModule
+from reconciler.core.render import RenderedObject, Renderer
+from reconciler.core.resolve import Resolution, ResolvedModule
 
 #: How many blocking objects a message names.
 BLOCKING_SHOWN = 5
@@ -229,6 +231,37 @@ class DesiredModule:
         kinds = {crd_kind(body) for body in crds}
         kinds |= {(m.group, m.kind) for m in self.module.managed_resources}
         return tuple(sorted(kinds))
+
+
+def desired_modules(
+    repo: ConfigRepo, resolution: Resolution, renderer: Renderer, modules: Collection[str] = ()
+) -> list[DesiredModule]:
+    """The runtime's modules (``modules`` narrows) as a sync applies them, in dependency
+    order: rendered for the runtime (its label, the configuration its channel and entry
+    enforce) by ``renderer`` (of ``repo``), with the hooks of their charts."""
+    rendered = renderer.render(resolution, modules)
+    runtime = resolution.runtime.name
+    return [
+        DesiredModule.of(
+            resolved,
+            repo.modules[resolved.name],
+            [o for o in rendered if o.module == resolved.name],
+            renderer.hooks(resolved, runtime),
+        )
+        for resolved in resolution.modules
+        if not modules or resolved.name in modules
+    ]
+
+
+def prepared_module(
+    renderer: Renderer, resolved: ResolvedModule, runtime: str, *, hooks: bool = True
+) -> DesiredModule:
+    """``resolved`` as its version ships it for ``runtime`` (before the runtime's label and
+    the configuration it enforces: what the fleet diff compares), with its chart's hooks
+    unless ``hooks`` is false."""
+    prepared = renderer.prepare(resolved, runtime)
+    found = renderer.hooks(resolved, runtime) if hooks else ()
+    return DesiredModule.of(resolved, renderer.repo.modules[resolved.name], prepared, found)
 
 
 @dataclass(frozen=True, slots=True)

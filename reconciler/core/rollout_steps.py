@@ -14,11 +14,15 @@ daemon):
 - once every member of the wave under way is Ready (skipped ones aside), it must stay so for
   ``healthy_for``; then the next wave starts, or the rollout completes after the last.
 
-A paused, halted, canceled or finished rollout does not move. The commands
-(:func:`pause`, :func:`resume`, :func:`cancel`, :func:`promote`) raise
-:class:`RolloutCommandError` when they do not apply, in a line that says why.
+A paused, halted, canceled or finished rollout does not move. The commands people give
+(:class:`RolloutCommand`: :func:`pause`, :func:`resume`, :func:`cancel`, :func:`promote`, each
+applying in the states :data:`NEEDS` names; :func:`commands_for` a state, :func:`run_command`
+one of them) raise :class:`RolloutCommandError` when they do not apply, in a line that says
+why. They are written here once for ``reconciler rollout`` (on the store, through the daemon's
+port) and the status page's command lines.
 
-Callers: the daemon's rollout job, ``reconciler rollout`` (through the daemon or on the store).
+Callers: the daemon's rollout job and its rollouts page, ``reconciler rollout`` (through the
+daemon or on the store).
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
+from enum import StrEnum
 
 from reconciler.core.notifications import NotificationKind
+from reconciler.core.redaction import mask
 from reconciler.core.rollouts import HaltReason, Member, MemberState, Rollout, RolloutState
 from reconciler.core.status import ModuleState
 from reconciler.errors import PermanentError
@@ -166,9 +172,61 @@ def release(
 # -- commands --------------------------------------------------------------------------------------
 
 
+class RolloutCommand(StrEnum):
+    """What a person may ask of a rollout (``reconciler rollout``, ``POST /rollout``)."""
+
+    PAUSE = "pause"
+    RESUME = "resume"
+    CANCEL = "cancel"
+    PROMOTE = "promote"
+
+    @property
+    def keeps_reason(self) -> bool:
+        """Whether the rollout keeps the reason given with the command (a cancel does)."""
+        return self is RolloutCommand.CANCEL
+
+
+#: The states each command applies to; in any other it raises :class:`RolloutCommandError`.
+NEEDS: Mapping[RolloutCommand, tuple[RolloutState, ...]] = {
+    RolloutCommand.PAUSE: (RolloutState.PROGRESSING,),
+    RolloutCommand.RESUME: (RolloutState.PAUSED,),
+    RolloutCommand.CANCEL: (RolloutState.PROGRESSING, RolloutState.PAUSED, RolloutState.HALTED),
+    RolloutCommand.PROMOTE: (RolloutState.PROGRESSING, RolloutState.PAUSED),
+}
+
+
+#: The characters of a command's reason kept.
+REASON_LENGTH = 500
+
+
+def commands_for(state: RolloutState) -> tuple[RolloutCommand, ...]:
+    """The commands that apply to a rollout in ``state`` (none once it ended)."""
+    return tuple(command for command in RolloutCommand if state in NEEDS[command])
+
+
+def command_reason(text: str) -> str:
+    """A reason given with a command as it is sent and kept: one line of at most
+    :data:`REASON_LENGTH` characters, a secret pasted into it masked (S4)."""
+    return mask(" ".join(text.split())[:REASON_LENGTH])
+
+
+def run_command(
+    rollout: Rollout, command: RolloutCommand, now: datetime, why: str = ""
+) -> tuple[Rollout, list[Moment]]:
+    """``rollout`` after ``command`` at ``now``, and the moments it makes (a promote starts a
+    wave); a cancel keeps ``why`` (:func:`command_reason`)."""
+    if command is RolloutCommand.PROMOTE:
+        return promote(rollout, now)
+    if command is RolloutCommand.CANCEL:
+        return cancel(rollout, now, command_reason(why)), []
+    if command is RolloutCommand.PAUSE:
+        return pause(rollout, now), []
+    return resume(rollout, now), []
+
+
 def pause(rollout: Rollout, now: datetime) -> Rollout:
     """Stop starting waves (the wave under way keeps its runtimes)."""
-    _expect(rollout, "pause", RolloutState.PROGRESSING)
+    _expect(rollout, RolloutCommand.PAUSE)
     return replace(rollout, state=RolloutState.PAUSED, healthy_since=None, updated=now)
 
 
@@ -179,14 +237,14 @@ def resume(rollout: Rollout, now: datetime) -> Rollout:
             f"rollout {rollout.id} is halted ({rollout.message}); a halted rollout does not "
             "resume: push a commit that fixes it (it starts a new rollout), or cancel it"
         )
-    _expect(rollout, "resume", RolloutState.PAUSED)
+    _expect(rollout, RolloutCommand.RESUME)
     return replace(rollout, state=RolloutState.PROGRESSING, healthy_since=None, updated=now)
 
 
 def cancel(rollout: Rollout, now: datetime, why: str) -> Rollout:
     """Start no further wave, for good: runtimes already upgraded stay (L5); the others keep
     their previous commit until a newer commit's rollout reaches them. ``why`` is kept."""
-    _expect(rollout, "cancel", RolloutState.PROGRESSING, RolloutState.PAUSED, RolloutState.HALTED)
+    _expect(rollout, RolloutCommand.CANCEL)
     return replace(
         rollout,
         state=RolloutState.CANCELED,
@@ -199,7 +257,7 @@ def cancel(rollout: Rollout, now: datetime, why: str) -> Rollout:
 
 def promote(rollout: Rollout, now: datetime) -> tuple[Rollout, list[Moment]]:
     """Start the next wave now, without waiting for the wave under way to stay healthy."""
-    _expect(rollout, "promote", RolloutState.PROGRESSING, RolloutState.PAUSED)
+    _expect(rollout, RolloutCommand.PROMOTE)
     return _next_wave(rollout, now, promoted=True)
 
 
@@ -215,7 +273,8 @@ def supersede(rollout: Rollout, by: str, now: datetime) -> Rollout:
     )
 
 
-def _expect(rollout: Rollout, command: str, *states: RolloutState) -> None:
+def _expect(rollout: Rollout, command: RolloutCommand) -> None:
+    states = NEEDS[command]
     if rollout.state not in states:
         allowed = " or ".join(str(s) for s in states)
         raise RolloutCommandError(

@@ -9,6 +9,7 @@
 - :class:`ChangeSetEntry` and :class:`ChangeAction`: what the pass did to each object (created,
   configured, unchanged, pruned, deleted, released, kept), the way Flux's ``ChangeSet`` reports it.
 - :class:`PassResult`: one pass of the lifecycle over a runtime: module statuses and changes.
+- :func:`runtime_state`: the state a runtime shows (:data:`RUNTIME_STATES`, worst first).
 - :class:`~reconciler.core.reasons.Reason` (also importable from here): every reason code;
   :class:`StepFailure`: the error a step of an
   operation ended on, kept as its type with the reason code :func:`failure_reason` gives it.
@@ -215,6 +216,19 @@ class PassResult:
 #: The state of a runtime in git that no operation has touched yet (``reconciler get``, the
 #: status page); never a module's.
 NOT_SYNCED = "NotSynced"
+#: Every state a runtime shows, worst first (:func:`runtime_state` gives one): its worst
+#: module's, then ``Suspended``, then :data:`NOT_SYNCED`.
+RUNTIME_STATES = (*(str(s) for s in reversed(ModuleState)), str(Reason.SUSPENDED), NOT_SYNCED)
+
+
+def runtime_state(recorded: ModuleState | None, suspended: bool) -> str:
+    """The one rule of the state a runtime shows (``reconciler status`` and ``get runtimes``,
+    the status page, ``/status``, the metrics): ``Suspended`` while it is suspended
+    (``reconciler suspend`` or ``spec.suspend``), else the state of its record, ``NotSynced``
+    before its first operation (``recorded`` is ``None``)."""
+    if suspended:
+        return str(Reason.SUSPENDED)
+    return NOT_SYNCED if recorded is None else str(recorded)
 
 
 _REASONS: tuple[tuple[type[ReconcilerError], Reason], ...] = (

@@ -9,8 +9,8 @@ changed, so that the status page shows it at the commit in force and not behind.
 A frozen value the daemon keeps in memory and replaces at each commit it puts in force
 (:meth:`UnchangedSince.advance`); a daemon that starts knows nothing of the commits before its
 own and reconciles every runtime it owns at the commit in force, which puts them in sync
-anyway. Caller: the daemon (:mod:`reconciler.daemon.service`), whose status page asks its
-state.
+anyway. Caller: the daemon's source state (:mod:`reconciler.daemon.source_state`), which
+its status page asks.
 """
 
 from __future__ import annotations

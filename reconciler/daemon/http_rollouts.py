@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.core.redaction import mask, mask_all
-from reconciler.core.rollout_steps import RolloutCommandError
+from reconciler.core.redaction import mask_all
+from reconciler.core.rollout_steps import RolloutCommand, RolloutCommandError, command_reason
 from reconciler.daemon.service import Daemon
 from reconciler.errors import NotFoundError
-from reconciler.operations.rollouts import RolloutCommand, find_rollout, rollout_document
+from reconciler.operations.rollouts import find_rollout, rollout_document
 
 Answer = tuple[int, dict[str, Any]]
 
@@ -41,7 +41,7 @@ def rollout_command(daemon: Daemon, query: Mapping[str, str]) -> Answer:
     except ValueError:
         known = ", ".join(c.value for c in RolloutCommand)
         return 400, {"error": f"?command= needs one of {known}"}
-    reason = mask(" ".join(query.get("reason", "").split())[:500])  # kept and shown: no secret
+    reason = command_reason(query.get("reason", ""))  # kept and shown: no secret
     try:
         saved = daemon.rollouts.command(query.get("id", ""), command, reason)
     except NotFoundError as error:

@@ -25,15 +25,11 @@ from reconciler.core.head import Head, head_text
 from reconciler.core.model import Runtime
 from reconciler.core.rollouts import MemberState, Rollout, RolloutState
 from reconciler.core.selectors import SelectorError, parse_label_selector
-from reconciler.core.status import NOT_SYNCED, ModuleState, Reason
+from reconciler.core.status import RUNTIME_STATES
 from reconciler.operations.model import RuntimeStatus
 
 #: Every state a runtime shows on the page, worst first (the order of the counts and rows).
-STATES = (
-    *(str(s) for s in reversed(ModuleState)),
-    str(Reason.SUSPENDED),
-    NOT_SYNCED,
-)
+STATES = RUNTIME_STATES
 _RANK = {state: rank for rank, state in enumerate(STATES)}
 #: Rows per page of ``/`` unless ``per_page`` asks otherwise (at most :data:`MAX_PER_PAGE`).
 PER_PAGE = 100
@@ -153,9 +149,7 @@ class FleetRuntime:
     def state(self) -> str:
         """Its state as ``reconciler get runtimes`` shows it: ``NotSynced`` before its first
         operation (``Suspended`` then, when git suspends it)."""
-        if self.status is not None:
-            return self.status.state
-        return str(Reason.SUSPENDED) if self.suspended_in_git else NOT_SYNCED
+        return RuntimeStatus.state_of(self.status, suspended_in_git=self.suspended_in_git)
 
     @property
     def modules(self) -> tuple[str, ...]:
@@ -483,7 +477,7 @@ def _fleet_row(runtime: FleetRuntime, now: datetime, in_force: str) -> FleetRow:
     commit, note = runtime.commit_shown(in_force)
     return FleetRow(
         runtime.name,
-        status.state,
+        runtime.state,
         status.reason,
         status.message,
         runtime.modules,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from reconciler.core.durations import duration_text
+from reconciler.core.rollout_steps import RolloutCommand, commands_for
 from reconciler.core.rollouts import Rollout, RolloutState
 from reconciler.daemon.page_model import SourceView, short_commit, time_text
 
@@ -27,18 +28,13 @@ MEMBERS_SHOWN = 50
 MEMBERS_SHOWN_ONE = 1000
 #: The order of a wave's runtimes on the page: the ones to look at first.
 _WORST = {"Error": 0, "Progressing": 1, "Pending": 2, "Skipped": 3, "Ready": 4}
-#: The commands of ``reconciler rollout`` that apply to a rollout in each state, and what
-#: each does (the order of the page).
-COMMANDS = {
-    RolloutState.PROGRESSING: ("pause", "promote", "cancel"),
-    RolloutState.PAUSED: ("resume", "promote", "cancel"),
-    RolloutState.HALTED: ("cancel",),
-}
+#: What each command of ``reconciler rollout`` does, in the order of the page (those that
+#: apply to a rollout's state: :func:`~reconciler.core.rollout_steps.commands_for`).
 _WHAT = {
-    "pause": "start no further wave",
-    "resume": "go on; the healthy time counts again",
-    "promote": "start the next wave now, without waiting for this one to stay healthy",
-    "cancel": "start no further wave, for good (upgraded runtimes stay)",
+    RolloutCommand.PAUSE: "start no further wave",
+    RolloutCommand.RESUME: "go on; the healthy time counts again",
+    RolloutCommand.PROMOTE: "start the next wave now, without waiting for this one to stay healthy",
+    RolloutCommand.CANCEL: "start no further wave, for good (upgraded runtimes stay)",
 }
 
 
@@ -137,8 +133,9 @@ def rollout_view(rollout: Rollout, now: datetime, shown: int = MEMBERS_SHOWN) ->
         countdown=countdown(rollout, now),
         waves=tuple(_wave_view(rollout, index, shown) for index in range(len(rollout.waves))),
         actions=tuple(
-            Action(_command_line(name, rollout.id), _WHAT[name])
-            for name in COMMANDS.get(rollout.state, ())
+            Action(_command_line(command, rollout.id), what)
+            for command, what in _WHAT.items()
+            if command in commands_for(rollout.state)
         ),
     )
 
@@ -197,7 +194,7 @@ def _wave_status(rollout: Rollout, index: int) -> str:
     return "stopped"
 
 
-def _command_line(name: str, rollout_id: str) -> str:
-    if name == "cancel":
-        return f'reconciler rollout cancel {rollout_id} --reason "why"'
-    return f"reconciler rollout {name} {rollout_id}"
+def _command_line(command: RolloutCommand, rollout_id: str) -> str:
+    if command.keeps_reason:
+        return f'reconciler rollout {command} {rollout_id} --reason "why"'
+    return f"reconciler rollout {command} {rollout_id}"

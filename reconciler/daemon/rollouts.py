@@ -39,13 +39,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from reconciler.core.fleetdiff import FleetDiffer
 from reconciler.core.head import Head, head_text
 from reconciler.core.model import ConfigRepo
 from reconciler.core.notifications import Notification, NotificationKind
-from reconciler.core.rollout_steps import Health, Moment, advance, supersede
+from reconciler.core.rollout_steps import Health, Moment, RolloutCommand, advance, supersede
 from reconciler.core.rollouts import (
     Rollout,
     RolloutState,
@@ -59,7 +59,7 @@ from reconciler.core.rollouts import (
 from reconciler.core.status import Reason
 from reconciler.errors import FencedError, ReconcilerError, TransientError
 from reconciler.operations.model import FenceToken
-from reconciler.operations.rollouts import RolloutCommand, command_rollout
+from reconciler.operations.rollouts import command_rollout
 from reconciler.operations.store import load_statuses
 
 if TYPE_CHECKING:
@@ -140,9 +140,16 @@ class Rollouts:
     # -- starting --------------------------------------------------------------------------------
 
     def begin(
-        self, previous: ConfigRepo, before: Head | None, repo: ConfigRepo, head: Head
+        self,
+        previous: ConfigRepo,
+        before: Head | None,
+        repo: ConfigRepo,
+        head: Head,
+        changed: Collection[str],
     ) -> None:
-        """The rollout of ``head`` after ``before`` (see the module docstring)."""
+        """The rollout of ``head`` after ``before`` (see the module docstring): of the
+        runtimes ``changed`` (the fleet diff of ``previous`` and ``repo``, made once by the
+        caller) and those an earlier rollout had not reached."""
         self.remember(head, repo)
         if before is not None:
             self.remember(before, previous)
@@ -161,10 +168,9 @@ class Rollouts:
             self._supersede(latest, head, token)  # no waves any more: every runtime takes it
             return
         now = self.daemon.clock()
-        changed = {r.runtime for r in FleetDiffer(previous, repo, now).diff().runtimes}
         names = sorted(
             name
-            for name in changed.intersection(previous.runtimes).union(held_back(latest))
+            for name in set(changed).intersection(previous.runtimes).union(held_back(latest))
             if name in repo.runtimes
         )
         suspended = frozenset(n for n in names if repo.runtimes[n].suspend) | frozenset(

@@ -3,10 +3,13 @@
 :class:`Daemon` holds the wiring and the ticks tests call directly; each job lives in its own
 module:
 
-- :meth:`Daemon.poll` asks the source whether the ref moved (one ``ls-remote`` per poll for the
-  whole fleet) and hands a new commit to the verdict protocol (:mod:`reconciler.daemon.commits`:
-  refused, held by the deletion brake, waiting, or accepted; typed details in
-  :mod:`reconciler.daemon.verdicts`). An unreachable remote changes nothing (S3). Replicas
+- :meth:`Daemon.poll` holds the source's lock while the commit-verdict gate
+  (:mod:`reconciler.daemon.commits`, built here from its parts: the store's verdicts, the
+  commit reader of :mod:`reconciler.daemon.reading`, the deletion brake) asks the source whether
+  the ref moved (one ``ls-remote`` per poll for the whole fleet) and judges a new commit:
+  refused, held by the deletion brake, waiting, or accepted (typed details in
+  :mod:`reconciler.daemon.verdicts`; the daemon's :mod:`~reconciler.daemon.source_state`
+  changed only through its transitions). An unreachable remote changes nothing (S3). Replicas
   sharing the store move the commit in force by compare-and-set; each takes up the store's
   commit in force at each poll, before it judges anything, and before each reconcile. The
   config repo is asked first and a channels repository (``channelsFrom.git``,
@@ -33,22 +36,24 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from functools import partial
+from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
 
+from reconciler.core.brake import Verdict
 from reconciler.core.fleetdiff import FleetDiffer
 from reconciler.core.head import Head
 from reconciler.core.model import ConfigRepo, Settings
 from reconciler.core.notifications import NoNotifier, Notifier
 from reconciler.core.redaction import mask
 from reconciler.core.templates import RenderCache, TemplateRenderer
-from reconciler.core.unchanged import UnchangedSince
 from reconciler.daemon.channels import Channels
-from reconciler.daemon.commits import CommitGate
-from reconciler.daemon.logs import Repeats, cause, failure_level, shown, source_failure
+from reconciler.daemon.commits import CommitGate, GateParts
+from reconciler.daemon.logs import Repeats
 from reconciler.daemon.membership import DEFAULT_LEASE, Membership
 from reconciler.daemon.metrics import Metrics
+from reconciler.daemon.reading import Source, SourceReader
 from reconciler.daemon.rollouts import Rollouts
 from reconciler.daemon.scheduler import (
     guarded,
@@ -57,18 +62,19 @@ from reconciler.daemon.scheduler import (
     schedule_jobs,
     start_scheduler,
 )
+from reconciler.daemon.signing import verify_channels, verify_head
+from reconciler.daemon.source_state import SourceState
 from reconciler.daemon.status import status_document
-from reconciler.daemon.verdicts import Held, Refusal, Waiting
 from reconciler.daemon.watches import Watches
 from reconciler.daemon.workers import Workers, run_runtime
-from reconciler.errors import ReconcilerError, SourceError, TransientError
+from reconciler.errors import ReconcilerError, TransientError
 from reconciler.operations.engine import this_owner
-from reconciler.operations.model import CommitRecord, CommitVerdict, Operation, Retention
+from reconciler.operations.model import Operation, Retention
 from reconciler.operations.runner import Connect
+from reconciler.operations.running import Judged, Running, fetch_verdict
 from reconciler.operations.store import StateStore
 from reconciler.render import default_renderer
-from reconciler.source.git import Revision
-from reconciler.source.loader import ReadOptions, load_repo
+from reconciler.source.loader import ReadOptions
 from reconciler.source.signatures import TrustedKeys
 
 __all__ = [
@@ -84,45 +90,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("reconciler.daemon")
-
-
-class Source(Protocol):
-    """Where commits come from (:class:`reconciler.source.git.RemoteSource`)."""
-
-    path: str
-
-    @property
-    def shown(self) -> str:
-        """The source's URL without credentials."""
-
-    def check(self) -> str:
-        """The commit the followed ref points to now."""
-
-    def revision(self, commit: str) -> Revision:
-        """The tree of ``commit``."""
-
-
-@dataclass(slots=True)
-class SourceState:
-    """What the daemon knows of its source."""
-
-    commit: Head | None = None
-    repo: ConfigRepo | None = None
-    last_poll: datetime | None = None
-    last_success: datetime | None = None
-    error: str = ""
-    refused: Refusal | None = None
-    held: Held | None = None
-    #: The newest commit, while reading it fails in a way that may pass (PENDING).
-    waiting: Waiting | None = None
-    #: The head this replica's git showed at its last poll (None before one, or when reading it
-    #: failed and is to be tried again): a commit accepted before and no longer in force is
-    #: taken up again (a revert) only when this replica's own git moved to it.
-    seen: Head | None = None
-    pending_since: datetime | None = None
-    #: The commits each runtime's desired state stayed the same through (the status page shows
-    #: a runtime the newer ones did not change in sync at the commit in force).
-    unchanged: UnchangedSince = field(default_factory=UnchangedSince)
 
 
 @dataclass(slots=True)
@@ -162,8 +129,9 @@ class Intervals:
 
 class Daemon:
     """See the module docstring. Its wiring (``source``, ``store``, ``connect``,
-    ``make_source``) may be replaced after it is made (tests interleave a store): its parts
-    read it from here at each use."""
+    ``make_source``, ``notifier``, ``renderer``) may be replaced after it is made (tests
+    interleave a store): the commit gate is handed the new one, the other parts read it from
+    here at each use."""
 
     def __init__(
         self,
@@ -176,17 +144,17 @@ class Daemon:
         make_source: Callable[[str, str, str], Source] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.source = source
+        self._source = source
         self.make_source = make_source or _no_second_source
-        self.store = store
+        self._store = store
         self.connect = connect
         self.clock = clock
         self.options = options or DaemonOptions()
         self.metrics = metrics or Metrics()
         #: Who is told about rollouts and refused or held commits (none until configured).
-        self.notifier: Notifier = NoNotifier()
+        self._notifier: Notifier = NoNotifier()
         #: Renders the chart modules of each commit read (core.templates).
-        self.renderer: TemplateRenderer = default_renderer()
+        self._renderer: TemplateRenderer = default_renderer()
         #: The charts of each run rendered again for what its cluster serves (a cache across
         #: runs: an unchanged cluster renders nothing twice; operations.capabilities).
         self.chart_renders = RenderCache()
@@ -199,7 +167,6 @@ class Daemon:
         #: The intervals the scheduler's jobs run at (:func:`schedule_jobs`).
         self.scheduled: Intervals | None = None
         self.channels_repo = Channels(self)
-        self.gate = CommitGate(self)
         self.rollouts = Rollouts(self)
         self.workers = Workers(self, self.options.workers)
         #: Event-driven reconciliation: watches on the owned runtimes' clusters.
@@ -216,6 +183,67 @@ class Daemon:
             lease=self.options.lease,
             monotonic=monotonic,
         )
+        self.reader = SourceReader(
+            source,
+            self.channels_repo,
+            self._renderer,
+            partial(verify_head, self),
+            partial(verify_channels, self),
+        )
+        self.gate = CommitGate(self.state, self._gate_parts())
+
+    def _gate_parts(self) -> GateParts:
+        """What the commit gate uses (the verdicts' protocol, :mod:`reconciler.daemon.commits`)."""
+        return GateParts(
+            ledger=self._store,
+            reader=self.reader,
+            brake=self._brake,
+            clock=self.clock,
+            metrics=self.metrics,
+            notifier=self._notifier,
+            members=self.membership,
+            repeats=self.repeats,
+            allow_deletions=self.options.allow_deletions,
+            taken=self._taken,
+        )
+
+    # -- wiring the commit gate follows when it is replaced ------------------------------------
+
+    @property
+    def store(self) -> StateStore:
+        """The state store."""
+        return self._store
+
+    @store.setter
+    def store(self, store: StateStore) -> None:
+        self._store = self.gate.parts.ledger = store
+
+    @property
+    def source(self) -> Source:
+        """Where commits come from."""
+        return self._source
+
+    @source.setter
+    def source(self, source: Source) -> None:
+        self._source = self.reader.source = source
+
+    @property
+    def notifier(self) -> Notifier:
+        """Who is told about rollouts and refused or held commits (none until configured)."""
+        return self._notifier
+
+    @notifier.setter
+    def notifier(self, notifier: Notifier) -> None:
+        self._notifier = self.gate.parts.notifier = notifier
+
+    @property
+    def renderer(self) -> TemplateRenderer:
+        """Renders the chart modules of each commit read (core.templates)."""
+        return self._renderer
+
+    @renderer.setter
+    def renderer(self, renderer: TemplateRenderer) -> None:
+        self._renderer = self.reader.renderer = renderer
 
     @property
     def source_lock(self) -> threading.Lock:
@@ -253,61 +281,15 @@ class Daemon:
     # -- polling ---------------------------------------------------------------------------------
 
     def poll(self) -> bool:
-        """One poll; True when a new commit was put in force here (accepted by this replica or,
-        seen in git, by another) and the runtimes it changes were submitted."""
+        """One poll (:meth:`CommitGate.poll`); True when a new commit was put in force here
+        (accepted by this replica or, seen in git, by another) and the runtimes it changes
+        were submitted."""
         with self._poll_lock:
             before, before_head = self.state.repo, self.state.commit
             try:
-                return self._poll()
+                return self.gate.poll()
             finally:  # once, against the commit the poll ended on (it may follow, then accept)
                 self._submit_changed(before, before_head)
-
-    def _poll(self) -> bool:
-        now = self.clock()
-        self.state.last_poll = now
-        # the commit in force, read before asking git: accepting another one is a compare-and-set
-        # on it, so a replica whose git is behind another's never moves the fleet back
-        in_force = self.store.last_accepted()
-        try:
-            config = self.source.check()  # the config repo first: a revert needs nothing else
-        except ReconcilerError as error:
-            self.state.error = str(error)
-            kept = shown(self.state.commit)
-            log.log(
-                self.repeats.level("source", str(error), failure_level(error)),
-                "source %s, keeping commit %s: %s",
-                source_failure(error),
-                kept,
-                error,
-            )
-            self.metrics.poll(ok=False)
-            self.follow(in_force)
-            return False
-        if self.repeats.recovered("source"):
-            log.info("source works again")
-        self.state.error = ""
-        self.state.last_success = now
-        self.metrics.poll(ok=True, now=now)
-        head = self.channels_repo.head(config)
-        seen, self.state.seen = self.state.seen, head
-        if self.state.waiting is not None and self.state.waiting.commit != head.text:
-            self.state.waiting = None  # git moved on (or back) from the commit that waited
-        # the fleet's commit first: a new one is judged (the brake counts) from the one in force
-        followed = self.follow(in_force)
-        if head in (self.state.commit, in_force.commit if in_force else None):
-            self.update_lag(head)
-            return followed
-        earlier = self.store.commit(head)
-        if earlier is not None and self.gate.still_stands(head, earlier):
-            self.update_lag(head)
-            return False  # the last one accepted stays in force (S3)
-        if earlier is not None and earlier.verdict is CommitVerdict.ACCEPTED and head == seen:
-            # accepted before, no longer in force, and this replica's git has not moved: the
-            # fleet went past it while this replica's fetch lags (a revert moves the git view)
-            self.update_lag(head)
-            return followed
-        self.state.pending_since = self.state.pending_since or now
-        return self.gate.consider(head, earlier, in_force)
 
     def follow_store(self) -> bool:
         """Take up the commit in force in the store when another replica moved it (before a
@@ -317,47 +299,25 @@ class Daemon:
             return False
         with self._poll_lock:
             before, before_head = self.state.repo, self.state.commit
-            followed = self.follow(self.store.last_accepted())
+            followed = self.gate.follow(self.store.last_accepted())
             self._submit_changed(before, before_head)
             return followed
-
-    def follow(self, in_force: CommitRecord | None) -> bool:
-        """Put ``in_force`` (the store's commit in force, accepted by this replica or another)
-        in force here when it is not yet; whether it changed. The newest commit may be refused
-        or held meanwhile (S3): runtimes keep being reconciled against the one in force."""
-        if in_force is None or in_force.commit == self.state.commit:
-            return False
-        head = in_force.commit
-        try:
-            repo = self.load_commit(head)
-        except ReconcilerError as error:
-            log.warning(
-                "cannot read the commit in force %s (%s): %s", head.shown, cause(error), error
-            )
-            return False
-        self.take(head, repo)
-        return True
 
     def load_commit(self, head: Head) -> ConfigRepo:
         """The repo of ``head``, a commit accepted before (the commit in force, or the one a
         runtime held back by a rollout keeps)."""
-        revision = self.source.revision(head.config)
-        options, _ = self.channels_repo.read_options(revision, head, pinned=True)
-        validation = load_repo(
-            self.source.path or ".", options, tree=revision.tree, renderer=self.renderer
-        )
-        if validation.repo is None:
-            raise SourceError(f"commit {head.shown} does not load here")
-        return validation.repo
+        return self.reader.load(head)
 
-    def take(self, head: Head, repo: ConfigRepo) -> None:
-        """Put ``head`` in force here (its runtimes are reconciled by :meth:`_submit_changed`
-        when the poll ends)."""
-        log.info("commit %s in force (was %s)", head.shown, shown(self.state.commit))
-        self.state.commit, self.state.repo = head, repo
+    def _taken(self, head: Head, repo: ConfigRepo) -> None:
+        """``head`` was put in force here: its rollout remembers its repo, the scheduler takes
+        up its intervals (its runtimes are reconciled by :meth:`_submit_changed` when the poll
+        ends)."""
         self.rollouts.remember(head, repo)
-        self.update_lag(head)
         reschedule(self)
+
+    def _brake(self, judged: Judged) -> tuple[Verdict, Running]:
+        """The deletion brake's verdict, over the store and clusters wired now."""
+        return fetch_verdict(self.store, self.connect, judged, workers=self.options.workers)
 
     def _submit_changed(self, previous: ConfigRepo | None, before: Head | None = None) -> None:
         """Reconcile the runtimes the commit in force changes from ``previous`` (of commit
@@ -365,8 +325,6 @@ class Daemon:
         repo, head = self.state.repo, self.state.commit
         if repo is None or repo is previous:
             return
-        if previous is not None and head is not None:
-            self.rollouts.begin(previous, before, repo, head)
         if previous is None:
             owned = self.targets()
             with self._owned_lock:  # the next heartbeat takes none of these for newly owned
@@ -374,22 +332,16 @@ class Daemon:
             for name in owned:
                 self.submit(name, newer_commit=True)
             return
-        # only the runtimes this commit changes; drift elsewhere is the resync's job
+        # only the runtimes this commit changes (one fleet diff, its rollout's too); drift
+        # elsewhere is the resync's job
         changed = FleetDiffer(previous, repo, self.clock()).diff()
+        names = {runtime.runtime for runtime in changed.runtimes}
+        if head is not None:
+            self.rollouts.begin(previous, before, repo, head, names)
         if before is not None and head is not None:
-            names = {runtime.runtime for runtime in changed.runtimes}
-            self.state.unchanged = self.state.unchanged.advance(
-                before.text, head.text, repo.runtimes, names
-            )
+            self.state.unchanged_through(before, head, repo.runtimes, names)
         for runtime in changed.runtimes:
             self.submit(runtime.runtime, newer_commit=True)
-
-    def update_lag(self, head: Head) -> None:
-        """How long ``head`` waits to be in force, in the metrics (0 once it is)."""
-        since = self.state.pending_since
-        behind = head != self.state.commit and since is not None
-        seconds = (self.clock() - since).total_seconds() if behind and since else 0.0
-        self.metrics.source_lag(seconds)
 
     # -- reconciling -----------------------------------------------------------------------------
 

@@ -58,6 +58,7 @@ from reconciler.cluster.watch import KindWatch
 from reconciler.core.enforce import CONFIG_FIELD_MANAGER
 from reconciler.core.health import health_of
 from reconciler.core.inventory import LABEL_INVENTORY, inventory_from_configmap
+from reconciler.core.live import WORKLOAD_KINDS, labelled_ours, workload_available
 from reconciler.core.model import (
     FIELD_MANAGER,
     LABEL_MANAGED_BY,
@@ -65,7 +66,7 @@ from reconciler.core.model import (
     MANAGED_BY_VALUE,
     Settings,
 )
-from reconciler.core.objects import Body, ObjectRef
+from reconciler.core.objects import Body, ObjectRef, is_established
 from reconciler.core.ownership import taken_fields
 from reconciler.daemon.own_deletes import OwnDeletes
 from reconciler.errors import ReconcilerError
@@ -133,9 +134,10 @@ def reason_to_wake(event: WatchEvent, before: Body | None) -> tuple[str, Drift |
     taken = taken_fields(before, body, OUR_MANAGERS)  # first: a scale changes availability too
     if taken:
         return "changed", Drift.of_fields(ref, taken)
-    if _available(before) != _available(body):
+    workload = body.get("kind") in WORKLOAD_KINDS
+    if workload and workload_available(before) != workload_available(body):
         return "availability changed", None
-    if _established(before) != _established(body):
+    if is_established(before) != is_established(body):
         return "CRD established", None
     if health_of(before) != health_of(body):  # a Job completed, a custom resource Ready ...
         return "health changed", None
@@ -145,11 +147,6 @@ def reason_to_wake(event: WatchEvent, before: Body | None) -> tuple[str, Drift |
 def _identity(ref: ObjectRef) -> tuple[str, str, str, str]:
     """An object whatever the version it is served in: group, kind, namespace, name."""
     return ref.group, ref.kind, ref.namespace, ref.name
-
-
-def _ours(body: Body) -> bool:
-    labels = (body.get("metadata") or {}).get("labels") or {}
-    return all(labels.get(k) == v for k, v in OURS.items())
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,22 +232,6 @@ def fetch_blocking_kinds(
             if info is not None:
                 kinds.add((info.api_version, kind))
     return own, kinds
-
-
-def _available(body: Body) -> bool:
-    """Whether a workload is available (as far as a wake cares: a change of it wakes)."""
-    status = body.get("status") or {}
-    if body.get("kind") == "DaemonSet":
-        wanted = status.get("desiredNumberScheduled") or 0
-        return bool((status.get("numberAvailable") or 0) >= wanted and wanted)
-    desired = (body.get("spec") or {}).get("replicas", 1)
-    current = status.get("observedGeneration") == (body.get("metadata") or {}).get("generation")
-    return bool(current and (status.get("availableReplicas") or 0) >= (desired or 0))
-
-
-def _established(body: Body) -> bool:
-    conditions = (body.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
 @dataclass(slots=True)
@@ -627,7 +608,7 @@ class Watches:
             return
         with self._lock:
             opened = self.open.get(key)
-            if opened is None or any(not _ours(b) for b in opened.watch.cache.values()):
+            if opened is None or any(not labelled_ours(b) for b in opened.watch.cache.values()):
                 return
             needers = sorted(opened.needers)
         for runtime in needers:

@@ -22,7 +22,7 @@ from reconciler.cluster.api import Cluster
 from reconciler.core.health import named_refs
 from reconciler.core.model import ClusterAccess, ConfigRepo
 from reconciler.core.objects import ObjectRef
-from reconciler.core.plan_values import DesiredModule
+from reconciler.core.plan_values import DesiredModule, desired_modules
 from reconciler.core.redaction import mask
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
@@ -32,7 +32,6 @@ from reconciler.daemon.membership import fenced
 from reconciler.daemon.scheduler import retry
 from reconciler.daemon.watches import fetch_blocking_kinds
 from reconciler.errors import InternalError, ReconcilerError, TransientError
-from reconciler.lifecycle.executor import desired_modules
 from reconciler.operations.capabilities import ChartRendering
 from reconciler.operations.engine import Engine
 from reconciler.operations.model import (

@@ -35,9 +35,16 @@ from reconciler.core.inventory import Inventory
 from reconciler.core.model import FIELD_MANAGER, ConfigRepo
 from reconciler.core.objects import ObjectRef
 from reconciler.core.plan import plan
-from reconciler.core.plan_values import Context, DesiredModule, LiveModule, ModulePlan, Plan
+from reconciler.core.plan_values import (
+    Context,
+    DesiredModule,
+    LiveModule,
+    ModulePlan,
+    Plan,
+    desired_modules,
+)
 from reconciler.core.render import Renderer
-from reconciler.core.resolve import Resolution, resolve_runtime
+from reconciler.core.resolve import resolve_runtime
 from reconciler.core.status import ModuleState as ModuleState
 from reconciler.core.status import ModuleStatus as ModuleStatus
 from reconciler.core.status import PassResult
@@ -93,22 +100,6 @@ class SyncResult:
     def state(self) -> ModuleState:
         """The runtime's state: its worst module's (Ready when it has none)."""
         return self.outcome.state
-
-
-def desired_modules(
-    repo: ConfigRepo, resolution: Resolution, renderer: Renderer
-) -> list[DesiredModule]:
-    """The runtime's modules with their rendered objects, in dependency order."""
-    rendered = renderer.render(resolution)
-    return [
-        DesiredModule.of(
-            resolved,
-            repo.modules[resolved.name],
-            [o for o in rendered if o.module == resolved.name],
-            renderer.hooks(resolved, resolution.runtime.name),
-        )
-        for resolved in resolution.modules
-    ]
 
 
 class Lifecycle:

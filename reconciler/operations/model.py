@@ -29,6 +29,7 @@ from reconciler.core.status import (
     Reason,
     StepFailure,
     reason_of_state,
+    runtime_state,
     worst_state,
 )
 from reconciler.errors import PermanentError, ReconcilerError
@@ -412,7 +413,16 @@ class RuntimeStatus:
     @property
     def state(self) -> str:
         """The runtime's state as shown: ``Suspended``, else its record's state."""
-        return str(Reason.SUSPENDED) if self.suspended else str(self.current.state)
+        return runtime_state(self.current.state, self.suspended)
+
+    @staticmethod
+    def state_of(status: RuntimeStatus | None, *, suspended_in_git: bool) -> str:
+        """The state a runtime listed from git and the store shows (``get runtimes``, the
+        status page): its status's, else, before its first operation, ``Suspended`` when git
+        suspends it and ``NotSynced`` when not (:func:`runtime_state`)."""
+        if status is None:
+            return runtime_state(None, suspended_in_git)
+        return status.state
 
     @property
     def reason(self) -> Reason:

@@ -13,13 +13,10 @@ Callers: ``reconciler rollout`` on a store, the daemon's rollout job and HTTP po
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
-from enum import StrEnum
 from typing import Any, overload
 
-from reconciler.core.redaction import mask
-from reconciler.core.rollout_steps import Moment, cancel, pause, promote, resume
+from reconciler.core.rollout_steps import Moment, RolloutCommand, run_command
 from reconciler.core.rollout_summary import RolloutSummary, summarize
 from reconciler.core.rollouts import MemberState, Rollout
 from reconciler.errors import NotFoundError, TransientError
@@ -27,15 +24,6 @@ from reconciler.operations.store import RolloutRecords
 
 #: Tries of a command against writers that keep coming first.
 _TRIES = 5
-
-
-class RolloutCommand(StrEnum):
-    """What ``reconciler rollout`` may ask of a rollout."""
-
-    PAUSE = "pause"
-    RESUME = "resume"
-    CANCEL = "cancel"
-    PROMOTE = "promote"
 
 
 def find_rollout(store: RolloutRecords, rollout_id: str) -> Rollout:
@@ -55,26 +43,13 @@ def command_rollout(
     """Apply ``command`` to the rollout and save it; the rollout saved and its moments.
     :class:`~reconciler.core.rollout_steps.RolloutCommandError` when it does not apply. A
     secret pasted into ``why`` is masked before it is kept (S4)."""
-    step = _step(command, now, mask(why))
     for _ in range(_TRIES):
         current = find_rollout(store, rollout_id)
-        changed, moments = step(current)
+        changed, moments = run_command(current, command, now, why)
         saved = store.put_rollout(changed)
         if saved is not None:
             return saved, moments
     raise TransientError(f"rollout {rollout_id} kept changing under the {command}; try again", 1)
-
-
-def _step(
-    command: RolloutCommand, now: datetime, why: str
-) -> Callable[[Rollout], tuple[Rollout, list[Moment]]]:
-    if command is RolloutCommand.PROMOTE:
-        return lambda r: promote(r, now)
-    if command is RolloutCommand.CANCEL:
-        return lambda r: (cancel(r, now, why), [])
-    if command is RolloutCommand.PAUSE:
-        return lambda r: (pause(r, now), [])
-    return lambda r: (resume(r, now), [])
 
 
 @overload

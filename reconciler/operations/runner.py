@@ -19,13 +19,12 @@ from datetime import datetime
 from reconciler.cluster.api import AccessKind, Cluster
 from reconciler.core.head import Head
 from reconciler.core.model import ClusterAccess, ConfigRepo
-from reconciler.core.plan_values import Context, DesiredModule, ModuleAction
+from reconciler.core.plan_values import Context, DesiredModule, ModuleAction, desired_modules
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.status import ModuleState, Reason
 from reconciler.core.templates import ENGINE_DEFAULT, Capabilities, gets_a_chart
 from reconciler.errors import NotFoundError, ReconcilerError
-from reconciler.lifecycle.executor import desired_modules
 from reconciler.lifecycle.live_view import LiveView
 from reconciler.operations.capabilities import ChartRendering, fetch_capabilities
 from reconciler.operations.engine import LEASE_SECONDS, Engine, RunOutcome

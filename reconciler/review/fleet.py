@@ -24,7 +24,7 @@ from reconciler.config.schema import SchemaChecker
 from reconciler.config.validate import validate_repo
 from reconciler.core.fleetdiff import FleetDiff, FleetDiffer
 from reconciler.core.model import ConfigRepo
-from reconciler.core.plan_values import LiveModule
+from reconciler.core.plan_values import LiveModule, desired_modules
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.templates import Capabilities, RenderCache, TemplateRenderer
@@ -154,8 +154,6 @@ class Review:
         self, head: ConfigRepo, connect: Callable[[ConfigRepo, str], Lifecycle]
     ) -> dict[str, dict[str, LiveModule]]:
         """What each runtime's cluster shows for the head's modules (``--live``/``--snapshot``)."""
-        from reconciler.lifecycle.executor import desired_modules  # only when clusters are asked
-
         live: dict[str, dict[str, LiveModule]] = {}
         renderer = Renderer(head)
         with self.timings.phase("live"):

@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from reconciler.cli import cli
-from reconciler.cli.plans import ANNOUNCED_FROM
+from reconciler.cli.progress import ANNOUNCED_FROM
 from reconciler.cluster.api import ClusterIdentity
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.cluster.snapshot import load_snapshot
@@ -306,9 +306,10 @@ def test_the_brake_counts_what_the_runtime_synced_can_delete(fleet: Synced) -> N
     assert other.exit_code == 0, other.output
 
 
-def test_a_large_sync_says_first_that_the_brake_reads_the_fleet(tmp_path: Path) -> None:
-    """Before the brake reads a large fleet's clusters (seconds at thousands), its first line
-    says so on standard error; a small fleet's run prints no such line."""
+def test_a_large_sync_says_first_that_it_reads_the_repo_and_the_fleet(tmp_path: Path) -> None:
+    """Before a large repo is read and validated, and before the brake reads its clusters
+    (each seconds at thousands), the run says so on standard error: its first line comes at
+    once; a run of one runtime reads no other cluster, and says so of the repo alone."""
     generate_fleet(tmp_path / "repo", ANNOUNCED_FROM, modules=2, versions=1)
     clusters = f"{tmp_path / 'clusters'}/"
     args = ["sync", str(tmp_path / "repo"), "--snapshot", clusters, "--snapshot-create"]
@@ -316,11 +317,24 @@ def test_a_large_sync_says_first_that_the_brake_reads_the_fleet(tmp_path: Path) 
     planned = CliRunner().invoke(cli, [*args, "--dry-run"], catch_exceptions=False)
 
     assert planned.exit_code == 0, planned.output
-    first = planned.stderr.splitlines()[0]
-    assert first == f"deletion brake: reading the inventories of {ANNOUNCED_FROM} runtimes"
+    repo_line = f"reading and validating the {ANNOUNCED_FROM} runtimes of {tmp_path / 'repo'}"
+    brake_line = f"deletion brake: reading the inventories of {ANNOUNCED_FROM} runtimes"
+    assert planned.stderr.splitlines()[:2] == [repo_line, brake_line]
     one = CliRunner().invoke(cli, [*args, "--dry-run", "--runtime", "rt-00001"])
     assert one.exit_code == 0, one.output
+    assert one.stderr.splitlines()[0] == repo_line
     assert "deletion brake: reading" not in one.stderr
+
+
+def test_a_small_sync_says_nothing_before_its_results(tmp_path: Path) -> None:
+    generate_fleet(tmp_path / "repo", ANNOUNCED_FROM - 1, modules=2, versions=1)
+    clusters = f"{tmp_path / 'clusters'}/"
+    args = ["sync", str(tmp_path / "repo"), "--snapshot", clusters, "--snapshot-create"]
+
+    planned = CliRunner().invoke(cli, [*args, "--dry-run"], catch_exceptions=False)
+
+    assert planned.exit_code == 0, planned.output
+    assert "reading" not in planned.stderr
 
 
 def _without_modules(fleet: Synced, names: Sequence[str]) -> None:

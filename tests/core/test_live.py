@@ -117,6 +117,19 @@ def test_an_object_is_ours_only_with_all_three_labels_for_the_runtime_and_module
     assert not labelled_ours({"metadata": {}}, "rt", "widget")
 
 
+def test_labelled_ours_without_a_runtime_or_module_asks_only_what_is_named() -> None:
+    """S1 spelled once: the planner asks of a runtime-less inventory (the fleet diff's
+    assumption) any runtime, the daemon's watches and a Namespace's content any module."""
+    other_runtime = {"metadata": {"labels": OURS | {LABEL_RUNTIME: "other"}}}
+    assert labelled_ours(other_runtime, None, "widget")
+    assert not labelled_ours(other_runtime, None, "gadget")
+    assert labelled_ours(other_runtime)
+    assert labelled_ours({"metadata": {"labels": {LABEL_MANAGED_BY: "reconciler"}}})
+    assert not labelled_ours({"metadata": {"labels": {LABEL_MANAGED_BY: "helm"}}})
+    assert labelled_ours({"metadata": {"labels": OURS}}, "rt", None)
+    assert not labelled_ours(None)
+
+
 @pytest.mark.parametrize(
     ("body", "deletable"),
     [

@@ -21,12 +21,17 @@ from reconciler.core.inventory import (
 from reconciler.core.live import judged_version
 from reconciler.core.model import MaintenanceWindow, ModuleRef, Strategy
 from reconciler.core.plan import plan_module
-from reconciler.core.plan_values import Context, DesiredModule, LiveModule, ModuleAction
+from reconciler.core.plan_values import (
+    Context,
+    DesiredModule,
+    LiveModule,
+    ModuleAction,
+    desired_modules,
+)
 from reconciler.core.reasons import Reason
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.status import ModuleState, ModuleStatus
-from reconciler.lifecycle.executor import desired_modules
 from tests.support.lifecycle_helpers import NOW, repo
 
 LABEL = "label app.kubernetes.io/version of Deployment/ns/widget-operator"

@@ -84,7 +84,7 @@ def test_status_is_masked(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "state.db")
     daemon = Daemon(UnusedSource(), store, None, lambda: datetime.now(UTC))  # type: ignore[arg-type]
     try:
-        daemon.state.error = f"the API server said: Bearer {GITHUB} is not allowed"
+        daemon.state.unreachable(f"the API server said: Bearer {GITHUB} is not allowed")
 
         status = json.dumps(daemon.status())
     finally:

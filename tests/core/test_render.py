@@ -16,6 +16,7 @@ from reconciler.core.model import (
     LABEL_RUNTIME,
     ConfigRepo,
 )
+from reconciler.core.plan_values import desired_modules, prepared_module
 from reconciler.core.render import KIND_ORDER, RenderedObject, Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.source.loader import load_repo
@@ -301,3 +302,34 @@ def test_null_labels_and_annotations_are_filled(make_repo: RepoFactory) -> None:
 
     assert _metadata(config_map)["labels"][LABEL_RUNTIME] == "one"
     assert _metadata(config_map)["annotations"][ANNOTATION_MODULE_VERSION] == "1.0.0"
+
+
+# -- desired modules: the one way they are built (core.plan_values) ------------------------------
+
+
+def test_desired_modules_are_the_render_split_per_module_in_dependency_order(
+    repo: ConfigRepo,
+) -> None:
+    resolution = resolve_runtime(repo, repo.runtimes["green"])
+    renderer = Renderer(repo)
+    desired = desired_modules(repo, resolution, renderer)
+    assert [d.name for d in desired] == ["mesh", "app"]
+    rendered = renderer.render(resolution)
+    for module in desired:
+        mine = [o for o in rendered if o.module == module.name]
+        assert [*module.objects, module.default_configuration] == mine  # default last
+        assert all(_metadata(o)["labels"][LABEL_RUNTIME] == "green" for o in module.objects)
+    (app,) = desired_modules(repo, resolution, renderer, ("app",))  # narrowed: the same
+    assert app == desired[1]
+
+
+def test_a_prepared_module_is_its_version_before_the_runtime_label(repo: ConfigRepo) -> None:
+    resolution = resolve_runtime(repo, repo.runtimes["green"])
+    renderer = Renderer(repo)
+    mesh = resolution.modules[0]
+    prepared = prepared_module(renderer, mesh, "green")
+    (stamped,) = desired_modules(repo, resolution, renderer, ("mesh",))
+    assert prepared.resolved == stamped.resolved
+    assert [o.subject for o in prepared.objects] == [o.subject for o in stamped.objects]
+    assert all(LABEL_RUNTIME not in _metadata(o)["labels"] for o in prepared.objects)
+    assert prepared_module(renderer, mesh, "green", hooks=False).hooks == ()

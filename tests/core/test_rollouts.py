@@ -4,6 +4,7 @@ commands."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -11,13 +12,19 @@ import pytest
 from reconciler.core.model import ClusterAccess, RolloutPolicy, Runtime, WavePolicy
 from reconciler.core.notifications import NotificationKind
 from reconciler.core.rollout_steps import (
+    NEEDS,
+    REASON_LENGTH,
     Health,
+    RolloutCommand,
     RolloutCommandError,
     advance,
     cancel,
+    command_reason,
+    commands_for,
     pause,
     promote,
     resume,
+    run_command,
 )
 from reconciler.core.rollouts import (
     MemberState,
@@ -217,3 +224,48 @@ def test_a_commit_is_rolled_out_by_the_policy_under_way_then_in_force_never_its_
     assert governing_policy(None, None) is None
     longer = RolloutPolicy(POLICY.waves, healthy_for=timedelta(hours=2), max_errors=1)
     assert governing_policy(longer, POLICY) == longer  # a stricter timing applies at once
+
+
+# -- the commands, written once (``reconciler rollout``, ``POST /rollout``, the status page) ------
+
+
+@pytest.mark.parametrize("state", list(RolloutState))
+@pytest.mark.parametrize("command", list(RolloutCommand))
+def test_a_command_applies_in_the_states_it_needs_and_only_there(
+    command: RolloutCommand, state: RolloutState
+) -> None:
+    made = start_rollout(POLICY, "c2", fleet(), _bases("c1"), frozenset(), T0)
+    assert made is not None
+    rollout = replace(made, state=state)
+    applies = command in commands_for(state)
+    assert applies == (state in NEEDS[command])
+    if applies:
+        after, _ = run_command(rollout, command, T0, "why")
+        assert after.state is not state or command is RolloutCommand.PROMOTE
+    else:
+        with pytest.raises(RolloutCommandError):
+            run_command(rollout, command, T0)
+
+
+def test_the_commands_of_each_state() -> None:
+    assert [str(c) for c in commands_for(RolloutState.PROGRESSING)] == [
+        "pause",
+        "cancel",
+        "promote",
+    ]
+    assert [str(c) for c in commands_for(RolloutState.PAUSED)] == ["resume", "cancel", "promote"]
+    assert commands_for(RolloutState.HALTED) == (RolloutCommand.CANCEL,)
+    assert commands_for(RolloutState.COMPLETED) == ()
+    assert [c for c in RolloutCommand if c.keeps_reason] == [RolloutCommand.CANCEL]
+
+
+def test_a_cancel_keeps_its_reason_on_one_line_masked_and_bounded() -> None:
+    made = start_rollout(POLICY, "c2", fleet(), _bases("c1"), frozenset(), T0)
+    assert made is not None
+    why = "3.0.0  is\nbroken: see https://user:hunter2@ci.example.com/run/1 " + "x" * 600
+    canceled, _ = run_command(made, RolloutCommand.CANCEL, T0, why)
+    assert canceled.message == command_reason(why)
+    assert canceled.message.startswith("3.0.0 is broken: see https://***@ci.example.com/run/1 ")
+    assert "hunter2" not in canceled.message
+    assert len(canceled.message) <= REASON_LENGTH
+    assert command_reason(canceled.message) == canceled.message  # kept as sent: no change again

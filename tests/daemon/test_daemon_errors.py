@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.cluster.memory import InMemoryCluster
+from reconciler.core.head import Head
 from reconciler.core.model import ModuleRef
 from reconciler.daemon.service import Daemon
 from reconciler.errors import PermanentError, ThrottledError
@@ -24,7 +25,7 @@ def test_the_daemon_logs_the_real_cause_of_a_module_error(
     cluster, clock = InMemoryCluster(), Clock()
     fail_next_apply(cluster, "widget", ThrottledError("429 Too Many Requests", retry_after=42.0))
     daemon = Daemon(UnusedSource(), SqliteStore(tmp_path / "state.db"), lambda a, n: cluster, clock)
-    daemon.state.repo = repo(ModuleRef("widget"))
+    daemon.state.follow(Head("c0ffee" * 6 + "c0ff"), repo(ModuleRef("widget")))
     try:
         daemon.reconcile("rt")
     finally:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.cluster.memory import Fault, InMemoryCluster
+from reconciler.core.head import Head
 from reconciler.core.model import ModuleRef
 from reconciler.daemon.logs import setup_logging
 from reconciler.daemon.scheduler import guarded
@@ -44,7 +45,7 @@ def test_a_failure_repeated_at_each_run_is_logged_once_then_its_recovery(
     refused = PermanentError("namespaces is forbidden")
     cluster.faults.append(Fault("apply", refused, times=3))
     daemon = Daemon(UnusedSource(), SqliteStore(tmp_path / "state.db"), lambda a, n: cluster, clock)
-    daemon.state.repo = repo(ModuleRef("widget"))
+    daemon.state.follow(Head("c0ffee" * 6 + "c0ff"), repo(ModuleRef("widget")))
     try:
         for _ in range(3):  # three runs, each a new operation failing alike
             daemon.reconcile("rt")

@@ -11,20 +11,24 @@ replica takeover in the middle resume where it was.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import FrameType
 
 import pytest
 
 from reconciler.cluster.memory import InMemoryCluster
+from reconciler.core.fleetdiff import FleetDiffer
 from reconciler.core.model import ClusterAccess
 from reconciler.core.notifications import Notification, NotificationKind
 from reconciler.core.objects import ObjectRef
+from reconciler.core.rollout_steps import RolloutCommand
 from reconciler.core.rollouts import MemberState, Rollout, RolloutState
 from reconciler.daemon.service import Daemon, DaemonOptions
-from reconciler.operations.rollouts import RolloutCommand
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
 from tests.support.daemons import GitServer, poll_and_reconcile, running_version
@@ -207,6 +211,37 @@ def started(world: World) -> Daemon:
 
 def on(world: World, version: str) -> set[str]:
     return {name for name, running in world.versions().items() if running == version}
+
+
+@contextmanager
+def fleet_diffs() -> Iterator[list[str]]:
+    """The fleet diffs made on this thread meanwhile (a profile hook sees each call of
+    :meth:`FleetDiffer.diff`; it replaces nothing)."""
+    made: list[str] = []
+    code = FleetDiffer.diff.__code__
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call" and frame.f_code is code:
+            made.append(frame.f_back.f_code.co_qualname if frame.f_back else "")
+
+    sys.setprofile(profile)
+    try:
+        yield made
+    finally:
+        sys.setprofile(None)
+
+
+def test_a_commit_with_a_rollout_policy_is_diffed_once_for_its_rollout_and_reconciles(
+    world: World,
+) -> None:
+    daemon = started(world)
+    world.commit("2.0.0")
+    with fleet_diffs() as made:
+        assert daemon.poll()
+    rollout = daemon.rollouts.current()
+    assert rollout is not None
+    assert len(rollout.members) == RUNTIMES  # every runtime changes
+    assert made == ["Daemon._submit_changed"]  # the rollout's waves came from the same diff
 
 
 def test_a_bump_goes_wave_by_wave_after_each_stays_healthy(world: World) -> None:

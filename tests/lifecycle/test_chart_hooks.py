@@ -13,11 +13,11 @@ from typing import Any
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ConfigRepo
 from reconciler.core.objects import ObjectRef
-from reconciler.core.plan_values import Context
+from reconciler.core.plan_values import Context, desired_modules
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.status import ModuleStatus
-from reconciler.lifecycle.executor import Lifecycle, desired_modules
+from reconciler.lifecycle.executor import Lifecycle
 from reconciler.lifecycle.hooks import HookLedger
 from reconciler.render import default_renderer
 from reconciler.source.loader import load_repo

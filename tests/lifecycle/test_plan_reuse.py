@@ -9,10 +9,10 @@ from datetime import datetime, timedelta
 
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ConfigRepo, MaintenanceWindow, ModuleRef
-from reconciler.core.plan_values import Context, DesiredModule
+from reconciler.core.plan_values import Context, DesiredModule, desired_modules
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
-from reconciler.lifecycle.executor import Lifecycle, SyncPart, desired_modules
+from reconciler.lifecycle.executor import Lifecycle, SyncPart
 from tests.support.lifecycle_helpers import NOW, repo, sync
 
 #: Saturdays 02:00-06:00 UTC.

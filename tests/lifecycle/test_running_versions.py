@@ -15,11 +15,17 @@ from reconciler.core.inventory import DATA_KEY, inventory_ref
 from reconciler.core.model import LABEL_APP_VERSION, ModuleRef
 from reconciler.core.objects import ObjectRef
 from reconciler.core.plan import VERSION_SHOWN, plan_module
-from reconciler.core.plan_values import Context, DesiredModule, LiveModule, ModuleAction
+from reconciler.core.plan_values import (
+    Context,
+    DesiredModule,
+    LiveModule,
+    ModuleAction,
+    desired_modules,
+)
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.versions import parse_running_version
-from reconciler.lifecycle.executor import ModuleState, SyncResult, desired_modules
+from reconciler.lifecycle.executor import ModuleState, SyncResult
 from tests.support.lifecycle_helpers import NAMESPACE, NOW, repo, sync
 
 DEPLOYMENT = ObjectRef("apps/v1", "Deployment", NAMESPACE, "widget-operator")

@@ -10,12 +10,12 @@ import pytest
 
 from reconciler.cluster.memory import InMemoryCluster
 from reconciler.core.model import ModuleRef
-from reconciler.core.plan_values import Context, ModuleAction, ModulePlan
+from reconciler.core.plan_values import Context, ModuleAction, ModulePlan, desired_modules
 from reconciler.core.reasons import Reason
 from reconciler.core.render import Renderer
 from reconciler.core.resolve import resolve_runtime
 from reconciler.core.status import ChangeAction, ChangeSetEntry
-from reconciler.lifecycle.executor import Lifecycle, SyncPart, SyncResult, desired_modules
+from reconciler.lifecycle.executor import Lifecycle, SyncPart, SyncResult
 from tests.support.lifecycle_helpers import NAMESPACE, NOW, repo, sync
 
 

@@ -15,6 +15,8 @@ WHOLE = "StateStore"
 COMPOSITION_ROOTS = {
     # the daemon's wiring: hands each part its roles
     "reconciler.daemon.service:Daemon.__init__(store)",
+    # ... and the store it is handed later (tests interleave one): the commit gate's ledger too
+    "reconciler.daemon.service:Daemon.store(store)",
     # the daemon command's store opening: a damaged SQLite file stops it before it starts
     "reconciler.cli.daemon:_check_store(store)",
     "reconciler.operations.store.opening:check_store(store)",

@@ -58,9 +58,13 @@ def test_a_repeat_bomb_is_a_located_error_and_the_process_lives(make_repo: RepoF
 
 
 def test_recursive_tpl_is_a_located_error(make_repo: RepoFactory) -> None:
-    error = _one_error(make_repo, RECURSIVE_TPL, defaults=SELF_RENDERING)
+    # time enough that a loaded machine reaches the memory limit first
+    sandbox = Sandbox(RenderLimits(seconds=600.0, memory=512 * 2**20))
+    renderer = default_renderer(charts=HelmChartRenderer(sandbox=sandbox))
+    error = _one_error(make_repo, RECURSIVE_TPL, renderer, defaults=SELF_RENDERING)
     # Go doubles the stack until its copy no longer fits in the render's memory
     assert "of memory and was stopped (--render-memory)" in error.message
+    sandbox.close()
 
 
 def test_a_looping_template_is_cut_at_the_time_limit(make_repo: RepoFactory) -> None:
