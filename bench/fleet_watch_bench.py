@@ -47,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 from bench.kube_bench import control_plane  # noqa: E402
 from tests.support.kube_control_plane import ControlPlane  # noqa: E402
 from tests.support.kube_workloads import deployments_made_available  # noqa: E402
+from tests.support.proc_sockets import fetch_connections  # noqa: E402
 
 API = "reconciler.dev/v1alpha1"
 TICK = os.sysconf("SC_CLK_TCK")
@@ -203,27 +204,6 @@ def _status(pid: int) -> dict[str, str]:
     return {k: v.strip() for k, _, v in (line.partition(":") for line in lines)}
 
 
-def _connections(pid: int, port: int) -> tuple[int, int]:
-    """(open file descriptors, established TCP connections of ``pid`` to ``port``)."""
-    inodes, fds = set(), 0
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        fds += 1
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    connected = 0
-    for table in ("tcp", "tcp6"):
-        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
-            parts = line.split()
-            remote_port = int(parts[2].rsplit(":", 1)[1], 16)
-            if parts[3] == "01" and remote_port == port and parts[9] in inodes:
-                connected += 1
-    return fds, connected
-
-
 def _succeeded(state: Path) -> int:
     """Runtimes with a succeeded operation in the store."""
     if not state.exists():
@@ -283,7 +263,7 @@ def measure(plane: ControlPlane, args: argparse.Namespace, clusters: int) -> dic
         time.sleep(args.window)
         idle = (_cpu(process.pid) - cpu) / (time.monotonic() - begun) * 100
         status = _status(process.pid)
-        fds, connected = _connections(process.pid, port)
+        fds, connected = fetch_connections(process.pid, port)
     return {
         "clusters": clusters,
         "converged_s": converged,

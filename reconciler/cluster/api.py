@@ -13,7 +13,7 @@ watches.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
@@ -359,3 +359,22 @@ class Watchable(Protocol):
         read in full). :class:`~reconciler.errors.ForbiddenError` when the identity may not
         list or watch the kind there (403); :class:`~reconciler.errors.ExpiredError` when the
         server no longer keeps ``resource_version`` (410 Gone): list again."""
+
+
+@runtime_checkable
+class StreamWatchable(Watchable, Protocol):
+    """A :class:`Watchable` whose streams are also read in an event loop
+    (:mod:`reconciler.cluster.watch_loop`): many streams, one thread, none of its own."""
+
+    def watch_async(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        resource_version: str,
+        labels: Mapping[str, str] | None = None,
+        timeout_seconds: float = 60.0,
+        namespace: str | None = None,
+    ) -> AsyncGenerator[WatchEvent, None]:
+        """:meth:`Watchable.watch` as an asynchronous iterator: the same events and errors;
+        cancelling the task reading it hangs the stream up (no hangup is given)."""

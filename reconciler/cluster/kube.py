@@ -181,6 +181,9 @@ class KubeCluster(KubeWatches):
         """The client rate its requests keep to (None: unlimited)."""
         return self._bucket.rate if self._bucket is not None else None
 
+    def _api_client(self) -> Any:
+        return self._dynamic.client
+
     @contextmanager
     def _request(self, what: str) -> Iterator[None]:
         """One request to the server: a token of its rate limit first, errors translated."""

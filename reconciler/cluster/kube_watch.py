@@ -14,13 +14,15 @@ daemon's informers open.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
 from kubernetes import watch as _k8s_watch
 
 from reconciler.cluster.api import Hangup, Listing, WatchEvent, WatchEventType
+from reconciler.cluster.kube_stream import HttpStreams, NoHttp2Error
+from reconciler.cluster.watch_loop import events_of_thread
 
 k8s_watch: Any = _k8s_watch
 #: The event types passed on (``ERROR``, a 410 Gone among them, is raised by the client).
@@ -116,6 +118,12 @@ class KubeWatches:
     def _request(self, what: str) -> AbstractContextManager[None]:
         raise NotImplementedError
 
+    def _api_client(self) -> Any:
+        raise NotImplementedError
+
+    #: The streams read in the event loop (made at the first).
+    _streams: HttpStreams | None = None
+
     def list_for_watch(
         self,
         api_version: str,
@@ -144,3 +152,47 @@ class KubeWatches:
             yield from stream_events(
                 resource, selector_of(labels), resource_version, timeout_seconds, hangup, namespace
             )
+
+    async def watch_async(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        resource_version: str,
+        labels: Mapping[str, str] | None = None,
+        timeout_seconds: float = 60.0,
+        namespace: str | None = None,
+    ) -> AsyncGenerator[WatchEvent, None]:
+        """See :meth:`reconciler.cluster.api.StreamWatchable.watch_async`: over the cluster's
+        HTTP/2 connection (:mod:`reconciler.cluster.kube_stream`); a server without HTTP/2 is
+        read as :meth:`watch` reads it, on a thread of the stream's own."""
+        resource = self._resource(api_version, kind)  # discovered by the list before it
+        if self._streams is None:
+            self._streams = HttpStreams(self._api_client())
+        query = {"resourceVersion": resource_version}
+        selector = selector_of(labels)
+        if selector:
+            query["labelSelector"] = selector
+        what = f"watch {kind}" + (f" in {namespace}" if namespace else "")
+        try:
+            async for event in self._streams.events(
+                resource.path(namespace=namespace), query, timeout_seconds, what
+            ):
+                yield event
+            return
+        except NoHttp2Error:
+            pass
+        threaded = events_of_thread(
+            lambda stop: self.watch(
+                api_version,
+                kind,
+                resource_version=resource_version,
+                labels=labels,
+                timeout_seconds=timeout_seconds,
+                hangup=stop,
+                namespace=namespace,
+            )
+        )
+        async with contextlib.aclosing(threaded):
+            async for event in threaded:
+                yield event

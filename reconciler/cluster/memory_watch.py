@@ -15,9 +15,11 @@ timeout (none for a timeout of 0: tests read what is there), or until it is hung
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from reconciler.cluster.api import Hangup, KindInfo, Listing, WatchEvent, WatchEventType
@@ -50,6 +52,8 @@ class Journal:
         self._expired = 0
         self._newest = 0
         self._changed = threading.Condition()
+        #: Told of each change, from the thread that stores it (:meth:`on_note`).
+        self._hooks: dict[int, Callable[[], None]] = {}
 
     def note(
         self, version: int, group: str, kind: str, kind_of: WatchEventType, body: Body
@@ -63,6 +67,21 @@ class Journal:
             entries.append(_Entry(version, group, kind, WatchEvent(kind_of, body)))
             self._newest = max(self._newest, version)
             self._changed.notify_all()
+            hooks = list(self._hooks.values())
+        for hook in hooks:
+            hook()
+
+    def on_note(self, hook: Callable[[], None]) -> Callable[[], None]:
+        """Call ``hook`` after each change noted from now on (in the thread noting it); returns
+        what forgets it."""
+        with self._changed:
+            key = max(self._hooks, default=0) + 1
+            self._hooks[key] = hook
+        return lambda: self._forget(key)
+
+    def _forget(self, key: int) -> None:
+        with self._changed:
+            self._hooks.pop(key, None)
 
     def expire(self, version: int) -> None:
         """Forget every event up to ``version``: a watch from before it gets 410 Gone."""
@@ -128,6 +147,17 @@ class Journal:
         return found
 
 
+def _as_served(
+    found: list[WatchEvent], newest: int, api_version: str, namespace: str | None
+) -> list[WatchEvent]:
+    """The journal's events ``found`` as a stream serves them: those in ``namespace`` (or all),
+    in ``api_version``, then the bookmark of ``newest``."""
+    if namespace is not None:
+        found = [e for e in found if ObjectRef.of(e.body).namespace == namespace]
+    at = [WatchEvent(e.type, at_version(e.body, api_version)) for e in found]
+    return [*at, bookmark(newest)]
+
+
 def bookmark(version: int) -> WatchEvent:
     """The bookmark that ends a stream: everything up to ``version`` was sent."""
     return WatchEvent(WatchEventType.BOOKMARK, {"metadata": {"resourceVersion": str(version)}})
@@ -188,14 +218,50 @@ class MemoryWatches:
         self._enter("watch", None)
         info = self._served(api_version, kind)
         self._refuse_unless_allowed("watch", info, namespace)
-        start = int(resource_version or 0)
         found, newest = self.journal.events_after(
-            start, info.group, info.kind, labels or {}, timeout=timeout_seconds, hangup=hangup
+            int(resource_version or 0),
+            info.group,
+            info.kind,
+            labels or {},
+            timeout=timeout_seconds,
+            hangup=hangup,
         )
-        if namespace is not None:
-            found = [e for e in found if ObjectRef.of(e.body).namespace == namespace]
-        at = [WatchEvent(e.type, at_version(e.body, api_version)) for e in found]
-        return iter([*at, bookmark(newest)])
+        return iter(_as_served(found, newest, api_version, namespace))
+
+    async def watch_async(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        resource_version: str,
+        labels: Mapping[str, str] | None = None,
+        timeout_seconds: float = 60.0,
+        namespace: str | None = None,
+    ) -> AsyncGenerator[WatchEvent, None]:
+        """See :meth:`reconciler.cluster.api.StreamWatchable.watch_async`: :meth:`watch`,
+        its wait for a change an asyncio one (the journal's :meth:`Journal.on_note` sets it)."""
+        self._enter("watch", None)
+        info = self._served(api_version, kind)
+        self._refuse_unless_allowed("watch", info, namespace)
+        loop, changed = asyncio.get_running_loop(), asyncio.Event()
+
+        def tell() -> None:
+            loop.call_soon_threadsafe(changed.set)
+
+        forget = self.journal.on_note(tell)
+        try:
+            start = int(resource_version or 0)
+            found, newest = self.journal.events_after(start, info.group, info.kind, labels or {})
+            if not found and timeout_seconds > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), timeout_seconds)
+                found, newest = self.journal.events_after(
+                    start, info.group, info.kind, labels or {}
+                )
+        finally:
+            forget()
+        for event in _as_served(found, newest, api_version, namespace):
+            yield event
 
     def expire_history(self) -> None:
         """Forget every change so far: a watch from an older resourceVersion is answered 410

@@ -20,12 +20,14 @@ Caller: :mod:`reconciler.daemon.watches`.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from reconciler.cluster.api import Watchable, WatchEvent, WatchEventType
+from reconciler.cluster.api import StreamWatchable, Watchable, WatchEvent, WatchEventType
 from reconciler.core.objects import Body
 from reconciler.errors import ExpiredError, ForbiddenError, InternalError, ReconcilerError
 
@@ -128,8 +130,10 @@ class KindWatch:
     counts: WatchCounts = field(default_factory=WatchCounts)
     #: The resourceVersion the next stream starts from ("" before the first list).
     resource_version: str = ""
-    #: The objects seen, by (namespace, name), as the last event told them.
+    #: The objects seen, by (namespace, name), as the last event told them (what ``keep``
+    #: keeps of each: by default the whole body).
     cache: dict[tuple[str, str], Body] = field(default_factory=dict)
+    keep: Callable[[Body], Body] = field(default=lambda body: body)
     #: The last error, as one line (empty after a success).
     error: str = ""
     #: Why the server refused the list or watch (403; empty while it does not): stopped.
@@ -155,12 +159,82 @@ class KindWatch:
     def step(self) -> bool:
         """One list (none done, or the last stream expired) or one stream to its end;
         False when ``wait`` said to stop during a backoff."""
+        delay = self._settle(self._attempt())
+        if delay is None:
+            return False
+        return not (delay and (self.wait or self.stop.wait)(delay))
+
+    async def run_async(self) -> None:
+        """:meth:`run` as a task of the event loop (:mod:`reconciler.cluster.watch_loop`):
+        :meth:`close`, from any thread, cancels the task (the stream under way ends now)."""
+        loop, task = asyncio.get_running_loop(), asyncio.current_task()
+        assert task is not None  # a coroutine of the loop runs in a task
+
+        def cancel() -> None:
+            loop.call_soon_threadsafe(task.cancel)
+
+        forget = self.stop.on_hangup(cancel)
+        try:
+            while not self.stop.hung_up():
+                if not await self.step_async():
+                    return
+        except asyncio.CancelledError:
+            if not self.stop.hung_up():
+                raise
+        finally:
+            forget()
+
+    async def step_async(self) -> bool:
+        """:meth:`step` in the event loop: streams read there
+        (:meth:`~reconciler.cluster.api.StreamWatchable.watch_async`), lists in a worker
+        thread, a backoff's wait an asyncio sleep (or ``wait``, when given)."""
+        delay = self._settle(await self._attempt_async())
+        if delay is None:
+            return False
+        if delay and self.wait is not None:
+            return not self.wait(delay)
+        await asyncio.sleep(delay)
+        return True
+
+    def _attempt(self) -> Exception | None:
+        """One list or one stream; what failed it (None: nothing)."""
         try:
             if not self.resource_version:
                 self._relist()
             else:
                 self._stream()
-        except ExpiredError:
+        except Exception as error:
+            return error
+        return None
+
+    async def _attempt_async(self) -> Exception | None:
+        """:meth:`_attempt` in the event loop."""
+        cluster = self.cluster
+        try:
+            if not self.resource_version:
+                await asyncio.to_thread(self._relist)
+            elif isinstance(cluster, StreamWatchable):
+                events = cluster.watch_async(
+                    self.api_version,
+                    self.kind,
+                    resource_version=self.resource_version,
+                    labels=self.labels,
+                    timeout_seconds=self.stream_seconds,
+                    namespace=self.namespace or None,
+                )
+                async with contextlib.aclosing(events):  # its request ends with the stream
+                    async for event in events:
+                        self._take(event)
+            else:
+                await asyncio.to_thread(self._stream)
+        except Exception as error:
+            return error
+        return None
+
+    def _settle(self, error: Exception | None) -> float | None:
+        """After an attempt that ``error`` failed (None: it worked): the seconds to wait
+        before the next (0: none), or None to stop (refused, or closed)."""
+        if isinstance(error, ExpiredError):
             self.counts.expired += 1
             log.info(
                 "watch %s: resourceVersion %s expired, listing again",
@@ -168,34 +242,34 @@ class KindWatch:
                 self.resource_version,
             )
             self.resource_version = ""
-            return True
-        except ForbiddenError as error:
+            return 0.0
+        if isinstance(error, ForbiddenError):
             if not self.refused:  # the grant taken away while watching: once
                 log.warning("watch %s: refused, stopped: %s", self.what, error)
             self.counts.errors += 1
             self.error = self.refused = str(error)
-            return False
-        except ReconcilerError as error:
-            return self._failed(error)
-        except Exception as error:  # a bug (in an event's handler): one line, tried again
-            return self._failed(InternalError.of(error))
+            return None
+        if error is not None:  # a bug (in an event's handler) is one line too, tried again
+            return self._failed(
+                error if isinstance(error, ReconcilerError) else InternalError.of(error)
+            )
         if self.error:
             log.info("watch %s: works again", self.what)
         self.backoff.reset()
         self.error = self.refused = ""
-        return True
+        return 0.0
 
-    def _failed(self, error: ReconcilerError) -> bool:
-        """Wait (backing off) after ``error``; whether to go on."""
+    def _failed(self, error: ReconcilerError) -> float | None:
+        """The backoff's wait after ``error`` (None: closed meanwhile)."""
         if self.stop.hung_up():
-            return False  # a list under way when closed
+            return None  # a list under way when closed
         self.counts.errors += 1
         delay = self.backoff.delay()
         # once per change of state: the same failure again is not news
         say = log.warning if str(error) != self.error else log.debug
         say("watch %s: %s (tried again in %gs, and so on)", self.what, error, delay)
         self.error = str(error)
-        return not (self.wait or self.stop.wait)(delay)
+        return delay
 
     def prime(self) -> None:
         """The first list now, in the caller's thread (without a backoff: after a failure,
@@ -234,7 +308,7 @@ class KindWatch:
         if event.type is WatchEventType.DELETED:
             self.cache.pop(key, None)
         else:
-            self.cache[key] = event.body
+            self.cache[key] = self.keep(event.body)
         self.on_event(event, previous)
 
     def _relist(self) -> None:
@@ -244,7 +318,8 @@ class KindWatch:
         )
         fresh = {_key(item): item for item in listing.items}
         news = [] if not self._listed else _differences(self.cache, fresh)
-        self.cache, self._listed = fresh, True
+        self.cache = {key: self.keep(item) for key, item in fresh.items()}
+        self._listed = True
         self.resource_version = listing.resource_version
         for event, previous in news:
             self.counts.events += 1

@@ -8,12 +8,14 @@ change and no longer own after it, owned now by a manager whose entry the change
 different). What we stopped applying ourselves (nobody else's entry changed) and fields someone
 else only shares with us (set to the same value) are not taken. Fields are read at the server's
 own granularity (``f:``, and the ``k:``/``v:``/``i:`` items of keyed lists), so one container's
-image is named, not the whole list. Caller: the daemon's watches
+image is named, not the whole list. The state before a change may be kept with the other
+managers' entries reduced to their keys (:func:`kept_entries`). Caller: the daemon's watches
 (:mod:`reconciler.daemon.watches`), to report drift.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Set
 from typing import Any
@@ -66,7 +68,24 @@ def _entries(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def _entry_key(entry: Mapping[str, Any]) -> str:
-    return json.dumps(entry, sort_keys=True, default=str)
+    kept = entry.get(ENTRY_KEY)
+    if kept is not None:
+        return str(kept)
+    return hashlib.sha256(json.dumps(entry, sort_keys=True, default=str).encode()).hexdigest()
+
+
+#: What a managedFields entry kept without its fields holds instead (:func:`kept_entries`).
+ENTRY_KEY = "entryKey"
+
+
+def kept_entries(body: Mapping[str, Any], ours: Set[str]) -> list[Mapping[str, Any]]:
+    """The managedFields entries of ``body`` that :func:`taken_fields` reads of the state
+    *before* a change: those of ``ours`` whole, the others as their manager and key only (a
+    watch cache keeps these, not every manager's fields)."""
+    return [
+        e if e.get("manager") in ours else {"manager": e.get("manager"), ENTRY_KEY: _entry_key(e)}
+        for e in _entries(body)
+    ]
 
 
 def _owned(body: Mapping[str, Any], managers: Set[str]) -> set[Path]:

@@ -2,7 +2,8 @@
 
 After each run of a runtime, :meth:`Watches.need` records the kinds its modules use (the
 objects we apply, labelled ours) and CRDs; each (cluster, kind) is watched once
-(:class:`~reconciler.cluster.watch.KindWatch`, on a thread of its own), opened when a first
+(:class:`~reconciler.cluster.watch.KindWatch`, a task of the one event loop that reads every
+stream: :mod:`reconciler.cluster.watch_loop`), opened when a first
 runtime needs it and closed when the last one no longer does (:meth:`Watches.release`: the
 runtime left this replica or git). An event that matters wakes the runtime
 (:func:`reason_to_wake`): an operator became (un)available, a CRD Established, an object of
@@ -40,6 +41,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -49,12 +52,14 @@ from reconciler.cluster.api import (
     ObjectEvent,
     Permission,
     Reviewer,
+    StreamWatchable,
     Watchable,
     WatchEvent,
     WatchEventType,
 )
 from reconciler.cluster.snapshot import SnapshotFileCluster
 from reconciler.cluster.watch import KindWatch
+from reconciler.cluster.watch_loop import WATCH_LOOP
 from reconciler.core.enforce import CONFIG_FIELD_MANAGER
 from reconciler.core.health import health_of
 from reconciler.core.inventory import LABEL_INVENTORY, inventory_from_configmap
@@ -67,7 +72,7 @@ from reconciler.core.model import (
     Settings,
 )
 from reconciler.core.objects import Body, ObjectRef, is_established
-from reconciler.core.ownership import taken_fields
+from reconciler.core.ownership import kept_entries, taken_fields
 from reconciler.daemon.own_deletes import OwnDeletes
 from reconciler.errors import ReconcilerError
 
@@ -142,6 +147,39 @@ def reason_to_wake(event: WatchEvent, before: Body | None) -> tuple[str, Drift |
     if health_of(before) != health_of(body):  # a Job completed, a custom resource Ready ...
         return "health changed", None
     return None
+
+
+#: The metadata the wake rules read of an object's state before a change.
+KEPT_METADATA = (
+    "name",
+    "namespace",
+    "labels",
+    "resourceVersion",
+    "generation",
+    "deletionTimestamp",
+)
+
+
+def kept_for_wakes(body: Body) -> Body:
+    """What a watch's cache keeps of ``body``: what :func:`reason_to_wake` and the
+    blocking removals read of the state before a change (its identity, labels, generation,
+    ``spec.replicas``, status, our managedFields entries and the others' keys), not the whole
+    body (no template, data, annotations, or a CRD's schema)."""
+    metadata = body.get("metadata") or {}
+    kept: dict[str, Any] = {k: metadata[k] for k in KEPT_METADATA if k in metadata}
+    if "managedFields" in metadata:
+        kept["managedFields"] = kept_entries(body, OUR_MANAGERS)
+    spec = body.get("spec") or {}
+    trimmed: dict[str, Any] = {
+        "apiVersion": body.get("apiVersion"),
+        "kind": body.get("kind"),
+        "metadata": kept,
+    }
+    if "replicas" in spec:
+        trimmed["spec"] = {"replicas": spec["replicas"]}
+    if "status" in body:
+        trimmed["status"] = body["status"]
+    return trimmed
 
 
 def _identity(ref: ObjectRef) -> tuple[str, str, str, str]:
@@ -240,6 +278,8 @@ class _Open:
 
     watch: KindWatch
     thread: threading.Thread | None = None
+    #: Its task in the event loop (a cluster whose streams are read there), instead.
+    task: Future[None] | None = None
     needers: set[str] = field(default_factory=set)
     #: The resource RBAC names (``deployments.apps``; the kind when not known).
     resource: str = ""
@@ -284,6 +324,7 @@ class Watches:
         self._running = False
         #: The threads of the watches closed (ending now), joined at close, as the wakes' one.
         self._ending: list[threading.Thread] = []
+        self._ending_tasks: list[Future[None]] = []
         self._wakes: threading.Thread | None = None
 
     @property
@@ -489,6 +530,7 @@ class Watches:
             labels=OURS if scope == OWN else {},
             namespace=namespace,
             refused=review.refused,
+            keep=kept_for_wakes,
         )
         opened = self.open[key] = _Open(watch, resource=review.resource or kind)
         log.debug("watching %s on %s", watch.what, where)
@@ -527,7 +569,7 @@ class Watches:
     # -- threads -------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Run every watch on a thread of its own, and the debounced wakes on one more."""
+        """Run every watch (in the event loop), and the debounced wakes on a thread."""
         with self._lock:
             self._running = True
             for opened in self.open.values():
@@ -537,15 +579,23 @@ class Watches:
             self._wakes.start()  # it waits for the lock
 
     def _start_thread(self, opened: _Open) -> None:
-        if opened.thread is None:
-            opened.thread = threading.Thread(target=opened.watch.run, name="watch", daemon=True)
-            opened.thread.start()
+        """Run ``opened`` as a task of the event loop (many watches, one thread), or on a
+        thread of its own when its cluster's streams cannot be read there."""
+        if opened.thread is not None or opened.task is not None:
+            return
+        if isinstance(opened.watch.cluster, StreamWatchable):
+            opened.task = WATCH_LOOP.start(opened.watch.run_async())
+            return
+        opened.thread = threading.Thread(target=opened.watch.run, name="watch", daemon=True)
+        opened.thread.start()
 
     def _end(self, opened: _Open) -> None:
-        """Hang ``opened`` up; its thread (if any) is joined at :meth:`close`."""
+        """Hang ``opened`` up; its thread or task (if any) is waited for at :meth:`close`."""
         opened.watch.close()
         if opened.thread is not None:
             self._ending = [t for t in self._ending if t.is_alive()] + [opened.thread]
+        if opened.task is not None:
+            self._ending_tasks = [t for t in self._ending_tasks if not t.done()] + [opened.task]
 
     def close(self) -> None:
         """Stop every watch, and return once their threads (and the wakes') have ended: each
@@ -558,11 +608,13 @@ class Watches:
             self._needs.clear()
             self._changed.notify_all()
             ending, self._ending = self._ending, []
+            tasks, self._ending_tasks = self._ending_tasks, []
             if self._wakes is not None:
                 ending.append(self._wakes)
                 self._wakes = None
         for thread in ending:  # without the lock: an event being handled may need it
             thread.join()
+        wait_futures(tasks)
 
     def step_all(self) -> None:
         """One step of every watch, its stream ending at once when it has nothing more to

@@ -13,38 +13,11 @@ from typing import Any
 import pytest
 
 from reconciler.cluster.api import Permission, WatchEventType
-from reconciler.cluster.memory import InMemoryCluster
 from reconciler.errors import ForbiddenError
 from tests.support.contract_targets import MANAGER, Target, apply_namespace, wait_until
-from tests.support.kube_control_plane import ControlPlane
+from tests.support.watch_targets import as_watcher_in
 
 OURS = {"app.kubernetes.io/managed-by": "reconciler-watch-access"}
-RBAC = "rbac.authorization.k8s.io"
-VERBS = ("list", "watch")
-
-
-def _as_watcher_in(target: Target, request: pytest.FixtureRequest, namespace: str) -> Any:
-    """The cluster as an identity that may list and watch ConfigMaps in ``namespace`` only."""
-    user = f"watcher-{target.suffix}"
-    if isinstance(target.cluster, InMemoryCluster):
-        target.cluster.user = user
-        target.cluster.only_in = {Permission(v, "", "configmaps"): {namespace} for v in VERBS}
-        return target.cluster
-    from reconciler.cluster.kube import KubeCluster, k8s_client, k8s_config
-
-    rbac = k8s_client.RbacAuthorizationV1Api(target.api)
-    rules = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": list(VERBS)}]
-    rbac.create_namespaced_role(namespace, {"metadata": {"name": user}, "rules": rules})
-    binding = {
-        "metadata": {"name": user},
-        "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": user},
-        "subjects": [{"apiGroup": RBAC, "kind": "User", "name": user}],
-    }
-    rbac.create_namespaced_role_binding(namespace, binding)
-    plane: ControlPlane = request.getfixturevalue("kube_control_plane")
-    client = k8s_config.new_client_from_config(config_file=str(plane.kubeconfig))
-    client.set_default_header("Impersonate-User", user)  # the admin (system:masters) may
-    return KubeCluster(client, name="watcher")
 
 
 def _configmap(namespace: str, name: str) -> dict[str, Any]:
@@ -59,7 +32,7 @@ def test_a_namespaced_identity_watches_its_namespace_and_is_refused_elsewhere(
     target: Target, request: pytest.FixtureRequest
 ) -> None:
     granted, other = apply_namespace(target, "granted"), apply_namespace(target, "other")
-    watcher = _as_watcher_in(target, request, granted)
+    watcher = as_watcher_in(target, request, granted)
     in_granted = Permission("watch", "", "configmaps", granted)
     wait_until(lambda: watcher.can_i(in_granted))  # a server's RBAC takes a grant in a moment
 

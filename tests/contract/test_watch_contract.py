@@ -6,18 +6,18 @@ without losing a change, and a watch closed from another thread that ends its st
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from itertools import islice
 from typing import Any
 
 import pytest
 
-from reconciler.cluster.api import Hangup, Listing, Watchable, WatchEvent, WatchEventType
-from reconciler.cluster.memory import InMemoryCluster
+from reconciler.cluster.api import Watchable, WatchEvent, WatchEventType
 from reconciler.cluster.watch import KindWatch
 from reconciler.core.objects import ObjectRef
 from reconciler.errors import ExpiredError
 from tests.support.contract_targets import MANAGER, Target, apply_namespace
+from tests.support.watch_targets import forgetful
 
 OURS = {"app.kubernetes.io/managed-by": "reconciler-watch-contract"}
 #: A stream's timeout far beyond the test's (pytest-timeout) guard: only a hangup ends it.
@@ -99,7 +99,7 @@ def test_a_dropped_stream_resumes_from_its_last_resource_version(target: Target)
 def test_a_resource_version_no_longer_kept_is_gone(target: Target) -> None:
     namespace = apply_namespace(target)
     target.cluster.apply(_configmap(namespace, "a", OURS), field_manager=MANAGER)
-    cluster = _forgetful(target)
+    cluster = forgetful(target)
 
     with pytest.raises(ExpiredError):
         _changes(cluster.watch("v1", "ConfigMap", resource_version="1", labels=OURS), 1)
@@ -123,7 +123,7 @@ def test_a_watch_relists_after_410_and_loses_no_change(target: Target) -> None:
     cluster.apply(_configmap(namespace, "changed", OURS, v="2"), field_manager=MANAGER)
     cluster.delete(ObjectRef("v1", "ConfigMap", namespace, "deleted"))
     cluster.apply(_configmap(namespace, "added", OURS), field_manager=MANAGER)
-    watch.cluster = _forgetful(target)  # the server forgot those changes' events
+    watch.cluster = forgetful(target)  # the server forgot those changes' events
 
     watch.step()  # 410 Gone
     watch.step()  # the relist
@@ -162,55 +162,3 @@ def test_a_watch_closed_from_another_thread_ends_its_stream_at_once(target: Targ
 
     assert watch.counts.errors == 0  # a hangup is no error
     assert watch.error == ""
-
-
-class _Forgetting:
-    """A real API server whose history is compacted up to now: its watch cache keeps minutes
-    of events (and serves a young cluster's whole history), so a test cannot make it answer
-    410 on demand; this wrapper at our own seam does, for the resourceVersions before now."""
-
-    def __init__(self, cluster: Watchable) -> None:
-        self.cluster = cluster
-        self.forgotten = int(cluster.list_for_watch("v1", "Namespace").resource_version)
-
-    def list_for_watch(
-        self,
-        api_version: str,
-        kind: str,
-        *,
-        labels: Mapping[str, str] | None = None,
-        namespace: str | None = None,
-    ) -> Listing:
-        return self.cluster.list_for_watch(api_version, kind, labels=labels, namespace=namespace)
-
-    def watch(
-        self,
-        api_version: str,
-        kind: str,
-        *,
-        resource_version: str,
-        labels: Mapping[str, str] | None = None,
-        timeout_seconds: float = 60.0,
-        hangup: Hangup | None = None,
-        namespace: str | None = None,
-    ) -> Iterator[WatchEvent]:
-        if int(resource_version) < self.forgotten:
-            raise ExpiredError(f"too old resource version: {resource_version}")
-        return self.cluster.watch(
-            api_version,
-            kind,
-            resource_version=resource_version,
-            labels=labels,
-            timeout_seconds=timeout_seconds,
-            hangup=hangup,
-            namespace=namespace,
-        )
-
-
-def _forgetful(target: Target) -> Watchable:
-    """The cluster with its history forgotten: in memory for real (its own 410), on a real
-    server through :class:`_Forgetting`."""
-    if isinstance(target.cluster, InMemoryCluster):
-        target.cluster.expire_history()
-        return target.cluster
-    return _Forgetting(_watchable(target))

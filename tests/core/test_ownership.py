@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.core.ownership import taken_fields
+from reconciler.core.ownership import ENTRY_KEY, kept_entries, taken_fields
 
 CONTAINER = 'k:{"name":"manager"}'
 
@@ -48,3 +48,18 @@ def test_scale_names_replicas_and_an_unchanged_entry_of_another_manager_takes_no
     assert taken_fields(scaled, ours_back, {"reconciler"}) == {}
     dropped = _deployment(_ours(image=True, replicas=False), SCALE)
     assert taken_fields(scaled, dropped, {"reconciler"}) == {}  # nobody else wrote
+
+
+def test_a_state_kept_with_the_others_keys_only_finds_the_same_fields() -> None:
+    """A watch cache keeps the other managers' entries as keys (kept_entries): a field taken
+    is found as from the whole state, and an entry that did not change is still no writer."""
+    shared = {**SET_IMAGE, "manager": "kubectl-edit"}  # owns the image with us, unchanged
+    before = _deployment(_ours(image=True, replicas=True), shared)
+    kept = {"metadata": {"managedFields": kept_entries(before, {"reconciler"})}}
+    taken = _deployment(_ours(image=True, replicas=False), shared, SCALE)
+    dropped = _deployment(_ours(image=False, replicas=True), shared)
+
+    assert [set(e) for e in kept["metadata"]["managedFields"]][1] == {"manager", ENTRY_KEY}
+    assert taken_fields(kept, taken, {"reconciler"}) == {"spec.replicas": ["kubectl"]}
+    assert taken_fields(kept, dropped, {"reconciler"}) == {}  # we stopped applying the image
+    assert taken_fields(before, dropped, {"reconciler"}) == {}

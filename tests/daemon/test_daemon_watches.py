@@ -22,7 +22,7 @@ from reconciler.core.objects import ObjectRef
 from reconciler.core.status import ModuleState
 from reconciler.daemon.membership import fenced
 from reconciler.daemon.service import Daemon, DaemonOptions
-from reconciler.daemon.watches import ALL
+from reconciler.daemon.watches import ALL, OUR_MANAGERS
 from reconciler.operations.store import SqliteStore
 from reconciler.source.git import RemoteSource
 from tests.support.daemons import WIDGET, Fleet, GitServer, poll_and_reconcile
@@ -125,6 +125,36 @@ def test_one_watch_per_cluster_and_kind_opened_after_a_run(watching: Any) -> Non
     shown = f"reconciler_watches_open {float(len(daemon.watches.open))}"
     assert shown in daemon.metrics.exposition().decode()
     daemon.watches.step_all()  # the first list of each
+
+
+def test_a_watch_cache_keeps_only_what_the_wake_rules_read(watching: Any) -> None:
+    """The caches keep no whole bodies (no template, no annotations) and only our
+    own managedFields entries whole (the others' as keys); the drift of a field taken by
+    another manager is still named from what they keep."""
+    daemon, cluster, clock, _ = watching
+    cluster.auto_ready = True
+    poll_and_reconcile(daemon)
+    daemon.watches.step_all()
+    scaled = {"apiVersion": "apps/v1", "kind": "Deployment",
+              "metadata": {"name": WIDGET.name, "namespace": WIDGET.namespace,
+                           "annotations": {"note": "x" * 1000}},
+              "spec": {"replicas": 3}}  # fmt: skip
+    cluster.apply(scaled, field_manager="kubectl-edit", force=True)
+    assert _fire_after_debounce(daemon, clock) == ["a"]
+
+    cached = [b for o in daemon.watches.open.values() for b in o.watch.cache.values()]
+    deployments = [b for b in cached if b["kind"] == "Deployment"]
+    entries = [e for b in cached for e in b["metadata"].get("managedFields", [])]
+    theirs = [e for e in entries if e["manager"] not in OUR_MANAGERS]
+
+    assert deployments
+    assert [set(b.get("spec", {})) for b in deployments] == [{"replicas"}] * len(deployments)
+    assert all("annotations" not in b["metadata"] for b in cached)
+    assert [e["manager"] for e in theirs] == ["kubectl-edit"]
+    assert "fieldsV1" not in theirs[0]
+    assert daemon.watches.status("a") == [
+        f"{WIDGET.subject}: spec.replicas changed by kubectl-edit"
+    ]
 
 
 def test_an_operator_that_becomes_available_wakes_its_runtime_once(watching: Any) -> None:
@@ -296,36 +326,38 @@ def test_a_change_right_after_the_run_is_an_event(watching: Any) -> None:
 
 
 @pytest.mark.timeout(60)  # a stream not hung up would wait for its timeout (minutes)
-def test_closing_the_watches_ends_their_threads_at_once(watching: Any) -> None:
-    """Every watch's stream is hung up, and :meth:`Watches.close` returns once its thread
-    (blocked in a stream with nothing to tell) has ended: no thread is left behind."""
+def test_closing_the_watches_ends_their_tasks_at_once(watching: Any) -> None:
+    """Every watch is a task of the one event loop, none a thread of its own; its
+    stream is hung up, and :meth:`Watches.close` returns once its task (blocked in a stream
+    with nothing to tell) has ended: none is left behind."""
     daemon, _, _, _ = watching
     poll_and_reconcile(daemon)
     daemon.watches.start()
-    threads = [o.thread for o in daemon.watches.open.values()]
+    opened = list(daemon.watches.open.values())
 
     daemon.watches.close()
 
-    assert threads
-    assert [t for t in threads if t is None or t.is_alive()] == []
+    assert opened
+    assert [o.thread for o in opened] == [None] * len(opened)
+    assert [o.task is not None and o.task.done() for o in opened] == [True] * len(opened)
 
 
 @pytest.mark.timeout(60)
-def test_a_watch_released_by_its_last_runtime_ends_its_thread(watching: Any) -> None:
+def test_a_watch_released_by_its_last_runtime_ends_its_task(watching: Any) -> None:
     """Runtimes that leave this replica close the watches only they needed: their streams
-    are hung up at once (the threads are joined when the watches close)."""
+    are hung up at once (their tasks waited for when the watches close)."""
     daemon, _, _, _ = watching
     poll_and_reconcile(daemon)
     daemon.watches.start()
-    threads = [o.thread for o in daemon.watches.open.values()]
+    tasks = [o.task for o in daemon.watches.open.values()]
 
     for runtime in daemon.fleet():
         daemon.watches.release(runtime)
     assert daemon.watches.open == {}
     daemon.watches.close()
 
-    assert threads
-    assert [t for t in threads if t is None or t.is_alive()] == []
+    assert tasks
+    assert [t is not None and t.done() for t in tasks] == [True] * len(tasks)
 
 
 def test_a_snapshot_cluster_opens_no_watch(tmp_path: Path) -> None:
