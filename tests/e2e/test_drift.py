@@ -395,7 +395,7 @@ def test_an_upgrade_that_drops_an_object_and_a_removal_are_no_drift(
         labels = found["metadata"].get("labels") or {}
         return bool(labels.get("app.kubernetes.io/version") == "2.0.0")
 
-    until(upgraded, "the upgrade applied", BOUNDED)
+    watched.until_retried(upgraded, "the upgrade applied")
     kube.make_available(module.namespace, module.operator)
     until(lambda: watched.state(runtime, module.name) == "Ready", "upgraded", BOUNDED)
     settings = f"{module.name}-settings"
@@ -405,7 +405,9 @@ def test_an_upgrade_that_drops_an_object_and_a_removal_are_no_drift(
     fleet.runtimes[runtime]["modules"] = []
     watched.commit("remove the module")
     assert watched.daemon.poll()
-    until(lambda: kube.deployment(module.namespace, module.operator) is None, "removed", BOUNDED)
+    watched.until_retried(
+        lambda: kube.deployment(module.namespace, module.operator) is None, "removed"
+    )
     watched.daemon.wait_idle()
     for kind, namespace, name in (
         ("Deployment", module.namespace, module.operator),

@@ -5,7 +5,7 @@ server as the admin or as the identity of a kubeconfig folder; and what its test
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -53,6 +53,20 @@ class Watched:
         self.daemon.wait_idle()
         until(self._past_crds, "every run past its CRDs", BOUNDED)
         until(self._listed, "the watches listed their kinds", BOUNDED)
+
+    def until_retried(self, condition: Callable[[], bool], what: str) -> None:
+        """``until`` ``condition`` holds, running what a retry timer runs (this daemon runs
+        none) whenever an operation waits on a failure: the 429 of a kind whose storage
+        re-initialises after its CRD changed, for one."""
+
+        def holds() -> bool:
+            if condition():
+                return True
+            if any(o.data.failure for o in self._unfinished()):
+                self.daemon.reconcile_all(wait=True)
+            return False
+
+        until(holds, what, BOUNDED)
 
     def _past_crds(self) -> bool:
         waiting = self._unfinished()
