@@ -722,6 +722,8 @@ class Watches:
                     self.fire_due()
                 finally:
                     self._lock.acquire()
+                if not self._running:  # closed while firing: its notify came before this wait
+                    return
                 nearest = min(self._due.values(), default=None)
                 wait = None if nearest is None else max(0.0, nearest - self.monotonic())
                 self._changed.wait(wait)
